@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what pykubevirt needs on a Debian 12 host, as root. Idempotent: does nothing when all is present.
+set -euo pipefail
+
+APT_PACKAGES=(
+  qemu-system-x86 qemu-utils libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config
+  skopeo xorriso syslinux syslinux-common mtools dosfstools cpio busybox-static kmod
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# libvirt's embedded QEMU driver refuses to initialise while its configured user is unknown to the host.
+if ! getent group libvirt-qemu >/dev/null; then groupadd --system libvirt-qemu; fi
+if ! id libvirt-qemu >/dev/null 2>&1; then
+  useradd --system --no-create-home --shell /usr/sbin/nologin -g libvirt-qemu libvirt-qemu
+fi
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+  echo "setup: Python 3.11 or newer is required ($PYTHON is $("$PYTHON" --version 2>&1))" >&2
+  exit 1
+fi
+if ! "$PYTHON" -m venv --help >/dev/null 2>&1 || ! "$PYTHON" -c 'import ensurepip' 2>/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-dev >/dev/null
+fi
+
+cd "$(dirname "$0")/.."
+stamp=.venv/.installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
