@@ -1,0 +1,163 @@
+"""RFC 6902 JSON Patch: applying a patch (with `test`) and computing one between two documents."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+Patch = list[dict[str, Any]]
+
+
+class JSONPatchError(ValueError):
+    """A patch that is malformed or cannot be applied to the document."""
+
+
+class JSONPatchTestFailed(JSONPatchError):
+    """A `test` operation did not match; Kubernetes answers 422 (409 inside KubeVirt's subresources)."""
+
+
+def escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _tokens(pointer: str) -> list[str]:
+    if pointer == "":
+        return []
+    if not pointer.startswith("/"):
+        raise JSONPatchError(f"invalid JSON pointer {pointer!r}: must start with '/'")
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
+
+
+def _index(container: list[Any], token: str, *, allow_end: bool) -> int:
+    if token == "-" and allow_end:
+        return len(container)
+    if not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+        raise JSONPatchError(f"invalid array index {token!r}")
+    i = int(token)
+    if i > len(container) or (i == len(container) and not allow_end):
+        raise JSONPatchError(f"array index {i} out of range")
+    return i
+
+
+def _parent(doc: Any, tokens: list[str], path: str) -> Any:
+    node = doc
+    for token in tokens[:-1]:
+        if isinstance(node, dict):
+            if token not in node:
+                raise JSONPatchError(f"path {path!r} does not exist")
+            node = node[token]
+        elif isinstance(node, list):
+            node = node[_index(node, token, allow_end=False)]
+        else:
+            raise JSONPatchError(f"path {path!r} does not exist")
+    return node
+
+
+def _get(doc: Any, path: str) -> Any:
+    node = doc
+    for token in _tokens(path):
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list):
+            node = node[_index(node, token, allow_end=False)]
+        else:
+            raise JSONPatchError(f"path {path!r} does not exist")
+    return node
+
+
+def _add(doc: Any, path: str, value: Any) -> Any:
+    tokens = _tokens(path)
+    if not tokens:
+        return value
+    parent = _parent(doc, tokens, path)
+    last = tokens[-1]
+    if isinstance(parent, dict):
+        parent[last] = value
+    elif isinstance(parent, list):
+        parent.insert(_index(parent, last, allow_end=True), value)
+    else:
+        raise JSONPatchError(f"path {path!r} does not exist")
+    return doc
+
+
+def _remove(doc: Any, path: str) -> tuple[Any, Any]:
+    tokens = _tokens(path)
+    if not tokens:
+        raise JSONPatchError("cannot remove the whole document")
+    parent = _parent(doc, tokens, path)
+    last = tokens[-1]
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise JSONPatchError(f"path {path!r} does not exist")
+        return doc, parent.pop(last)
+    if isinstance(parent, list):
+        return doc, parent.pop(_index(parent, last, allow_end=False))
+    raise JSONPatchError(f"path {path!r} does not exist")
+
+
+def apply_patch(document: Any, patch: Any) -> Any:
+    """Apply `patch` to a copy of `document` and return the result."""
+    if not isinstance(patch, list):
+        raise JSONPatchError("a JSON patch must be a list of operations")
+    doc = copy.deepcopy(document)
+    for op in patch:
+        if not isinstance(op, dict) or "op" not in op or "path" not in op:
+            raise JSONPatchError(f"invalid operation {op!r}")
+        kind, path = op["op"], op["path"]
+        if not isinstance(path, str):
+            raise JSONPatchError(f"invalid path {path!r}")
+        if kind in ("add", "replace", "test") and "value" not in op:
+            raise JSONPatchError(f"operation {kind!r} needs a value")
+        if kind == "add":
+            doc = _add(doc, path, copy.deepcopy(op["value"]))
+        elif kind == "remove":
+            doc, _ = _remove(doc, path)
+        elif kind == "replace":
+            _get(doc, path)
+            if path == "":
+                doc = copy.deepcopy(op["value"])
+            else:
+                doc, _ = _remove(doc, path)
+                doc = _add(doc, path, copy.deepcopy(op["value"]))
+        elif kind in ("move", "copy"):
+            source = op.get("from")
+            if not isinstance(source, str):
+                raise JSONPatchError(f"operation {kind!r} needs 'from'")
+            if kind == "move":
+                doc, value = _remove(doc, source)
+            else:
+                value = copy.deepcopy(_get(doc, source))
+            doc = _add(doc, path, value)
+        elif kind == "test":
+            try:
+                current = _get(doc, path)
+            except JSONPatchError as exc:
+                raise JSONPatchTestFailed(f"testing value {path} failed: {exc}") from exc
+            if (
+                current != op["value"]
+                or (type(current) is not type(op["value"])
+                and not (isinstance(current, int | float) and isinstance(op["value"], int | float)))
+            ):
+                raise JSONPatchTestFailed(f"testing value {path} failed")
+        else:
+            raise JSONPatchError(f"unknown operation {kind!r}")
+    return doc
+
+
+def make_patch(old: Any, new: Any, path: str = "") -> Patch:
+    """A patch turning `old` into `new`: objects are diffed per key, lists and scalars are replaced whole."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        ops: Patch = []
+        for key in old:
+            if key not in new:
+                ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
+        for key, value in new.items():
+            child = f"{path}/{escape(key)}"
+            if key not in old:
+                ops.append({"op": "add", "path": child, "value": copy.deepcopy(value)})
+            elif old[key] != value or type(old[key]) is not type(value):
+                ops.extend(make_patch(old[key], value, child))
+        return ops
+    if old == new and type(old) is type(new):
+        return []
+    return [{"op": "replace", "path": path, "value": copy.deepcopy(new)}]

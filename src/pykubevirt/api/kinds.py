@@ -1,0 +1,208 @@
+"""The kinds pykubevirt serves: names, scope, printer columns and schema of each, in one catalogue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pykubevirt.api import cdi, constants, instancetype
+from pykubevirt.api.kubevirt import migration, vm, vmi
+from pykubevirt.api.schema import Schema
+
+AGE_COLUMN_PATH = ".metadata.creationTimestamp"
+
+
+@dataclass(frozen=True, slots=True)
+class PrinterColumn:
+    name: str
+    type: str
+    json_path: str
+    description: str = ""
+    priority: int = 0
+    format: str = ""
+
+    def to_crd(self) -> dict[str, object]:
+        column: dict[str, object] = {"name": self.name, "type": self.type, "jsonPath": self.json_path}
+        if self.description:
+            column["description"] = self.description
+        if self.format:
+            column["format"] = self.format
+        if self.priority:
+            column["priority"] = self.priority
+        return column
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """Everything needed to serve a kind: its CRD names and its schema."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    schema: Schema
+    namespaced: bool = True
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    printer_columns: tuple[PrinterColumn, ...] = ()
+    status_subresource: bool = True
+    list_kind: str = field(default="")
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+
+def _age() -> PrinterColumn:
+    return PrinterColumn("Age", "date", AGE_COLUMN_PATH)
+
+
+def _condition(name: str, condition: str, priority: int = 0) -> PrinterColumn:
+    return PrinterColumn(name, "string", f".status.conditions[?(@.type=='{condition}')].status", priority=priority)
+
+
+VIRTUAL_MACHINE = KindSpec(
+    group=constants.KUBEVIRT_GROUP,
+    version=constants.KUBEVIRT_VERSION,
+    kind=constants.VM_KIND,
+    plural="virtualmachines",
+    singular="virtualmachine",
+    schema=vm.VIRTUAL_MACHINE,
+    short_names=("vm", "vms"),
+    categories=("all",),
+    printer_columns=(
+        _age(),
+        PrinterColumn("Status", "string", ".status.printableStatus", description="Human Readable Status"),
+        _condition("Ready", "Ready"),
+    ),
+)
+
+# KubeVirt's VMI CRD has no status subresource: the VMI mutator sets status.phase on create and the controller and
+# handler write status through the main resource, which the update admitter guards.
+VIRTUAL_MACHINE_INSTANCE = KindSpec(
+    group=constants.KUBEVIRT_GROUP,
+    version=constants.KUBEVIRT_VERSION,
+    kind=constants.VMI_KIND,
+    plural="virtualmachineinstances",
+    singular="virtualmachineinstance",
+    schema=vmi.VIRTUAL_MACHINE_INSTANCE,
+    short_names=("vmi", "vmis"),
+    categories=("all",),
+    status_subresource=False,
+    printer_columns=(
+        _age(),
+        PrinterColumn("Phase", "string", ".status.phase"),
+        PrinterColumn("IP", "string", ".status.interfaces[0].ipAddress"),
+        PrinterColumn("NodeName", "string", ".status.nodeName"),
+        _condition("Ready", "Ready"),
+        _condition("Live-Migratable", "LiveMigratable", priority=1),
+        _condition("Paused", "Paused", priority=1),
+    ),
+)
+
+VIRTUAL_MACHINE_INSTANCE_MIGRATION = KindSpec(
+    group=constants.KUBEVIRT_GROUP,
+    version=constants.KUBEVIRT_VERSION,
+    kind=constants.VMIM_KIND,
+    plural="virtualmachineinstancemigrations",
+    singular="virtualmachineinstancemigration",
+    schema=migration.VIRTUAL_MACHINE_INSTANCE_MIGRATION,
+    short_names=("vmim", "vmims"),
+    categories=("all",),
+    printer_columns=(
+        PrinterColumn("Phase", "string", ".status.phase", description="The current phase of VM instance migration"),
+        PrinterColumn("VMI", "string", ".spec.vmiName", description="The name of the VMI to perform the migration on"),
+    ),
+)
+
+VIRTUAL_MACHINE_INSTANCETYPE = KindSpec(
+    group=constants.INSTANCETYPE_GROUP,
+    version=constants.INSTANCETYPE_VERSION,
+    kind=constants.INSTANCETYPE_KIND,
+    plural="virtualmachineinstancetypes",
+    singular="virtualmachineinstancetype",
+    schema=instancetype.VIRTUAL_MACHINE_INSTANCETYPE,
+    short_names=("vminstancetype", "vminstancetypes", "vmf", "vmfs"),
+    categories=("all",),
+    status_subresource=False,
+)
+
+VIRTUAL_MACHINE_CLUSTER_INSTANCETYPE = KindSpec(
+    group=constants.INSTANCETYPE_GROUP,
+    version=constants.INSTANCETYPE_VERSION,
+    kind=constants.CLUSTER_INSTANCETYPE_KIND,
+    plural="virtualmachineclusterinstancetypes",
+    singular="virtualmachineclusterinstancetype",
+    schema=instancetype.VIRTUAL_MACHINE_CLUSTER_INSTANCETYPE,
+    namespaced=False,
+    short_names=("vmclusterinstancetype", "vmclusterinstancetypes", "vmcf", "vmcfs"),
+    status_subresource=False,
+)
+
+VIRTUAL_MACHINE_PREFERENCE = KindSpec(
+    group=constants.INSTANCETYPE_GROUP,
+    version=constants.INSTANCETYPE_VERSION,
+    kind=constants.PREFERENCE_KIND,
+    plural="virtualmachinepreferences",
+    singular="virtualmachinepreference",
+    schema=instancetype.VIRTUAL_MACHINE_PREFERENCE,
+    short_names=("vmpref", "vmprefs", "vmp", "vmps"),
+    categories=("all",),
+    status_subresource=False,
+)
+
+VIRTUAL_MACHINE_CLUSTER_PREFERENCE = KindSpec(
+    group=constants.INSTANCETYPE_GROUP,
+    version=constants.INSTANCETYPE_VERSION,
+    kind=constants.CLUSTER_PREFERENCE_KIND,
+    plural="virtualmachineclusterpreferences",
+    singular="virtualmachineclusterpreference",
+    schema=instancetype.VIRTUAL_MACHINE_CLUSTER_PREFERENCE,
+    namespaced=False,
+    short_names=("vmcp", "vmcps"),
+    status_subresource=False,
+)
+
+DATA_VOLUME = KindSpec(
+    group=constants.CDI_GROUP,
+    version=constants.CDI_VERSION,
+    kind=constants.DATA_VOLUME_KIND,
+    plural="datavolumes",
+    singular="datavolume",
+    schema=cdi.DATA_VOLUME,
+    short_names=("dv", "dvs"),
+    categories=("all",),
+    printer_columns=(
+        PrinterColumn("Phase", "string", ".status.phase", description="Where the import or clone stands"),
+        PrinterColumn("Progress", "string", ".status.progress", description="Percent of the data copied, when known"),
+        PrinterColumn("Restarts", "integer", ".status.restartCount", description="How often the transfer restarted"),
+        _age(),
+    ),
+)
+
+ALL_KINDS: tuple[KindSpec, ...] = (
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    VIRTUAL_MACHINE_INSTANCE_MIGRATION,
+    VIRTUAL_MACHINE_INSTANCETYPE,
+    VIRTUAL_MACHINE_CLUSTER_INSTANCETYPE,
+    VIRTUAL_MACHINE_PREFERENCE,
+    VIRTUAL_MACHINE_CLUSTER_PREFERENCE,
+    DATA_VOLUME,
+)
+
+_BY_GVK = {(k.group, k.kind): k for k in ALL_KINDS}
+OUR_GROUPS = frozenset(k.group for k in ALL_KINDS)
+
+
+def kind_for(api_version: str, kind: str) -> KindSpec | None:
+    """The kind served for `apiVersion`/`kind`, or None when it is not one of ours."""
+    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    spec = _BY_GVK.get((group, kind))
+    if spec is not None and api_version == spec.api_version:
+        return spec
+    return None

@@ -1,0 +1,66 @@
+"""JSON Patch (RFC 6902) and JSON Merge Patch (RFC 7386) behave as the RFCs and Kubernetes require."""
+
+from __future__ import annotations
+
+import pytest
+
+from pykubevirt.api.json_patch import JSONPatchError, JSONPatchTestFailed, apply_patch, make_patch
+from pykubevirt.api.merge_patch import apply_merge_patch, make_merge_patch
+
+DOC = {"metadata": {"name": "vm", "labels": {"a/b": "1"}}, "spec": {"list": [1, 2, 3], "runStrategy": "Halted"}}
+
+
+def test_add_replace_remove_move_copy() -> None:
+    patch = [
+        {"op": "add", "path": "/spec/list/1", "value": 9},
+        {"op": "add", "path": "/spec/list/-", "value": 4},
+        {"op": "replace", "path": "/spec/runStrategy", "value": "Always"},
+        {"op": "remove", "path": "/metadata/labels/a~1b"},
+        {"op": "copy", "from": "/metadata/name", "path": "/spec/copied"},
+        {"op": "move", "from": "/spec/copied", "path": "/spec/moved"},
+    ]
+    result = apply_patch(DOC, patch)
+    assert result["spec"]["list"] == [1, 9, 2, 3, 4]
+    assert result["spec"]["runStrategy"] == "Always"
+    assert result["metadata"]["labels"] == {}
+    assert result["spec"]["moved"] == "vm" and "copied" not in result["spec"]
+    assert DOC["spec"]["runStrategy"] == "Halted", "the input must not change"
+
+
+def test_test_operation() -> None:
+    assert apply_patch(DOC, [{"op": "test", "path": "/spec/runStrategy", "value": "Halted"}]) == DOC
+    with pytest.raises(JSONPatchTestFailed):
+        apply_patch(DOC, [{"op": "test", "path": "/spec/runStrategy", "value": "Always"}])
+    with pytest.raises(JSONPatchTestFailed):
+        apply_patch(DOC, [{"op": "test", "path": "/status/stateChangeRequests", "value": []}])
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"op": "add"},
+        [{"op": "add", "path": "/spec/x"}],
+        [{"op": "remove", "path": "/nope"}],
+        [{"op": "replace", "path": "/spec/list/7", "value": 1}],
+        [{"op": "frobnicate", "path": "/spec"}],
+        [{"op": "add", "path": "spec", "value": 1}],
+    ],
+)
+def test_bad_patches_are_errors(patch: object) -> None:
+    with pytest.raises(JSONPatchError):
+        apply_patch(DOC, patch)
+
+
+def test_make_patch_round_trips() -> None:
+    new = {"metadata": {"name": "vm", "finalizers": ["f"]}, "spec": {"list": [1], "runStrategy": "Halted"}}
+    patch = make_patch(DOC, new)
+    assert apply_patch(DOC, patch) == new
+    assert make_patch(DOC, DOC) == []
+
+
+def test_merge_patch() -> None:
+    patch = {"metadata": {"labels": {"a/b": None, "c": "2"}}, "spec": {"list": [7]}}
+    result = apply_merge_patch(DOC, patch)
+    assert result["metadata"]["labels"] == {"c": "2"}
+    assert result["spec"] == {"list": [7], "runStrategy": "Halted"}
+    assert apply_merge_patch(DOC, make_merge_patch(DOC, result)) == result
