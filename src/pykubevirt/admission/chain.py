@@ -1,0 +1,161 @@
+"""The admission chain for our kinds: mutate (defaults) then validate, as KubeVirt's webhooks run in order."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykubevirt.admission.causes import AdmissionRejected, Cause, RequestDenied
+from pykubevirt.admission.context import AdmissionContext
+from pykubevirt.admission.defaults import mutate_migration, mutate_vm, mutate_vmi
+from pykubevirt.admission.validation import (
+    REQUEST_ERROR,
+    validate_datavolume,
+    validate_instancetype,
+    validate_migration_create,
+    validate_preference,
+    validate_vm,
+    validate_vmi_create,
+    validate_vmi_update,
+)
+from pykubevirt.api import constants as c
+from pykubevirt.api.json_patch import Patch, make_patch
+
+CREATE = "CREATE"
+UPDATE = "UPDATE"
+
+RUNNING_DEPRECATED_WARNING = "spec.running is deprecated, please use spec.runStrategy instead."
+
+Mutator = Callable[[dict[str, Any], AdmissionContext, str, dict[str, Any] | None], None]
+Validator = Callable[[dict[str, Any], AdmissionContext, str, dict[str, Any] | None], list[Cause]]
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionResult:
+    """The admitted object, the JSON patch the mutation amounts to, and warnings for the client."""
+
+    object: dict[str, Any]
+    patch: Patch
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Hooks:
+    mutating_webhook: str
+    mutate: Mutator | None
+    validating_webhook: str
+    validate: Validator
+
+
+def _mutate_vm(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> None:
+    mutate_vm(obj, ctx, operation=op, old=old)
+
+
+def _mutate_vmi(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> None:
+    mutate_vmi(obj, ctx, operation=op, old=old)
+
+
+def _mutate_vmim(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> None:
+    mutate_migration(obj, ctx, operation=op)
+
+
+def _validate_vm(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
+    return validate_vm(obj, ctx, old=old)
+
+
+def _validate_vmi(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
+    if op == UPDATE and old is not None:
+        return validate_vmi_update(obj, old, ctx)
+    return validate_vmi_create(obj, ctx)
+
+
+def _validate_vmim(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
+    return validate_migration_create(obj, ctx) if op == CREATE else []
+
+
+def _simple(validator: Callable[[dict[str, Any], AdmissionContext], list[Cause]]) -> Validator:
+    def run(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
+        return validator(obj, ctx)
+
+    return run
+
+
+_HOOKS: dict[str, _Hooks] = {
+    c.VM_KIND: _Hooks(
+        "virtualmachines-mutator.kubevirt.io", _mutate_vm, "virtualmachine-validator.kubevirt.io", _validate_vm
+    ),
+    c.VMI_KIND: _Hooks(
+        "virtualmachineinstances-mutator.kubevirt.io",
+        _mutate_vmi,
+        "virtualmachineinstances-create-validator.kubevirt.io",
+        _validate_vmi,
+    ),
+    c.VMIM_KIND: _Hooks(
+        "migrations-mutator.kubevirt.io", _mutate_vmim, "migration-create-validator.kubevirt.io", _validate_vmim
+    ),
+    c.INSTANCETYPE_KIND: _Hooks(
+        "", None, "virtualmachineinstancetype-validator.instancetype.kubevirt.io", _simple(validate_instancetype)
+    ),
+    c.CLUSTER_INSTANCETYPE_KIND: _Hooks(
+        "", None, "virtualmachineclusterinstancetype-validator.instancetype.kubevirt.io", _simple(validate_instancetype)
+    ),
+    c.PREFERENCE_KIND: _Hooks(
+        "", None, "virtualmachinepreference-validator.instancetype.kubevirt.io", _simple(validate_preference)
+    ),
+    c.CLUSTER_PREFERENCE_KIND: _Hooks(
+        "", None, "virtualmachineclusterpreference-validator.instancetype.kubevirt.io", _simple(validate_preference)
+    ),
+    c.DATA_VOLUME_KIND: _Hooks("", None, "datavolume-validate.cdi.kubevirt.io", _simple(validate_datavolume)),
+}
+
+
+def handles(kind: str) -> bool:
+    return kind in _HOOKS
+
+
+def mutate(
+    obj: dict[str, Any], ctx: AdmissionContext, *, operation: str = CREATE, old: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The object after the kind's mutating webhook (a copy; the input is not changed)."""
+    mutated = copy.deepcopy(obj)
+    hooks = _HOOKS.get(str(obj.get("kind", "")))
+    if hooks is not None and hooks.mutate is not None:
+        hooks.mutate(mutated, ctx, operation, old)
+    return mutated
+
+
+def validate(
+    obj: dict[str, Any], ctx: AdmissionContext, *, operation: str = CREATE, old: dict[str, Any] | None = None
+) -> list[str]:
+    """Run the kind's validating webhook; raises AdmissionRejected with the causes, returns the warnings."""
+    hooks = _HOOKS.get(str(obj.get("kind", "")))
+    if hooks is None:
+        return []
+    webhook = hooks.validating_webhook
+    if operation == UPDATE and webhook.endswith("-create-validator.kubevirt.io"):
+        webhook = webhook.replace("-create-validator", "-update-validator")
+    causes = hooks.validate(obj, ctx, operation, old)
+    plain = [cause for cause in causes if cause.type == REQUEST_ERROR]
+    if plain:
+        # Some KubeVirt checks answer a bare 400 with one message instead of a 422 with causes.
+        raise RequestDenied(plain[0].message, webhook)
+    if causes:
+        raise AdmissionRejected(causes, webhook)
+    if obj.get("kind") == c.VM_KIND and (obj.get("spec") or {}).get("running") is not None:
+        return [RUNNING_DEPRECATED_WARNING]
+    return []
+
+
+def admit(
+    obj: dict[str, Any],
+    ctx: AdmissionContext,
+    *,
+    operation: str = CREATE,
+    old: dict[str, Any] | None = None,
+) -> AdmissionResult:
+    """Run the mutating then the validating step for `obj`; raises AdmissionRejected with the causes."""
+    mutated = mutate(obj, ctx, operation=operation, old=old)
+    warnings = validate(mutated, ctx, operation=operation, old=old)
+    return AdmissionResult(mutated, make_patch(obj, mutated), warnings)

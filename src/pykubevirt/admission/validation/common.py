@@ -1,0 +1,209 @@
+"""Small helpers the validators share: reading plain dicts the way Go reads typed structs, and k8s name checks."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pykubevirt.api.quantity import Quantity, QuantityError
+
+# Type of a cause that upstream answers with a plain error (HTTP 400, message only) instead of a 422 with causes.
+REQUEST_ERROR = "BadRequest"
+
+# Messages and formats from k8s.io/apimachinery/pkg/util/validation.
+DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
+_DNS1123_LABEL_ERR = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character"
+)
+_DNS1123_SUBDOMAIN_ERR = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+_DNS1123_LABEL_RE = re.compile(f"^{DNS1123_LABEL_FMT}$")
+_DNS1123_SUBDOMAIN_RE = re.compile(f"^{DNS1123_SUBDOMAIN_FMT}$")
+_PORT_NAME_CHARSET_RE = re.compile(r"^[-a-z0-9]+$")
+_PCI_ADDRESS_RE = re.compile(r"^([\da-fA-F]{4}):([\da-fA-F]{2}):([\da-fA-F]{2})\.([0-7])$")
+_HEX = set("0123456789abcdefABCDEF")
+
+
+def get(obj: Any, *path: str) -> Any:
+    """Follow `path` through nested dicts; None as soon as a step is missing or not a dict."""
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def as_map(value: Any) -> dict[str, Any]:
+    """The value if it is a dict, else an empty dict (Go's zero struct)."""
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """The value if it is a list, else an empty list (Go's nil slice)."""
+    return list(value) if isinstance(value, list) else []
+
+
+def as_str(value: Any) -> str:
+    """A string field; anything else reads as Go's zero string."""
+    return value if isinstance(value, str) else ""
+
+
+def as_int(value: Any) -> int:
+    """An integer field; anything else reads as zero."""
+    if isinstance(value, bool):
+        return int(value)
+    return value if isinstance(value, int) else 0
+
+
+def is_true(value: Any) -> bool:
+    return value is True
+
+
+def go_list(values: Iterable[Any]) -> str:
+    """Go's `%v` of a slice: `[a b c]`."""
+    return "[" + " ".join(str(v) for v in values) + "]"
+
+
+def parse_quantity(value: Any) -> Quantity | None:
+    """The quantity in a field, or None when absent or unparsable (the schema layer rejects those)."""
+    if value is None:
+        return None
+    try:
+        return Quantity.parse(value)
+    except QuantityError:
+        return None
+
+
+def zero() -> Quantity:
+    return Quantity(0)
+
+
+def resource(spec: Mapping[str, Any], kind: str, name: str) -> Quantity:
+    """`spec.domain.resources.<kind>.<name>` as Go's `ResourceList.Memory()`/`Cpu()`: zero when absent."""
+    return parse_quantity(get(spec, "domain", "resources", kind, name)) or zero()
+
+
+def has_resource(spec: Mapping[str, Any], kind: str, name: str) -> bool:
+    entries = get(spec, "domain", "resources", kind)
+    return isinstance(entries, Mapping) and name in entries
+
+
+def int_value(q: Quantity) -> int:
+    """`Quantity.Value()`: the integer value rounded away from zero."""
+    v = q.value
+    magnitude = -(-abs(v.numerator) // v.denominator)
+    return magnitude if v >= 0 else -magnitude
+
+
+def vcpus(cpu: Any) -> int:
+    """hwutil.GetNumberOfVCPUs: product of the set topology fields, zero when none is set."""
+    cpu = as_map(cpu)
+    count = as_int(cpu.get("cores"))
+    for key in ("sockets", "threads"):
+        n = as_int(cpu.get(key))
+        if n:
+            count = n if count == 0 else count * n
+    return count
+
+
+def max_len_error(length: int) -> str:
+    return f"must be no more than {length} characters"
+
+
+def regex_error(msg: str, fmt: str, *examples: str) -> str:
+    """validation.RegexError, including its double space after each example's comma."""
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+def dns1123_label_errors(value: str) -> list[str]:
+    errs: list[str] = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _DNS1123_LABEL_RE.match(value):
+        if _DNS1123_SUBDOMAIN_RE.match(value):
+            errs.append("must not contain dots")
+        else:
+            errs.append(regex_error(_DNS1123_LABEL_ERR, DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    return errs
+
+
+def dns1123_subdomain_errors(value: str) -> list[str]:
+    errs: list[str] = []
+    if len(value) > 253:
+        errs.append(max_len_error(253))
+    if not _DNS1123_SUBDOMAIN_RE.match(value):
+        errs.append(regex_error(_DNS1123_SUBDOMAIN_ERR, DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+def is_valid_port_name(name: str) -> bool:
+    """validation.IsValidPortName returns no error."""
+    return (
+        len(name) <= 15
+        and bool(_PORT_NAME_CHARSET_RE.match(name))
+        and any("a" <= c <= "z" for c in name)
+        and "--" not in name
+        and not name.startswith("-")
+        and not name.endswith("-")
+    )
+
+
+def is_pci_address(value: str) -> bool:
+    return bool(_PCI_ADDRESS_RE.match(value))
+
+
+def parse_mac(value: str) -> int | None:
+    """The number of octets Go's net.ParseMAC reads from `value`, or None when it fails."""
+    if len(value) < 14:
+        return None
+    if value[2] in ":-":
+        if (len(value) + 1) % 3 != 0:
+            return None
+        n = (len(value) + 1) // 3
+        sep = value[2]
+        for i in range(n):
+            octet = value[3 * i : 3 * i + 2]
+            if len(octet) != 2 or not set(octet) <= _HEX:
+                return None
+            if i < n - 1 and value[3 * i + 2] != sep:
+                return None
+    elif value[4] == ".":
+        if (len(value) + 1) % 5 != 0:
+            return None
+        n = 2 * (len(value) + 1) // 5
+        for i in range(n // 2):
+            group = value[5 * i : 5 * i + 4]
+            if len(group) != 4 or not set(group) <= _HEX:
+                return None
+            if i < n // 2 - 1 and value[5 * i + 4] != ".":
+                return None
+    else:
+        return None
+    return n if n in (6, 8, 20) else None
+
+
+def parse_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """Go's net.ParseIP: dotted IPv4 or IPv6 without a zone."""
+    if "%" in value:
+        return None
+    try:
+        return ipaddress.ip_address(value)
+    except ValueError:
+        return None
+
+
+def is_ipv4(value: str) -> bool:
+    """`net.ParseIP(value).To4() != nil`: plain IPv4 or an IPv4-mapped IPv6 address."""
+    ip = parse_ip(value)
+    if isinstance(ip, ipaddress.IPv4Address):
+        return True
+    return isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None

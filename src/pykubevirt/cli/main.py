@@ -1,0 +1,72 @@
+"""`pykubevirt`: the command that validates manifests, prints CRDs and runs every component of the cluster."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _crds(args: argparse.Namespace) -> int:
+    from pykubevirt.cli.crds_command import run
+
+    return run(args)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from pykubevirt.cli.validate_command import run
+
+    return run(args)
+
+
+def _apiserver(args: argparse.Namespace) -> int:
+    from pykubevirt.cli.apiserver_command import run
+
+    return run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pykubevirt", description="KubeVirt's VM lifecycle, in Python.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    crds = sub.add_parser("crds", help="print the CustomResourceDefinitions generated from the API model")
+    crds.add_argument("--output-dir", help="write one file per CRD into this directory instead of printing")
+    crds.set_defaults(func=_crds)
+
+    validate = sub.add_parser("validate", help="apply KubeVirt's defaults and validation to manifests")
+    validate.add_argument("-f", "--filename", action="append", required=True, help="file, directory or '-'")
+    validate.add_argument("-o", "--output", choices=("yaml", "json", "none"), default="yaml")
+    validate.add_argument(
+        "--feature-gates", default="", help="comma-separated KubeVirt feature gates to enable (as in the KubeVirt CR)"
+    )
+    validate.set_defaults(func=_validate)
+
+    apiserver = sub.add_parser("apiserver", help="run the embedded Kubernetes-compatible API server")
+    apiserver.add_argument("--data-dir", required=True, help="directory for the database, certificates and kubeconfig")
+    apiserver.add_argument("--listen", default="127.0.0.1:6443", help="HOST:PORT to serve HTTPS on (port 0 picks one)")
+    apiserver.add_argument("--feature-gates", default="", help="comma-separated KubeVirt feature gates to enable")
+    apiserver.add_argument(
+        "--history-revisions", type=int, default=100_000, help="revisions kept for watches to resume from"
+    )
+    apiserver.add_argument("--compact-interval", type=float, default=300.0, help="seconds between compactions")
+    apiserver.set_defaults(func=_apiserver)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Command = args.func
+    try:
+        return func(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
