@@ -1,0 +1,177 @@
+"""CustomResourceDefinitions: serving a posted CRD's resources, and installing pykubevirt's own at start."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+from pykubevirt.api.crd import crd_manifest
+from pykubevirt.api.kinds import ALL_KINDS
+from pykubevirt.api.structural import structural_violations
+from pykubevirt.apiserver import errors
+from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.resources import Resource
+
+log = logging.getLogger("pykubevirt.apiserver.crds")
+
+CRD_COLLECTION = "apiextensions.k8s.io/customresourcedefinitions"
+SYSTEM = UserInfo("system:apiserver", ("system:masters",))
+
+
+def resources_of(crd: dict[str, Any]) -> list[Resource]:
+    """One Resource per served version of a CRD."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    found = []
+    for version in spec.get("versions") or []:
+        if not version.get("served", True):
+            continue
+        schema = ((version.get("schema") or {}).get("openAPIV3Schema")) or {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": True,
+        }
+        subresources = frozenset((version.get("subresources") or {}).keys())
+        found.append(
+            Resource(
+                group=str(spec.get("group", "")),
+                version=str(version["name"]),
+                kind=str(names.get("kind", "")),
+                plural=str(names.get("plural", "")),
+                singular=str(names.get("singular") or str(names.get("kind", "")).lower()),
+                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                schema=schema,
+                short_names=tuple(names.get("shortNames") or ()),
+                categories=tuple(names.get("categories") or ()),
+                printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
+                subresources=subresources,
+            )
+        )
+    return found
+
+
+def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
+    """Causes that make a CRD unacceptable (missing names, non-structural schemas)."""
+    causes = []
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    name = str((crd.get("metadata") or {}).get("name", ""))
+    for required in ("plural", "kind"):
+        if not names.get(required):
+            causes.append(
+                {"reason": "FieldValueRequired", "message": "Required value", "field": f"spec.names.{required}"}
+            )
+    if not spec.get("group"):
+        causes.append({"reason": "FieldValueRequired", "message": "Required value", "field": "spec.group"})
+    elif names.get("plural") and name != f"{names['plural']}.{spec['group']}":
+        causes.append(
+            {
+                "reason": "FieldValueInvalid",
+                "message": f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group',
+                "field": "metadata.name",
+            }
+        )
+    for i, version in enumerate(spec.get("versions") or []):
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if schema is not None:
+            for problem in structural_violations(schema):
+                causes.append(
+                    {
+                        "reason": "FieldValueInvalid",
+                        "message": problem,
+                        "field": f"spec.versions[{i}].schema.openAPIV3Schema",
+                    }
+                )
+    return causes
+
+
+class CRDController:
+    """Keeps the registry in step with the stored CRDs and fills their status."""
+
+    def __init__(self, api: ObjectAPI) -> None:
+        self.api = api
+        api.on_crd_change.append(self._changed)
+
+    def load_stored(self) -> None:
+        for record in self.api.store.records(CRD_COLLECTION):
+            self._register(record.value)
+
+    def _register(self, crd: dict[str, Any]) -> None:
+        for resource in resources_of(crd):
+            self.api.registry.add(resource)
+
+    def _unregister(self, crd: dict[str, Any]) -> None:
+        spec = crd.get("spec") or {}
+        for version in spec.get("versions") or []:
+            self.api.registry.remove(
+                str(spec.get("group", "")), str(version.get("name")), str((spec.get("names") or {}).get("plural"))
+            )
+
+    def _changed(self, crd: dict[str, Any], action: str) -> None:
+        if action == "delete":
+            self._remove_instances(crd)
+            self._unregister(crd)
+            return
+        if action == "update":
+            self._unregister(crd)
+        self._register(crd)
+        self._set_established(crd)
+
+    def _remove_instances(self, crd: dict[str, Any]) -> None:
+        spec = crd.get("spec") or {}
+        collection = f"{spec.get('group')}/{(spec.get('names') or {}).get('plural')}"
+        for record in self.api.store.records(collection):
+            self.api.store.delete(collection, record.key)
+
+    def _set_established(self, crd: dict[str, Any]) -> None:
+        spec = crd.get("spec") or {}
+        status = {
+            "acceptedNames": copy.deepcopy(spec.get("names") or {}),
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"},
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                },
+            ],
+            "storedVersions": [v["name"] for v in spec.get("versions") or [] if v.get("storage")],
+        }
+        current = crd.get("status") or {}
+        if (
+            current.get("acceptedNames") == status["acceptedNames"]
+            and current.get("storedVersions") == status["storedVersions"]
+        ):
+            return
+        key = str(crd["metadata"]["name"])
+        record = self.api.store.get(CRD_COLLECTION, key)
+        if record is None:
+            return
+        updated = copy.deepcopy(record.value)
+        updated["status"] = status
+        self.api.store.update(CRD_COLLECTION, key, updated, expected_revision=record.revision)
+
+    def install_builtin_crds(self) -> None:
+        """Create or update pykubevirt's CRDs (generated from the model, identical to deploy/crds/)."""
+        crd_resource = self.api.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        if crd_resource is None:
+            raise RuntimeError("the CRD resource must be registered first")
+        ctx = RequestContext(user=SYSTEM)
+        for kind in ALL_KINDS:
+            manifest = crd_manifest(kind)
+            existing = self.api.find(crd_resource, None, kind.crd_name)
+            if existing is None:
+                self.api.create(crd_resource, None, manifest, ctx)
+                log.info("installed CRD %s", kind.crd_name)
+            elif existing.get("spec") != manifest["spec"]:
+                manifest["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+                self.api.update(crd_resource, None, kind.crd_name, manifest, ctx)
+                log.info("updated CRD %s", kind.crd_name)
+
+
+def validate_crd(crd: dict[str, Any]) -> None:
+    causes = crd_problems(crd)
+    if causes:
+        name = str((crd.get("metadata") or {}).get("name", ""))
+        raise errors.invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, causes)

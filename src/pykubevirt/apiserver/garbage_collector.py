@@ -1,0 +1,273 @@
+"""Garbage collection by ownerReferences and namespace termination, as kube-controller-manager does them.
+
+Dependents whose owners are all gone are deleted (background propagation); an owner deleted with the `orphan`
+finalizer first has its dependents released; an owner deleted in the foreground waits until its blocking
+dependents are gone. A terminating namespace is emptied, then removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from pykubevirt.apiserver import errors
+from pykubevirt.apiserver.object_api import (
+    BACKGROUND,
+    FOREGROUND,
+    FOREGROUND_FINALIZER,
+    ORPHAN_FINALIZER,
+    DeleteOptions,
+    ObjectAPI,
+    RequestContext,
+    UserInfo,
+)
+from pykubevirt.apiserver.resources import Resource
+from pykubevirt.apiserver.store import DELETED, Event
+
+log = logging.getLogger("pykubevirt.apiserver.gc")
+
+GC_USER = UserInfo("system:serviceaccount:kube-system:generic-garbage-collector", ("system:serviceaccounts",))
+NAMESPACE_COLLECTION = "core/namespaces"
+NAMESPACE_FINALIZER = "kubernetes"
+
+# (collection, key) of an object in the store.
+Ref = tuple[str, str]
+
+
+def _owner_uids(obj: dict[str, Any]) -> list[str]:
+    return [str(o.get("uid")) for o in (obj.get("metadata") or {}).get("ownerReferences") or [] if o.get("uid")]
+
+
+class GarbageCollector:
+    """Keeps an index of owners and dependents from the store's events and acts on it in one task."""
+
+    def __init__(self, api: ObjectAPI) -> None:
+        self.api = api
+        self.store = api.store
+        self._by_uid: dict[str, Ref] = {}
+        self._dependents: dict[str, set[Ref]] = {}
+        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._pending: set[tuple[str, str]] = set()
+        self._build_index()
+        self.store.add_listener(self._on_event)
+
+    # --------------------------------------------------------------------------------------------- index
+
+    def _build_index(self) -> None:
+        for collection in self.store.collections():
+            for record in self.store.records(collection):
+                self._index(collection, record.key, record.value)
+        for uid, dependents in self._dependents.items():
+            if uid not in self._by_uid and dependents:
+                self._enqueue("owner-gone", uid)
+        for collection in self.store.collections():
+            for record in self.store.records(collection):
+                if (record.value.get("metadata") or {}).get("deletionTimestamp"):
+                    self._enqueue("deleting", str(record.value["metadata"].get("uid")))
+
+    def _index(self, collection: str, key: str, obj: dict[str, Any]) -> None:
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid:
+            self._by_uid[str(uid)] = (collection, key)
+        for owner in _owner_uids(obj):
+            self._dependents.setdefault(owner, set()).add((collection, key))
+
+    def _unindex(self, collection: str, key: str, obj: dict[str, Any] | None) -> None:
+        if obj is None:
+            return
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid and self._by_uid.get(str(uid)) == (collection, key):
+            del self._by_uid[str(uid)]
+        for owner in _owner_uids(obj):
+            dependents = self._dependents.get(owner)
+            if dependents is not None:
+                dependents.discard((collection, key))
+                if not dependents:
+                    del self._dependents[owner]
+
+    def _on_event(self, event: Event) -> None:
+        self._unindex(event.collection, event.key, event.previous)
+        meta = event.value.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if event.type == DELETED:
+            self._unindex(event.collection, event.key, event.value)
+            if uid in self._dependents:
+                self._enqueue("owner-gone", uid)
+            for owner in _owner_uids(event.value):
+                if owner in self._by_uid:
+                    self._enqueue("deleting", owner)
+            return
+        self._index(event.collection, event.key, event.value)
+        if meta.get("deletionTimestamp"):
+            self._enqueue("deleting", uid)
+        for owner in _owner_uids(event.value):
+            if owner not in self._by_uid:
+                self._enqueue("owner-gone", owner)
+
+    def _enqueue(self, action: str, uid: str) -> None:
+        item = (action, uid)
+        if item not in self._pending:
+            self._pending.add(item)
+            self._queue.put_nowait(item)
+
+    # --------------------------------------------------------------------------------------------- work
+
+    async def run(self) -> None:
+        """Process work items until cancelled; one failure never stops the collector."""
+        while True:
+            action, uid = await self._queue.get()
+            self._pending.discard((action, uid))
+            try:
+                if action == "owner-gone":
+                    self._owner_gone(uid)
+                else:
+                    self._deleting(uid)
+            except errors.APIError as exc:
+                if exc.code == 409:
+                    self._enqueue(action, uid)
+                    await asyncio.sleep(0.05)
+                elif exc.code != 404:
+                    log.warning("garbage collection of %s failed: %s", uid, exc.message)
+            except Exception:
+                log.exception("garbage collection of %s failed", uid)
+            await asyncio.sleep(0)
+
+    def _resource_of(self, collection: str) -> Resource | None:
+        for resource in self.api.registry.all():
+            if resource.collection == collection:
+                return resource
+        return None
+
+    def _object(self, ref: Ref) -> tuple[Resource, dict[str, Any]] | None:
+        resource = self._resource_of(ref[0])
+        record = self.store.get(*ref)
+        if resource is None or record is None:
+            return None
+        return resource, record.value
+
+    def _context(self) -> RequestContext:
+        return RequestContext(user=GC_USER)
+
+    def _delete(self, resource: Resource, obj: dict[str, Any], policy: str) -> None:
+        meta = obj["metadata"]
+        options = DeleteOptions(propagation_policy=policy, precondition_uid=meta.get("uid"))
+        self.api.delete(resource, meta.get("namespace"), str(meta["name"]), options, self._context())
+        log.info(
+            "deleted dependent %s %s/%s (%s propagation)",
+            resource.kind,
+            meta.get("namespace", ""),
+            meta["name"],
+            policy,
+        )
+
+    def _set_owner_references(self, resource: Resource, obj: dict[str, Any], refs: list[dict[str, Any]]) -> None:
+        meta = obj["metadata"]
+        patch = {"metadata": {"ownerReferences": refs or None, "resourceVersion": meta.get("resourceVersion")}}
+        self.api.patch(
+            resource,
+            meta.get("namespace"),
+            str(meta["name"]),
+            json.dumps(patch).encode(),
+            "application/merge-patch+json",
+            self._context(),
+        )
+
+    def _owner_gone(self, uid: str) -> None:
+        if uid in self._by_uid:
+            return
+        for ref in list(self._dependents.get(uid, ())):
+            found = self._object(ref)
+            if found is None:
+                continue
+            resource, obj = found
+            meta = obj["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            remaining = [o for o in meta.get("ownerReferences") or [] if str(o.get("uid")) in self._by_uid]
+            if remaining:
+                self._set_owner_references(resource, obj, remaining)
+            else:
+                self._delete(resource, obj, BACKGROUND)
+
+    def _deleting(self, uid: str) -> None:
+        ref = self._by_uid.get(uid)
+        if ref is None:
+            return
+        found = self._object(ref)
+        if found is None:
+            return
+        resource, obj = found
+        meta = obj["metadata"]
+        if not meta.get("deletionTimestamp"):
+            return
+        if resource.collection == NAMESPACE_COLLECTION:
+            self._terminate_namespace(resource, obj)
+            return
+        finalizers = list(meta.get("finalizers") or [])
+        if ORPHAN_FINALIZER in finalizers:
+            for dependent in self._dependent_objects(uid):
+                dep_resource, dep = dependent
+                refs = [o for o in dep["metadata"].get("ownerReferences") or [] if str(o.get("uid")) != uid]
+                self._set_owner_references(dep_resource, dep, refs)
+            self._remove_finalizer(resource, uid, ORPHAN_FINALIZER)
+        elif FOREGROUND_FINALIZER in finalizers:
+            blocking = False
+            for dep_resource, dep in self._dependent_objects(uid):
+                if not dep["metadata"].get("deletionTimestamp"):
+                    self._delete(dep_resource, dep, FOREGROUND)
+                if any(
+                    str(o.get("uid")) == uid and o.get("blockOwnerDeletion")
+                    for o in dep["metadata"].get("ownerReferences") or []
+                ):
+                    blocking = True
+            if not blocking:
+                self._remove_finalizer(resource, uid, FOREGROUND_FINALIZER)
+
+    def _dependent_objects(self, uid: str) -> Iterable[tuple[Resource, dict[str, Any]]]:
+        for ref in list(self._dependents.get(uid, ())):
+            found = self._object(ref)
+            if found is not None:
+                yield found
+
+    def _remove_finalizer(self, resource: Resource, uid: str, finalizer: str) -> None:
+        ref = self._by_uid.get(uid)
+        if ref is None:
+            return
+        record = self.store.get(*ref)
+        if record is None:
+            return
+        obj = record.value
+        finalizers = [f for f in obj["metadata"].get("finalizers") or [] if f != finalizer]
+        patch = {"metadata": {"finalizers": finalizers or None, "resourceVersion": obj["metadata"]["resourceVersion"]}}
+        meta = obj["metadata"]
+        self.api.patch(
+            resource,
+            meta.get("namespace"),
+            str(meta["name"]),
+            json.dumps(patch).encode(),
+            "application/merge-patch+json",
+            self._context(),
+        )
+
+    def _terminate_namespace(self, resource: Resource, namespace: dict[str, Any]) -> None:
+        name = str(namespace["metadata"]["name"])
+        remaining = 0
+        for res in self.api.registry.all():
+            if not res.namespaced:
+                continue
+            for record in self.store.records(res.collection, f"{name}/"):
+                remaining += 1
+                if not (record.value.get("metadata") or {}).get("deletionTimestamp"):
+                    self._delete(res, record.value, BACKGROUND)
+        if remaining:
+            # Re-check once the contents are gone; their DELETED events do not name the namespace.
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.5, self._enqueue, "deleting", str(namespace["metadata"]["uid"]))
+            return
+        stored = self.store.get(resource.collection, resource.key(None, name))
+        if stored is not None:
+            self.store.delete(resource.collection, stored.key)
+            log.info("namespace %s terminated", name)

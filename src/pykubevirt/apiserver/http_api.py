@@ -1,0 +1,390 @@
+"""The REST surface: Kubernetes paths and verbs mapped onto ObjectAPI, with Tables, watches and Status errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from pykubevirt.apiserver import errors, patching, printers
+from pykubevirt.apiserver.object_api import DeleteOptions, ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.resources import Registry, Resource
+from pykubevirt.apiserver.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+)
+from pykubevirt.apiserver.watch import WatchHub, watch_events
+
+log = logging.getLogger("pykubevirt.apiserver.http")
+
+JSON = "application/json"
+YAML = "application/yaml"
+DEFAULT_WATCH_TIMEOUT_SECONDS = 1800
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a resource path names."""
+
+    resource: Resource
+    namespace: str | None
+    name: str
+    subresource: str
+
+
+def json_response(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
+    response = web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type=JSON)
+    for warning in warnings or ():
+        response.headers.add("Warning", f'299 - "{warning.replace(chr(34), chr(39))}"')
+    return response
+
+
+def error_response(error: errors.APIError) -> web.Response:
+    response = json_response(error.status(), status=error.code)
+    for key, value in error.headers.items():
+        response.headers[key] = value
+    return response
+
+
+def parse_target(registry: Registry, path: str) -> Target:
+    """Resolve `/api/v1/...` or `/apis/<g>/<v>/...` to a resource, namespace, name and subresource."""
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 2 and parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        raise errors.resource_not_found()
+    namespace: str | None = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        candidate = registry.get(group, version, rest[2])
+        if candidate is not None and candidate.namespaced:
+            namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        raise errors.resource_not_found()
+    resource = registry.get(group, version, rest[0])
+    if resource is None:
+        raise errors.resource_not_found()
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    if subresource and subresource not in resource.subresources:
+        raise errors.resource_not_found()
+    return Target(resource, namespace, name, subresource)
+
+
+def table_version(accept: str) -> str | None:
+    """The meta.k8s.io version of Table the client asks for, if it asks for one."""
+    for media in accept.split(","):
+        params = dict(p.strip().split("=", 1) for p in media.split(";")[1:] if "=" in p)
+        if params.get("as") == "Table" and params.get("g") == "meta.k8s.io":
+            return params.get("v", "v1")
+    return None
+
+
+def _selectors(request: web.Request) -> tuple[LabelSelector | None, FieldSelector | None]:
+    try:
+        label = request.query.get("labelSelector")
+        field = request.query.get("fieldSelector")
+        return (
+            parse_label_selector(label) if label else None,
+            parse_field_selector(field) if field else None,
+        )
+    except SelectorError as exc:
+        raise errors.bad_request(str(exc)) from exc
+
+
+def _dry_run(request: web.Request) -> bool:
+    values = request.query.getall("dryRun", [])
+    for value in values:
+        if value != "All":
+            raise errors.bad_request(f'Invalid dryRun value: "{value}": supported values: "All"')
+    return bool(values)
+
+
+def _field_validation(request: web.Request) -> str:
+    value = request.query.get("fieldValidation", "Warn") or "Warn"
+    if value not in ("Strict", "Warn", "Ignore"):
+        raise errors.bad_request(f"fieldValidation must be one of Ignore, Warn, or Strict, got {value}")
+    return value
+
+
+class RestHandlers:
+    """aiohttp handlers for every resource path."""
+
+    def __init__(self, api: ObjectAPI, hub: WatchHub, *, max_body_bytes: int, clock: Callable[[], datetime]) -> None:
+        self.api = api
+        self.hub = hub
+        self.max_body_bytes = max_body_bytes
+        self.clock = clock
+        # Subresources another component answers (pods/log from the node), by (resource plural, subresource).
+        self.subresource_handlers: dict[
+            tuple[str, str], Callable[[web.Request, Target, UserInfo], Awaitable[web.StreamResponse]]
+        ] = {}
+
+    # --------------------------------------------------------------------------------------------------- entry
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        user: UserInfo = request["user"]
+        try:
+            target = parse_target(self.api.registry, request.path)
+            return await self._dispatch(request, target, user)
+        except errors.APIError as exc:
+            return error_response(exc)
+
+    async def _dispatch(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
+        method = request.method
+        special = self.subresource_handlers.get((target.resource.plural, target.subresource))
+        if special is not None:
+            return await special(request, target, user)
+        if target.resource.namespaced and target.namespace is None and method != "GET":
+            if method != "POST" or target.name:
+                raise errors.resource_not_found()
+        if method == "GET":
+            if target.name:
+                if request.query.get("watch") in ("true", "1"):
+                    return await self._watch(request, target, single=True)
+                return self._get(request, target)
+            if request.query.get("watch") in ("true", "1"):
+                return await self._watch(request, target, single=False)
+            return self._list(request, target)
+        ctx = RequestContext(
+            user=user,
+            dry_run=_dry_run(request),
+            field_validation=_field_validation(request),
+            field_manager=request.query.get("fieldManager", ""),
+        )
+        if method == "POST":
+            if target.subresource == "binding":
+                return await self._bind(request, target, ctx)
+            if target.subresource == "eviction":
+                return await self._evict(request, target, ctx)
+            if target.name:
+                raise errors.method_not_allowed(method)
+            body = await self._body(request)
+            new_object = self.api.create(target.resource, target.namespace, body, ctx)
+            return json_response(new_object, 201, ctx.warnings)
+        if method == "PUT":
+            if not target.name:
+                raise errors.method_not_allowed(method)
+            body = await self._body(request)
+            updated = self.api.update(
+                target.resource, target.namespace, target.name, body, ctx, subresource=target.subresource
+            )
+            return json_response(updated, 200, ctx.warnings)
+        if method == "PATCH":
+            if not target.name:
+                raise errors.method_not_allowed(method)
+            raw = await self._raw_body(request)
+            patched, created = self.api.patch(
+                target.resource,
+                target.namespace,
+                target.name,
+                raw,
+                patching.media_type(request.headers.get("Content-Type")),
+                ctx,
+                subresource=target.subresource,
+            )
+            return json_response(patched, 201 if created else 200, ctx.warnings)
+        if method == "DELETE":
+            body = await self._body(request, optional=True)
+            options = DeleteOptions.from_body(body if isinstance(body, dict) else None, dict(request.query))
+            if target.name:
+                obj, _ = self.api.delete(target.resource, target.namespace, target.name, options, ctx)
+                return json_response(obj, 200, ctx.warnings)
+            label, field = _selectors(request)
+            deleted = self.api.delete_collection(
+                target.resource, target.namespace, options, ctx, label_selector=label, field_selector=field
+            )
+            return json_response(self._list_body(target.resource, deleted, self.api.store.revision, ""))
+        raise errors.method_not_allowed(method)
+
+    # --------------------------------------------------------------------------------------------------- bodies
+
+    async def _raw_body(self, request: web.Request) -> bytes:
+        if request.content_length is not None and request.content_length > self.max_body_bytes:
+            raise errors.too_large(self.max_body_bytes)
+        chunks = []
+        size = 0
+        async for chunk in request.content.iter_chunked(65536):
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise errors.too_large(self.max_body_bytes)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _body(self, request: web.Request, *, optional: bool = False) -> Any:
+        raw = await self._raw_body(request)
+        if not raw.strip():
+            if optional:
+                return None
+            raise errors.bad_request("the request body is empty")
+        content_type = patching.media_type(request.headers.get("Content-Type")) or JSON
+        if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
+            import yaml
+
+            try:
+                return yaml.safe_load(raw.decode("utf-8"))
+            except (yaml.YAMLError, UnicodeDecodeError) as exc:
+                raise errors.bad_request(f"error decoding YAML: {exc}") from exc
+        if content_type not in (JSON, "*/*"):
+            raise errors.unsupported_media_type(content_type, [JSON, YAML])
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
+
+    # --------------------------------------------------------------------------------------------------- reads
+
+    def _list_body(self, resource: Resource, items: list[dict[str, Any]], revision: int, token: str) -> dict[str, Any]:
+        meta: dict[str, Any] = {"resourceVersion": str(revision)}
+        if token:
+            meta["continue"] = token
+        return {"kind": f"{resource.kind}List", "apiVersion": resource.api_version, "metadata": meta, "items": items}
+
+    def _table(
+        self, request: web.Request, resource: Resource, objects: list[dict[str, Any]], list_meta: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        version = table_version(request.headers.get("Accept", "")) or "v1"
+        if resource.table is not None:
+            columns, rows = resource.table(objects)
+        else:
+            columns, rows = printers.crd_columns_table(list(resource.printer_columns), objects, self.clock())
+        include = request.query.get("includeObject", "Metadata")
+        table = printers.build_table(columns, rows, objects, include_object=include, list_meta=list_meta)
+        table["apiVersion"] = f"meta.k8s.io/{version}"
+        return table
+
+    def _get(self, request: web.Request, target: Target) -> web.Response:
+        obj = self.api.get(target.resource, target.namespace, target.name)
+        if target.subresource and target.subresource != "status":
+            raise errors.method_not_allowed("GET")
+        if table_version(request.headers.get("Accept", "")):
+            return json_response(
+                self._table(
+                    request, target.resource, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+                )
+            )
+        return json_response(obj)
+
+    def _list(self, request: web.Request, target: Target) -> web.Response:
+        label, field = _selectors(request)
+        try:
+            limit = int(request.query.get("limit", "0") or 0)
+        except ValueError as exc:
+            raise errors.bad_request("limit must be an integer") from exc
+        items, revision, token = self.api.list_objects(
+            target.resource,
+            target.namespace,
+            label_selector=label,
+            field_selector=field,
+            limit=limit,
+            continue_token=request.query.get("continue", ""),
+        )
+        if table_version(request.headers.get("Accept", "")):
+            meta: dict[str, Any] = {"resourceVersion": str(revision)}
+            if token:
+                meta["continue"] = token
+            return json_response(self._table(request, target.resource, items, meta))
+        return json_response(self._list_body(target.resource, items, revision, token))
+
+    async def _watch(self, request: web.Request, target: Target, *, single: bool) -> web.StreamResponse:
+        label, field = _selectors(request)
+        if single:
+            name_selector = parse_field_selector(f"metadata.name={target.name}")
+            field = name_selector
+        send_initial = request.query.get("sendInitialEvents") in ("true", "1")
+        if send_initial and request.query.get("resourceVersionMatch") != "NotOlderThan":
+            raise errors.APIError(
+                422,
+                "Invalid",
+                "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch "
+                "to NotOlderThan",
+            )
+        resource_version = request.query.get("resourceVersion", "")
+        if resource_version not in ("", "0"):
+            try:
+                int(resource_version)
+            except ValueError as exc:
+                raise errors.bad_request(f'invalid resource version "{resource_version}"') from exc
+        try:
+            timeout = float(request.query.get("timeoutSeconds", DEFAULT_WATCH_TIMEOUT_SECONDS))
+        except ValueError as exc:
+            raise errors.bad_request("timeoutSeconds must be a number") from exc
+        as_table = table_version(request.headers.get("Accept", "")) is not None
+        response = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        first_table = True
+        try:
+            async for kind, obj in watch_events(
+                self.hub,
+                target.resource,
+                target.namespace,
+                label_selector=label,
+                field_selector=field,
+                resource_version=resource_version,
+                send_initial_events=send_initial,
+                allow_bookmarks=request.query.get("allowWatchBookmarks") in ("true", "1"),
+                timeout_seconds=timeout,
+            ):
+                payload = obj
+                if as_table and kind not in ("BOOKMARK", "ERROR"):
+                    payload = self._table(
+                        request, target.resource, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+                    )
+                    if not first_table:
+                        payload["columnDefinitions"] = []
+                    first_table = False
+                line = json.dumps({"type": kind, "object": payload}, separators=(",", ":")) + "\n"
+                await response.write(line.encode())
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return response
+
+    # --------------------------------------------------------------------------------------------------- pods
+
+    async def _bind(self, request: web.Request, target: Target, ctx: RequestContext) -> web.Response:
+        body = await self._body(request)
+        node = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
+        if not node:
+            raise errors.invalid_field(
+                "Binding", "", target.name, "target.name", "Required value", "FieldValueRequired"
+            )
+        pod = self.api.get(target.resource, target.namespace, target.name)
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            raise errors.conflict("pods", "", target.name, "pod is being deleted, cannot be assigned to a host")
+        assigned = (pod.get("spec") or {}).get("nodeName")
+        if assigned:
+            raise errors.conflict(
+                "pods", "", target.name, f'pod {target.name} is already assigned to node "{assigned}"'
+            )
+        updated = json.loads(json.dumps(pod))
+        updated["spec"]["nodeName"] = node
+        self.api.update(target.resource, target.namespace, target.name, updated, ctx)
+        return json_response(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
+        )
+
+    async def _evict(self, request: web.Request, target: Target, ctx: RequestContext) -> web.Response:
+        body = await self._body(request, optional=True)
+        delete_options = (body or {}).get("deleteOptions") if isinstance(body, dict) else None
+        options = DeleteOptions.from_body(delete_options, {})
+        self.api.delete(target.resource, target.namespace, target.name, options, ctx)
+        return json_response(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
+        )
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,70 @@
+"""KubeVirt's admission webhooks, run in-process for our kinds (the embedded server's admission chain)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pykubevirt.admission import chain
+from pykubevirt.admission.causes import AdmissionRejected
+from pykubevirt.admission.context import AdmissionContext, ClusterConfig
+from pykubevirt.api.kinds import OUR_GROUPS
+from pykubevirt.apiserver import errors
+from pykubevirt.apiserver.object_api import RequestContext
+from pykubevirt.apiserver.resources import Registry, Resource
+from pykubevirt.apiserver.store import Store
+
+
+class StoreLookup:
+    """Admission's read-only view of other objects, straight from the store's current state."""
+
+    def __init__(self, store: Store, registry: Registry) -> None:
+        self.store = store
+        self.registry = registry
+
+    def _resource(self, kind: str) -> Resource | None:
+        candidates = [r for r in self.registry.all() if r.kind == kind]
+        candidates.sort(key=lambda r: r.group not in OUR_GROUPS)
+        return candidates[0] if candidates else None
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        resource = self._resource(kind)
+        if resource is None:
+            return None
+        record = self.store.get(resource.collection, resource.key(namespace, name))
+        return record.value if record is not None else None
+
+    def list(self, kind: str, namespace: str | None) -> list[dict[str, Any]]:
+        resource = self._resource(kind)
+        if resource is None:
+            return []
+        return [r.value for r in self.store.records(resource.collection, resource.namespace_prefix(namespace))]
+
+
+class KubeVirtAdmission:
+    """Runs the admission chain of pykubevirt.admission for kubevirt.io, instancetype and cdi kinds."""
+
+    def __init__(self, store: Store, registry: Registry, config: ClusterConfig | None = None) -> None:
+        self.lookup = StoreLookup(store, registry)
+        self.config = config or ClusterConfig()
+
+    def handles(self, resource: Resource) -> bool:
+        return resource.group in OUR_GROUPS and chain.handles(resource.kind)
+
+    def _context(self, ctx: RequestContext) -> AdmissionContext:
+        return AdmissionContext(config=self.config, lookup=self.lookup, username=ctx.user.username)
+
+    def mutate(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> dict[str, Any]:
+        try:
+            return chain.mutate(obj, self._context(ctx), operation=operation, old=old)
+        except AdmissionRejected as rejected:
+            raise errors.APIError.from_status(rejected.status()) from rejected
+
+    def validate(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> list[str]:
+        try:
+            return chain.validate(obj, self._context(ctx), operation=operation, old=old)
+        except AdmissionRejected as rejected:
+            raise errors.APIError.from_status(rejected.status()) from rejected

@@ -1,0 +1,121 @@
+"""Server-owned metadata: names, uids, timestamps, generation, and which parts of an object a write may change."""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+# Kubernetes' generateName alphabet: no vowels (no words), no confusable characters.
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_RANDOM_LENGTH = 5
+_MAX_GENERATE_PREFIX = 63 - _RANDOM_LENGTH
+
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+# Fields of metadata only the server sets; client values are replaced on create and kept from storage on update.
+SYSTEM_FIELDS = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "selfLink",
+)
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def generate_name(prefix: str) -> str:
+    return prefix[:_MAX_GENERATE_PREFIX] + "".join(random.choices(_NAME_ALPHABET, k=_RANDOM_LENGTH))
+
+
+def name_problems(name: str, *, dns_subdomain: bool) -> list[str]:
+    """Why `name` is not a valid object name (empty when valid)."""
+    if not name:
+        return ["name or generateName is required"]
+    problems = []
+    if name in (".", ".."):
+        problems.append(f'may not be "{name}"')
+    for bad in ("/", "%"):
+        if bad in name:
+            problems.append(f"may not contain '{bad}'")
+    if dns_subdomain:
+        if len(name) > 253:
+            problems.append("must be no more than 253 characters")
+        if not DNS1123_SUBDOMAIN.match(name):
+            problems.append(
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            )
+    return problems
+
+
+def stamp_new(obj: dict[str, Any], *, track_generation: bool) -> None:
+    """Set what the server owns on a new object (in place)."""
+    metadata = obj.setdefault("metadata", {})
+    for field in SYSTEM_FIELDS:
+        metadata.pop(field, None)
+    metadata["uid"] = str(uuid.uuid4())
+    metadata["creationTimestamp"] = now_rfc3339()
+    if track_generation:
+        metadata["generation"] = 1
+    metadata.pop("resourceVersion", None)
+
+
+def spec_part(obj: dict[str, Any], *, status_is_separate: bool) -> dict[str, Any]:
+    """Everything whose change bumps `generation`: all but metadata (and status when it has its own subresource)."""
+    skip = {"metadata", "status"} if status_is_separate else {"metadata"}
+    return {k: v for k, v in obj.items() if k not in skip}
+
+
+def carry_over_system_fields(new: dict[str, Any], old: dict[str, Any]) -> None:
+    """Keep server-owned metadata from the stored object in an update (in place)."""
+    metadata = new.setdefault("metadata", {})
+    old_metadata = old.get("metadata") or {}
+    for field in SYSTEM_FIELDS:
+        if field in old_metadata:
+            metadata[field] = copy.deepcopy(old_metadata[field])
+        else:
+            metadata.pop(field, None)
+    metadata["name"] = old_metadata.get("name")
+    if "namespace" in old_metadata:
+        metadata["namespace"] = old_metadata["namespace"]
+
+
+def bump_generation(new: dict[str, Any], old: dict[str, Any], *, status_is_separate: bool) -> None:
+    if "generation" not in (old.get("metadata") or {}):
+        return
+    if spec_part(new, status_is_separate=status_is_separate) != spec_part(old, status_is_separate=status_is_separate):
+        new["metadata"]["generation"] = int(old["metadata"]["generation"]) + 1
+
+
+def only_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """The stored object with only `status` taken from `new` (what a write to /status may change)."""
+    result = copy.deepcopy(old)
+    if "status" in new:
+        result["status"] = copy.deepcopy(new["status"])
+    else:
+        result.pop("status", None)
+    return result
+
+
+def without_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """`new` with the stored `status` (what a write to the main resource may change when status is separate)."""
+    result = copy.deepcopy(new)
+    if "status" in old:
+        result["status"] = copy.deepcopy(old["status"])
+    else:
+        result.pop("status", None)
+    return result

@@ -1,0 +1,601 @@
+"""The API's object semantics independent of HTTP: create, read, update, patch and delete with Kubernetes' rules.
+
+The HTTP layer and the in-process garbage collector both go through here, so every write gets the same
+metadata handling, schema pruning and validation, admission, finalizer and deletion semantics.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from pykubevirt.api.field_hints import unknown_field_messages
+from pykubevirt.api.structural import apply_defaults, prune, unknown_fields, validate
+from pykubevirt.apiserver import errors, metadata, patching
+from pykubevirt.apiserver.resources import Registry, Resource
+from pykubevirt.apiserver.selectors import FieldSelector, LabelSelector, check_fields
+from pykubevirt.apiserver.store import AlreadyExists, Conflict, NotFound, Record, Store
+
+STRICT = "Strict"
+WARN = "Warn"
+IGNORE = "Ignore"
+
+ORPHAN_FINALIZER = "orphan"
+FOREGROUND_FINALIZER = "foregroundDeletion"
+BACKGROUND = "Background"
+FOREGROUND = "Foreground"
+ORPHAN = "Orphan"
+
+DEFAULT_POD_GRACE_SECONDS = 30
+PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    username: str
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Per-request options that shape a write, and the warnings it collects for the `Warning` header."""
+
+    user: UserInfo = field(default_factory=lambda: UserInfo("system:apiserver", ("system:masters",)))
+    dry_run: bool = False
+    field_validation: str = WARN
+    field_manager: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+class AdmissionPlugin(Protocol):
+    """Mutating and validating admission for some resources (KubeVirt's webhooks, in-process)."""
+
+    def handles(self, resource: Resource) -> bool: ...
+
+    def mutate(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> dict[str, Any]: ...
+
+    def validate(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> list[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOptions:
+    grace_period_seconds: int | None = None
+    propagation_policy: str | None = None
+    precondition_uid: str | None = None
+    precondition_resource_version: str | None = None
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any] | None, query: dict[str, str]) -> DeleteOptions:
+        body = body or {}
+        grace = body.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+        policy = body.get("propagationPolicy") or query.get("propagationPolicy")
+        if policy is None and body.get("orphanDependents") is not None:
+            policy = ORPHAN if body["orphanDependents"] else BACKGROUND
+        preconditions = body.get("preconditions") or {}
+        try:
+            grace_int = int(grace) if grace is not None else None
+        except (TypeError, ValueError) as exc:
+            raise errors.bad_request(f"invalid gracePeriodSeconds: {grace!r}") from exc
+        if policy not in (None, BACKGROUND, FOREGROUND, ORPHAN):
+            raise errors.APIError(
+                422,
+                "Invalid",
+                f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}"',
+            )
+        return cls(grace_int, policy, preconditions.get("uid"), preconditions.get("resourceVersion"))
+
+
+def _copy(obj: dict[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(obj)
+
+
+def _parse_resource_version(value: Any, resource: Resource, name: str) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise errors.invalid_field(
+            resource.kind,
+            resource.group,
+            name,
+            "metadata.resourceVersion",
+            f'Invalid value: "{value}": must be a number',
+        ) from exc
+
+
+class ObjectAPI:
+    """Kubernetes object semantics over the store."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        *,
+        admission: list[AdmissionPlugin] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.admission = admission or []
+        self.clock = clock
+        # Called after a write that changes the set of served resources (CRDs).
+        self.on_crd_change: list[Callable[[dict[str, Any], str], None]] = []
+
+    # ------------------------------------------------------------------------------------------------- reads
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any]:
+        record = self.store.get(resource.collection, resource.key(namespace, name))
+        if record is None:
+            raise errors.not_found(resource.plural, resource.group, name)
+        return record.value
+
+    def find(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        record = self.store.get(resource.collection, resource.key(namespace, name))
+        return record.value if record is not None else None
+
+    def list_objects(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        label_selector: LabelSelector | None = None,
+        field_selector: FieldSelector | None = None,
+        limit: int = 0,
+        continue_token: str = "",
+    ) -> tuple[list[dict[str, Any]], int, str]:
+        """Matching objects (sorted by key), the list revision and a continue token when `limit` cut the list."""
+        if field_selector is not None:
+            allowed = {"metadata.name", "metadata.namespace", *resource.selectable_fields}
+            try:
+                check_fields(field_selector, allowed)
+            except ValueError as exc:
+                raise errors.bad_request(str(exc)) from exc
+        records = self.store.records(resource.collection, resource.namespace_prefix(namespace))
+        revision = self.store.revision
+        start_after = ""
+        if continue_token:
+            revision, start_after = self._decode_continue(continue_token)
+        items: list[dict[str, Any]] = []
+        next_token = ""
+        for record in records:
+            if start_after and record.key <= start_after:
+                continue
+            obj = record.value
+            if label_selector is not None and not label_selector.matches((obj.get("metadata") or {}).get("labels")):
+                continue
+            if field_selector is not None and not field_selector.matches(obj):
+                continue
+            if limit and len(items) >= limit:
+                next_token = self._encode_continue(revision, self._key_of(resource, items[-1]))
+                break
+            items.append(obj)
+        return items, revision, next_token
+
+    @staticmethod
+    def _key_of(resource: Resource, obj: dict[str, Any]) -> str:
+        meta = obj.get("metadata") or {}
+        return resource.key(meta.get("namespace"), str(meta.get("name")))
+
+    @staticmethod
+    def _encode_continue(revision: int, key: str) -> str:
+        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": key}).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @staticmethod
+    def _decode_continue(token: str) -> tuple[int, str]:
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            data = json.loads(raw)
+            return int(data["rv"]), str(data["start"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion") from exc
+
+    # ------------------------------------------------------------------------------------------------- create
+
+    def create(
+        self, resource: Resource, namespace: str | None, body: Any, ctx: RequestContext, *, lease: int = 0
+    ) -> dict[str, Any]:
+        obj = self._decode_object(resource, body)
+        meta = obj.setdefault("metadata", {})
+        if resource.namespaced:
+            body_ns = meta.get("namespace")
+            if namespace is None:
+                namespace = body_ns or "default"
+            elif body_ns and body_ns != namespace:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = namespace
+            self._require_namespace(namespace)
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = metadata.generate_name(str(meta["generateName"]))
+        name = str(meta.get("name") or "")
+        problems = metadata.name_problems(name, dns_subdomain=resource.builtin and resource.kind != "Event")
+        if problems:
+            detail = "; ".join(problems)
+            if name:
+                raise errors.invalid_field(
+                    resource.kind, resource.group, name, "metadata.name", f'Invalid value: "{name}": {detail}'
+                )
+            raise errors.invalid_field(
+                resource.kind, resource.group, name, "metadata.name", f"Required value: {detail}", "FieldValueRequired"
+            )
+        if meta.get("deletionTimestamp"):
+            meta.pop("deletionTimestamp")
+        if resource.has_status and not resource.builtin:
+            # Custom resources with a status subresource never take status from a create.
+            obj.pop("status", None)
+        obj = self._schema_pass(resource, obj, ctx, "CREATE")
+        metadata.stamp_new(obj, track_generation=not resource.builtin or resource.kind == "CustomResourceDefinition")
+        obj = self._mutate(resource, "CREATE", obj, None, ctx)
+        self._validate_schema(resource, obj, name)
+        self._validate_admission(resource, "CREATE", obj, None, ctx)
+        if resource.ttl_seconds and not lease:
+            lease = int(self.clock().timestamp()) + resource.ttl_seconds
+        if ctx.dry_run:
+            if self.store.get(resource.collection, resource.key(namespace, name)) is not None:
+                raise errors.already_exists(resource.plural, resource.group, name)
+            return obj
+        try:
+            record = self.store.create(resource.collection, resource.key(namespace, name), obj, lease=lease)
+        except AlreadyExists as exc:
+            raise errors.already_exists(resource.plural, resource.group, name) from exc
+        self._after_write(resource, record.value, "create")
+        return record.value
+
+    # ------------------------------------------------------------------------------------------------- update
+
+    def update(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        ctx: RequestContext,
+        *,
+        subresource: str = "",
+    ) -> dict[str, Any]:
+        new = self._decode_object(resource, body)
+        current = self.store.get(resource.collection, resource.key(namespace, name))
+        if current is None:
+            raise errors.not_found(resource.plural, resource.group, name)
+        body_name = (new.get("metadata") or {}).get("name")
+        if body_name and body_name != name:
+            raise errors.bad_request(
+                f"the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )
+        expected = _parse_resource_version((new.get("metadata") or {}).get("resourceVersion"), resource, name)
+        if expected is None and not resource.builtin:
+            raise errors.invalid_field(
+                resource.kind,
+                resource.group,
+                name,
+                "metadata.resourceVersion",
+                "Invalid value: 0: must be specified for an update",
+            )
+        return self._write_update(resource, current, new, ctx, subresource=subresource, expected=expected)
+
+    def _write_update(
+        self,
+        resource: Resource,
+        current: Record,
+        new: dict[str, Any],
+        ctx: RequestContext,
+        *,
+        subresource: str,
+        expected: int | None,
+    ) -> dict[str, Any]:
+        old = current.value
+        name = str(old["metadata"]["name"])
+        if expected is not None and expected != current.revision:
+            raise errors.conflict(resource.plural, resource.group, name, errors.MODIFIED_CONFLICT)
+        if subresource == "status":
+            new = metadata.only_status_changes(new, old)
+        elif resource.has_status:
+            new = metadata.without_status_changes(new, old)
+        metadata.carry_over_system_fields(new, old)
+        if resource.namespaced:
+            new["metadata"]["namespace"] = old["metadata"]["namespace"]
+        self._check_finalizers(resource, new, old)
+        new = self._schema_pass(resource, new, ctx, "UPDATE")
+        # KubeVirt's webhooks do not watch /status writes.
+        if subresource != "status":
+            new = self._mutate(resource, "UPDATE", new, old, ctx)
+        self._validate_schema(resource, new, name)
+        if subresource != "status":
+            self._validate_admission(resource, "UPDATE", new, old, ctx)
+        metadata.bump_generation(new, old, status_is_separate=resource.has_status)
+        if ctx.dry_run:
+            return new
+        if self._ready_to_remove(new):
+            return self._remove(resource, current, ctx)
+        try:
+            record = self.store.update(resource.collection, current.key, new, expected_revision=current.revision)
+        except Conflict as exc:
+            raise errors.conflict(resource.plural, resource.group, name, errors.MODIFIED_CONFLICT) from exc
+        self._after_write(resource, record.value, "update")
+        return record.value
+
+    def _check_finalizers(self, resource: Resource, new: dict[str, Any], old: dict[str, Any]) -> None:
+        if not (old.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        added = set(new["metadata"].get("finalizers") or []) - set(old["metadata"].get("finalizers") or [])
+        if added:
+            raise errors.invalid_field(
+                resource.kind,
+                resource.group,
+                str(old["metadata"]["name"]),
+                "metadata.finalizers",
+                "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers "
+                + json.dumps(sorted(added)),
+                "FieldValueForbidden",
+            )
+
+    @staticmethod
+    def _ready_to_remove(obj: dict[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        # A terminating namespace keeps its spec.finalizers until the garbage collector emptied it.
+        namespace_finalizers = obj.get("kind") == "Namespace" and (obj.get("spec") or {}).get("finalizers")
+        return (
+            bool(meta.get("deletionTimestamp"))
+            and not meta.get("finalizers")
+            and not meta.get("deletionGracePeriodSeconds")
+            and not namespace_finalizers
+        )
+
+    # ------------------------------------------------------------------------------------------------- patch
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: bytes,
+        patch_type: str,
+        ctx: RequestContext,
+        *,
+        subresource: str = "",
+    ) -> tuple[dict[str, Any], bool]:
+        """Apply a patch; returns the object and whether it was created (server-side apply of a new object)."""
+        if patch_type not in (
+            patching.BUILTIN_PATCH_TYPES if resource.builtin else patching.CUSTOM_RESOURCE_PATCH_TYPES
+        ):
+            accepted = patching.BUILTIN_PATCH_TYPES if resource.builtin else patching.CUSTOM_RESOURCE_PATCH_TYPES
+            raise errors.unsupported_media_type(patch_type, accepted)
+        patch = patching.decode_patch(body, patch_type)
+        current = self.store.get(resource.collection, resource.key(namespace, name))
+        if current is None:
+            if patch_type == patching.APPLY_PATCH and isinstance(patch, dict) and not subresource:
+                patch.setdefault("metadata", {})["name"] = name
+                return self.create(resource, namespace, patch, ctx), True
+            raise errors.not_found(resource.plural, resource.group, name)
+        if patch_type == patching.APPLY_PATCH and isinstance(patch, dict):
+            self._check_apply_identity(resource, patch)
+        patched = patching.apply(current.value, patch, patch_type, builtin=resource.builtin)
+        expected = _parse_resource_version((patched.get("metadata") or {}).get("resourceVersion"), resource, name)
+        if expected is not None and str(expected) == current.value["metadata"].get("resourceVersion"):
+            expected = current.revision
+        return self._write_update(resource, current, patched, ctx, subresource=subresource, expected=expected), False
+
+    @staticmethod
+    def _check_apply_identity(resource: Resource, patch: dict[str, Any]) -> None:
+        if patch.get("kind") and patch["kind"] != resource.kind:
+            raise errors.bad_request(f"the kind of the applied object ({patch['kind']}) does not match {resource.kind}")
+
+    # ------------------------------------------------------------------------------------------------- delete
+
+    def delete(
+        self, resource: Resource, namespace: str | None, name: str, options: DeleteOptions, ctx: RequestContext
+    ) -> tuple[dict[str, Any], bool]:
+        """Delete or start deleting; returns the object and whether it is gone (False while finalizers remain)."""
+        current = self.store.get(resource.collection, resource.key(namespace, name))
+        if current is None:
+            raise errors.not_found(resource.plural, resource.group, name)
+        obj = _copy(current.value)
+        meta = obj["metadata"]
+        if options.precondition_uid and options.precondition_uid != meta.get("uid"):
+            raise errors.conflict(
+                resource.plural,
+                resource.group,
+                name,
+                f"Precondition failed: UID in precondition: {options.precondition_uid}, "
+                f"UID in object meta: {meta.get('uid')}",
+            )
+        if options.precondition_resource_version and options.precondition_resource_version != meta.get(
+            "resourceVersion"
+        ):
+            raise errors.conflict(
+                resource.plural,
+                resource.group,
+                name,
+                "Precondition failed: ResourceVersion in precondition: "
+                f"{options.precondition_resource_version}, "
+                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+            )
+        if resource.kind == "Namespace" and not resource.group:
+            return self._start_namespace_termination(resource, current, obj, ctx), False
+        finalizers = list(meta.get("finalizers") or [])
+        if options.propagation_policy == ORPHAN and ORPHAN_FINALIZER not in finalizers:
+            finalizers.append(ORPHAN_FINALIZER)
+        if options.propagation_policy == FOREGROUND and FOREGROUND_FINALIZER not in finalizers:
+            finalizers.append(FOREGROUND_FINALIZER)
+        grace = self._grace_period(resource, obj, options)
+        if not finalizers and not grace:
+            if ctx.dry_run:
+                return obj, True
+            return self._remove(resource, current, ctx), True
+        now = self.clock()
+        already = meta.get("deletionTimestamp")
+        if not already or (grace is not None and grace < int(meta.get("deletionGracePeriodSeconds") or 0)):
+            meta["deletionTimestamp"] = (now + timedelta(seconds=grace or 0)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            meta["deletionGracePeriodSeconds"] = grace or 0
+        meta["finalizers"] = finalizers
+        if ctx.dry_run:
+            return obj, False
+        record = self.store.update(resource.collection, current.key, obj, expected_revision=current.revision)
+        self._after_write(resource, record.value, "update")
+        return record.value, False
+
+    def _start_namespace_termination(
+        self, resource: Resource, current: Record, obj: dict[str, Any], ctx: RequestContext
+    ) -> dict[str, Any]:
+        """Namespaces are emptied by the garbage collector before they go; until then they are Terminating."""
+        name = str(obj["metadata"]["name"])
+        if name in PROTECTED_NAMESPACES:
+            raise errors.forbidden(
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted', plural="namespaces", name=name
+            )
+        if obj["metadata"].get("deletionTimestamp"):
+            return obj
+        obj["metadata"]["deletionTimestamp"] = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        obj["metadata"]["deletionGracePeriodSeconds"] = 0
+        obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
+        obj.setdefault("status", {})["phase"] = "Terminating"
+        if ctx.dry_run:
+            return obj
+        record = self.store.update(resource.collection, current.key, obj, expected_revision=current.revision)
+        return record.value
+
+    def _grace_period(self, resource: Resource, obj: dict[str, Any], options: DeleteOptions) -> int | None:
+        """Pods bound to a node end gracefully: the node kills the containers, then deletes with grace 0."""
+        if resource.kind != "Pod" or resource.group:
+            return None
+        spec = obj.get("spec") or {}
+        phase = (obj.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            return None
+        grace = options.grace_period_seconds
+        if grace is None:
+            grace = int(spec.get("terminationGracePeriodSeconds", DEFAULT_POD_GRACE_SECONDS))
+        current = (obj.get("metadata") or {}).get("deletionGracePeriodSeconds")
+        if current is not None and grace >= int(current):
+            return int(current)
+        return max(grace, 0)
+
+    def _remove(self, resource: Resource, current: Record, ctx: RequestContext) -> dict[str, Any]:
+        try:
+            record = self.store.delete(resource.collection, current.key)
+        except NotFound as exc:
+            raise errors.not_found(resource.plural, resource.group, str(current.value["metadata"]["name"])) from exc
+        self._after_write(resource, record.value, "delete")
+        return record.value
+
+    def delete_collection(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        options: DeleteOptions,
+        ctx: RequestContext,
+        *,
+        label_selector: LabelSelector | None = None,
+        field_selector: FieldSelector | None = None,
+    ) -> list[dict[str, Any]]:
+        items, _, _ = self.list_objects(
+            resource, namespace, label_selector=label_selector, field_selector=field_selector
+        )
+        deleted = []
+        for item in items:
+            meta = item["metadata"]
+            try:
+                obj, _ = self.delete(resource, meta.get("namespace"), str(meta["name"]), options, ctx)
+            except errors.APIError as exc:
+                if exc.code != 404:
+                    raise
+                continue
+            deleted.append(obj)
+        return deleted
+
+    # ------------------------------------------------------------------------------------------------- helpers
+
+    def _decode_object(self, resource: Resource, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"the request body must be a JSON object, not {type(body).__name__}")
+        obj = _copy(body)
+        kind = obj.get("kind")
+        api_version = obj.get("apiVersion")
+        if kind and kind != resource.kind:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({resource.api_version})"
+                if api_version and api_version != resource.api_version
+                else f"the kind in the data ({kind}) does not match the expected kind ({resource.kind})"
+            )
+        if api_version and api_version != resource.api_version:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({resource.api_version})"
+            )
+        obj["kind"] = resource.kind
+        obj["apiVersion"] = resource.api_version
+        if not isinstance(obj.get("metadata", {}), dict):
+            raise errors.bad_request("metadata must be an object")
+        return obj
+
+    def _require_namespace(self, namespace: str) -> None:
+        ns = self.store.get("core/namespaces", namespace)
+        if ns is None:
+            raise errors.not_found("namespaces", "", namespace)
+        if (ns.value.get("metadata") or {}).get("deletionTimestamp"):
+            raise errors.forbidden(
+                f"unable to create new content in namespace {namespace} because it is being terminated"
+            )
+
+    def _schema_pass(
+        self, resource: Resource, obj: dict[str, Any], ctx: RequestContext, operation: str
+    ) -> dict[str, Any]:
+        """Unknown fields per fieldValidation, then pruning and defaulting, as for custom resources."""
+        schema = resource.schema
+        if schema is None or schema.get("x-kubernetes-preserve-unknown-fields"):
+            return obj
+        unknown = unknown_fields(obj, schema)
+        if unknown:
+            messages = unknown_field_messages(unknown)
+            if ctx.field_validation == STRICT:
+                raise errors.bad_request(
+                    f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: '
+                    f"strict decoding error: {', '.join(messages)}"
+                )
+            if ctx.field_validation == WARN:
+                ctx.warnings.extend(messages)
+        pruned: dict[str, Any] = prune(obj, schema)
+        apply_defaults(pruned, schema)
+        return pruned
+
+    def _validate_schema(self, resource: Resource, obj: dict[str, Any], name: str) -> None:
+        if resource.schema is None or resource.schema.get("x-kubernetes-preserve-unknown-fields"):
+            return
+        problems = validate(obj, resource.schema)
+        if problems:
+            raise errors.invalid(resource.kind, resource.group, name, [p.cause() for p in problems])
+
+    def _mutate(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> dict[str, Any]:
+        for plugin in self.admission:
+            if plugin.handles(resource):
+                obj = plugin.mutate(resource, operation, obj, old, ctx)
+        return obj
+
+    def _validate_admission(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> None:
+        for plugin in self.admission:
+            if plugin.handles(resource):
+                ctx.warnings.extend(plugin.validate(resource, operation, obj, old, ctx))
+
+    def _after_write(self, resource: Resource, obj: dict[str, Any], action: str) -> None:
+        if resource.kind == "CustomResourceDefinition" and resource.group == "apiextensions.k8s.io":
+            for hook in self.on_crd_change:
+                hook(obj, action)

@@ -1,0 +1,648 @@
+"""OpenAPI documents generated from the registry: /openapi/v3 (index + one document a group-version) and /openapi/v2.
+
+kubectl reads them for `explain` and to learn that the server honours `fieldValidation` (then it skips client-side
+validation and sends fieldValidation=Strict).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pykubevirt.apiserver.discovery import GIT_VERSION
+from pykubevirt.apiserver.resources import Registry, Resource
+
+Schema = dict[str, Any]
+
+META = "io.k8s.apimachinery.pkg.apis.meta.v1"
+OBJECT_META = f"{META}.ObjectMeta"
+LIST_META = f"{META}.ListMeta"
+STATUS = f"{META}.Status"
+DELETE_OPTIONS = f"{META}.DeleteOptions"
+PATCH = f"{META}.Patch"
+
+V3_REF_PREFIX = "#/components/schemas/"
+V2_REF_PREFIX = "#/definitions/"
+
+# Built-in groups keep the Go package path kube-apiserver names their schemas after.
+_BUILTIN_PREFIXES = {
+    "": "io.k8s.api.core",
+    "apiextensions.k8s.io": "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions",
+    "apiregistration.k8s.io": "io.k8s.kube-aggregator.pkg.apis.apiregistration",
+}
+
+_CONVENTIONS = "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
+API_VERSION_DESCRIPTION = (
+    f"APIVersion defines the versioned schema of this representation of an object. {_CONVENTIONS}#resources"
+)
+KIND_DESCRIPTION = (
+    f"Kind is a string value representing the REST resource this object represents. {_CONVENTIONS}#types-kinds"
+)
+METADATA_DESCRIPTION = f"Standard object's metadata. More info: {_CONVENTIONS}#metadata"
+LIST_METADATA_DESCRIPTION = f"Standard list metadata. More info: {_CONVENTIONS}#types-kinds"
+
+PATCH_CONTENT_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")
+# Strategic merge patch is left out on purpose: kubectl would then compute patches for built-in kinds from our open
+# schemas (and warn); without it kubectl falls back to its compiled-in Go types, which know the patch strategies.
+
+# Subresource → [(HTTP method, x-kubernetes-action)], the GVK it answers with (None: the parent's), response type.
+_SUBRESOURCE_OPS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, str, str] | None]] = {
+    "status": ((("get", "get"), ("put", "put"), ("patch", "patch")), None),
+    "scale": ((("get", "get"), ("put", "put"), ("patch", "patch")), ("autoscaling", "v1", "Scale")),
+    "binding": ((("post", "post"),), ("", "v1", "Binding")),
+    "eviction": ((("post", "post"),), ("policy", "v1", "Eviction")),
+    "finalize": ((("put", "put"),), None),
+    "log": ((("get", "get"),), None),
+}
+_SUBRESOURCE_VERB = {"get": "read", "put": "replace", "patch": "patch", "post": "create"}
+
+
+def ref(name: str, prefix: str = V3_REF_PREFIX) -> Schema:
+    return {"$ref": prefix + name}
+
+
+def _wrapped(name: str, description: str) -> Schema:
+    # OpenAPI 3.0 ignores siblings of $ref, so kube-apiserver wraps references that carry a description in allOf.
+    return {"allOf": [ref(name)], "description": description}
+
+
+def schema_prefix(group: str, builtin: bool) -> str:
+    """`io.k8s.api.apps` for built-in groups, the reversed domain (`io.kubevirt`) for custom ones."""
+    if group in _BUILTIN_PREFIXES:
+        return _BUILTIN_PREFIXES[group]
+    if builtin or "." not in group:
+        return "io.k8s.api." + group.split(".")[0]
+    return ".".join(reversed(group.split(".")))
+
+
+def schema_name(group: str, version: str, kind: str, builtin: bool) -> str:
+    return f"{schema_prefix(group, builtin)}.{version}.{kind}"
+
+
+def resource_schema_name(resource: Resource) -> str:
+    """The components.schemas name kube-apiserver gives a resource's kind (`io.kubevirt.v1.VirtualMachine`)."""
+    return schema_name(resource.group, resource.version, resource.kind, resource.builtin)
+
+
+def list_kind(resource: Resource) -> str:
+    return str(resource.extra.get("list_kind") or f"{resource.kind}List")
+
+
+def gvk(group: str, version: str, kind: str) -> dict[str, str]:
+    return {"group": group, "kind": kind, "version": version}
+
+
+def document_key(group: str, version: str) -> str:
+    """The index key of a group-version: `api/v1` or `apis/<group>/<version>`."""
+    return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+def parse_document_key(key: str) -> tuple[str, str] | None:
+    """`api/v1` → ("", "v1"); `apis/kubevirt.io/v1` → ("kubevirt.io", "v1"); None for anything else."""
+    parts = key.strip("/").split("/")
+    if len(parts) == 2 and parts[0] == "api":
+        return "", parts[1]
+    if len(parts) == 3 and parts[0] == "apis":
+        return parts[1], parts[2]
+    return None
+
+
+_TYPES: dict[str, Schema] = {
+    "string": {"type": "string"},
+    "int32": {"type": "integer", "format": "int32"},
+    "int64": {"type": "integer", "format": "int64"},
+    "boolean": {"type": "boolean"},
+    "time": {"type": "string", "format": "date-time"},
+    "object": {"type": "object"},
+    "map": {"type": "object", "additionalProperties": {"type": "string", "default": ""}},
+    "strings": {"type": "array", "items": {"type": "string", "default": ""}, "x-kubernetes-list-type": "atomic"},
+}
+
+
+def _field(kind: str | Schema, description: str) -> Schema:
+    """A property node: a named type from _TYPES, `ref:<schema>` (wrapped reference) or a node given as is."""
+    if isinstance(kind, str) and kind.startswith("ref:"):
+        return _wrapped(kind[4:], description)
+    node = copy.deepcopy(_TYPES[kind] if isinstance(kind, str) else kind)
+    node["description"] = description
+    return node
+
+
+def _object(description: str, fields: Iterable[tuple[str, str | Schema, str]], **extra: Any) -> Schema:
+    properties = {name: _field(kind, text) for name, kind, text in fields}
+    return {"type": "object", "description": description, "properties": properties, **extra}
+
+
+def _array_of(name: str, **extra: Any) -> Schema:
+    return {"type": "array", "items": ref(name), **extra}
+
+
+def _open_kind(description: str, kind_gvk: dict[str, str]) -> Schema:
+    return {
+        "type": "object",
+        "description": description,
+        "x-kubernetes-preserve-unknown-fields": True,
+        "x-kubernetes-group-version-kind": [kind_gvk],
+    }
+
+
+# Garbage collection follows ownerReferences; kube merges the list by uid.
+_OWNER_LIST = {
+    "x-kubernetes-list-map-keys": ["uid"],
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-patch-merge-key": "uid",
+    "x-kubernetes-patch-strategy": "merge",
+}
+_OBJECT_META_FIELDS: tuple[tuple[str, str | Schema, str], ...] = (
+    ("annotations", "map", "Unstructured key-value map that tools use to store arbitrary metadata; not queryable."),
+    ("creationTimestamp", "time", "Server time when this object was created. Populated by the system. Read-only."),
+    ("deletionGracePeriodSeconds", "int64", "Seconds allowed for graceful termination; set with deletionTimestamp."),
+    ("deletionTimestamp", "time", "When this resource will be deleted, set when deletion is requested. Read-only."),
+    ("finalizers", {**_TYPES["strings"], "x-kubernetes-list-type": "set"}, "Must be empty before deletion."),
+    ("generateName", "string", "Prefix the server uses to generate a unique name when name is not set."),
+    ("generation", "int64", "A sequence number of the desired state (spec changes). Read-only."),
+    ("labels", "map", "Map of string keys and values to organize and select objects."),
+    ("managedFields", _array_of(f"{META}.ManagedFieldsEntry"), "Which workflow manages which fields."),
+    ("name", "string", "Name must be unique within a namespace. Required when creating resources. Cannot be updated."),
+    ("namespace", "string", "The space within which each name must be unique. Cannot be updated."),
+    ("ownerReferences", _array_of(f"{META}.OwnerReference", **_OWNER_LIST), "Objects this object depends on."),
+    ("resourceVersion", "string", "Opaque version of this object, changed on every write. Read-only."),
+    ("selfLink", "string", "Deprecated: selfLink is a legacy read-only field that is no longer populated."),
+    ("uid", "string", "Unique in time and space value for this object. Populated by the system. Read-only."),
+)
+
+
+def meta_schemas() -> dict[str, Schema]:
+    """The apimachinery meta/v1 schemas every document refers to."""
+    owner_reference = _object(
+        "OwnerReference contains enough information to let you identify an owning object.",
+        (
+            ("apiVersion", "string", "API version of the referent."),
+            ("blockOwnerDeletion", "boolean", "If true, foreground deletion of the owner waits for this object."),
+            ("controller", "boolean", "If true, this reference points to the managing controller."),
+            ("kind", "string", "Kind of the referent."),
+            ("name", "string", "Name of the referent."),
+            ("uid", "string", "UID of the referent."),
+        ),
+        required=["apiVersion", "kind", "name", "uid"],
+        **{"x-kubernetes-map-type": "atomic"},
+    )
+    managed_fields_entry = _object(
+        "ManagedFieldsEntry is a workflow-id, a FieldSet and the group version of the resource it applies to.",
+        (
+            ("apiVersion", "string", "Version of the resource this field set applies to."),
+            ("fieldsType", "string", "Format of the fields field; the only valid value is FieldsV1."),
+            ("fieldsV1", "object", "The field set, in FieldsV1 format."),
+            ("manager", "string", "Identifier of the workflow managing these fields."),
+            ("operation", "string", "The type of operation which lead to this entry: Apply or Update."),
+            ("subresource", "string", "The subresource used to update the object, empty for the main resource."),
+            ("time", "time", "When the entry was added or last changed."),
+        ),
+    )
+    list_meta = _object(
+        "ListMeta describes metadata that synthetic resources must have, including lists.",
+        (
+            ("continue", "string", "Set when the list was cut by a limit: the token of the next chunk."),
+            ("remainingItemCount", "int64", "The number of subsequent items not included in this response."),
+            ("resourceVersion", "string", "The version of the store this list was read from."),
+            ("selfLink", "string", "Deprecated: selfLink is a legacy read-only field that is no longer populated."),
+        ),
+    )
+    status_cause = _object(
+        "StatusCause provides more information about an api.Status failure.",
+        (
+            ("field", "string", "The field of the resource that has caused this error, as named by its JSON path."),
+            ("message", "string", "A human-readable description of the cause of the error."),
+            ("reason", "string", "A machine-readable description of the cause of the error."),
+        ),
+    )
+    status_details = _object(
+        "StatusDetails is a set of additional properties that MAY be set by the server.",
+        (
+            ("causes", _array_of(f"{META}.StatusCause"), "More details associated with the StatusReason failure."),
+            ("group", "string", "The group attribute of the resource associated with the status StatusReason."),
+            ("kind", "string", "The kind attribute of the resource associated with the status StatusReason."),
+            ("name", "string", "The name attribute of the resource associated with the status StatusReason."),
+            ("retryAfterSeconds", "int32", "If specified, the time in seconds before the operation should be retried."),
+            ("uid", "string", "UID of the resource."),
+        ),
+    )
+    status = _object(
+        "Status is a return value for calls that don't return other objects.",
+        (
+            ("apiVersion", "string", API_VERSION_DESCRIPTION),
+            ("code", "int32", "Suggested HTTP return code for this status."),
+            ("details", f"ref:{META}.StatusDetails", "Extended data associated with the reason."),
+            ("kind", "string", KIND_DESCRIPTION),
+            ("message", "string", "A human-readable description of the status of this operation."),
+            ("metadata", f"ref:{LIST_META}", LIST_METADATA_DESCRIPTION),
+            ("reason", "string", "A machine-readable description of why this operation is in the Failure status."),
+            ("status", "string", 'Status of the operation. One of: "Success" or "Failure".'),
+        ),
+        **{"x-kubernetes-group-version-kind": [gvk("", "v1", "Status")]},
+    )
+    preconditions = _object(
+        "Preconditions must be fulfilled before an operation (update, delete, etc.) is carried out.",
+        (("resourceVersion", "string", "Specifies the target ResourceVersion"), ("uid", "string", "Target UID")),
+    )
+    delete_options = _object(
+        "DeleteOptions may be provided when deleting an API object.",
+        (
+            ("apiVersion", "string", API_VERSION_DESCRIPTION),
+            ("dryRun", "strings", "When present, indicates that modifications should not be persisted. Valid: All."),
+            ("gracePeriodSeconds", "int64", "The duration in seconds before the object should be deleted."),
+            ("kind", "string", KIND_DESCRIPTION),
+            ("orphanDependents", "boolean", "Deprecated: use propagationPolicy."),
+            ("preconditions", f"ref:{META}.Preconditions", "Must be fulfilled before a deletion is carried out."),
+            ("propagationPolicy", "string", "How dependents are garbage collected: Orphan, Background, Foreground."),
+        ),
+        **{"x-kubernetes-group-version-kind": [gvk("", "v1", "DeleteOptions")]},
+    )
+    return {
+        OBJECT_META: _object("ObjectMeta is metadata that all persisted resources must have.", _OBJECT_META_FIELDS),
+        LIST_META: list_meta,
+        f"{META}.OwnerReference": owner_reference,
+        f"{META}.ManagedFieldsEntry": managed_fields_entry,
+        STATUS: status,
+        f"{META}.StatusDetails": status_details,
+        f"{META}.StatusCause": status_cause,
+        DELETE_OPTIONS: delete_options,
+        f"{META}.Preconditions": preconditions,
+        PATCH: {"type": "object", "description": "Patch gives a concrete name and type to the PATCH request body."},
+    }
+
+
+def _embed_object_meta(node: Any) -> None:
+    """Embedded resources (`x-kubernetes-embedded-resource`) get ObjectMeta for their metadata, as kube publishes."""
+    if isinstance(node, dict):
+        props = node.get("properties")
+        if node.get("x-kubernetes-embedded-resource") and isinstance(props, dict) and "metadata" in props:
+            props["metadata"] = _wrapped(OBJECT_META, METADATA_DESCRIPTION)
+        for value in node.values():
+            _embed_object_meta(value)
+    elif isinstance(node, list):
+        for value in node:
+            _embed_object_meta(value)
+
+
+def kind_schema(resource: Resource) -> Schema:
+    """The published schema of a kind: the model's schema with the standard apiVersion/kind/metadata fields."""
+    schema: Schema = copy.deepcopy(resource.schema) if resource.schema else {}
+    schema.setdefault("type", "object")
+    _embed_object_meta(schema)
+    properties = schema.setdefault("properties", {})
+    properties["apiVersion"] = _field("string", API_VERSION_DESCRIPTION)
+    properties["kind"] = _field("string", KIND_DESCRIPTION)
+    properties["metadata"] = _wrapped(OBJECT_META, METADATA_DESCRIPTION)
+    schema["x-kubernetes-group-version-kind"] = [gvk(resource.group, resource.version, resource.kind)]
+    return schema
+
+
+def list_schema(resource: Resource) -> Schema:
+    kind = list_kind(resource)
+    return {
+        "type": "object",
+        "description": f"{kind} is a list of {resource.kind}",
+        "required": ["items"],
+        "properties": {
+            "apiVersion": _field("string", API_VERSION_DESCRIPTION),
+            "items": {
+                "type": "array",
+                "description": f"List of {resource.plural}.",
+                "items": ref(resource_schema_name(resource)),
+            },
+            "kind": _field("string", KIND_DESCRIPTION),
+            "metadata": _wrapped(LIST_META, LIST_METADATA_DESCRIPTION),
+        },
+        "x-kubernetes-group-version-kind": [gvk(resource.group, resource.version, kind)],
+    }
+
+
+def _query(name: str, description: str, kind: str = "string") -> Schema:
+    return {"name": name, "in": "query", "description": description, "schema": {"type": kind, "uniqueItems": True}}
+
+
+def _path_param(name: str, description: str) -> Schema:
+    return {"name": name, "in": "path", "description": description, "required": True, "schema": {"type": "string"}}
+
+
+PRETTY = _query("pretty", "If 'true', then the output is pretty printed.")
+DRY_RUN = _query("dryRun", "When present, indicates that modifications should not be persisted. Valid: All.")
+FIELD_MANAGER = _query("fieldManager", "A name associated with the actor or entity that is making these changes.")
+FIELD_VALIDATION = _query(
+    "fieldValidation",
+    "How the server handles objects with unknown or duplicate fields: Ignore, Warn or Strict (reject the request).",
+)
+FORCE = _query("force", 'Force is going to "force" Apply requests (apply patches only).', "boolean")
+WRITE_PARAMS = (DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION)
+LIST_PARAMS = (
+    _query("allowWatchBookmarks", "Requests watch events with type BOOKMARK.", "boolean"),
+    _query("continue", "The continue option should be set when retrieving more results from the server."),
+    _query("fieldSelector", "A selector to restrict the list of returned objects by their fields."),
+    _query("labelSelector", "A selector to restrict the list of returned objects by their labels."),
+    _query("limit", "Maximum number of responses to return for a list call.", "integer"),
+    _query("resourceVersion", "Constrains the resource versions a request may be served from."),
+    _query("resourceVersionMatch", "Determines how resourceVersion is applied to list calls."),
+    _query("sendInitialEvents", "Whether a watch starts with synthetic events for the current state.", "boolean"),
+    _query("timeoutSeconds", "Timeout for the list/watch call.", "integer"),
+    _query("watch", "Watch for changes to the described resources and return them as a stream.", "boolean"),
+)
+DELETE_PARAMS = (
+    DRY_RUN,
+    _query("gracePeriodSeconds", "The duration in seconds before the object should be deleted.", "integer"),
+    _query("orphanDependents", "Deprecated: use propagationPolicy.", "boolean"),
+    _query("propagationPolicy", "Whether and how garbage collection will be performed."),
+)
+
+
+def _responses(schema_ref: Schema, codes: Iterable[str], media: str = "application/json") -> Schema:
+    names = {"200": "OK", "201": "Created", "202": "Accepted"}
+    result: Schema = {code: {"description": names[code], "content": {media: {"schema": schema_ref}}} for code in codes}
+    result["401"] = {"description": "Unauthorized"}
+    return result
+
+
+def _body(method: str, schema_ref: Schema) -> Schema | None:
+    if method == "patch":
+        return {"content": {t: {"schema": ref(PATCH)} for t in PATCH_CONTENT_TYPES}, "required": True}
+    if method in ("put", "post"):
+        return {"content": {"*/*": {"schema": schema_ref}}, "required": True}
+    if method == "delete":
+        return {"content": {"*/*": {"schema": ref(DELETE_OPTIONS)}}}
+    return None
+
+
+_DELETE_LIST = (*DELETE_PARAMS, *LIST_PARAMS)
+# verb → (path: collection/item, HTTP method, x-kubernetes-action, operationId verb, parameters, response codes).
+# kubectl sends fieldValidation=Strict only when the PATCH operation of the kind lists that parameter.
+_VERB_OPS: tuple[tuple[str, str, str, str, str, tuple[Schema, ...], tuple[str, ...]], ...] = (
+    ("list", "collection", "get", "list", "list", LIST_PARAMS, ("200",)),
+    ("create", "collection", "post", "post", "create", WRITE_PARAMS, ("200", "201", "202")),
+    ("deletecollection", "collection", "delete", "deletecollection", "deleteCollection", _DELETE_LIST, ("200",)),
+    ("get", "item", "get", "get", "read", (), ("200",)),
+    ("update", "item", "put", "put", "replace", WRITE_PARAMS, ("200", "201")),
+    ("patch", "item", "patch", "patch", "patch", (*WRITE_PARAMS, FORCE), ("200", "201")),
+    ("delete", "item", "delete", "delete", "delete", DELETE_PARAMS, ("200", "202")),
+)
+_METHOD_PARAMS: dict[str, tuple[tuple[Schema, ...], tuple[str, ...]]] = {
+    "get": ((), ("200",)),
+    "put": (WRITE_PARAMS, ("200", "201")),
+    "patch": ((*WRITE_PARAMS, FORCE), ("200", "201")),
+    "post": (WRITE_PARAMS, ("200", "201", "202")),
+}
+
+
+def _go_name(group: str, builtin: bool) -> str:
+    """`kubevirtIo` / `core` / `coordination`: how kube names a group in operation ids and tags."""
+    if not group:
+        return "core"
+    if builtin:
+        group = group.removesuffix(".k8s.io")
+    words = [w for part in group.split(".") for w in part.split("-")]
+    return words[0].lower() + "".join(w.capitalize() for w in words[1:])
+
+
+class _DocumentBuilder:
+    """Builds the paths and schemas of one group-version document."""
+
+    def __init__(self, group: str, version: str, resources: list[Resource]) -> None:
+        self.group = group
+        self.version = version
+        self.resources = resources
+        self.paths: dict[str, Schema] = {}
+        self.schemas: dict[str, Schema] = meta_schemas()
+        self.schemas[DELETE_OPTIONS]["x-kubernetes-group-version-kind"].append(gvk(group, version, "DeleteOptions"))
+        go = _go_name(group, any(r.builtin for r in resources))
+        self.tag = f"{go}_{version}"
+        self.id_infix = go[0].upper() + go[1:] + version[0].upper() + version[1:]
+        self.prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+
+    def build(self) -> Schema:
+        for resource in self.resources:
+            self.schemas[resource_schema_name(resource)] = kind_schema(resource)
+            list_name = schema_name(resource.group, resource.version, list_kind(resource), resource.builtin)
+            self.schemas[list_name] = list_schema(resource)
+            self._add_paths(resource)
+        bearer = {
+            "type": "apiKey",
+            "description": "Bearer Token authentication",
+            "name": "authorization",
+            "in": "header",
+        }
+        return {
+            "openapi": "3.0.0",
+            "info": {"title": "Kubernetes", "version": GIT_VERSION},
+            "paths": dict(sorted(self.paths.items())),
+            "components": {"schemas": dict(sorted(self.schemas.items())), "securitySchemes": {"BearerToken": bearer}},
+        }
+
+    def _op(
+        self, action: str, op_id: str, kind_gvk: dict[str, str], method: str, response: Schema, **kw: Any
+    ) -> Schema:
+        default_params, default_codes = _METHOD_PARAMS.get(method, ((), ("200",)))
+        params, codes = kw.pop("params", default_params), kw.pop("codes", default_codes)
+        op: Schema = {"description": f"{action} {kind_gvk['kind']}", "operationId": op_id, "tags": [self.tag]}
+        op["parameters"] = list(params)
+        body = _body(method, kw.pop("body", response))
+        if body:
+            op["requestBody"] = body
+        op["responses"] = _responses(response, codes, kw.pop("media", "application/json"))
+        op["x-kubernetes-action"] = action
+        op["x-kubernetes-group-version-kind"] = dict(kind_gvk)
+        return op
+
+    def _add_paths(self, r: Resource) -> None:
+        kind_gvk = gvk(r.group, r.version, r.kind)
+        item_ref = ref(resource_schema_name(r))
+        list_ref = ref(schema_name(r.group, r.version, list_kind(r), r.builtin))
+        scope = "Namespaced" if r.namespaced else ""
+        ns_params = [_path_param("namespace", "object name and auth scope, such as for teams and projects")]
+        scope_params = ns_params if r.namespaced else []
+        name_params = [_path_param("name", f"name of the {r.kind}"), *scope_params, PRETTY]
+        collection = f"{self.prefix}{'/namespaces/{namespace}' if r.namespaced else ''}/{r.plural}"
+        ops: dict[str, Schema] = {"collection": {}, "item": {}}
+        for verb, where, method, action, id_verb, params, codes in _VERB_OPS:
+            if verb in r.verbs:
+                response = list_ref if verb == "list" else ref(STATUS) if "delete" in verb else item_ref
+                op_id = f"{id_verb}{self.id_infix}{scope}{r.kind}"
+                ops[where][method] = self._op(
+                    action, op_id, kind_gvk, method, response, params=params, codes=codes, body=item_ref
+                )
+        if ops["collection"]:
+            self.paths[collection] = {**ops["collection"], "parameters": [*scope_params, PRETTY]}
+        if ops["item"]:
+            self.paths[f"{collection}/{{name}}"] = {**ops["item"], "parameters": name_params}
+        if r.namespaced and "list" in r.verbs:
+            # kubectl get -A lists through the cluster-wide path.
+            op_id = f"list{self.id_infix}{r.kind}ForAllNamespaces"
+            list_all = self._op("list", op_id, kind_gvk, "get", list_ref, params=LIST_PARAMS)
+            self.paths[f"{self.prefix}/{r.plural}"] = {"get": list_all, "parameters": [PRETTY]}
+        for sub in sorted(r.subresources):
+            self._add_subresource(r, sub, f"{collection}/{{name}}/{sub}", name_params)
+
+    def _add_subresource(self, r: Resource, sub: str, path: str, path_params: list[Schema]) -> None:
+        actions, other = _SUBRESOURCE_OPS.get(sub, ((("get", "get"),), None))
+        sub_gvk, sub_ref = gvk(r.group, r.version, r.kind), ref(resource_schema_name(r))
+        if other is not None:
+            name = schema_name(*other, builtin=True)
+            self.schemas.setdefault(name, _open_kind(f"{other[2]} ({sub} subresource of {r.kind}).", gvk(*other)))
+            sub_gvk, sub_ref = gvk(*other), ref(name)
+        scope = "Namespaced" if r.namespaced else ""
+        path_ops: dict[str, Schema] = {}
+        for method, action in actions:
+            op_id = f"{_SUBRESOURCE_VERB[method]}{self.id_infix}{scope}{r.kind}{sub.capitalize()}"
+            if sub == "log":
+                path_ops[method] = self._op(action, op_id, sub_gvk, method, {"type": "string"}, media="text/plain")
+            else:
+                path_ops[method] = self._op(action, op_id, sub_gvk, method, sub_ref)
+        self.paths[path] = {**path_ops, "parameters": path_params}
+
+
+def openapi_v3_document(registry: Registry, group: str, version: str) -> Schema | None:
+    """The OpenAPI v3 document of one group-version, or None when nothing is served there."""
+    resources = registry.in_group_version(group, version)
+    if not resources:
+        return None
+    return _DocumentBuilder(group, version, resources).build()
+
+
+def serialize(document: Schema) -> bytes:
+    """Stable JSON bytes (sorted keys), so the content hash only changes when the content does."""
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def content_hash(body: bytes) -> str:
+    """kube-apiserver's document hash: uppercase hex SHA-512."""
+    return hashlib.sha512(body).hexdigest().upper()
+
+
+def _index_from_hashes(hashes: dict[tuple[str, str], str]) -> Schema:
+    paths = {}
+    for (group, version), digest in sorted(hashes.items()):
+        key = document_key(group, version)
+        paths[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={digest}"}
+    return {"paths": paths}
+
+
+def _group_versions(registry: Registry) -> list[tuple[str, str]]:
+    return sorted((group, version) for group, versions in registry.groups().items() for version in versions)
+
+
+def openapi_v3_index(registry: Registry) -> Schema:
+    """The body of GET /openapi/v3: each group-version's document URL with its content hash."""
+    return OpenAPICache(registry).index()
+
+
+def _v2_shallow(schema: Schema) -> Schema:
+    """Top-level fields only, type and description: Swagger 2.0 has no anyOf/nullable and the v2 doc is a fallback."""
+    node: Schema = {"type": schema.get("type", "object")} if "type" in schema or "properties" in schema else {}
+    if "description" in schema:
+        node["description"] = schema["description"]
+    return node
+
+
+def openapi_v2(registry: Registry) -> Schema:
+    """A minimal Swagger 2.0 document (/openapi/v2): kinds with their GVK and each kind's PATCH operation."""
+    definitions: dict[str, Schema] = {
+        OBJECT_META: {"type": "object", "description": meta_schemas()[OBJECT_META]["description"]},
+        PATCH: {"type": "object", "description": "The body of a PATCH request."},
+    }
+    paths: dict[str, Schema] = {}
+    for resource in sorted(registry.all(), key=lambda r: (r.group, r.version, r.plural)):
+        published = kind_schema(resource)
+        properties = {k: _v2_shallow(v) for k, v in published.get("properties", {}).items() if k != "metadata"}
+        properties["metadata"] = ref(OBJECT_META, V2_REF_PREFIX)
+        name = resource_schema_name(resource)
+        definitions[name] = {
+            "type": "object",
+            "description": published.get("description", resource.kind),
+            "properties": properties,
+            "x-kubernetes-group-version-kind": [gvk(resource.group, resource.version, resource.kind)],
+        }
+        if "patch" not in resource.verbs:
+            continue
+        prefix = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
+        ns_part = "/namespaces/{namespace}" if resource.namespaced else ""
+        names = ("name", "namespace") if resource.namespaced else ("name",)
+        params = [{"name": n, "in": "path", "required": True, "type": "string"} for n in names]
+        query = [{"name": p["name"], "in": "query", "type": p["schema"]["type"]} for p in (*WRITE_PARAMS, FORCE)]
+        body = {"name": "body", "in": "body", "required": True, "schema": ref(PATCH, V2_REF_PREFIX)}
+        paths[f"{prefix}{ns_part}/{resource.plural}/{{name}}"] = {
+            "patch": {
+                "consumes": list(PATCH_CONTENT_TYPES),
+                "produces": ["application/json"],
+                "parameters": [body, *query],
+                "responses": {"200": {"description": "OK", "schema": ref(name, V2_REF_PREFIX)}},
+                "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": gvk(resource.group, resource.version, resource.kind),
+            },
+            "parameters": params,
+        }
+    return {
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": GIT_VERSION},
+        "paths": paths,
+        "definitions": definitions,
+        "securityDefinitions": {"BearerToken": {"type": "apiKey", "name": "authorization", "in": "header"}},
+        "security": [{"BearerToken": []}],
+    }
+
+
+class OpenAPICache:
+    """Serialised documents and their hashes for one registry, rebuilt lazily when registry.generation moves."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+        self._generation = registry.generation
+        self._memo: dict[tuple[str, ...], tuple[Schema, bytes, str] | None] = {}
+
+    def _get(self, key: tuple[str, ...], build: Callable[[], Schema | None]) -> tuple[Schema, bytes, str] | None:
+        if self._generation != self._registry.generation:
+            self._memo.clear()
+            self._generation = self._registry.generation
+        if key not in self._memo:
+            document = build()
+            body = serialize(document) if document is not None else b""
+            self._memo[key] = (document, body, content_hash(body)) if document is not None else None
+        return self._memo[key]
+
+    def _document(self, group: str, version: str) -> tuple[Schema, bytes, str] | None:
+        return self._get(("v3", group, version), lambda: openapi_v3_document(self._registry, group, version))
+
+    def document(self, group: str, version: str) -> Schema | None:
+        """The parsed document (shared: do not modify it), None when nothing is served at group/version."""
+        entry = self._document(group, version)
+        return entry[0] if entry else None
+
+    def document_bytes(self, group: str, version: str) -> bytes | None:
+        entry = self._document(group, version)
+        return entry[1] if entry else None
+
+    def hash(self, group: str, version: str) -> str | None:
+        entry = self._document(group, version)
+        return entry[2] if entry else None
+
+    def _build_index(self) -> Schema:
+        hashes = {gv: self.hash(*gv) for gv in _group_versions(self._registry)}
+        return _index_from_hashes({gv: digest for gv, digest in hashes.items() if digest})
+
+    def index(self) -> Schema:
+        entry = self._get(("index",), self._build_index)
+        assert entry is not None
+        return entry[0]
+
+    def index_bytes(self) -> bytes:
+        return serialize(self.index())
+
+    def v2(self) -> Schema:
+        entry = self._get(("v2",), lambda: openapi_v2(self._registry))
+        assert entry is not None
+        return entry[0]
+
+    def v2_bytes(self) -> bytes:
+        entry = self._get(("v2",), lambda: openapi_v2(self._registry))
+        assert entry is not None
+        return entry[1]

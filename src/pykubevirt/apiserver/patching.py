@@ -1,0 +1,113 @@
+"""PATCH bodies by content type: JSON patch, merge patch, strategic merge (built-ins only) and server-side apply."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from pykubevirt.api.json_patch import JSONPatchError, JSONPatchTestFailed, apply_patch
+from pykubevirt.api.merge_patch import apply_merge_patch
+from pykubevirt.apiserver import errors
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+APPLY_PATCH_CBOR = "application/apply-patch+cbor"
+
+CUSTOM_RESOURCE_PATCH_TYPES = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
+BUILTIN_PATCH_TYPES = [JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH]
+
+# Lists kube-apiserver merges by key under strategic merge patch (the ones our components and kubectl touch).
+_STRATEGIC_LIST_KEYS = {
+    "containers": "name",
+    "initContainers": "name",
+    "volumes": "name",
+    "env": "name",
+    "conditions": "type",
+    "ownerReferences": "uid",
+    "readinessGates": "conditionType",
+    "tolerations": "key",
+    "containerStatuses": "name",
+    "ports": "containerPort",
+}
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def decode_patch(body: bytes, patch_type: str) -> Any:
+    try:
+        if patch_type == APPLY_PATCH:
+            return yaml.safe_load(body.decode("utf-8"))
+        return json.loads(body)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise errors.bad_request(f"error decoding patch: {exc}") from exc
+
+
+def _strategic_merge(target: Any, patch: Any, field: str = "") -> Any:
+    if isinstance(patch, dict) and isinstance(target, dict):
+        result = dict(target)
+        for key, value in patch.items():
+            if key.startswith("$"):
+                continue
+            if value is None:
+                result.pop(key, None)
+            else:
+                result[key] = _strategic_merge(result.get(key), value, key)
+        return result
+    if isinstance(patch, list) and isinstance(target, list) and field in _STRATEGIC_LIST_KEYS:
+        merge_key = _STRATEGIC_LIST_KEYS[field]
+        merged = list(target)
+        for item in patch:
+            if not isinstance(item, dict) or merge_key not in item:
+                return patch
+            position = next(
+                (i for i, old in enumerate(merged) if isinstance(old, dict) and old.get(merge_key) == item[merge_key]),
+                None,
+            )
+            if item.get("$patch") == "delete":
+                if position is not None:
+                    merged.pop(position)
+            elif position is None:
+                merged.append(item)
+            else:
+                merged[position] = _strategic_merge(merged[position], item, "")
+        return merged
+    return patch
+
+
+def apply(current: dict[str, Any], patch: Any, patch_type: str, *, builtin: bool) -> dict[str, Any]:
+    """The object after the patch; 415 for patch types the resource does not take, 422 for a failed `test`."""
+    if patch_type == JSON_PATCH:
+        try:
+            result = apply_patch(current, patch)
+        except JSONPatchTestFailed as exc:
+            raise errors.APIError(422, "Invalid", str(exc)) from exc
+        except JSONPatchError as exc:
+            raise errors.APIError(
+                422, "Invalid", f"the server rejected our request due to an error in our request: {exc}"
+            ) from exc
+    elif patch_type == MERGE_PATCH:
+        if not isinstance(patch, dict):
+            raise errors.bad_request("a merge patch must be a JSON object")
+        result = apply_merge_patch(current, patch)
+    elif patch_type == STRATEGIC_MERGE_PATCH and builtin:
+        if not isinstance(patch, dict):
+            raise errors.bad_request("a strategic merge patch must be a JSON object")
+        result = _strategic_merge(current, patch)
+    elif patch_type == APPLY_PATCH:
+        if not isinstance(patch, dict):
+            raise errors.bad_request("an apply patch must be an object")
+        # Server-side apply is approximated by merging the applied configuration; fields a manager stopped
+        # applying are not removed and conflicts between managers are not detected.
+        result = apply_merge_patch(current, patch)
+    else:
+        accepted = BUILTIN_PATCH_TYPES if builtin else CUSTOM_RESOURCE_PATCH_TYPES
+        raise errors.unsupported_media_type(patch_type, accepted)
+    if not isinstance(result, dict):
+        raise errors.APIError(422, "Invalid", "the patch turned the object into something that is not an object")
+    return result

@@ -1,0 +1,436 @@
+"""TLS material, bearer tokens and kubeconfig files for the embedded API server.
+
+A private CA signs the serving certificate; clients trust the CA through their kubeconfig. Tokens live in a static
+file in kube-apiserver's --token-auth-file format, so the same file could feed a real API server.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime
+import hashlib
+import hmac
+import io
+import ipaddress
+import os
+import secrets
+import ssl
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+MAX_BODY_BYTES = 3 * 1024 * 1024
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+CAKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
+
+CA_VALIDITY = datetime.timedelta(days=3650)
+SERVING_VALIDITY = datetime.timedelta(days=365)
+# Renew the serving certificate this long before it expires, at the next start.
+RENEW_BEFORE = datetime.timedelta(days=30)
+
+DEFAULT_DNS_NAMES = (
+    "localhost",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
+DEFAULT_IPS = ("127.0.0.1", "::1")
+
+ADMIN_USER = "kubernetes-admin"
+ADMIN_GROUPS = ("system:masters",)
+CONTROLLER_USER = "system:serviceaccount:kubevirt:kubevirt-controller"
+HANDLER_USER = "system:serviceaccount:kubevirt:kubevirt-handler"
+VIRT_API_USER = "system:serviceaccount:kubevirt:kubevirt-apiserver"
+SCHEDULER_USER = "system:serviceaccount:kube-system:scheduler"
+AUTHENTICATED_GROUP = "system:authenticated"
+NODES_GROUP = "system:nodes"
+
+
+def _private_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _key_pem(key: CAKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _write(path: Path, data: bytes, mode: int) -> None:
+    """Write through a temporary file created with the final mode, so a key is never readable by others."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _create_ca() -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = _private_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pykubevirt-ca")])
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + CA_VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def _sans(hostnames: Iterable[str], ips: Iterable[str]) -> tuple[set[str], set[IPAddress]]:
+    dns = {h for h in (*DEFAULT_DNS_NAMES, *hostnames) if h}
+    addresses = {ipaddress.ip_address(i) for i in (*DEFAULT_IPS, *ips) if i}
+    return dns, addresses
+
+
+def _create_serving(
+    ca_cert: x509.Certificate,
+    ca_key: CAKey,
+    dns: set[str],
+    addresses: set[IPAddress],
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = _private_key()
+    now = _now()
+    general_names: list[x509.GeneralName] = [x509.DNSName(d) for d in sorted(dns)]
+    general_names += [x509.IPAddress(a) for a in sorted(addresses, key=lambda a: (a.version, int(a)))]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(min(now + SERVING_VALIDITY, ca_cert.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(general_names), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def certificate_sans(cert: x509.Certificate) -> tuple[set[str], set[IPAddress]]:
+    """The DNS names and IP addresses a certificate is valid for."""
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return set(), set()
+    addresses = {a for a in san.get_values_for_type(x509.IPAddress) if isinstance(a, IPAddress)}
+    return set(san.get_values_for_type(x509.DNSName)), addresses
+
+
+def _serving_is_current(
+    cert: x509.Certificate,
+    ca_cert: x509.Certificate,
+    dns: set[str],
+    addresses: set[IPAddress],
+) -> bool:
+    have_dns, have_ips = certificate_sans(cert)
+    if not dns <= have_dns or not addresses <= have_ips:
+        return False
+    if cert.not_valid_after_utc - RENEW_BEFORE < _now():
+        return False
+    try:
+        cert.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, InvalidSignature):  # a CA regenerated since, or a foreign certificate
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Pki:
+    """Paths of the CA and serving certificate of one data directory."""
+
+    directory: Path
+
+    @property
+    def ca_cert_path(self) -> Path:
+        return self.directory / "ca.crt"
+
+    @property
+    def ca_key_path(self) -> Path:
+        return self.directory / "ca.key"
+
+    @property
+    def cert_path(self) -> Path:
+        return self.directory / "apiserver.crt"
+
+    @property
+    def key_path(self) -> Path:
+        return self.directory / "apiserver.key"
+
+    @property
+    def ca_pem(self) -> bytes:
+        return self.ca_cert_path.read_bytes()
+
+    def server_ssl_context(self) -> ssl.SSLContext:
+        """TLS 1.2+ server context presenting the serving certificate (HTTP/1.1 only: we do not speak h2)."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.cert_path, self.key_path)
+        context.set_alpn_protocols(["http/1.1"])
+        return context
+
+    def client_ssl_context(self) -> ssl.SSLContext:
+        """A client context trusting only our CA."""
+        return ssl.create_default_context(cadata=self.ca_pem.decode())
+
+
+def ensure_pki(data_dir: Path, hostnames: Iterable[str] = (), ips: Iterable[str] = ()) -> Pki:
+    """Create the CA and serving certificate at first start; reuse them later, renewing the serving one if needed."""
+    pki = Pki(Path(data_dir) / "pki")
+    pki.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    dns, addresses = _sans(hostnames, ips)
+    ca_cert: x509.Certificate | None = None
+    ca_key: CAKey | None = None
+    if pki.ca_cert_path.exists() and pki.ca_key_path.exists():
+        ca_cert = x509.load_pem_x509_certificate(pki.ca_cert_path.read_bytes())
+        loaded = serialization.load_pem_private_key(pki.ca_key_path.read_bytes(), password=None)
+        if (
+            isinstance(loaded, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey)
+            and ca_cert.not_valid_after_utc > _now() + RENEW_BEFORE
+        ):
+            ca_key = loaded
+    if ca_cert is None or ca_key is None:
+        ca_cert, ca_key = _create_ca()
+        _write(pki.ca_key_path, _key_pem(ca_key), 0o600)
+        _write(pki.ca_cert_path, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    current = pki.cert_path.exists() and pki.key_path.exists()
+    if current:
+        cert = x509.load_pem_x509_certificate(pki.cert_path.read_bytes())
+        current = _serving_is_current(cert, ca_cert, dns, addresses)
+    if not current:
+        # Keep names added by earlier starts, so alternating flags do not flip the certificate back and forth.
+        if pki.cert_path.exists():
+            old_dns, old_ips = certificate_sans(x509.load_pem_x509_certificate(pki.cert_path.read_bytes()))
+            dns, addresses = dns | old_dns, addresses | old_ips
+        cert, key = _create_serving(ca_cert, ca_key, dns, addresses)
+        _write(pki.key_path, _key_pem(key), 0o600)
+        _write(pki.cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    return pki
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    """An authenticated user, as kube-apiserver's user.Info."""
+
+    username: str
+    uid: str
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _TokenEntry:
+    token: str
+    user: UserInfo
+
+
+def node_user(node_name: str) -> str:
+    return f"system:node:{node_name}"
+
+
+def service_account_user(namespace: str, name: str) -> str:
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+def service_account_groups(namespace: str) -> tuple[str, ...]:
+    return ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")
+
+
+def _default_users() -> list[tuple[str, tuple[str, ...]]]:
+    users: list[tuple[str, tuple[str, ...]]] = [(ADMIN_USER, ADMIN_GROUPS)]
+    for user in (CONTROLLER_USER, HANDLER_USER, VIRT_API_USER, SCHEDULER_USER):
+        namespace = user.split(":")[2]
+        users.append((user, service_account_groups(namespace)))
+    return users
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+class TokenTable:
+    """Static bearer tokens persisted in `tokens.csv` (token,user,uid,"group1,group2")."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        # Looked up by SHA-256 of the token: the dict lookup then reveals nothing about the token through timing.
+        self._by_digest: dict[bytes, _TokenEntry] = {}
+        self._by_user: dict[str, _TokenEntry] = {}
+        if path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        for row in csv.reader(io.StringIO(self.path.read_text())):
+            if len(row) < 3 or not row[0].strip() or row[0].lstrip().startswith("#"):
+                continue
+            groups = tuple(g.strip() for g in row[3].split(",") if g.strip()) if len(row) > 3 else ()
+            self._add(_TokenEntry(row[0].strip(), UserInfo(row[1].strip(), row[2].strip(), groups)))
+
+    def _add(self, entry: _TokenEntry) -> None:
+        self._by_digest[_digest(entry.token)] = entry
+        self._by_user.setdefault(entry.user.username, entry)
+
+    def _save(self) -> None:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        for entry in self._by_digest.values():
+            writer.writerow([entry.token, entry.user.username, entry.user.uid, ",".join(entry.user.groups)])
+        _write(self.path, out.getvalue().encode(), 0o600)
+
+    def ensure(self, user: str, groups: Iterable[str] = ()) -> str:
+        """The token of `user`, created (and persisted) with `groups` when it has none yet."""
+        with self._lock:
+            entry = self._by_user.get(user)
+            if entry is None:
+                entry = _TokenEntry(secrets.token_urlsafe(32), UserInfo(user, str(uuid.uuid4()), tuple(groups)))
+                self._add(entry)
+                self._save()
+            return entry.token
+
+    def ensure_node(self, node_name: str) -> str:
+        return self.ensure(node_user(node_name), (NODES_GROUP,))
+
+    def token_for(self, user: str) -> str | None:
+        entry = self._by_user.get(user)
+        return entry.token if entry else None
+
+    @property
+    def admin_token(self) -> str:
+        return self.ensure(ADMIN_USER, ADMIN_GROUPS)
+
+    def authenticate(self, authorization_header: str | None) -> UserInfo | None:
+        """The user of an `Authorization: Bearer <token>` header, or None."""
+        if not authorization_header:
+            return None
+        scheme, _, token = authorization_header.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return None
+        entry = self._by_digest.get(_digest(token))
+        if entry is None or not hmac.compare_digest(entry.token.encode(), token.encode()):
+            return None
+        groups = entry.user.groups
+        if AUTHENTICATED_GROUP not in groups:
+            groups = (*groups, AUTHENTICATED_GROUP)
+        return UserInfo(entry.user.username, entry.user.uid, groups)
+
+
+def ensure_tokens(data_dir: Path) -> TokenTable:
+    """Load `tokens.csv`, creating it with the admin and component tokens at first start."""
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    table = TokenTable(Path(data_dir) / "tokens.csv")
+    for user, groups in _default_users():
+        table.ensure(user, groups)
+    return table
+
+
+def kubeconfig(
+    server_url: str,
+    ca_pem: bytes,
+    token: str,
+    *,
+    user_name: str,
+    context_name: str = "pykubevirt",
+    cluster_name: str = "pykubevirt",
+    namespace: str = "default",
+) -> dict[str, Any]:
+    """A kubeconfig document with one cluster, user and context."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": cluster_name,
+                "cluster": {"server": server_url, "certificate-authority-data": base64.b64encode(ca_pem).decode()},
+            }
+        ],
+        "users": [{"name": user_name, "user": {"token": token}}],
+        "contexts": [
+            {"name": context_name, "context": {"cluster": cluster_name, "user": user_name, "namespace": namespace}}
+        ],
+        "current-context": context_name,
+        "preferences": {},
+    }
+
+
+def write_kubeconfig(
+    path: Path,
+    server_url: str,
+    ca_pem: bytes,
+    token: str,
+    *,
+    user_name: str,
+    context_name: str = "pykubevirt",
+    cluster_name: str = "pykubevirt",
+    namespace: str = "default",
+) -> None:
+    """Write a kubeconfig (mode 0600: it holds a bearer token) that kubectl and pykubevirt.client read."""
+    document = kubeconfig(
+        server_url,
+        ca_pem,
+        token,
+        user_name=user_name,
+        context_name=context_name,
+        cluster_name=cluster_name,
+        namespace=namespace,
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write(path, yaml.safe_dump(document, sort_keys=False).encode(), 0o600)

@@ -1,0 +1,555 @@
+"""Label and field selectors, parsed and matched as kube-apiserver does (k8s.io/apimachinery labels and fields)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class SelectorError(ValueError):
+    """A selector that does not parse or uses a field the resource cannot select on."""
+
+
+# --- label key / value validation (k8s.io/apimachinery/pkg/util/validation) -----------------------------------------
+
+_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_QNAME_RE = re.compile(_QNAME_FMT)
+_LABEL_VALUE_FMT = f"({_QNAME_FMT})?"
+_LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
+_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_FMT = rf"{_DNS1123_LABEL_FMT}(\.{_DNS1123_LABEL_FMT})*"
+_DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
+
+_QNAME_MSG = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+)
+_LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+_DNS1123_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+
+
+def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """The messages IsQualifiedName gives for a label key (empty when valid)."""
+    errors: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errors.append("prefix part must be non-empty")
+        else:
+            if len(prefix) > 253:
+                errors.append("prefix part must be no more than 253 characters")
+            if not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
+                errors.append(
+                    "prefix part " + _regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com")
+                )
+    else:
+        return [
+            "a qualified name " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
+    if not name:
+        errors.append("name part must be non-empty")
+    elif len(name) > 63:
+        errors.append("name part must be no more than 63 characters")
+    if not _QNAME_RE.fullmatch(name):
+        errors.append("name part " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
+    return errors
+
+
+def label_value_errors(value: str) -> list[str]:
+    """The messages IsValidLabelValue gives (empty when valid)."""
+    errors: list[str] = []
+    if len(value) > 63:
+        errors.append("must be no more than 63 characters")
+    if not _LABEL_VALUE_RE.fullmatch(value):
+        errors.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+    return errors
+
+
+def _go_quote(value: str) -> str:
+    """Go's %q for the strings selectors carry (printable ASCII is the common case)."""
+    out = []
+    for ch in value:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _invalid(path: str, value: str, detail: str) -> str:
+    # field.Invalid(path, value, detail).Error(); a nil path prints as "<nil>" in kube-apiserver's messages.
+    return f"{path}: Invalid value: {_go_quote(value)}: {detail}"
+
+
+def _aggregate(messages: list[str]) -> str:
+    unique = list(dict.fromkeys(messages))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+
+
+# --- label selectors -------------------------------------------------------------------------------------------------
+
+IN, NOT_IN, EQUALS, DOUBLE_EQUALS, NOT_EQUALS = "in", "notin", "=", "==", "!="
+EXISTS, DOES_NOT_EXIST, GREATER_THAN, LESS_THAN = "exists", "!", "gt", "lt"
+_BINARY_OPERATORS = ", ".join((IN, NOT_IN, EQUALS, DOUBLE_EQUALS, NOT_EQUALS, GREATER_THAN, LESS_THAN))
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+def _requirement_errors(key: str, operator: str, values: Iterable[str], path: str = "") -> list[str]:
+    """NewRequirement's validation; `path` prefixes field paths as the metav1.LabelSelector conversion does."""
+    values = list(values)
+    errors: list[str] = []
+    key_errors = qualified_name_errors(key)
+    if key_errors:
+        errors.append(_invalid(f"{path}key", key, "; ".join(key_errors)))
+    values_path = f"{path}values"
+    # field.Invalid prints a []string bad value with Go's %#v.
+    bad = f"{values_path}: Invalid value: []string{{{', '.join(_go_quote(v) for v in values)}}}"
+    if operator in (IN, NOT_IN):
+        if not values:
+            errors.append(f"{bad}: for 'in', 'notin' operators, values set can't be empty")
+    elif operator in (EQUALS, DOUBLE_EQUALS, NOT_EQUALS):
+        if len(values) != 1:
+            errors.append(f"{bad}: exact-match compatibility requires one single value")
+    elif operator in (EXISTS, DOES_NOT_EXIST):
+        if values:
+            errors.append(f"{bad}: values set must be empty for exists and does not exist")
+    elif operator in (GREATER_THAN, LESS_THAN):
+        if len(values) != 1:
+            errors.append(f"{bad}: for 'Gt', 'Lt' operators, exactly one value is required")
+        for i, value in enumerate(values):
+            if not _INT_RE.fullmatch(value):
+                errors.append(
+                    _invalid(f"{values_path}[{i}]", value, "for 'Gt', 'Lt' operators, the value must be an integer")
+                )
+    for i, value in enumerate(values):
+        value_errors = label_value_errors(value)
+        if value_errors:
+            errors.append(_invalid(f"{values_path}[{i}][{key}]", value, "; ".join(value_errors)))
+    return errors
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One `key op values` term; values are kept sorted and de-duplicated."""
+
+    key: str
+    operator: str
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        if op in (EQUALS, DOUBLE_EQUALS, IN):
+            return self.key in labels and labels[self.key] in self.values
+        if op in (NOT_EQUALS, NOT_IN):
+            return self.key not in labels or labels[self.key] not in self.values
+        if op == EXISTS:
+            return self.key in labels
+        if op == DOES_NOT_EXIST:
+            return self.key not in labels
+        value = labels.get(self.key)
+        if value is None or not _INT_RE.fullmatch(value) or len(self.values) != 1:
+            return False
+        limit = int(next(iter(self.values)))
+        return int(value) > limit if op == GREATER_THAN else int(value) < limit
+
+    def __str__(self) -> str:
+        if self.operator == EXISTS:
+            return self.key
+        if self.operator == DOES_NOT_EXIST:
+            return "!" + self.key
+        joined = ",".join(sorted(self.values))
+        if self.operator in (IN, NOT_IN):
+            return f"{self.key} {self.operator} ({joined})"
+        symbol = {GREATER_THAN: ">", LESS_THAN: "<"}.get(self.operator, self.operator)
+        return f"{self.key}{symbol}{joined}"
+
+
+def _make_requirement(key: str, operator: str, values: Iterable[str], path: str = "") -> Requirement:
+    values = list(values)
+    errors = _requirement_errors(key, operator, values, path)
+    if errors:
+        raise SelectorError(_aggregate(errors))
+    return Requirement(key, operator, frozenset(values))
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A conjunction of requirements; `nothing` is the selector that matches no object (a nil metav1.LabelSelector)."""
+
+    requirements: tuple[Requirement, ...] = ()
+    nothing: bool = False
+
+    @property
+    def empty(self) -> bool:
+        """True when the selector selects everything."""
+        return not self.requirements and not self.nothing
+
+    def matches(self, labels: Mapping[str, str] | None) -> bool:
+        if self.nothing:
+            return False
+        labels = labels or {}
+        for requirement in self.requirements:
+            if not requirement.matches(labels):
+                return False
+        return True
+
+    def __str__(self) -> str:
+        return ",".join(str(r) for r in self.requirements)
+
+
+EVERYTHING = LabelSelector()
+NOTHING = LabelSelector(nothing=True)
+
+# Lexer tokens (labels/selector.go).
+_ID, _EOS, _COMMA, _NOT, _EQ, _DEQ, _NEQ, _GT, _LT, _IN, _NOTIN, _OPEN, _CLOSE, _ERROR = range(14)
+_SYMBOLS = {")": _CLOSE, ",": _COMMA, "!": _NOT, "==": _DEQ, "=": _EQ, ">": _GT, "in": _IN, "<": _LT,
+            "!=": _NEQ, "notin": _NOTIN, "(": _OPEN}
+_SPECIAL = frozenset("=!(),><")
+_WHITESPACE = frozenset(" \t\r\n")
+
+
+def _lex(text: str) -> list[tuple[int, str]]:
+    tokens: list[tuple[int, str]] = []
+    pos, end = 0, len(text)
+    if "\x00" in text:  # the Go lexer reads NUL as the end of input
+        end = text.index("\x00")
+    while True:
+        while pos < end and text[pos] in _WHITESPACE:
+            pos += 1
+        if pos >= end:
+            tokens.append((_EOS, ""))
+            return tokens
+        if text[pos] in _SPECIAL:
+            buffer, last, last_len = "", None, 0
+            while pos + len(buffer) < end and text[pos + len(buffer)] in _SPECIAL:
+                buffer += text[pos + len(buffer)]
+                token = _SYMBOLS.get(buffer)
+                if token is not None:
+                    last, last_len = token, len(buffer)
+                elif last is not None:
+                    break
+            if last is None:
+                tokens.append((_ERROR, f"error expected: keyword found '{buffer}'"))
+                pos += len(buffer)
+            else:
+                tokens.append((last, buffer[:last_len]))
+                pos += last_len
+            continue
+        start = pos
+        while pos < end and text[pos] not in _SPECIAL and text[pos] not in _WHITESPACE:
+            pos += 1
+        word = text[start:pos]
+        tokens.append((_SYMBOLS.get(word, _ID), word))
+
+
+class _LabelParser:
+    def __init__(self, text: str) -> None:
+        self.tokens = _lex(text)
+        self.pos = 0
+
+    def lookahead(self, values: bool = True) -> tuple[int, str]:
+        token, literal = self.tokens[self.pos]
+        # In a values context the keywords "in"/"notin" are plain identifiers.
+        if values and token in (_IN, _NOTIN):
+            token = _ID
+        return token, literal
+
+    def consume(self, values: bool = True) -> tuple[int, str]:
+        token = self.lookahead(values)
+        if self.pos < len(self.tokens) - 1:
+            self.pos += 1
+        return token
+
+    def parse(self) -> list[Requirement]:
+        requirements: list[Requirement] = []
+        while True:
+            token, literal = self.lookahead()
+            if token in (_ID, _NOT):
+                try:
+                    requirements.append(self.requirement())
+                except SelectorError as err:
+                    raise SelectorError(f"unable to parse requirement: {err}") from None
+                token, literal = self.consume()
+                if token == _EOS:
+                    return requirements
+                if token != _COMMA:
+                    raise SelectorError(f"found '{literal}', expected: ',' or 'end of string'")
+                token, literal = self.lookahead()
+                if token not in (_ID, _NOT):
+                    raise SelectorError(f"found '{literal}', expected: identifier after ','")
+            elif token == _EOS:
+                return requirements
+            else:
+                raise SelectorError(f"found '{literal}', expected: !, identifier, or 'end of string'")
+
+    def requirement(self) -> Requirement:
+        operator = ""
+        token, literal = self.consume()
+        if token == _NOT:
+            operator = DOES_NOT_EXIST
+            token, literal = self.consume()
+        if token != _ID:
+            raise SelectorError(f"found '{literal}', expected: identifier")
+        key = literal
+        key_errors = qualified_name_errors(key)
+        if key_errors:
+            raise SelectorError(_invalid("<nil>", key, "; ".join(key_errors)))
+        if self.lookahead()[0] in (_EOS, _COMMA) and operator != DOES_NOT_EXIST:
+            operator = EXISTS
+        if operator in (EXISTS, DOES_NOT_EXIST):
+            return _make_requirement(key, operator, ())
+        token, literal = self.consume(values=False)
+        operator = {_IN: IN, _NOTIN: NOT_IN, _EQ: EQUALS, _DEQ: DOUBLE_EQUALS, _NEQ: NOT_EQUALS,
+                    _GT: GREATER_THAN, _LT: LESS_THAN}.get(token, "")
+        if not operator:
+            raise SelectorError(f"found '{literal}', expected: {_BINARY_OPERATORS}")
+        values = self.set_values() if operator in (IN, NOT_IN) else self.exact_value()
+        return _make_requirement(key, operator, values)
+
+    def set_values(self) -> set[str]:
+        token, literal = self.consume()
+        if token != _OPEN:
+            raise SelectorError(f"found '{literal}' expected: '('")
+        token, literal = self.lookahead()
+        if token == _CLOSE:  # "()" is the set holding the empty value
+            self.consume()
+            return {""}
+        if token not in (_ID, _COMMA):
+            raise SelectorError(f"found '{literal}', expected: ',', ')' or identifier")
+        values = self.identifiers()
+        if self.consume()[0] != _CLOSE:
+            raise SelectorError(f"found '{literal}', expected: ')'")
+        return values
+
+    def identifiers(self) -> set[str]:
+        values: set[str] = set()
+        while True:
+            token, literal = self.consume()
+            if token == _ID:
+                values.add(literal)
+                next_token, next_literal = self.lookahead()
+                if next_token == _COMMA:
+                    continue
+                if next_token == _CLOSE:
+                    return values
+                raise SelectorError(f"found '{next_literal}', expected: ',' or ')'")
+            if token == _COMMA:  # "(," ",," and ",)" each stand for the empty value
+                if not values:
+                    values.add("")
+                next_token, _ = self.lookahead()
+                if next_token == _CLOSE:
+                    values.add("")
+                    return values
+                if next_token == _COMMA:
+                    self.consume()
+                    values.add("")
+                continue
+            raise SelectorError(f"found '{literal}', expected: ',', or identifier")
+
+    def exact_value(self) -> set[str]:
+        token, _ = self.lookahead()
+        if token in (_EOS, _COMMA):
+            return {""}
+        token, literal = self.consume()
+        if token == _ID:
+            return {literal}
+        raise SelectorError(f"found '{literal}', expected: identifier")
+
+
+def parse_label_selector(text: str) -> LabelSelector:
+    """Parse a labelSelector query parameter; the empty string selects everything."""
+    requirements = _LabelParser(text).parse()
+    requirements.sort(key=lambda r: r.key)
+    return LabelSelector(tuple(requirements))
+
+
+_EXPRESSION_OPERATORS = {"In": IN, "NotIn": NOT_IN, "Exists": EXISTS, "DoesNotExist": DOES_NOT_EXIST}
+
+
+def label_selector_from_dict(selector: Mapping[str, Any] | None) -> LabelSelector:
+    """A metav1.LabelSelector (matchLabels + matchExpressions); None selects nothing, {} selects everything."""
+    if selector is None:
+        return NOTHING
+    match_labels: Mapping[str, Any] = selector.get("matchLabels") or {}
+    expressions: list[Mapping[str, Any]] = selector.get("matchExpressions") or []
+    requirements: list[Requirement] = []
+    for key, value in match_labels.items():
+        requirements.append(_make_requirement(str(key), EQUALS, [str(value)]))
+    for expression in expressions:
+        raw_operator = expression.get("operator", "")
+        operator = _EXPRESSION_OPERATORS.get(raw_operator)
+        if operator is None:
+            raise SelectorError(f'"{raw_operator}" is not a valid label selector operator')
+        values = [str(v) for v in expression.get("values") or ()]
+        requirements.append(_make_requirement(str(expression.get("key", "")), operator, values))
+    requirements.sort(key=lambda r: r.key)
+    return LabelSelector(tuple(requirements))
+
+
+# --- field selectors -------------------------------------------------------------------------------------------------
+
+# Field labels whose value is not at the same path in the object (core/v1 Event's selectable fields).
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {
+    "source": ("source", "component"),
+    "reportingComponent": ("reportingController",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRequirement:
+    """`field=value` or `field!=value`."""
+
+    field: str
+    operator: str
+    value: str
+    path: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.field}{self.operator}{escape_field_value(self.value)}"
+
+
+def field_value(obj: Mapping[str, Any], path: tuple[str, ...]) -> str:
+    """The string a field selector compares against; a missing value is ""."""
+    current: Any = obj
+    for part in path:
+        if not isinstance(current, Mapping):
+            return ""
+        current = current.get(part)
+    if isinstance(current, str):
+        return current
+    if isinstance(current, bool):
+        return "true" if current else "false"
+    if isinstance(current, int | float):
+        return str(current)
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSelector:
+    """A conjunction of field equality terms."""
+
+    requirements: tuple[FieldRequirement, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.requirements
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        for requirement in self.requirements:
+            equal = field_value(obj, requirement.path) == requirement.value
+            if equal != (requirement.operator == "="):
+                return False
+        return True
+
+    def fields(self) -> set[str]:
+        return {r.field for r in self.requirements}
+
+    def exact(self, field: str) -> str | None:
+        """The value `field` must equal, when the selector pins it (lets the server look one object up)."""
+        for requirement in self.requirements:
+            if requirement.field == field and requirement.operator == "=":
+                return requirement.value
+        return None
+
+    def __str__(self) -> str:
+        return ",".join(str(r) for r in self.requirements)
+
+
+def escape_field_value(value: str) -> str:
+    """fields.EscapeValue: backslash-escape `\\`, `,` and `=`."""
+    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+
+
+def unescape_field_value(value: str) -> str:
+    """fields.UnescapeValue, with kube-apiserver's error messages."""
+    if not any(c in value for c in "\\,="):
+        return value
+    out: list[str] = []
+    in_slash = False
+    for ch in value:
+        if in_slash:
+            if ch not in "\\,=":
+                raise SelectorError(f"invalid field selector: invalid escape sequence: \\{ch}")
+            out.append(ch)
+            in_slash = False
+        elif ch == "\\":
+            in_slash = True
+        elif ch in ",=":
+            # Go prints the offending rune with %v, i.e. as its code point.
+            raise SelectorError(f"invalid field selector: unescaped character in value: {ord(ch)}")
+        else:
+            out.append(ch)
+    if in_slash:
+        raise SelectorError("invalid field selector: invalid escape sequence: \\")
+    return "".join(out)
+
+
+def _split_terms(text: str) -> list[str]:
+    terms: list[str] = []
+    start, in_slash = 0, False
+    for i, ch in enumerate(text):
+        if in_slash:
+            in_slash = False
+        elif ch == "\\":
+            in_slash = True
+        elif ch == ",":
+            terms.append(text[start:i])
+            start = i + 1
+    terms.append(text[start:])
+    return terms
+
+
+def parse_field_selector(text: str) -> FieldSelector:
+    """Parse a fieldSelector query parameter (`=`, `==`, `!=`, comma-separated, values escaped with backslashes)."""
+    if not text:
+        return FieldSelector()
+    requirements: list[FieldRequirement] = []
+    for term in sorted(_split_terms(text)):
+        if not term:
+            continue
+        for i in range(len(term)):
+            # No escaping on the left-hand side: the first operator found splits the term; "!=" and "==" win over "=".
+            op = next((o for o in ("!=", "==", "=") if term.startswith(o, i)), None)
+            if op is not None:
+                field, raw = term[:i], term[i + len(op):]
+                break
+        else:
+            raise SelectorError(f"invalid selector: '{text}'; can't understand '{term}'")
+        value = unescape_field_value(raw)
+        path = FIELD_ALIASES.get(field) or tuple(field.split("."))
+        requirements.append(FieldRequirement(field, "!=" if op == "!=" else "=", value, path))
+    return FieldSelector(tuple(requirements))
+
+
+def check_fields(selector: FieldSelector, allowed: Iterable[str]) -> None:
+    """Raise kube-apiserver's error for the first field the resource cannot be selected on."""
+    allowed = set(allowed)
+    for requirement in selector.requirements:
+        if requirement.field not in allowed:
+            raise SelectorError(f"field label not supported: {requirement.field}")

@@ -1,0 +1,303 @@
+"""The embedded API server: store, registry, admission, garbage collector and HTTPS endpoints, started as one unit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from pykubevirt.admission.context import ClusterConfig
+from pykubevirt.apiserver import discovery, errors, openapi, security
+from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES, INITIAL_NAMESPACES
+from pykubevirt.apiserver.crds import CRDController, validate_crd
+from pykubevirt.apiserver.garbage_collector import GarbageCollector
+from pykubevirt.apiserver.http_api import RestHandlers, error_response, json_response
+from pykubevirt.apiserver.kubevirt_admission import KubeVirtAdmission
+from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.resources import Registry, Resource
+from pykubevirt.apiserver.store import Store
+from pykubevirt.apiserver.watch import WatchHub
+
+log = logging.getLogger("pykubevirt.apiserver")
+
+PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version"})
+SYSTEM = UserInfo("system:apiserver", ("system:masters",))
+
+
+class CRDAdmission:
+    """Rejects CRDs kube-apiserver would reject (non-structural schemas, bad names)."""
+
+    def handles(self, resource: Resource) -> bool:
+        return resource.group == "apiextensions.k8s.io" and resource.kind == "CustomResourceDefinition"
+
+    def mutate(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> dict[str, Any]:
+        return obj
+
+    def validate(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> list[str]:
+        validate_crd(obj)
+        return []
+
+
+@dataclass(slots=True)
+class ServerOptions:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 6443
+    # History kept for watches to resume from; older resourceVersions get 410 Expired.
+    history_revisions: int = 100_000
+    compact_interval_seconds: float = 300.0
+    feature_gates: frozenset[str] = frozenset()
+    extra_hostnames: list[str] = field(default_factory=list)
+
+
+ExtraHandler = Callable[[web.Request, UserInfo], Awaitable[web.StreamResponse]]
+
+
+class EmbeddedAPIServer:
+    """One process's API server; `start()` returns once it serves, `stop()` closes everything it opened."""
+
+    def __init__(self, options: ServerOptions) -> None:
+        self.options = options
+        self.data_dir = options.data_dir
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = Store(self.data_dir / "state.db")
+        self.registry = Registry()
+        self.registry.extend(BUILTIN_RESOURCES)
+        config = ClusterConfig(feature_gates=options.feature_gates)
+        self.api = ObjectAPI(
+            self.store, self.registry, admission=[CRDAdmission(), KubeVirtAdmission(self.store, self.registry, config)]
+        )
+        self.hub = WatchHub(self.store)
+        self.crds = CRDController(self.api)
+        self.openapi = openapi.OpenAPICache(self.registry)
+        self.rest = RestHandlers(
+            self.api, self.hub, max_body_bytes=security.MAX_BODY_BYTES, clock=lambda: datetime.now(UTC)
+        )
+        # In-process aggregated API groups (subresources.kubevirt.io): (group, version) → (handler, APIResourceList).
+        self.extra_groups: dict[tuple[str, str], tuple[ExtraHandler, dict[str, Any]]] = {}
+        self.pki = security.ensure_pki(self.data_dir, list(options.extra_hostnames), [])
+        self.tokens = security.ensure_tokens(self.data_dir)
+        self.gc: GarbageCollector | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._runner: web.AppRunner | None = None
+        self.port = options.port
+
+    # -------------------------------------------------------------------------------------------------- wiring
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.options.host}:{self.port}"
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.data_dir / "kubeconfig"
+
+    def admin_token(self) -> str:
+        return self.tokens.admin_token
+
+    def _bootstrap(self) -> None:
+        self.crds.load_stored()
+        self.crds.install_builtin_crds()
+        namespaces = self.registry.get("", "v1", "namespaces")
+        assert namespaces is not None
+        ctx = RequestContext(user=SYSTEM)
+        for name in INITIAL_NAMESPACES:
+            if self.api.find(namespaces, None, name) is None:
+                self.api.create(
+                    namespaces,
+                    None,
+                    {"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}},
+                    ctx,
+                )
+
+    def build_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._authenticate], client_max_size=security.MAX_BODY_BYTES + 1024 * 1024)
+        app.router.add_get("/healthz", self._health)
+        app.router.add_get("/livez", self._health)
+        app.router.add_get("/readyz", self._health)
+        app.router.add_get("/version", self._version)
+        app.router.add_get("/api", self._api_versions)
+        app.router.add_get("/apis", self._api_groups)
+        app.router.add_get("/openapi/v2", self._openapi_v2)
+        app.router.add_get("/openapi/v3", self._openapi_v3_index)
+        app.router.add_get("/openapi/v3/{path:.*}", self._openapi_v3_doc)
+        app.router.add_route("*", "/api/{version}", self._discovery_or_resource)
+        app.router.add_route("*", "/apis/{group}", self._group)
+        app.router.add_route("*", "/apis/{group}/{version}", self._discovery_or_resource)
+        app.router.add_route("*", "/api/{version}/{tail:.*}", self._resource)
+        app.router.add_route("*", "/apis/{group}/{version}/{tail:.*}", self._resource)
+        return app
+
+    @web.middleware
+    async def _authenticate(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if request.path in PUBLIC_PATHS:
+            request["user"] = UserInfo("system:anonymous", ("system:unauthenticated",))
+            return await handler(request)
+        user = self.tokens.authenticate(request.headers.get("Authorization"))
+        if user is None:
+            return error_response(errors.unauthorized())
+        request["user"] = UserInfo(user.username, tuple(user.groups))
+        try:
+            return await handler(request)
+        except errors.APIError as exc:
+            return error_response(exc)
+        except web.HTTPException:
+            raise
+        except Exception as exc:
+            log.exception("request %s %s failed", request.method, request.path)
+            return error_response(errors.internal(str(exc)))
+
+    # -------------------------------------------------------------------------------------------------- handlers
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return json_response(discovery.version_info())
+
+    def _extra_lists(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return {key: value[1] for key, value in self.extra_groups.items()}
+
+    @staticmethod
+    def _aggregated(body: dict[str, Any]) -> web.Response:
+        response = web.Response(body=json.dumps(body, separators=(",", ":")).encode())
+        response.headers["Content-Type"] = discovery.AGGREGATED_CONTENT_TYPE
+        return response
+
+    async def _api_versions(self, request: web.Request) -> web.Response:
+        if discovery.wants_aggregated(request.headers.get("Accept")):
+            return self._aggregated(discovery.aggregated_discovery(self.registry, core=True))
+        return json_response(discovery.api_versions(f"{self.options.host}:{self.port}"))
+
+    async def _api_groups(self, request: web.Request) -> web.Response:
+        if discovery.wants_aggregated(request.headers.get("Accept")):
+            body = discovery.aggregated_discovery(self.registry, core=False, extra_resource_lists=self._extra_lists())
+            return self._aggregated(body)
+        return json_response(discovery.api_group_list(self.registry, self._extra_lists()))
+
+    async def _group(self, request: web.Request) -> web.Response:
+        group = request.match_info["group"]
+        groups = discovery.api_group_list(self.registry, self._extra_lists())
+        for entry in groups.get("groups", []):
+            if entry.get("name") == group:
+                return json_response({"kind": "APIGroup", "apiVersion": "v1", **{k: v for k, v in entry.items()}})
+        return error_response(errors.resource_not_found())
+
+    async def _discovery_or_resource(self, request: web.Request) -> web.StreamResponse:
+        group = request.match_info.get("group", "")
+        version = request.match_info["version"]
+        extra = self.extra_groups.get((group, version))
+        if extra is not None:
+            return json_response(extra[1])
+        if request.method != "GET":
+            return error_response(errors.method_not_allowed(request.method))
+        listing = discovery.api_resource_list(self.registry, group, version, self._extra_lists())
+        if listing is None:
+            return error_response(errors.resource_not_found())
+        return json_response(listing)
+
+    async def _resource(self, request: web.Request) -> web.StreamResponse:
+        group = request.match_info.get("group", "")
+        version = request.match_info["version"]
+        extra = self.extra_groups.get((group, version))
+        if extra is not None:
+            return await extra[0](request, request["user"])
+        return await self.rest.handle(request)
+
+    async def _openapi_v2(self, request: web.Request) -> web.Response:
+        accept = request.headers.get("Accept", "")
+        if accept and "json" not in accept and "*/*" not in accept:
+            # client-go asks for protobuf here and could not parse JSON as such.
+            return error_response(errors.not_acceptable("only application/json is served for /openapi/v2"))
+        return web.Response(body=self.openapi.v2_bytes(), content_type="application/json")
+
+    async def _openapi_v3_index(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.openapi.index_bytes(), content_type="application/json")
+
+    async def _openapi_v3_doc(self, request: web.Request) -> web.Response:
+        parts = request.match_info["path"].strip("/").split("/")
+        if len(parts) == 2 and parts[0] == "api":
+            group, version = "", parts[1]
+        elif len(parts) == 3 and parts[0] == "apis":
+            group, version = parts[1], parts[2]
+        else:
+            return error_response(errors.resource_not_found())
+        document = self.openapi.document(group, version)
+        if document is None:
+            return error_response(errors.resource_not_found())
+        return json_response(document)
+
+    # -------------------------------------------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        self._bootstrap()
+        self.gc = GarbageCollector(self.api)
+        self._tasks = [
+            asyncio.create_task(self._supervise("garbage-collector", self.gc.run)),
+            asyncio.create_task(self._supervise("event-expiry", self._expire_events)),
+            asyncio.create_task(self._supervise("compaction", self._compact)),
+        ]
+        app = self.build_app()
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        ssl_context = self.pki.server_ssl_context()
+        sock = socket.socket(socket.AF_INET6 if ":" in self.options.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.options.host, self.options.port))
+        self.port = sock.getsockname()[1]
+        site = web.SockSite(self._runner, sock, ssl_context=ssl_context, shutdown_timeout=1.0)
+        await site.start()
+        security.write_kubeconfig(
+            self.kubeconfig_path, self.url, self.pki.ca_pem, self.tokens.admin_token, user_name="admin"
+        )
+        log.info("serving on %s (data in %s, revision %d)", self.url, self.data_dir, self.store.revision)
+
+    async def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            try:
+                await run()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s crashed; restarting it", name)
+                await asyncio.sleep(1)
+
+    async def _expire_events(self) -> None:
+        while True:
+            await asyncio.sleep(30)
+            for record in self.store.expired():
+                with contextlib.suppress(Exception):
+                    self.store.delete(record.collection, record.key)
+
+    async def _compact(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.compact_interval_seconds)
+            self.store.compact(self.options.history_revisions)
+            self.store.checkpoint()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self.store.close()
+        log.info("stopped")

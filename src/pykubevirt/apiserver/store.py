@@ -1,0 +1,361 @@
+"""The embedded store: kine's log-structured design on SQLite, with the latest state and recent events in memory.
+
+Every create, update and delete appends a row; the row id is the global revision and therefore the
+resourceVersion clients see. `UNIQUE(name, prev_revision)` is the compare-and-swap that makes a second writer
+racing from the same revision fail. Committed rows are fanned out to watchers in memory; a watch that starts from
+an older revision is replayed from the in-memory ring or, failing that, from the table, until compaction removed
+the rows it would need (then it gets 410 Expired).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS kine (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    deleted INTEGER NOT NULL,
+    create_revision INTEGER NOT NULL,
+    prev_revision INTEGER NOT NULL,
+    lease INTEGER NOT NULL DEFAULT 0,
+    value BLOB,
+    old_value BLOB
+);
+CREATE INDEX IF NOT EXISTS kine_name_index ON kine (name);
+CREATE INDEX IF NOT EXISTS kine_name_id_index ON kine (name, id);
+CREATE INDEX IF NOT EXISTS kine_id_deleted_index ON kine (id, deleted);
+CREATE INDEX IF NOT EXISTS kine_prev_revision_index ON kine (prev_revision);
+CREATE UNIQUE INDEX IF NOT EXISTS kine_name_prev_revision_uindex ON kine (name, prev_revision);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+
+
+class StoreError(Exception):
+    """Base of the store's errors."""
+
+
+class NotFound(StoreError):
+    pass
+
+
+class AlreadyExists(StoreError):
+    pass
+
+
+class Conflict(StoreError):
+    """The object changed since the revision the writer started from."""
+
+
+class Compacted(StoreError):
+    """The requested revision is older than the retained history."""
+
+    def __init__(self, requested: int, compact_revision: int) -> None:
+        super().__init__(f"too old resource version: {requested} ({compact_revision})")
+        self.requested = requested
+        self.compact_revision = compact_revision
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """The latest version of one object: its key, the revision that wrote it and the object."""
+
+    collection: str
+    key: str
+    revision: int
+    create_revision: int
+    value: dict[str, Any]
+    lease: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One committed change. `previous` is the object before the change (None for ADDED)."""
+
+    type: str
+    collection: str
+    key: str
+    revision: int
+    value: dict[str, Any]
+    previous: dict[str, Any] | None
+
+
+Listener = Callable[[Event], None]
+
+
+def _full_name(collection: str, key: str) -> str:
+    return f"{collection}\x00{key}"
+
+
+def _split(name: str) -> tuple[str, str]:
+    collection, _, key = name.partition("\x00")
+    return collection, key
+
+
+def _with_revision(value: dict[str, Any], revision: int) -> dict[str, Any]:
+    metadata = value.setdefault("metadata", {})
+    metadata["resourceVersion"] = str(revision)
+    return value
+
+
+class Store:
+    """Single-writer store; all methods run on the event loop's thread and commit before they return."""
+
+    def __init__(self, path: Path | str, *, ring_size: int = 20000) -> None:
+        self._path = str(path)
+        self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode keeps every committed transaction across a crash of this process (kill -9);
+        # only an OS crash can lose the newest commits.
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db.executescript(SCHEMA)
+        self._current: dict[str, dict[str, Record]] = collections.defaultdict(dict)
+        self._ring: collections.deque[Event] = collections.deque(maxlen=ring_size)
+        self._listeners: list[Listener] = []
+        self.revision = 0
+        self.compact_revision = 0
+        self._load()
+
+    # ---------------------------------------------------------------------------------------------------- state
+
+    def _load(self) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key='compact_rev'").fetchone()
+        self.compact_revision = int(row[0]) if row else 0
+        row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='kine'").fetchone()
+        self.revision = int(row[0]) if row else 0
+        latest = self._db.execute(
+            "SELECT k.id, k.name, k.create_revision, k.deleted, k.value, k.lease FROM kine k "
+            "JOIN (SELECT name, MAX(id) AS id FROM kine GROUP BY name) m ON k.id = m.id"
+        )
+        for rev, name, create_rev, deleted, value, lease in latest:
+            if deleted:
+                continue
+            collection, key = _split(name)
+            obj = _with_revision(json.loads(value), rev)
+            self._current[collection][key] = Record(collection, key, rev, create_rev, obj, lease)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call `listener` for every committed event, in revision order, right after the commit."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    # ---------------------------------------------------------------------------------------------------- reads
+
+    def get(self, collection: str, key: str) -> Record | None:
+        return self._current.get(collection, {}).get(key)
+
+    def records(self, collection: str, key_prefix: str = "") -> list[Record]:
+        """Current records of a collection whose key starts with `key_prefix`, sorted by key."""
+        records = self._current.get(collection, {})
+        if key_prefix:
+            selected = [r for k, r in records.items() if k.startswith(key_prefix)]
+        else:
+            selected = list(records.values())
+        selected.sort(key=lambda r: r.key)
+        return selected
+
+    def count(self, collection: str) -> int:
+        return len(self._current.get(collection, {}))
+
+    def collections(self) -> Iterable[str]:
+        return list(self._current)
+
+    # ---------------------------------------------------------------------------------------------------- writes
+
+    def _append(
+        self,
+        *,
+        collection: str,
+        key: str,
+        created: bool,
+        deleted: bool,
+        create_revision: int,
+        prev_revision: int,
+        value: dict[str, Any],
+        old_value: dict[str, Any] | None,
+        lease: int,
+    ) -> int:
+        payload = json.dumps(value, separators=(",", ":"))
+        old_payload = json.dumps(old_value, separators=(",", ":")) if old_value is not None else None
+        try:
+            cursor = self._db.execute(
+                "INSERT INTO kine (name, created, deleted, create_revision, prev_revision, lease, value, old_value) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    _full_name(collection, key),
+                    int(created),
+                    int(deleted),
+                    create_revision,
+                    prev_revision,
+                    lease,
+                    payload,
+                    old_payload,
+                ),
+            )
+        except sqlite3.IntegrityError as exc:
+            raise Conflict(f"{key}: the object has been modified") from exc
+        revision = int(cursor.lastrowid or 0)
+        self.revision = revision
+        return revision
+
+    def _publish(self, event: Event) -> None:
+        self._ring.append(event)
+        for listener in list(self._listeners):
+            listener(event)
+
+    def _last_revision_of(self, collection: str, key: str) -> int:
+        row = self._db.execute("SELECT MAX(id) FROM kine WHERE name = ?", (_full_name(collection, key),)).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def create(self, collection: str, key: str, value: dict[str, Any], *, lease: int = 0) -> Record:
+        """Store a new object; AlreadyExists when the key is taken. `value` gets its resourceVersion set."""
+        if key in self._current.get(collection, {}):
+            raise AlreadyExists(key)
+        prev = self._last_revision_of(collection, key)
+        stored = dict(value)
+        stored["metadata"] = {k: v for k, v in (value.get("metadata") or {}).items() if k != "resourceVersion"}
+        revision = self._append(
+            collection=collection,
+            key=key,
+            created=True,
+            deleted=False,
+            # The single writer knows the id the row will get: one past the sequence.
+            create_revision=self.revision + 1,
+            prev_revision=prev,
+            value=stored,
+            old_value=None,
+            lease=lease,
+        )
+        obj = _with_revision(stored, revision)
+        record = Record(collection, key, revision, revision, obj, lease)
+        self._current[collection][key] = record
+        self._publish(Event(ADDED, collection, key, revision, obj, None))
+        return record
+
+    def update(
+        self, collection: str, key: str, value: dict[str, Any], *, expected_revision: int | None = None
+    ) -> Record:
+        """Replace an object; Conflict when `expected_revision` is given and is no longer the latest."""
+        current = self.get(collection, key)
+        if current is None:
+            raise NotFound(key)
+        if expected_revision is not None and expected_revision != current.revision:
+            raise Conflict(key)
+        stored = dict(value)
+        stored["metadata"] = {k: v for k, v in (value.get("metadata") or {}).items() if k != "resourceVersion"}
+        revision = self._append(
+            collection=collection,
+            key=key,
+            created=False,
+            deleted=False,
+            create_revision=current.create_revision,
+            prev_revision=current.revision,
+            value=stored,
+            old_value=None,
+            lease=current.lease,
+        )
+        obj = _with_revision(stored, revision)
+        record = Record(collection, key, revision, current.create_revision, obj, current.lease)
+        self._current[collection][key] = record
+        self._publish(Event(MODIFIED, collection, key, revision, obj, current.value))
+        return record
+
+    def delete(self, collection: str, key: str, *, expected_revision: int | None = None) -> Record:
+        """Remove an object; the returned record carries the object as it was, with the deletion's revision."""
+        current = self.get(collection, key)
+        if current is None:
+            raise NotFound(key)
+        if expected_revision is not None and expected_revision != current.revision:
+            raise Conflict(key)
+        stored = dict(current.value)
+        stored["metadata"] = {k: v for k, v in (stored.get("metadata") or {}).items() if k != "resourceVersion"}
+        revision = self._append(
+            collection=collection,
+            key=key,
+            created=False,
+            deleted=True,
+            create_revision=current.create_revision,
+            prev_revision=current.revision,
+            value=stored,
+            old_value=None,
+            lease=0,
+        )
+        del self._current[collection][key]
+        obj = _with_revision(stored, revision)
+        self._publish(Event(DELETED, collection, key, revision, obj, current.value))
+        return Record(collection, key, revision, current.create_revision, obj)
+
+    # ---------------------------------------------------------------------------------------------------- history
+
+    def events_since(self, revision: int, collection: str | None = None) -> list[Event]:
+        """Committed events after `revision` (for one collection or all), oldest first; Compacted if too old."""
+        if revision < self.compact_revision:
+            raise Compacted(revision, self.compact_revision)
+        if self._ring and self._ring[0].revision <= revision + 1:
+            return [
+                e for e in self._ring if e.revision > revision and (collection is None or e.collection == collection)
+            ]
+        return self._events_from_table(revision, collection)
+
+    def _events_from_table(self, revision: int, collection: str | None) -> list[Event]:
+        rows = self._db.execute(
+            "SELECT id, name, created, deleted, prev_revision, value FROM kine WHERE id > ? ORDER BY id", (revision,)
+        ).fetchall()
+        events: list[Event] = []
+        for rev, name, created, deleted, prev_rev, value in rows:
+            coll, key = _split(name)
+            if collection is not None and coll != collection:
+                continue
+            previous = self._value_at(prev_rev) if prev_rev and not created else None
+            kind = DELETED if deleted else ADDED if created else MODIFIED
+            events.append(Event(kind, coll, key, rev, _with_revision(json.loads(value), rev), previous))
+        return events
+
+    def _value_at(self, revision: int) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT value FROM kine WHERE id = ?", (revision,)).fetchone()
+        return _with_revision(json.loads(row[0]), revision) if row else None
+
+    def compact(self, keep_revisions: int) -> int:
+        """Drop history older than the newest `keep_revisions` revisions; returns the new compaction revision."""
+        target = self.revision - keep_revisions
+        if target <= self.compact_revision:
+            return self.compact_revision
+        with self._db:
+            # Superseded rows (a later row names them as prev_revision) and deletion markers are history only.
+            self._db.execute(
+                "DELETE FROM kine WHERE id <= ? AND (id IN (SELECT prev_revision FROM kine WHERE prev_revision <= ?)"
+                " OR deleted = 1)",
+                (target, target),
+            )
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('compact_rev', ?)", (target,))
+        self.compact_revision = target
+        while self._ring and self._ring[0].revision <= target:
+            self._ring.popleft()
+        return target
+
+    def expired(self, now: float | None = None) -> list[Record]:
+        """Records whose lease (an absolute UNIX time) has passed."""
+        moment = int(now if now is not None else time.time())
+        return [r for coll in self._current.values() for r in coll.values() if r.lease and r.lease <= moment]
+
+    def checkpoint(self) -> None:
+        self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")

@@ -1,0 +1,186 @@
+"""Watches: fan-out of committed events to watchers, replay from a resourceVersion, selector transitions, bookmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykubevirt.apiserver.resources import Resource
+from pykubevirt.apiserver.selectors import FieldSelector, LabelSelector
+from pykubevirt.apiserver.store import ADDED, DELETED, MODIFIED, Compacted, Event, Store
+
+BOOKMARK = "BOOKMARK"
+ERROR = "ERROR"
+INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
+BOOKMARK_INTERVAL_SECONDS = 30.0
+# A watcher this far behind is closed; the client re-watches from its last resourceVersion, as with kube-apiserver.
+MAX_PENDING_EVENTS = 10000
+
+
+@dataclass(eq=False, slots=True)
+class Watcher:
+    resource: Resource
+    namespace: str | None
+    label_selector: LabelSelector | None
+    field_selector: FieldSelector | None
+    queue: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
+    overflowed: bool = False
+
+    def offer(self, event: Event) -> None:
+        if self.overflowed:
+            return
+        if self.queue.qsize() >= MAX_PENDING_EVENTS:
+            self.overflowed = True
+            return
+        self.queue.put_nowait(event)
+
+    def _matches(self, obj: dict[str, Any] | None) -> bool:
+        if obj is None:
+            return False
+        meta = obj.get("metadata") or {}
+        if self.namespace and meta.get("namespace") != self.namespace:
+            return False
+        if self.label_selector is not None and not self.label_selector.matches(meta.get("labels")):
+            return False
+        return self.field_selector is None or self.field_selector.matches(obj)
+
+    def translate(self, event: Event) -> tuple[str, dict[str, Any]] | None:
+        """The event as this watcher sees it, given its selectors (objects entering or leaving the selection)."""
+        now_matches = self._matches(event.value)
+        if event.type == ADDED:
+            return (ADDED, event.value) if now_matches else None
+        if event.type == DELETED:
+            return (DELETED, event.value) if now_matches else None
+        before = self._matches(event.previous)
+        if now_matches and before:
+            return MODIFIED, event.value
+        if now_matches:
+            return ADDED, event.value
+        if before and event.previous is not None:
+            # Leaving the selection is a deletion of the previous content, at the revision of the change.
+            gone = copy.deepcopy(event.previous)
+            gone.setdefault("metadata", {})["resourceVersion"] = str(event.revision)
+            return DELETED, gone
+        return None
+
+
+class WatchHub:
+    """Routes every committed event to the watchers of its collection."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._watchers: dict[str, set[Watcher]] = {}
+        store.add_listener(self._dispatch)
+
+    def _dispatch(self, event: Event) -> None:
+        for watcher in self._watchers.get(event.collection, ()):
+            watcher.offer(event)
+
+    def register(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        label_selector: LabelSelector | None,
+        field_selector: FieldSelector | None,
+    ) -> Watcher:
+        watcher = Watcher(resource, namespace, label_selector, field_selector)
+        self._watchers.setdefault(resource.collection, set()).add(watcher)
+        return watcher
+
+    def unregister(self, watcher: Watcher) -> None:
+        watchers = self._watchers.get(watcher.resource.collection)
+        if watchers is not None:
+            watchers.discard(watcher)
+
+    def watcher_count(self) -> int:
+        return sum(len(w) for w in self._watchers.values())
+
+
+def bookmark(resource: Resource, revision: int, *, initial_events_end: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"resourceVersion": str(revision)}
+    if initial_events_end:
+        meta["annotations"] = {INITIAL_EVENTS_END_ANNOTATION: "true"}
+    return {"kind": resource.kind, "apiVersion": resource.api_version, "metadata": meta}
+
+
+def expired_status(message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": "Expired",
+        "code": 410,
+    }
+
+
+async def watch_events(
+    hub: WatchHub,
+    resource: Resource,
+    namespace: str | None,
+    *,
+    label_selector: LabelSelector | None,
+    field_selector: FieldSelector | None,
+    resource_version: str,
+    send_initial_events: bool,
+    allow_bookmarks: bool,
+    timeout_seconds: float,
+) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """(type, object) pairs: the initial or replayed events, then live ones, until the timeout or an overflow."""
+    store = hub.store
+    watcher = hub.register(resource, namespace, label_selector, field_selector)
+    try:
+        last = 0
+        if resource_version in ("", "0") or send_initial_events:
+            last = store.revision
+            for record in store.records(resource.collection, resource.namespace_prefix(namespace)):
+                if watcher._matches(record.value):
+                    yield ADDED, record.value
+            if send_initial_events:
+                yield BOOKMARK, bookmark(resource, last, initial_events_end=True)
+        else:
+            start = int(resource_version)
+            try:
+                replay = store.events_since(start, resource.collection)
+            except Compacted as exc:
+                yield ERROR, expired_status(str(exc))
+                return
+            last = start
+            for event in replay:
+                translated = watcher.translate(event)
+                last = event.revision
+                if translated is not None:
+                    yield translated
+            last = max(last, start)
+        deadline = time.monotonic() + timeout_seconds
+        next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
+        while True:
+            if watcher.overflowed:
+                return
+            now = time.monotonic()
+            remaining = deadline - now
+            if remaining <= 0:
+                if allow_bookmarks:
+                    yield BOOKMARK, bookmark(resource, max(last, store.revision))
+                return
+            wait = min(remaining, max(next_bookmark - now, 0.0)) if allow_bookmarks else remaining
+            try:
+                event = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
+            except TimeoutError:
+                if allow_bookmarks and time.monotonic() >= next_bookmark:
+                    next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
+                    yield BOOKMARK, bookmark(resource, max(last, store.revision))
+                continue
+            if event.revision <= last:
+                continue
+            last = event.revision
+            translated = watcher.translate(event)
+            if translated is not None:
+                yield translated
+    finally:
+        hub.unregister(watcher)

@@ -1,0 +1,47 @@
+"""`pykubevirt apiserver`: run the embedded Kubernetes-compatible API server until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from pathlib import Path
+
+from pykubevirt import log
+from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"--listen must be HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+async def serve(options: ServerOptions) -> None:
+    server = EmbeddedAPIServer(options)
+    await server.start()
+    print(f"pykubevirt API server listening on {server.url}", flush=True)
+    print(f"export KUBECONFIG={server.kubeconfig_path}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    log.configure("virt-apiserver")
+    host, port = parse_listen(args.listen)
+    gates = frozenset(g.strip() for g in args.feature_gates.split(",") if g.strip())
+    options = ServerOptions(
+        data_dir=Path(args.data_dir),
+        host=host,
+        port=port,
+        history_revisions=args.history_revisions,
+        compact_interval_seconds=args.compact_interval,
+        feature_gates=gates,
+    )
+    asyncio.run(serve(options))
+    return 0

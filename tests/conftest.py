@@ -1,0 +1,26 @@
+"""Shared fixtures: a real API server process per test session or per test, and kubectl wired to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.apiserver_process import APIServerProcess
+
+
+@pytest.fixture(scope="session")
+def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[APIServerProcess]:
+    """One API server shared by the session's tests; tests use their own namespaces or unique names."""
+    server = APIServerProcess(tmp_path_factory.mktemp("apiserver") / "data").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fresh_apiserver(tmp_path: Path) -> Iterator[APIServerProcess]:
+    """An API server of the test's own, for tests that restart or kill it."""
+    server = APIServerProcess(tmp_path / "data").start()
+    yield server
+    server.stop()

@@ -1,0 +1,365 @@
+"""OpenAPI documents: what kubectl needs for `explain` and to send fieldValidation=Strict."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+
+from pykubevirt.apiserver import discovery, openapi
+from pykubevirt.apiserver.resources import Registry, Resource
+from pykubevirt.apiserver.security import ADMIN_USER, ensure_pki, ensure_tokens, write_kubeconfig
+from tests.unit.test_discovery import make_registry
+
+VM_ITEM = "/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}"
+VM_SCHEMA = "io.kubevirt.v1.VirtualMachine"
+OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+KUBECTL = "/usr/bin/kubectl"
+
+
+@pytest.fixture
+def registry() -> Registry:
+    return make_registry()
+
+
+def _params(operation: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in operation.get("parameters", [])}
+
+
+def _resolve(document: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref") or node.get("allOf", [{}])[0].get("$ref")
+    if ref:
+        return dict(document["components"]["schemas"][ref.removeprefix("#/components/schemas/")])
+    return node
+
+
+def _all_refs(node: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, dict):
+        if isinstance(node.get("$ref"), str):
+            found.add(node["$ref"])
+        for value in node.values():
+            found |= _all_refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _all_refs(value)
+    return found
+
+
+def test_index_lists_group_versions(registry: Registry) -> None:
+    index = openapi.openapi_v3_index(registry)
+    paths = index["paths"]
+    for key in (
+        "api/v1",
+        "apis/kubevirt.io/v1",
+        "apis/instancetype.kubevirt.io/v1beta1",
+        "apis/cdi.kubevirt.io/v1beta1",
+    ):
+        assert key in paths
+    cache = openapi.OpenAPICache(registry)
+    digest = cache.hash("kubevirt.io", "v1")
+    assert digest is not None and len(digest) == 128 and digest == digest.upper()
+    assert paths["apis/kubevirt.io/v1"]["serverRelativeURL"] == f"/openapi/v3/apis/kubevirt.io/v1?hash={digest}"
+    assert cache.index() == index
+
+
+def test_document_keys() -> None:
+    assert openapi.document_key("", "v1") == "api/v1"
+    assert openapi.document_key("kubevirt.io", "v1") == "apis/kubevirt.io/v1"
+    assert openapi.parse_document_key("api/v1") == ("", "v1")
+    assert openapi.parse_document_key("/apis/kubevirt.io/v1") == ("kubevirt.io", "v1")
+    assert openapi.parse_document_key("apis/kubevirt.io") is None
+
+
+def test_vm_patch_operation(registry: Registry) -> None:
+    document = openapi.openapi_v3_document(registry, "kubevirt.io", "v1")
+    assert document is not None
+    assert document["openapi"] == "3.0.0"
+    assert document["info"]["title"]
+    patch = document["paths"][VM_ITEM]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {
+        "group": "kubevirt.io",
+        "version": "v1",
+        "kind": "VirtualMachine",
+    }
+    assert patch["x-kubernetes-action"] == "patch"
+    params = _params(patch)
+    assert params["fieldValidation"]["in"] == "query"
+    assert {"dryRun", "fieldManager", "force"} <= set(params)
+    content = patch["requestBody"]["content"]
+    assert {"application/merge-patch+json", "application/json-patch+json", "application/apply-patch+yaml"} <= set(
+        content
+    )
+    assert "application/strategic-merge-patch+json" not in content
+    path_params = _params(document["paths"][VM_ITEM])
+    assert path_params["name"]["in"] == "path" and path_params["namespace"]["in"] == "path"
+
+
+def test_vm_operations(registry: Registry) -> None:
+    document = openapi.openapi_v3_document(registry, "kubevirt.io", "v1")
+    assert document is not None
+    paths = document["paths"]
+    item = paths[VM_ITEM]
+    assert {item[m]["x-kubernetes-action"] for m in ("get", "put", "patch", "delete")} == {
+        "get",
+        "put",
+        "patch",
+        "delete",
+    }
+    assert "fieldValidation" in _params(item["put"]) and "dryRun" in _params(item["put"])
+    assert "dryRun" in _params(item["delete"]) and "propagationPolicy" in _params(item["delete"])
+    collection = paths["/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines"]
+    assert collection["get"]["x-kubernetes-action"] == "list"
+    assert collection["post"]["x-kubernetes-action"] == "post"
+    assert collection["delete"]["x-kubernetes-action"] == "deletecollection"
+    assert "fieldValidation" in _params(collection["post"])
+    assert "labelSelector" in _params(collection["get"])
+    # kubectl get -A uses the cluster-wide path.
+    assert paths["/apis/kubevirt.io/v1/virtualmachines"]["get"]["x-kubernetes-action"] == "list"
+    status = paths[VM_ITEM + "/status"]
+    assert set(status) >= {"get", "put", "patch"}
+    assert status["patch"]["x-kubernetes-group-version-kind"]["kind"] == "VirtualMachine"
+    assert "fieldValidation" in _params(status["patch"])
+    # VMIs have no status subresource, so no status path either.
+    assert "/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}/status" not in paths
+    operation_ids = [op["operationId"] for path in paths.values() for k, op in path.items() if k != "parameters"]
+    assert len(operation_ids) == len(set(operation_ids))
+    assert "patchKubevirtIoV1NamespacedVirtualMachine" in operation_ids
+
+
+def test_cluster_scoped_paths(registry: Registry) -> None:
+    document = openapi.openapi_v3_document(registry, "instancetype.kubevirt.io", "v1beta1")
+    assert document is not None
+    paths = document["paths"]
+    item = "/apis/instancetype.kubevirt.io/v1beta1/virtualmachineclusterinstancetypes/{name}"
+    assert "patch" in paths[item]
+    assert [p["name"] for p in paths[item]["parameters"]] == ["name", "pretty"]
+    assert "io.kubevirt.instancetype.v1beta1.VirtualMachineClusterInstancetype" in document["components"]["schemas"]
+
+
+def test_vm_schema(registry: Registry) -> None:
+    document = openapi.openapi_v3_document(registry, "kubevirt.io", "v1")
+    assert document is not None
+    schemas = document["components"]["schemas"]
+    vm = schemas[VM_SCHEMA]
+    assert vm["x-kubernetes-group-version-kind"] == [
+        {"group": "kubevirt.io", "kind": "VirtualMachine", "version": "v1"}
+    ]
+    assert vm["properties"]["metadata"]["allOf"] == [{"$ref": f"#/components/schemas/{OBJECT_META}"}]
+    assert vm["properties"]["apiVersion"]["type"] == "string"
+    assert vm["properties"]["kind"]["description"]
+    run_strategy = vm["properties"]["spec"]["properties"]["runStrategy"]
+    assert run_strategy["type"] == "string" and "Always" in run_strategy["description"]
+    vm_list = schemas["io.kubevirt.v1.VirtualMachineList"]
+    assert vm_list["x-kubernetes-group-version-kind"] == [
+        {"group": "kubevirt.io", "kind": "VirtualMachineList", "version": "v1"}
+    ]
+    assert vm_list["properties"]["items"]["items"] == {"$ref": f"#/components/schemas/{VM_SCHEMA}"}
+    meta = schemas[OBJECT_META]
+    assert {"name", "namespace", "labels", "annotations", "ownerReferences", "finalizers", "uid"} <= set(
+        meta["properties"]
+    )
+    assert all(field.get("description") for field in meta["properties"].values())
+    for name in ("Status", "DeleteOptions", "Patch", "ListMeta"):
+        assert f"io.k8s.apimachinery.pkg.apis.meta.v1.{name}" in schemas
+
+
+def test_published_schema_does_not_alter_the_model(registry: Registry) -> None:
+    resource = registry.get("kubevirt.io", "v1", "virtualmachines")
+    assert resource is not None and resource.schema is not None
+    before = json.dumps(resource.schema, sort_keys=True)
+    openapi.openapi_v3_document(registry, "kubevirt.io", "v1")
+    assert json.dumps(resource.schema, sort_keys=True) == before
+
+
+def test_every_reference_resolves(registry: Registry) -> None:
+    for group, versions in registry.groups().items():
+        for version in versions:
+            document = openapi.openapi_v3_document(registry, group, version)
+            assert document is not None
+            names = set(document["components"]["schemas"])
+            for ref in _all_refs(document):
+                assert ref.removeprefix("#/components/schemas/") in names, ref
+            json.dumps(document)  # plain JSON
+
+
+def test_core_document(registry: Registry) -> None:
+    document = openapi.openapi_v3_document(registry, "", "v1")
+    assert document is not None
+    schemas = document["components"]["schemas"]
+    pod = schemas["io.k8s.api.core.v1.Pod"]
+    assert pod["x-kubernetes-group-version-kind"] == [{"group": "", "kind": "Pod", "version": "v1"}]
+    patch = document["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1", "kind": "Pod"}
+    assert "fieldValidation" in _params(patch)
+    eviction = document["paths"]["/api/v1/namespaces/{namespace}/pods/{name}/eviction"]["post"]
+    assert eviction["x-kubernetes-group-version-kind"] == {"group": "policy", "version": "v1", "kind": "Eviction"}
+    assert "io.k8s.api.policy.v1.Eviction" in schemas
+    assert "/api/v1/namespaces/{name}/finalize" in document["paths"]
+    assert "/api/v1/nodes/{name}" in document["paths"]
+
+
+def test_schema_names() -> None:
+    assert openapi.schema_name("", "v1", "Pod", True) == "io.k8s.api.core.v1.Pod"
+    assert openapi.schema_name("apps", "v1", "ControllerRevision", True) == "io.k8s.api.apps.v1.ControllerRevision"
+    assert openapi.schema_name("coordination.k8s.io", "v1", "Lease", True) == "io.k8s.api.coordination.v1.Lease"
+    crd = openapi.schema_name("apiextensions.k8s.io", "v1", "CustomResourceDefinition", True)
+    assert crd == "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"
+    assert (
+        openapi.schema_name("cdi.kubevirt.io", "v1beta1", "DataVolume", False) == "io.kubevirt.cdi.v1beta1.DataVolume"
+    )
+
+
+def test_unknown_group_version(registry: Registry) -> None:
+    assert openapi.openapi_v3_document(registry, "nope.io", "v1") is None
+    assert openapi.OpenAPICache(registry).document("nope.io", "v1") is None
+
+
+def test_cache_follows_registry_generation(registry: Registry) -> None:
+    cache = openapi.OpenAPICache(registry)
+    first = cache.document("kubevirt.io", "v1")
+    assert cache.document("kubevirt.io", "v1") is first  # cached
+    old_hash = cache.hash("kubevirt.io", "v1")
+    body = cache.document_bytes("kubevirt.io", "v1")
+    assert body is not None and json.loads(body) == first
+    registry.add(Resource("kubevirt.io", "v1", "Widget", "widgets", "widget", True, {"type": "object"}))
+    assert cache.hash("kubevirt.io", "v1") != old_hash
+    document = cache.document("kubevirt.io", "v1")
+    assert document is not None and "io.kubevirt.v1.Widget" in document["components"]["schemas"]
+    assert "apis/example.io/v1" not in cache.index()["paths"]
+    registry.add(Resource("example.io", "v1", "Thing", "things", "thing", False))
+    assert "apis/example.io/v1" in cache.index()["paths"]
+    assert json.loads(cache.index_bytes()) == cache.index()
+
+
+def test_openapi_v2(registry: Registry) -> None:
+    cache = openapi.OpenAPICache(registry)
+    document = json.loads(cache.v2_bytes())
+    assert document["swagger"] == "2.0"
+    vm = document["definitions"][VM_SCHEMA]
+    assert vm["x-kubernetes-group-version-kind"] == [
+        {"group": "kubevirt.io", "kind": "VirtualMachine", "version": "v1"}
+    ]
+    patch = document["paths"]["/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"]["kind"] == "VirtualMachine"
+    assert "fieldValidation" in {p["name"] for p in patch["parameters"]}
+    for ref in _all_refs(document):
+        assert ref.removeprefix("#/definitions/") in document["definitions"], ref
+
+
+# --- kubectl against a minimal TLS server built from these modules -------------------------------------------------
+
+VM_MANIFEST = {
+    "apiVersion": "kubevirt.io/v1",
+    "kind": "VirtualMachine",
+    "metadata": {"name": "demo", "namespace": "default"},
+    "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}},
+}
+
+
+async def _start_server(registry: Registry, data_dir: Path, aggregated: bool, seen: list[web.Request]) -> web.AppRunner:
+    pki = ensure_pki(data_dir, [], [])
+    tokens = ensure_tokens(data_dir)
+    cache = openapi.OpenAPICache(registry)
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        seen.append(request)
+        if tokens.authenticate(request.headers.get("Authorization")) is None:
+            return web.json_response({"kind": "Status", "apiVersion": "v1", "code": 401}, status=401)
+        path = request.path.rstrip("/")
+        accept = request.headers.get("Accept", "")
+        if request.method == "POST":
+            body = await request.json()
+            body["metadata"].update(uid="0000", resourceVersion="1", creationTimestamp="2025-01-01T00:00:00Z")
+            return web.json_response(body, status=201)
+        if path == "/version":
+            return web.json_response(discovery.version_info())
+        if path in ("/api", "/apis"):
+            if aggregated and discovery.wants_aggregated(accept):
+                document = discovery.aggregated_discovery(registry, core=path == "/api")
+                return web.Response(
+                    body=json.dumps(document).encode(), headers={"Content-Type": discovery.AGGREGATED_CONTENT_TYPE}
+                )
+            if path == "/api":
+                return web.json_response(discovery.api_versions())
+            return web.json_response(discovery.api_group_list(registry))
+        parts = path.strip("/").split("/")
+        if parts[0] == "openapi" and parts[1:] == ["v3"]:
+            return web.Response(body=cache.index_bytes(), content_type="application/json")
+        if parts[:2] == ["openapi", "v3"]:
+            key = openapi.parse_document_key("/".join(parts[2:]))
+            body = cache.document_bytes(*key) if key else None
+            if body is not None:
+                return web.Response(body=body, content_type="application/json")
+        if parts[0] in ("api", "apis") and len(parts) == (2 if parts[0] == "api" else 3):
+            listing = discovery.api_resource_list(registry, "" if parts[0] == "api" else parts[1], parts[-1])
+            if listing is not None:
+                return web.json_response(listing)
+        return web.json_response({"kind": "Status", "apiVersion": "v1", "code": 404, "reason": "NotFound"}, status=404)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=pki.server_ssl_context())
+    await site.start()
+    port = runner.addresses[0][1]
+    write_kubeconfig(
+        data_dir / "kubeconfig", f"https://127.0.0.1:{port}", pki.ca_pem, tokens.admin_token, user_name=ADMIN_USER
+    )
+    return runner
+
+
+async def _kubectl(home: Path, *args: str) -> tuple[int, str, str]:
+    env = {**os.environ, "HOME": str(home), "KUBECONFIG": str(home / "kubeconfig")}
+    process = await asyncio.create_subprocess_exec(
+        KUBECTL, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+@pytest.mark.kubectl
+@pytest.mark.parametrize("aggregated", [True, False], ids=["aggregated", "legacy"])
+async def test_kubectl_discovery_explain_and_field_validation(tmp_path: Path, aggregated: bool) -> None:
+    registry = make_registry()
+    seen: list[web.Request] = []
+    runner = await _start_server(registry, tmp_path, aggregated, seen)
+    try:
+        code, out, err = await _kubectl(tmp_path, "version", "-o", "json")
+        assert code == 0, err
+        assert json.loads(out)["serverVersion"]["minor"] == "32"
+        assert "WARNING" not in err
+
+        code, out, err = await _kubectl(tmp_path, "api-resources")
+        assert code == 0, err
+        assert err == ""  # no "short name could also match" warnings
+        vm_line = next(line for line in out.splitlines() if line.startswith("virtualmachines "))
+        assert "vm,vms" in vm_line and "kubevirt.io/v1" in vm_line and "VirtualMachine" in vm_line
+
+        code, out, err = await _kubectl(tmp_path, "explain", "vm.spec.runStrategy")
+        assert code == 0, err
+        assert "KIND:" in out and "VirtualMachine" in out and "runStrategy" in out
+        assert "Mutually exclusive with running" in out
+
+        code, out, err = await _kubectl(tmp_path, "explain", "vm.metadata.ownerReferences")
+        assert code == 0, err
+        assert "uid" in out
+
+        manifest = tmp_path / "vm.yaml"
+        manifest.write_text(yaml.safe_dump(VM_MANIFEST))
+        code, out, err = await _kubectl(tmp_path, "create", "-f", str(manifest))
+        assert code == 0, err
+        assert "virtualmachine.kubevirt.io/demo created" in out
+        posts = [r for r in seen if r.method == "POST"]
+        assert posts and posts[-1].query.get("fieldValidation") == "Strict"
+        if aggregated:
+            assert any(r.path == "/apis" and discovery.wants_aggregated(r.headers.get("Accept")) for r in seen)
+    finally:
+        await runner.cleanup()
