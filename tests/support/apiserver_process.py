@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import signal
@@ -68,6 +69,14 @@ class APIServerProcess:
     def token(self) -> str:
         config = yaml.safe_load(self.kubeconfig.read_text())
         return str(config["users"][0]["user"]["token"])
+
+    def token_of(self, username: str) -> str:
+        """The bearer token the server issued to `username` (its components' service accounts are in tokens.csv)."""
+        with (self.data_dir / "tokens.csv").open(newline="") as table:
+            for row in csv.reader(table):
+                if len(row) > 1 and row[1] == username:
+                    return row[0]
+        raise KeyError(username)
 
     def ca_file(self) -> Path:
         return self.data_dir / "pki" / "ca.crt"

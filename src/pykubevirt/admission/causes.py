@@ -26,7 +26,8 @@ class Cause:
     field: str
 
     def to_dict(self) -> dict[str, str]:
-        return {"type": self.type, "message": self.message, "field": self.field}
+        # metav1.StatusCause serialises its type under the JSON name "reason".
+        return {"reason": self.type, "message": self.message, "field": self.field}
 
 
 def invalid(field: str, message: str) -> Cause:

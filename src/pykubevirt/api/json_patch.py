@@ -133,10 +133,9 @@ def apply_patch(document: Any, patch: Any) -> Any:
                 current = _get(doc, path)
             except JSONPatchError as exc:
                 raise JSONPatchTestFailed(f"testing value {path} failed: {exc}") from exc
-            if (
-                current != op["value"]
-                or (type(current) is not type(op["value"])
-                and not (isinstance(current, int | float) and isinstance(op["value"], int | float)))
+            if current != op["value"] or (
+                type(current) is not type(op["value"])
+                and not (isinstance(current, int | float) and isinstance(op["value"], int | float))
             ):
                 raise JSONPatchTestFailed(f"testing value {path} failed")
         else:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from pykubevirt.api.quantity import Quantity, QuantityError
 from pykubevirt.apiserver.printers import (
     configmap_table,
     controllerrevision_table,
@@ -19,10 +23,16 @@ from pykubevirt.apiserver.printers import (
 )
 from pykubevirt.apiserver.resources import Resource
 
+if TYPE_CHECKING:
+    from pykubevirt.apiserver.object_api import RequestContext
+
 # Built-in objects are stored as sent: the real API server knows their schemas, we only need to keep them intact.
 OPEN_SCHEMA = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
 EVENT_TTL_SECONDS = 3600
+# The finalizer kube-apiserver gives every namespace; the namespace controller removes it once the namespace is empty.
+NAMESPACE_FINALIZER = "kubernetes"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 BUILTIN_RESOURCES: tuple[Resource, ...] = (
     Resource(
@@ -215,3 +225,95 @@ BUILTIN_RESOURCES: tuple[Resource, ...] = (
 
 # Namespaces that exist from the first start, as in a fresh cluster.
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "kubevirt")
+
+
+def pod_qos_class(pod: dict[str, Any]) -> str:
+    """Kubernetes' GetPodQOS over cpu and memory (requests default to limits, as API defaulting does)."""
+    spec = pod.get("spec") or {}
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
+    guaranteed = True
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = container.get("resources") or {}
+        container_limits = {k: v for k, v in (resources.get("limits") or {}).items() if k in _QOS_RESOURCES}
+        container_requests = dict(container_limits)
+        container_requests.update({k: v for k, v in (resources.get("requests") or {}).items() if k in _QOS_RESOURCES})
+        for name, value in container_requests.items():
+            amount = _amount(value)
+            if amount:
+                requests[name] = requests.get(name, Fraction(0)) + amount
+        found = set()
+        for name, value in container_limits.items():
+            amount = _amount(value)
+            if amount:
+                found.add(name)
+                limits[name] = limits.get(name, Fraction(0)) + amount
+        if not _QOS_RESOURCES <= found:
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and all(limits.get(name) == amount for name, amount in requests.items()):
+        if len(requests) == len(limits):
+            return "Guaranteed"
+    return "Burstable"
+
+
+_QOS_RESOURCES = frozenset({"cpu", "memory"})
+
+
+def _amount(value: Any) -> Fraction:
+    try:
+        return Quantity.parse(value).value
+    except QuantityError:
+        return Fraction(0)
+
+
+class BuiltinDefaults:
+    """What kube-apiserver's strategies and defaulting set on built-in kinds before they are stored.
+
+    Namespaces start Active with the `kubernetes` finalizer (namespace strategy PrepareForCreate) that updates keep
+    (PrepareForUpdate), and are labelled with their name; a new Pod's status is Pending with its QoS class; a Secret
+    without a type is Opaque (SetDefaults_Secret). Runs first in the admission chain, as built-in defaulting does.
+    """
+
+    def handles(self, resource: Resource) -> bool:
+        return resource.builtin and not resource.group and resource.kind in ("Namespace", "Secret", "Pod")
+
+    def mutate(
+        self,
+        resource: Resource,
+        operation: str,
+        obj: dict[str, Any],
+        old: dict[str, Any] | None,
+        ctx: RequestContext,
+    ) -> dict[str, Any]:
+        if resource.kind == "Namespace":
+            # Every namespace carries its name as a label, so selectors can pick namespaces by name.
+            name = str((obj.get("metadata") or {}).get("name", ""))
+            obj.setdefault("metadata", {}).setdefault("labels", {})[NAMESPACE_NAME_LABEL] = name
+        if resource.kind == "Pod" and operation == "CREATE":
+            # The pod strategy: a new pod has no status but Pending and its QoS class; nodes report the rest.
+            obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(obj)}
+        elif resource.kind == "Namespace" and operation == "CREATE":
+            spec = obj.setdefault("spec", {})
+            finalizers = list(spec.get("finalizers") or [])
+            if NAMESPACE_FINALIZER not in finalizers:
+                finalizers.append(NAMESPACE_FINALIZER)
+            spec["finalizers"] = finalizers
+            obj["status"] = {"phase": "Active"}
+        elif resource.kind == "Namespace" and old is not None:
+            # Only the namespace controller changes spec.finalizers (through /finalize).
+            obj["spec"] = dict(obj.get("spec") or {}, finalizers=list((old.get("spec") or {}).get("finalizers") or []))
+        elif resource.kind == "Secret" and not obj.get("type"):
+            obj["type"] = "Opaque"
+        return obj
+
+    def validate(
+        self,
+        resource: Resource,
+        operation: str,
+        obj: dict[str, Any],
+        old: dict[str, Any] | None,
+        ctx: RequestContext,
+    ) -> list[str]:
+        return []

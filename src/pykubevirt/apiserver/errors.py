@@ -40,12 +40,24 @@ class APIError(Exception):
 
     @classmethod
     def from_status(cls, status: dict[str, Any]) -> APIError:
+        details = status.get("details")
+        if isinstance(details, dict) and details.get("causes"):
+            details = dict(details, causes=[wire_cause(c) for c in details["causes"]])
         return cls(
             int(status.get("code", 500)),
             str(status.get("reason", "")),
             str(status.get("message", "")),
-            details=status.get("details"),
+            details=details,
         )
+
+
+def wire_cause(cause: dict[str, Any]) -> dict[str, Any]:
+    """A metav1.StatusCause as JSON: its Go field `Type` is serialised as `reason` (clients read only that)."""
+    if "type" not in cause:
+        return cause
+    wire = {k: v for k, v in cause.items() if k != "type"}
+    wire.setdefault("reason", cause["type"])
+    return {"reason": wire.pop("reason"), **wire}
 
 
 def qualified(plural: str, group: str) -> str:
@@ -125,6 +137,19 @@ def method_not_allowed(method: str) -> APIError:
 
 def expired(message: str) -> APIError:
     return APIError(410, "Expired", message)
+
+
+def too_large_resource_version(requested: int, current: int) -> APIError:
+    """What kube-apiserver answers a read at a revision it has not reached (clients retry it)."""
+    return APIError(
+        504,
+        "Timeout",
+        f"Too large resource version: {requested}, current: {current}",
+        details={
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        },
+    )
 
 
 def unauthorized() -> APIError:

@@ -254,6 +254,8 @@ class GarbageCollector:
 
     def _terminate_namespace(self, resource: Resource, namespace: dict[str, Any]) -> None:
         name = str(namespace["metadata"]["name"])
+        if NAMESPACE_FINALIZER not in ((namespace.get("spec") or {}).get("finalizers") or []):
+            return  # emptied already; what remains are metadata.finalizers for their owners to remove
         remaining = 0
         for res in self.api.registry.all():
             if not res.namespaced:
@@ -267,7 +269,10 @@ class GarbageCollector:
             loop = asyncio.get_running_loop()
             loop.call_later(0.5, self._enqueue, "deleting", str(namespace["metadata"]["uid"]))
             return
-        stored = self.store.get(resource.collection, resource.key(None, name))
-        if stored is not None:
-            self.store.delete(resource.collection, stored.key)
-            log.info("namespace %s terminated", name)
+        # Empty: drop the `kubernetes` finalizer through /finalize, as the namespace controller does. The namespace
+        # goes once its metadata.finalizers are gone too.
+        finalizers = [f for f in (namespace.get("spec") or {}).get("finalizers") or [] if f != NAMESPACE_FINALIZER]
+        finalized = json.loads(json.dumps(namespace))
+        finalized["spec"] = dict(finalized.get("spec") or {}, finalizers=finalizers)
+        self.api.update(resource, None, name, finalized, self._context(), subresource="finalize")
+        log.info("namespace %s emptied", name)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
+import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pykubevirt.apiserver import errors, patching, printers
+from pykubevirt.apiserver import errors, patching, printers, protobuf
 from pykubevirt.apiserver.object_api import DeleteOptions, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import (
@@ -29,6 +29,8 @@ log = logging.getLogger("pykubevirt.apiserver.http")
 JSON = "application/json"
 YAML = "application/yaml"
 DEFAULT_WATCH_TIMEOUT_SECONDS = 1800
+# The authenticated user of a request, set by the server's authentication middleware.
+USER = web.RequestKey("user", UserInfo)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -43,10 +45,19 @@ class Target:
     subresource: str
 
 
+def warning_header(text: str) -> str:
+    """A Warning header value as apimachinery's NewWarningHeader makes it: code 299, no agent, `"` and `\\` escaped.
+
+    Go refuses text with control characters; they become spaces here so the warning is not lost.
+    """
+    cleaned = "".join(" " if unicodedata.category(c) == "Cc" else c for c in text)
+    return '299 - "' + cleaned.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def json_response(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
     response = web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type=JSON)
-    for warning in warnings or ():
-        response.headers.add("Warning", f'299 - "{warning.replace(chr(34), chr(39))}"')
+    for warning in dict.fromkeys(warnings or ()):
+        response.headers.add("Warning", warning_header(warning))
     return response
 
 
@@ -119,6 +130,43 @@ def _field_validation(request: web.Request) -> str:
     return value
 
 
+def _invalid_list_options(field: str, detail: str, reason: str) -> errors.APIError:
+    return errors.invalid("ListOptions", "meta.k8s.io", "", [{"reason": reason, "message": detail, "field": field}])
+
+
+def _exact_revision(request: web.Request) -> int | None:
+    """The revision of a LIST with resourceVersionMatch=Exact; NotOlderThan is served from the latest state."""
+    match = request.query.get("resourceVersionMatch", "")
+    version = request.query.get("resourceVersion", "")
+    if not match:
+        return None
+    if match not in ("Exact", "NotOlderThan"):
+        raise _invalid_list_options(
+            "resourceVersionMatch",
+            f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"',
+            "FieldValueNotSupported",
+        )
+    if not version:
+        raise _invalid_list_options(
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            "FieldValueForbidden",
+        )
+    try:
+        revision = int(version)
+    except ValueError as exc:
+        raise errors.bad_request(f'invalid resource version "{version}"') from exc
+    if match != "Exact":
+        return None
+    if revision == 0:
+        raise _invalid_list_options(
+            "resourceVersionMatch",
+            'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+            "FieldValueForbidden",
+        )
+    return revision
+
+
 class RestHandlers:
     """aiohttp handlers for every resource path."""
 
@@ -135,7 +183,7 @@ class RestHandlers:
     # --------------------------------------------------------------------------------------------------- entry
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        user: UserInfo = request["user"]
+        user = request[USER]
         try:
             target = parse_target(self.api.registry, request.path)
             return await self._dispatch(request, target, user)
@@ -230,6 +278,8 @@ class RestHandlers:
                 return None
             raise errors.bad_request("the request body is empty")
         content_type = patching.media_type(request.headers.get("Content-Type")) or JSON
+        if content_type == protobuf.CONTENT_TYPE:
+            return protobuf.decode(raw)
         if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
             import yaml
 
@@ -290,6 +340,7 @@ class RestHandlers:
             field_selector=field,
             limit=limit,
             continue_token=request.query.get("continue", ""),
+            exact_revision=_exact_revision(request),
         )
         if table_version(request.headers.get("Accept", "")):
             meta: dict[str, Any] = {"resourceVersion": str(revision)}
@@ -348,8 +399,8 @@ class RestHandlers:
                     first_table = False
                 line = json.dumps({"type": kind, "object": payload}, separators=(",", ":")) + "\n"
                 await response.write(line.encode())
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            pass  # the client went away; the watcher is unregistered as the generator closes
         return response
 
     # --------------------------------------------------------------------------------------------------- pods

@@ -87,7 +87,7 @@ def _slice(start: int | None, end: int | None, step: int | None, single: bool) -
             # Out-of-range indexes are errors in Go (no clamping), so they match nothing.
             if first >= length or first < 0 or last > length or last < 0 or first > last:
                 continue
-            out.extend(value[first:last:step or 1])
+            out.extend(value[first : last : step or 1])
         return out
 
     return apply
@@ -200,7 +200,7 @@ class _Parser:
         start = self.pos
         while self.pos < len(self.text) and self.peek() not in _TERMINATORS:
             self.pos += 2 if self.peek() == "\\" else 1
-        name = self.text[start:min(self.pos, len(self.text))].replace("\\", "")
+        name = self.text[start : min(self.pos, len(self.text))].replace("\\", "")
         if not name:
             raise self.error(f"missing field name at {start}")
         return _wildcard if name == "*" else _field(name)
@@ -224,7 +224,7 @@ class _Parser:
             end += 1
         else:
             raise self.error("unterminated array")
-        inner = self.text[self.pos + 1:end].strip()
+        inner = self.text[self.pos + 1 : end].strip()
         self.pos = end + 1
         parts = _split_top_level(inner)
         if len(parts) > 1:
@@ -268,7 +268,7 @@ class _Parser:
             elif ch == ")":
                 break
             end += 1
-        if self.text[end + 1:end + 2] != "]":
+        if self.text[end + 1 : end + 2] != "]":
             raise self.error("unclosed array expect ]")
         body = self.text[start:end]
         self.pos = end + 2

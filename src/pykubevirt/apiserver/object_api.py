@@ -19,7 +19,7 @@ from pykubevirt.api.structural import apply_defaults, prune, unknown_fields, val
 from pykubevirt.apiserver import errors, metadata, patching
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import FieldSelector, LabelSelector, check_fields
-from pykubevirt.apiserver.store import AlreadyExists, Conflict, NotFound, Record, Store
+from pykubevirt.apiserver.store import AlreadyExists, Compacted, Conflict, NotFound, Record, Store
 
 STRICT = "Strict"
 WARN = "Warn"
@@ -33,6 +33,10 @@ ORPHAN = "Orphan"
 
 DEFAULT_POD_GRACE_SECONDS = 30
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. "
+    "You can start a new list without the continue parameter."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,11 @@ def _copy(obj: dict[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(obj)
 
 
+def _without_resource_version(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
+    return {**obj, "metadata": meta}
+
+
 def _parse_resource_version(value: Any, resource: Resource, name: str) -> int | None:
     if value in (None, ""):
         return None
@@ -152,19 +161,34 @@ class ObjectAPI:
         field_selector: FieldSelector | None = None,
         limit: int = 0,
         continue_token: str = "",
+        exact_revision: int | None = None,
     ) -> tuple[list[dict[str, Any]], int, str]:
-        """Matching objects (sorted by key), the list revision and a continue token when `limit` cut the list."""
+        """Matching objects (sorted by key), the list revision and a continue token when `limit` cut the list.
+
+        `exact_revision` lists the state at that revision (resourceVersionMatch=Exact).
+        """
         if field_selector is not None:
             allowed = {"metadata.name", "metadata.namespace", *resource.selectable_fields}
             try:
                 check_fields(field_selector, allowed)
             except ValueError as exc:
                 raise errors.bad_request(str(exc)) from exc
-        records = self.store.records(resource.collection, resource.namespace_prefix(namespace))
         revision = self.store.revision
         start_after = ""
+        if exact_revision is not None and not continue_token:
+            if exact_revision > revision:
+                raise errors.too_large_resource_version(exact_revision, revision)
+            revision = exact_revision
         if continue_token:
+            # Later pages come from the same snapshot as the first one, as etcd ranges at the list's revision.
             revision, start_after = self._decode_continue(continue_token)
+        if revision != self.store.revision:
+            try:
+                records = self.store.records_at(resource.collection, revision, resource.namespace_prefix(namespace))
+            except Compacted as exc:
+                raise errors.expired(CONTINUE_EXPIRED if continue_token else str(exc)) from exc
+        else:
+            records = self.store.records(resource.collection, resource.namespace_prefix(namespace))
         items: list[dict[str, Any]] = []
         next_token = ""
         for record in records:
@@ -203,7 +227,7 @@ class ObjectAPI:
     # ------------------------------------------------------------------------------------------------- create
 
     def create(
-        self, resource: Resource, namespace: str | None, body: Any, ctx: RequestContext, *, lease: int = 0
+        self, resource: Resource, namespace: str | None, body: Any, ctx: RequestContext, *, lease: float = 0
     ) -> dict[str, Any]:
         obj = self._decode_object(resource, body)
         meta = obj.setdefault("metadata", {})
@@ -243,7 +267,7 @@ class ObjectAPI:
         self._validate_schema(resource, obj, name)
         self._validate_admission(resource, "CREATE", obj, None, ctx)
         if resource.ttl_seconds and not lease:
-            lease = int(self.clock().timestamp()) + resource.ttl_seconds
+            lease = self._lease(resource)
         if ctx.dry_run:
             if self.store.get(resource.collection, resource.key(namespace, name)) is not None:
                 raise errors.already_exists(resource.plural, resource.group, name)
@@ -303,6 +327,11 @@ class ObjectAPI:
             raise errors.conflict(resource.plural, resource.group, name, errors.MODIFIED_CONFLICT)
         if subresource == "status":
             new = metadata.only_status_changes(new, old)
+        elif subresource == "finalize":
+            # namespaces/<n>/finalize changes spec.finalizers and nothing else.
+            finalizers = list((new.get("spec") or {}).get("finalizers") or [])
+            new = _copy(old)
+            new.setdefault("spec", {})["finalizers"] = finalizers
         elif resource.has_status:
             new = metadata.without_status_changes(new, old)
         metadata.carry_over_system_fields(new, old)
@@ -310,19 +339,29 @@ class ObjectAPI:
             new["metadata"]["namespace"] = old["metadata"]["namespace"]
         self._check_finalizers(resource, new, old)
         new = self._schema_pass(resource, new, ctx, "UPDATE")
-        # KubeVirt's webhooks do not watch /status writes.
-        if subresource != "status":
+        # Admission (KubeVirt's webhooks, built-in strategies) is registered for main resources, not subresources.
+        if not subresource:
             new = self._mutate(resource, "UPDATE", new, old, ctx)
         self._validate_schema(resource, new, name)
-        if subresource != "status":
+        if not subresource:
             self._validate_admission(resource, "UPDATE", new, old, ctx)
         metadata.bump_generation(new, old, status_is_separate=resource.has_status)
+        if self._ready_to_remove(new):
+            return new if ctx.dry_run else self._remove(resource, current, ctx)
+        if _without_resource_version(new) == _without_resource_version(old):
+            # Like etcd3's GuaranteedUpdate: a write that changes nothing is not stored and wakes no watcher.
+            return old
         if ctx.dry_run:
             return new
-        if self._ready_to_remove(new):
-            return self._remove(resource, current, ctx)
         try:
-            record = self.store.update(resource.collection, current.key, new, expected_revision=current.revision)
+            record = self.store.update(
+                resource.collection,
+                current.key,
+                new,
+                expected_revision=current.revision,
+                # Like kube-apiserver's TTL function for events: every write starts the TTL again.
+                lease=self._lease(resource) if resource.ttl_seconds else None,
+            )
         except Conflict as exc:
             raise errors.conflict(resource.plural, resource.group, name, errors.MODIFIED_CONFLICT) from exc
         self._after_write(resource, record.value, "update")
@@ -441,7 +480,10 @@ class ObjectAPI:
         if not already or (grace is not None and grace < int(meta.get("deletionGracePeriodSeconds") or 0)):
             meta["deletionTimestamp"] = (now + timedelta(seconds=grace or 0)).strftime("%Y-%m-%dT%H:%M:%SZ")
             meta["deletionGracePeriodSeconds"] = grace or 0
-        meta["finalizers"] = finalizers
+        if finalizers:
+            meta["finalizers"] = finalizers
+        if obj == current.value:
+            return current.value, False  # deleting again changes nothing
         if ctx.dry_run:
             return obj, False
         record = self.store.update(resource.collection, current.key, obj, expected_revision=current.revision)
@@ -542,6 +584,9 @@ class ObjectAPI:
         if not isinstance(obj.get("metadata", {}), dict):
             raise errors.bad_request("metadata must be an object")
         return obj
+
+    def _lease(self, resource: Resource) -> float:
+        return self.clock().timestamp() + resource.ttl_seconds
 
     def _require_namespace(self, namespace: str) -> None:
         ns = self.store.get("core/namespaces", namespace)

@@ -107,8 +107,9 @@ AGE = column("Age", AGE_DESCRIPTION)
 # --- custom resources (apiextensions-apiserver tableconvertor) ------------------------------------------------------
 
 # A CRD without additionalPrinterColumns prints its Age.
-DEFAULT_CRD_COLUMNS = ({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp",
-                        "description": AGE_DESCRIPTION},)
+DEFAULT_CRD_COLUMNS = (
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp", "description": AGE_DESCRIPTION},
+)
 
 
 def _go_float(value: float) -> str:
@@ -189,8 +190,15 @@ def crd_columns_table(
     for spec in specs:
         json_path = str(spec.get("jsonPath", ""))
         description = spec.get("description") or f"Custom resource definition column (in JSONPath format): {json_path}"
-        columns.append(column(str(spec.get("name", "")), description, str(spec.get("type", "string")),
-                              priority=int(spec.get("priority") or 0), format_=str(spec.get("format") or "")))
+        columns.append(
+            column(
+                str(spec.get("name", "")),
+                description,
+                str(spec.get("type", "string")),
+                priority=int(spec.get("priority") or 0),
+                format_=str(spec.get("format") or ""),
+            )
+        )
         paths.append((str(spec.get("type", "string")), _compile_column(json_path)))
     rows: Rows = []
     for obj in objects:
@@ -225,11 +233,19 @@ def build_table(
         if include_object == "Object":
             row["object"] = obj
         elif include_object != "None":
-            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                             "metadata": obj.get("metadata") or {}}
+            row["object"] = {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata") or {},
+            }
         table_rows.append(row)
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
-            "columnDefinitions": list(columns or []), "rows": table_rows}
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "columnDefinitions": list(columns or []),
+        "rows": table_rows,
+    }
 
 
 # --- built-in kinds (pkg/printers/internalversion/printers.go) ------------------------------------------------------
@@ -305,10 +321,18 @@ def node_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Ta
     def row(obj: dict[str, Any], now: datetime) -> list[Any]:
         info = (obj.get("status") or {}).get("nodeInfo") or {}
         labels = (obj.get("metadata") or {}).get("labels") or {}
-        return [_name(obj), node_status(obj), node_roles(labels), _age(obj, now), info.get("kubeletVersion", ""),
-                _node_address(obj, "InternalIP"), _node_address(obj, "ExternalIP"),
-                info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
-                info.get("containerRuntimeVersion") or "<unknown>"]
+        return [
+            _name(obj),
+            node_status(obj),
+            node_roles(labels),
+            _age(obj, now),
+            info.get("kubeletVersion", ""),
+            _node_address(obj, "InternalIP"),
+            _node_address(obj, "ExternalIP"),
+            info.get("osImage") or "<unknown>",
+            info.get("kernelVersion") or "<unknown>",
+            info.get("containerRuntimeVersion") or "<unknown>",
+        ]
 
     return _table(NODE_COLUMNS, row, objects, now)
 
@@ -337,9 +361,17 @@ def pod_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Tab
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
         pod_ips = status.get("podIPs") or []
         ip = (pod_ips[0].get("ip") if pod_ips else None) or status.get("podIP") or "<none>"
-        return [_name(obj), f"{summary.ready}/{summary.total}", summary.reason, restarts, _age(obj, now),
-                ip, spec.get("nodeName") or "<none>", status.get("nominatedNodeName") or "<none>",
-                readiness_gates(obj)]
+        return [
+            _name(obj),
+            f"{summary.ready}/{summary.total}",
+            summary.reason,
+            restarts,
+            _age(obj, now),
+            ip,
+            spec.get("nodeName") or "<none>",
+            status.get("nominatedNodeName") or "<none>",
+            readiness_gates(obj),
+        ]
 
     return _table(POD_COLUMNS, row, objects, now)
 
@@ -377,9 +409,18 @@ def event_table(objects: list[dict[str, Any]], now: datetime | None = None) -> T
         source = obj.get("source") or {}
         component = source.get("component") or obj.get("reportingController") or ""
         host = source.get("host") or obj.get("reportingInstance") or ""
-        return [last, obj.get("type", ""), obj.get("reason", ""), target, involved.get("fieldPath", ""),
-                f"{component}, {host}" if host else component, str(obj.get("message", "")).strip(), first,
-                int(count), _name(obj)]
+        return [
+            last,
+            obj.get("type", ""),
+            obj.get("reason", ""),
+            target,
+            involved.get("fieldPath", ""),
+            f"{component}, {host}" if host else component,
+            str(obj.get("message", "")).strip(),
+            first,
+            int(count),
+            _name(obj),
+        ]
 
     return _table(EVENT_COLUMNS, row, objects, now)
 
@@ -396,8 +437,12 @@ def configmap_table(objects: list[dict[str, Any]], now: datetime | None = None) 
     return _table(CONFIGMAP_COLUMNS, row, objects, now)
 
 
-SECRET_COLUMNS = [NAME, column("Type", "The secret type, which says how its data is used."),
-                  column("Data", "Number of keys in data."), AGE]
+SECRET_COLUMNS = [
+    NAME,
+    column("Type", "The secret type, which says how its data is used."),
+    column("Data", "Number of keys in data."),
+    AGE,
+]
 
 
 def secret_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Table:
@@ -422,8 +467,12 @@ def serviceaccount_table(objects: list[dict[str, Any]], now: datetime | None = N
     return _table(SERVICEACCOUNT_COLUMNS, row, objects, now)
 
 
-_ACCESS_MODES = (("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"),
-                 ("ReadWriteOncePod", "RWOP"))
+_ACCESS_MODES = (
+    ("ReadWriteOnce", "RWO"),
+    ("ReadOnlyMany", "ROX"),
+    ("ReadWriteMany", "RWX"),
+    ("ReadWriteOncePod", "RWOP"),
+)
 
 
 def access_modes(modes: list[str] | None) -> str:
@@ -479,8 +528,17 @@ def pvc_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Tab
         if volume:  # capacity and modes describe the bound volume, so only a bound claim shows them
             capacity = _quantity((status.get("capacity") or {}).get("storage"))
             modes = access_modes(status.get("accessModes"))
-        return [_name(obj), _terminating_phase(obj), volume, capacity, modes, _storage_class(obj),
-                spec.get("volumeAttributesClassName") or "<unset>", _age(obj, now), spec.get("volumeMode") or "<unset>"]
+        return [
+            _name(obj),
+            _terminating_phase(obj),
+            volume,
+            capacity,
+            modes,
+            _storage_class(obj),
+            spec.get("volumeAttributesClassName") or "<unset>",
+            _age(obj, now),
+            spec.get("volumeMode") or "<unset>",
+        ]
 
     return _table(PVC_COLUMNS, row, objects, now)
 
@@ -510,15 +568,29 @@ def pv_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Tabl
         capacity = _quantity((spec.get("capacity") or {}).get("storage"))
         modes = access_modes(spec.get("accessModes"))
         attributes_class = spec.get("volumeAttributesClassName") or "<unset>"
-        return [_name(obj), capacity, modes, spec.get("persistentVolumeReclaimPolicy", ""), _terminating_phase(obj),
-                claim, _storage_class(obj), attributes_class, status.get("reason", ""), _age(obj, now),
-                spec.get("volumeMode") or "<unset>"]
+        return [
+            _name(obj),
+            capacity,
+            modes,
+            spec.get("persistentVolumeReclaimPolicy", ""),
+            _terminating_phase(obj),
+            claim,
+            _storage_class(obj),
+            attributes_class,
+            status.get("reason", ""),
+            _age(obj, now),
+            spec.get("volumeMode") or "<unset>",
+        ]
 
     return _table(PV_COLUMNS, row, objects, now)
 
 
-CONTROLLERREVISION_COLUMNS = [NAME, column("Controller", "The controlling owner, as kind.group/name."),
-                              column("Revision", "The revision number of the recorded state."), AGE]
+CONTROLLERREVISION_COLUMNS = [
+    NAME,
+    column("Controller", "The controlling owner, as kind.group/name."),
+    column("Revision", "The revision number of the recorded state."),
+    AGE,
+]
 
 
 def controller_name(obj: dict[str, Any]) -> str:
@@ -561,8 +633,10 @@ STORAGECLASS_COLUMNS = [
     column("AllowVolumeExpansion", "Whether claims of this class may be resized."),
     AGE,
 ]
-_DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
-                              "storageclass.beta.kubernetes.io/is-default-class")
+_DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
 
 
 def storageclass_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Table:
@@ -573,8 +647,14 @@ def storageclass_table(objects: list[dict[str, Any]], now: datetime | None = Non
         name = _name(obj)
         if any(annotations.get(a) == "true" for a in _DEFAULT_CLASS_ANNOTATIONS):
             name += " (default)"
-        return [name, obj.get("provisioner", ""), obj.get("reclaimPolicy") or "Delete",
-                obj.get("volumeBindingMode") or "Immediate", bool(obj.get("allowVolumeExpansion")), _age(obj, now)]
+        return [
+            name,
+            obj.get("provisioner", ""),
+            obj.get("reclaimPolicy") or "Delete",
+            obj.get("volumeBindingMode") or "Immediate",
+            bool(obj.get("allowVolumeExpansion")),
+            _age(obj, now),
+        ]
 
     return _table(STORAGECLASS_COLUMNS, row, objects, now)
 

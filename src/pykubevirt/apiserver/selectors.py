@@ -61,7 +61,8 @@ def qualified_name_errors(value: str) -> list[str]:
                 )
     else:
         return [
-            "a qualified name " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
+            "a qualified name "
+            + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
             + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ]
     if not name:
@@ -228,8 +229,19 @@ NOTHING = LabelSelector(nothing=True)
 
 # Lexer tokens (labels/selector.go).
 _ID, _EOS, _COMMA, _NOT, _EQ, _DEQ, _NEQ, _GT, _LT, _IN, _NOTIN, _OPEN, _CLOSE, _ERROR = range(14)
-_SYMBOLS = {")": _CLOSE, ",": _COMMA, "!": _NOT, "==": _DEQ, "=": _EQ, ">": _GT, "in": _IN, "<": _LT,
-            "!=": _NEQ, "notin": _NOTIN, "(": _OPEN}
+_SYMBOLS = {
+    ")": _CLOSE,
+    ",": _COMMA,
+    "!": _NOT,
+    "==": _DEQ,
+    "=": _EQ,
+    ">": _GT,
+    "in": _IN,
+    "<": _LT,
+    "!=": _NEQ,
+    "notin": _NOTIN,
+    "(": _OPEN,
+}
 _SPECIAL = frozenset("=!(),><")
 _WHITESPACE = frozenset(" \t\r\n")
 
@@ -325,8 +337,15 @@ class _LabelParser:
         if operator in (EXISTS, DOES_NOT_EXIST):
             return _make_requirement(key, operator, ())
         token, literal = self.consume(values=False)
-        operator = {_IN: IN, _NOTIN: NOT_IN, _EQ: EQUALS, _DEQ: DOUBLE_EQUALS, _NEQ: NOT_EQUALS,
-                    _GT: GREATER_THAN, _LT: LESS_THAN}.get(token, "")
+        operator = {
+            _IN: IN,
+            _NOTIN: NOT_IN,
+            _EQ: EQUALS,
+            _DEQ: DOUBLE_EQUALS,
+            _NEQ: NOT_EQUALS,
+            _GT: GREATER_THAN,
+            _LT: LESS_THAN,
+        }.get(token, "")
         if not operator:
             raise SelectorError(f"found '{literal}', expected: {_BINARY_OPERATORS}")
         values = self.set_values() if operator in (IN, NOT_IN) else self.exact_value()
@@ -537,7 +556,7 @@ def parse_field_selector(text: str) -> FieldSelector:
             # No escaping on the left-hand side: the first operator found splits the term; "!=" and "==" win over "=".
             op = next((o for o in ("!=", "==", "=") if term.startswith(o, i)), None)
             if op is not None:
-                field, raw = term[:i], term[i + len(op):]
+                field, raw = term[:i], term[i + len(op) :]
                 break
         else:
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{term}'")

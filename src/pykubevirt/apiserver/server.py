@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import socket
@@ -17,19 +18,25 @@ from aiohttp import web
 
 from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.apiserver import discovery, errors, openapi, security
-from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES, INITIAL_NAMESPACES
+from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES, EVENT_TTL_SECONDS, INITIAL_NAMESPACES, BuiltinDefaults
 from pykubevirt.apiserver.crds import CRDController, validate_crd
 from pykubevirt.apiserver.garbage_collector import GarbageCollector
-from pykubevirt.apiserver.http_api import RestHandlers, error_response, json_response
+from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, json_response
 from pykubevirt.apiserver.kubevirt_admission import KubeVirtAdmission
 from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
-from pykubevirt.apiserver.store import Store
+from pykubevirt.apiserver.store import Store, StoreError
 from pykubevirt.apiserver.watch import WatchHub
 
 log = logging.getLogger("pykubevirt.apiserver")
 
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version"})
+COMPONENT_USERS = {
+    "virt-controller": security.CONTROLLER_USER,
+    "virt-handler": security.HANDLER_USER,
+    "virt-api": security.VIRT_API_USER,
+    "scheduler": security.SCHEDULER_USER,
+}
 SYSTEM = UserInfo("system:apiserver", ("system:masters",))
 
 
@@ -59,6 +66,10 @@ class ServerOptions:
     # History kept for watches to resume from; older resourceVersions get 410 Expired.
     history_revisions: int = 100_000
     compact_interval_seconds: float = 300.0
+    # Events live this long after their last write (kube-apiserver's --event-ttl, 1h by default).
+    event_ttl_seconds: int = EVENT_TTL_SECONDS
+    # How often expired leases are looked for.
+    lease_check_interval_seconds: float = 5.0
     feature_gates: frozenset[str] = frozenset()
     extra_hostnames: list[str] = field(default_factory=list)
 
@@ -75,10 +86,15 @@ class EmbeddedAPIServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store(self.data_dir / "state.db")
         self.registry = Registry()
-        self.registry.extend(BUILTIN_RESOURCES)
+        self.registry.extend(
+            dataclasses.replace(r, ttl_seconds=options.event_ttl_seconds) if r.ttl_seconds else r
+            for r in BUILTIN_RESOURCES
+        )
         config = ClusterConfig(feature_gates=options.feature_gates)
         self.api = ObjectAPI(
-            self.store, self.registry, admission=[CRDAdmission(), KubeVirtAdmission(self.store, self.registry, config)]
+            self.store,
+            self.registry,
+            admission=[BuiltinDefaults(), CRDAdmission(), KubeVirtAdmission(self.store, self.registry, config)],
         )
         self.hub = WatchHub(self.store)
         self.crds = CRDController(self.api)
@@ -146,12 +162,12 @@ class EmbeddedAPIServer:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         if request.path in PUBLIC_PATHS:
-            request["user"] = UserInfo("system:anonymous", ("system:unauthenticated",))
+            request[USER] = UserInfo("system:anonymous", ("system:unauthenticated",))
             return await handler(request)
         user = self.tokens.authenticate(request.headers.get("Authorization"))
         if user is None:
             return error_response(errors.unauthorized())
-        request["user"] = UserInfo(user.username, tuple(user.groups))
+        request[USER] = UserInfo(user.username, tuple(user.groups))
         try:
             return await handler(request)
         except errors.APIError as exc:
@@ -216,7 +232,7 @@ class EmbeddedAPIServer:
         version = request.match_info["version"]
         extra = self.extra_groups.get((group, version))
         if extra is not None:
-            return await extra[0](request, request["user"])
+            return await extra[0](request, request[USER])
         return await self.rest.handle(request)
 
     async def _openapi_v2(self, request: web.Request) -> web.Response:
@@ -253,18 +269,28 @@ class EmbeddedAPIServer:
             asyncio.create_task(self._supervise("compaction", self._compact)),
         ]
         app = self.build_app()
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        # handler_cancellation: a client that disconnects cancels its request, as kube-apiserver cancels the
+        # request's context; an idle watch would otherwise hold its watcher until its timeout.
+        self._runner = web.AppRunner(
+            app, handle_signals=False, access_log=None, shutdown_timeout=1.0, handler_cancellation=True
+        )
         await self._runner.setup()
         ssl_context = self.pki.server_ssl_context()
         sock = socket.socket(socket.AF_INET6 if ":" in self.options.host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.options.host, self.options.port))
         self.port = sock.getsockname()[1]
-        site = web.SockSite(self._runner, sock, ssl_context=ssl_context, shutdown_timeout=1.0)
+        site = web.SockSite(self._runner, sock, ssl_context=ssl_context)
         await site.start()
         security.write_kubeconfig(
             self.kubeconfig_path, self.url, self.pki.ca_pem, self.tokens.admin_token, user_name="admin"
         )
+        # Each component gets its own identity, as its service account would in a cluster.
+        for component, user in COMPONENT_USERS.items():
+            token = self.tokens.ensure(user, security.service_account_groups(user.split(":")[2]))
+            security.write_kubeconfig(
+                self.data_dir / f"{component}.kubeconfig", self.url, self.pki.ca_pem, token, user_name=component
+            )
         log.info("serving on %s (data in %s, revision %d)", self.url, self.data_dir, self.store.revision)
 
     async def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
@@ -279,11 +305,12 @@ class EmbeddedAPIServer:
                 await asyncio.sleep(1)
 
     async def _expire_events(self) -> None:
+        """Remove objects whose lease ran out (Events), as kine's TTL loop does; watchers see DELETED."""
         while True:
-            await asyncio.sleep(30)
+            await asyncio.sleep(self.options.lease_check_interval_seconds)
             for record in self.store.expired():
-                with contextlib.suppress(Exception):
-                    self.store.delete(record.collection, record.key)
+                with contextlib.suppress(StoreError):
+                    self.store.delete(record.collection, record.key, expected_revision=record.revision)
 
     async def _compact(self) -> None:
         while True:

@@ -77,7 +77,8 @@ class Record:
     revision: int
     create_revision: int
     value: dict[str, Any]
-    lease: int = 0
+    # When the object expires (UNIX seconds); 0 for objects without a lease.
+    lease: float = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +126,8 @@ class Store:
         self._current: dict[str, dict[str, Record]] = collections.defaultdict(dict)
         self._ring: collections.deque[Event] = collections.deque(maxlen=ring_size)
         self._listeners: list[Listener] = []
+        # (collection, key) → lease of the objects that have one, so expiry never scans everything.
+        self._leases: dict[tuple[str, str], float] = {}
         self.revision = 0
         self.compact_revision = 0
         self._load()
@@ -145,7 +148,8 @@ class Store:
                 continue
             collection, key = _split(name)
             obj = _with_revision(json.loads(value), rev)
-            self._current[collection][key] = Record(collection, key, rev, create_rev, obj, lease)
+            self._current[collection][key] = Record(collection, key, rev, create_rev, obj, lease or 0)
+            self._track_lease(collection, key, lease or 0)
 
     def close(self) -> None:
         self._db.close()
@@ -173,6 +177,29 @@ class Store:
         selected.sort(key=lambda r: r.key)
         return selected
 
+    def records_at(self, collection: str, revision: int, key_prefix: str = "") -> list[Record]:
+        """The records of a collection as they were at `revision` (a consistent snapshot for paged lists).
+
+        Rolls the current state back through the events after `revision`; Compacted when that history is gone.
+        """
+        if revision >= self.revision:
+            return self.records(collection, key_prefix)
+        state = {r.key: r for r in self.records(collection, key_prefix)}
+        rolled_back: set[str] = set()
+        for event in self.events_since(revision, collection):
+            if event.key in rolled_back or not event.key.startswith(key_prefix):
+                continue
+            # The first change after `revision` knows what the object was at `revision`.
+            rolled_back.add(event.key)
+            if event.previous is None:
+                state.pop(event.key, None)
+            else:
+                before = int(event.previous["metadata"]["resourceVersion"])
+                current = state.get(event.key)
+                create_revision = current.create_revision if current is not None else 0
+                state[event.key] = Record(collection, event.key, before, create_revision, event.previous)
+        return sorted(state.values(), key=lambda r: r.key)
+
     def count(self, collection: str) -> int:
         return len(self._current.get(collection, {}))
 
@@ -192,7 +219,7 @@ class Store:
         prev_revision: int,
         value: dict[str, Any],
         old_value: dict[str, Any] | None,
-        lease: int,
+        lease: float,
     ) -> int:
         payload = json.dumps(value, separators=(",", ":"))
         old_payload = json.dumps(old_value, separators=(",", ":")) if old_value is not None else None
@@ -217,6 +244,12 @@ class Store:
         self.revision = revision
         return revision
 
+    def _track_lease(self, collection: str, key: str, lease: float) -> None:
+        if lease:
+            self._leases[(collection, key)] = lease
+        else:
+            self._leases.pop((collection, key), None)
+
     def _publish(self, event: Event) -> None:
         self._ring.append(event)
         for listener in list(self._listeners):
@@ -226,7 +259,7 @@ class Store:
         row = self._db.execute("SELECT MAX(id) FROM kine WHERE name = ?", (_full_name(collection, key),)).fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
-    def create(self, collection: str, key: str, value: dict[str, Any], *, lease: int = 0) -> Record:
+    def create(self, collection: str, key: str, value: dict[str, Any], *, lease: float = 0) -> Record:
         """Store a new object; AlreadyExists when the key is taken. `value` gets its resourceVersion set."""
         if key in self._current.get(collection, {}):
             raise AlreadyExists(key)
@@ -248,18 +281,29 @@ class Store:
         obj = _with_revision(stored, revision)
         record = Record(collection, key, revision, revision, obj, lease)
         self._current[collection][key] = record
+        self._track_lease(collection, key, lease)
         self._publish(Event(ADDED, collection, key, revision, obj, None))
         return record
 
     def update(
-        self, collection: str, key: str, value: dict[str, Any], *, expected_revision: int | None = None
+        self,
+        collection: str,
+        key: str,
+        value: dict[str, Any],
+        *,
+        expected_revision: int | None = None,
+        lease: float | None = None,
     ) -> Record:
-        """Replace an object; Conflict when `expected_revision` is given and is no longer the latest."""
+        """Replace an object; Conflict when `expected_revision` is given and is no longer the latest.
+
+        `lease` renews the object's lease; None keeps the current one.
+        """
         current = self.get(collection, key)
         if current is None:
             raise NotFound(key)
         if expected_revision is not None and expected_revision != current.revision:
             raise Conflict(key)
+        new_lease = current.lease if lease is None else lease
         stored = dict(value)
         stored["metadata"] = {k: v for k, v in (value.get("metadata") or {}).items() if k != "resourceVersion"}
         revision = self._append(
@@ -271,11 +315,12 @@ class Store:
             prev_revision=current.revision,
             value=stored,
             old_value=None,
-            lease=current.lease,
+            lease=new_lease,
         )
         obj = _with_revision(stored, revision)
-        record = Record(collection, key, revision, current.create_revision, obj, current.lease)
+        record = Record(collection, key, revision, current.create_revision, obj, new_lease)
         self._current[collection][key] = record
+        self._track_lease(collection, key, new_lease)
         self._publish(Event(MODIFIED, collection, key, revision, obj, current.value))
         return record
 
@@ -300,6 +345,7 @@ class Store:
             lease=0,
         )
         del self._current[collection][key]
+        self._track_lease(collection, key, 0)
         obj = _with_revision(stored, revision)
         self._publish(Event(DELETED, collection, key, revision, obj, current.value))
         return Record(collection, key, revision, current.create_revision, obj)
@@ -340,9 +386,10 @@ class Store:
         if target <= self.compact_revision:
             return self.compact_revision
         with self._db:
-            # Superseded rows (a later row names them as prev_revision) and deletion markers are history only.
+            # Rows superseded by a row at or below the target, and deletion markers, are history only. A row
+            # superseded only after the target is still the object's state at the target and must stay.
             self._db.execute(
-                "DELETE FROM kine WHERE id <= ? AND (id IN (SELECT prev_revision FROM kine WHERE prev_revision <= ?)"
+                "DELETE FROM kine WHERE id <= ? AND (id IN (SELECT prev_revision FROM kine WHERE id <= ?)"
                 " OR deleted = 1)",
                 (target, target),
             )
@@ -354,8 +401,14 @@ class Store:
 
     def expired(self, now: float | None = None) -> list[Record]:
         """Records whose lease (an absolute UNIX time) has passed."""
-        moment = int(now if now is not None else time.time())
-        return [r for coll in self._current.values() for r in coll.values() if r.lease and r.lease <= moment]
+        moment = now if now is not None else time.time()
+        found = []
+        for (collection, key), lease in list(self._leases.items()):
+            if lease <= moment:
+                record = self.get(collection, key)
+                if record is not None:
+                    found.append(record)
+        return found
 
     def checkpoint(self) -> None:
         self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")

@@ -1,0 +1,95 @@
+"""Fixtures of the API server's integration tests: an HTTPS client on the session server and a namespace per test."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.support.apiserver_process import APIServerProcess
+from tests.support.http_client import APIClient
+
+VM_API = "/apis/kubevirt.io/v1"
+
+_VM_TEMPLATE: dict[str, Any] = {
+    "apiVersion": "kubevirt.io/v1",
+    "kind": "VirtualMachine",
+    "metadata": {"name": ""},
+    "spec": {
+        "runStrategy": "Halted",
+        "template": {
+            "spec": {
+                "domain": {
+                    "memory": {"guest": "128Mi"},
+                    "devices": {"disks": [{"name": "rootdisk", "disk": {"bus": "virtio"}}]},
+                },
+                "volumes": [{"name": "rootdisk", "containerDisk": {"image": "quay.io/containerdisks/fedora:latest"}}],
+            }
+        },
+    },
+}
+
+
+def vm_manifest(name: str, namespace: str | None = None, **labels: str) -> dict[str, Any]:
+    """A small valid VirtualMachine (Halted, so nothing would start it)."""
+    vm = copy.deepcopy(_VM_TEMPLATE)
+    vm["metadata"]["name"] = name
+    if namespace:
+        vm["metadata"]["namespace"] = namespace
+    if labels:
+        vm["metadata"]["labels"] = dict(labels)
+    return vm
+
+
+def vmi_manifest(name: str, namespace: str | None = None) -> dict[str, Any]:
+    """A small valid VirtualMachineInstance."""
+    vmi = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": name},
+        "spec": copy.deepcopy(_VM_TEMPLATE["spec"]["template"]["spec"]),
+    }
+    if namespace:
+        vmi["metadata"]["namespace"] = namespace
+    return vmi
+
+
+def configmap(name: str, **labels: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}}
+    if labels:
+        body["metadata"]["labels"] = dict(labels)
+    return body
+
+
+def pod_manifest(name: str, node: str | None = None, **labels: str) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": {"containers": [{"name": "compute", "image": "quay.io/kubevirt/virt-launcher"}]},
+    }
+    if node:
+        body["spec"]["nodeName"] = node
+    return body
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def api(apiserver: APIServerProcess) -> AsyncIterator[APIClient]:
+    async with APIClient(apiserver) as client:
+        yield client
+
+
+@pytest.fixture
+async def namespace(api: APIClient) -> str:
+    """A namespace of the test's own on the session server."""
+    name = unique("t")
+    reply = await api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    assert reply.status == 201, reply.body
+    return name
