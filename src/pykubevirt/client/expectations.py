@@ -1,0 +1,83 @@
+"""Expectations: what a controller just created or deleted and has not yet seen in its cache.
+
+Reconciling while an expected change is still missing from the cache would act on stale data (for example
+create a second VMI), so reconcilers wait until the expectation is observed or times out (KubeVirt: 5 min).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+EXPECTATIONS_TTL_SECONDS = 300.0
+
+
+@dataclass(slots=True)
+class _Record:
+    adds: int
+    deletes: int
+    timestamp: float
+
+
+class ControllerExpectations:
+    """Per-key counts of pending creations and deletions."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, ttl: float = EXPECTATIONS_TTL_SECONDS) -> None:
+        self._clock = clock
+        self._ttl = ttl
+        self._records: dict[str, _Record] = {}
+
+    def expect_creations(self, key: str, count: int = 1) -> None:
+        self._expect(key, adds=count, deletes=0)
+
+    def expect_deletions(self, key: str, count: int = 1) -> None:
+        self._expect(key, adds=0, deletes=count)
+
+    def _expect(self, key: str, *, adds: int, deletes: int) -> None:
+        record = self._records.get(key)
+        if record is None or self._expired(record):
+            self._records[key] = _Record(adds, deletes, self._clock())
+        else:
+            record.adds += adds
+            record.deletes += deletes
+            record.timestamp = self._clock()
+
+    def creation_observed(self, key: str) -> None:
+        record = self._records.get(key)
+        if record is not None:
+            record.adds -= 1
+
+    def deletion_observed(self, key: str) -> None:
+        record = self._records.get(key)
+        if record is not None:
+            record.deletes -= 1
+
+    def lower(self, key: str, *, adds: int = 0, deletes: int = 0) -> None:
+        """Undo expectations for writes that failed."""
+        record = self._records.get(key)
+        if record is not None:
+            record.adds -= adds
+            record.deletes -= deletes
+
+    def satisfied(self, key: str) -> bool:
+        record = self._records.get(key)
+        if record is None:
+            return True
+        if (record.adds <= 0 and record.deletes <= 0) or self._expired(record):
+            return True
+        return False
+
+    def pending_creations(self, key: str) -> bool:
+        record = self._records.get(key)
+        return record is not None and record.adds > 0 and not self._expired(record)
+
+    def pending_deletions(self, key: str) -> bool:
+        record = self._records.get(key)
+        return record is not None and record.deletes > 0 and not self._expired(record)
+
+    def delete(self, key: str) -> None:
+        self._records.pop(key, None)
+
+    def _expired(self, record: _Record) -> bool:
+        return self._clock() - record.timestamp > self._ttl

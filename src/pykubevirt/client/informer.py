@@ -1,0 +1,261 @@
+"""Informers: list, then watch from the list's resourceVersion, into an indexed cache that handlers hear about.
+
+A watch that ends is resumed from the last resourceVersion seen (bookmarks keep it fresh); 410 Gone means the
+history is gone, so the informer lists again and reconciles its cache with what it missed. The loop is
+supervised: any error backs off and restarts it, and `healthy` says whether it is currently connected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.errors import ApiError, Gone
+from pykubevirt.client.resources import ResourceRef
+
+log = logging.getLogger("pykubevirt.client.informer")
+
+IndexFunc = Callable[[Object], Iterable[str]]
+
+
+def object_key(obj: Object) -> str:
+    """`namespace/name`, or `name` for cluster-scoped objects (client-go's MetaNamespaceKeyFunc)."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    namespace, _, name = key.rpartition("/")
+    return (namespace or None), name
+
+
+@dataclass(frozen=True, slots=True)
+class EventHandler:
+    on_add: Callable[[Object], None] | None = None
+    on_update: Callable[[Object, Object], None] | None = None
+    on_delete: Callable[[Object], None] | None = None
+
+
+class Informer:
+    """A cache of one resource kept in step with the API server. Cached objects are shared: copy before editing."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: ResourceRef,
+        *,
+        namespace: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+        watch_timeout_seconds: int = 300,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self._items: dict[str, Object] = {}
+        self._indexers: dict[str, IndexFunc] = {}
+        self._indices: dict[str, dict[str, set[str]]] = {}
+        self._handlers: list[EventHandler] = []
+        self.synced = asyncio.Event()
+        self.healthy = False
+        self.resource_version = ""
+        self.relists = 0
+
+    # ------------------------------------------------------------------------------------------------ cache
+
+    def add_indexer(self, name: str, func: IndexFunc) -> None:
+        self._indexers[name] = func
+        index: dict[str, set[str]] = {}
+        for key, obj in self._items.items():
+            for value in func(obj):
+                index.setdefault(value, set()).add(key)
+        self._indices[name] = index
+
+    def add_handler(self, handler: EventHandler) -> None:
+        self._handlers.append(handler)
+        if self.synced.is_set() and handler.on_add is not None:
+            for obj in list(self._items.values()):
+                handler.on_add(obj)
+
+    def get(self, key: str) -> Object | None:
+        return self._items.get(key)
+
+    def get_by_name(self, namespace: str | None, name: str) -> Object | None:
+        return self._items.get(f"{namespace}/{name}" if namespace else name)
+
+    def items(self) -> list[Object]:
+        return list(self._items.values())
+
+    def keys(self) -> list[str]:
+        return list(self._items)
+
+    def by_index(self, name: str, value: str) -> list[Object]:
+        keys = self._indices.get(name, {}).get(value, set())
+        return [self._items[k] for k in keys if k in self._items]
+
+    def _index(self, key: str, obj: Object | None, *, remove: bool) -> None:
+        if obj is None:
+            return
+        for name, func in self._indexers.items():
+            index = self._indices.setdefault(name, {})
+            for value in func(obj):
+                if remove:
+                    keys = index.get(value)
+                    if keys is not None:
+                        keys.discard(key)
+                        if not keys:
+                            del index[value]
+                else:
+                    index.setdefault(value, set()).add(key)
+
+    def _store(self, obj: Object) -> tuple[Object | None, Object]:
+        key = object_key(obj)
+        old = self._items.get(key)
+        self._index(key, old, remove=True)
+        self._items[key] = obj
+        self._index(key, obj, remove=False)
+        return old, obj
+
+    def _remove(self, key: str) -> Object | None:
+        old = self._items.pop(key, None)
+        self._index(key, old, remove=True)
+        return old
+
+    def _notify(self, kind: str, obj: Object, old: Object | None = None) -> None:
+        for handler in self._handlers:
+            try:
+                if kind == "add" and handler.on_add is not None:
+                    handler.on_add(obj)
+                elif kind == "update" and handler.on_update is not None:
+                    handler.on_update(old if old is not None else obj, obj)
+                elif kind == "delete" and handler.on_delete is not None:
+                    handler.on_delete(obj)
+            except Exception:
+                log.exception("informer handler for %s failed", self.resource.plural)
+
+    # ------------------------------------------------------------------------------------------------ loop
+
+    async def run(self) -> None:
+        """List and watch forever; cancel the task to stop."""
+        delay = 0.5
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                    delay = 0.5
+                await self._watch()
+            except asyncio.CancelledError:
+                self.healthy = False
+                raise
+            except Gone:
+                log.info(
+                    "watch of %s expired at resourceVersion %s; listing again",
+                    self.resource.plural,
+                    self.resource_version,
+                )
+                need_list = True
+            except (TimeoutError, ApiError, OSError, ValueError) as exc:
+                self.healthy = False
+                log.warning("watch of %s failed (%s); retrying in %.1fs", self.resource.plural, exc, delay)
+                await asyncio.sleep(delay * (1 + random.random() * 0.2))
+                delay = min(delay * 2, 30.0)
+                # The client may have lost events while disconnected only if the history is gone (then 410).
+            except Exception:
+                self.healthy = False
+                log.exception("informer for %s crashed; restarting it", self.resource.plural)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                need_list = True
+
+    async def _list(self) -> None:
+        items, resource_version = await self.client.list_all(
+            self.resource, self.namespace, label_selector=self.label_selector, field_selector=self.field_selector
+        )
+        self.relists += 1
+        seen = set()
+        for obj in items:
+            obj.setdefault("kind", self.resource.kind)
+            obj.setdefault("apiVersion", self.resource.api_version)
+            key = object_key(obj)
+            seen.add(key)
+            old, new = self._store(obj)
+            if old is None:
+                self._notify("add", new)
+            elif (old.get("metadata") or {}).get("resourceVersion") != (new.get("metadata") or {}).get(
+                "resourceVersion"
+            ):
+                self._notify("update", new, old)
+        for key in [k for k in self._items if k not in seen]:
+            gone = self._remove(key)
+            if gone is not None:
+                self._notify("delete", gone)
+        self.resource_version = resource_version
+        self.healthy = True
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        async for event in self.client.watch(
+            self.resource,
+            self.namespace,
+            resource_version=self.resource_version,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            timeout_seconds=self.watch_timeout_seconds,
+        ):
+            self.healthy = True
+            obj = event.object
+            revision = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+            if event.type == "BOOKMARK":
+                self.resource_version = revision or self.resource_version
+                continue
+            obj.setdefault("kind", self.resource.kind)
+            obj.setdefault("apiVersion", self.resource.api_version)
+            if event.type in ("ADDED", "MODIFIED"):
+                old, new = self._store(obj)
+                self._notify("add" if old is None else "update", new, old)
+            elif event.type == "DELETED":
+                gone = self._remove(object_key(obj))
+                self._notify("delete", gone if gone is not None else obj)
+            self.resource_version = revision or self.resource_version
+
+
+async def wait_for_sync(informers: Iterable[Informer]) -> None:
+    await asyncio.gather(*(i.synced.wait() for i in informers))
+
+
+def field_index(path: str) -> IndexFunc:
+    """An index on a dotted field (`status.nodeName`, `metadata.labels.kubevirt.io/nodeName` style paths)."""
+    parts = path.split(".")
+
+    def index(obj: Object) -> list[str]:
+        value: Any = obj
+        for part in parts:
+            if not isinstance(value, dict):
+                return []
+            value = value.get(part)
+        return [str(value)] if value not in (None, "") else []
+
+    return index
+
+
+def label_index(label: str) -> IndexFunc:
+    def index(obj: Object) -> list[str]:
+        value = ((obj.get("metadata") or {}).get("labels") or {}).get(label)
+        return [str(value)] if value else []
+
+    return index
+
+
+def owner_uid_index(obj: Object) -> list[str]:
+    return [str(o["uid"]) for o in (obj.get("metadata") or {}).get("ownerReferences") or [] if o.get("uid")]

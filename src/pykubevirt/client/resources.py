@@ -1,0 +1,60 @@
+"""The resources components use, named by group, version and plural (what URLs are built from)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pykubevirt.api import constants as c
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRef:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str = "", subresource: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+VIRTUAL_MACHINES = ResourceRef(c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "virtualmachines", c.VM_KIND)
+VIRTUAL_MACHINE_INSTANCES = ResourceRef(c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "virtualmachineinstances", c.VMI_KIND)
+MIGRATIONS = ResourceRef(c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "virtualmachineinstancemigrations", c.VMIM_KIND)
+INSTANCETYPES = ResourceRef(
+    c.INSTANCETYPE_GROUP, c.INSTANCETYPE_VERSION, "virtualmachineinstancetypes", c.INSTANCETYPE_KIND
+)
+CLUSTER_INSTANCETYPES = ResourceRef(
+    c.INSTANCETYPE_GROUP,
+    c.INSTANCETYPE_VERSION,
+    "virtualmachineclusterinstancetypes",
+    c.CLUSTER_INSTANCETYPE_KIND,
+    False,
+)
+PREFERENCES = ResourceRef(c.INSTANCETYPE_GROUP, c.INSTANCETYPE_VERSION, "virtualmachinepreferences", c.PREFERENCE_KIND)
+CLUSTER_PREFERENCES = ResourceRef(
+    c.INSTANCETYPE_GROUP, c.INSTANCETYPE_VERSION, "virtualmachineclusterpreferences", c.CLUSTER_PREFERENCE_KIND, False
+)
+DATA_VOLUMES = ResourceRef(c.CDI_GROUP, c.CDI_VERSION, "datavolumes", c.DATA_VOLUME_KIND)
+PODS = ResourceRef("", "v1", "pods", "Pod")
+NODES = ResourceRef("", "v1", "nodes", "Node", False)
+EVENTS = ResourceRef("", "v1", "events", "Event")
+NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", False)
+PERSISTENT_VOLUME_CLAIMS = ResourceRef("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+CONFIG_MAPS = ResourceRef("", "v1", "configmaps", "ConfigMap")
+SECRETS = ResourceRef("", "v1", "secrets", "Secret")
+CONTROLLER_REVISIONS = ResourceRef("apps", "v1", "controllerrevisions", "ControllerRevision")
+LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease")
