@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     apiserver.add_argument("--compact-interval", type=float, default=300.0, help="seconds between compactions")
     apiserver.set_defaults(func=_apiserver)
+
+    from pykubevirt.cli import controller_command
+
+    controller_command.add_parser(sub)
     return parser
 
 

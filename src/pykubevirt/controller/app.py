@@ -1,0 +1,168 @@
+"""virt-controller: informers, the VM, VMI and node controllers, behind Lease-based leader election."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykubevirt.admission.context import ClusterConfig
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.controller import Controller, own_key
+from pykubevirt.client.events import EventRecorder
+from pykubevirt.client.informer import EventHandler, Informer, field_index, owner_uid_index
+from pykubevirt.client.leader_election import LeaderElector
+from pykubevirt.client.resources import (
+    CONTROLLER_REVISIONS,
+    DATA_VOLUMES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PODS,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+)
+from pykubevirt.controller.launcher_pod import LauncherSettings
+from pykubevirt.controller.node_controller import (
+    DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
+    POD_NODE_INDEX,
+    VMI_NODE_INDEX,
+    NodeController,
+)
+from pykubevirt.controller.vm_controller import VMController
+from pykubevirt.controller.vm_revisions import OWNER_INDEX
+from pykubevirt.controller.vmi_controller import POD_OWNER_INDEX, VMIController, controller_uid_index
+
+log = logging.getLogger("pykubevirt.controller")
+
+LEASE_NAME = "virt-controller"
+LEASE_NAMESPACE = "kubevirt"
+
+
+@dataclass(slots=True)
+class ControllerOptions:
+    workers: int = 10
+    config: ClusterConfig = field(default_factory=ClusterConfig)
+    launcher: LauncherSettings | None = None
+    heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT_SECONDS
+    node_recheck: float = 10.0
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    leader_election: bool = True
+
+
+def _vm_key_of_vmi(vmi: Object) -> list[str]:
+    meta = vmi.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "VirtualMachine":
+            return [f"{meta.get('namespace')}/{ref['name']}"]
+    return []
+
+
+class VirtController:
+    """Everything virt-controller runs, wired to one API client."""
+
+    def __init__(self, client: KubeClient, options: ControllerOptions | None = None) -> None:
+        self.client = client
+        self.options = options or ControllerOptions()
+        opts = self.options
+        self.recorder = EventRecorder(client, "virtualmachine-controller")
+        self.vms = Informer(client, VIRTUAL_MACHINES)
+        self.vmis = Informer(client, VIRTUAL_MACHINE_INSTANCES)
+        self.pods = Informer(client, PODS, label_selector="kubevirt.io=virt-launcher")
+        self.data_volumes = Informer(client, DATA_VOLUMES)
+        self.revisions = Informer(client, CONTROLLER_REVISIONS)
+        self.nodes = Informer(client, NODES)
+        self.pvcs = Informer(client, PERSISTENT_VOLUME_CLAIMS)
+        self.pods.add_indexer(POD_OWNER_INDEX, controller_uid_index)
+        self.pods.add_indexer(POD_NODE_INDEX, field_index("spec.nodeName"))
+        self.vmis.add_indexer(VMI_NODE_INDEX, field_index("status.nodeName"))
+        self.revisions.add_indexer(OWNER_INDEX, owner_uid_index)
+        self.vm_reconciler = VMController(
+            client,
+            vms=self.vms,
+            vmis=self.vmis,
+            data_volumes=self.data_volumes,
+            revisions=self.revisions,
+            pvcs=self.pvcs,
+            recorder=self.recorder,
+            config=opts.config,
+        )
+        self.vmi_reconciler = VMIController(
+            client,
+            vmis=self.vmis,
+            pods=self.pods,
+            vms=self.vms,
+            recorder=EventRecorder(client, "virtualmachine-controller"),
+            settings=opts.launcher or LauncherSettings(cluster=opts.config),
+        )
+        self.node_reconciler = NodeController(
+            client,
+            nodes=self.nodes,
+            vmis=self.vmis,
+            pods=self.pods,
+            recorder=EventRecorder(client, "virt-controller"),
+            heartbeat_timeout=opts.heartbeat_timeout,
+            recheck=opts.node_recheck,
+        )
+        self.vm_controller = Controller("virtualmachine", self.vm_reconciler, workers=opts.workers)
+        self.vmi_controller = Controller("virtualmachineinstance", self.vmi_reconciler, workers=opts.workers)
+        self.node_controller = Controller("node", self.node_reconciler, workers=1)
+        self._wire()
+        self.informers = [self.vms, self.vmis, self.pods, self.data_volumes, self.revisions, self.nodes, self.pvcs]
+
+    def _wire(self) -> None:
+        vm = self.vm_reconciler
+        # Expectations must see VMI events before the VM key is reconciled, so they are registered first.
+        self.vmis.add_handler(
+            EventHandler(on_add=vm.on_vmi_add, on_update=vm.on_vmi_update, on_delete=vm.on_vmi_delete)
+        )
+        self.vm_controller.watch(self.vms).watch(self.vmis, _vm_key_of_vmi).watch(self.data_volumes, _vm_key_of_vmi)
+        vmi = self.vmi_reconciler
+        self.pods.add_handler(EventHandler(on_add=vmi.on_pod_add, on_delete=vmi.on_pod_delete))
+        self.vmi_controller.watch(self.vmis, own_key).watch(self.pods, vmi.pod_keys).watch(self.vms, own_key)
+        self.node_controller.watch(self.nodes).watch(self.vmis, self.node_reconciler.vmi_node_keys)
+
+    async def run_controllers(self) -> None:
+        """Informers and controllers until cancelled (the leader's work)."""
+        tasks = [asyncio.create_task(i.run(), name=f"informer-{i.resource.plural}") for i in self.informers]
+        tasks += [
+            asyncio.create_task(self.vm_controller.run(), name="vm-controller"),
+            asyncio.create_task(self.vmi_controller.run(), name="vmi-controller"),
+            asyncio.create_task(self.node_controller.run(), name="node-controller"),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def run(self) -> None:
+        """Elect a leader among replicas; the leader runs the controllers until it loses the lease."""
+        if not self.options.leader_election:
+            await self.run_controllers()
+            return
+        identity = self.options.identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.elector = LeaderElector(
+            self.client,
+            name=LEASE_NAME,
+            namespace=LEASE_NAMESPACE,
+            identity=identity,
+            lease_duration=self.options.lease_duration,
+            renew_deadline=self.options.renew_deadline,
+            retry_period=self.options.retry_period,
+        )
+        await self.elector.run(self.run_controllers)
+
+    async def shutdown(self) -> None:
+        await self.recorder.flush()
+        elector: Any = getattr(self, "elector", None)
+        if elector is not None:
+            await elector.release()

@@ -1,0 +1,641 @@
+"""Render the virt-launcher Pod for a VMI the way virt-controller's `renderLaunchManifest` does (reference §3.6)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import posixpath
+import random as _random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykubevirt import __version__
+from pykubevirt.admission.context import ClusterConfig
+from pykubevirt.api import constants as c
+from pykubevirt.controller.compute_resources import (
+    is_cpu_dedicated,
+    launcher_resources,
+    memory_overhead,
+    support_container_resources,
+    wants_guaranteed_qos,
+)
+
+NON_ROOT_UID = 107
+LIBVIRT_STARTUP_DELAY_SECONDS = 10
+GRACE_PERIOD_PADDING_SECONDS = 15
+QEMU_TIMEOUT_JITTER = 120
+DEFAULT_DISK_MEMORY_LIMIT = 2000 * 1024 * 1024
+
+VIRT_PRIVATE_DIR = "/var/run/kubevirt-private"
+VIRT_SHARE_DIR = "/var/run/kubevirt"
+PVC_DISK_DIR = VIRT_PRIVATE_DIR + "/vmi-disks"
+SECRET_SOURCE_DIR = VIRT_PRIVATE_DIR + "/secret"
+CONFIG_MAP_SOURCE_DIR = VIRT_PRIVATE_DIR + "/config-map"
+DOWNWARD_API_SOURCE_DIR = VIRT_PRIVATE_DIR + "/downwardapi"
+SYSPREP_SOURCE_DIR = VIRT_PRIVATE_DIR + "/sysprep"
+DOWNWARD_METRIC_DISKS_DIR = VIRT_PRIVATE_DIR + "/downwardmetric-disk"
+CONTAINER_DISK_BINARY = "/usr/bin/container-disk"
+
+NON_ROOT_ANNOTATION = "kubevirt.io/nonroot"
+KEEP_LAUNCHER_AFTER_FAILURE_ANNOTATION = "kubevirt.io/keep-launcher-alive-after-failure"
+LIBVIRT_LOG_FILTERS_ANNOTATION = "kubevirt.io/libvirt-log-filters"
+FAIL_FAST_ANNOTATION = "kubevirt.io/func-test-virt-launcher-fail-fast"
+DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
+EVICT_ONLY_ANNOTATION = "descheduler.alpha.kubernetes.io/request-evict-only"
+CPU_MANAGER_LABEL = "kubevirt.io/cpumanager"
+REALTIME_LABEL = "kubevirt.io/realtime"
+CPU_MODEL_LABEL = "cpu-model.node.kubevirt.io/"
+CPU_FEATURE_LABEL = "cpu-feature.node.kubevirt.io/"
+MACHINE_TYPE_LABEL = "machine-type.node.kubevirt.io/"
+OBSOLETE_HOST_MODEL_LABEL = "node-labeller.kubevirt.io/obsolete-host-model"
+ARCH_LABEL = "kubernetes.io/arch"
+_FILTERED_ANNOTATION_PREFIXES = (
+    "kubectl.kubernetes.io",
+    c.STORAGE_OBSERVED_API_VERSION_ANNOTATION,
+    c.LATEST_OBSERVED_API_VERSION_ANNOTATION,
+)
+_CONFIG_SOURCE_DIRS = {
+    "secret": SECRET_SOURCE_DIR,
+    "configMap": CONFIG_MAP_SOURCE_DIR,
+    "downwardAPI": DOWNWARD_API_SOURCE_DIR,
+}
+_BASE_EMPTY_DIRS = "private public sockets virt-bin-share-dir libvirt-runtime ephemeral-disks container-disks".split()
+# Scheduling and DNS fields the pod takes from the VMI spec as they are.
+_COPIED_SPEC_FIELDS = (
+    "subdomain dnsConfig dnsPolicy schedulerName priorityClassName tolerations topologySpreadConstraints"
+)
+_PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3}
+_OVMF_PATHS = {"arm64": "/usr/share/AAVMF", "s390x": ""}
+_DEFAULT_OVMF_PATH = "/usr/share/edk2/ovmf"
+
+
+class LaunchManifestError(ValueError):
+    """The VMI cannot be rendered into a launcher pod (the controller reports `failed to render launch manifest`)."""
+
+
+class PVCNotFoundError(LaunchManifestError):
+    """A volume names a PersistentVolumeClaim that does not exist."""
+
+
+@dataclass(frozen=True)
+class LauncherSettings:
+    """virt-controller's launcher options; `command_prefix` replaces upstream's /usr/bin/virt-launcher-monitor."""
+
+    image: str = f"pykubevirt/virt-launcher:{__version__}"
+    image_pull_policy: str = "IfNotPresent"
+    image_pull_secret: str = ""
+    command_prefix: tuple[str, ...] = ("pykubevirt", "virt-launcher")
+    use_emulation: bool = True
+    qemu_timeout_seconds: int = 240
+    random: Callable[[int], int] = _random.randrange
+    kubevirt_share_dir: str = VIRT_SHARE_DIR
+    ephemeral_disk_dir: str = "/var/run/kubevirt-ephemeral-disks"
+    container_disk_dir: str = "/var/run/kubevirt/container-disks"
+    hotplug_disk_dir: str = "/var/run/kubevirt/hotplug-disks"
+    ovmf_path: str | None = None
+    disk_memory_limit: int = DEFAULT_DISK_MEMORY_LIMIT
+    hypervisor: str = "kvm"
+    node_selectors: tuple[tuple[str, str], ...] = ()
+    # Node-labeller labels (CPU model/features, machine type, realtime) only exist where virt-handler labels nodes.
+    node_labeller: bool = False
+    additional_guest_memory_overhead_ratio: str | None = None
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+
+
+def is_non_root(vmi: Mapping[str, Any]) -> bool:
+    annotations = (vmi.get("metadata") or {}).get("annotations") or {}
+    return NON_ROOT_ANNOTATION in annotations or bool((vmi.get("status") or {}).get("runtimeUser"))
+
+
+def vmi_id(name: str) -> str:
+    """The `vmi.kubevirt.io/id` label: the name, or its first 54 characters + "-" + 8 hex of its SHA-1 if over 63."""
+    if len(name) <= 63:
+        return name
+    return f"{name[:54]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+def sanitized_hostname(vmi: Mapping[str, Any]) -> str:
+    """`spec.hostname`, else the name's first DNS label cut to 63 characters."""
+    hostname = (vmi.get("spec") or {}).get("hostname")
+    return str(hostname) if hostname else str(vmi["metadata"]["name"]).split(".")[0][:63]
+
+
+def grace_period_seconds(vmi: Mapping[str, Any]) -> int:
+    value = (vmi.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return int(value) if value is not None else c.DEFAULT_GRACE_PERIOD_SECONDS
+
+
+def is_launcher_pod(pod: Mapping[str, Any]) -> bool:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(c.APP_LABEL) == c.LAUNCHER_LABEL_VALUE and c.CREATED_BY_LABEL in labels
+
+
+def launcher_pod_selector(vmi: Mapping[str, Any]) -> str:
+    """Label selector matching the launcher pods of one VMI (by its UID)."""
+    return f"{c.APP_LABEL}={c.LAUNCHER_LABEL_VALUE},{c.CREATED_BY_LABEL}={vmi['metadata']['uid']}"
+
+
+def _mount(name: str, path: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "mountPath": path, **extra}
+
+
+def _empty_dir(name: str, **source: Any) -> dict[str, Any]:
+    return {"name": name, "emptyDir": dict(source)}
+
+
+def _without_none(**values: Any) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+class _Volumes:
+    """The pod volumes, compute mounts and block devices for a VMI, in upstream's order."""
+
+    def __init__(self, settings: LauncherSettings) -> None:
+        self.volumes = [_empty_dir(name) for name in _BASE_EMPTY_DIRS]
+        self.mounts = [
+            _mount("private", VIRT_PRIVATE_DIR),
+            _mount("public", VIRT_SHARE_DIR),
+            _mount("ephemeral-disks", settings.ephemeral_disk_dir),
+            _mount("libvirt-runtime", "/var/run/libvirt"),
+            _mount("sockets", posixpath.join(settings.kubevirt_share_dir, "sockets")),
+            _mount("container-disks", settings.container_disk_dir, mountPropagation="HostToContainer"),
+        ]
+        self.devices: list[dict[str, Any]] = []
+        self.shared_paths: list[str] = []
+
+    def add(self, volume: dict[str, Any], *mounts: dict[str, Any]) -> None:
+        self.volumes.append(volume)
+        self.mounts.extend(mounts)
+
+    def secret_ref(self, volume_name: str, secret: str, suffix: str, keys: tuple[str, str]) -> None:
+        name = f"{volume_name}-{suffix}"
+        mounts = [_mount(name, f"{SECRET_SOURCE_DIR}/{volume_name}/{key}", subPath=key, readOnly=True) for key in keys]
+        self.add({"name": name, "secret": {"secretName": secret}}, *mounts)
+
+    def claim(self, volume_name: str, claim: str, pvcs: Mapping[str, Mapping[str, Any]] | None) -> None:
+        """Mount a filesystem claim under vmi-disks, or pass a block claim as /dev/<volume>."""
+        pvc: Mapping[str, Any] = {}
+        if pvcs is not None:
+            if claim not in pvcs:
+                raise PVCNotFoundError(f"didn't find PVC {claim}")
+            pvc = pvcs[claim]
+        pvc_spec = pvc.get("spec") or {}
+        if pvc_spec.get("volumeMode") == "Block":
+            self.devices.append({"name": volume_name, "devicePath": f"/dev/{volume_name}"})
+            return
+        path = f"{PVC_DISK_DIR}/{volume_name}"
+        self.mounts.append(_mount(volume_name, path))
+        if "ReadWriteMany" in (pvc_spec.get("accessModes") or []):
+            self.shared_paths.append(path)
+
+
+def _hotplug_volume_names(spec: Mapping[str, Any], status: Mapping[str, Any]) -> set[str]:
+    names = {vs["name"] for vs in status.get("volumeStatus") or [] if vs.get("hotplugVolume") is not None}
+    for volume in spec.get("volumes") or []:
+        source = volume.get("dataVolume") or volume.get("persistentVolumeClaim") or {}
+        if source.get("hotpluggable"):
+            names.add(volume["name"])
+    return names
+
+
+def _render_volumes(
+    vmi: Mapping[str, Any], settings: LauncherSettings, pvcs: Mapping[str, Mapping[str, Any]] | None
+) -> _Volumes:
+    spec = vmi.get("spec") or {}
+    domain = spec.get("domain") or {}
+    devices = domain.get("devices") or {}
+    volumes = spec.get("volumes") or []
+    rendered = _Volumes(settings)
+
+    # Config volumes are always in the pod but only mounted into compute when a disk uses them.
+    for volume in volumes:
+        name = volume["name"]
+        if (secret := volume.get("secret")) is not None:
+            rendered.add(
+                {
+                    "name": name,
+                    "secret": _without_none(secretName=secret.get("secretName"), optional=secret.get("optional")),
+                }
+            )
+        if (config_map := volume.get("configMap")) is not None:
+            rendered.add(
+                {
+                    "name": name,
+                    "configMap": _without_none(name=config_map.get("name"), optional=config_map.get("optional")),
+                }
+            )
+        if (downward := volume.get("downwardAPI")) is not None:
+            rendered.add({"name": name, "downwardAPI": _without_none(items=copy.deepcopy(downward.get("fields")))})
+    by_name = {volume["name"]: volume for volume in volumes}
+    for disk in devices.get("disks") or []:
+        volume = by_name.get(disk["name"], {})
+        for kind, base in _CONFIG_SOURCE_DIRS.items():
+            if volume.get(kind) is not None:
+                rendered.mounts.append(_mount(disk["name"], f"{base}/{disk['name']}", readOnly=True))
+
+    hotplugged = _hotplug_volume_names(spec, vmi.get("status") or {})
+    for volume in volumes:
+        name = volume["name"]
+        if name in hotplugged:
+            continue
+        if (pvc := volume.get("persistentVolumeClaim")) is not None:
+            rendered.claim(name, pvc["claimName"], pvcs)
+            claim = _without_none(claimName=pvc["claimName"], readOnly=pvc.get("readOnly") or None)
+            rendered.volumes.append({"name": name, "persistentVolumeClaim": claim})
+        elif (ephemeral := volume.get("ephemeral")) is not None:
+            claim_source = ephemeral.get("persistentVolumeClaim") or {}
+            rendered.claim(name, claim_source.get("claimName", ""), pvcs)
+            rendered.volumes.append({"name": name, "persistentVolumeClaim": copy.deepcopy(claim_source)})
+        elif (host_disk := volume.get("hostDisk")) is not None:
+            path_type = {"Disk": "Directory", "DiskOrCreate": "DirectoryOrCreate"}.get(host_disk.get("type", ""), "")
+            host_path = {"path": posixpath.dirname(host_disk.get("path", "")), "type": path_type}
+            rendered.add({"name": name, "hostPath": host_path}, _mount(name, f"{PVC_DISK_DIR}/{name}"))
+        elif (data_volume := volume.get("dataVolume")) is not None:
+            rendered.claim(name, data_volume["name"], pvcs)
+            rendered.volumes.append({"name": name, "persistentVolumeClaim": {"claimName": data_volume["name"]}})
+        elif volume.get("downwardMetrics") is not None:
+            rendered.add(_empty_dir(name, medium="Memory", sizeLimit="1Mi"), _mount(name, DOWNWARD_METRIC_DISKS_DIR))
+        elif (sysprep := volume.get("sysprep")) is not None:
+            if sysprep.get("secret") is not None:
+                sysprep_volume = {"name": name, "secret": {"secretName": sysprep["secret"].get("name")}}
+            elif sysprep.get("configMap") is not None:
+                sysprep_volume = {"name": name, "configMap": {"name": sysprep["configMap"].get("name")}}
+            else:
+                raise LaunchManifestError(f"Sysprep must have Secret or ConfigMap reference set {sysprep}")
+            rendered.add(sysprep_volume, _mount(name, f"{SYSPREP_SOURCE_DIR}/{name}", readOnly=True))
+        for cloud_init in ("cloudInitNoCloud", "cloudInitConfigDrive"):
+            cloud_init_source = volume.get(cloud_init) or {}
+            if ref := cloud_init_source.get("userDataSecretRef"):
+                rendered.secret_ref(name, ref["name"], "udata", ("userdata", "userData"))
+            if ref := cloud_init_source.get("networkDataSecretRef"):
+                rendered.secret_ref(name, ref["name"], "ndata", ("networkdata", "networkData"))
+
+    for credential in spec.get("accessCredentials") or []:
+        for kind in ("sshPublicKey", "userPassword"):
+            secret = (((credential.get(kind) or {}).get("source") or {}).get("secret") or {}).get("secretName")
+            if secret:
+                volume_name = f"{secret}-access-cred"
+                rendered.add(
+                    {"name": volume_name, "secret": {"secretName": secret}},
+                    _mount(volume_name, f"{SECRET_SOURCE_DIR}/{volume_name}", readOnly=True),
+                )
+                break
+
+    if (domain.get("memory") or {}).get("hugepages") is not None:
+        rendered.add(_empty_dir("hugepages", medium="HugePages"), _mount("hugepages", "/dev/hugepages"))
+        rendered.add(
+            _empty_dir("hugetblfs-dir", medium="HugePages"), _mount("hugetblfs-dir", "/dev/hugepages/libvirt/qemu")
+        )
+    if not devices.get("disableHotplug"):
+        rendered.add(
+            _empty_dir("hotplug-disks"),
+            _mount("hotplug-disks", settings.hotplug_disk_dir, mountPropagation="HostToContainer"),
+        )
+    return rendered
+
+
+def _security_context(user_id: int, capabilities: dict[str, list[str]]) -> dict[str, Any]:
+    context: dict[str, Any] = {"runAsUser": user_id, "runAsNonRoot": user_id != 0, "capabilities": capabilities}
+    if user_id != 0:
+        context["runAsGroup"] = user_id
+        context["allowPrivilegeEscalation"] = False
+    return context
+
+
+def _xdg_env(user_id: int) -> list[dict[str, Any]]:
+    if user_id == 0:
+        return []
+    return [
+        {"name": "XDG_CACHE_HOME", "value": VIRT_PRIVATE_DIR},
+        {"name": "XDG_CONFIG_HOME", "value": VIRT_PRIVATE_DIR},
+        {"name": "XDG_RUNTIME_DIR", "value": "/var/run"},
+    ]
+
+
+def _probe(vmi: Mapping[str, Any], probe: Mapping[str, Any]) -> dict[str, Any]:
+    """A VMI probe as a compute-container probe: defaulted, wrapped in virt-probe, delayed for libvirt's start."""
+    rendered: dict[str, Any] = {
+        "initialDelaySeconds": int(probe.get("initialDelaySeconds") or 0) + LIBVIRT_STARTUP_DELAY_SECONDS
+    }
+    for key, default in _PROBE_DEFAULTS.items():
+        value = int(probe.get(key) or 0)
+        rendered[key] = value if value >= 1 else default
+    for handler in ("exec", "httpGet", "tcpSocket"):
+        if probe.get(handler) is not None:
+            rendered[handler] = copy.deepcopy(probe[handler])
+    domain_name = f"{vmi['metadata'].get('namespace', '')}_{vmi['metadata']['name']}"
+    prefix = ["virt-probe", "--domainName", domain_name, "--timeoutSeconds", str(rendered["timeoutSeconds"])]
+    command = (rendered.get("exec") or {}).get("command") or []
+    if probe.get("guestAgentPing") is not None:
+        rendered["exec"] = {"command": [*prefix, "--guestAgentPing"]}
+        rendered["timeoutSeconds"] += 1  # virt-probe needs a moment of its own
+    elif command and command[0] != "virt-probe":
+        rendered["exec"]["command"] = [*prefix, "--command", command[0], "--", *command[1:]]
+        rendered["timeoutSeconds"] += 1
+    return rendered
+
+
+def _launcher_args(vmi: Mapping[str, Any], settings: LauncherSettings, non_root: bool) -> list[str]:
+    meta = vmi["metadata"]
+    annotations = meta.get("annotations") or {}
+    arch = (vmi.get("spec") or {}).get("architecture") or settings.cluster.architecture
+    ovmf = settings.ovmf_path if settings.ovmf_path is not None else _OVMF_PATHS.get(arch, _DEFAULT_OVMF_PATH)
+    timeout = settings.qemu_timeout_seconds + settings.random(QEMU_TIMEOUT_JITTER)
+    args = [
+        *("--qemu-timeout", f"{timeout}s", "--name", meta["name"], "--uid", str(meta.get("uid", ""))),
+        *("--namespace", meta.get("namespace", ""), "--kubevirt-share-dir", settings.kubevirt_share_dir),
+        *("--ephemeral-disk-dir", settings.ephemeral_disk_dir, "--container-disk-dir", settings.container_disk_dir),
+        *("--grace-period-seconds", str(grace_period_seconds(vmi) + GRACE_PERIOD_PADDING_SECONDS)),
+        *("--hook-sidecars", "0", "--ovmf-path", ovmf, "--disk-memory-limit", str(settings.disk_memory_limit)),
+        *("--hypervisor", settings.hypervisor),
+    ]
+    if non_root:
+        args.append("--run-as-nonroot")
+    if LIBVIRT_LOG_FILTERS_ANNOTATION in annotations:
+        args += ["--libvirt-log-filters", annotations[LIBVIRT_LOG_FILTERS_ANNOTATION]]
+    if settings.use_emulation:
+        args.append("--allow-emulation")
+    if any(
+        key.startswith(KEEP_LAUNCHER_AFTER_FAILURE_ANNOTATION) and (value == "" or value.startswith("true"))
+        for key, value in annotations.items()
+    ):
+        args.append("--keep-after-failure")
+    if FAIL_FAST_ANNOTATION in annotations:
+        args.append("--simulate-crash")
+    return args
+
+
+def _debug_env(vmi: Mapping[str, Any]) -> list[dict[str, Any]]:
+    labels = (vmi.get("metadata") or {}).get("labels") or {}
+    env: list[dict[str, Any]] = []
+    verbosity = 2
+    if "logVerbosity" in labels:
+        try:
+            verbosity = int(labels["logVerbosity"])
+        except ValueError as err:
+            raise LaunchManifestError(f"verbosity {labels['logVerbosity']} cannot cast to int: {err}") from err
+        env.append({"name": "VIRT_LAUNCHER_LOG_VERBOSITY", "value": labels["logVerbosity"]})
+    for label, variable in (("debugLogs", "LIBVIRT_DEBUG_LOGS"), ("virtiofsdDebugLogs", "VIRTIOFSD_DEBUG_LOGS")):
+        if str(labels.get(label, "")).lower() == "true" or verbosity > 5:
+            env.append({"name": variable, "value": "1"})
+    return env
+
+
+def _container_disk_containers(
+    vmi: Mapping[str, Any], settings: LauncherSettings, guaranteed: bool, init: bool
+) -> list[dict[str, Any]]:
+    """One `volume<name>` container per containerDisk serving the image's disk (`-init --no-op` pre-pulls it)."""
+    mount_dir = posixpath.join(settings.container_disk_dir, str(vmi["metadata"].get("uid", "")))
+    containers = []
+    for index, volume in enumerate((vmi.get("spec") or {}).get("volumes") or []):
+        source = volume.get("containerDisk")
+        if source is None or volume["name"] == "kernel-boot-volume":
+            continue
+        args = ["--no-op"] if init else ["--copy-path", f"{mount_dir}/disk_{index}"]
+        container = {
+            "name": f"volume{volume['name']}" + ("-init" if init else ""),
+            "image": source.get("image", ""),
+            "command": [CONTAINER_DISK_BINARY],
+            "args": args,
+            "resources": support_container_resources(guaranteed, container_disk=True),
+            "volumeMounts": [_mount("container-disks", mount_dir), _mount("virt-bin-share-dir", "/usr/bin")],
+            "securityContext": {
+                "runAsUser": NON_ROOT_UID,
+                "runAsNonRoot": True,
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+            },
+        }
+        if source.get("imagePullPolicy"):
+            container["imagePullPolicy"] = source["imagePullPolicy"]
+        containers.append(container)
+    return containers
+
+
+def _init_containers(
+    vmi: Mapping[str, Any], settings: LauncherSettings, user_id: int, guaranteed: bool
+) -> list[dict[str, Any]]:
+    volumes = (vmi.get("spec") or {}).get("volumes") or []
+    if not any(volume.get("containerDisk") is not None for volume in volumes):
+        return []
+    copier: dict[str, Any] = {
+        "name": "container-disk-binary",
+        "image": settings.image,
+        "command": ["/usr/bin/cp"],
+        "args": ["--preserve=all", CONTAINER_DISK_BINARY, "/init" + CONTAINER_DISK_BINARY],
+        "resources": support_container_resources(guaranteed, container_disk=False),
+        "volumeMounts": [_mount("virt-bin-share-dir", "/init/usr/bin")],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "imagePullPolicy": settings.image_pull_policy,
+        "securityContext": _security_context(user_id, {"drop": ["ALL"]}),
+    }
+    if env := _xdg_env(user_id):
+        copier["env"] = env
+    return [copier, *_container_disk_containers(vmi, settings, guaranteed, init=True)]
+
+
+def _node_selector(vmi: Mapping[str, Any], settings: LauncherSettings) -> dict[str, str]:
+    spec = vmi.get("spec") or {}
+    domain = spec.get("domain") or {}
+    cpu = domain.get("cpu") or {}
+    selector = {c.NODE_SCHEDULABLE_LABEL: "true"}
+    if spec.get("architecture"):
+        selector[ARCH_LABEL] = str(spec["architecture"]).lower()
+    selector.update(dict(settings.node_selectors))
+    selector.update(spec.get("nodeSelector") or {})
+    labels: list[str] = []
+    if cpu.get("dedicatedCpuPlacement"):
+        labels.append(CPU_MANAGER_LABEL)
+    if settings.node_labeller:
+        if cpu.get("model") and cpu["model"] not in ("host-model", "host-passthrough"):
+            labels.append(CPU_MODEL_LABEL + cpu["model"])
+        # The machine type the VMI booted with (status) wins over the requested one.
+        machine = ((vmi.get("status") or {}).get("machine") or {}).get("type")
+        if machine := machine or (domain.get("machine") or {}).get("type"):
+            labels.append(MACHINE_TYPE_LABEL + machine)
+        if cpu.get("model"):
+            features = cpu.get("features") or []
+            labels += [CPU_FEATURE_LABEL + f["name"] for f in features if f.get("policy") in (None, "", "require")]
+        if cpu.get("realtime") is not None:
+            labels.append(REALTIME_LABEL)
+    selector.update(dict.fromkeys(labels, "true"))
+    return selector
+
+
+def _reject_label(affinity: dict[str, Any] | None, label: str) -> dict[str, Any]:
+    """Require nodes without `label`: AND it into every required node-selector term (terms are ORed)."""
+    requirement = {"key": label, "operator": "DoesNotExist"}
+    affinity = copy.deepcopy(affinity) if affinity is not None else {}
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "nodeSelectorTerms": [{"matchExpressions": [requirement]}]
+        }
+    else:
+        terms = required.get("nodeSelectorTerms") or []
+        required["nodeSelectorTerms"] = [
+            {**term, "matchExpressions": [*(term.get("matchExpressions") or []), requirement]} for term in terms
+        ]
+    return affinity
+
+
+def _affinity(spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    affinity = copy.deepcopy(spec.get("affinity")) if spec.get("affinity") is not None else None
+    cpu = (spec.get("domain") or {}).get("cpu")
+    if cpu is None or not cpu.get("model") or cpu.get("model") == "host-model":
+        affinity = _reject_label(affinity, OBSOLETE_HOST_MODEL_LABEL)
+    for feature in (cpu or {}).get("features") or []:
+        if feature.get("policy") == "forbid":
+            affinity = _reject_label(affinity, CPU_FEATURE_LABEL + feature["name"])
+    return affinity
+
+
+def _annotations(vmi: Mapping[str, Any], overhead_bytes: int | None) -> dict[str, str]:
+    annotations = {c.DOMAIN_ANNOTATION: vmi["metadata"]["name"]}
+    for key, value in ((vmi.get("metadata") or {}).get("annotations") or {}).items():
+        if not key.startswith(_FILTERED_ANNOTATION_PREFIXES):
+            annotations[key] = value
+    annotations[DEFAULT_CONTAINER_ANNOTATION] = c.LAUNCHER_COMPUTE_CONTAINER
+    annotations[c.MIGRATION_TRANSPORT_UNIX_ANNOTATION] = "true"
+    annotations[EVICT_ONLY_ANNOTATION] = ""
+    if overhead_bytes is not None:
+        annotations[c.MEMORY_OVERHEAD_ANNOTATION] = str(overhead_bytes)
+    return annotations
+
+
+def _labels(vmi: Mapping[str, Any], hostname: str) -> dict[str, str]:
+    meta = vmi["metadata"]
+    return {
+        **(meta.get("labels") or {}),
+        c.APP_LABEL: c.LAUNCHER_LABEL_VALUE,
+        c.CREATED_BY_LABEL: str(meta.get("uid", "")),
+        c.VM_NAME_LABEL: hostname,
+        c.VMI_ID_LABEL: vmi_id(meta["name"]),
+    }
+
+
+def _image_pull_secrets(spec: Mapping[str, Any], settings: LauncherSettings) -> list[dict[str, str]]:
+    names = [
+        str(volume["containerDisk"]["imagePullSecret"])
+        for volume in spec.get("volumes") or []
+        if (volume.get("containerDisk") or {}).get("imagePullSecret")
+    ]
+    if settings.image_pull_secret:
+        names.append(settings.image_pull_secret)
+    return [{"name": name} for name in dict.fromkeys(names)]
+
+
+def render_launcher_pod(
+    vmi: Mapping[str, Any],
+    settings: LauncherSettings,
+    *,
+    pvcs: Mapping[str, Mapping[str, Any]] | None = None,
+    auto_cpu_limits: bool = False,
+    auto_memory_limits_ratio: float | None = None,
+) -> dict[str, Any]:
+    """The launcher Pod for a (defaulted) VMI; `pvcs` by claim name tells block from filesystem claims."""
+    meta = vmi["metadata"]
+    spec = vmi.get("spec") or {}
+    config = settings.cluster
+    non_root = is_non_root(vmi)
+    user_id = NON_ROOT_UID if non_root else 0
+    guaranteed = is_cpu_dedicated(vmi) or wants_guaranteed_qos(vmi)
+    overhead = memory_overhead(vmi, config, additional_ratio=settings.additional_guest_memory_overhead_ratio)
+    resources = launcher_resources(
+        vmi,
+        config,
+        use_emulation=settings.use_emulation,
+        overhead=overhead,
+        auto_cpu_limits=auto_cpu_limits,
+        auto_memory_limits_ratio=auto_memory_limits_ratio,
+    )
+    volumes = _render_volumes(vmi, settings, pvcs)
+    hostname = sanitized_hostname(vmi)
+
+    env = _xdg_env(user_id)
+    if volumes.shared_paths:
+        env.append({"name": "SHARED_FILESYSTEM_PATHS", "value": ":".join(volumes.shared_paths)})
+    env += _debug_env(vmi)
+    env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    capabilities: dict[str, list[str]] = {"add": ["NET_BIND_SERVICE"] if non_root else ["NET_BIND_SERVICE", "SYS_NICE"]}
+    if non_root:
+        capabilities["drop"] = ["ALL"]
+    compute: dict[str, Any] = {
+        "name": c.LAUNCHER_COMPUTE_CONTAINER,
+        "image": settings.image,
+        "command": list(settings.command_prefix),
+        "args": _launcher_args(vmi, settings, non_root),
+        "env": env,
+        "resources": resources,
+        "volumeMounts": volumes.mounts,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "imagePullPolicy": settings.image_pull_policy,
+        "securityContext": _security_context(user_id, capabilities),
+    }
+    ports = [
+        _without_none(name=port.get("name") or None, containerPort=port["port"], protocol=port.get("protocol") or "TCP")
+        for iface in ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []
+        for port in iface.get("ports") or []
+    ]
+    if ports:
+        compute["ports"] = ports
+    if volumes.devices:
+        compute["volumeDevices"] = volumes.devices
+    for key in ("livenessProbe", "readinessProbe"):
+        if spec.get(key) is not None:
+            compute[key] = _probe(vmi, spec[key])
+
+    service_account = next(
+        (v["serviceAccount"].get("serviceAccountName") for v in spec.get("volumes") or [] if "serviceAccount" in v),
+        None,
+    )
+    security: dict[str, Any] = {"fsGroup": NON_ROOT_UID, "runAsUser": user_id}
+    if non_root:
+        security.update(runAsGroup=NON_ROOT_UID, runAsNonRoot=True)
+    pod_spec: dict[str, Any] = {
+        "hostname": hostname,
+        "securityContext": security,
+        "terminationGracePeriodSeconds": grace_period_seconds(vmi) + 2 * GRACE_PERIOD_PADDING_SECONDS,
+        "restartPolicy": "Never",
+        "containers": [compute, *_container_disk_containers(vmi, settings, guaranteed, init=False)],
+        "nodeSelector": _node_selector(vmi, settings),
+        "volumes": volumes.volumes,
+        "readinessGates": [{"conditionType": c.UNPAUSED_READINESS_GATE}],
+        "enableServiceLinks": False,
+        # The token is only mounted when a serviceAccount volume asks for it (no istio proxy here).
+        "automountServiceAccountToken": service_account is not None,
+    }
+    if init_containers := _init_containers(vmi, settings, user_id, guaranteed):
+        pod_spec["initContainers"] = init_containers
+    if pull_secrets := _image_pull_secrets(spec, settings):
+        pod_spec["imagePullSecrets"] = pull_secrets
+    if affinity := _affinity(spec):
+        pod_spec["affinity"] = affinity
+    if spec.get("serviceAccountName") or service_account:
+        pod_spec["serviceAccountName"] = spec.get("serviceAccountName") or service_account
+    for key in _COPIED_SPEC_FIELDS.split():
+        if spec.get(key):
+            pod_spec[key] = copy.deepcopy(spec[key])
+
+    overhead_bytes = overhead.ceil_int() if config.gate_enabled("VmiMemoryOverheadReport") else None
+    owner = {
+        "apiVersion": c.KUBEVIRT_API_VERSION,
+        "kind": c.VMI_KIND,
+        "name": meta["name"],
+        "uid": str(meta.get("uid", "")),
+    }
+    owner.update(controller=True, blockOwnerDeletion=True)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": f"virt-launcher-{meta['name']}-",
+            "namespace": meta.get("namespace", "default"),
+            "labels": _labels(vmi, hostname),
+            "annotations": _annotations(vmi, overhead_bytes),
+            "ownerReferences": [owner],
+        },
+        "spec": pod_spec,
+    }

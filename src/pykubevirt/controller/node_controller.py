@@ -1,0 +1,146 @@
+"""The node controller: a node whose virt-handler stopped heartbeating is made unschedulable and its stuck VMIs
+are failed with reason NodeUnresponsive, so VMs with RunStrategy Always come back on another node.
+
+KubeVirt waits 5 minutes; pykubevirt defaults to 60 s (see the README): a node agent that has not written a
+heartbeat for a minute on a single machine or LAN is gone, and users' first complaint is VMs that never fail over.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from pykubevirt.api import constants as c
+from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
+from pykubevirt.client.controller import Result
+from pykubevirt.client.errors import ApiError, NotFound
+from pykubevirt.client.events import NORMAL, EventRecorder
+from pykubevirt.client.informer import Informer
+from pykubevirt.client.resources import NODES, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.controller import pod_state
+from pykubevirt.log import object_fields
+
+log = logging.getLogger("pykubevirt.controller.node")
+
+NODE_UNRESPONSIVE = "NodeUnresponsive"
+DEFAULT_HEARTBEAT_TIMEOUT_SECONDS = 60.0
+DEFAULT_RECHECK_SECONDS = 10.0
+VMI_NODE_INDEX = "node-name"
+POD_NODE_INDEX = "pod-node"
+
+
+def _parse(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def node_unresponsive(node: Object | None, timeout: float, now: datetime) -> bool:
+    """True for a deleted node or one whose heartbeat is missing-and-old or older than `timeout`."""
+    if node is None:
+        return True
+    heartbeat = ((node.get("metadata") or {}).get("annotations") or {}).get(c.HEARTBEAT_ANNOTATION)
+    if heartbeat:
+        moment = _parse(str(heartbeat))
+        return moment is None or (now - moment).total_seconds() > timeout
+    created = _parse(str((node.get("metadata") or {}).get("creationTimestamp") or ""))
+    return created is not None and (now - created).total_seconds() > timeout
+
+
+def alive_pod(pod: Object) -> bool:
+    """A launcher pod that is not finished and whose containers are not all terminated."""
+    if pod_state.pod_is_down(pod):
+        return False
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return not statuses or any((s.get("state") or {}).get("terminated") is None for s in statuses)
+
+
+class NodeController:
+    """Reconciles nodes by name; every node is looked at again every `recheck` seconds."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        nodes: Informer,
+        vmis: Informer,
+        pods: Informer,
+        recorder: EventRecorder,
+        heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
+        recheck: float = DEFAULT_RECHECK_SECONDS,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.client = client
+        self.nodes = nodes
+        self.vmis = vmis
+        self.pods = pods
+        self.recorder = recorder
+        self.heartbeat_timeout = heartbeat_timeout
+        self.recheck = recheck
+        self.clock = clock
+
+    @staticmethod
+    def vmi_node_keys(vmi: Object) -> list[str]:
+        node = (vmi.get("status") or {}).get("nodeName")
+        return [str(node)] if node else []
+
+    async def reconcile(self, key: str) -> Result | None:
+        node = self.nodes.get(key)
+        if node_unresponsive(node, self.heartbeat_timeout, self.clock()):
+            if node is not None and (node["metadata"].get("labels") or {}).get(c.NODE_SCHEDULABLE_LABEL) == "true":
+                await self._mark_unschedulable(node)
+            await self._fail_stuck_vmis(key)
+        return Result(requeue_after=self.recheck) if node is not None else None
+
+    async def _mark_unschedulable(self, node: Object) -> None:
+        self.recorder.event(
+            node, NORMAL, NODE_UNRESPONSIVE, "virt-handler is not responsive, marking node as unresponsive"
+        )
+        log.warning("marking node as unresponsive", extra=object_fields(node, node=node["metadata"]["name"]))
+        patch = {"metadata": {"labels": {c.NODE_SCHEDULABLE_LABEL: "false"}}}
+        try:
+            await self.client.patch(NODES, node["metadata"]["name"], patch)
+        except NotFound:
+            return
+
+    async def _fail_stuck_vmis(self, node_name: str) -> None:
+        active = [
+            v
+            for v in self.vmis.by_index(VMI_NODE_INDEX, node_name)
+            if (v.get("status") or {}).get("phase") not in c.FINAL_PHASES
+        ]
+        if not active:
+            return
+        alive_owners = {
+            ref.get("uid")
+            for pod in self.pods.by_index(POD_NODE_INDEX, node_name)
+            if alive_pod(pod)
+            for ref in pod["metadata"].get("ownerReferences") or []
+            if ref.get("controller") and ref.get("kind") == c.VMI_KIND
+        }
+        for vmi in active:
+            if vmi["metadata"]["uid"] in alive_owners:
+                continue
+            self.recorder.event(
+                vmi,
+                NORMAL,
+                NODE_UNRESPONSIVE,
+                f"virt-handler on node {node_name} is not responsive, marking VMI as failed",
+            )
+            patch = [
+                {"op": "replace", "path": "/status/phase", "value": c.PHASE_FAILED},
+                {"op": "add", "path": "/status/reason", "value": NODE_UNRESPONSIVE},
+            ]
+            try:
+                await self.client.patch(
+                    VIRTUAL_MACHINE_INSTANCES,
+                    vmi["metadata"]["name"],
+                    patch,
+                    vmi["metadata"]["namespace"],
+                    patch_type=JSON_PATCH,
+                )
+                log.warning("failed VMI on unresponsive node %s", node_name, extra=object_fields(vmi, node=node_name))
+            except ApiError as exc:
+                log.warning("could not fail VMI on unresponsive node: %s", exc.message, extra=object_fields(vmi))

@@ -1,0 +1,533 @@
+"""The VirtualMachine controller: keeps a VMI running or stopped as the RunStrategy says, and reports status.
+
+Level-triggered like KubeVirt's: each reconcile reads the VM, its VMI and DataVolumes from the caches, acts
+through the API (create or delete the VMI, create DataVolumes and the start ControllerRevision), then writes the
+VM status (created, ready, conditions, printableStatus, startFailure, stateChangeRequests) if it changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pykubevirt.admission.context import ClusterConfig
+from pykubevirt.api import constants as c
+from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
+from pykubevirt.client.controller import Result
+from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
+from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
+from pykubevirt.client.expectations import ControllerExpectations
+from pykubevirt.client.informer import Informer, split_key
+from pykubevirt.client.resources import DATA_VOLUMES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.controller.crash_loop import backoff_remaining, sync_start_failure
+from pykubevirt.controller.instancetype_sync import InstancetypeSync
+from pykubevirt.controller.printable_status import printable_status
+from pykubevirt.controller.run_strategy import (
+    RunStrategyError,
+    has_start_request,
+    has_stop_request_for_vmi,
+    is_final,
+    run_strategy,
+    run_strategy_or_none,
+    should_start_rerun_on_failure,
+)
+from pykubevirt.controller.sync_error import SyncError
+from pykubevirt.controller.vm_conditions import status_fields, trim_state_change_requests, vm_conditions
+from pykubevirt.controller.vm_revisions import StartRevisions
+from pykubevirt.controller.vmi_from_vm import controller_ref, vmi_from_vm
+from pykubevirt.log import object_fields
+
+log = logging.getLogger("pykubevirt.controller.vm")
+
+FAILED_CREATE = "FailedCreate"
+FAILED_DELETE = "FailedDelete"
+SUCCESSFUL_CREATE = "SuccessfulCreate"
+SUCCESSFUL_DELETE = "SuccessfulDelete"
+API_VERSION_VALUE = c.KUBEVIRT_VERSION
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What one sync produced besides the VM: the sync error and when to look again."""
+
+    sync_error: SyncError | None = None
+    requeue_after: float | None = None
+
+
+class VMController:
+    """Reconciles one VirtualMachine key at a time."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        vms: Informer,
+        vmis: Informer,
+        data_volumes: Informer,
+        revisions: Informer,
+        pvcs: Informer | None,
+        recorder: EventRecorder,
+        config: ClusterConfig,
+        clock: Any = _now,
+    ) -> None:
+        self.client = client
+        self.vms = vms
+        self.vmis = vmis
+        self.data_volumes = data_volumes
+        self.pvcs = pvcs
+        self.recorder = recorder
+        self.config = config
+        self.clock = clock
+        self.expectations = ControllerExpectations()
+        self.start_revisions = StartRevisions(client, revisions)
+        self.instancetypes = InstancetypeSync(client, revisions)
+
+    # ------------------------------------------------------------------------------------------------ events
+
+    def on_vmi_add(self, vmi: Object) -> None:
+        if self._owner_key(vmi):
+            self.expectations.creation_observed(self._owner_key(vmi))
+
+    def on_vmi_update(self, old: Object, new: Object) -> None:
+        # A VMI that starts terminating counts as deleted for the VM's expectations (as KubeVirt does).
+        if new["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionTimestamp"):
+            key = self._owner_key(new)
+            if key:
+                self.expectations.deletion_observed(key)
+
+    def on_vmi_delete(self, vmi: Object) -> None:
+        key = self._owner_key(vmi)
+        if key and not vmi["metadata"].get("deletionTimestamp"):
+            self.expectations.deletion_observed(key)
+
+    @staticmethod
+    def _owner_key(vmi: Object) -> str:
+        meta = vmi.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("kind") == c.VM_KIND and ref.get("controller"):
+                return f"{meta.get('namespace')}/{ref['name']}"
+        return ""
+
+    # ------------------------------------------------------------------------------------------------ reconcile
+
+    async def reconcile(self, key: str) -> Result | None:
+        cached = self.vms.get(key)
+        if cached is None:
+            self.expectations.delete(key)
+            return None
+        vm = copy.deepcopy(cached)
+        original = copy.deepcopy(cached)
+        if not await self._ensure_metadata(vm):
+            return None
+        vmi = self._claimed_vmi(vm, key)
+        outcome = _Outcome()
+        try:
+            vm, vmi = await self._sync(vm, vmi, key, outcome)
+        except RunStrategyError as exc:
+            outcome.sync_error = SyncError(f"Error fetching RunStrategy: {exc}", FAILED_CREATE)
+        await self._update_status(vm, original, vmi, key, outcome.sync_error)
+        if outcome.sync_error is not None:
+            log.warning("sync of the VirtualMachine failed: %s", outcome.sync_error.message, extra=object_fields(vm))
+            # KubeVirt returns the sync error so the key is retried with backoff.
+            raise outcome.sync_error
+        return Result(outcome.requeue_after) if outcome.requeue_after else None
+
+    async def _ensure_metadata(self, vm: Object) -> bool:
+        """The api-version annotation and the controller finalizer, in one write; False when the VM changed."""
+        meta = vm["metadata"]
+        annotations = meta.get("annotations") or {}
+        needs_annotation = annotations.get(c.LATEST_OBSERVED_API_VERSION_ANNOTATION) != API_VERSION_VALUE
+        needs_finalizer = not meta.get("deletionTimestamp") and c.VM_CONTROLLER_FINALIZER not in (
+            meta.get("finalizers") or []
+        )
+        if not needs_annotation and not needs_finalizer:
+            return True
+        patch: dict[str, Any] = {"metadata": {"resourceVersion": meta["resourceVersion"]}}
+        if needs_annotation:
+            patch["metadata"]["annotations"] = {
+                c.LATEST_OBSERVED_API_VERSION_ANNOTATION: API_VERSION_VALUE,
+                c.STORAGE_OBSERVED_API_VERSION_ANNOTATION: API_VERSION_VALUE,
+            }
+        if needs_finalizer:
+            patch["metadata"]["finalizers"] = [*(meta.get("finalizers") or []), c.VM_CONTROLLER_FINALIZER]
+        try:
+            await self.client.patch(VIRTUAL_MACHINES, meta["name"], patch, meta["namespace"])
+        except (Conflict, NotFound):
+            pass
+        # The write comes back as an event; reconcile again from the fresh cache.
+        return False
+
+    def _claimed_vmi(self, vm: Object, key: str) -> Object | None:
+        vmi = self.vmis.get(key)
+        if vmi is None:
+            return None
+        owner = next((r for r in vmi["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+        if owner is not None and owner.get("uid") != vm["metadata"]["uid"]:
+            return None
+        if owner is None and vm["metadata"].get("deletionTimestamp"):
+            # A VM being deleted adopts nothing: an orphaned VMI (released by an Orphan delete) is not its own.
+            return None
+        return copy.deepcopy(vmi)
+
+    async def _sync(self, vm: Object, vmi: Object | None, key: str, outcome: _Outcome) -> tuple[Object, Object | None]:
+        if not self.expectations.satisfied(key):
+            return vm, vmi
+        if (
+            vmi is not None
+            and not vmi["metadata"].get("ownerReferences")
+            and not vmi["metadata"].get("deletionTimestamp")
+        ):
+            vmi = await self._adopt(vm, vmi)
+        if vm["metadata"].get("deletionTimestamp"):
+            if vmi is None or "orphan" in (vm["metadata"].get("finalizers") or []):
+                await self._remove_vm_finalizer(vm)
+            else:
+                outcome.sync_error = await self._stop(vm, vmi)
+            return vm, vmi
+        strategy = run_strategy(vm)
+        if vmi is not None:
+            vmi = await self.start_revisions.bump_generation_annotation(vm, vmi)
+        synced_error = await self.instancetypes.sync(vm)
+        if synced_error is not None:
+            outcome.sync_error = synced_error
+            return vm, vmi
+        ready, dv_error = await self._ensure_data_volumes(vm)
+        if dv_error is not None:
+            outcome.sync_error = dv_error
+            return vm, vmi
+        if not ready and strategy != c.RUN_STRATEGY_HALTED:
+            return vm, vmi
+        await self._sync_run_strategy(vm, vmi, strategy, key, outcome)
+        return vm, vmi
+
+    async def _adopt(self, vm: Object, vmi: Object) -> Object:
+        patch = {
+            "metadata": {"ownerReferences": [controller_ref(vm)], "resourceVersion": vmi["metadata"]["resourceVersion"]}
+        }
+        meta = vmi["metadata"]
+        result: Object = await self.client.patch(VIRTUAL_MACHINE_INSTANCES, meta["name"], patch, meta["namespace"])
+        return result
+
+    # ------------------------------------------------------------------------------------------------ run strategy
+
+    async def _sync_run_strategy(
+        self, vm: Object, vmi: Object | None, strategy: str, key: str, outcome: _Outcome
+    ) -> None:
+        if strategy == c.RUN_STRATEGY_ALWAYS:
+            if vmi is not None:
+                if has_stop_request_for_vmi(vm, vmi) or is_final(vmi):
+                    outcome.sync_error = await self._stop(vm, vmi)
+                return
+            await self._start_after_backoff(vm, strategy, outcome)
+        elif strategy == c.RUN_STRATEGY_RERUN_ON_FAILURE:
+            if vmi is not None:
+                phase = (vmi.get("status") or {}).get("phase")
+                stop = has_stop_request_for_vmi(vm, vmi)
+                if not vmi["metadata"].get("deletionTimestamp") and (stop or phase in c.FINAL_PHASES):
+                    outcome.sync_error = await self._stop(vm, vmi)
+                    if phase == c.PHASE_FAILED and outcome.sync_error is None:
+                        await self._add_start_request(vm)
+                return
+            if should_start_rerun_on_failure(vm, strategy):
+                await self._start_after_backoff(vm, strategy, outcome)
+        elif strategy == c.RUN_STRATEGY_MANUAL:
+            if vmi is not None:
+                if has_stop_request_for_vmi(vm, vmi):
+                    outcome.sync_error = await self._stop(vm, vmi)
+            elif has_start_request(vm):
+                outcome.sync_error = await self._start(vm)
+        elif strategy == c.RUN_STRATEGY_HALTED:
+            if vmi is None:
+                if has_start_request(vm):
+                    outcome.sync_error = await self._switch_halted_to_always(vm)
+                return
+            outcome.sync_error = await self._stop(vm, vmi)
+        elif strategy == c.RUN_STRATEGY_ONCE:
+            if vmi is None:
+                outcome.sync_error = await self._start(vm)
+        elif strategy == c.RUN_STRATEGY_WAIT_AS_RECEIVER:
+            if vmi is None:
+                outcome.sync_error = await self._start(vm)
+            elif (vmi["metadata"].get("annotations") or {}).get(c.CREATE_MIGRATION_TARGET_ANNOTATION) != "true":
+                migration = (vmi.get("status") or {}).get("migrationState") or {}
+                if not migration.get("completed"):
+                    outcome.sync_error = SyncError("Found non receiver VMI while VM is receiver", FAILED_CREATE)
+        else:
+            outcome.sync_error = SyncError(f"unknown runstrategy: {strategy}", FAILED_CREATE)
+
+    async def _start_after_backoff(self, vm: Object, strategy: str, outcome: _Outcome) -> None:
+        remaining = backoff_remaining(vm, self.clock())
+        if remaining > 0:
+            log.info(
+                "delaying the start of the VM for %.0fs due to the start failure backoff (runStrategy %s)",
+                remaining,
+                strategy,
+                extra=object_fields(vm),
+            )
+            outcome.requeue_after = remaining
+            return
+        outcome.sync_error = await self._start(vm)
+
+    async def _switch_halted_to_always(self, vm: Object) -> SyncError:
+        spec_patch: dict[str, Any] = {"metadata": {"resourceVersion": vm["metadata"]["resourceVersion"]}}
+        if vm["spec"].get("runStrategy") is not None:
+            spec_patch["spec"] = {"runStrategy": c.RUN_STRATEGY_ALWAYS}
+        else:
+            spec_patch["spec"] = {"running": True}
+        error: str = "<nil>"
+        try:
+            await self.client.patch(VIRTUAL_MACHINES, vm["metadata"]["name"], spec_patch, vm["metadata"]["namespace"])
+        except ApiError as exc:
+            error = exc.message
+        # KubeVirt reports this step as a sync error whatever happens; the next loop starts the VMI.
+        return SyncError(f"Failure while starting VMI: {error}", FAILED_CREATE)
+
+    async def _add_start_request(self, vm: Object) -> None:
+        requests = [*((vm.get("status") or {}).get("stateChangeRequests") or []), {"action": "Start"}]
+        patch: list[dict[str, Any]] = [{"op": "add", "path": "/status/stateChangeRequests", "value": requests}]
+        if "status" not in vm:
+            patch = [{"op": "add", "path": "/status", "value": {"stateChangeRequests": requests}}]
+        updated = await self.client.patch(
+            VIRTUAL_MACHINES,
+            vm["metadata"]["name"],
+            patch,
+            vm["metadata"]["namespace"],
+            patch_type=JSON_PATCH,
+            subresource="status",
+        )
+        vm["status"] = updated.get("status") or {}
+        vm["metadata"]["resourceVersion"] = updated["metadata"]["resourceVersion"]
+
+    async def _start(self, vm: Object) -> SyncError | None:
+        """Create the VMI (KubeVirt's startVMI); the created VMI arrives through the informer."""
+        key = f"{vm['metadata']['namespace']}/{vm['metadata']['name']}"
+        conditions = (vm.get("status") or {}).get("conditions") or []
+        if any(x.get("type") == "ManualRecoveryRequired" and x.get("status") == "True" for x in conditions):
+            return None
+        try:
+            vmi = vmi_from_vm(vm, self.config)
+            vmi["status"] = {"virtualMachineRevisionName": await self.start_revisions.ensure(vm)}
+            self.instancetypes.apply_to_vmi(vm, vmi)
+        except ApiError as exc:
+            return SyncError(f"Failure while starting VMI: {exc.message}", FAILED_CREATE)
+        except SyncError as exc:
+            self.recorder.event(vm, WARNING, FAILED_CREATE, f"Error creating virtual machine instance: {exc.message}")
+            return SyncError(f"Failure while starting VMI: {exc.message}", FAILED_CREATE)
+        self.expectations.expect_creations(key)
+        try:
+            created = await self.client.create(VIRTUAL_MACHINE_INSTANCES, vmi, vm["metadata"]["namespace"])
+        except ApiError as exc:
+            self.expectations.creation_observed(key)
+            self.recorder.event(vm, WARNING, FAILED_CREATE, f"Error creating virtual machine instance: {exc.message}")
+            if isinstance(exc, AlreadyExists):
+                return None
+            return SyncError(f"Failure while starting VMI: {exc.message}", FAILED_CREATE)
+        log.info("started the VM by creating VMI %s", created["metadata"]["name"], extra=object_fields(vm))
+        self.recorder.event(
+            vm,
+            NORMAL,
+            SUCCESSFUL_CREATE,
+            f"Started the virtual machine by creating the new virtual machine instance {created['metadata']['name']}",
+        )
+        return None
+
+    async def _stop(self, vm: Object, vmi: Object) -> SyncError | None:
+        """Delete the VMI (KubeVirt's stopVMI); no-op while it is already terminating."""
+        if vmi["metadata"].get("deletionTimestamp"):
+            return None
+        key = f"{vm['metadata']['namespace']}/{vm['metadata']['name']}"
+        self.expectations.expect_deletions(key)
+        try:
+            await self.client.delete(
+                VIRTUAL_MACHINE_INSTANCES,
+                vmi["metadata"]["name"],
+                vmi["metadata"]["namespace"],
+                preconditions={"uid": vmi["metadata"]["uid"]},
+            )
+        except NotFound:
+            self.expectations.deletion_observed(key)
+            return None
+        except ApiError as exc:
+            self.expectations.deletion_observed(key)
+            self.recorder.event(
+                vm,
+                WARNING,
+                FAILED_DELETE,
+                f"Error deleting virtual machine instance {vmi['metadata']['name']}: {exc.message}",
+            )
+            return SyncError(f"Failure attempting to delete VMI: {exc.message}", FAILED_DELETE)
+        log.info(
+            "stopped the VM by deleting VMI %s (phase %s)",
+            vmi["metadata"]["name"],
+            (vmi.get("status") or {}).get("phase", ""),
+            extra=object_fields(vm),
+        )
+        self.recorder.event(
+            vm,
+            NORMAL,
+            SUCCESSFUL_DELETE,
+            f"Stopped the virtual machine by deleting the virtual machine instance {vmi['metadata']['uid']}",
+        )
+        return None
+
+    async def _remove_vm_finalizer(self, vm: Object) -> None:
+        finalizers = [f for f in vm["metadata"].get("finalizers") or [] if f != c.VM_CONTROLLER_FINALIZER]
+        if finalizers == (vm["metadata"].get("finalizers") or []):
+            return
+        patch = {"metadata": {"finalizers": finalizers or None, "resourceVersion": vm["metadata"]["resourceVersion"]}}
+        try:
+            updated = await self.client.patch(
+                VIRTUAL_MACHINES, vm["metadata"]["name"], patch, vm["metadata"]["namespace"]
+            )
+        except NotFound:
+            return
+        vm["metadata"] = updated["metadata"]
+
+    # ------------------------------------------------------------------------------------------------ data volumes
+
+    def _template_data_volumes(self, vm: Object) -> list[Object]:
+        namespace = vm["metadata"]["namespace"]
+        found = []
+        for template in vm["spec"].get("dataVolumeTemplates") or []:
+            dv = self.data_volumes.get_by_name(namespace, str((template.get("metadata") or {}).get("name")))
+            if dv is not None:
+                found.append(dv)
+        return found
+
+    async def _ensure_data_volumes(self, vm: Object) -> tuple[bool, SyncError | None]:
+        """Create missing DataVolumes from the templates; ready when all report phase Succeeded."""
+        ready = True
+        namespace = vm["metadata"]["namespace"]
+        for template in vm["spec"].get("dataVolumeTemplates") or []:
+            name = str((template.get("metadata") or {}).get("name"))
+            dv = self.data_volumes.get_by_name(namespace, name)
+            if dv is None:
+                body = {
+                    "apiVersion": c.CDI_API_VERSION,
+                    "kind": c.DATA_VOLUME_KIND,
+                    "metadata": {
+                        **copy.deepcopy(template.get("metadata") or {}),
+                        "namespace": namespace,
+                        "ownerReferences": [controller_ref(vm)],
+                    },
+                    "spec": copy.deepcopy(template.get("spec") or {}),
+                }
+                try:
+                    await self.client.create(DATA_VOLUMES, body, namespace)
+                except AlreadyExists:
+                    pass
+                except ApiError as exc:
+                    return False, SyncError(
+                        f"Error encountered while creating DataVolumes: {exc.message}", FAILED_CREATE
+                    )
+                self.recorder.event(vm, NORMAL, SUCCESSFUL_CREATE, f"Created DataVolume {name}")
+                ready = False
+            elif (dv.get("status") or {}).get("phase") != "Succeeded":
+                ready = False
+        return ready, None
+
+    # ------------------------------------------------------------------------------------------------ status
+
+    async def _update_status(
+        self, vm: Object, original: Object, vmi: Object | None, key: str, sync_error: SyncError | None
+    ) -> None:
+        status = vm.setdefault("status", {})
+        now = self.clock()
+        status.update(status_fields(vm, vmi))
+        status["stateChangeRequests"] = trim_state_change_requests(vm, vmi)
+        if not status["stateChangeRequests"]:
+            del status["stateChangeRequests"]
+        strategy = run_strategy_or_none(vm)
+        start_failure = sync_start_failure(vm, vmi, strategy, now)
+        if start_failure is None:
+            status.pop("startFailure", None)
+        else:
+            status["startFailure"] = start_failure
+        status["conditions"] = vm_conditions(
+            vm,
+            vmi,
+            sync_error=(sync_error.reason, sync_error.message) if sync_error is not None else None,
+            now=_rfc3339(now),
+            restart_required=self.start_revisions.restart_required(vm, vmi),
+        )
+        if not status["conditions"]:
+            del status["conditions"]
+        status["printableStatus"] = printable_status(
+            vm,
+            vmi,
+            creation_expected=self.expectations.pending_creations(key),
+            deletion_expected=self.expectations.pending_deletions(key),
+            data_volumes=self._template_data_volumes(vm),
+            pvc_bound=lambda claim: self._pvc_bound(vm["metadata"]["namespace"], claim),
+            now=now,
+        )
+        if status != (original.get("status") or {}):
+            body = copy.deepcopy(vm)
+            body["metadata"]["resourceVersion"] = (
+                vm["metadata"].get("resourceVersion") or original["metadata"]["resourceVersion"]
+            )
+            try:
+                await self.client.update_status(VIRTUAL_MACHINES, body)
+            except NotFound:
+                return
+            except Conflict:
+                # The cache is behind: the newer VM is on its way as an event and will be reconciled then.
+                log.debug("VM status update conflicted; waiting for the newer version", extra=object_fields(vm))
+                return
+        if vmi is not None and (is_final(vmi) or self._receiver_deleted(vmi)):
+            await self._remove_vmi_finalizer(vmi)
+
+    @staticmethod
+    def _receiver_deleted(vmi: Object) -> bool:
+        phase = (vmi.get("status") or {}).get("phase")
+        return phase == c.PHASE_WAITING_FOR_SYNC and bool(vmi["metadata"].get("deletionTimestamp"))
+
+    def _pvc_bound(self, namespace: str, claim: str) -> bool | None:
+        """Whether a PersistentVolumeClaim is bound; None when it does not exist (or PVCs are not watched)."""
+        if self.pvcs is None:
+            return None
+        pvc = self.pvcs.get_by_name(namespace, claim)
+        if pvc is None:
+            return None
+        return (pvc.get("status") or {}).get("phase") == "Bound"
+
+    async def _remove_vmi_finalizer(self, vmi: Object) -> None:
+        finalizers = vmi["metadata"].get("finalizers") or []
+        if c.VM_CONTROLLER_FINALIZER not in finalizers:
+            return
+        remaining = [f for f in finalizers if f != c.VM_CONTROLLER_FINALIZER]
+        patch = [
+            {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+            {"op": "replace", "path": "/metadata/finalizers", "value": remaining},
+        ]
+        try:
+            await self.client.patch(
+                VIRTUAL_MACHINE_INSTANCES,
+                vmi["metadata"]["name"],
+                patch,
+                vmi["metadata"]["namespace"],
+                patch_type=JSON_PATCH,
+            )
+        except (NotFound, Conflict):
+            return
+        except ApiError as exc:
+            if exc.code != 422:
+                raise
+
+
+def vm_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+__all__ = ["VMController", "split_key", "vm_key"]

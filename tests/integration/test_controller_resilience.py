@@ -1,0 +1,150 @@
+"""virt-controller under failure: API server restarts, an unresponsive node, leader election between replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from pykubevirt.client.resources import LEASES, NODES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from tests.support.apiserver_process import APIServerProcess
+from tests.support.control_plane import ControlPlane, client_for, eventually, start_control_plane, vm_manifest
+from tests.support.simulated_node import SimulatedNode
+
+
+@pytest_asyncio.fixture
+async def cp(fresh_apiserver: APIServerProcess) -> AsyncIterator[ControlPlane]:
+    plane = await start_control_plane(fresh_apiserver)
+    yield plane
+    await plane.stop()
+
+
+@pytest_asyncio.fixture
+async def fast_failover(fresh_apiserver: APIServerProcess) -> AsyncIterator[ControlPlane]:
+    """A control plane that declares a node unresponsive after 2 s without a heartbeat."""
+    plane = await start_control_plane(fresh_apiserver, heartbeat_timeout=2.0)
+    yield plane
+    await plane.stop()
+
+
+async def test_controllers_converge_after_the_api_server_restarts(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    for i in range(5):
+        await cp.admin.create(VIRTUAL_MACHINES, vm_manifest(f"vm{i}", "Always"), ns)
+    # Kill the API server while the controller is mid-work, then bring it back on the same data.
+    await asyncio.sleep(0.2)
+    cp.server.kill9()
+    await asyncio.sleep(1.0)
+    cp.server.start(port=cp.server.port)
+    for i in range(5, 8):
+        await eventually(lambda i=i: _create(cp, ns, f"vm{i}"))
+    for i in range(8):
+        await cp.wait_printable(ns, f"vm{i}", "Running", timeout=40)
+    vmis = await cp.admin.list(VIRTUAL_MACHINE_INSTANCES, ns)
+    assert sorted(v["metadata"]["name"] for v in vmis["items"]) == sorted(f"vm{i}" for i in range(8))
+    pods = await cp.admin.list(PODS, ns, label_selector="kubevirt.io=virt-launcher")
+    owners = [
+        p["metadata"]["ownerReferences"][0]["uid"] for p in pods["items"] if not p["metadata"].get("deletionTimestamp")
+    ]
+    assert len(owners) == len(set(owners)) == 8, "exactly one live launcher pod per VMI"
+
+
+async def _create(cp: ControlPlane, ns: str, name: str) -> bool:
+    try:
+        await cp.admin.create(VIRTUAL_MACHINES, vm_manifest(name, "Always"), ns)
+        return True
+    except Exception:
+        return False
+
+
+async def test_unresponsive_node_fails_its_vmis_and_always_vms_move(fast_failover: ControlPlane) -> None:
+    cp = fast_failover
+    ns = await cp.namespace()
+    await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("mover", "Always"), ns)
+    first = await cp.wait_vmi_phase(ns, "mover", "Running")
+    assert first["status"]["nodeName"] == "node01"
+    second = await SimulatedNode(cp.handler_client, "node02").start()
+    try:
+        # node01 dies: no more heartbeats, and its pods are gone with it.
+        await cp.node.stop()
+        cp.node.heartbeating = False
+        for pod in (await cp.admin.list(PODS, ns))["items"]:
+            await cp.admin.patch(
+                PODS, pod["metadata"]["name"], {"status": {"phase": "Failed"}}, ns, subresource="status"
+            )
+
+        async def failed_unresponsive() -> bool:
+            vmi = await cp.vmi(ns, "mover")
+            if vmi is None or vmi["metadata"]["uid"] != first["metadata"]["uid"]:
+                return True
+            return vmi["status"].get("phase") == "Failed" and vmi["status"].get("reason") == "NodeUnresponsive"
+
+        await eventually(failed_unresponsive, timeout=30)
+        node = await cp.admin.get(NODES, "node01")
+        assert node["metadata"]["labels"]["kubevirt.io/schedulable"] == "false"
+        moved = await cp.wait_vmi_phase(ns, "mover", "Running", other_than_uid=first["metadata"]["uid"])
+        assert moved["status"]["nodeName"] == "node02"
+    finally:
+        await second.stop()
+
+
+def _controller_process(server: APIServerProcess, identity: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pykubevirt.cli.main",
+            "virt-controller",
+            "--kubeconfig",
+            str(server.data_dir / "virt-controller.kubeconfig"),
+            "--identity",
+            identity,
+            "--workers",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def test_two_replicas_elect_one_leader_and_sigterm_hands_over(fresh_apiserver: APIServerProcess) -> None:
+    admin = client_for(fresh_apiserver)
+    first = _controller_process(fresh_apiserver, "replica-a")
+    second = _controller_process(fresh_apiserver, "replica-b")
+    try:
+
+        async def holder() -> str | None:
+            try:
+                lease = await admin.get(LEASES, "virt-controller", "kubevirt")
+            except Exception:
+                return None
+            return lease["spec"].get("holderIdentity") or None
+
+        leader = await eventually(holder, timeout=30)
+        assert leader in ("replica-a", "replica-b")
+        leading, standby = (first, second) if leader == "replica-a" else (second, first)
+        os.kill(leading.pid, signal.SIGTERM)
+        assert leading.wait(timeout=15) == 0, "SIGTERM stops the leader cleanly"
+
+        async def new_leader() -> str | None:
+            name = await holder()
+            return name if name and name != leader else None
+
+        # Released on shutdown, the lease passes over within a retry period instead of waiting for expiry.
+        assert await eventually(new_leader, timeout=10) != leader
+        assert standby.poll() is None
+    finally:
+        for process in (first, second):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        await admin.close()

@@ -1,0 +1,162 @@
+"""virt-controller plus a simulated node, in the test's event loop, against a real API server process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.config import load_kubeconfig
+from pykubevirt.client.errors import NotFound
+from pykubevirt.client.resources import NAMESPACES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.controller.app import ControllerOptions, VirtController
+from tests.support.apiserver_process import APIServerProcess
+from tests.support.simulated_node import SimulatedNode
+
+T = TypeVar("T")
+
+
+def client_for(server: APIServerProcess, component: str = "") -> KubeClient:
+    path = server.data_dir / (f"{component}.kubeconfig" if component else "kubeconfig")
+    return KubeClient(load_kubeconfig(Path(path)), qps=0)
+
+
+async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float = 20.0, interval: float = 0.05) -> T:  # noqa: ASYNC109
+    """Poll `probe` until it returns something truthy; fail with the last value after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
+
+
+@dataclass
+class ControlPlane:
+    server: APIServerProcess
+    admin: KubeClient
+    controller_client: KubeClient
+    handler_client: KubeClient
+    controller: VirtController
+    node: SimulatedNode
+    task: asyncio.Task[None]
+    namespaces: list[str] = field(default_factory=list)
+
+    async def namespace(self) -> str:
+        name = f"t-{uuid.uuid4().hex[:8]}"
+        await self.admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        self.namespaces.append(name)
+        return name
+
+    async def vm(self, namespace: str, name: str) -> Object | None:
+        try:
+            return await self.admin.get(VIRTUAL_MACHINES, name, namespace)
+        except NotFound:
+            return None
+
+    async def vmi(self, namespace: str, name: str) -> Object | None:
+        try:
+            return await self.admin.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
+        except NotFound:
+            return None
+
+    async def printable(self, namespace: str, name: str) -> str:
+        vm = await self.vm(namespace, name)
+        return str(((vm or {}).get("status") or {}).get("printableStatus") or "")
+
+    async def wait_printable(self, namespace: str, name: str, wanted: str, timeout: float = 20.0) -> None:  # noqa: ASYNC109
+        async def probe() -> bool:
+            return await self.printable(namespace, name) == wanted
+
+        try:
+            await eventually(probe, timeout=timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; wanted {wanted}; state: {await self.describe(namespace, name)}") from None
+
+    async def describe(self, namespace: str, name: str) -> str:
+        """VM, VMI and launcher pods of `name`, for failure messages."""
+        vm = await self.vm(namespace, name)
+        vmi = await self.vmi(namespace, name)
+        pods = (await self.admin.list(PODS, namespace, label_selector="kubevirt.io=virt-launcher"))["items"]
+        return repr(
+            {
+                "vm": (vm or {}).get("status"),
+                "vmi": {
+                    "status": (vmi or {}).get("status"),
+                    "deleting": (vmi or {}).get("metadata", {}).get("deletionTimestamp"),
+                },
+                "pods": [(p["metadata"]["name"], p["spec"].get("nodeName"), p.get("status")) for p in pods],
+            }
+        )
+
+    async def wait_vmi_phase(self, namespace: str, name: str, phase: str, *, other_than_uid: str = "") -> Object:
+        async def probe() -> Object | None:
+            vmi = await self.vmi(namespace, name)
+            if vmi is None or vmi["metadata"]["uid"] == other_than_uid:
+                return None
+            return vmi if (vmi.get("status") or {}).get("phase") == phase else None
+
+        return await eventually(probe)
+
+    async def wait_vmi_gone(self, namespace: str, name: str, uid: str) -> None:
+        async def probe() -> bool:
+            vmi = await self.vmi(namespace, name)
+            return vmi is None or vmi["metadata"]["uid"] != uid
+
+        await eventually(probe)
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.task
+        await self.node.stop()
+        await self.controller.recorder.flush()
+        for client in (self.admin, self.controller_client, self.handler_client):
+            await client.close()
+
+
+async def start_control_plane(server: APIServerProcess, **options: Any) -> ControlPlane:
+    admin = client_for(server)
+    controller_client = client_for(server, "virt-controller")
+    handler_client = client_for(server, "virt-handler")
+    opts = ControllerOptions(workers=4, leader_election=False, node_recheck=0.5, **options)
+    controller = VirtController(controller_client, opts)
+    task = asyncio.create_task(controller.run())
+    node = await SimulatedNode(handler_client).start()
+    return ControlPlane(server, admin, controller_client, handler_client, controller, node, task)
+
+
+def vm_manifest(name: str, run_strategy: str | None = "Always", **spec: Any) -> Object:
+    """A small valid VM (128Mi, containerDisk) with the given RunStrategy."""
+    body: Object = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "labels": {"vm-label": "on-vm"}, "annotations": {"vm-annotation": "on-vm"}},
+        "spec": {
+            "template": {
+                "metadata": {
+                    "labels": {"kubevirt.io/domain": name},
+                    "annotations": {"template-annotation": "on-template"},
+                },
+                "spec": {
+                    "domain": {
+                        "memory": {"guest": "128Mi"},
+                        "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]},
+                    },
+                    "volumes": [{"name": "root", "containerDisk": {"image": "pykubevirt.local/demo-guest:1.0"}}],
+                },
+            },
+            **spec,
+        },
+    }
+    if run_strategy is not None:
+        body["spec"]["runStrategy"] = run_strategy
+    return body
