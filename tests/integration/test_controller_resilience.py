@@ -87,7 +87,7 @@ async def test_unresponsive_node_fails_its_vmis_and_always_vms_move(fast_failove
         await eventually(failed_unresponsive, timeout=30)
         node = await cp.admin.get(NODES, "node01")
         assert node["metadata"]["labels"]["kubevirt.io/schedulable"] == "false"
-        moved = await cp.wait_vmi_phase(ns, "mover", "Running", other_than_uid=first["metadata"]["uid"])
+        moved = await cp.wait_vmi_phase(ns, "mover", "Running", other_than_uid=first["metadata"]["uid"], timeout=40)
         assert moved["status"]["nodeName"] == "node02"
     finally:
         await second.stop()

@@ -97,14 +97,22 @@ class ControlPlane:
             }
         )
 
-    async def wait_vmi_phase(self, namespace: str, name: str, phase: str, *, other_than_uid: str = "") -> Object:
+    async def wait_vmi_phase(
+        self,
+        namespace: str,
+        name: str,
+        phase: str,
+        *,
+        other_than_uid: str = "",
+        timeout: float = 20.0,  # noqa: ASYNC109
+    ) -> Object:
         async def probe() -> Object | None:
             vmi = await self.vmi(namespace, name)
             if vmi is None or vmi["metadata"]["uid"] == other_than_uid:
                 return None
             return vmi if (vmi.get("status") or {}).get("phase") == phase else None
 
-        return await eventually(probe)
+        return await eventually(probe, timeout=timeout)
 
     async def wait_vmi_gone(self, namespace: str, name: str, uid: str) -> None:
         async def probe() -> bool:

@@ -19,6 +19,7 @@ from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.errors import ApiError, Conflict, Invalid, NotFound
 from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import NODES, PODS, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.client.workqueue import WorkQueue
 
 UNPAUSED_GATE = "kubevirt.io/virtual-machine-unpaused"
 
@@ -30,7 +31,15 @@ def _now() -> str:
 class SimulatedNode:
     """One fake node; `start()` runs its loops as tasks, `stop()` cancels them."""
 
-    def __init__(self, client: KubeClient, name: str = "node01", *, auto_run: bool = True, heartbeat: float = 2.0):
+    def __init__(
+        self,
+        client: KubeClient,
+        name: str = "node01",
+        *,
+        auto_run: bool = True,
+        heartbeat: float = 2.0,
+        workers: int = 8,
+    ):
         self.client = client
         self.name = name
         self.auto_run = auto_run
@@ -38,11 +47,15 @@ class SimulatedNode:
         self.heartbeating = True
         self.pods = Informer(client, PODS, label_selector="kubevirt.io=virt-launcher")
         self.vmis = Informer(client, VIRTUAL_MACHINE_INSTANCES)
-        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        # Keys are processed by several workers, one worker per key at a time, as a real node's pod workers are.
+        self._queue: WorkQueue[tuple[str, str]] = WorkQueue()
+        self.workers = workers
         self._tasks: list[asyncio.Task[Any]] = []
         # Pods the kubelet should report as failing to pull their image: name → reason.
         self.image_errors: dict[str, str] = {}
         self.unschedulable_message = ""
+        self._labels: dict[str, str] = {}
+        self._labels_read = -1.0
         self.writes = 0
 
     # ------------------------------------------------------------------------------------------------ lifecycle
@@ -54,7 +67,7 @@ class SimulatedNode:
         self._tasks = [
             asyncio.create_task(self.pods.run()),
             asyncio.create_task(self.vmis.run()),
-            asyncio.create_task(self._work()),
+            *(asyncio.create_task(self._work()) for _ in range(self.workers)),
             asyncio.create_task(self._heartbeat()),
         ]
         await asyncio.gather(self.pods.synced.wait(), self.vmis.synced.wait())
@@ -105,15 +118,16 @@ class SimulatedNode:
     # ------------------------------------------------------------------------------------------------ reactions
 
     def _pod(self, pod: Object) -> None:
-        self._queue.put_nowait(("pod", f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"))
+        self._queue.add(("pod", f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"))
 
     def _vmi(self, vmi: Object) -> None:
         if (vmi.get("status") or {}).get("nodeName") == self.name:
-            self._queue.put_nowait(("vmi", f"{vmi['metadata']['namespace']}/{vmi['metadata']['name']}"))
+            self._queue.add(("vmi", f"{vmi['metadata']['namespace']}/{vmi['metadata']['name']}"))
 
     async def _work(self) -> None:
         while True:
-            kind, key = await self._queue.get()
+            item = await self._queue.get()
+            kind, key = item
             try:
                 if kind == "pod":
                     await self._react_pod(key)
@@ -121,8 +135,9 @@ class SimulatedNode:
                     await self._react_vmi(key)
             except (ApiError, OSError, aiohttp.ClientError):
                 # The API server may be restarting; the reaction is level-triggered, so trying again is enough.
-                await asyncio.sleep(0.2)
-                self._queue.put_nowait((kind, key))
+                self._queue.add_after(item, 0.2)
+            finally:
+                self._queue.done(item)
 
     async def _react_pod(self, key: str) -> None:
         pod = self.pods.get(key)
@@ -214,8 +229,12 @@ class SimulatedNode:
 
     async def _fits(self, pod: Object) -> bool:
         """The pod's nodeSelector matches this node's current labels (what a scheduler checks first)."""
-        node = await self.client.get(NODES, self.name)
-        labels = node["metadata"].get("labels") or {}
+        now = asyncio.get_running_loop().time()
+        if now - self._labels_read > 0.5:
+            node = await self.client.get(NODES, self.name)
+            self._labels = node["metadata"].get("labels") or {}
+            self._labels_read = now
+        labels = self._labels
         wanted = (pod.get("spec") or {}).get("nodeSelector") or {}
         return all(labels.get(k) == v for k, v in wanted.items())
 

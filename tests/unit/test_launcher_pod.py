@@ -323,6 +323,7 @@ class TestComputeContainer:
             "XDG_CONFIG_HOME",
             "XDG_RUNTIME_DIR",
             "POD_NAME",
+            "POD_UID",
         ]
         assert "--run-as-nonroot" in compute(pod)["args"]
 

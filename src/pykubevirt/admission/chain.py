@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from pykubevirt.admission.validation import (
     validate_vmi_update,
 )
 from pykubevirt.api import constants as c
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.json_patch import Patch, make_patch
 
 CREATE = "CREATE"
@@ -119,7 +119,7 @@ def mutate(
     obj: dict[str, Any], ctx: AdmissionContext, *, operation: str = CREATE, old: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The object after the kind's mutating webhook (a copy; the input is not changed)."""
-    mutated = copy.deepcopy(obj)
+    mutated = copy_json(obj)
     hooks = _HOOKS.get(str(obj.get("kind", "")))
     if hooks is not None and hooks.mutate is not None:
         hooks.mutate(mutated, ctx, operation, old)

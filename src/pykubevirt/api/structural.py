@@ -6,12 +6,12 @@ the CRDs on a real cluster agree on what is kept, what is dropped and what is re
 
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.schema import Schema
 
 # ObjectMeta fields a client may send; anything else under a root or embedded `metadata` is unknown.
@@ -120,7 +120,7 @@ def _collect_unknown(value: Any, schema: Schema, path: str, found: list[str], *,
 
 def prune(value: Any, schema: Schema, *, root: bool = True) -> Any:
     """A copy of `value` without unknown fields and without nulls the schema does not allow (kube-apiserver pruning)."""
-    return _prune(copy.deepcopy(value), schema, root=root)
+    return _prune(copy_json(value), schema, root=root)
 
 
 def _prune(value: Any, schema: Schema, *, root: bool = False) -> Any:
@@ -302,7 +302,7 @@ def apply_defaults(value: Any, schema: Schema) -> Any:
         props: dict[str, Schema] = schema.get("properties") or {}
         for key, field_schema in props.items():
             if key not in value and "default" in field_schema:
-                value[key] = copy.deepcopy(field_schema["default"])
+                value[key] = copy_json(field_schema["default"])
         additional = schema.get("additionalProperties")
         for key, child in value.items():
             child_schema = props.get(key)

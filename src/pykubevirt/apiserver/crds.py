@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any
 
 from pykubevirt.api.crd import crd_manifest
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.kinds import ALL_KINDS
 from pykubevirt.api.structural import structural_violations
 from pykubevirt.apiserver import errors
@@ -126,7 +126,7 @@ class CRDController:
     def _set_established(self, crd: dict[str, Any]) -> None:
         spec = crd.get("spec") or {}
         status = {
-            "acceptedNames": copy.deepcopy(spec.get("names") or {}),
+            "acceptedNames": copy_json(spec.get("names") or {}),
             "conditions": [
                 {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"},
                 {
@@ -148,7 +148,7 @@ class CRDController:
         record = self.api.store.get(CRD_COLLECTION, key)
         if record is None:
             return
-        updated = copy.deepcopy(record.value)
+        updated = copy_json(record.value)
         updated["status"] = status
         self.api.store.update(CRD_COLLECTION, key, updated, expected_revision=record.revision)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import unicodedata
@@ -175,6 +176,8 @@ class RestHandlers:
         self.hub = hub
         self.max_body_bytes = max_body_bytes
         self.clock = clock
+        # Recently encoded watch events, keyed by the committed object's identity (kept alive by the entry).
+        self._lines: collections.OrderedDict[tuple[int, str], tuple[dict[str, Any], bytes]] = collections.OrderedDict()
         # Subresources another component answers (pods/log from the node), by (resource plural, subresource).
         self.subresource_handlers: dict[
             tuple[str, str], Callable[[web.Request, Target, UserInfo], Awaitable[web.StreamResponse]]
@@ -397,11 +400,27 @@ class RestHandlers:
                     if not first_table:
                         payload["columnDefinitions"] = []
                     first_table = False
-                line = json.dumps({"type": kind, "object": payload}, separators=(",", ":")) + "\n"
-                await response.write(line.encode())
+                if payload is obj:
+                    data = self._event_line(kind, obj)
+                else:
+                    data = (json.dumps({"type": kind, "object": payload}, separators=(",", ":")) + "\n").encode()
+                await response.write(data)
         except ConnectionResetError:
             pass  # the client went away; the watcher is unregistered as the generator closes
         return response
+
+    def _event_line(self, kind: str, obj: dict[str, Any]) -> bytes:
+        """The JSON line of an event, encoded once however many watchers receive the same committed object."""
+        key = (id(obj), kind)
+        cached = self._lines.get(key)
+        if cached is not None and cached[0] is obj:
+            line: bytes = cached[1]
+            return line
+        data = (json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n").encode()
+        self._lines[key] = (obj, data)
+        if len(self._lines) > 512:
+            self._lines.popitem(last=False)
+        return data
 
     # --------------------------------------------------------------------------------------------------- pods
 

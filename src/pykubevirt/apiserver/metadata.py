@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import random
 import re
 import uuid
 from datetime import UTC, datetime
 from typing import Any
+
+from pykubevirt.api.json_copy import copy_json
 
 # Kubernetes' generateName alphabet: no vowels (no words), no confusable characters.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -86,7 +87,7 @@ def carry_over_system_fields(new: dict[str, Any], old: dict[str, Any]) -> None:
     old_metadata = old.get("metadata") or {}
     for field in SYSTEM_FIELDS:
         if field in old_metadata:
-            metadata[field] = copy.deepcopy(old_metadata[field])
+            metadata[field] = copy_json(old_metadata[field])
         else:
             metadata.pop(field, None)
     metadata["name"] = old_metadata.get("name")
@@ -103,9 +104,9 @@ def bump_generation(new: dict[str, Any], old: dict[str, Any], *, status_is_separ
 
 def only_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
     """The stored object with only `status` taken from `new` (what a write to /status may change)."""
-    result = copy.deepcopy(old)
+    result = copy_json(old)
     if "status" in new:
-        result["status"] = copy.deepcopy(new["status"])
+        result["status"] = copy_json(new["status"])
     else:
         result.pop("status", None)
     return result
@@ -113,9 +114,9 @@ def only_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, A
 
 def without_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
     """`new` with the stored `status` (what a write to the main resource may change when status is separate)."""
-    result = copy.deepcopy(new)
+    result = copy_json(new)
     if "status" in old:
-        result["status"] = copy.deepcopy(old["status"])
+        result["status"] = copy_json(old["status"])
     else:
         result.pop("status", None)
     return result

@@ -7,7 +7,6 @@ metadata handling, schema pruning and validation, admission, finalizer and delet
 from __future__ import annotations
 
 import base64
-import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from pykubevirt.api.field_hints import unknown_field_messages
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.structural import apply_defaults, prune, unknown_fields, validate
 from pykubevirt.apiserver import errors, metadata, patching
 from pykubevirt.apiserver.resources import Registry, Resource
@@ -99,7 +99,7 @@ class DeleteOptions:
 
 
 def _copy(obj: dict[str, Any]) -> dict[str, Any]:
-    return copy.deepcopy(obj)
+    return copy_json(obj)
 
 
 def _without_resource_version(obj: dict[str, Any]) -> dict[str, Any]:

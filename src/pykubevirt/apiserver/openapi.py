@@ -6,12 +6,12 @@ validation and sends fieldValidation=Strict).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.apiserver.discovery import GIT_VERSION
 from pykubevirt.apiserver.resources import Registry, Resource
 
@@ -126,7 +126,7 @@ def _field(kind: str | Schema, description: str) -> Schema:
     """A property node: a named type from _TYPES, `ref:<schema>` (wrapped reference) or a node given as is."""
     if isinstance(kind, str) and kind.startswith("ref:"):
         return _wrapped(kind[4:], description)
-    node = copy.deepcopy(_TYPES[kind] if isinstance(kind, str) else kind)
+    node = copy_json(_TYPES[kind] if isinstance(kind, str) else kind)
     node["description"] = description
     return node
 
@@ -290,7 +290,7 @@ def _embed_object_meta(node: Any) -> None:
 
 def kind_schema(resource: Resource) -> Schema:
     """The published schema of a kind: the model's schema with the standard apiVersion/kind/metadata fields."""
-    schema: Schema = copy.deepcopy(resource.schema) if resource.schema else {}
+    schema: Schema = copy_json(resource.schema) if resource.schema else {}
     schema.setdefault("type", "object")
     _embed_object_meta(schema)
     properties = schema.setdefault("properties", {})

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.apiserver.resources import Resource
 from pykubevirt.apiserver.selectors import FieldSelector, LabelSelector
 from pykubevirt.apiserver.store import ADDED, DELETED, MODIFIED, Compacted, Event, Store
@@ -62,7 +62,7 @@ class Watcher:
             return ADDED, event.value
         if before and event.previous is not None:
             # Leaving the selection is a deletion of the previous content, at the revision of the change.
-            gone = copy.deepcopy(event.previous)
+            gone = copy_json(event.previous)
             gone.setdefault("metadata", {})["resourceVersion"] = str(event.revision)
             return DELETED, gone
         return None

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         history_revisions=args.history_revisions,
         compact_interval_seconds=args.compact_interval,
         feature_gates=gates,
+        event_ttl_seconds=args.event_ttl,
     )
     asyncio.run(serve(options))
     return 0

@@ -32,7 +32,7 @@ async def serve(args: argparse.Namespace) -> int:
         leader_election=not args.no_leader_election,
         identity=args.identity,
     )
-    client = KubeClient(config, user_agent="virt-controller")
+    client = KubeClient(config, qps=args.qps, burst=args.burst, user_agent="virt-controller")
     controller = VirtController(client, options)
     loop = asyncio.get_running_loop()
     task = asyncio.create_task(controller.run())
@@ -70,6 +70,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=60.0,
         help="seconds without a virt-handler heartbeat before a node is unresponsive",
     )
+    parser.add_argument(
+        "--qps", type=float, default=1000.0, help="client-side request rate limit (KubeVirt's virt-controller: 200)"
+    )
+    parser.add_argument("--burst", type=int, default=2000, help="client-side request burst (KubeVirt: 400)")
     parser.add_argument("--identity", default="", help="leader-election identity (default: host-pid)")
     parser.add_argument(
         "--no-leader-election", action="store_true", help="run the controllers without electing a leader"

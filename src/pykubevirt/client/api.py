@@ -181,7 +181,12 @@ class KubeClient:
         token = ""
         while True:
             chunk = await self.list(
-                resource, namespace, label_selector=label_selector, limit=page, continue_token=token
+                resource,
+                namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                limit=page,
+                continue_token=token,
             )
             items.extend(chunk.get("items") or [])
             token = str((chunk.get("metadata") or {}).get("continue") or "")

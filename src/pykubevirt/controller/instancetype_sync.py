@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +11,7 @@ from pykubevirt.admission.instancetype_conflicts import instancetype_conflicts
 from pykubevirt.admission.validation.instancetype_apply import apply_instancetype
 from pykubevirt.admission.validation.preference_apply import apply_preference
 from pykubevirt.api import constants as c
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import AlreadyExists, ApiError
 from pykubevirt.client.informer import Informer
@@ -72,7 +72,7 @@ def revision_name(vm_name: str, obj: Object) -> str:
 
 def revision_payload(obj: Object) -> Object:
     """The object as stored in the revision: labels, annotations, finalizers, owners and managedFields stripped."""
-    data = copy.deepcopy(obj)
+    data = copy_json(obj)
     for field in ("labels", "annotations", "finalizers", "ownerReferences", "managedFields"):
         data.get("metadata", {}).pop(field, None)
     return data
@@ -102,7 +102,7 @@ class InstancetypeSync:
         if resource is None:
             return SyncError(f"got unexpected kind in {matcher.singular}Matcher: {kind}", FAILED_CREATE)
         status = vm.setdefault("status", {})
-        ref = copy.deepcopy(status.get(matcher.status_field) or {})
+        ref = copy_json(status.get(matcher.status_field) or {})
         name = str(spec_matcher.get("name") or "")
         if (name and name != ref.get("name")) or (kind and kind != ref.get("kind")):
             ref.pop("controllerRevisionRef", None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import posixpath
 import random as _random
@@ -13,6 +12,7 @@ from typing import Any
 from pykubevirt import __version__
 from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.api import constants as c
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.controller.compute_resources import (
     is_cpu_dedicated,
     launcher_resources,
@@ -226,7 +226,7 @@ def _render_volumes(
                 }
             )
         if (downward := volume.get("downwardAPI")) is not None:
-            rendered.add({"name": name, "downwardAPI": _without_none(items=copy.deepcopy(downward.get("fields")))})
+            rendered.add({"name": name, "downwardAPI": _without_none(items=copy_json(downward.get("fields")))})
     by_name = {volume["name"]: volume for volume in volumes}
     for disk in devices.get("disks") or []:
         volume = by_name.get(disk["name"], {})
@@ -246,7 +246,7 @@ def _render_volumes(
         elif (ephemeral := volume.get("ephemeral")) is not None:
             claim_source = ephemeral.get("persistentVolumeClaim") or {}
             rendered.claim(name, claim_source.get("claimName", ""), pvcs)
-            rendered.volumes.append({"name": name, "persistentVolumeClaim": copy.deepcopy(claim_source)})
+            rendered.volumes.append({"name": name, "persistentVolumeClaim": copy_json(claim_source)})
         elif (host_disk := volume.get("hostDisk")) is not None:
             path_type = {"Disk": "Directory", "DiskOrCreate": "DirectoryOrCreate"}.get(host_disk.get("type", ""), "")
             host_path = {"path": posixpath.dirname(host_disk.get("path", "")), "type": path_type}
@@ -323,7 +323,7 @@ def _probe(vmi: Mapping[str, Any], probe: Mapping[str, Any]) -> dict[str, Any]:
         rendered[key] = value if value >= 1 else default
     for handler in ("exec", "httpGet", "tcpSocket"):
         if probe.get(handler) is not None:
-            rendered[handler] = copy.deepcopy(probe[handler])
+            rendered[handler] = copy_json(probe[handler])
     domain_name = f"{vmi['metadata'].get('namespace', '')}_{vmi['metadata']['name']}"
     prefix = ["virt-probe", "--domainName", domain_name, "--timeoutSeconds", str(rendered["timeoutSeconds"])]
     command = (rendered.get("exec") or {}).get("command") or []
@@ -466,7 +466,7 @@ def _node_selector(vmi: Mapping[str, Any], settings: LauncherSettings) -> dict[s
 def _reject_label(affinity: dict[str, Any] | None, label: str) -> dict[str, Any]:
     """Require nodes without `label`: AND it into every required node-selector term (terms are ORed)."""
     requirement = {"key": label, "operator": "DoesNotExist"}
-    affinity = copy.deepcopy(affinity) if affinity is not None else {}
+    affinity = copy_json(affinity) if affinity is not None else {}
     node_affinity = affinity.setdefault("nodeAffinity", {})
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is None:
@@ -482,7 +482,7 @@ def _reject_label(affinity: dict[str, Any] | None, label: str) -> dict[str, Any]
 
 
 def _affinity(spec: Mapping[str, Any]) -> dict[str, Any] | None:
-    affinity = copy.deepcopy(spec.get("affinity")) if spec.get("affinity") is not None else None
+    affinity = copy_json(spec.get("affinity")) if spec.get("affinity") is not None else None
     cpu = (spec.get("domain") or {}).get("cpu")
     if cpu is None or not cpu.get("model") or cpu.get("model") == "host-model":
         affinity = _reject_label(affinity, OBSOLETE_HOST_MODEL_LABEL)
@@ -559,6 +559,8 @@ def render_launcher_pod(
         env.append({"name": "SHARED_FILESYSTEM_PATHS", "value": ":".join(volumes.shared_paths)})
     env += _debug_env(vmi)
     env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    # pykubevirt's launcher keys its short socket directory by the pod's uid (unix socket paths are short).
+    env.append({"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}})
     capabilities: dict[str, list[str]] = {"add": ["NET_BIND_SERVICE"] if non_root else ["NET_BIND_SERVICE", "SYS_NICE"]}
     if non_root:
         capabilities["drop"] = ["ALL"]
@@ -617,7 +619,7 @@ def render_launcher_pod(
         pod_spec["serviceAccountName"] = spec.get("serviceAccountName") or service_account
     for key in _COPIED_SPEC_FIELDS.split():
         if spec.get(key):
-            pod_spec[key] = copy.deepcopy(spec[key])
+            pod_spec[key] = copy_json(spec[key])
 
     overhead_bytes = overhead.ceil_int() if config.gate_enabled("VmiMemoryOverheadReport") else None
     owner = {

@@ -7,7 +7,6 @@ VM status (created, ready, conditions, printableStatus, startFailure, stateChang
 
 from __future__ import annotations
 
-import copy
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,6 +14,7 @@ from typing import Any
 
 from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.api import constants as c
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result
 from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
@@ -126,8 +126,8 @@ class VMController:
         if cached is None:
             self.expectations.delete(key)
             return None
-        vm = copy.deepcopy(cached)
-        original = copy.deepcopy(cached)
+        vm = copy_json(cached)
+        original = copy_json(cached)
         if not await self._ensure_metadata(vm):
             return None
         vmi = self._claimed_vmi(vm, key)
@@ -178,7 +178,7 @@ class VMController:
         if owner is None and vm["metadata"].get("deletionTimestamp"):
             # A VM being deleted adopts nothing: an orphaned VMI (released by an Orphan delete) is not its own.
             return None
-        return copy.deepcopy(vmi)
+        return copy_json(vmi)
 
     async def _sync(self, vm: Object, vmi: Object | None, key: str, outcome: _Outcome) -> tuple[Object, Object | None]:
         if not self.expectations.satisfied(key):
@@ -417,11 +417,11 @@ class VMController:
                     "apiVersion": c.CDI_API_VERSION,
                     "kind": c.DATA_VOLUME_KIND,
                     "metadata": {
-                        **copy.deepcopy(template.get("metadata") or {}),
+                        **copy_json(template.get("metadata") or {}),
                         "namespace": namespace,
                         "ownerReferences": [controller_ref(vm)],
                     },
-                    "spec": copy.deepcopy(template.get("spec") or {}),
+                    "spec": copy_json(template.get("spec") or {}),
                 }
                 try:
                     await self.client.create(DATA_VOLUMES, body, namespace)
@@ -473,7 +473,7 @@ class VMController:
             now=now,
         )
         if status != (original.get("status") or {}):
-            body = copy.deepcopy(vm)
+            body = copy_json(vm)
             body["metadata"]["resourceVersion"] = (
                 vm["metadata"].get("resourceVersion") or original["metadata"]["resourceVersion"]
             )

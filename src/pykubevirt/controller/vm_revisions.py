@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import AlreadyExists, NotFound
 from pykubevirt.client.informer import Informer
@@ -26,7 +26,7 @@ def revision_name(vm_uid: str, generation: int) -> str:
 
 def revision_spec(vm: Object) -> dict[str, Any]:
     """The VM spec as recorded at start, with the instancetype/preference revision names filled in."""
-    spec = copy.deepcopy(vm.get("spec") or {})
+    spec = copy_json(vm.get("spec") or {})
     status = vm.get("status") or {}
     for matcher, ref in (("instancetype", "instancetypeRef"), ("preference", "preferenceRef")):
         revision = ((status.get(ref) or {}).get("controllerRevisionRef") or {}).get("name")
@@ -99,8 +99,8 @@ class StartRevisions:
         last = self.last_spec(vm)
         if last is None:
             return False
-        before = copy.deepcopy((last.get("template") or {}).get("spec") or {})
-        now = copy.deepcopy(((vm.get("spec") or {}).get("template") or {}).get("spec") or {})
+        before = copy_json((last.get("template") or {}).get("spec") or {})
+        now = copy_json(((vm.get("spec") or {}).get("template") or {}).get("spec") or {})
         # A firmware UUID persisted to the VM after start is the one the VMI already runs with.
         vmi_uuid = (((vmi.get("spec") or {}).get("domain") or {}).get("firmware") or {}).get("uuid")
         now_uuid = ((now.get("domain") or {}).get("firmware") or {}).get("uuid")

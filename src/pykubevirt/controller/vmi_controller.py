@@ -4,12 +4,12 @@ Scheduled (hand-over to virt-handler), or to Failed when the pod goes away; mirr
 
 from __future__ import annotations
 
-import copy
 import logging
 from datetime import UTC, datetime
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result
 from pykubevirt.client.errors import ApiError, Conflict, Invalid, NotFound
@@ -196,7 +196,7 @@ class VMIController:
             return None
         if not self.pod_expectations.satisfied(key):
             return Result(requeue_after=5.0)
-        vmi = copy.deepcopy(cached)
+        vmi = copy_json(cached)
         owned = [p for p in self.pods.by_index(POD_OWNER_INDEX, vmi["metadata"]["uid"])]
         pod = pod_state.current_pod(vmi, owned)
         sync_error, pod = await self._sync(vmi, pod, owned, key)
@@ -277,7 +277,7 @@ class VMIController:
         self, cached: Object, vmi: Object, pod: Object | None, owned: list[Object], sync_error: SyncError | None
     ) -> None:
         now = self.clock()
-        new = copy.deepcopy(vmi)
+        new = copy_json(vmi)
         status = new.setdefault("status", {})
         phase = status.get("phase") or ""
         finalizers = new["metadata"].setdefault("finalizers", [])

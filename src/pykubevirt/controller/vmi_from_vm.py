@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 import uuid
 from typing import Any
 
 from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.api import constants as c
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.controller.run_strategy import has_start_paused_request
 
 START_STRATEGY_PAUSED = "Paused"
@@ -62,13 +62,13 @@ def set_default_network_interface(spec: dict[str, Any], config: ClusterConfig) -
 def vmi_from_vm(vm: dict[str, Any], config: ClusterConfig) -> dict[str, Any]:
     """The VMI the VM controller creates: template metadata and spec, owner, finalizer, generation annotation."""
     template = vm["spec"].get("template") or {}
-    meta = copy.deepcopy(template.get("metadata") or {})
+    meta = copy_json(template.get("metadata") or {})
     vm_meta = vm["metadata"]
     meta.pop("generateName", None)
     meta["name"] = vm_meta["name"]
     meta["namespace"] = vm_meta["namespace"]
     # Only the template's labels are the VMI's: the VM's own labels and annotations stay on the VM.
-    meta["labels"] = copy.deepcopy((template.get("metadata") or {}).get("labels") or {}) or None
+    meta["labels"] = copy_json((template.get("metadata") or {}).get("labels") or {}) or None
     if meta["labels"] is None:
         del meta["labels"]
     meta["ownerReferences"] = [controller_ref(vm)]
@@ -77,7 +77,7 @@ def vmi_from_vm(vm: dict[str, Any], config: ClusterConfig) -> dict[str, Any]:
     if vm["spec"].get("runStrategy") == c.RUN_STRATEGY_WAIT_AS_RECEIVER:
         annotations[c.CREATE_MIGRATION_TARGET_ANNOTATION] = "true"
     meta["finalizers"] = [*meta.get("finalizers", []), c.VM_CONTROLLER_FINALIZER]
-    spec = copy.deepcopy(template.get("spec") or {})
+    spec = copy_json(template.get("spec") or {})
     if has_start_paused_request(vm):
         spec["startStrategy"] = START_STRATEGY_PAUSED
     firmware = spec.setdefault("domain", {}).setdefault("firmware", {})

@@ -1,0 +1,196 @@
+"""Embedded API server throughput and latency: creates/s (VMs, with admission), gets/s, LIST of 1,000 objects,
+watch delivery latency to N watchers at a fixed write rate, and RSS with many objects stored.
+
+Run: .venv/bin/python -m bench.apiserver [--creates 1000 --gets 5000 --watchers 10 --rate 100 --rss-objects 10000]
+Prints progress on stderr and one JSON line with the figures on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+from bench.harness import ServerProcess, log, machine, percentile, rss_mib
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.config import load_kubeconfig
+from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES, VIRTUAL_MACHINES
+
+VM = {
+    "apiVersion": "kubevirt.io/v1",
+    "kind": "VirtualMachine",
+    "metadata": {"name": ""},
+    "spec": {
+        "runStrategy": "Halted",
+        "template": {
+            "spec": {
+                "domain": {
+                    "memory": {"guest": "128Mi"},
+                    "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]},
+                },
+                "volumes": [{"name": "root", "containerDisk": {"image": "pykubevirt.local/demo-guest:1.0"}}],
+            }
+        },
+    },
+}
+
+
+async def bounded(concurrency: int, jobs: list[Any]) -> list[float]:
+    """Run coroutine factories with at most `concurrency` in flight; returns each one's latency."""
+    semaphore = asyncio.Semaphore(concurrency)
+    latencies: list[float] = []
+
+    async def one(job: Any) -> None:
+        async with semaphore:
+            started = time.perf_counter()
+            await job()
+            latencies.append(time.perf_counter() - started)
+
+    await asyncio.gather(*(one(j) for j in jobs))
+    return latencies
+
+
+async def measure(args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:
+    client = KubeClient(load_kubeconfig(server.kubeconfig()), qps=0)
+    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
+    figures: dict[str, Any] = {}
+
+    def vm(i: int) -> dict[str, Any]:
+        body = json.loads(json.dumps(VM))
+        body["metadata"]["name"] = f"vm-{i:05d}"
+        return body
+
+    log(f"creating {args.creates} VMs with {args.concurrency} in flight")
+    started = time.perf_counter()
+    latencies = await bounded(
+        args.concurrency, [lambda i=i: client.create(VIRTUAL_MACHINES, vm(i), "bench") for i in range(args.creates)]
+    )
+    elapsed = time.perf_counter() - started
+    figures["vm_creates_per_s"] = round(args.creates / elapsed, 1)
+    figures["vm_create_p50_ms"] = round(percentile(latencies, 50) * 1000, 2)
+    figures["vm_create_p99_ms"] = round(percentile(latencies, 99) * 1000, 2)
+
+    log(f"getting {args.gets} VMs")
+    started = time.perf_counter()
+    await bounded(
+        args.concurrency,
+        [lambda i=i: client.get(VIRTUAL_MACHINES, f"vm-{i % args.creates:05d}", "bench") for i in range(args.gets)],
+    )
+    figures["gets_per_s"] = round(args.gets / (time.perf_counter() - started), 1)
+
+    log(f"listing {args.creates} VMs {args.lists} times")
+    list_latencies = []
+    for _ in range(args.lists):
+        started = time.perf_counter()
+        result = await client.list(VIRTUAL_MACHINES, "bench")
+        list_latencies.append(time.perf_counter() - started)
+        assert len(result["items"]) == args.creates
+    figures["list_objects"] = args.creates
+    figures["list_p50_ms"] = round(percentile(list_latencies, 50) * 1000, 1)
+
+    figures.update(await watch_latency(args, client))
+
+    log(f"filling the store to {args.rss_objects} objects")
+    have = args.creates
+    await bounded(
+        args.concurrency,
+        [
+            lambda i=i: client.create(
+                CONFIG_MAPS,
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": f"fill-{i:05d}"},
+                    "data": {"k": "v" * 200},
+                },
+                "bench",
+            )
+            for i in range(max(0, args.rss_objects - have))
+        ],
+    )
+    figures["rss_objects"] = args.rss_objects
+    figures["apiserver_rss_mib"] = round(rss_mib(server.pid), 1)
+    await client.close()
+    return figures
+
+
+async def watch_latency(args: argparse.Namespace, writer: KubeClient) -> dict[str, Any]:
+    """Latency from a write's acknowledgement to its arrival at each of N watchers, at a fixed write rate."""
+    log(f"{args.watchers} watchers, {args.rate} writes/s for {args.watch_seconds}s")
+    listing = await writer.list(CONFIG_MAPS, "bench")
+    revision = listing["metadata"]["resourceVersion"]
+    acked: dict[str, float] = {}
+    acked_events: dict[str, asyncio.Event] = {}
+    arrivals: list[float] = []
+    total = int(args.rate * args.watch_seconds)
+    watchers_done = 0
+    clients = [KubeClient(writer.config, qps=0) for _ in range(args.watchers)]
+
+    async def watcher(client: KubeClient) -> None:
+        nonlocal watchers_done
+        seen = 0
+        async for event in client.watch(
+            CONFIG_MAPS, "bench", resource_version=revision, timeout_seconds=args.watch_seconds + 30
+        ):
+            name = event.object["metadata"].get("name", "")
+            if event.type == "ADDED" and name.startswith("watch-"):
+                now = time.perf_counter()
+                # The event may overtake the writer's acknowledgement; wait for the send time to be recorded.
+                await acked_events.setdefault(name, asyncio.Event()).wait()
+                arrivals.append(max(0.0, now - acked[name]))
+                seen += 1
+                if seen == total:
+                    break
+        watchers_done += 1
+
+    tasks = [asyncio.create_task(watcher(c)) for c in clients]
+    await asyncio.sleep(0.5)
+    interval = 1.0 / args.rate
+    start = time.perf_counter()
+    for i in range(total):
+        due = start + i * interval
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        name = f"watch-{i:05d}"
+        sent = time.perf_counter()
+        await writer.create(CONFIG_MAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}, "bench")
+        # Watchers may see the event before the writer sees its acknowledgement; count from when it was sent then.
+        acked[name] = sent
+        acked_events.setdefault(name, asyncio.Event()).set()
+    achieved = total / (time.perf_counter() - start)
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
+    for c in clients:
+        await c.close()
+    return {
+        "watchers": args.watchers,
+        "watch_write_rate": round(achieved, 1),
+        "watch_latency_p50_ms": round(percentile(arrivals, 50) * 1000, 2),
+        "watch_latency_p99_ms": round(percentile(arrivals, 99) * 1000, 2),
+        "watch_events_delivered": len(arrivals),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--creates", type=int, default=1000)
+    parser.add_argument("--gets", type=int, default=5000)
+    parser.add_argument("--lists", type=int, default=20)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--watchers", type=int, default=10)
+    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--watch-seconds", type=float, default=10.0)
+    parser.add_argument("--rss-objects", type=int, default=10000)
+    args = parser.parse_args()
+    server = ServerProcess().start()
+    try:
+        figures = asyncio.run(measure(args, server))
+    finally:
+        server.stop()
+    print(json.dumps({"bench": "apiserver", "machine": machine(), **figures}))
+
+
+if __name__ == "__main__":
+    main()
