@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import json
@@ -16,8 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
-from pykubevirt.admission.context import ClusterConfig
-from pykubevirt.apiserver import discovery, errors, openapi, security
+from pykubevirt.admission.context import AdmissionContext, ClusterConfig
+from pykubevirt.apiserver import discovery, errors, openapi, pod_logs, security
+from pykubevirt.apiserver.admission_webhooks import add_webhook_routes
 from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES, EVENT_TTL_SECONDS, INITIAL_NAMESPACES, BuiltinDefaults
 from pykubevirt.apiserver.crds import CRDController, validate_crd
 from pykubevirt.apiserver.garbage_collector import GarbageCollector
@@ -37,6 +39,7 @@ COMPONENT_USERS = {
     "virt-api": security.VIRT_API_USER,
     "scheduler": security.SCHEDULER_USER,
 }
+COMPONENT_BY_USER = {user: component for component, user in COMPONENT_USERS.items()}
 SYSTEM = UserInfo("system:apiserver", ("system:masters",))
 
 
@@ -72,9 +75,19 @@ class ServerOptions:
     lease_check_interval_seconds: float = 5.0
     feature_gates: frozenset[str] = frozenset()
     extra_hostnames: list[str] = field(default_factory=list)
+    # Run once the server serves, to add in-process API groups; None: KubeVirt's subresource API (virtapi).
+    extensions: tuple[Extension, ...] | None = None
 
 
 ExtraHandler = Callable[[web.Request, UserInfo], Awaitable[web.StreamResponse]]
+Extension = Callable[["EmbeddedAPIServer"], Awaitable[None]]
+
+
+def _default_extensions() -> tuple[Extension, ...]:
+    # Imported here so this module does not depend on KubeVirt's subresource API, which depends on it.
+    from pykubevirt.virtapi.embedded import install
+
+    return (install,)
 
 
 class EmbeddedAPIServer:
@@ -91,10 +104,11 @@ class EmbeddedAPIServer:
             for r in BUILTIN_RESOURCES
         )
         config = ClusterConfig(feature_gates=options.feature_gates)
+        self.kubevirt_admission = KubeVirtAdmission(self.store, self.registry, config)
         self.api = ObjectAPI(
             self.store,
             self.registry,
-            admission=[BuiltinDefaults(), CRDAdmission(), KubeVirtAdmission(self.store, self.registry, config)],
+            admission=[BuiltinDefaults(), CRDAdmission(), self.kubevirt_admission],
         )
         self.hub = WatchHub(self.store)
         self.crds = CRDController(self.api)
@@ -102,12 +116,15 @@ class EmbeddedAPIServer:
         self.rest = RestHandlers(
             self.api, self.hub, max_body_bytes=security.MAX_BODY_BYTES, clock=lambda: datetime.now(UTC)
         )
+        pod_logs.install(self.rest, self.api)
         # In-process aggregated API groups (subresources.kubevirt.io): (group, version) → (handler, APIResourceList).
         self.extra_groups: dict[tuple[str, str], tuple[ExtraHandler, dict[str, Any]]] = {}
+        self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self.pki = security.ensure_pki(self.data_dir, list(options.extra_hostnames), [])
         self.tokens = security.ensure_tokens(self.data_dir)
         self.gc: GarbageCollector | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._cleanups: list[Callable[[], Awaitable[None]]] = []
         self._runner: web.AppRunner | None = None
         self.port = options.port
 
@@ -123,6 +140,10 @@ class EmbeddedAPIServer:
 
     def admin_token(self) -> str:
         return self.tokens.admin_token
+
+    def add_cleanup(self, cleanup: Callable[[], Awaitable[None]]) -> None:
+        """Have `stop()` await `cleanup` once the server no longer serves (extensions close their clients)."""
+        self._cleanups.append(cleanup)
 
     def _bootstrap(self) -> None:
         self.crds.load_stored()
@@ -141,6 +162,8 @@ class EmbeddedAPIServer:
 
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[self._authenticate], client_max_size=security.MAX_BODY_BYTES + 1024 * 1024)
+        add_webhook_routes(app, self._admission_context)
+        app.router.add_get("/debug/writes", self._debug_writes)
         app.router.add_get("/healthz", self._health)
         app.router.add_get("/livez", self._health)
         app.router.add_get("/readyz", self._health)
@@ -179,6 +202,9 @@ class EmbeddedAPIServer:
             return error_response(errors.internal(str(exc)))
 
     # -------------------------------------------------------------------------------------------------- handlers
+
+    def _admission_context(self) -> AdmissionContext:
+        return AdmissionContext(config=self.kubevirt_admission.config, lookup=self.kubevirt_admission.lookup)
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -232,8 +258,29 @@ class EmbeddedAPIServer:
         version = request.match_info["version"]
         extra = self.extra_groups.get((group, version))
         if extra is not None:
-            return await extra[0](request, request[USER])
-        return await self.rest.handle(request)
+            response = await extra[0](request, request[USER])
+        else:
+            response = await self.rest.handle(request)
+        if request.method != "GET" and response.status < 400:
+            self._count_write(request)
+        return response
+
+    def _count_write(self, request: web.Request) -> None:
+        """Successful writes per component and resource, for measuring what a flow costs (GET /debug/writes)."""
+        user = request[USER].username
+        component = COMPONENT_BY_USER.get(user, "other")
+        parts = [p for p in request.path.split("/") if p]
+        tail = parts[2:] if parts[0] == "api" else parts[3:]
+        if len(tail) >= 2 and tail[0] == "namespaces":
+            tail = tail[2:] if len(tail) > 2 else tail
+        resource = tail[0] if tail else ""
+        if len(tail) >= 3:
+            resource += "/" + tail[2]
+        self.write_counts[(component, f"{request.method} {resource}")] += 1
+
+    async def _debug_writes(self, request: web.Request) -> web.Response:
+        writes = [{"user": u, "resource": r, "count": n} for (u, r), n in sorted(self.write_counts.items())]
+        return json_response({"writes": writes})
 
     async def _openapi_v2(self, request: web.Request) -> web.Response:
         accept = request.headers.get("Accept", "")
@@ -291,6 +338,9 @@ class EmbeddedAPIServer:
             security.write_kubeconfig(
                 self.data_dir / f"{component}.kubeconfig", self.url, self.pki.ca_pem, token, user_name=component
             )
+        extensions = self.options.extensions
+        for extension in _default_extensions() if extensions is None else extensions:
+            await extension(self)
         log.info("serving on %s (data in %s, revision %d)", self.url, self.data_dir, self.store.revision)
 
     async def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
@@ -326,5 +376,8 @@ class EmbeddedAPIServer:
                 await task
         if self._runner is not None:
             await self._runner.cleanup()
+        for cleanup in reversed(self._cleanups):
+            with contextlib.suppress(Exception):
+                await cleanup()
         self.store.close()
         log.info("stopped")

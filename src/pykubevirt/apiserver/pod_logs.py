@@ -1,0 +1,141 @@
+"""`pods/log`: find the pod's node and stream its container log from the node's log endpoint, as kube-apiserver
+proxies to the kubelet. The node is reached at its InternalIP and `status.daemonEndpoints.kubeletEndpoint.Port`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+from aiohttp import web
+
+from pykubevirt.apiserver import errors
+from pykubevirt.apiserver.http_api import RestHandlers, Target
+from pykubevirt.apiserver.object_api import ObjectAPI, UserInfo
+
+log = logging.getLogger("pykubevirt.apiserver.pod_logs")
+
+# The PodLogOptions the node understands; anything else is not passed on.
+FORWARDED_OPTIONS = ("follow", "previous", "timestamps", "tailLines", "limitBytes", "sinceSeconds", "sinceTime")
+CONNECT_TIMEOUT_SECONDS = 5.0
+
+
+def _names(containers: list[dict[str, Any]]) -> str:
+    return "[" + " ".join(str(c.get("name")) for c in containers) + "]"
+
+
+def pick_container(pod: dict[str, Any], requested: str) -> str:
+    """The container to read: the requested one, or the only one; kube-apiserver's messages otherwise."""
+    name = pod["metadata"]["name"]
+    spec = pod.get("spec") or {}
+    containers = list(spec.get("containers") or [])
+    init_containers = list(spec.get("initContainers") or [])
+    if not requested:
+        if len(containers) == 1:
+            return str(containers[0].get("name"))
+        message = f"a container name must be specified for pod {name}, choose one of: {_names(containers)}"
+        if init_containers:
+            message += f" or one of the init containers: {_names(init_containers)}"
+        raise errors.bad_request(message)
+    known = {str(c.get("name")) for c in [*containers, *init_containers, *(spec.get("ephemeralContainers") or [])]}
+    if requested not in known:
+        raise errors.bad_request(f"container {requested} is not valid for pod {name}")
+    return requested
+
+
+def node_endpoint(node: dict[str, Any]) -> tuple[str, int] | None:
+    status = node.get("status") or {}
+    address = next((a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"), None)
+    port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+    if not address or not port:
+        return None
+    return str(address), int(port)
+
+
+def _validate_options(query: dict[str, str]) -> None:
+    for name, minimum in (("tailLines", 0), ("limitBytes", 1), ("sinceSeconds", 1)):
+        if name in query:
+            try:
+                ok = int(query[name]) >= minimum
+            except ValueError:
+                ok = False
+            if not ok:
+                raise errors.bad_request(f"{name}: Invalid value: {query[name]!r}: must be an integer >= {minimum}")
+    if "sinceSeconds" in query and "sinceTime" in query:
+        raise errors.bad_request("at most one of `sinceTime` or `sinceSeconds` may be specified")
+
+
+def _status_reason(code: int) -> str:
+    return {400: "BadRequest", 404: "NotFound", 403: "Forbidden"}.get(code, "InternalError")
+
+
+class PodLogs:
+    """The handler of `GET …/pods/{name}/log`."""
+
+    def __init__(self, api: ObjectAPI) -> None:
+        self.api = api
+
+    async def handle(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
+        if request.method != "GET":
+            raise errors.method_not_allowed(request.method)
+        if not target.name or target.namespace is None:
+            raise errors.resource_not_found()
+        pod = self.api.get(target.resource, target.namespace, target.name)
+        query = {k: v for k, v in request.query.items() if k in FORWARDED_OPTIONS or k == "container"}
+        _validate_options(query)
+        container = pick_container(pod, query.pop("container", ""))
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:
+            raise errors.bad_request(f"pod {target.name} does not have a host assigned")
+        nodes = self.api.registry.get("", "v1", "nodes")
+        assert nodes is not None
+        node = self.api.find(nodes, None, str(node_name))
+        if node is None:
+            raise errors.not_found("nodes", "", str(node_name))
+        endpoint = node_endpoint(node)
+        if endpoint is None:
+            raise errors.APIError(
+                503,
+                "ServiceUnavailable",
+                f'node "{node_name}" publishes no log endpoint (InternalIP and daemonEndpoints.kubeletEndpoint.Port)',
+            )
+        host, port = endpoint
+        path = "/containerLogs/" + "/".join(quote(p, safe="") for p in (target.namespace, target.name, container))
+        url = f"http://{host}:{port}{path}"
+        return await self._proxy(request, url, query, str(node_name), target.name)
+
+    async def _proxy(
+        self, request: web.Request, url: str, query: dict[str, str], node: str, pod: str
+    ) -> web.StreamResponse:
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            try:
+                upstream = await session.get(url, params=query)
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                raise errors.APIError(
+                    503,
+                    "ServiceUnavailable",
+                    f'unable to reach node "{node}" at {url.split("/containerLogs")[0]} for the logs of pod {pod}: '
+                    f"{exc}",
+                ) from exc
+            async with upstream:
+                if upstream.status != 200:
+                    text = (await upstream.text()).strip() or f"node {node} answered HTTP {upstream.status}"
+                    code = upstream.status if upstream.status in (400, 403, 404) else 500
+                    raise errors.APIError(code, _status_reason(code), text)
+                response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
+                response.enable_chunked_encoding()
+                await response.prepare(request)
+                try:
+                    async for chunk in upstream.content.iter_any():
+                        await response.write(chunk)
+                except (aiohttp.ClientError, ConnectionResetError) as exc:
+                    log.info("log stream of pod %s from node %s ended: %s", pod, node, exc)
+                return response
+
+
+def install(rest: RestHandlers, api: ObjectAPI) -> None:
+    """Serve pods/log through `rest`."""
+    rest.subresource_handlers[("pods", "log")] = PodLogs(api).handle
