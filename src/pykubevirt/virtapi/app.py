@@ -1,0 +1,288 @@
+"""The subresource API's request handling: route, read the VM/VMI, decide, write or proxy to virt-handler.
+
+The same object serves the embedded API server (in-process) and `pykubevirt virt-api` (aggregated APIService).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from pykubevirt.api import constants as c
+from pykubevirt.apiserver import errors
+from pykubevirt.apiserver.http_api import error_response, json_response
+from pykubevirt.client.api import JSON_PATCH, KubeClient
+from pykubevirt.client.errors import ApiError, NotFound
+from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.virtapi import discovery
+from pykubevirt.virtapi.handler_client import STREAM_PROTOCOL, HandlerClient
+from pykubevirt.virtapi.lifecycle import (
+    VM_RESOURCE,
+    VMI_RESOURCE,
+    Plan,
+    check_restart_options,
+    decide_restart,
+    decide_start,
+    decide_stop,
+    vm_conflict,
+)
+from pykubevirt.virtapi.options import is_dry_run, parse_pause, parse_restart, parse_stop
+from pykubevirt.virtapi.vmi_checks import (
+    check_console,
+    check_guest_agent,
+    check_handler_reachable,
+    check_pause,
+    check_soft_reboot,
+    check_unpause,
+    check_unpause_vm,
+    check_vnc,
+)
+
+log = logging.getLogger("pykubevirt.virtapi")
+
+Route = Callable[[web.Request, str, str], Awaitable[web.StreamResponse]]
+VMI_CHECKS = {"pause": check_pause, "unpause": check_unpause, "softreboot": check_soft_reboot}
+NOT_WEBSOCKET = (
+    "websocket: the client is not using the websocket protocol: 'upgrade' token not found in 'Connection' header"
+)
+
+
+def _message(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, ApiError) else str(exc)
+
+
+def is_test_failure(exc: BaseException) -> bool:
+    """A JSON patch `test` that did not match (kube-apiserver and ours answer 422 naming the tested path)."""
+    if not isinstance(exc, ApiError) or exc.code != 422:
+        return False
+    texts = [exc.message, *(str(cause.get("message") or "") for cause in exc.causes)]
+    return any("testing value" in t or "test operation does not apply" in t for t in texts)
+
+
+class SubresourceAPI:
+    """Handles every request under /apis/subresources.kubevirt.io/<version>/; `close()` releases its connections."""
+
+    def __init__(self, client: KubeClient, handlers: HandlerClient) -> None:
+        self.client = client
+        self.handlers = handlers
+        self._routes: dict[tuple[str, str], tuple[str, Route]] = {
+            ("virtualmachines", "start"): ("PUT", self._start),
+            ("virtualmachines", "stop"): ("PUT", self._stop),
+            ("virtualmachines", "restart"): ("PUT", self._restart),
+            ("virtualmachineinstances", "pause"): ("PUT", self._vmi_command),
+            ("virtualmachineinstances", "unpause"): ("PUT", self._vmi_command),
+            ("virtualmachineinstances", "softreboot"): ("PUT", self._vmi_command),
+            ("virtualmachineinstances", "guestosinfo"): ("GET", self._guest_os_info),
+            ("virtualmachineinstances", "console"): ("GET", self._stream),
+            ("virtualmachineinstances", "vnc"): ("GET", self._stream),
+        }
+
+    async def close(self) -> None:
+        await self.handlers.close()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Answer one request; errors become Status objects."""
+        try:
+            return await self._dispatch(request)
+        except errors.APIError as exc:
+            return error_response(exc)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        if len(parts) < 3 or parts[:2] != ["apis", discovery.GROUP] or parts[2] not in discovery.VERSIONS:
+            raise errors.resource_not_found()
+        version, rest = parts[2], parts[3:]
+        if not rest:
+            return json_response(discovery.resource_list(version))
+        if rest in (["version"], ["healthz"]):
+            if request.method not in ("GET", "HEAD"):
+                raise errors.method_not_allowed(request.method)
+            return json_response(discovery.version_info()) if rest == ["version"] else await self._healthz()
+        if len(rest) != 5 or rest[0] != "namespaces":
+            raise errors.resource_not_found()
+        namespace, resource, name, subresource = rest[1], rest[2], rest[3], rest[4]
+        route = self._routes.get((resource, subresource))
+        if route is None:
+            raise errors.resource_not_found()
+        method, handler = route
+        if request.method != method:
+            raise errors.method_not_allowed(request.method)
+        return await handler(request, namespace, name)
+
+    async def _healthz(self) -> web.Response:
+        try:
+            version = await self.client.request("GET", "/version")
+        except (ApiError, OSError) as exc:
+            body = {"apiserver": {"connectivity": "failed", "error": _message(exc)}, "config-resource-version": ""}
+            return json_response(body, status=500)
+        return json_response({"apiserver": {"connectivity": "ok", "version": version}, "config-resource-version": ""})
+
+    # ------------------------------------------------------------------------------------------------ reads
+
+    async def _vm(self, namespace: str, name: str) -> dict[str, Any]:
+        try:
+            return await self.client.get(VIRTUAL_MACHINES, name, namespace)
+        except NotFound:
+            raise errors.not_found(VM_RESOURCE, c.KUBEVIRT_GROUP, name) from None
+        except (ApiError, OSError) as exc:
+            raise errors.internal(f"unable to retrieve vm [{name}]: {_message(exc)}") from exc
+
+    async def _vmi_or_none(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
+        except NotFound:
+            return None
+        except (ApiError, OSError) as exc:
+            raise errors.internal(_message(exc)) from exc
+
+    async def _vmi(self, namespace: str, name: str) -> dict[str, Any]:
+        vmi = await self._vmi_or_none(namespace, name)
+        if vmi is None:
+            raise errors.not_found(VMI_RESOURCE, c.KUBEVIRT_GROUP, name)
+        return vmi
+
+    # ------------------------------------------------------------------------------------------------ VM lifecycle
+
+    async def _start(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        body = await request.read()
+        vm = await self._vm(namespace, name)
+        vmi = await self._vmi_or_none(namespace, name)
+        return await self._execute(namespace, name, vmi, decide_start(vm, vmi, body))
+
+    async def _stop(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        options = parse_stop(await request.read())
+        vm = await self._vm(namespace, name)
+        vmi = await self._vmi_or_none(namespace, name)
+        return await self._execute(namespace, name, vmi, decide_stop(vm, vmi, options))
+
+    async def _restart(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        options = parse_restart(await request.read())
+        check_restart_options(options)
+        vm = await self._vm(namespace, name)
+        vmi = await self._vmi_or_none(namespace, name)
+        return await self._execute(namespace, name, vmi, decide_restart(vm, vmi, options))
+
+    async def _patch_vmi(self, namespace: str, vmi: dict[str, Any], patch: list[dict[str, Any]], dry_run: bool) -> None:
+        name = str(vmi["metadata"]["name"])
+        await self.client.patch(
+            VIRTUAL_MACHINE_INSTANCES, name, patch, namespace, patch_type=JSON_PATCH, dry_run=dry_run
+        )
+
+    async def _execute(self, namespace: str, name: str, vmi: dict[str, Any] | None, plan: Plan) -> web.Response:
+        """Send a Plan's patches in order; 202 when they are accepted."""
+        if plan.vmi_patch is not None and vmi is not None:
+            try:
+                await self._patch_vmi(namespace, vmi, plan.vmi_patch, plan.dry_run)
+            except (ApiError, OSError) as exc:
+                raise errors.internal(_message(exc)) from exc
+        if plan.error is not None:
+            raise plan.error
+        try:
+            if plan.vm_patch is not None:
+                await self.client.patch(
+                    VIRTUAL_MACHINES, name, plan.vm_patch, namespace, patch_type=JSON_PATCH, dry_run=plan.dry_run
+                )
+            if plan.status_patch is not None:
+                await self.client.patch(
+                    VIRTUAL_MACHINES,
+                    name,
+                    plan.status_patch,
+                    namespace,
+                    patch_type=JSON_PATCH,
+                    subresource="status",
+                    dry_run=plan.dry_run,
+                )
+        except (ApiError, OSError) as exc:
+            if plan.rollback is not None and vmi is not None:
+                try:
+                    await self._patch_vmi(namespace, vmi, plan.rollback, plan.dry_run)
+                except (ApiError, OSError) as rollback_error:
+                    log.error("failed to roll back the VMI grace period of %s/%s: %s", namespace, name, rollback_error)
+            if is_test_failure(exc):
+                raise vm_conflict(name, _message(exc)) from exc
+            raise errors.internal(_message(exc)) from exc
+        return web.Response(status=202)
+
+    # ------------------------------------------------------------------------------------------------ VMI, via handler
+
+    async def _vmi_command(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        action = request.path.rstrip("/").rsplit("/", 1)[1]
+        body = await request.read()
+        dry_run = False
+        if action == "unpause":
+            try:
+                vm: dict[str, Any] | None = await self._vm(namespace, name)
+            except errors.APIError as exc:
+                if exc.code != 404:
+                    raise
+                vm = None
+            if (problem := check_unpause_vm(vm)) is not None:
+                raise problem
+        if action in ("pause", "unpause"):
+            dry_run = is_dry_run(parse_pause(body, "PauseOptions" if action == "pause" else "UnpauseOptions").dry_run)
+        vmi = await self._vmi(namespace, name)
+        problem = VMI_CHECKS[action](vmi) or check_handler_reachable(vmi)
+        if problem is not None:
+            raise problem
+        if not dry_run:
+            await self.handlers.put(vmi, action, body)
+        return web.Response(status=200)
+
+    async def _guest_os_info(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        vmi = await self._vmi(namespace, name)
+        problem = check_guest_agent(vmi) or check_handler_reachable(vmi)
+        if problem is not None:
+            raise problem
+        return json_response(await self.handlers.get_json(vmi, "guestosinfo"))
+
+    async def _stream(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+        """console and vnc: check the VMI, open the handler's websocket, then accept the client's and pump bytes."""
+        action = request.path.rstrip("/").rsplit("/", 1)[1]
+        vmi = await self._vmi(namespace, name)
+        problem = (check_console if action == "console" else check_vnc)(vmi) or check_handler_reachable(vmi)
+        if problem is not None:
+            raise problem
+        query = {k: v for k, v in request.query.items() if k == "preserveSession"}
+        upstream = await self.handlers.dial(vmi, action, query)
+        client = web.WebSocketResponse(protocols=(STREAM_PROTOCOL,), max_msg_size=0)
+        if not client.can_prepare(request).ok:
+            await upstream.close()
+            raise errors.bad_request(NOT_WEBSOCKET)
+        try:
+            await client.prepare(request)
+            log.info("%s of %s/%s connected", action, namespace, name)
+            await _pump(client, upstream)
+        finally:
+            # Runs on cancellation too (the embedded server cancels handlers of clients that went away).
+            with contextlib.suppress(Exception):
+                await upstream.close()
+            with contextlib.suppress(Exception):
+                await client.close()
+        return client
+
+
+async def _pump(client: web.WebSocketResponse, upstream: Any) -> None:
+    """Copy binary messages both ways until either side closes; text frames are forwarded as their bytes."""
+
+    async def copy(source: Any, send: Callable[[bytes], Awaitable[None]]) -> None:
+        async for message in source:
+            if message.type == WSMsgType.BINARY:
+                await send(message.data)
+            elif message.type == WSMsgType.TEXT:
+                await send(message.data.encode())
+
+    pumps = [
+        asyncio.create_task(copy(client, upstream.send_bytes)),
+        asyncio.create_task(copy(upstream, client.send_bytes)),
+    ]
+    try:
+        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pump in pumps:
+            pump.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)

@@ -1,0 +1,123 @@
+"""Request bodies of the subresource calls (Start, Stop, Restart and Pause options), decoded as Go does."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from pykubevirt.apiserver import errors
+
+UNMARSHAL_ERROR = "Can not unmarshal Request body to struct, error: %s"
+DRY_RUN_ALL = "All"
+
+
+@dataclass(frozen=True, slots=True)
+class StartOptions:
+    paused: bool = False
+    dry_run: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StopOptions:
+    grace_period: int | None = None
+    dry_run: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RestartOptions:
+    grace_period_seconds: int | None = None
+    dry_run: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PauseOptions:
+    dry_run: tuple[str, ...] = ()
+
+
+def _bad(message: str) -> errors.APIError:
+    return errors.bad_request(UNMARSHAL_ERROR % message)
+
+
+def decode_body(body: bytes, type_name: str) -> dict[str, Any]:
+    """The body as an object; empty and `null` bodies are empty options (Go leaves the struct at its zero value)."""
+    if not body.strip():
+        return {}
+    try:
+        value = json.loads(body)
+    except ValueError:
+        # virt-api decodes YAML or JSON.
+        try:
+            value = yaml.safe_load(body.decode("utf-8", "replace"))
+        except yaml.YAMLError as exc:
+            raise _bad(f"error converting YAML to JSON: {exc}") from exc
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _bad(f"json: cannot unmarshal {_json_type(value)} into Go value of type v1.{type_name}")
+    return value
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _field(body: dict[str, Any], key: str, kind: type, type_name: str, go_type: str) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    # bool is an int in Python; Go keeps them apart.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise _bad(
+            f"json: cannot unmarshal {_json_type(value)} into Go struct field {type_name}.{key} of type {go_type}"
+        )
+    return value
+
+
+def _dry_run(body: dict[str, Any], type_name: str) -> tuple[str, ...]:
+    values = _field(body, "dryRun", list, type_name, "[]string") or []
+    if not all(isinstance(v, str) for v in values):
+        raise _bad(f"json: cannot unmarshal number into Go struct field {type_name}.dryRun of type string")
+    for value in values:
+        if value != DRY_RUN_ALL:
+            raise errors.bad_request(f'dryRun: Unsupported value: "{value}": supported values: "{DRY_RUN_ALL}"')
+    return tuple(values)
+
+
+def parse_start(body: bytes) -> StartOptions:
+    data = decode_body(body, "StartOptions")
+    return StartOptions(
+        paused=bool(_field(data, "paused", bool, "StartOptions", "bool")), dry_run=_dry_run(data, "StartOptions")
+    )
+
+
+def parse_stop(body: bytes) -> StopOptions:
+    data = decode_body(body, "StopOptions")
+    return StopOptions(
+        grace_period=_field(data, "gracePeriod", int, "StopOptions", "int64"), dry_run=_dry_run(data, "StopOptions")
+    )
+
+
+def parse_restart(body: bytes) -> RestartOptions:
+    data = decode_body(body, "RestartOptions")
+    return RestartOptions(
+        grace_period_seconds=_field(data, "gracePeriodSeconds", int, "RestartOptions", "int64"),
+        dry_run=_dry_run(data, "RestartOptions"),
+    )
+
+
+def parse_pause(body: bytes, type_name: str = "PauseOptions") -> PauseOptions:
+    return PauseOptions(dry_run=_dry_run(decode_body(body, type_name), type_name))
+
+
+def is_dry_run(dry_run: tuple[str, ...]) -> bool:
+    """What `dryRun: ["All"]` asks for: validate and answer, persist nothing."""
+    return bool(dry_run) and dry_run[0] == DRY_RUN_ALL

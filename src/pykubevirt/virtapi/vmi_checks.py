@@ -1,0 +1,116 @@
+"""Checks of the VMI subresources before virt-api proxies them to virt-handler (reference §6.1, upstream rest/).
+
+Each takes the VMI (and VM where upstream reads it) and returns the Status error to answer, or None.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pykubevirt.api import constants as c
+from pykubevirt.apiserver import errors
+from pykubevirt.controller.run_strategy import condition, condition_true, vmi_phase
+from pykubevirt.virtapi.lifecycle import VM_NOT_RUNNING, VMI_RESOURCE, vm_conflict, vmi_conflict
+
+PAUSED = "Paused"
+AGENT_CONNECTED = "AgentConnected"
+VMI_NOT_RUNNING = "VMI is not running"
+VMI_NOT_PAUSED = "VMI is not paused"
+GUEST_AGENT_MISSING = "VMI does not have guest agent connected"
+SNAPSHOT_IN_PROGRESS = "VM snapshot is in progress"
+
+
+def _name(vmi: dict[str, Any]) -> str:
+    return str((vmi.get("metadata") or {}).get("name") or "")
+
+
+def _devices(vmi: dict[str, Any]) -> dict[str, Any]:
+    return ((vmi.get("spec") or {}).get("domain") or {}).get("devices") or {}
+
+
+def _forbidden(name: str, why: str) -> errors.APIError:
+    resource = f"{VMI_RESOURCE}.{c.KUBEVIRT_GROUP}"
+    return errors.forbidden(
+        f'{resource} "{name}" is forbidden: {why}', plural=VMI_RESOURCE, group=c.KUBEVIRT_GROUP, name=name
+    )
+
+
+def check_pause(vmi: dict[str, Any]) -> errors.APIError | None:
+    name = _name(vmi)
+    if vmi_phase(vmi) != c.PHASE_RUNNING:
+        return vmi_conflict(name, VM_NOT_RUNNING)
+    probe = (vmi.get("spec") or {}).get("livenessProbe")
+    if probe is not None and probe.get("guestAgentPing") is None:
+        return _forbidden(name, "Pausing VMIs with a non-GuestAgentPing LivenessProbe is not supported")
+    # Upstream looks for the condition, whatever its status.
+    if condition(vmi, PAUSED) is not None:
+        return vmi_conflict(name, "VMI is already paused")
+    return None
+
+
+def check_unpause_vm(vm: dict[str, Any] | None) -> errors.APIError | None:
+    """Unpausing waits for a VM snapshot to finish (a VMI without a VM may always be unpaused)."""
+    if vm is not None and (vm.get("status") or {}).get("snapshotInProgress") is not None:
+        return vm_conflict(str((vm.get("metadata") or {}).get("name") or ""), SNAPSHOT_IN_PROGRESS)
+    return None
+
+
+def check_unpause(vmi: dict[str, Any]) -> errors.APIError | None:
+    name = _name(vmi)
+    if vmi_phase(vmi) != c.PHASE_RUNNING:
+        return vmi_conflict(name, VMI_NOT_RUNNING)
+    if condition(vmi, PAUSED) is None:
+        return vmi_conflict(name, VMI_NOT_PAUSED)
+    return None
+
+
+def check_soft_reboot(vmi: dict[str, Any]) -> errors.APIError | None:
+    name = _name(vmi)
+    if vmi_phase(vmi) != c.PHASE_RUNNING:
+        return vmi_conflict(name, VM_NOT_RUNNING)
+    if condition_true(vmi, PAUSED):
+        return vmi_conflict(name, "VMI is paused")
+    if condition(vmi, AGENT_CONNECTED) is None:
+        acpi = (((vmi.get("spec") or {}).get("domain") or {}).get("features") or {}).get("acpi") or {}
+        if acpi.get("enabled") is False:
+            return vmi_conflict(name, "VMI neither have the agent connected nor the ACPI feature enabled")
+    return None
+
+
+def check_guest_agent(vmi: dict[str, Any]) -> errors.APIError | None:
+    """guestosinfo (and userlist, filesystemlist) need a running VMI with its guest agent connected."""
+    name = _name(vmi)
+    if vmi_phase(vmi) != c.PHASE_RUNNING:
+        return vmi_conflict(name, VMI_NOT_RUNNING)
+    if condition(vmi, AGENT_CONNECTED) is None:
+        return vmi_conflict(name, GUEST_AGENT_MISSING)
+    return None
+
+
+def check_console(vmi: dict[str, Any]) -> errors.APIError | None:
+    if _devices(vmi).get("autoattachSerialConsole") is False:
+        return errors.bad_request("No serial consoles are present.")
+    if vmi_phase(vmi) == c.PHASE_FAILED:
+        return vmi_conflict(_name(vmi), "VMI is in failed status")
+    if vmi_phase(vmi) != c.PHASE_RUNNING:
+        return errors.bad_request(VMI_NOT_RUNNING)
+    return None
+
+
+def check_vnc(vmi: dict[str, Any]) -> errors.APIError | None:
+    if _devices(vmi).get("autoattachGraphicsDevice") is False:
+        return errors.bad_request("No graphics devices are present.")
+    if vmi_phase(vmi) != c.PHASE_RUNNING:
+        return errors.bad_request(VMI_NOT_RUNNING)
+    return None
+
+
+def check_handler_reachable(vmi: dict[str, Any]) -> errors.APIError | None:
+    """virt-handler serves a VMI only while it runs there (upstream getVirtHandlerConnForVMI)."""
+    phase = vmi_phase(vmi)
+    if phase not in (c.PHASE_RUNNING, c.PHASE_SCHEDULED):
+        return errors.bad_request(
+            f"Unable to connect to VirtualMachineInstance because phase is {phase} instead of "
+            f"{c.PHASE_RUNNING} or {c.PHASE_SCHEDULED}"
+        )
+    return None

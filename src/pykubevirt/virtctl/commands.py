@@ -1,0 +1,160 @@
+"""The virtctl commands: what each sends and prints, with upstream's texts (pkg/virtctl/{vm,pause,unpause,…})."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pykubevirt import __version__
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.errors import ApiError, NotFound
+from pykubevirt.client.resources import VIRTUAL_MACHINES
+from pykubevirt.controller.run_strategy import RunStrategyError, run_strategy
+from pykubevirt.virtapi.discovery import version_info
+from pykubevirt.virtctl.client import VirtctlError, put_subresource, server_version
+
+DRY_RUN_ALL = ["All"]
+FORCE_AND_GRACE = "Must both use --force=true and set --grace-period."
+VM_TYPES = ("vm", "vms", "virtualmachine", "virtualmachines")
+VMI_TYPES = ("vmi", "vmis", "virtualmachineinstance", "virtualmachineinstances")
+# Go's %#v of version.Info: field names and order.
+VERSION_FIELDS = (
+    ("GitVersion", "gitVersion"),
+    ("GitCommit", "gitCommit"),
+    ("GitTreeState", "gitTreeState"),
+    ("BuildDate", "buildDate"),
+    ("GoVersion", "goVersion"),
+    ("Compiler", "compiler"),
+    ("Platform", "platform"),
+)
+
+
+def _dry_run(enabled: bool, body: dict[str, Any]) -> dict[str, Any]:
+    if enabled:
+        print("Dry Run execution")
+        body["dryRun"] = DRY_RUN_ALL
+    return body
+
+
+def format_version(info: dict[str, Any]) -> str:
+    """`version.Info{GitVersion:"v1.2.0", …}`, as Go prints a struct with %#v."""
+    fields = ", ".join(f'{go}:"{info.get(key, "")}"' for go, key in VERSION_FIELDS)
+    return f"version.Info{{{fields}}}"
+
+
+def _msg(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, ApiError) else str(exc)
+
+
+def _need(client: KubeClient | None) -> KubeClient:
+    assert client is not None
+    return client
+
+
+async def run(client: KubeClient | None, namespace: str, args: argparse.Namespace) -> None:
+    """Execute the parsed command; failures raise VirtctlError or ApiError."""
+    command = args.command
+    if command == "version":
+        await _version(client, args.client)
+        return
+    api = _need(client)
+    if command == "start":
+        await _start(api, namespace, args)
+    elif command in ("stop", "restart"):
+        await _stop_or_restart(api, namespace, args)
+    elif command in ("pause", "unpause"):
+        await _pause_or_unpause(api, namespace, command, args)
+    elif command == "soft-reboot":
+        try:
+            await put_subresource(api, namespace, "virtualmachineinstances", args.name, "softreboot", None)
+        except (ApiError, OSError) as exc:
+            raise VirtctlError(f"Error soft rebooting VirtualMachineInstance {args.name}: {_msg(exc)}") from exc
+        print(f"VMI {args.name} was scheduled to soft-reboot")
+    elif command == "console":
+        from pykubevirt.virtctl.console import run_console
+
+        await run_console(api, namespace, args.name, args.timeout)
+    elif command == "vnc":
+        from pykubevirt.virtctl.vnc import run_vnc
+
+        await run_vnc(
+            api,
+            namespace,
+            args.name,
+            address=args.address,
+            port=args.port,
+            proxy_only=args.proxy_only,
+            preserve_session=args.preserve_session,
+        )
+
+
+async def _start(client: KubeClient, namespace: str, args: argparse.Namespace) -> None:
+    body = _dry_run(args.dry_run, {"paused": True} if args.paused else {})
+    try:
+        await put_subresource(client, namespace, "virtualmachines", args.name, "start", body)
+    except (ApiError, OSError) as exc:
+        raise VirtctlError(f"Error starting VirtualMachine {_msg(exc)}") from exc
+    print(f"VM {args.name} was scheduled to start")
+
+
+async def _stop_or_restart(client: KubeClient, namespace: str, args: argparse.Namespace) -> None:
+    command = args.command
+    body = _dry_run(args.dry_run, {})
+    if (args.grace_period is not None) != args.force:
+        raise VirtctlError(FORCE_AND_GRACE)
+    verb = "stopping" if command == "stop" else "restarting"
+    error = f"error {verb} VirtualMachine %s" if command == "stop" else f"error {verb} VirtualMachine: %s"
+    if args.force:
+        body["gracePeriod" if command == "stop" else "gracePeriodSeconds"] = args.grace_period
+        error = f"error force {verb} VirtualMachine: %s"
+    try:
+        await put_subresource(client, namespace, "virtualmachines", args.name, command, body)
+    except (ApiError, OSError) as exc:
+        raise VirtctlError(error % _msg(exc)) from exc
+    print(f"VM {args.name} was scheduled to {command}")
+
+
+async def _pause_or_unpause(client: KubeClient, namespace: str, command: str, args: argparse.Namespace) -> None:
+    kind, name = args.type.lower(), args.name
+    if kind not in VM_TYPES + VMI_TYPES:
+        raise VirtctlError(f'unsupported resource type "{args.type}": use vm or vmi')
+    body = _dry_run(args.dry_run, {})
+    verb = "pausing" if command == "pause" else "unpausing"
+    vm = None
+    if kind in VM_TYPES:
+        # The VMI of a VM has the VM's name; reading the VM first tells a stopped VM from a missing one.
+        try:
+            vm = await client.get(VIRTUAL_MACHINES, name, namespace)
+        except (ApiError, OSError) as exc:
+            raise VirtctlError(f"Error getting VirtualMachine {name}: {_msg(exc)}") from exc
+    try:
+        await put_subresource(client, namespace, "virtualmachineinstances", name, command, body)
+    except NotFound as exc:
+        if vm is not None and command == "pause":
+            raise VirtctlError(_pause_not_found(vm, name)) from exc
+        raise VirtctlError(f"Error {verb} VirtualMachineInstance {name}: {_msg(exc)}") from exc
+    except (ApiError, OSError) as exc:
+        raise VirtctlError(f"Error {verb} VirtualMachineInstance {name}: {_msg(exc)}") from exc
+    print(f"VMI {name} was scheduled to {command}")
+
+
+def _pause_not_found(vm: dict[str, Any], name: str) -> str:
+    try:
+        strategy = run_strategy(vm)
+    except RunStrategyError as exc:
+        return f"Error pausing VirtualMachineInstance {name}: {exc}"
+    if strategy == "Halted":
+        return f"Error pausing VirtualMachineInstance {name}. VirtualMachine {name} is not set to run"
+    return f"Error pausing VirtualMachineInstance {name}, it was not found"
+
+
+async def _version(client: KubeClient | None, client_only: bool) -> None:
+    info = dict(version_info(), gitVersion=f"v{__version__}")
+    print(f"Client Version: {format_version(info)}")
+    if client_only:
+        return
+    try:
+        server = await server_version(_need(client))
+    except (ApiError, OSError) as exc:
+        raise VirtctlError(f"failed to get server version: {_msg(exc)}") from exc
+    print(f"Server Version: {format_version(server)}")

@@ -1,0 +1,142 @@
+"""`virtctl`: KubeVirt's command line for VM operations (start, stop, restart, pause, console, vnc…).
+
+Flags, output lines and error texts follow upstream virtctl; errors are one line on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.config import ConfigError, load_config
+from pykubevirt.client.errors import ApiError
+from pykubevirt.virtctl import commands
+from pykubevirt.virtctl.client import VirtctlError
+
+# pflag booleans take `--flag`, `--flag=true` or `--flag=false`, never a separate value.
+BOOL_FLAGS = ("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as cobra reports them with SilenceUsage: one line, status 1."""
+
+    def error(self, message: str) -> NoReturn:
+        if match := re.match(r"argument COMMAND: invalid choice: '([^']*)'", message):
+            message = f'unknown command "{match.group(1)}" for "virtctl"'
+        elif message.startswith("unrecognized arguments: "):
+            message = f"unknown flag: {message.split(': ', 1)[1].split()[0]}"
+        self.exit(1, f"{message}\n")
+
+
+def _globals(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    # Accepted before and after the command, as kubectl's persistent flags are.
+    default: Any = argparse.SUPPRESS if suppress else None
+    parser.add_argument("--kubeconfig", default=default, help="path to the kubeconfig file")
+    parser.add_argument("--context", default=default, help="the kubeconfig context to use")
+    parser.add_argument("-n", "--namespace", default=default, help="namespace (default: the context's, else default)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="virtctl", description="virtctl controls virtual machine related operations on your cluster.")
+    _globals(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def command(name: str, help_text: str, *names: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help_text)
+        _globals(cmd, suppress=True)
+        for arg in names:
+            cmd.add_argument(arg)
+        return cmd
+
+    start = command("start", "Start a virtual machine.", "name")
+    start.add_argument("--paused", action="store_true", help="start the virtual machine paused")
+    for name, text in (("stop", "Stop a virtual machine."), ("restart", "Restart a virtual machine.")):
+        cmd = command(name, text, "name")
+        cmd.add_argument("--force", action="store_true", help="only with --grace-period=0: stop immediately")
+        cmd.add_argument("--grace-period", type=int, default=None, help="seconds the VMI gets to shut down")
+    for name, text in (("pause", "Pause a virtual machine"), ("unpause", "Unpause a virtual machine")):
+        command(name, text, "type", "name")
+    for name in ("start", "stop", "restart", "pause", "unpause"):
+        sub.choices[name].add_argument("--dry-run", action="store_true", help="validate only, change nothing")
+    command("soft-reboot", "Soft reboot a virtual machine instance", "name")
+    console = command("console", "Connect to a console of a virtual machine instance.", "name")
+    console.add_argument("--timeout", type=int, default=5, help="minutes to wait for the VMI to be ready")
+    vnc = command("vnc", "Open a vnc connection to a virtual machine instance.", "name")
+    vnc.add_argument("--address", default="127.0.0.1", help="address the local proxy listens on")
+    vnc.add_argument("--port", type=int, default=0, help="port of the local proxy (default: a free one)")
+    vnc.add_argument("--proxy-only", action="store_true", help="only run the proxy and print its port")
+    vnc.add_argument("--preserve-session", action="store_true", help="keep an existing VNC session")
+    version = command("version", "Print the client and server version information.")
+    version.add_argument("-c", "--client", action="store_true", help="client version only")
+    return parser
+
+
+def normalise_bools(argv: Sequence[str]) -> list[str]:
+    """`--flag=true` → `--flag`, `--flag=false` → nothing, for pflag-style booleans."""
+    result: list[str] = []
+    for arg in argv:
+        flag, sep, value = arg.partition("=")
+        if sep and flag in BOOL_FLAGS:
+            if value.lower() in ("true", "1", "t"):
+                result.append(flag)
+            elif value.lower() not in ("false", "0", "f"):
+                raise VirtctlError(
+                    f'invalid argument "{value}" for "{flag}" flag: strconv.ParseBool: parsing "{value}"'
+                )
+            continue
+        result.append(arg)
+    return result
+
+
+async def _run(args: argparse.Namespace) -> None:
+    try:
+        config = load_config(args.kubeconfig, context=args.context)
+    except ConfigError as exc:
+        if args.command == "version" and args.client:
+            config = None
+        else:
+            raise VirtctlError(str(exc)) from exc
+    namespace = args.namespace or (config.namespace if config is not None else "default")
+    client = KubeClient(config, qps=0, user_agent="virtctl") if config is not None else None
+    try:
+        await commands.run(client, namespace, args)
+    finally:
+        if client is not None:
+            await client.close()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            args = build_parser().parse_args(normalise_bools(sys.argv[1:] if argv is None else argv))
+        except SystemExit as exc:
+            # Usage errors (status 1, already printed) and --help (status 0).
+            return int(exc.code or 0)
+        asyncio.run(_run(args))
+    except VirtctlError as exc:
+        print(_one_line(str(exc)), file=sys.stderr)
+        return 1
+    except ApiError as exc:
+        print(_one_line(exc.message), file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:
+        print(_one_line(str(exc) or type(exc).__name__), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print()
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""deploy/virt-api agrees with the code: webhook paths served, KubeVirt's webhook names, APIServices, identity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pykubevirt.admission.context import KUBEVIRT_SERVICE_ACCOUNT_PREFIX
+from pykubevirt.apiserver.admission_webhooks import MUTATING_PATHS, VALIDATING_PATHS
+from pykubevirt.cli.virtapi_command import SERVICE_NAMES
+from pykubevirt.virtapi import discovery
+from pykubevirt.virtapi.cluster import MUTATING_WEBHOOK_NAME, VALIDATING_WEBHOOK_NAME
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "virt-api"
+
+
+def documents() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in sorted(DEPLOY.glob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def of_kind(kind: str) -> list[dict[str, Any]]:
+    return [d for d in documents() if d["kind"] == kind]
+
+
+def test_webhooks_point_at_served_paths_with_kubevirt_names() -> None:
+    (mutating,) = of_kind("MutatingWebhookConfiguration")
+    (validating,) = of_kind("ValidatingWebhookConfiguration")
+    assert mutating["metadata"]["name"] == MUTATING_WEBHOOK_NAME
+    assert validating["metadata"]["name"] == VALIDATING_WEBHOOK_NAME
+    assert {h["clientConfig"]["service"]["path"] for h in mutating["webhooks"]} == set(MUTATING_PATHS)
+    assert {h["clientConfig"]["service"]["path"] for h in validating["webhooks"]} == set(VALIDATING_PATHS)
+    names = {h["name"] for h in mutating["webhooks"] + validating["webhooks"]}
+    assert {
+        "virtualmachines-mutator.kubevirt.io",
+        "virtualmachineinstances-mutator.kubevirt.io",
+        "migrations-mutator.kubevirt.io",
+        "virtualmachine-validator.kubevirt.io",
+        "virtualmachineinstances-create-validator.kubevirt.io",
+        "virtualmachineinstances-update-validator.kubevirt.io",
+        "migration-create-validator.kubevirt.io",
+    } <= names
+    for hook in mutating["webhooks"] + validating["webhooks"]:
+        service = hook["clientConfig"]["service"]
+        assert (service["namespace"], service["name"]) == ("kubevirt", "virt-api")
+        assert hook["sideEffects"] == "None" and hook["admissionReviewVersions"] == ["v1"]
+
+
+def test_apiservices_and_service() -> None:
+    services = of_kind("APIService")
+    assert sorted(s["metadata"]["name"] for s in services) == sorted(
+        f"{v}.{discovery.GROUP}" for v in discovery.VERSIONS
+    )
+    for service in services:
+        assert service["spec"]["service"] == {"namespace": "kubevirt", "name": "virt-api", "port": 443}
+    (svc,) = of_kind("Service")
+    assert svc["spec"]["ports"][0]["targetPort"] == 8443
+    assert f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc" in SERVICE_NAMES
+
+
+def test_virt_api_runs_as_a_kubevirt_service_account() -> None:
+    (deployment,) = of_kind("Deployment")
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    (sa,) = of_kind("ServiceAccount")
+    assert sa["metadata"]["name"] == account
+    assert f"system:serviceaccount:{sa['metadata']['namespace']}:{account}".startswith(KUBEVIRT_SERVICE_ACCOUNT_PREFIX)
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["pykubevirt", "virt-api"]
+    assert container["readinessProbe"]["httpGet"]["path"] == f"/apis/{discovery.GROUP}/v1/healthz"
