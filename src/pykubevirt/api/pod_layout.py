@@ -1,0 +1,94 @@
+"""Where things live in a virt-launcher pod, and how a process-based runtime maps pod paths to host paths.
+
+KubeVirt's launcher and handler meet through pod volumes: the handler reaches a pod's `sockets` emptyDir through
+the kubelet's pod directory. The embedded node agent keeps the same contract: every volume of a pod is a host
+directory `<pods-dir>/<pod-uid>/volumes/<volume>`, and a container learns where its mounts are from the
+`PYKUBEVIRT_MOUNTS` environment variable (container path → host path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Mapping
+
+MOUNTS_ENV = "PYKUBEVIRT_MOUNTS"
+
+# KubeVirt's in-pod directories (reference §0).
+KUBEVIRT_SHARE_DIR = "/var/run/kubevirt"
+PRIVATE_DIR = "/var/run/kubevirt-private"
+EPHEMERAL_DISK_DIR = "/var/run/kubevirt-ephemeral-disks"
+CONTAINER_DISK_DIR = "/var/run/kubevirt/container-disks"
+SOCKETS_DIR = "/var/run/kubevirt/sockets"
+LIBVIRT_RUNTIME_DIR = "/var/run/libvirt"
+LAUNCHER_SOCKET_NAME = "launcher-sock"
+SOCKETS_VOLUME = "sockets"
+PRIVATE_VOLUME = "private"
+
+
+def volume_dir(pods_dir: str, pod_uid: str, volume: str) -> str:
+    """The host directory of one pod volume under a node's pods directory."""
+    return os.path.join(pods_dir, pod_uid, "volumes", volume)
+
+
+def launcher_socket(pods_dir: str, pod_uid: str) -> str:
+    """Where virt-handler finds the launcher's command socket of a pod."""
+    return os.path.join(volume_dir(pods_dir, pod_uid, SOCKETS_VOLUME), LAUNCHER_SOCKET_NAME)
+
+
+def serial_socket(pods_dir: str, pod_uid: str, vmi_uid: str) -> str:
+    return os.path.join(volume_dir(pods_dir, pod_uid, PRIVATE_VOLUME), vmi_uid, "virt-serial0")
+
+
+def vnc_socket(pods_dir: str, pod_uid: str, vmi_uid: str) -> str:
+    return os.path.join(volume_dir(pods_dir, pod_uid, PRIVATE_VOLUME), vmi_uid, "virt-vnc")
+
+
+# Unix socket paths must stay under 108 bytes, which pod volume paths under a node's data dir exceed. A launcher
+# therefore keeps its sockets and libvirt root in a short per-pod directory and links them from its volumes;
+# clients connect through `connectable()`.
+# libvirt puts sockets up to 77 bytes deep under its embed root (the guest agent channel of a domain whose short
+# name is 20 characters), so the root must stay within 30 bytes.
+SHORT_RUNTIME_ROOT = "/run/pkv"
+UNIX_PATH_MAX = 107
+EMBED_ROOT_NAME = "lv"
+
+
+def short_runtime_dir(pod_uid: str) -> str:
+    return os.path.join(SHORT_RUNTIME_ROOT, pod_uid.replace("-", "")[:12])
+
+
+def embed_root(pod_uid: str) -> str:
+    """The launcher's embedded libvirt root (its QEMU pid files are under run/qemu/)."""
+    return os.path.join(short_runtime_dir(pod_uid), EMBED_ROOT_NAME)
+
+
+def connectable(path: str) -> str:
+    """A unix socket path short enough to connect to (the link resolved when the given one is too long)."""
+    if len(path.encode()) <= UNIX_PATH_MAX:
+        return path
+    return os.path.realpath(path)
+
+
+def mounts_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The container path → host path map the runtime gave this process (empty in a real container)."""
+    raw = (environ if environ is not None else os.environ).get(MOUNTS_ENV, "")
+    if not raw:
+        return {}
+    mounts = json.loads(raw)
+    return {str(k): str(v) for k, v in mounts.items()}
+
+
+def host_path(path: str, mounts: Mapping[str, str]) -> str:
+    """The host path of a container path: the longest mount that contains it, else the path itself."""
+    normalized = posixpath.normpath(path)
+    best = ""
+    for mount in mounts:
+        prefix = posixpath.normpath(mount)
+        if (normalized == prefix or normalized.startswith(prefix.rstrip("/") + "/")) and len(prefix) > len(best):
+            best = prefix
+    if not best:
+        return path
+    rest = posixpath.relpath(normalized, best)
+    return mounts[best] if rest == "." else os.path.join(mounts[best], rest)

@@ -1,0 +1,91 @@
+"""`pykubevirt node`: run the embedded node agent (pods as local processes) until SIGTERM or SIGINT.
+
+Stopping it leaves the pods' processes running; the next agent with the same --name and --data-dir re-adopts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+logger = logging.getLogger("pykubevirt.node")
+
+DEFAULT_IMAGES_DIR = "/var/lib/pykubevirt/images"
+
+
+async def serve(args: argparse.Namespace) -> int:
+    from pykubevirt.client.api import KubeClient
+    from pykubevirt.client.config import ConfigError, load_config
+    from pykubevirt.node.agent import DataDirError, NodeAgent
+    from pykubevirt.node.image_store import ImageStore
+
+    try:
+        config = load_config(args.kubeconfig)
+    except ConfigError as exc:
+        print(f"error: {exc}", flush=True)
+        return 1
+    client = KubeClient(config, qps=args.qps, burst=args.burst, user_agent=f"pykubevirt-node/{args.name}")
+    agent = NodeAgent(
+        client,
+        args.name,
+        Path(args.data_dir),
+        ImageStore(Path(args.images_dir)),
+        args.log_port,
+        workers=args.workers,
+        heartbeat_interval=args.heartbeat_interval,
+    )
+    loop = asyncio.get_running_loop()
+    task = asyncio.create_task(agent.run())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    started = asyncio.create_task(agent.started.wait())
+    await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
+    if agent.started.is_set():
+        # Tests and supervisors wait for this line.
+        print(f"node {args.name} ready; container logs on http://127.0.0.1:{agent.log_port}", flush=True)
+    started.cancel()
+    code = 0
+    try:
+        await task
+    except asyncio.CancelledError:
+        logger.info("stopping; pods keep running")
+    except DataDirError as exc:
+        print(f"error: {exc}", flush=True)
+        code = 1
+    except Exception:
+        logger.exception("node agent failed")
+        code = 1
+    finally:
+        await client.close()
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    from pykubevirt import log
+
+    log.configure("node-agent")
+    return asyncio.run(serve(args))
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("node", help="run the embedded node agent: the pods bound to --name as local processes")
+    parser.add_argument("--name", required=True, help="the Node's name")
+    parser.add_argument("--data-dir", required=True, help="directory for the pods' volumes, logs and state")
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG or in-cluster)")
+    parser.add_argument(
+        "--images-dir", default=DEFAULT_IMAGES_DIR, help=f"containerDisk image store (default: {DEFAULT_IMAGES_DIR})"
+    )
+    parser.add_argument(
+        "--log-port",
+        type=int,
+        default=0,
+        help="loopback port of the unauthenticated container-log endpoint (0: any free port)",
+    )
+    parser.add_argument("--workers", type=int, default=8, help="pods synced in parallel")
+    parser.add_argument("--heartbeat-interval", type=float, default=10.0, help="seconds between Node heartbeats")
+    parser.add_argument("--qps", type=float, default=100.0, help="client-side request rate limit")
+    parser.add_argument("--burst", type=int, default=200, help="client-side request burst")
+    parser.set_defaults(func=run)

@@ -1,0 +1,171 @@
+"""The process "container runtime": a container is its command run detached under the exit recorder.
+
+Each process is a session leader (`start_new_session`), so it outlives the agent and a SIGKILL of its process group
+ends everything it started. Its stdout and stderr go to the pod's log file; its environment is the pod's env plus
+PYKUBEVIRT_MOUNTS; its `command[0]` is looked up in PATH and then next to this Python (the venv's bin, home of
+the `pykubevirt` console script).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pykubevirt.api import pod_layout
+from pykubevirt.api.pod_layout import MOUNTS_ENV
+from pykubevirt.node import processes
+from pykubevirt.node.env import expand
+
+log = logging.getLogger("pykubevirt.node.containers")
+
+# What a process inherits from the agent's own environment (a container would get these from its image).
+INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class StartError(Exception):
+    """The container's process could not be started (the kubelet's RunContainerError)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    pid: int
+    ticks: int
+    executable: str
+
+
+def search_path(env: Mapping[str, str]) -> str:
+    """The container's PATH followed by the directory of this Python, where our console scripts live."""
+    path = env.get("PATH") or os.environ.get("PATH") or DEFAULT_PATH
+    venv_bin = os.path.dirname(sys.executable)
+    parts = path.split(os.pathsep)
+    if venv_bin not in parts:
+        parts.append(venv_bin)
+    return os.pathsep.join(parts)
+
+
+def resolve_command(command: str, path: str) -> str:
+    """The executable `command` names: a path as written, or a name looked up in `path`."""
+    # Not mapped through the volumeMounts: the process sees the host's files, only its mounts are told apart.
+    if "/" in command:
+        if os.path.isfile(command) and os.access(command, os.X_OK):
+            return command
+        raise StartError(f'exec: "{command}": stat {command}: no such file or directory')
+    found = shutil.which(command, path=path)
+    if found is None:
+        raise StartError(f'exec: "{command}": executable file not found in $PATH')
+    return found
+
+
+def container_argv(container: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
+    """command + args with `$(VAR)` expanded, as the kubelet passes them to the runtime."""
+    command = [str(x) for x in container.get("command") or []]
+    args = [str(x) for x in container.get("args") or []]
+    argv = [expand(part, env) for part in [*command, *args]]
+    if not command:
+        raise StartError(
+            f'container "{container.get("name")}" has no command: the pykubevirt node agent runs commands, '
+            "it cannot run an image's entrypoint"
+        )
+    return argv
+
+
+def process_env(spec_env: Mapping[str, str], mounts: Mapping[str, str], hostname: str, path: str) -> dict[str, str]:
+    env = {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
+    env["PATH"] = path
+    env["HOSTNAME"] = hostname
+    env.update(spec_env)
+    env[MOUNTS_ENV] = json.dumps(dict(mounts), sort_keys=True)
+    return env
+
+
+def working_dir(container: Mapping[str, Any], mounts: Mapping[str, str], default: Path) -> str:
+    """The host directory of workingDir: created inside a mount, required to exist elsewhere."""
+    wanted = str(container.get("workingDir") or "")
+    if not wanted:
+        return str(default)
+    host = pod_layout.host_path(wanted, mounts)
+    if host != wanted:
+        os.makedirs(host, exist_ok=True)
+        return host
+    if not os.path.isdir(host):
+        raise StartError(f"working directory {wanted!r} does not exist on this host and is in no volume")
+    return host
+
+
+class ProcessRuntime:
+    """Starts and signals container processes; remembers its own children only to reap them."""
+
+    def __init__(self) -> None:
+        self.watcher = processes.ExitWatcher()
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        log_file: Path,
+        exit_file: Path,
+    ) -> Started:
+        """Run argv under the exit recorder, detached; raises StartError when it cannot be started."""
+        executable = resolve_command(argv[0], env.get("PATH", ""))
+        exit_file.unlink(missing_ok=True)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        wrapper = [
+            sys.executable,
+            "-P",
+            "-m",
+            "pykubevirt.node.exit_recorder",
+            str(exit_file),
+            "--",
+            executable,
+            *argv[1:],
+        ]
+        try:
+            with log_file.open("ab") as output:
+                child = subprocess.Popen(
+                    wrapper,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    cwd=cwd,
+                    env=dict(env),
+                    start_new_session=True,
+                    close_fds=True,
+                )
+        except OSError as exc:
+            raise StartError(f"cannot start {executable}: {exc.strerror or exc}") from exc
+        self._children[child.pid] = child
+        ticks = processes.start_ticks(child.pid) or 0
+        return Started(child.pid, ticks, executable)
+
+    def reap(self, pid: int) -> None:
+        child = self._children.pop(pid, None)
+        if child is not None:
+            child.poll()
+        else:
+            processes.reap(pid)
+
+    def terminate(self, pid: int, ticks: int) -> bool:
+        """SIGTERM to the exit recorder, which forwards it to the command (the container's PID 1 gets it)."""
+        return processes.signal_process(pid, ticks, 15)
+
+    def kill(self, pid: int, ticks: int) -> bool:
+        return processes.kill_group(pid, ticks)
+
+    def close(self) -> None:
+        """Stop watching; the processes themselves keep running."""
+        self.watcher.close()
+        for pid, child in list(self._children.items()):
+            if child.poll() is not None:
+                self._children.pop(pid, None)

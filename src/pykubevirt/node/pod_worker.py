@@ -1,0 +1,539 @@
+"""One pod on this node: start its init containers in order, then its containers, restart them by policy, kill them
+when the pod is deleted, and report it all as the pod's status. `sync` is level-triggered and never runs twice at
+once for a pod (the agent's work queue sees to that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykubevirt.api import pod_layout
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.errors import Conflict, NotFound
+from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
+from pykubevirt.client.resources import CONFIG_MAPS, PODS, SECRETS
+from pykubevirt.log import object_fields
+from pykubevirt.node import containers as runtime_mod
+from pykubevirt.node import pod_status, processes
+from pykubevirt.node import virtual_containers as virtual
+from pykubevirt.node.containers import ProcessRuntime, StartError
+from pykubevirt.node.env import ConfigError, Fetch, container_env
+from pykubevirt.node.pod_dirs import ContainerRecord, PodDir
+from pykubevirt.node.volumes import PreparedVolumes, container_mounts, prepare_volumes
+
+log = logging.getLogger("pykubevirt.node.pod_worker")
+
+RESYNC_SECONDS = 10.0
+RESTART_BACKOFF_INITIAL_SECONDS = 10.0
+RESTART_BACKOFF_MAX_SECONDS = 300.0
+# A container that ran this long before it ended restarts without back-off (the kubelet forgets its back-off).
+BACKOFF_RESET_SECONDS = 600.0
+DEFAULT_GRACE_SECONDS = 30
+KILLED_EXIT_CODE = 137
+STATUS_WRITE_ATTEMPTS = 5
+
+
+def now_rfc3339() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _epoch(stamp: str) -> float:
+    try:
+        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _resource_version(pod: Object | None) -> int:
+    try:
+        return int(((pod or {}).get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+@dataclass
+class NodeContext:
+    """What every pod worker of one node shares."""
+
+    client: KubeClient
+    node_name: str
+    runtime: ProcessRuntime
+    puller: virtual.ImagePuller
+    recorder: EventRecorder
+    fetch: Fetch
+    enqueue: Callable[[str], None]
+    node_capacity: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Plan:
+    """What one pass found: when to look again, and whether the init containers are all done."""
+
+    requeue: list[float] = field(default_factory=list)
+    initialized: bool = True
+    init_failed: bool = False
+
+
+class PodWorker:
+    """The node's state of one pod (by uid); records on disk let a restarted agent carry on."""
+
+    def __init__(self, ctx: NodeContext, pod_dir: PodDir, records: dict[str, ContainerRecord] | None = None) -> None:
+        self.ctx = ctx
+        self.uid = pod_dir.uid
+        self.dir = pod_dir
+        self.records: dict[str, ContainerRecord] = dict(records or {})
+        self.waiting: dict[str, tuple[str, str]] = {}
+        self._start_failures: dict[str, tuple[int, float]] = {}
+        self.volumes: PreparedVolumes | None = None
+        self.latest: Object | None = None
+        self.kill_deadline: float | None = None
+        self.sigterm_sent = False
+        self.sigkill_sent = False
+        self.delete_sent = False
+        self.finished = False
+        for record in self.records.values():
+            self._watch(record)
+
+    # ------------------------------------------------------------------------------------------------ queries
+
+    def alive(self, record: ContainerRecord) -> bool:
+        return record.terminated is None and record.pid > 0 and processes.is_alive(record.pid, record.ticks)
+
+    def running(self, name: str) -> bool:
+        record = self.records.get(name)
+        if record is None or record.terminated is not None:
+            return False
+        return record.virtual_state == "running" if record.virtual else self.alive(record)
+
+    def any_alive(self) -> bool:
+        return any(self.alive(r) for r in self.records.values())
+
+    # ------------------------------------------------------------------------------------------------ sync
+
+    async def sync(self, pod: Object | None) -> float | None:
+        """Bring the pod's processes and status in line; returns seconds until it wants another look (None: done)."""
+        if pod is None:
+            await self._cleanup_vanished()
+            return None
+        if self.latest is not None and _resource_version(self.latest) > _resource_version(pod):
+            if self.latest["metadata"].get("uid") == self.uid:
+                pod = self.latest
+        self._refresh()
+        if pod["metadata"].get("deletionTimestamp"):
+            return await self._sync_terminating(pod)
+        self.dir.create(pod)
+        if self.volumes is None or self.volumes.errors:
+            self.volumes = await prepare_volumes(pod, self.dir, self.ctx.fetch)
+        plan = _Plan()
+        if (pod.get("status") or {}).get("phase") not in pod_status.TERMINAL_PHASES:
+            await self._run_containers(pod, plan)
+        await self._report(pod, plan, killed=False)
+        return min([RESYNC_SECONDS, *plan.requeue])
+
+    def _refresh(self) -> None:
+        """Record the exit of every process that ended since the last look."""
+        ended = False
+        for record in self.records.values():
+            if record.virtual or record.terminated is not None or record.pid <= 0:
+                continue
+            if processes.is_alive(record.pid, record.ticks):
+                continue
+            self.ctx.runtime.reap(record.pid)
+            result = self.dir.read_exit(record.name, record.attempt)
+            if result is not None:
+                code = int(result.get("exitCode") or 0)
+                terminated: dict[str, Any] = {
+                    "exitCode": code,
+                    "reason": "Completed" if code == 0 else "Error",
+                    "startedAt": record.started_at,
+                    "finishedAt": str(result.get("finishedAt") or now_rfc3339()),
+                    "containerID": f"process://{record.pid}",
+                }
+                if result.get("signal"):
+                    terminated["signal"] = int(result["signal"])
+                if result.get("message"):
+                    terminated["message"] = str(result["message"])
+            else:
+                # The exit recorder itself was killed (SIGKILL to the group): the command died with it.
+                terminated = {
+                    "exitCode": KILLED_EXIT_CODE,
+                    "reason": "Error",
+                    "signal": 9,
+                    "startedAt": record.started_at,
+                    "finishedAt": now_rfc3339(),
+                    "containerID": f"process://{record.pid}",
+                }
+            record.terminated = terminated
+            self.dir.save_record(record)
+            ended = True
+        if ended and not self.any_alive():
+            self._kill_strays()
+
+    def _kill_strays(self) -> None:
+        """Nothing of a pod outlives its containers, as a cgroup would ensure: QEMU daemonizes out of the group."""
+        runtime = pod_layout.short_runtime_dir(self.uid)
+        if processes.kill_pod_strays(runtime + "/"):
+            log.info("killed processes the pod's containers left behind", extra={"pod": self.uid})
+
+    # ------------------------------------------------------------------------------------------------ running
+
+    async def _run_containers(self, pod: Object, plan: _Plan) -> None:
+        spec = pod.get("spec") or {}
+        policy = pod_status.restart_policy(pod)
+        for container in spec.get("initContainers") or []:
+            name = str(container["name"])
+            record = self.records.get(name)
+            if record is not None and record.terminated is not None and record.terminated["exitCode"] == 0:
+                continue
+            plan.initialized = False
+            if record is None:
+                await self._start(pod, container, init=True, plan=plan)
+                record = self.records.get(name)
+                if record is not None and record.terminated is not None and record.terminated["exitCode"] == 0:
+                    plan.initialized = True
+                    continue  # a virtual init container completes at once
+            elif record.terminated is not None:
+                if policy == "Never":
+                    plan.init_failed = True
+                else:
+                    await self._restart(pod, container, record, init=True, plan=plan)
+            return
+        for container in spec.get("containers") or []:
+            record = self.records.get(str(container["name"]))
+            if record is None:
+                await self._start(pod, container, init=False, plan=plan)
+            elif record.terminated is not None:
+                failed = int(record.terminated.get("exitCode") or 0) != 0
+                if policy == "Always" or (policy == "OnFailure" and failed):
+                    await self._restart(pod, container, record, init=False, plan=plan)
+
+    async def _restart(
+        self, pod: Object, container: dict[str, Any], record: ContainerRecord, *, init: bool, plan: _Plan
+    ) -> None:
+        assert record.terminated is not None
+        steps = int(record.extra.get("backoff_steps") or 0)
+        ran = _epoch(record.terminated.get("finishedAt", "")) - _epoch(record.started_at)
+        if ran >= BACKOFF_RESET_SECONDS:
+            steps = 0
+        delay = (
+            0.0 if steps == 0 else min(RESTART_BACKOFF_INITIAL_SECONDS * 2 ** (steps - 1), RESTART_BACKOFF_MAX_SECONDS)
+        )
+        remaining = _epoch(record.terminated.get("finishedAt", "")) + delay - time.time()
+        if remaining > 0:
+            meta = pod["metadata"]
+            message = (
+                f"back-off {int(delay)}s restarting failed container={record.name} "
+                f"pod={meta['name']}_{meta.get('namespace', '')}({self.uid})"
+            )
+            if self.waiting.get(record.name, ("", ""))[0] != "CrashLoopBackOff":
+                self.ctx.recorder.event(pod, WARNING, "BackOff", "Back-off restarting failed container")
+            self.waiting[record.name] = ("CrashLoopBackOff", message)
+            plan.requeue.append(remaining)
+            return
+        record.extra["backoff_steps"] = steps + 1
+        await self._start(pod, container, init=init, plan=plan, previous=record)
+
+    async def _start(
+        self,
+        pod: Object,
+        container: dict[str, Any],
+        *,
+        init: bool,
+        plan: _Plan,
+        previous: ContainerRecord | None = None,
+    ) -> None:
+        name = str(container["name"])
+        failures, not_before = self._start_failures.get(name, (0, 0.0))
+        if time.monotonic() < not_before:
+            plan.requeue.append(not_before - time.monotonic())
+            return
+        kind = virtual.virtual_kind(container)
+        try:
+            if kind is not None:
+                await self._start_virtual(pod, container, kind, init=init, plan=plan)
+            else:
+                await self._start_process(pod, container, init=init, previous=previous)
+            self._start_failures.pop(name, None)
+        except (ConfigError, StartError, OSError, ValueError) as exc:
+            reason = "CreateContainerConfigError" if isinstance(exc, ConfigError) else "RunContainerError"
+            message = str(exc)
+            if self.waiting.get(name) != (reason, message):
+                self.ctx.recorder.event(pod, WARNING, "Failed", f"Error: {message}")
+                log.warning(
+                    "container %s cannot start: %s",
+                    name,
+                    message,
+                    extra=object_fields(pod, reason=reason, node=self.ctx.node_name),
+                )
+            self.waiting[name] = (reason, message)
+            delay = min(RESTART_BACKOFF_INITIAL_SECONDS * 2**failures, RESTART_BACKOFF_MAX_SECONDS)
+            self._start_failures[name] = (failures + 1, time.monotonic() + delay)
+            plan.requeue.append(delay)
+
+    async def _start_process(
+        self, pod: Object, container: dict[str, Any], *, init: bool, previous: ContainerRecord | None
+    ) -> None:
+        name = str(container["name"])
+        assert self.volumes is not None
+        mounts = container_mounts(container, self.volumes)
+        spec_env = await container_env(pod, container, self.ctx.fetch, self.ctx.node_capacity)
+        argv = runtime_mod.container_argv(container, spec_env)
+        search = runtime_mod.search_path(spec_env)
+        spec = pod.get("spec") or {}
+        hostname = str(spec.get("hostname") or pod["metadata"]["name"])
+        env = runtime_mod.process_env(spec_env, mounts, hostname, search)
+        cwd = runtime_mod.working_dir(container, mounts, self.dir.path)
+        attempt = previous.attempt + 1 if previous is not None else 0
+        started = self.ctx.runtime.start(
+            argv,
+            env=env,
+            cwd=cwd,
+            log_file=self.dir.log_file(name),
+            exit_file=self.dir.exit_file(name, attempt),
+        )
+        record = ContainerRecord(
+            name=name,
+            init=init,
+            attempt=attempt,
+            pid=started.pid,
+            ticks=started.ticks,
+            started_at=now_rfc3339(),
+            image_id=f"process://{started.executable}",
+            last_terminated=previous.terminated if previous is not None else None,
+            extra=dict(previous.extra) if previous is not None else {},
+        )
+        self.records[name] = record
+        self.dir.save_record(record)
+        self.waiting.pop(name, None)
+        self._watch(record)
+        log.info(
+            "started container %s (pid %d): %s",
+            name,
+            started.pid,
+            " ".join(argv),
+            extra=object_fields(pod, reason="Started"),
+        )
+        self.ctx.recorder.event(pod, NORMAL, "Started", f"Started container {name}")
+
+    async def _start_virtual(
+        self, pod: Object, container: dict[str, Any], kind: str, *, init: bool, plan: _Plan
+    ) -> None:
+        name = str(container["name"])
+        now = now_rfc3339()
+        record = ContainerRecord(name=name, init=init, virtual=True, started_at=now)
+        if kind != virtual.BINARY_COPY:
+            image = str(container.get("image") or "")
+            result = self.ctx.puller.status(self.uid, name, image, virtual.pull_policy(container))
+            if result.path is None:
+                if result.reason != self.waiting.get(name, ("", ""))[0] and result.reason != "ContainerCreating":
+                    self.ctx.recorder.event(pod, WARNING, "Failed", f"Error: {result.reason}: {result.message}")
+                self.waiting[name] = (result.reason, result.message)
+                if result.retry_in is not None:
+                    plan.requeue.append(result.retry_in)
+                return
+            record.image_id = str(result.path)
+            if kind == virtual.CONTAINER_DISK:
+                assert self.volumes is not None
+                link = virtual.disk_link_path(container, container_mounts(container, self.volumes))
+                virtual.link_disk(result.path, link)
+                record.link = link
+                record.virtual_state = "running"
+        if record.virtual_state != "running":
+            record.terminated = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
+        self.dir.log_file(name).parent.mkdir(parents=True, exist_ok=True)
+        self.dir.log_file(name).touch()
+        self.records[name] = record
+        self.dir.save_record(record)
+        self.waiting.pop(name, None)
+        self.ctx.recorder.event(pod, NORMAL, "Started", f"Started container {name}")
+
+    def _watch(self, record: ContainerRecord) -> None:
+        if record.virtual or record.terminated is not None or record.pid <= 0:
+            return
+        uid = self.uid
+        self.ctx.runtime.watcher.watch(record.pid, record.ticks, lambda: self.ctx.enqueue(uid))
+
+    # ------------------------------------------------------------------------------------------------ deletion
+
+    async def _sync_terminating(self, pod: Object) -> float | None:
+        """SIGTERM, SIGKILL after the grace period, then the final status and the DELETE the kubelet sends."""
+        meta = pod["metadata"]
+        spec = pod.get("spec") or {}
+        grace = meta.get("deletionGracePeriodSeconds")
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+        deadline = time.monotonic() + max(int(grace), 0)
+        self.kill_deadline = deadline if self.kill_deadline is None else min(self.kill_deadline, deadline)
+        self.ctx.puller.forget(self.uid)
+        if not self.sigterm_sent:
+            self.sigterm_sent = True
+            now = now_rfc3339()
+            for record in self.records.values():
+                if record.virtual and record.virtual_state == "running":
+                    record.virtual_state = ""
+                    record.terminated = {
+                        "exitCode": 0,
+                        "reason": "Completed",
+                        "startedAt": record.started_at,
+                        "finishedAt": now,
+                    }
+                    self.dir.save_record(record)
+                elif self.alive(record):
+                    self.ctx.runtime.terminate(record.pid, record.ticks)
+            if self.any_alive():
+                log.info("killing pod with grace period %ss", grace, extra=object_fields(pod, reason="Killing"))
+                self.ctx.recorder.event(pod, NORMAL, "Killing", "Stopping container(s)")
+        if self.any_alive() and time.monotonic() >= self.kill_deadline and not self.sigkill_sent:
+            self.sigkill_sent = True
+            log.info("grace period over: SIGKILL", extra=object_fields(pod, reason="Killing"))
+            for record in self.records.values():
+                if self.alive(record):
+                    self.ctx.runtime.kill(record.pid, record.ticks)
+        self._refresh()
+        if self.any_alive():
+            await self._report(pod, _Plan(), killed=False)
+            return 0.5 if self.sigkill_sent else max(0.05, self.kill_deadline - time.monotonic())
+        if self.delete_sent:
+            return RESYNC_SECONDS
+        await self._report(pod, _Plan(), killed=True)
+        try:
+            await self.ctx.client.delete(
+                PODS, meta["name"], meta.get("namespace"), grace_period_seconds=0, preconditions={"uid": self.uid}
+            )
+        except (NotFound, Conflict):
+            pass  # already gone, or a new pod of the same name
+        self.delete_sent = True
+        log.info("pod terminated and deleted", extra=object_fields(pod, reason="Deleted"))
+        return RESYNC_SECONDS
+
+    async def _cleanup_vanished(self) -> None:
+        """The pod is gone from the API (force deletion): kill whatever still runs, at once, and forget it."""
+        alive = [r for r in self.records.values() if self.alive(r)]
+        for record in alive:
+            self.ctx.runtime.kill(record.pid, record.ticks)
+        if alive:
+            log.info("pod %s vanished from the API: killed %d processes", self.uid, len(alive))
+        deadline = time.monotonic() + 5.0
+        # Processes we did not start give no event to wait on: /proc is polled.
+        while self.any_alive() and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        for record in self.records.values():
+            if record.pid > 0:
+                self.ctx.runtime.reap(record.pid)
+        self._kill_strays()
+        self.ctx.puller.forget(self.uid)
+        self.dir.remove()
+        shutil.rmtree(pod_layout.short_runtime_dir(self.uid), ignore_errors=True)
+        self.finished = True
+
+    # ------------------------------------------------------------------------------------------------ status
+
+    def _container_status(
+        self, container: dict[str, Any], *, init: bool, default_reason: str, killed: bool
+    ) -> dict[str, Any]:
+        name = str(container["name"])
+        record = self.records.get(name)
+        status: dict[str, Any] = {
+            "name": name,
+            "image": str(container.get("image") or ""),
+            "imageID": record.image_id if record is not None else "",
+            "restartCount": record.attempt if record is not None else 0,
+            "started": False,
+            "ready": False,
+            "lastState": {},
+        }
+        if record is not None:
+            status["containerID"] = f"process://{record.pid}" if record.pid else f"virtual://{self.uid}/{name}"
+            if record.last_terminated is not None:
+                status["lastState"] = {"terminated": record.last_terminated}
+        waiting = self.waiting.get(name)
+        if record is not None and self.running(name):
+            status["state"] = {"running": {"startedAt": record.started_at}}
+            status["started"] = True
+            status["ready"] = not init
+        elif record is not None and record.terminated is not None:
+            if waiting is not None and waiting[0] == "CrashLoopBackOff" and not killed:
+                status["state"] = {"waiting": {"reason": waiting[0], "message": waiting[1]}}
+                status["lastState"] = {"terminated": record.terminated}
+            else:
+                status["state"] = {"terminated": record.terminated}
+                status["ready"] = init and int(record.terminated.get("exitCode") or 0) == 0
+        elif killed:
+            status["state"] = {
+                "terminated": {
+                    "exitCode": KILLED_EXIT_CODE,
+                    "reason": "ContainerStatusUnknown",
+                    "message": "The container could not be located when the pod was terminated",
+                }
+            }
+        else:
+            reason, message = waiting if waiting is not None else (default_reason, "")
+            status["state"] = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+        return status
+
+    def statuses(self, pod: Object, plan: _Plan, *, killed: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        spec = pod.get("spec") or {}
+        inits = [
+            self._container_status(c, init=True, default_reason="PodInitializing", killed=killed)
+            for c in spec.get("initContainers") or []
+        ]
+        default = "ContainerCreating" if plan.initialized and not plan.init_failed else "PodInitializing"
+        mains = [
+            self._container_status(c, init=False, default_reason=default, killed=killed)
+            for c in spec.get("containers") or []
+        ]
+        return inits, mains
+
+    async def _report(self, pod: Object, plan: _Plan, *, killed: bool) -> None:
+        """Write the status when it changed; on a conflict, recompute against the current pod and retry."""
+        for _ in range(STATUS_WRITE_ATTEMPTS):
+            inits, mains = self.statuses(pod, plan, killed=killed)
+            desired = pod_status.desired_status(
+                pod, inits, mains, killed=killed, sandbox_ready=self.dir.exists(), now=now_rfc3339()
+            )
+            if not pod_status.status_differs(pod.get("status") or {}, desired):
+                return
+            meta = pod["metadata"]
+            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": desired}
+            try:
+                self.latest = await self.ctx.client.patch(
+                    PODS, meta["name"], patch, meta.get("namespace"), subresource="status"
+                )
+                if desired["phase"] != (pod.get("status") or {}).get("phase"):
+                    log.info("pod is %s", desired["phase"], extra=object_fields(pod, phase=desired["phase"]))
+                return
+            except NotFound:
+                return
+            except Conflict:
+                fresh = await self._get(pod)
+                if fresh is None:
+                    return
+                pod = fresh
+        raise Conflict({"message": "pod status kept changing under the node agent"}, 409)
+
+    async def _get(self, pod: Object) -> Object | None:
+        meta = pod["metadata"]
+        try:
+            fresh = await self.ctx.client.get(PODS, meta["name"], meta.get("namespace"))
+        except NotFound:
+            return None
+        return fresh if fresh["metadata"].get("uid") == self.uid else None
+
+
+def api_fetch(client: KubeClient) -> Fetch:
+    """A Fetch reading ConfigMaps and Secrets straight from the API (volumes and env are built once per start)."""
+
+    async def fetch(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await client.get(CONFIG_MAPS if kind == "ConfigMap" else SECRETS, name, namespace)
+        except NotFound:
+            return None
+
+    return fetch

@@ -1,0 +1,302 @@
+"""The embedded kube-scheduler: binds each pod without a node to the least allocated node that fits it.
+
+Pods are decided one at a time (as kube-scheduler's scheduling cycle is), so every decision sees the previous ones:
+a pod is "assumed" on its node from the decision until the pod cache shows it bound. A pod nothing fits gets
+`PodScheduled=False` (reason Unschedulable, kube-scheduler's message) and is retried when nodes or bound pods change,
+and at least every `retry_interval` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pykubevirt.client.api import STRATEGIC_MERGE_PATCH, KubeClient, Object
+from pykubevirt.client.controller import Controller, Result
+from pykubevirt.client.errors import Conflict, NotFound
+from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
+from pykubevirt.client.informer import EventHandler, Informer, field_index, object_key
+from pykubevirt.client.resources import NODES, PODS
+from pykubevirt.node.scheduling_predicates import (
+    NodeInfo,
+    PodUsage,
+    is_ready,
+    is_terminal,
+    node_allocatable,
+    select_node,
+    unschedulable_message,
+)
+
+log = logging.getLogger("pykubevirt.node.scheduler")
+
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+RETRY_INTERVAL_SECONDS = 10.0
+# How long a bound pod stays assumed if the pod cache never shows its binding (it normally does within ms).
+ASSUME_TTL_SECONDS = 30.0
+POD_SCHEDULED = "PodScheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+REASON_GATED = "SchedulingGated"
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+_NODE_INDEX = "node-name"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _meta(obj: Object) -> dict[str, Any]:
+    meta: dict[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+def pod_condition(pod: Object, kind: str) -> dict[str, Any] | None:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            found: dict[str, Any] = condition
+            return found
+    return None
+
+
+def node_signature(node: Object) -> tuple[Any, ...]:
+    """What scheduling depends on; heartbeats change none of it, so they do not wake unschedulable pods."""
+    meta = _meta(node)
+    spec = node.get("spec") or {}
+    return (
+        sorted((meta.get("labels") or {}).items()),
+        repr(spec.get("taints") or []),
+        bool(spec.get("unschedulable")),
+        sorted(node_allocatable(node).items()),
+        is_ready(node),
+    )
+
+
+@dataclass(slots=True)
+class _Assumed:
+    uid: str
+    node: str
+    usage: PodUsage
+    # None while the binding is in flight; afterwards, when to stop counting the pod if its binding never shows up.
+    expires: float | None = None
+
+
+class Scheduler:
+    """Watches pods and nodes and binds pending pods of the named schedulers; `run()` until cancelled."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        scheduler_names: Iterable[str] = (DEFAULT_SCHEDULER_NAME,),
+        retry_interval: float = RETRY_INTERVAL_SECONDS,
+        recorder: EventRecorder | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.scheduler_names = frozenset(scheduler_names)
+        self.retry_interval = retry_interval
+        self.recorder = recorder or EventRecorder(client, DEFAULT_SCHEDULER_NAME)
+        self.clock = clock
+        self.pods = Informer(client, PODS)
+        self.nodes = Informer(client, NODES)
+        self.pods.add_indexer(_NODE_INDEX, field_index("spec.nodeName"))
+        # One worker: decisions are serial so each one accounts for the pods placed before it.
+        self.controller = Controller("scheduler", self, workers=1)
+        self.controller.informers += [self.pods, self.nodes]
+        self._assumed: dict[str, _Assumed] = {}
+        self._unschedulable: set[str] = set()
+        self._usage: dict[str, PodUsage] = {}
+        self.bindings = 0
+        self.conflicts = 0
+        self.pods.add_handler(
+            EventHandler(
+                on_add=lambda p: self._pod_changed(None, p), on_update=self._pod_changed, on_delete=self._pod_gone
+            )
+        )
+        self.nodes.add_handler(EventHandler(on_add=lambda n: self._wake_unschedulable(), on_update=self._node_changed))
+
+    async def run(self) -> None:
+        """Run the informers and the scheduling loop until cancelled."""
+        tasks = [
+            asyncio.create_task(self.pods.run(), name="scheduler-pods"),
+            asyncio.create_task(self.nodes.run(), name="scheduler-nodes"),
+        ]
+        try:
+            await self.controller.run()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------------------------------------ events
+
+    def wants(self, pod: Object) -> bool:
+        """A pod this scheduler must place: unbound, ours, not deleting, not finished."""
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName") or _meta(pod).get("deletionTimestamp") or is_terminal(pod):
+            return False
+        return (spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME) in self.scheduler_names
+
+    def _pod_changed(self, old: Object | None, pod: Object) -> None:
+        key = object_key(pod)
+        if self.wants(pod):
+            self.controller.queue.add(key)
+            return
+        self._unschedulable.discard(key)
+        if (pod.get("spec") or {}).get("nodeName"):
+            assumed = self._assumed.get(key)
+            if assumed is not None and assumed.uid == _meta(pod).get("uid"):
+                # The cache now counts the pod on its node itself.
+                del self._assumed[key]
+            if old is not None and not is_terminal(old) and is_terminal(pod):
+                self._wake_unschedulable()
+
+    def _pod_gone(self, pod: Object) -> None:
+        key = object_key(pod)
+        uid = str(_meta(pod).get("uid", ""))
+        self._usage.pop(uid, None)
+        self._unschedulable.discard(key)
+        assumed = self._assumed.get(key)
+        if assumed is not None and assumed.uid == uid:
+            del self._assumed[key]
+        if (pod.get("spec") or {}).get("nodeName") and not is_terminal(pod):
+            self._wake_unschedulable()
+
+    def _node_changed(self, old: Object, new: Object) -> None:
+        if node_signature(old) != node_signature(new):
+            self._wake_unschedulable()
+
+    def _wake_unschedulable(self) -> None:
+        for key in list(self._unschedulable):
+            self.controller.queue.add(key)
+
+    # ------------------------------------------------------------------------------------------------ decisions
+
+    def _usage_of(self, pod: Object) -> PodUsage:
+        uid = str(_meta(pod).get("uid", ""))
+        usage = self._usage.get(uid)
+        if usage is None:
+            usage = PodUsage.of(pod)
+            if uid:
+                self._usage[uid] = usage
+        return usage
+
+    def node_infos(self) -> list[NodeInfo]:
+        """Every node with the requests of its non-terminal pods, including pods assumed on it."""
+        now = self.clock()
+        for key in [k for k, a in self._assumed.items() if a.expires is not None and a.expires < now]:
+            del self._assumed[key]
+        infos = []
+        for node in sorted(self.nodes.items(), key=lambda n: str(_meta(n).get("name", ""))):
+            info = NodeInfo(node)
+            counted = set()
+            for pod in self.pods.by_index(_NODE_INDEX, info.name):
+                counted.add(object_key(pod))
+                if not is_terminal(pod):
+                    info.add(self._usage_of(pod))
+            for key, assumed in self._assumed.items():
+                if assumed.node == info.name and key not in counted:
+                    info.add(assumed.usage)
+            infos.append(info)
+        return infos
+
+    async def reconcile(self, key: str) -> Result | None:
+        pod = self.pods.get(key)
+        if pod is None or not self.wants(pod):
+            self._unschedulable.discard(key)
+            return None
+        uid = str(_meta(pod).get("uid", ""))
+        assumed = self._assumed.get(key)
+        if assumed is not None:
+            if assumed.uid == uid and (assumed.expires is None or assumed.expires > self.clock()):
+                return None  # bound (or being bound) already; the cache has not caught up
+            del self._assumed[key]
+        if (pod.get("spec") or {}).get("schedulingGates"):
+            await self._set_condition(pod, REASON_GATED, GATED_MESSAGE)
+            return None
+        usage = self._usage_of(pod)
+        infos = self.node_infos()
+        decision = select_node(pod, infos, usage)
+        if decision.node is None:
+            self._unschedulable.add(key)
+            message = unschedulable_message(len(infos), decision.reasons)
+            reason = REASON_UNSCHEDULABLE if infos else REASON_SCHEDULER_ERROR
+            if await self._set_condition(pod, reason, message):
+                self.recorder.event(pod, WARNING, "FailedScheduling", message)
+                log.info("pod %s is unschedulable: %s", key, message, extra={"pod": key})
+            return Result(requeue_after=self.retry_interval)
+        await self._bind(key, pod, uid, decision.node, usage)
+        return None
+
+    async def _bind(self, key: str, pod: Object, uid: str, node: str, usage: PodUsage) -> None:
+        meta = _meta(pod)
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        self._assumed[key] = _Assumed(uid, node, usage)
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            await self.client.request(
+                "POST", PODS.path(namespace, name, "binding"), body=binding, counted_as="pods/binding"
+            )
+        except (Conflict, NotFound) as exc:
+            # Bound by someone else meanwhile, being deleted, or gone: the pod cache will tell what happened.
+            self._assumed.pop(key, None)
+            self.conflicts += 1
+            log.info("binding %s to %s not needed: %s", key, node, exc, extra={"pod": key, "node": node})
+            return
+        except BaseException:
+            self._assumed.pop(key, None)
+            raise
+        current = self._assumed.get(key)
+        if current is not None and current.uid == uid:
+            current.expires = self.clock() + ASSUME_TTL_SECONDS
+        self._unschedulable.discard(key)
+        self.bindings += 1
+        log.info("bound %s to %s", key, node, extra={"pod": key, "node": node})
+        self.recorder.event(pod, NORMAL, "Scheduled", f"Successfully assigned {namespace}/{name} to {node}")
+        previous = pod_condition(pod, POD_SCHEDULED)
+        if previous is not None and previous.get("status") != "True":
+            # kube-apiserver's binding turns PodScheduled True; do it here so an old Unschedulable does not linger.
+            with contextlib.suppress(NotFound):
+                condition = {"type": POD_SCHEDULED, "status": "True", "lastTransitionTime": _now()}
+                await self._patch_condition(pod, {**condition, "reason": None, "message": None})
+
+    async def _set_condition(self, pod: Object, reason: str, message: str) -> bool:
+        """Set PodScheduled=False with `reason` and `message`; False when it already says exactly that."""
+        current = pod_condition(pod, POD_SCHEDULED) or {}
+        if current.get("status") == "False" and current.get("reason") == reason and current.get("message") == message:
+            return False
+        transition = current.get("lastTransitionTime") if current.get("status") == "False" else None
+        condition = {
+            "type": POD_SCHEDULED,
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": transition or _now(),
+        }
+        try:
+            await self._patch_condition(pod, condition)
+        except NotFound:
+            return False
+        return True
+
+    async def _patch_condition(self, pod: Object, condition: dict[str, Any]) -> None:
+        meta = _meta(pod)
+        await self.client.patch(
+            PODS,
+            str(meta["name"]),
+            {"status": {"conditions": [condition]}},
+            str(meta.get("namespace", "")),
+            patch_type=STRATEGIC_MERGE_PATCH,
+            subresource="status",
+        )

@@ -1,0 +1,209 @@
+"""Pod volumes as host paths: emptyDir → a directory, hostPath → the path, configMap/secret/downwardAPI → files.
+
+There are no mount namespaces: a container learns where its volumeMounts are from `PYKUBEVIRT_MOUNTS` (container
+path → host path, api.pod_layout). A volume of another kind (persistentVolumeClaim, …) is reported as the error of
+every container that mounts it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pykubevirt.node.env import ConfigError, Fetch, field_value, resource_value
+from pykubevirt.node.pod_dirs import PodDir
+
+DEFAULT_FILE_MODE = 0o644
+_HOST_PATH_CHECKS = {
+    "Socket": stat.S_ISSOCK,
+    "CharDevice": stat.S_ISCHR,
+    "BlockDevice": stat.S_ISBLK,
+}
+
+
+@dataclass
+class PreparedVolumes:
+    """Host path of each usable volume, and why each other one cannot be used."""
+
+    host_paths: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def _relative(path: str) -> PurePosixPath:
+    relative = PurePosixPath(path)
+    if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+        raise ConfigError(f"invalid volume item path {path!r}: must be relative and must not contain '..'")
+    return relative
+
+
+def _write_files(target: Path, files: Mapping[str, tuple[bytes, int]]) -> None:
+    """Replace the volume's content with `files` (relative path → content, mode)."""
+    target.mkdir(parents=True, exist_ok=True)
+    wanted = {str(_relative(p)) for p in files}
+    for existing in sorted(target.rglob("*"), reverse=True):
+        relative = str(existing.relative_to(target))
+        if existing.is_file() and relative not in wanted:
+            existing.unlink()
+    for relative, (content, mode) in files.items():
+        path = target / _relative(relative)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(content)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+
+
+def _object_files(
+    obj: Mapping[str, Any] | None, kind: str, source: Mapping[str, Any], default_mode: int
+) -> dict[str, tuple[bytes, int]]:
+    data: dict[str, bytes] = {}
+    if obj is not None:
+        if kind == "Secret":
+            data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+        else:
+            data = {k: str(v).encode() for k, v in (obj.get("data") or {}).items()}
+            data.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
+    items = source.get("items")
+    if not items:
+        return {key: (value, default_mode) for key, value in data.items()}
+    files: dict[str, tuple[bytes, int]] = {}
+    for item in items:
+        key = str(item.get("key") or "")
+        if key not in data:
+            if obj is not None and not source.get("optional"):
+                raise ConfigError(f"configmap/secret key {key!r} not found in {kind} {obj['metadata'].get('name')}")
+            continue
+        files[str(item.get("path") or key)] = (data[key], int(item.get("mode") or default_mode))
+    return files
+
+
+async def _source_files(
+    pod: Mapping[str, Any], kind: str, source: Mapping[str, Any], fetch: Fetch, default_mode: int
+) -> dict[str, tuple[bytes, int]]:
+    namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+    name = str(source.get("secretName") if kind == "Secret" else source.get("name") or "")
+    obj = await fetch(kind, namespace, name)
+    if obj is None and not source.get("optional"):
+        raise ConfigError(f'{kind.lower()} "{name}" not found')
+    return _object_files(obj, kind, source, default_mode)
+
+
+def _downward_files(
+    pod: Mapping[str, Any], source: Mapping[str, Any], default_mode: int
+) -> dict[str, tuple[bytes, int]]:
+    files: dict[str, tuple[bytes, int]] = {}
+    containers = {c.get("name"): c for c in (pod.get("spec") or {}).get("containers") or []}
+    for item in source.get("items") or []:
+        mode = int(item.get("mode") or default_mode)
+        if (ref := item.get("fieldRef")) is not None:
+            value = field_value(pod, str(ref.get("fieldPath") or ""))
+        elif (ref := item.get("resourceFieldRef")) is not None:
+            value = resource_value(containers.get(ref.get("containerName"), {}), ref, {})
+        else:
+            continue
+        files[str(item.get("path") or "")] = (value.encode(), mode)
+    return files
+
+
+def _host_path(source: Mapping[str, Any]) -> str:
+    path = str(source.get("path") or "")
+    kind = str(source.get("type") or "")
+    target = Path(path)
+    if kind == "DirectoryOrCreate":
+        target.mkdir(parents=True, exist_ok=True, mode=0o755)
+    elif kind == "FileOrCreate":
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch(mode=0o644, exist_ok=True)
+    elif kind == "Directory" and not target.is_dir():
+        raise ConfigError(f"hostPath type check failed: {path} is not a directory")
+    elif kind == "File" and not target.is_file():
+        raise ConfigError(f"hostPath type check failed: {path} is not a file")
+    elif kind in _HOST_PATH_CHECKS:
+        try:
+            mode = target.stat().st_mode
+        except OSError as exc:
+            raise ConfigError(f"hostPath type check failed: {path}: {exc.strerror}") from exc
+        if not _HOST_PATH_CHECKS[kind](mode):
+            raise ConfigError(f"hostPath type check failed: {path} is not a {kind}")
+    return path
+
+
+async def prepare_volumes(pod: Mapping[str, Any], pod_dir: PodDir, fetch: Fetch) -> PreparedVolumes:
+    """Create or refresh every volume of the pod; a volume that fails is recorded, not raised."""
+    prepared = PreparedVolumes()
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        name = str(volume.get("name") or "")
+        try:
+            prepared.host_paths[name] = await _prepare_one(pod, pod_dir, name, volume, fetch)
+        except ConfigError as exc:
+            prepared.errors[name] = str(exc)
+        except OSError as exc:
+            prepared.errors[name] = f"volume {name!r}: {exc}"
+    return prepared
+
+
+async def _prepare_one(
+    pod: Mapping[str, Any], pod_dir: PodDir, name: str, volume: Mapping[str, Any], fetch: Fetch
+) -> str:
+    target = pod_dir.volume_dir(name)
+    if volume.get("emptyDir") is not None:
+        target.mkdir(parents=True, exist_ok=True)
+        return str(target)
+    if (host := volume.get("hostPath")) is not None:
+        return _host_path(host)
+    files: dict[str, tuple[bytes, int]]
+    if (source := volume.get("configMap")) is not None:
+        files = await _source_files(
+            pod, "ConfigMap", source, fetch, int(source.get("defaultMode") or DEFAULT_FILE_MODE)
+        )
+    elif (source := volume.get("secret")) is not None:
+        files = await _source_files(pod, "Secret", source, fetch, int(source.get("defaultMode") or DEFAULT_FILE_MODE))
+    elif (source := volume.get("downwardAPI")) is not None:
+        files = _downward_files(pod, source, int(source.get("defaultMode") or DEFAULT_FILE_MODE))
+    elif (source := volume.get("projected")) is not None:
+        files = {}
+        mode = int(source.get("defaultMode") or DEFAULT_FILE_MODE)
+        for part in source.get("sources") or []:
+            if part.get("configMap") is not None:
+                files.update(await _source_files(pod, "ConfigMap", part["configMap"], fetch, mode))
+            elif part.get("secret") is not None:
+                secret = dict(part["secret"], secretName=part["secret"].get("name"))
+                files.update(await _source_files(pod, "Secret", secret, fetch, mode))
+            elif part.get("downwardAPI") is not None:
+                files.update(_downward_files(pod, part["downwardAPI"], mode))
+            else:
+                kinds = ", ".join(sorted(part))
+                raise ConfigError(f"volume {name!r}: projected {kinds} sources are not supported by the node agent")
+    else:
+        kinds = ", ".join(sorted(k for k in volume if k != "name")) or "empty"
+        raise ConfigError(
+            f"volume {name!r}: {kinds} volumes are not supported by the pykubevirt node agent "
+            "(only emptyDir, hostPath, configMap, secret, downwardAPI and projected)"
+        )
+    _write_files(target, files)
+    return str(target)
+
+
+def container_mounts(container: Mapping[str, Any], prepared: PreparedVolumes) -> dict[str, str]:
+    """The container's mountPath → host path map; raises ConfigError naming a mount it cannot have."""
+    mounts: dict[str, str] = {}
+    for mount in container.get("volumeMounts") or []:
+        name = str(mount.get("name") or "")
+        if name in prepared.errors:
+            raise ConfigError(prepared.errors[name])
+        if name not in prepared.host_paths:
+            raise ConfigError(f'volumeMount "{name}" of container "{container.get("name")}" names no volume of the pod')
+        host = prepared.host_paths[name]
+        sub_path = str(mount.get("subPath") or "")
+        if sub_path:
+            host = str(Path(host) / _relative(sub_path))
+            if not Path(host).exists():
+                # The kubelet creates a missing subPath as a directory.
+                Path(host).mkdir(parents=True, exist_ok=True)
+        mounts[str(mount.get("mountPath") or "")] = host
+    return mounts
