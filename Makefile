@@ -4,10 +4,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= /var/lib/pykubevirt
 
-.PHONY: setup test lint typecheck unit up down crds
+.PHONY: setup test lint typecheck unit up down crds guest-image
+
+GUEST_IMAGE := _output/guest/demo-guest.img
 
 setup:
 	@scripts/setup-host.sh
+
+guest-image: $(GUEST_IMAGE)
+
+$(GUEST_IMAGE): scripts/build-guest-image.sh | setup
+	scripts/build-guest-image.sh _output/guest
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench
@@ -16,7 +23,7 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
-test: setup
+test: setup guest-image
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q

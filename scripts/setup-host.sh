@@ -4,7 +4,7 @@ set -euo pipefail
 
 APT_PACKAGES=(
   qemu-system-x86 qemu-utils libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config
-  skopeo xorriso syslinux syslinux-common mtools dosfstools cpio busybox-static kmod
+  skopeo xorriso syslinux syslinux-common mtools dosfstools cpio kmod
 )
 
 missing=()
@@ -16,6 +16,10 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The guest image build downloads Debian's kernel package, so package lists must exist even when nothing is missing.
+if ! compgen -G '/var/lib/apt/lists/*_Packages' >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
 fi
 
 # libvirt's embedded QEMU driver refuses to initialise while its configured user is unknown to the host.

@@ -485,7 +485,7 @@ def test_amd64_gets_no_bootloader() -> None:
                 "acpi": {"enabled": True},
                 "hyperv": {
                     "relaxed": {"enabled": True},
-                    "spinlocks": {"enabled": True, "retries": 4096},
+                    "spinlocks": {"enabled": True, "spinlocks": 4096},
                     "vendorid": {"vendorid": "x", "enabled": True},
                 },
             },
@@ -497,8 +497,8 @@ def test_amd64_gets_no_bootloader() -> None:
         ),
         (
             "amd64",
-            {"hyperv": {"spinlocks": {"retries": 8191}}},
-            {"acpi": {"enabled": True}, "hyperv": {"spinlocks": {"enabled": True, "retries": 8191}}},
+            {"hyperv": {"spinlocks": {"spinlocks": 8191}}},
+            {"acpi": {"enabled": True}, "hyperv": {"spinlocks": {"enabled": True, "spinlocks": 8191}}},
         ),
     ],
 )

@@ -59,8 +59,8 @@ def _set_hyperv_defaults(hyperv: dict[str, Any]) -> None:
     spinlocks = hyperv.get("spinlocks")
     if isinstance(spinlocks, dict):
         _enable(spinlocks)
-        if spinlocks.get("enabled") is True and spinlocks.get("retries") is None:
-            spinlocks["retries"] = SPINLOCK_RETRIES
+        if spinlocks.get("enabled") is True and spinlocks.get("spinlocks") is None:
+            spinlocks["spinlocks"] = SPINLOCK_RETRIES
     synictimer = hyperv.get("synictimer")
     if isinstance(synictimer, dict):
         _enable(synictimer)

@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# Builds demo-guest.img: Debian's kernel + a busybox initramfs on a syslinux FAT superfloppy, for tests and the demo.
+# Usage: scripts/build-guest-image.sh [OUTDIR]   (default _output/guest). Needs: apt-get (with package lists),
+# dpkg-deb, kmod (modinfo), cpio, gzip, dosfstools (mkfs.vfat), mtools (mcopy), syslinux. No host installs, no mounts.
+set -euo pipefail
+
+OUT=${1:-_output/guest}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+WORK=$OUT/work
+DEBS=$WORK/debs
+IMAGE=$OUT/demo-guest.img
+start=$(date +%s)
+
+for tool in apt-get apt-cache dpkg dpkg-deb modinfo cpio gzip mkfs.vfat mcopy syslinux; do
+  command -v "$tool" >/dev/null || { echo "build-guest-image: missing host tool $tool (run scripts/setup-host.sh)" >&2; exit 1; }
+done
+
+# linux-image-amd64 is a metapackage; the kernel lives in the versioned package it depends on.
+KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p') || true
+KPKG=${KPKG%%$'\n'*}
+if [ -z "$KPKG" ]; then
+  echo "build-guest-image: cannot resolve linux-image-amd64 (run apt-get update)" >&2
+  exit 1
+fi
+KVER=${KPKG#linux-image-}
+
+# Cached .debs make re-runs fast; a newer build of a package replaces its cached .deb.
+mkdir -p "$DEBS"
+sandbox=()
+# apt's _apt sandbox user cannot write into root-owned work dirs; downloading as root avoids its warning.
+if [ "$(id -u)" = 0 ]; then sandbox=(-o APT::Sandbox::User=root); fi
+ARCH=$(dpkg --print-architecture)
+SELECTED=()
+for pkg in "$KPKG" busybox-static; do
+  version=$(apt-cache policy "$pkg" | sed -n 's/^ *Candidate: //p')
+  [ -n "$version" ] && [ "$version" != "(none)" ] || { echo "build-guest-image: no candidate for $pkg" >&2; exit 1; }
+  deb=$DEBS/${pkg}_${version//:/%3a}_$ARCH.deb
+  if [ ! -f "$deb" ]; then
+    rm -f "$DEBS/${pkg}"_*.deb  # superseded versions
+    (cd "$DEBS" && apt-get download -q "${sandbox[@]}" "$pkg=$version" >/dev/null)
+  fi
+  [ -f "$deb" ] || { echo "build-guest-image: apt-get download did not produce $deb" >&2; exit 1; }
+  SELECTED+=("$deb")
+done
+
+ROOT=$WORK/root
+rm -rf "$ROOT"
+mkdir -p "$ROOT"
+for deb in "${SELECTED[@]}"; do
+  dpkg-deb -x "$deb" "$ROOT"
+done
+KERNEL=$ROOT/boot/vmlinuz-$KVER
+MODDIR=$ROOT/lib/modules/$KVER
+BUSYBOX=$ROOT/bin/busybox
+[ -f "$KERNEL" ] && [ -d "$MODDIR" ] && [ -x "$BUSYBOX" ] || { echo "build-guest-image: unexpected package layout" >&2; exit 1; }
+
+# ---- initramfs tree ----
+INITRD_DIR=$WORK/initramfs
+rm -rf "$INITRD_DIR"
+mkdir -p "$INITRD_DIR"/{bin,sbin,usr/bin,usr/sbin,usr/local/sbin,etc/acpi/PWRF,proc,sys,dev,run,tmp,mnt,root,lib/modules}
+cp "$BUSYBOX" "$INITRD_DIR/bin/busybox"
+# Applet links are made at build time so /init can start with a complete PATH.
+while read -r applet; do
+  [ "$applet" = bin/busybox ] && continue
+  [ -e "$INITRD_DIR/$applet" ] || ln -s /bin/busybox "$INITRD_DIR/$applet"
+done < <("$BUSYBOX" --list-full)
+
+# Module name (dashes and underscores are the same to the kernel) -> path of its .ko under $MODDIR.
+declare -A KO
+while IFS= read -r rel; do
+  name=${rel##*/}
+  name=${name%.ko}
+  KO[${name//-/_}]=kernel/$rel
+done < <(find "$MODDIR/kernel" -name '*.ko' -printf '%P\n')
+if ((${#KO[@]} == 0)); then
+  echo "build-guest-image: no uncompressed .ko modules in $MODDIR (compressed modules are not handled)" >&2
+  exit 1
+fi
+
+# Wanted modules in load order; each one's dependencies are loaded before it (depth-first on `modinfo -F depends`).
+WANTED=(
+  virtio_pci virtio_blk virtio_net virtio_console virtio_scsi
+  ahci sd_mod sr_mod isofs
+  nls_cp437 nls_ascii nls_utf8 vfat
+  button evdev pvpanic_pci pvpanic_mmio
+)
+declare -A SEEN
+ORDER=()
+add_module() {
+  local name=${1//-/_} dep
+  [ -n "${SEEN[$name]:-}" ] && return 0
+  SEEN[$name]=1
+  if [ -z "${KO[$name]:-}" ]; then
+    # Not a module file: built into this kernel (modules.builtin) or absent; either way nothing to load.
+    return 0
+  fi
+  local deps
+  deps=$(modinfo -F depends "$MODDIR/${KO[$name]}")
+  for dep in ${deps//,/ }; do add_module "$dep"; done
+  ORDER+=("$name")
+}
+for m in "${WANTED[@]}"; do add_module "$m"; done
+: >"$INITRD_DIR/etc/modules.load"
+for name in "${ORDER[@]}"; do
+  cp "$MODDIR/${KO[$name]}" "$INITRD_DIR/lib/modules/$name.ko"
+  echo "$name" >>"$INITRD_DIR/etc/modules.load"
+done
+
+cat >"$INITRD_DIR/etc/acpi/PWRF/00000080" <<'EOF'
+#!/bin/sh
+# Run by busybox acpid on the ACPI power button (QMP system_powerdown, libvirt shutdown).
+echo "pykubevirt-guest: power button, powering off" >/dev/console
+exec /bin/busybox poweroff -f
+EOF
+
+cat >"$INITRD_DIR/usr/local/sbin/crash" <<'EOF'
+#!/bin/sh
+# Test hook: a kernel panic; with panic=-1 the kernel resets at once (QEMU -no-reboot exits, pvpanic reports it).
+echo 1 >/proc/sys/kernel/sysrq
+echo "pykubevirt-guest: crashing" >/dev/console
+echo c >/proc/sysrq-trigger
+EOF
+
+cat >"$INITRD_DIR/etc/profile" <<'EOF'
+export PATH=/usr/local/sbin:/sbin:/bin:/usr/sbin:/usr/bin HOME=/root
+PS1='\h:\w# '
+EOF
+
+cat >"$INITRD_DIR/init" <<'EOF'
+#!/bin/sh
+# pykubevirt test guest: boot marker, ACPI power button, a tiny cloud-init (NoCloud / ConfigDrive), serial shell.
+export PATH=/usr/local/sbin:/sbin:/bin:/usr/sbin:/usr/bin HOME=/root
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+# The initramfs may lack /dev/console (non-root build), so bind the standard streams once devtmpfs is up.
+exec </dev/console >/dev/console 2>&1
+mkdir -p /dev/pts
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /run
+mkdir -p /run/cloud-init
+
+say() { echo "pykubevirt-guest: $*"; }
+
+# busybox poweroff/halt/reboot without -f signal PID 1 (the shell runs applets before PATH, so no wrapper can
+# intercept them); there is no init daemon, so PID 1 acts on the signals itself.
+power() { say "$1"; sync; /bin/busybox "$1" -f; }
+trap 'power poweroff' USR2
+trap 'power halt' USR1
+trap 'power reboot' TERM
+
+while read -r mod; do
+  args=
+  # Synchronous SCSI scanning: sata/scsi disks exist once insmod returns, so the cloud-init scan needs no polling.
+  [ "$mod" = scsi_mod ] && args=scan=sync
+  insmod "/lib/modules/$mod.ko" $args 2>/dev/null || say "insmod $mod failed"
+done </etc/modules.load
+
+# button + evdev expose the power button as /dev/input/event*; acpid runs /etc/acpi/PWRF/00000080 for it.
+acpid -f -c /etc/acpi -l /run/acpid.log &
+acpid_pid=$!
+# "booted" promises a working power button, so wait (up to 2 s) until acpid holds the input event devices.
+i=0
+while [ $i -lt 20 ] && ! ls -l "/proc/$acpid_pid/fd" 2>/dev/null | grep -q /dev/input/event; do
+  usleep 100000
+  i=$((i + 1))
+done
+
+say booted
+
+# Prints the ISO9660 volume id of a block device, or fails if it carries no ISO9660 filesystem.
+iso_label() {
+  [ "$(dd if="$1" bs=1 skip=32769 count=5 2>/dev/null)" = CD001 ] || return 1
+  dd if="$1" bs=1 skip=32808 count=32 2>/dev/null | tr -d ' \000'
+}
+
+# A JSON string value ("key": "v") or a YAML scalar (key: v) from a metadata file.
+meta_value() {
+  v=$(sed -n "s/.*\"$2\"[[:space:]]*:[[:space:]]*\"\([^\"]*\)\".*/\1/p" "$1" | head -n 1)
+  [ -n "$v" ] || v=$(sed -n "s/^$2:[[:space:]]*//p" "$1" | head -n 1 | sed -e "s/^[\"']//" -e "s/[\"'][[:space:]]*\$//" -e 's/[[:space:]]*$//')
+  echo "$v"
+}
+
+find_cloud_init() {
+  for sys in /sys/class/block/*; do
+    dev=${sys##*/}
+    case $dev in sr*|vd*|sd*) ;; *) continue ;; esac
+    [ -e "$sys/partition" ] && continue
+    label=$(iso_label "/dev/$dev") || continue
+    case $label in
+      cidata|CIDATA|config-2|CONFIG-2) echo "$dev $label"; return 0 ;;
+    esac
+  done
+  return 1
+}
+
+# The #cloud-config subset: top-level hostname, and single-line runcmd items (strings or [flow, lists]).
+parse_cloud_config() {
+  awk -v q="'" '
+    function unquote(s,  a, z) {
+      a = substr(s, 1, 1); z = substr(s, length(s), 1)
+      if (length(s) >= 2 && a == "\"" && z == "\"") { s = substr(s, 2, length(s) - 2); gsub(/\\"/, "\"", s) }
+      else if (length(s) >= 2 && a == q && z == q) { s = substr(s, 2, length(s) - 2); gsub(q q, q, s) }
+      return s
+    }
+    /^[ \t]*#/ || /^[ \t]*$/ { next }
+    /^[^ \t-]/ {
+      inrun = ($0 ~ /^runcmd:[ \t]*$/)
+      if ($0 ~ /^hostname:/) { v = $0; sub(/^hostname:[ \t]*/, "", v); sub(/[ \t]+$/, "", v); print "hostname " unquote(v) }
+      next
+    }
+    inrun && /^[ \t]*-[ \t]/ {
+      item = $0; sub(/^[ \t]*-[ \t]+/, "", item); sub(/[ \t]+$/, "", item)
+      if (item ~ /^\[.*\]$/) {
+        n = split(substr(item, 2, length(item) - 2), parts, /,[ \t]*/); item = ""
+        # A list is an argv (cloud-init runs it without a shell), so each element is single-quoted for sh -c.
+        for (i = 1; i <= n; i++) {
+          part = parts[i]; sub(/^[ \t]+/, "", part); sub(/[ \t]+$/, "", part)
+          part = unquote(part); gsub(q, q "\\" q q, part)
+          item = item (i > 1 ? " " : "") q part q
+        }
+      } else item = unquote(item)
+      print "runcmd " item
+    }
+  ' "$1"
+}
+
+hostname_from=
+user_data=
+ci=$(find_cloud_init) || ci=
+if [ -n "$ci" ]; then
+  dev=${ci%% *}
+  label=${ci#* }
+  mkdir -p /mnt/cloud-init
+  if mount -t iso9660 -o ro "/dev/$dev" /mnt/cloud-init; then
+    case $label in
+      cidata|CIDATA)
+        say "cloud-init NoCloud on $dev"
+        meta=/mnt/cloud-init/meta-data; user_data=/mnt/cloud-init/user-data; key=local-hostname ;;
+      *)
+        say "cloud-init ConfigDrive on $dev"
+        meta=/mnt/cloud-init/openstack/latest/meta_data.json; user_data=/mnt/cloud-init/openstack/latest/user_data
+        key=hostname ;;
+    esac
+    [ -f "$meta" ] && hostname_from=$(meta_value "$meta" "$key")
+    if [ -f "$user_data" ]; then cp "$user_data" /run/cloud-init/user-data; user_data=/run/cloud-init/user-data; else user_data=; fi
+    umount /mnt/cloud-init
+  else
+    say "cannot mount cloud-init disk $dev"
+  fi
+else
+  say "no cloud-init disk"
+fi
+
+: >/run/cloud-init/runcmd
+if [ -n "$user_data" ]; then
+  case $(head -n 1 "$user_data") in
+    '#cloud-config'*)
+      parse_cloud_config "$user_data" >/run/cloud-init/parsed
+      h=$(sed -n 's/^hostname //p' /run/cloud-init/parsed | tail -n 1)
+      [ -n "$h" ] && hostname_from=$h
+      sed -n 's/^runcmd //p' /run/cloud-init/parsed >/run/cloud-init/runcmd ;;
+    '#!'*) echo "sh $user_data" >/run/cloud-init/runcmd ;;
+    *) say "user-data format not handled" ;;
+  esac
+fi
+if [ -n "$hostname_from" ]; then
+  hostname "$hostname_from" && echo "$hostname_from" >/etc/hostname
+  say "hostname $hostname_from"
+fi
+while IFS= read -r cmd; do
+  case $cmd in
+    poweroff) power poweroff ;;
+    *) sh -c "$cmd" </dev/null ;;
+  esac
+done </run/cloud-init/runcmd
+
+say ready
+
+# The serial console: a job-control shell on the real console device, restarted whenever it exits.
+(while :; do setsid cttyhack sh -l; sleep 1; done) &
+# PID 1 must never exit; waiting (rather than sleeping) lets the traps above run as soon as a signal arrives.
+while :; do wait; sleep 1; done
+EOF
+chmod 0755 "$INITRD_DIR/init" "$INITRD_DIR/etc/acpi/PWRF/00000080" "$INITRD_DIR"/usr/local/sbin/*
+if [ "$(id -u)" = 0 ]; then mknod -m 600 "$INITRD_DIR/dev/console" c 5 1; fi
+
+INITRD=$WORK/initrd.gz
+(cd "$INITRD_DIR" && find . -print0 | LC_ALL=C sort -z |
+  cpio --null --create --format=newc --owner=0:0 --reproducible --quiet) | gzip -9 -n >"$INITRD"
+
+# ---- FAT superfloppy with syslinux ----
+cat >"$WORK/syslinux.cfg" <<'EOF'
+SERIAL 0 115200
+DEFAULT linux
+PROMPT 0
+TIMEOUT 0
+LABEL linux
+  KERNEL vmlinuz
+  INITRD initrd.gz
+  APPEND console=ttyS0 panic=-1 quiet
+EOF
+cp "$KERNEL" "$WORK/vmlinuz"
+payload_kib=$((($(stat -c %s "$KERNEL") + $(stat -c %s "$INITRD")) / 1024))
+# Whole MiB with ~2 MiB headroom for FAT tables, ldlinux and the config.
+size_kib=$(((payload_kib / 1024 + 3) * 1024))
+tmp_img=$IMAGE.tmp
+rm -f "$tmp_img"
+mkfs.vfat -C -n PYKVGUEST "$tmp_img" "$size_kib" >/dev/null
+mcopy -i "$tmp_img" "$WORK/vmlinuz" "$INITRD" "$WORK/syslinux.cfg" ::
+syslinux --install "$tmp_img"
+mv -f "$tmp_img" "$IMAGE"
+rm -rf "$ROOT"
+
+echo "build-guest-image: kernel $KVER, $((size_kib / 1024)) MiB, $(($(date +%s) - start)) s" >&2
+echo "$IMAGE"

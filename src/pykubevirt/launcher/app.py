@@ -1,0 +1,341 @@
+"""virt-launcher: one VMI's domain, driven by virt-handler through the command socket.
+
+It starts its own embedded libvirt, waits for `sync` with the VMI, prepares the disks, converts the VMI to domain
+XML, defines and starts the domain, and reports every state change to watchers. SIGTERM marks a graceful shutdown
+(virt-handler then asks the guest to power off); if the domain is still up `--grace-period-seconds` later, the
+launcher destroys it itself, as KubeVirt's virt-launcher-monitor does. It exits once the domain is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pykubevirt.api import pod_layout
+from pykubevirt.launcher import disks
+from pykubevirt.launcher.command_server import CommandServer
+from pykubevirt.launcher.converter import ConverterContext, convert, domain_name
+from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
+from pykubevirt.launcher.domain_state import DomainState
+from pykubevirt.launcher.kvm_probe import cached_probe
+
+log = logging.getLogger("pykubevirt.launcher")
+
+# How long a launcher whose domain stopped waits for virt-handler to collect the final state before exiting anyway.
+ORPHAN_EXIT_SECONDS = 600.0
+
+
+def _seconds(value: str) -> float:
+    return float(value[:-1]) if value.endswith("s") else float(value)
+
+
+class Launcher:
+    """The launcher's state: its VMI, its domain and who is watching."""
+
+    def __init__(self, args: argparse.Namespace, mounts: dict[str, str]) -> None:
+        self.args = args
+        self.namespace = args.namespace
+        self.name = args.name
+        self.vmi_uid = args.uid
+        self.mounts = mounts
+        self.pod_uid = os.environ.get("POD_UID", "") or args.uid
+        self.runtime = Path(pod_layout.short_runtime_dir(self.pod_uid))
+        self.uri = args.libvirt_uri or ""
+        self.domain: DomainManager | None = None
+        self.vmi: dict[str, Any] | None = None
+        self.marked_for_graceful_shutdown = False
+        self.graceful_deadline: float | None = None
+        self.use_emulation = True
+        self.emulation_reason = ""
+        self.last_state = DomainState("NoState", "Unknown")
+        self.defined = False
+        self.deleted = asyncio.Event()
+        self.stopped_at: float | None = None
+        self.server = CommandServer(
+            self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
+            {
+                "ping": self._ping,
+                "status": self._status_command,
+                "sync": self._sync,
+                "shutdown": self._shutdown,
+                "kill": self._kill,
+                "pause": self._pause,
+                "unpause": self._unpause,
+                "softreboot": self._softreboot,
+                "delete": self._delete,
+            },
+            self.status,
+        )
+
+    # ------------------------------------------------------------------------------------------------ paths
+
+    def host(self, path: str) -> Path:
+        return Path(pod_layout.host_path(path, self.mounts))
+
+    def _link(self, target: Path, link: Path) -> None:
+        """Expose a short-path file or dir at its pod-volume location (how virt-handler finds it)."""
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            if link.is_symlink() and os.readlink(link) == str(target):
+                return
+            if link.is_dir() and not link.is_symlink():
+                shutil.rmtree(link)
+            else:
+                link.unlink()
+        link.symlink_to(target)
+
+    def converter_context(self, container_disks: dict[str, tuple[str, str]], direct_io: bool) -> ConverterContext:
+        return ConverterContext(
+            use_emulation=self.use_emulation,
+            private_dir=str(self.runtime / "private"),
+            ephemeral_disk_dir=str(self.host(pod_layout.EPHEMERAL_DISK_DIR)),
+            container_disk_dir=str(self.host(pod_layout.CONTAINER_DISK_DIR)),
+            libvirt_runtime_dir=str(self.host(pod_layout.LIBVIRT_RUNTIME_DIR)),
+            container_disks=container_disks,
+            direct_io=direct_io,
+            grace_period_seconds=self.grace_period(),
+            network_mode="user",
+        )
+
+    def grace_period(self) -> int:
+        spec = (self.vmi or {}).get("spec") or {}
+        value = spec.get("terminationGracePeriodSeconds")
+        return int(value) if value is not None else 30
+
+    # ------------------------------------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self.runtime.mkdir(parents=True, exist_ok=True)
+        (self.runtime / "private" / self.vmi_uid).mkdir(parents=True, exist_ok=True)
+        self._link(self.runtime / "private" / self.vmi_uid, self.host(f"{pod_layout.PRIVATE_DIR}/{self.vmi_uid}"))
+        await self.server.start()
+        self._link(
+            self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
+            self.host(f"{pod_layout.SOCKETS_DIR}/{pod_layout.LAUNCHER_SOCKET_NAME}"),
+        )
+        if self.args.allow_emulation:
+            result = await asyncio.to_thread(cached_probe)
+            self.use_emulation = not result.usable
+            self.emulation_reason = result.reason
+        else:
+            self.use_emulation = False
+        log.info(
+            "launcher ready for %s/%s (%s: %s)",
+            self.namespace,
+            self.name,
+            "TCG" if self.use_emulation else "KVM",
+            self.emulation_reason or "KVM required",
+        )
+        uri = self.uri or embed_uri(Path(pod_layout.embed_root(self.pod_uid)))
+        self.domain = DomainManager(uri, domain_name({"metadata": {"namespace": self.namespace, "name": self.name}}))
+        await self.domain.connect()
+        self.domain.add_listener(self._on_state)
+        self.last_state = await self.domain.state()
+        self.defined = await self.domain.exists()
+
+    def _on_state(self, state: DomainState, event: str) -> None:
+        self.last_state = state
+        if state.alive:
+            self.stopped_at = None
+        elif self.stopped_at is None and self.defined:
+            self.stopped_at = time.monotonic()
+        self.server.publish(self.status(event=event))
+
+    def status(self, event: str = "") -> dict[str, Any]:
+        status: dict[str, Any] = {
+            "domain": {
+                **self.last_state.to_dict(),
+                "defined": self.defined,
+                "name": self.domain.name if self.domain else "",
+            },
+            "vmiUid": self.vmi_uid,
+            "markedForGracefulShutdown": self.marked_for_graceful_shutdown,
+            "emulation": self.use_emulation,
+            "pid": os.getpid(),
+        }
+        if event:
+            status["event"] = event
+        if self.vmi is not None and self.defined:
+            status["interfaces"] = self._interfaces()
+        return status
+
+    def _interfaces(self) -> list[dict[str, Any]]:
+        # User-mode networking gives the guest slirp's fixed address; KubeVirt reports the guest's address too.
+        interfaces = []
+        for iface in (self.vmi or {}).get("spec", {}).get("domain", {}).get("devices", {}).get("interfaces") or []:
+            entry: dict[str, Any] = {"name": iface["name"], "infoSource": "domain", "linkState": "up"}
+            if iface.get("macAddress"):
+                entry["mac"] = iface["macAddress"]
+            entry["ipAddress"] = "10.0.2.15"
+            entry["ipAddresses"] = ["10.0.2.15"]
+            interfaces.append(entry)
+        return interfaces
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self._on_sigterm)
+        loop.add_signal_handler(signal.SIGINT, self._on_sigterm)
+        await self.start()
+        try:
+            while not self.deleted.is_set():
+                await asyncio.sleep(0.5)
+                if self.marked_for_graceful_shutdown and self.graceful_deadline is not None:
+                    if time.monotonic() >= self.graceful_deadline and self.last_state.alive:
+                        log.warning("grace period over; destroying the domain")
+                        assert self.domain is not None
+                        await self.domain.destroy()
+                    if not self.last_state.alive:
+                        # The pod is going away and the guest is down: nothing is left to do here.
+                        break
+                if self.stopped_at is not None and time.monotonic() - self.stopped_at > ORPHAN_EXIT_SECONDS:
+                    log.warning("domain stopped and nobody collected it; exiting")
+                    break
+        finally:
+            await self.server.stop()
+            if self.domain is not None:
+                await self.domain.close()
+            if not self.last_state.alive:
+                # The short runtime dir holds only sockets and libvirt state of a guest that is gone.
+                shutil.rmtree(self.runtime, ignore_errors=True)
+
+    def _on_sigterm(self) -> None:
+        if self.marked_for_graceful_shutdown:
+            return
+        self.marked_for_graceful_shutdown = True
+        self.graceful_deadline = time.monotonic() + float(self.args.grace_period_seconds)
+        log.info("SIGTERM: graceful shutdown requested (grace %ss)", self.args.grace_period_seconds)
+        if not self.defined:
+            self.deleted.set()
+        self.server.publish(self.status(event="GracefulShutdownRequested"))
+
+    # ------------------------------------------------------------------------------------------------ commands
+
+    async def _ping(self, request: dict[str, Any]) -> dict[str, Any]:
+        return {"pid": os.getpid()}
+
+    async def _status_command(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.domain is not None
+        self.last_state = await self.domain.state()
+        return self.status()
+
+    async def _sync(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Define and start the domain for the VMI, once; later syncs only refresh the VMI the launcher knows."""
+        assert self.domain is not None
+        vmi = request.get("vmi")
+        if not isinstance(vmi, dict) or (vmi.get("metadata") or {}).get("uid") != self.vmi_uid:
+            raise ValueError("sync needs this launcher's VMI")
+        self.vmi = vmi
+        if self.marked_for_graceful_shutdown:
+            raise RuntimeError("the launcher is shutting down; it starts no domain")
+        if not await self.domain.exists():
+            xml = await self._prepare(vmi)
+            paused = (vmi.get("spec") or {}).get("startStrategy") == "Paused"
+            await self.domain.define_and_start(xml, paused=paused)
+            self.defined = True
+            log.info("domain defined and started%s", " paused" if paused else "")
+        self.last_state = await self.domain.state()
+        return self.status()
+
+    async def _prepare(self, vmi: dict[str, Any]) -> str:
+        spec = vmi.get("spec") or {}
+        ephemeral = self.host(pod_layout.EPHEMERAL_DISK_DIR)
+        container_dir = self.host(pod_layout.CONTAINER_DISK_DIR)
+        direct_io = disks.direct_io_supported(ephemeral)
+        ctx = self.converter_context({}, direct_io)
+        container_disks: dict[str, tuple[str, str]] = {}
+        for index, volume in enumerate(spec.get("volumes") or []):
+            name = volume["name"]
+            if volume.get("containerDisk") is not None:
+                source = disks.container_disk_source(container_dir, index)
+                overlay = Path(ctx.ephemeral_disk_dir) / "disk-data" / name / "disk.qcow2"
+                shown = f"{pod_layout.CONTAINER_DISK_DIR}/{source.name}"
+                container_disks[name] = await disks.prepare_container_disk(source, overlay, shown)
+            elif volume.get("emptyDisk") is not None:
+                target = Path(ctx.libvirt_runtime_dir) / "empty-disks" / f"{name}.qcow2"
+                await disks.prepare_empty_disk(target, str(volume["emptyDisk"].get("capacity", "0")))
+            elif volume.get("cloudInitNoCloud") is not None or volume.get("cloudInitConfigDrive") is not None:
+                source_type = "noCloud" if volume.get("cloudInitNoCloud") is not None else "configDrive"
+                file = "noCloud.iso" if source_type == "noCloud" else "configdrive.iso"
+                target = Path(ctx.ephemeral_disk_dir) / "cloud-init-data" / self.namespace / self.name / file
+                await disks.prepare_cloud_init(vmi, source_type, target, self._secrets(volume))
+            elif volume.get("persistentVolumeClaim") is not None or volume.get("dataVolume") is not None:
+                raise disks.DiskError(
+                    f"volume {name}: PersistentVolumeClaim and DataVolume volumes need storage the embedded node "
+                    "does not provide yet"
+                )
+        xml = convert(vmi, replace(ctx, container_disks=container_disks))
+        (self.runtime / "domain.xml").write_text(xml)
+        return xml
+
+    def _secrets(self, volume: dict[str, Any]) -> dict[str, dict[str, bytes]]:
+        """Secrets referenced by cloud-init, from the files the runtime mounted for them (if any)."""
+        found: dict[str, dict[str, bytes]] = {}
+        source = volume.get("cloudInitNoCloud") or volume.get("cloudInitConfigDrive") or {}
+        for ref_field in ("secretRef", "networkDataSecretRef"):
+            name = (source.get(ref_field) or {}).get("name")
+            if not name:
+                continue
+            directory = self.host(f"/var/run/kubevirt-private/secret/{volume['name']}/{ref_field.lower()}")
+            if directory.is_dir():
+                found[name] = {f.name: f.read_bytes() for f in directory.iterdir() if f.is_file()}
+        return found
+
+    async def _shutdown(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.domain is not None
+        done = await self.domain.shutdown()
+        return {"signaled": done, **self.status()}
+
+    async def _kill(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.domain is not None
+        await self.domain.destroy()
+        self.last_state = await self.domain.state()
+        return self.status()
+
+    async def _pause(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.domain is not None
+        await self.domain.pause()
+        self.last_state = await self.domain.state()
+        return self.status()
+
+    async def _unpause(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.domain is not None
+        await self.domain.resume()
+        self.last_state = await self.domain.state()
+        return self.status()
+
+    async def _softreboot(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.domain is not None
+        await self.domain.reboot()
+        return self.status()
+
+    async def _delete(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Undefine the stopped domain; the launcher then exits (its pod completes)."""
+        assert self.domain is not None
+        await self.domain.destroy()
+        await self.domain.undefine()
+        self.defined = False
+        self.last_state = DomainState("NoState", "Unknown")
+        asyncio.get_running_loop().call_later(0.2, self.deleted.set)
+        return self.status()
+
+
+def run(args: argparse.Namespace) -> int:
+    from pykubevirt import log as logs
+
+    logs.configure("virt-launcher")
+    if args.simulate_crash:
+        log.error("simulating a crash, as requested")
+        return 1
+    launcher = Launcher(args, pod_layout.mounts_from_env())
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(launcher.run())
+    return 0

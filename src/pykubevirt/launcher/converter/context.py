@@ -1,0 +1,83 @@
+"""Everything environment-specific the converter needs, so that the conversion itself stays a pure function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# KubeVirt's in-pod directories (reference §0); the defaults make our XML read like KubeVirt's.
+KUBEVIRT_SHARE_DIR = "/var/run/kubevirt"
+KUBEVIRT_PRIVATE_DIR = "/var/run/kubevirt-private"
+KUBEVIRT_EPHEMERAL_DISK_DIR = "/var/run/kubevirt-ephemeral-disks"
+KUBEVIRT_CONTAINER_DISK_DIR = "/var/run/kubevirt/container-disks"
+LIBVIRT_RUNTIME_DIR = "/var/run/libvirt"
+KUBEVIRT_PVC_DISK_DIR = "/var/run/kubevirt-private/vmi-disks"
+OVMF_DIR = "/usr/share/OVMF"
+
+NetworkMode = Literal["kubevirt", "user"]
+
+
+class ConversionError(ValueError):
+    """The VMI cannot be expressed as a domain (an unsupported device, a missing prepared disk, …)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SMBIOS:
+    """The cluster's SMBIOS system identity (KubeVirt CR `smbios`; KubeVirt's defaults)."""
+
+    manufacturer: str = "KubeVirt"
+    family: str = "KubeVirt"
+    product: str = "None"
+    sku: str = ""
+    version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConverterContext:
+    """Host facts and launcher decisions the conversion depends on; KubeVirt's ConverterContext, trimmed."""
+
+    # True when KVM is unusable: `<domain type="qemu">` (TCG) and KVM-only features dropped.
+    use_emulation: bool = False
+    # libvirt's name of the guest architecture; only x86_64 is supported.
+    architecture: str = "x86_64"
+    private_dir: str = KUBEVIRT_PRIVATE_DIR
+    ephemeral_disk_dir: str = KUBEVIRT_EPHEMERAL_DISK_DIR
+    container_disk_dir: str = KUBEVIRT_CONTAINER_DISK_DIR
+    libvirt_runtime_dir: str = LIBVIRT_RUNTIME_DIR
+    pvc_disk_dir: str = KUBEVIRT_PVC_DISK_DIR
+    # Holds hotplug disks and the persistent-reservation helper socket.
+    share_dir: str = KUBEVIRT_SHARE_DIR
+    # Where block-mode PVC/DataVolume devices appear (a pod sees them as /dev/<volume>).
+    block_device_dir: str = "/dev"
+    # containerDisk volume name → (backing image path, its format "raw"|"qcow2"), prepared by the launcher.
+    container_disks: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # PVC/DataVolume volumes that are block devices rather than a disk.img on a filesystem.
+    block_volumes: frozenset[str] = frozenset()
+    # Preallocated volumes: no discard=unmap, and io=native with cache=none (KubeVirt's VolumesDiscardIgnore).
+    preallocated_volumes: frozenset[str] = frozenset()
+    # Whether O_DIRECT works where the disks live: default cache "none" if so, else "writethrough".
+    direct_io: bool = True
+    smbios: SMBIOS = field(default_factory=SMBIOS)
+    # Written to the domain metadata when the VMI sets no terminationGracePeriodSeconds.
+    grace_period_seconds: int = 30
+    # Cluster default for the serial console log; the VMI's devices.logSerialConsole overrides it.
+    serial_log: bool = True
+    mem_balloon_stats_period: int = 10
+    free_page_reporting: bool = True
+    # "kubevirt": pod-network NICs are `type="ethernet"` on a pre-created tap; "user": libvirt user-mode networking.
+    network_mode: NetworkMode = "kubevirt"
+    # OVMF images for EFI guests (KubeVirt's names in its launcher image; Debian lacks OVMF_VARS.secboot.fd).
+    efi_code: str = f"{OVMF_DIR}/OVMF_CODE.fd"
+    efi_vars: str = f"{OVMF_DIR}/OVMF_VARS.fd"
+    efi_secure_code: str = f"{OVMF_DIR}/OVMF_CODE.secboot.fd"
+    efi_secure_vars: str = f"{OVMF_DIR}/OVMF_VARS.secboot.fd"
+    # Let libvirt pick Secure Boot firmware from its descriptors instead of the paths above.
+    efi_firmware_autoselect: bool = False
+    # Non-root launchers keep NVRAM under the private dir; None means `<private_dir>/libvirt/qemu/nvram`.
+    nvram_dir: str | None = None
+    # KubeVirt CR `bochsDisplayForEFIGuests`.
+    bochs_display_for_efi: bool = False
+
+    @property
+    def nvram_path(self) -> str:
+        return self.nvram_dir if self.nvram_dir is not None else f"{self.private_dir}/libvirt/qemu/nvram"

@@ -1,0 +1,217 @@
+"""One libvirt per launcher: a `qemu:///embed` connection (or `test:///default` for tests) and the one domain it runs.
+
+libvirt's calls block, so every call goes through `asyncio.to_thread`; lifecycle events arrive through libvirtaio on
+the event loop and are turned into state updates for whoever watches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import libvirt
+
+from pykubevirt.launcher.domain_state import EVENTS, DomainState, from_libvirt
+
+log = logging.getLogger("pykubevirt.launcher.domain")
+
+# KubeVirt's launcher qemu.conf, minus what needs daemons we do not run (virtlogd, cgroups, namespaces, SELinux).
+EMBED_QEMU_CONF = """\
+stdio_handler = "file"
+security_driver = "none"
+cgroup_controllers = [ ]
+namespaces = [ ]
+user = "root"
+group = "root"
+dynamic_ownership = 0
+remember_owner = 0
+"""
+
+_event_impl_registered = False
+
+
+def register_event_loop() -> None:
+    """libvirt needs an event implementation before the first connection; use the running asyncio loop."""
+    global _event_impl_registered
+    if _event_impl_registered:
+        return
+    import libvirtaio
+
+    libvirtaio.virEventRegisterAsyncIOImpl()
+    # libvirt prints every error to stderr by default; callers get them as exceptions and log what matters.
+    libvirt.registerErrorHandler(lambda _ctx, _error: None, None)
+    _event_impl_registered = True
+
+
+def embed_uri(root: Path) -> str:
+    """An embedded QEMU driver rooted at `root`, configured to run without the system daemons."""
+    (root / "etc").mkdir(parents=True, exist_ok=True)
+    (root / "etc" / "qemu.conf").write_text(EMBED_QEMU_CONF)
+    return f"qemu:///embed?root={root}"
+
+
+StateListener = Callable[[DomainState, str], None]
+
+
+class DomainManager:
+    """Owns the connection and the domain named `name`; all methods are coroutines safe to call from the loop."""
+
+    def __init__(self, uri: str, name: str) -> None:
+        self.uri = uri
+        self.name = name
+        self._conn: Any = None
+        self._listeners: list[StateListener] = []
+        self._callback_ids: list[int] = []
+
+    async def connect(self) -> None:
+        register_event_loop()
+        self._conn = await asyncio.to_thread(libvirt.open, self.uri)
+        loop = asyncio.get_running_loop()
+
+        def lifecycle(conn: Any, domain: Any, event: int, detail: int, opaque: Any) -> None:
+            # Called on the loop (libvirtaio); only schedule work here, as libvirt requires.
+            if domain.name() == self.name:
+                loop.call_soon(self._on_event, event, detail)
+
+        def reboot(conn: Any, domain: Any, opaque: Any) -> None:
+            if domain.name() == self.name:
+                loop.call_soon(self._on_event, -1, 0)
+
+        self._callback_ids.append(
+            self._conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, lifecycle, None)
+        )
+        self._callback_ids.append(
+            self._conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_REBOOT, reboot, None)
+        )
+
+    def add_listener(self, listener: StateListener) -> None:
+        self._listeners.append(listener)
+
+    def _on_event(self, event: int, detail: int) -> None:
+        name = EVENTS.get(event, "Reboot" if event == -1 else str(event))
+        asyncio.get_running_loop().create_task(self._publish(name))
+
+    async def _publish(self, event: str) -> None:
+        state = await self.state()
+        log.info("domain event %s, state %s (%s)", event, state.state, state.reason)
+        for listener in list(self._listeners):
+            listener(state, event)
+
+    def _domain(self) -> Any:
+        try:
+            return self._conn.lookupByName(self.name)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                return None
+            raise
+
+    async def state(self) -> DomainState:
+        """The domain's state; NoState/Unknown when it is not defined."""
+
+        def read() -> DomainState:
+            domain = self._domain()
+            if domain is None:
+                return DomainState("NoState", "Unknown")
+            state, reason = domain.state()
+            return from_libvirt(state, reason)
+
+        return await asyncio.to_thread(read)
+
+    async def exists(self) -> bool:
+        return await asyncio.to_thread(lambda: self._domain() is not None)
+
+    async def define_and_start(self, xml: str, *, paused: bool) -> None:
+        """Define the domain from `xml` and start it (paused when the VMI's startStrategy is Paused)."""
+
+        def run() -> None:
+            domain = self._conn.defineXML(xml)
+            state, _ = domain.state()
+            if state in (libvirt.VIR_DOMAIN_SHUTOFF, libvirt.VIR_DOMAIN_NOSTATE, libvirt.VIR_DOMAIN_CRASHED):
+                flags = libvirt.VIR_DOMAIN_START_PAUSED if paused else 0
+                domain.createWithFlags(flags)
+
+        await asyncio.to_thread(run)
+
+    async def _act(self, action: Callable[[Any], Any]) -> bool:
+        def run() -> bool:
+            domain = self._domain()
+            if domain is None:
+                return False
+            action(domain)
+            return True
+
+        return await asyncio.to_thread(run)
+
+    async def shutdown(self) -> bool:
+        """Ask the guest to shut down (ACPI power button); False when there is no domain."""
+        return await self._act(lambda d: d.shutdownFlags(libvirt.VIR_DOMAIN_SHUTDOWN_DEFAULT))
+
+    async def destroy(self) -> bool:
+        """Power the domain off at once."""
+
+        def destroy(domain: Any) -> None:
+            state, _ = domain.state()
+            if state not in (libvirt.VIR_DOMAIN_SHUTOFF, libvirt.VIR_DOMAIN_CRASHED):
+                domain.destroyFlags(libvirt.VIR_DOMAIN_DESTROY_GRACEFUL)
+
+        return await self._act(destroy)
+
+    async def pause(self) -> bool:
+        return await self._act(lambda d: d.suspend())
+
+    async def resume(self) -> bool:
+        return await self._act(lambda d: d.resume())
+
+    async def reboot(self) -> bool:
+        return await self._act(lambda d: d.reboot(libvirt.VIR_DOMAIN_REBOOT_ACPI_POWER_BTN))
+
+    async def undefine(self) -> bool:
+        def undefine(domain: Any) -> None:
+            flags = getattr(libvirt, "VIR_DOMAIN_UNDEFINE_KEEP_NVRAM", 0)
+            try:
+                domain.undefineFlags(flags)
+            except libvirt.libvirtError:
+                domain.undefine()
+
+        return await self._act(undefine)
+
+    async def xml(self) -> str:
+        def read() -> str:
+            domain = self._domain()
+            return str(domain.XMLDesc(0)) if domain is not None else ""
+
+        return await asyncio.to_thread(read)
+
+    async def close(self) -> None:
+        if self._conn is None:
+            return
+        for callback in self._callback_ids:
+            try:
+                self._conn.domainEventDeregisterAny(callback)
+            except libvirt.libvirtError:
+                pass
+        self._callback_ids.clear()
+        conn, self._conn = self._conn, None
+        await asyncio.to_thread(conn.close)
+
+
+def qemu_pid(root: Path, name: str) -> int | None:
+    """The QEMU process of an embedded domain, from libvirt's pid file (for the last-resort kill)."""
+    for path in root.glob(f"run/qemu/{name}.pid"):
+        try:
+            return int(path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True

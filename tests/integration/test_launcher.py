@@ -1,0 +1,233 @@
+"""virt-launcher as a real process on libvirt's test driver: the command socket, domain lifecycle and SIGTERM grace.
+
+The test driver keeps domains in the launcher's own process, so these tests exercise everything the launcher does
+(disk preparation, conversion, define/start, events, commands, exit) except running QEMU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykubevirt.admission.context import AdmissionContext
+from pykubevirt.admission.defaults import mutate_vmi
+from pykubevirt.api import pod_layout
+from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
+
+Obj = dict[str, Any]
+
+
+def defaulted_vmi(name: str, uid: str, **spec: Any) -> Obj:
+    vmi: Obj = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": name, "namespace": "default", "uid": uid},
+        "spec": {
+            "domain": {
+                "memory": {"guest": "64Mi"},
+                "devices": {
+                    "disks": [
+                        {"name": "scratch", "disk": {"bus": "virtio"}},
+                        {"name": "cloudinit", "disk": {"bus": "virtio"}},
+                    ]
+                },
+            },
+            "volumes": [
+                {"name": "scratch", "emptyDisk": {"capacity": "10Mi"}},
+                {"name": "cloudinit", "cloudInitNoCloud": {"userData": "#cloud-config\nhostname: launched\n"}},
+            ],
+            **spec,
+        },
+        "status": {},
+    }
+    mutate_vmi(vmi, AdmissionContext(), operation="CREATE")
+    return vmi
+
+
+@dataclass
+class LauncherProcess:
+    process: subprocess.Popen[bytes]
+    pod_dir: Path
+    vmi_uid: str
+    log_path: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.pod_dir / "volumes" / "sockets" / pod_layout.LAUNCHER_SOCKET_NAME
+
+    def client(self) -> LauncherClient:
+        return LauncherClient(self.socket)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    async def wait_ready(self, within: float = 20.0) -> None:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"launcher exited early:\n{self.log()}"
+            try:
+                await self.client().request("ping")
+                return
+            except LauncherUnavailable:
+                await asyncio.sleep(0.05)
+        raise AssertionError(f"launcher never answered:\n{self.log()}")
+
+    async def wait_exit(self, within: float = 20.0) -> int:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                return code
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"launcher did not exit:\n{self.log()}")
+
+
+def start_launcher(tmp_path: Path, name: str, vmi_uid: str, *extra: str) -> LauncherProcess:
+    pod_uid = str(uuid.uuid4())
+    pod_dir = tmp_path / "pods" / pod_uid
+    mounts = {
+        pod_layout.SOCKETS_DIR: str(pod_dir / "volumes" / "sockets"),
+        pod_layout.PRIVATE_DIR: str(pod_dir / "volumes" / "private"),
+        pod_layout.EPHEMERAL_DISK_DIR: str(pod_dir / "volumes" / "ephemeral-disks"),
+        pod_layout.CONTAINER_DISK_DIR: str(pod_dir / "volumes" / "container-disks"),
+        pod_layout.LIBVIRT_RUNTIME_DIR: str(pod_dir / "volumes" / "libvirt-runtime"),
+    }
+    for path in mounts.values():
+        Path(path).mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, pod_layout.MOUNTS_ENV: json.dumps(mounts), "POD_UID": pod_uid}
+    log_path = tmp_path / f"{name}.log"
+    command = [
+        sys.executable, "-m", "pykubevirt.cli.main", "virt-launcher",
+        "--name", name, "--uid", vmi_uid, "--namespace", "default",
+        "--libvirt-uri", "test:///default", *extra,
+    ]  # fmt: skip
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return LauncherProcess(process, pod_dir, vmi_uid, log_path)
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[LauncherProcess]:
+    proc = start_launcher(tmp_path, "testvmi", str(uuid.uuid4()), "--grace-period-seconds", "2")
+    yield proc
+    if proc.process.poll() is None:
+        proc.process.kill()
+        proc.process.wait()
+    # A killed launcher cannot clean up; on a node the agent removes the pod's runtime dir.
+    shutil.rmtree(pod_layout.short_runtime_dir(proc.pod_dir.name), ignore_errors=True)
+
+
+async def next_status(stream: AsyncIterator[Obj], predicate: Any, within: float = 10.0) -> Obj:
+    async def scan() -> Obj:
+        async for status in stream:
+            if predicate(status):
+                return status
+        raise AssertionError("the watch stream ended")
+
+    return await asyncio.wait_for(scan(), within)
+
+
+async def test_sync_defines_and_starts_the_domain_with_prepared_disks(launcher: LauncherProcess) -> None:
+    await launcher.wait_ready()
+    status = await launcher.client().request("status")
+    assert status["domain"]["defined"] is False
+    vmi = defaulted_vmi("testvmi", launcher.vmi_uid)
+    answer = await launcher.client().request("sync", vmi=vmi)
+    assert answer["domain"]["state"] == "Running"
+    assert answer["domain"]["name"] == "default_testvmi"
+    assert answer["interfaces"][0]["ipAddress"] == "10.0.2.15"
+    volumes = launcher.pod_dir / "volumes"
+    iso = volumes / "ephemeral-disks" / "cloud-init-data" / "default" / "testvmi" / "noCloud.iso"
+    assert iso.stat().st_size > 0
+    empty = volumes / "libvirt-runtime" / "empty-disks" / "scratch.qcow2"
+    qemu_img = ["qemu-img", "info", "--output=json", str(empty)]
+    info = json.loads(await asyncio.to_thread(subprocess.check_output, qemu_img))
+    assert info["format"] == "qcow2" and info["virtual-size"] == 10 * 1024 * 1024
+    # A second sync with the same VMI leaves the running domain alone.
+    again = await launcher.client().request("sync", vmi=vmi)
+    assert again["domain"]["state"] == "Running"
+
+
+async def test_sync_rejects_another_vmi(launcher: LauncherProcess) -> None:
+    await launcher.wait_ready()
+    with pytest.raises(CommandFailed, match="sync needs this launcher's VMI"):
+        await launcher.client().request("sync", vmi=defaulted_vmi("testvmi", str(uuid.uuid4())))
+
+
+async def test_unknown_command_and_garbage_get_errors_not_a_crash(launcher: LauncherProcess) -> None:
+    await launcher.wait_ready()
+    with pytest.raises(CommandFailed, match="unknown command 'explode'"):
+        await launcher.client().request("explode")
+    reader, writer = await asyncio.open_unix_connection(pod_layout.connectable(str(launcher.socket)))
+    writer.write(b"not json\n")
+    await writer.drain()
+    answer = json.loads(await reader.readline())
+    writer.close()
+    assert answer == {"ok": False, "error": "the request is not JSON"}
+    assert (await launcher.client().request("ping"))["pid"] == launcher.process.pid
+
+
+async def test_watch_streams_pause_unpause_and_shutdown(launcher: LauncherProcess) -> None:
+    await launcher.wait_ready()
+    await launcher.client().request("sync", vmi=defaulted_vmi("testvmi", launcher.vmi_uid))
+    stream = launcher.client().watch()
+    first = await next_status(stream, lambda s: True)
+    assert first["domain"]["state"] == "Running"
+    await launcher.client().request("pause")
+    paused = await next_status(stream, lambda s: s["domain"]["state"] == "Paused")
+    assert paused["domain"]["reason"] == "User"
+    await launcher.client().request("unpause")
+    await next_status(stream, lambda s: s["domain"]["state"] == "Running")
+    await launcher.client().request("shutdown")
+    stopped = await next_status(stream, lambda s: s["domain"]["state"] == "Shutoff")
+    assert stopped["domain"]["defined"] is True
+    await stream.aclose()
+    # Delete undefines the stopped domain; the launcher then exits cleanly, so its pod completes.
+    deleted = await launcher.client().request("delete")
+    assert deleted["domain"]["defined"] is False
+    assert await launcher.wait_exit() == 0
+
+
+async def test_sigterm_before_sync_exits_at_once(launcher: LauncherProcess) -> None:
+    await launcher.wait_ready()
+    launcher.process.send_signal(signal.SIGTERM)
+    assert await launcher.wait_exit(within=5) == 0
+
+
+async def test_sigterm_marks_graceful_shutdown_and_destroys_after_grace(launcher: LauncherProcess) -> None:
+    await launcher.wait_ready()
+    await launcher.client().request("sync", vmi=defaulted_vmi("testvmi", launcher.vmi_uid))
+    stream = launcher.client().watch()
+    await next_status(stream, lambda s: True)
+    started = time.monotonic()
+    launcher.process.send_signal(signal.SIGTERM)
+    marked = await next_status(stream, lambda s: s.get("markedForGracefulShutdown"))
+    assert marked["event"] == "GracefulShutdownRequested"
+    assert marked["domain"]["state"] == "Running"
+    # A late sync must never start or change anything once the pod is going away.
+    with pytest.raises(CommandFailed, match="shutting down"):
+        await launcher.client().request("sync", vmi=defaulted_vmi("testvmi", launcher.vmi_uid))
+    # Nobody asks the guest to power off here, so the launcher destroys it once --grace-period-seconds (2) pass.
+    destroyed = await next_status(stream, lambda s: s["domain"]["state"] == "Shutoff")
+    assert destroyed["domain"]["reason"] == "Destroyed"
+    assert time.monotonic() - started >= 1.5
+    assert await launcher.wait_exit() == 0
+
+
+async def test_simulated_crash_exits_non_zero(tmp_path: Path) -> None:
+    proc = start_launcher(tmp_path, "crashy", str(uuid.uuid4()), "--simulate-crash")
+    assert await proc.wait_exit() == 1
+    assert "simulating a crash" in proc.log()
