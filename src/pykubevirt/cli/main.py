@@ -27,6 +27,18 @@ def _apiserver(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _launcher_arguments(parser: argparse.ArgumentParser) -> None:
+    from pykubevirt.launcher.arguments import add_arguments
+
+    add_arguments(parser)
+
+
+def _virt_launcher(args: argparse.Namespace) -> int:
+    from pykubevirt.launcher.app import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pykubevirt", description="KubeVirt's VM lifecycle, in Python.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -52,11 +64,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--history-revisions", type=int, default=100_000, help="revisions kept for watches to resume from"
     )
     apiserver.add_argument("--compact-interval", type=float, default=300.0, help="seconds between compactions")
+    apiserver.add_argument("--event-ttl", type=int, default=3600, help="seconds an Event is kept after its last write")
     apiserver.set_defaults(func=_apiserver)
 
-    from pykubevirt.cli import controller_command
+    from pykubevirt.cli import (
+        controller_command,
+        handler_command,
+        image_command,
+        node_command,
+        scheduler_command,
+        virtapi_command,
+    )
 
     controller_command.add_parser(sub)
+    scheduler_command.add_parser(sub)
+    node_command.add_parser(sub)
+    handler_command.add_parser(sub)
+    image_command.add_parser(sub)
+    virtapi_command.add_parser(sub)
+
+    launcher = sub.add_parser("virt-launcher", help="run virt-launcher for one VMI (the compute container's command)")
+    _launcher_arguments(launcher)
+    launcher.set_defaults(func=_virt_launcher)
     return parser
 
 

@@ -1,0 +1,178 @@
+"""virt-handler's own endpoint, which virt-api proxies VMI operations to (KubeVirt's handler port 8186).
+
+PUT …/pause, …/unpause, …/softreboot act through the VMI's launcher; GET …/console and …/vnc are websockets
+carrying the bytes of the guest's serial console and VNC server. It listens on loopback only and publishes its
+address in the Node annotation `pykubevirt.io/virt-handler-address`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from pykubevirt.api import constants as c
+from pykubevirt.api import pod_layout
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.errors import ApiError
+from pykubevirt.client.informer import Informer
+from pykubevirt.client.resources import NODES
+from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
+from pykubevirt.handler.vmi_reconciler import active_pod_uid
+from pykubevirt.log import object_fields
+
+log = logging.getLogger("pykubevirt.handler.api")
+
+ADDRESS_ANNOTATION = "pykubevirt.io/virt-handler-address"
+BASE = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
+
+
+def status(code: int, message: str, reason: str = "") -> web.Response:
+    reasons = {400: "BadRequest", 404: "NotFound", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason or reasons.get(code, ""),
+        "code": code,
+    }
+    return web.json_response(body, status=code)
+
+
+class HandlerAPI:
+    """The aiohttp application and its lifecycle."""
+
+    def __init__(
+        self, client: KubeClient, *, node: str, pods_dir: Path, vmis: Informer, host: str = "127.0.0.1"
+    ) -> None:
+        self.client = client
+        self.node = node
+        self.pods_dir = pods_dir
+        self.vmis = vmis
+        self.host = host
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        for action in ("pause", "unpause", "softreboot"):
+            app.router.add_put(f"{BASE}/{action}", self._command(action))
+        app.router.add_get(f"{BASE}/console", self._console)
+        app.router.add_get(f"{BASE}/vnc", self._vnc)
+        app.router.add_get("/healthz", self._healthz)
+        return app
+
+    @staticmethod
+    async def _healthz(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def start(self, port: int = 0) -> None:
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, port)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        await self.publish()
+
+    def annotations(self) -> dict[str, str]:
+        return {ADDRESS_ANNOTATION: f"{self.host}:{self.port}"} if self.port else {}
+
+    async def publish(self) -> None:
+        """Tell virt-api where to reach this handler."""
+        patch = {"metadata": {"annotations": {ADDRESS_ANNOTATION: f"{self.host}:{self.port}"}}}
+        try:
+            await self.client.patch(NODES, self.node, patch)
+        except (ApiError, OSError) as exc:
+            log.warning("could not publish the handler address: %s", exc, extra={"node": self.node})
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # ------------------------------------------------------------------------------------------------ helpers
+
+    def _vmi(self, request: web.Request) -> tuple[dict[str, Any] | None, str]:
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        vmi = self.vmis.get_by_name(namespace, name)
+        if vmi is None:
+            return None, f'virtualmachineinstances.kubevirt.io "{name}" not found on node {self.node}'
+        return vmi, ""
+
+    def _command(self, action: str) -> Any:
+        async def handle(request: web.Request) -> web.Response:
+            vmi, problem = self._vmi(request)
+            if vmi is None:
+                return status(404, problem)
+            pod_uid = active_pod_uid(vmi, self.node)
+            launcher = LauncherClient(Path(pod_layout.launcher_socket(str(self.pods_dir), pod_uid)))
+            try:
+                await launcher.request(action)
+            except LauncherUnavailable as exc:
+                return status(503, f"virt-launcher is not available: {exc}")
+            except CommandFailed as exc:
+                return status(500, f"{action} failed: {exc}")
+            log.info("%s done", action, extra=object_fields(vmi))
+            return web.Response(status=200)
+
+        return handle
+
+    async def _console(self, request: web.Request) -> web.StreamResponse:
+        return await self._stream(request, pod_layout.serial_socket, "serial console")
+
+    async def _vnc(self, request: web.Request) -> web.StreamResponse:
+        return await self._stream(request, pod_layout.vnc_socket, "VNC server")
+
+    async def _stream(self, request: web.Request, socket_of: Any, what: str) -> web.StreamResponse:
+        vmi, problem = self._vmi(request)
+        if vmi is None:
+            return status(404, problem)
+        phase = (vmi.get("status") or {}).get("phase")
+        if phase not in (c.PHASE_RUNNING, c.PHASE_SCHEDULED):
+            return status(
+                400,
+                f"Unable to connect to VirtualMachineInstance because phase is {phase} instead of Running or Scheduled",
+            )
+        path = socket_of(str(self.pods_dir), active_pod_uid(vmi, self.node), vmi["metadata"]["uid"])
+        try:
+            reader, writer = await asyncio.open_unix_connection(pod_layout.connectable(path))
+        except OSError as exc:
+            return status(503, f"the {what} of the VMI is not available: {exc.strerror or exc}")
+        ws = web.WebSocketResponse(protocols=("plain.kubevirt.io",), heartbeat=30)
+        await ws.prepare(request)
+        log.info("%s connected", what, extra=object_fields(vmi))
+
+        async def guest_to_client() -> None:
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    return
+                await ws.send_bytes(data)
+
+        async def client_to_guest() -> None:
+            async for message in ws:
+                if message.type == WSMsgType.BINARY:
+                    writer.write(message.data)
+                elif message.type == WSMsgType.TEXT:
+                    writer.write(message.data.encode())
+                else:
+                    return
+                await writer.drain()
+
+        pumps = [asyncio.create_task(guest_to_client()), asyncio.create_task(client_to_guest())]
+        try:
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            await ws.close()
+        return ws

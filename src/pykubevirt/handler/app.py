@@ -1,0 +1,103 @@
+"""virt-handler: the node's VMI agent — heartbeat, and the VMI sync loop for VMIs on this node."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from pykubevirt.api import constants as c
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.controller import Controller
+from pykubevirt.client.events import EventRecorder
+from pykubevirt.client.informer import EventHandler, Informer, object_key
+from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.handler.api_server import HandlerAPI
+from pykubevirt.handler.heartbeat import HEARTBEAT_INTERVAL_SECONDS, heartbeat_loop
+from pykubevirt.handler.records import NodeRecords
+from pykubevirt.handler.vmi_reconciler import VMIReconciler
+
+log = logging.getLogger("pykubevirt.handler")
+
+
+@dataclass(slots=True)
+class HandlerOptions:
+    node: str
+    pods_dir: Path
+    state_dir: Path
+    workers: int = 10
+    heartbeat_interval: float = HEARTBEAT_INTERVAL_SECONDS
+    resync_seconds: float = 30.0
+    api_port: int = 0
+
+
+class VirtHandler:
+    """Everything virt-handler runs for one node."""
+
+    def __init__(self, client: KubeClient, options: HandlerOptions) -> None:
+        self.client = client
+        self.options = options
+        # VMIs handed over to this node carry its name in a label (set at Scheduled).
+        self.vmis = Informer(client, VIRTUAL_MACHINE_INSTANCES, label_selector=f"{c.NODE_NAME_LABEL}={options.node}")
+        self.records = NodeRecords(options.state_dir / "vmis.json")
+        self.recorder = EventRecorder(client, "virt-handler", host=options.node)
+        self.controller: Controller | None = None
+        self.reconciler = VMIReconciler(
+            client,
+            node=options.node,
+            pods_dir=options.pods_dir,
+            vmis=self.vmis,
+            recorder=self.recorder,
+            records=self.records,
+            enqueue=self._enqueue,
+        )
+        self.api = HandlerAPI(client, node=options.node, pods_dir=options.pods_dir, vmis=self.vmis)
+        self.controller = Controller("virt-handler", self.reconciler, workers=options.workers)
+        self.controller.watch(self.vmis)
+        # A VMI that leaves the selection (deleted, or moved) still needs its guest looked after.
+        self.vmis.add_handler(EventHandler(on_delete=lambda vmi: self._enqueue(object_key(vmi), 0)))
+
+    def _enqueue(self, key: str, delay: float) -> None:
+        assert self.controller is not None
+        if delay > 0:
+            self.controller.queue.add_after(key, delay)
+        else:
+            self.controller.queue.add(key)
+
+    async def _resync(self) -> None:
+        """Look at every VMI and every remembered guest periodically, in case an event was missed."""
+        await self.vmis.synced.wait()
+        while True:
+            for key in {*self.vmis.keys(), *self.records.keys()}:
+                self._enqueue(key, 0)
+            await asyncio.sleep(self.options.resync_seconds)
+
+    async def run(self) -> None:
+        assert self.controller is not None
+        log.info("virt-handler starting on node %s", self.options.node, extra={"node": self.options.node})
+        await self.api.start(self.options.api_port)
+        tasks = [
+            asyncio.create_task(self.vmis.run(), name="vmi-informer"),
+            asyncio.create_task(self.controller.run(), name="vmi-sync"),
+            asyncio.create_task(
+                heartbeat_loop(
+                    self.client, self.options.node, self.options.heartbeat_interval, annotations=self.api.annotations
+                )
+            ),
+            asyncio.create_task(self._resync()),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.api.stop()
+            await self.recorder.flush()
+
+
+def vmi_key(vmi: Object) -> str:
+    return object_key(vmi)

@@ -1,0 +1,43 @@
+"""virt-handler's heartbeat: the node annotation the node controller watches, and the schedulable label."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+
+from pykubevirt.api import constants as c
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.errors import ApiError
+from pykubevirt.client.resources import NODES
+
+log = logging.getLogger("pykubevirt.handler.heartbeat")
+
+HEARTBEAT_INTERVAL_SECONDS = 15.0
+
+
+async def beat(client: KubeClient, node: str, annotations: Mapping[str, str] | None = None) -> None:
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    patch = {
+        "metadata": {
+            "annotations": {c.HEARTBEAT_ANNOTATION: stamp, **(annotations or {})},
+            "labels": {c.NODE_SCHEDULABLE_LABEL: "true"},
+        }
+    }
+    await client.patch(NODES, node, patch)
+
+
+async def heartbeat_loop(
+    client: KubeClient,
+    node: str,
+    interval: float = HEARTBEAT_INTERVAL_SECONDS,
+    annotations: Callable[[], Mapping[str, str]] | None = None,
+) -> None:
+    """Beat every `interval` seconds (with the handler's address); a missing Node is waited for."""
+    while True:
+        try:
+            await beat(client, node, annotations() if annotations else None)
+        except (ApiError, OSError) as exc:
+            log.warning("heartbeat for node %s failed: %s", node, exc, extra={"node": node})
+        await asyncio.sleep(interval)

@@ -1,0 +1,78 @@
+"""What virt-handler concludes from a domain: the VMI phase (reference §5.2) and the Paused condition. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pykubevirt.api import constants as c
+
+PAUSED_REASONS = {
+    "User": ("PausedByUser", "VMI was paused by user"),
+    "Migration": ("PausedByMigrationMonitor", "VMI was paused by the migration monitor"),
+    "IOError": ("PausedIOError", "VMI was paused, low-level IO error detected"),
+}
+UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """The domain as the launcher reports it, plus what the handler knows about the launcher."""
+
+    state: str = "NoState"
+    reason: str = "Unknown"
+    defined: bool = False
+    launcher_initializing: bool = False
+    launcher_unresponsive: bool = False
+
+
+def phase_for(vmi: dict[str, Any], domain: Observed) -> str:
+    """The VMI phase the domain implies, or UNCHANGED (KubeVirt's calculateVmPhaseForStatusReason)."""
+    current = (vmi.get("status") or {}).get("phase") or ""
+    if not domain.defined or domain.state == "NoState":
+        if current in (c.PHASE_SCHEDULED, c.PHASE_RUNNING):
+            # A launcher still starting keeps the phase; one that is gone fails the VMI; a healthy one will
+            # (re)create the domain on the next sync.
+            return c.PHASE_FAILED if domain.launcher_unresponsive else UNCHANGED
+        if current in c.FINAL_PHASES:
+            return UNCHANGED
+        return c.PHASE_SCHEDULED
+    if domain.state in ("Shutoff", "Crashed"):
+        if domain.reason in ("Crashed", "Panicked", "Failed"):
+            return c.PHASE_FAILED
+        if domain.reason == "Destroyed":
+            return c.PHASE_FAILED if _killed_after_grace(vmi) else c.PHASE_SUCCEEDED
+        if domain.reason in ("Shutdown", "Saved", "FromSnapshot"):
+            return c.PHASE_SUCCEEDED
+        if domain.reason == "Migrated":
+            return UNCHANGED
+        return c.PHASE_FAILED if domain.state == "Crashed" else c.PHASE_SUCCEEDED
+    if domain.state == "Paused" and domain.reason == "PostcopyFailed":
+        return c.PHASE_FAILED
+    if domain.state in ("Running", "Paused", "Blocked", "PMSuspended", "ShuttingDown"):
+        return c.PHASE_RUNNING
+    return UNCHANGED
+
+
+def _killed_after_grace(vmi: dict[str, Any]) -> bool:
+    """A destroyed domain failed when it had ACPI and a grace period (it ignored the shutdown request)."""
+    spec = vmi.get("spec") or {}
+    acpi = ((spec.get("domain") or {}).get("features") or {}).get("acpi", {"enabled": True})
+    grace = spec.get("terminationGracePeriodSeconds")
+    has_acpi = acpi is not None and acpi.get("enabled", True) is not False
+    return has_acpi and (grace is None or int(grace) != 0)
+
+
+def paused_condition(domain: Observed, now: str) -> dict[str, Any] | None:
+    """The Paused condition for a paused domain (None when it is not paused)."""
+    if domain.state != "Paused":
+        return None
+    reason, message = PAUSED_REASONS.get(domain.reason, ("PausedByUser", "VMI was paused by user"))
+    return {
+        "type": "Paused",
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": None,
+        "lastTransitionTime": now,
+    }

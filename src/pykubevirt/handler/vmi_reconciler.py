@@ -1,0 +1,312 @@
+"""virt-handler's VMI sync: keep each VMI on this node and its domain in step (reference §5.1/§5.2).
+
+Priority is KubeVirt's: shut down (deleted or terminating VMI, or a launcher told to stop) > delete (final VMI or
+stopped domain) > update (start the domain, report its state). What the handler has not seen since it started is
+never a reason to stop a guest: an empty cache only means "ask the launcher".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pykubevirt.api import constants as c
+from pykubevirt.api import pod_layout
+from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
+from pykubevirt.client.controller import Result
+from pykubevirt.client.errors import ApiError, Invalid, NotFound
+from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
+from pykubevirt.client.informer import Informer
+from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
+from pykubevirt.handler.phase import UNCHANGED, Observed, paused_condition, phase_for
+from pykubevirt.handler.records import NodeRecords
+from pykubevirt.log import object_fields
+
+log = logging.getLogger("pykubevirt.handler")
+
+SHUTDOWN_RESEND_SECONDS = 5.0
+INITIALIZE_TIMEOUT_SECONDS = 180.0
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def active_pod_uid(vmi: Object, node: str) -> str:
+    """The launcher pod of the VMI on this node (from status.activePods)."""
+    for pod_uid, pod_node in ((vmi.get("status") or {}).get("activePods") or {}).items():
+        if pod_node == node:
+            return str(pod_uid)
+    return ""
+
+
+class VMIReconciler:
+    """Reconciles VMI keys for one node."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        node: str,
+        pods_dir: Path,
+        vmis: Informer,
+        recorder: EventRecorder,
+        records: NodeRecords,
+        enqueue: Callable[[str, float], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.node = node
+        self.pods_dir = pods_dir
+        self.vmis = vmis
+        self.recorder = recorder
+        self.records = records
+        self.enqueue = enqueue
+        self.clock = clock
+        self._watches: dict[str, asyncio.Task[None]] = {}
+        self._first_seen: dict[str, float] = {}
+
+    # ------------------------------------------------------------------------------------------------ launchers
+
+    def launcher(self, pod_uid: str) -> LauncherClient:
+        return LauncherClient(Path(pod_layout.launcher_socket(str(self.pods_dir), pod_uid)))
+
+    async def _observe(self, vmi_uid: str, pod_uid: str) -> tuple[Observed, dict[str, Any]]:
+        """The domain as the launcher reports it; launcher trouble shows as initializing or unresponsive."""
+        try:
+            status = await self.launcher(pod_uid).request("status")
+        except LauncherUnavailable as exc:
+            pod_dir = Path(self.pods_dir) / pod_uid
+            first = self._first_seen.setdefault(vmi_uid, self.clock())
+            waiting_too_long = self.clock() - first > INITIALIZE_TIMEOUT_SECONDS
+            if exc.initializing and pod_dir.exists() and not waiting_too_long:
+                return Observed(launcher_initializing=True), {}
+            return Observed(launcher_unresponsive=True), {}
+        self._first_seen.pop(vmi_uid, None)
+        domain = status.get("domain") or {}
+        observed = Observed(
+            state=str(domain.get("state", "NoState")),
+            reason=str(domain.get("reason", "Unknown")),
+            defined=bool(domain.get("defined")),
+        )
+        return observed, status
+
+    def _watch(self, key: str, vmi_uid: str, pod_uid: str) -> None:
+        """Hear about domain changes as they happen (a guest powering itself off), not on the next resync."""
+        task = self._watches.get(vmi_uid)
+        if task is not None and not task.done():
+            return
+
+        async def follow() -> None:
+            try:
+                async for _ in self.launcher(pod_uid).watch():
+                    self.enqueue(key, 0)
+            except (LauncherUnavailable, OSError, ValueError):
+                pass
+            self.enqueue(key, 0.5)
+
+        self._watches[vmi_uid] = asyncio.get_running_loop().create_task(follow())
+
+    def _unwatch(self, vmi_uid: str) -> None:
+        task = self._watches.pop(vmi_uid, None)
+        if task is not None:
+            task.cancel()
+
+    # ------------------------------------------------------------------------------------------------ reconcile
+
+    async def reconcile(self, key: str) -> Result | None:
+        vmi = self.vmis.get(key)
+        record = self.records.get(key)
+        if vmi is None or (record is not None and vmi["metadata"]["uid"] != record["vmiUid"]):
+            if record is not None:
+                return await self._stop_orphan(key, record)
+            return None
+        if (vmi.get("status") or {}).get("nodeName") != self.node:
+            return None
+        pod_uid = active_pod_uid(vmi, self.node)
+        if not pod_uid:
+            return None
+        vmi_uid = vmi["metadata"]["uid"]
+        self.records.put(key, vmi_uid, pod_uid)
+        observed, status = await self._observe(vmi_uid, pod_uid)
+        if status:
+            self._watch(key, vmi_uid, pod_uid)
+        phase = (vmi.get("status") or {}).get("phase") or ""
+        if phase in c.FINAL_PHASES:
+            return await self._finished(key, vmi, pod_uid, observed)
+        deleting = bool(vmi["metadata"].get("deletionTimestamp"))
+        stopping = deleting or (bool(status.get("markedForGracefulShutdown")) and phase == c.PHASE_RUNNING)
+        alive = observed.defined and observed.state not in ("Shutoff", "Crashed", "NoState")
+        if stopping and alive:
+            return await self._graceful_shutdown(key, vmi, pod_uid)
+        new_phase = phase_for(vmi, observed)
+        if new_phase == c.PHASE_FAILED and observed.launcher_unresponsive:
+            self._kill_orphan_qemu(pod_uid, vmi)
+        if (
+            not stopping
+            and not observed.defined
+            and not observed.launcher_unresponsive
+            and not observed.launcher_initializing
+            and phase in (c.PHASE_SCHEDULED, c.PHASE_RUNNING)
+            and new_phase in (UNCHANGED, phase)
+        ):
+            try:
+                status = await self.launcher(pod_uid).request("sync", vmi=vmi)
+            except CommandFailed as exc:
+                await self._sync_failed(vmi, str(exc))
+                return Result(requeue_after=10.0)
+            domain = status.get("domain") or {}
+            observed = Observed(str(domain.get("state")), str(domain.get("reason")), bool(domain.get("defined")))
+            new_phase = phase_for(vmi, observed)
+            self._watch(key, vmi_uid, pod_uid)
+        await self._report(vmi, observed, status, new_phase)
+        if observed.launcher_initializing:
+            return Result(requeue_after=1.0)
+        return None
+
+    # ------------------------------------------------------------------------------------------------ shutdown
+
+    async def _graceful_shutdown(self, key: str, vmi: Object, pod_uid: str) -> Result | None:
+        """ACPI shutdown, re-sent every ≤5 s, destroy when the grace period is over (KubeVirt's processVmShutdown)."""
+        grace_value = (vmi.get("spec") or {}).get("terminationGracePeriodSeconds")
+        grace = int(grace_value) if grace_value is not None else c.DEFAULT_GRACE_PERIOD_SECONDS
+        started = self.records.shutdown_started(key)
+        now = self.clock()
+        launcher = self.launcher(pod_uid)
+        if started is None:
+            started = now
+            self.records.start_shutdown(key, now)
+            if grace > 0:
+                self.recorder.event(vmi, NORMAL, "ShuttingDown", "Signaled Graceful Shutdown")
+        if grace == 0 or now - started >= grace:
+            with contextlib.suppress(LauncherUnavailable, CommandFailed):
+                await launcher.request("kill")
+            self.recorder.event(vmi, NORMAL, "Deleted", "VirtualMachineInstance stopping")
+            log.info("grace period of %ss over; destroyed the domain", grace, extra=object_fields(vmi))
+            return Result(requeue_after=0.5)
+        with contextlib.suppress(LauncherUnavailable, CommandFailed):
+            await launcher.request("shutdown")
+        return Result(requeue_after=min(SHUTDOWN_RESEND_SECONDS, max(0.5, grace - (now - started))))
+
+    async def _finished(self, key: str, vmi: Object, pod_uid: str, observed: Observed) -> Result | None:
+        """A final VMI: the domain is undefined and the launcher goes; the record of it is dropped."""
+        if observed.defined:
+            with contextlib.suppress(LauncherUnavailable, CommandFailed):
+                await self.launcher(pod_uid).request("delete")
+                self.recorder.event(vmi, NORMAL, "Deleted", "Signaled Deletion")
+        self._unwatch(vmi["metadata"]["uid"])
+        self.records.remove(key)
+        return None
+
+    async def _stop_orphan(self, key: str, record: dict[str, Any]) -> Result | None:
+        """The VMI is gone (deleted while we were away, or replaced): its guest must not keep running."""
+        launcher = self.launcher(str(record["podUid"]))
+        try:
+            status = await launcher.request("status")
+        except LauncherUnavailable:
+            self.records.remove(key)
+            return None
+        domain = status.get("domain") or {}
+        if domain.get("defined") and domain.get("state") not in ("Shutoff", "Crashed"):
+            log.warning("VMI %s is gone; destroying its domain", key, extra={"uid": record["vmiUid"]})
+            with contextlib.suppress(CommandFailed):
+                await launcher.request("kill")
+            return Result(requeue_after=0.5)
+        with contextlib.suppress(CommandFailed, LauncherUnavailable):
+            await launcher.request("delete")
+        self._unwatch(str(record["vmiUid"]))
+        self.records.remove(key)
+        return None
+
+    def _kill_orphan_qemu(self, pod_uid: str, vmi: Object) -> None:
+        """A dead launcher leaves its QEMU behind (libvirt daemonizes it); a pod's processes die with the pod."""
+        root = Path(pod_layout.embed_root(pod_uid))
+        name = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
+        for pid_file in root.glob(f"run/qemu/{name}.pid"):
+            try:
+                pid = int(pid_file.read_text().strip())
+                os.kill(pid, signal.SIGKILL)
+                log.warning("killed QEMU %d left behind by a dead launcher", pid, extra=object_fields(vmi))
+            except (OSError, ValueError):
+                pass
+
+    # ------------------------------------------------------------------------------------------------ status
+
+    async def _sync_failed(self, vmi: Object, message: str) -> None:
+        self.recorder.event(vmi, WARNING, "SyncFailed", message)
+        conditions = [x for x in (vmi.get("status") or {}).get("conditions") or [] if x.get("type") != "Synchronized"]
+        conditions.append(
+            {
+                "type": "Synchronized",
+                "status": "False",
+                "reason": "Synchronizing with the Domain failed.",
+                "message": message,
+                "lastTransitionTime": _now(),
+            }
+        )
+        await self._patch(vmi, {"conditions": conditions})
+
+    async def _report(self, vmi: Object, observed: Observed, status: dict[str, Any], new_phase: str) -> None:
+        current = vmi.get("status") or {}
+        changes: dict[str, Any] = {}
+        phase = current.get("phase") or ""
+        if new_phase not in (UNCHANGED, phase):
+            changes["phase"] = new_phase
+            changes["phaseTransitionTimestamps"] = [
+                *(current.get("phaseTransitionTimestamps") or []),
+                {"phase": new_phase, "phaseTransitionTimestamp": _now()},
+            ]
+        conditions = [x for x in current.get("conditions") or [] if x.get("type") not in ("Paused", "Synchronized")]
+        paused = paused_condition(observed, _now())
+        existing_paused = next((x for x in current.get("conditions") or [] if x.get("type") == "Paused"), None)
+        if paused is not None:
+            conditions.append(
+                existing_paused if existing_paused and existing_paused.get("reason") == paused["reason"] else paused
+            )
+        if conditions != (current.get("conditions") or []):
+            changes["conditions"] = conditions
+        interfaces = status.get("interfaces")
+        if interfaces is not None and interfaces != current.get("interfaces"):
+            changes["interfaces"] = interfaces
+        if not changes:
+            return
+        if await self._patch(vmi, changes):
+            if changes.get("phase") == c.PHASE_RUNNING:
+                self.recorder.event(vmi, NORMAL, "Started", "VirtualMachineInstance started.")
+            elif changes.get("phase") == c.PHASE_SUCCEEDED:
+                self.recorder.event(vmi, NORMAL, "Stopped", "The VirtualMachineInstance was shut down.")
+            elif changes.get("phase") == c.PHASE_FAILED:
+                self.recorder.event(vmi, WARNING, "Stopped", "The VirtualMachineInstance crashed.")
+            if "phase" in changes:
+                log.info("VMI phase %s → %s", phase or "-", changes["phase"], extra=object_fields(vmi))
+
+    async def _patch(self, vmi: Object, changes: dict[str, Any]) -> bool:
+        """A JSON patch guarded by the resourceVersion the decision was made on; False when the VMI moved on."""
+        meta = vmi["metadata"]
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}
+        ]
+        if "status" not in vmi:
+            ops.append({"op": "add", "path": "/status", "value": changes})
+        else:
+            ops.extend({"op": "add", "path": f"/status/{field}", "value": value} for field, value in changes.items())
+        try:
+            await self.client.patch(
+                VIRTUAL_MACHINE_INSTANCES, meta["name"], ops, meta["namespace"], patch_type=JSON_PATCH
+            )
+        except (Invalid, NotFound):
+            self.enqueue(f"{meta['namespace']}/{meta['name']}", 0.1)
+            return False
+        except ApiError as exc:
+            log.warning("could not update the VMI: %s", exc.message, extra=object_fields(vmi))
+            raise
+        return True
