@@ -53,6 +53,16 @@ def rss_mib(pid: int) -> float:
     return int(match.group(1)) / 1024 if match else float("nan")
 
 
+def pss_mib(pid: int) -> float:
+    """Proportional set size in MiB: shared pages (libvirt, Python) divided among the processes that map them."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return float("nan")
+    match = re.search(r"^Pss:\s+(\d+) kB", rollup, re.MULTILINE)
+    return int(match.group(1)) / 1024 if match else float("nan")
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 

@@ -3,15 +3,23 @@ qemu:///embed, TCG here) → virt-handler → VMI status. Every component is its
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import os
+import signal
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from pykubevirt.api import pod_layout
 from pykubevirt.client.resources import VIRTUAL_MACHINES
+from pykubevirt.handler.launcher_client import LauncherClient
 from tests.paths import REPO
 from tests.support.cluster import ClusterView
+from tests.support.control_plane import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -48,3 +56,190 @@ async def test_always_vm_boots_and_cloud_init_reaches_the_guest(kube: ClusterVie
     console = await kube.wait_serial(kube.node, pod, vmi, "marker-from-user-data")
     assert BOOTED in console
     assert "pykubevirt-guest: hostname e2e-host" in console
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def qemu_pid(pod: dict[str, Any], vmi: dict[str, Any]) -> int:
+    """The guest's QEMU process, from the pid file of the launcher's embedded libvirt."""
+    name = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
+    pid_file = Path(pod_layout.embed_root(pod["metadata"]["uid"])) / "run" / "qemu" / f"{name}.pid"
+    return int(pid_file.read_text().strip())
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+async def launcher_pid(kube: ClusterView, pod: dict[str, Any]) -> int:
+    socket = Path(pod_layout.launcher_socket(str(kube.node.pods_dir), pod["metadata"]["uid"]))
+    answer = await LauncherClient(socket).request("ping")
+    return int(answer["pid"])
+
+
+async def delete_vm(kube: ClusterView, ns: str, name: str) -> None:
+    await kube.client.delete(VIRTUAL_MACHINES, name, ns)
+    await eventually(lambda: _gone(kube, ns, name), timeout=60)
+
+
+async def _gone(kube: ClusterView, ns: str, name: str) -> bool:
+    return await kube.vm(ns, name) is None and await kube.vmi(ns, name) is None
+
+
+# ------------------------------------------------------------------------------------------------ lifecycle
+
+
+async def test_deleting_the_vmi_shuts_the_guest_down_by_acpi_and_the_vm_starts_a_new_one(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    await kube.client.create(VIRTUAL_MACHINES, demo_vm("acpi"), ns)
+    first = await kube.wait_vmi(ns, "acpi", "Running")
+    pod = await kube.launcher_pod(first)
+    await kube.wait_serial(kube.node, pod, first, BOOTED)
+    phases = kube.watch_phases(ns, "acpi")
+    try:
+        await kube.run("kubectl", "delete", "vmi", "acpi", "-n", ns, "--wait=false")
+        console = await kube.wait_serial(kube.node, pod, first, "power button, powering off", timeout=30)
+        assert "powering off" in console
+        second = await kube.wait_vmi(ns, "acpi", "Running", other_than_uid=first["metadata"]["uid"])
+        assert phases.phases(first["metadata"]["uid"])[-1] == "Succeeded"
+    finally:
+        await phases.close()
+    events = await kube.events(ns, "acpi")
+    assert ("Normal", "ShuttingDown") in events
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    await delete_vm(kube, ns, "acpi")
+
+
+async def test_a_guest_ignoring_acpi_is_destroyed_when_its_grace_period_ends(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    deaf = "#cloud-config\nruncmd:\n  - killall acpid\n  - echo acpi-ignored\n"
+    vm = demo_vm("deaf", run_strategy="Manual", user_data=deaf, grace=3)
+    await kube.client.create(VIRTUAL_MACHINES, vm, ns)
+    await kube.run("virtctl", "start", "deaf", "-n", ns)
+    vmi = await kube.wait_vmi(ns, "deaf", "Running")
+    pod = await kube.launcher_pod(vmi)
+    await kube.wait_serial(kube.node, pod, vmi, "acpi-ignored")
+    phases = kube.watch_phases(ns, "deaf")
+    try:
+        started = time.monotonic()
+        _, out, _ = await kube.run("virtctl", "stop", "deaf", "-n", ns)
+        assert out.strip() == "VM deaf was scheduled to stop"
+        await kube.wait_vm(ns, "deaf", "Stopped", timeout=60)
+        assert time.monotonic() - started >= 3
+        assert "Failed" in phases.phases(vmi["metadata"]["uid"])
+    finally:
+        await phases.close()
+    console = kube.serial_log(kube.node, pod, vmi).read_text(errors="replace")
+    assert "powering off" not in console
+    await delete_vm(kube, ns, "deaf")
+
+
+async def test_pause_and_unpause_show_in_the_printable_status(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    await kube.client.create(VIRTUAL_MACHINES, demo_vm("pauser"), ns)
+    vmi = await kube.wait_vmi(ns, "pauser", "Running")
+    await kube.wait_vm(ns, "pauser", "Running")
+    _, out, _ = await kube.run("virtctl", "pause", "vm", "pauser", "-n", ns)
+    assert out.strip() == "VMI pauser was scheduled to pause"
+    await kube.wait_vm(ns, "pauser", "Paused", timeout=30)
+    paused = await kube.vmi(ns, "pauser")
+    assert paused is not None
+    condition = next(x for x in paused["status"]["conditions"] if x["type"] == "Paused")
+    assert condition["reason"] == "PausedByUser"
+    _, out, _ = await kube.run("virtctl", "unpause", "vm", "pauser", "-n", ns)
+    assert out.strip() == "VMI pauser was scheduled to unpause"
+    await kube.wait_vm(ns, "pauser", "Running", timeout=30)
+    resumed = await kube.vmi(ns, "pauser")
+    assert resumed is not None and resumed["metadata"]["uid"] == vmi["metadata"]["uid"]
+    assert all(x["type"] != "Paused" for x in resumed["status"].get("conditions") or [])
+    await delete_vm(kube, ns, "pauser")
+
+
+async def test_rerun_on_failure_restarts_a_crashed_guest(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    vm = demo_vm("crasher", run_strategy="RerunOnFailure", user_data="#cloud-config\nruncmd:\n  - crash\n")
+    vm["spec"]["template"]["spec"]["domain"]["devices"]["panicDevices"] = [{"model": "isa"}]
+    phases = kube.watch_phases(ns, "crasher")
+    try:
+        await kube.client.create(VIRTUAL_MACHINES, vm, ns)
+        first = await kube.wait_vmi(ns, "crasher", "Failed")
+        # RerunOnFailure: a new VMI replaces the failed one.
+        await kube.wait_vmi(ns, "crasher", "Scheduled", other_than_uid=first["metadata"]["uid"])
+    finally:
+        await phases.close()
+    assert "Running" in phases.phases(first["metadata"]["uid"])
+    await delete_vm(kube, ns, "crasher")
+
+
+async def test_rerun_on_failure_leaves_a_guest_that_powered_off_stopped(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    vm = demo_vm("quitter", run_strategy="RerunOnFailure", user_data="#cloud-config\nruncmd:\n  - poweroff\n")
+    await kube.client.create(VIRTUAL_MACHINES, vm, ns)
+    vmi = await kube.wait_vmi(ns, "quitter", "Succeeded")
+    await kube.wait_vm(ns, "quitter", "Stopped")
+    # KubeVirt deletes the succeeded VMI and starts no other.
+    await asyncio.sleep(3)
+    after = await kube.vmi(ns, "quitter")
+    assert after is None or after["metadata"]["uid"] == vmi["metadata"]["uid"], "a new VMI after a clean poweroff"
+    assert (await kube.vm(ns, "quitter") or {})["status"]["printableStatus"] == "Stopped"
+    await delete_vm(kube, ns, "quitter")
+
+
+async def test_a_killed_launcher_fails_the_vmi_and_takes_its_qemu_along(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    await kube.client.create(VIRTUAL_MACHINES, demo_vm("victim", run_strategy="Manual"), ns)
+    await kube.run("virtctl", "start", "victim", "-n", ns)
+    vmi = await kube.wait_vmi(ns, "victim", "Running")
+    pod = await kube.launcher_pod(vmi)
+    qemu = qemu_pid(pod, vmi)
+    os.kill(await launcher_pid(kube, pod), signal.SIGKILL)
+    failed = await kube.wait_vmi(ns, "victim", "Failed", timeout=60)
+    assert failed["metadata"]["uid"] == vmi["metadata"]["uid"]
+    await eventually(lambda: _dead(qemu), timeout=30)
+    await kube.wait_vm(ns, "victim", "Stopped")
+    await delete_vm(kube, ns, "victim")
+
+
+async def _dead(pid: int) -> bool:
+    return not alive(pid)
+
+
+async def test_restarting_node_agent_and_handler_keeps_the_guest_running(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    await kube.client.create(VIRTUAL_MACHINES, demo_vm("survivor"), ns)
+    vmi = await kube.wait_vmi(ns, "survivor", "Running")
+    pod = await kube.launcher_pod(vmi)
+    qemu = qemu_pid(pod, vmi)
+    launcher = await launcher_pid(kube, pod)
+    node = kube.node
+    node.agent.stop(signal.SIGKILL)
+    kube.cluster.restart_handler(node, signal.SIGKILL)
+    node.agent.start()
+    # Long enough for the new handler to resync every VMI and the agent to re-adopt every pod.
+    await asyncio.sleep(8)
+    assert alive(qemu) and alive(launcher)
+    after = await kube.vmi(ns, "survivor")
+    assert after is not None and after["metadata"]["uid"] == vmi["metadata"]["uid"]
+    assert after["status"]["phase"] == "Running"
+    restarted = await kube.launcher_pod(after)
+    assert restarted["status"]["phase"] == "Running"
+    assert restarted["status"]["containerStatuses"][0]["restartCount"] == 0
+    # The re-started handler still drives the guest: a graceful stop reaches it.
+    await kube.run("kubectl", "delete", "vmi", "survivor", "-n", ns, "--wait=false")
+    await kube.wait_serial(kube.node, pod, vmi, "power button, powering off", timeout=30)
+    await delete_vm(kube, ns, "survivor")
+
+
+async def test_an_image_neither_local_nor_pullable_shows_err_image_pull_then_back_off(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    vm = demo_vm("nopull")
+    vm["spec"]["template"]["spec"]["volumes"][0]["containerDisk"]["image"] = "localhost:1/missing/disk:1.0"
+    await kube.client.create(VIRTUAL_MACHINES, vm, ns)
+    await kube.wait_vm(ns, "nopull", "ErrImagePull", timeout=60)
+    await kube.wait_vm(ns, "nopull", "ImagePullBackOff", timeout=60)
+    await delete_vm(kube, ns, "nopull")

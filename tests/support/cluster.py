@@ -4,16 +4,17 @@ a node agent plus virt-handler. Each component is its own process, started and s
 from __future__ import annotations
 
 import asyncio
-import os
+import contextlib
 import signal
-import subprocess
 import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pykubevirt.client.api import Object
+from pykubevirt.cli.cluster_layout import ClusterLayout
+from pykubevirt.cli.component_process import ComponentProcess
+from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import (
     EVENTS,
@@ -23,48 +24,18 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
 )
-from tests.support.apiserver_process import APIServerProcess
+from tests.support.apiserver_process import KUBECTL, APIServerProcess, kubectl_env
 from tests.support.control_plane import client_for, eventually
 from tests.support.node_agent_process import NodeAgentProcess, kill_leftover_pods
 
 DEMO_IMAGE = "pykubevirt.local/demo-guest:1.0"
 
 
-class ComponentProcess:
-    """`pykubevirt <argv>` as a child process, its output in `log_path`."""
-
-    def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
-        self.name = name
-        self.argv = argv
-        self.log_path = log_path
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> ComponentProcess:
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "pykubevirt.cli.main", *self.argv], stdout=log, stderr=subprocess.STDOUT
-            )
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            os.kill(self.process.pid, sig)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+# Faster than the defaults, so tests do not wait on timers.
+TEST_FLAGS: dict[str, tuple[str, ...]] = {
+    "virt-controller": ("--workers", "4", "--no-leader-election"),
+    "scheduler": ("--retry-interval", "2"),
+}
 
 
 @dataclass
@@ -82,53 +53,39 @@ class Node:
 @dataclass
 class EmbeddedCluster:
     root: Path
-    images_dir: Path
+    layout: ClusterLayout
     server: APIServerProcess
     controller: ComponentProcess
     scheduler: ComponentProcess
     nodes: list[Node] = field(default_factory=list)
 
     @classmethod
-    def start(cls, root: Path, images_dir: Path, node_names: tuple[str, ...] = ("node01",)) -> EmbeddedCluster:
+    def start(cls, root: Path, images_dir: Path, node_count: int = 1) -> EmbeddedCluster:
+        """`pykubevirt up`'s components under `root`, with the demo image store at `images_dir`."""
         root.mkdir(parents=True, exist_ok=True)
-        server = APIServerProcess(root / "apiserver").start()
-        data = server.data_dir
-        controller = ComponentProcess(
-            "virt-controller",
-            [
-                *("virt-controller", "--kubeconfig", str(data / "virt-controller.kubeconfig")),
-                *("--workers", "4", "--no-leader-election"),
-            ],
-            root / "virt-controller.log",
-        ).start()
-        scheduler = ComponentProcess(
-            "scheduler",
-            ["scheduler", "--kubeconfig", str(data / "scheduler.kubeconfig"), "--retry-interval", "2"],
-            root / "scheduler.log",
-        ).start()
-        cluster = cls(root, images_dir, server, controller, scheduler)
-        for name in node_names:
+        layout = ClusterLayout(root, node_count, extra_args=TEST_FLAGS)
+        images = layout.images_dir
+        if not images.exists():
+            images.symlink_to(images_dir)
+        server = APIServerProcess(layout.apiserver_dir).start()
+        controller = ComponentProcess(layout.controller()).start()
+        scheduler = ComponentProcess(layout.scheduler()).start()
+        cluster = cls(root, layout, server, controller, scheduler)
+        for name in layout.node_names:
             cluster.add_node(name)
         return cluster
 
     def add_node(self, name: str) -> Node:
-        data_dir = self.root / name
-        agent = NodeAgentProcess(self.server.kubeconfig, name, data_dir, self.images_dir).start()
-        handler = self._handler(name, data_dir).start()
+        data_dir = self.layout.node_dir(name)
+        agent = NodeAgentProcess(self.server.kubeconfig, name, data_dir, self.layout.images_dir).start()
+        handler = ComponentProcess(self.layout.handler(name)).start()
         node = Node(name, data_dir, agent, handler)
         self.nodes.append(node)
         return node
 
-    def _handler(self, name: str, data_dir: Path) -> ComponentProcess:
-        argv = [
-            *("virt-handler", "--node-name", name, "--data-dir", str(data_dir)),
-            *("--kubeconfig", str(self.server.data_dir / "virt-handler.kubeconfig")),
-        ]
-        return ComponentProcess(f"virt-handler-{name}", argv, self.root / f"virt-handler-{name}.log")
-
     def restart_handler(self, node: Node, sig: int = signal.SIGTERM) -> None:
         node.handler.stop(sig)
-        node.handler = self._handler(node.name, node.data_dir).start()
+        node.handler = ComponentProcess(self.layout.handler(node.name)).start()
 
     def stop(self) -> None:
         """Stop every component, then every pod process and guest the node agents left running."""
@@ -143,8 +100,8 @@ class EmbeddedCluster:
 
     def logs(self) -> dict[str, Any]:
         return {
-            "controller": self.controller.log()[-4000:],
-            **{n.handler.name: n.handler.log()[-4000:] for n in self.nodes},
+            "controller": self.controller.log_tail(),
+            **{n.handler.name: n.handler.log_tail() for n in self.nodes},
         }
 
 
@@ -274,3 +231,54 @@ class ClusterView:
             raise AssertionError(
                 f"{text!r} not on the serial console of {vmi['metadata']['name']}:\n{content[-3000:]}"
             ) from None
+
+    async def run(self, program: str, *args: str, check: bool = True) -> tuple[int, str, str]:
+        """`kubectl` or `virtctl` against the cluster, as a user runs them; fails the test on a non-zero exit."""
+        binary = KUBECTL if program == "kubectl" else str(Path(sys.executable).parent / program)
+        env = kubectl_env(self.cluster.server, self.cluster.root / "home")
+        process = await asyncio.create_subprocess_exec(
+            binary, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+        code = process.returncode or 0
+        if check and code != 0:
+            raise AssertionError(f"{program} {' '.join(args)} failed ({code}): {err.decode()}")
+        return code, out.decode(), err.decode()
+
+    async def events(self, namespace: str, name: str) -> list[tuple[str, str]]:
+        """(type, reason) of the events about objects named `name`."""
+        items = (await self.client.list(EVENTS, namespace, field_selector=f"involvedObject.name={name}"))["items"]
+        return [(str(e.get("type")), str(e.get("reason"))) for e in items]
+
+    def watch_phases(self, namespace: str, name: str) -> PhaseLog:
+        """Record every phase of every VMI named `name` from now on (a deleted VMI's last phase flashes by)."""
+        return PhaseLog(self.client, namespace, name)
+
+
+class PhaseLog:
+    """(uid, phase) of a VMI name as a watch reports them, in order."""
+
+    def __init__(self, client: KubeClient, namespace: str, name: str) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self._task = asyncio.get_running_loop().create_task(self._follow(client, namespace, name))
+
+    async def _follow(self, client: KubeClient, namespace: str, name: str) -> None:
+        while True:
+            try:
+                async for event in client.watch(
+                    VIRTUAL_MACHINE_INSTANCES, namespace, field_selector=f"metadata.name={name}"
+                ):
+                    vmi = event.object
+                    entry = (str(vmi["metadata"].get("uid")), str((vmi.get("status") or {}).get("phase") or ""))
+                    if event.type in ("ADDED", "MODIFIED") and (not self.seen or self.seen[-1] != entry):
+                        self.seen.append(entry)
+            except ConnectionError:
+                await asyncio.sleep(0.2)
+
+    def phases(self, uid: str) -> list[str]:
+        return [phase for seen_uid, phase in self.seen if seen_uid == uid]
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task

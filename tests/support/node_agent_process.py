@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -81,16 +80,6 @@ class NodeAgentProcess:
 
 def kill_leftover_pods(data_dir: Path) -> int:
     """SIGKILL every container process still recorded under `data_dir/pods` (test clean-up); returns how many."""
-    from pykubevirt.api.pod_layout import short_runtime_dir
-    from pykubevirt.node.pod_dirs import existing_pod_dirs
-    from pykubevirt.node.processes import kill_group, kill_pod_strays
+    from pykubevirt.node.teardown import kill_node_pods
 
-    killed = 0
-    for pod_dir in existing_pod_dirs(data_dir / "pods"):
-        for record in pod_dir.load_records().values():
-            if record.pid > 0 and kill_group(record.pid, record.ticks):
-                killed += 1
-        # QEMU daemonizes out of the launcher's process group.
-        killed += kill_pod_strays(short_runtime_dir(pod_dir.uid) + "/")
-        shutil.rmtree(short_runtime_dir(pod_dir.uid), ignore_errors=True)
-    return killed
+    return kill_node_pods(data_dir)

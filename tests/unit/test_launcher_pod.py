@@ -350,6 +350,9 @@ class TestComputeContainer:
         kvm = compute(render(new_vmi(domain=domain), replace(SETTINGS, use_emulation=False)))
         assert kvm["resources"]["limits"]["devices.kubevirt.io/kvm"] == "1"
         assert "--allow-emulation" not in kvm["args"]
+        assert "--libvirt-uri" not in kvm["args"]
+        on_test_driver = compute(render(new_vmi(domain=domain), replace(SETTINGS, libvirt_uri="test:///default")))
+        assert on_test_driver["args"][-2:] == ["--libvirt-uri", "test:///default"]
 
     def test_probes_move_to_compute(self) -> None:
         readiness = {

@@ -92,3 +92,12 @@ def host_path(path: str, mounts: Mapping[str, str]) -> str:
         return path
     rest = posixpath.relpath(normalized, best)
     return mounts[best] if rest == "." else os.path.join(mounts[best], rest)
+
+
+# Mirror pods show processes a node runs by other means (the kubelet's static pods; here `pykubevirt up`'s
+# components). The node agent does not run them but serves their logs from this file.
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def mirror_log_file(node_data_dir: str, namespace: str, pod: str, container: str) -> str:
+    return os.path.join(node_data_dir, "mirror-logs", f"{namespace}_{pod}_{container}.log")

@@ -27,7 +27,7 @@ async def serve(args: argparse.Namespace) -> int:
     options = ControllerOptions(
         workers=args.workers,
         config=cluster,
-        launcher=LauncherSettings(cluster=cluster),
+        launcher=LauncherSettings(cluster=cluster, libvirt_uri=args.launcher_libvirt_uri),
         heartbeat_timeout=args.heartbeat_timeout,
         leader_election=not args.no_leader_election,
         identity=args.identity,
@@ -75,6 +75,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument("--burst", type=int, default=2000, help="client-side request burst (KubeVirt: 400)")
     parser.add_argument("--identity", default="", help="leader-election identity (default: host-pid)")
+    parser.add_argument(
+        "--launcher-libvirt-uri",
+        default="",
+        help="developer setting: launchers use this libvirt URI (e.g. test:///default) instead of embedded QEMU",
+    )
     parser.add_argument(
         "--no-leader-election", action="store_true", help="run the controllers without electing a leader"
     )

@@ -16,6 +16,22 @@ logger = logging.getLogger("pykubevirt.node")
 DEFAULT_IMAGES_DIR = "/var/lib/pykubevirt/images"
 
 
+def _capacity_overrides(args: argparse.Namespace) -> dict[str, str]:
+    from pykubevirt.api.quantity import Quantity, QuantityError
+
+    overrides = {"pods": str(args.max_pods)}
+    for item in args.capacity_override:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--capacity-override {item!r}: expected RESOURCE=QUANTITY")
+        try:
+            Quantity.parse(value)
+        except QuantityError as exc:
+            raise ValueError(f"--capacity-override {item!r}: {exc}") from None
+        overrides[name] = value
+    return overrides
+
+
 async def serve(args: argparse.Namespace) -> int:
     from pykubevirt.client.api import KubeClient
     from pykubevirt.client.config import ConfigError, load_config
@@ -27,6 +43,11 @@ async def serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", flush=True)
         return 1
+    try:
+        overrides = _capacity_overrides(args)
+    except ValueError as exc:
+        print(f"error: {exc}", flush=True)
+        return 1
     client = KubeClient(config, qps=args.qps, burst=args.burst, user_agent=f"pykubevirt-node/{args.name}")
     agent = NodeAgent(
         client,
@@ -36,6 +57,7 @@ async def serve(args: argparse.Namespace) -> int:
         args.log_port,
         workers=args.workers,
         heartbeat_interval=args.heartbeat_interval,
+        capacity_overrides=overrides,
     )
     loop = asyncio.get_running_loop()
     task = asyncio.create_task(agent.run())
@@ -85,6 +107,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="loopback port of the unauthenticated container-log endpoint (0: any free port)",
     )
     parser.add_argument("--workers", type=int, default=8, help="pods synced in parallel")
+    parser.add_argument("--max-pods", type=int, default=110, help="pods this node accepts (kubelet's --max-pods)")
+    parser.add_argument(
+        "--capacity-override",
+        action="append",
+        default=[],
+        metavar="RESOURCE=QUANTITY",
+        help="developer setting: report this capacity instead of the host's (e.g. memory=400Gi for test-driver runs)",
+    )
     parser.add_argument("--heartbeat-interval", type=float, default=10.0, help="seconds between Node heartbeats")
     parser.add_argument("--qps", type=float, default=100.0, help="client-side request rate limit")
     parser.add_argument("--burst", type=int, default=200, help="client-side request burst")

@@ -87,6 +87,8 @@ class LauncherSettings:
     image_pull_secret: str = ""
     command_prefix: tuple[str, ...] = ("pykubevirt", "virt-launcher")
     use_emulation: bool = True
+    # Developer knob: launchers use this libvirt instead of their embedded QEMU (test:///default for density runs).
+    libvirt_uri: str = ""
     qemu_timeout_seconds: int = 240
     random: Callable[[int], int] = _random.randrange
     kubevirt_share_dir: str = VIRT_SHARE_DIR
@@ -356,6 +358,8 @@ def _launcher_args(vmi: Mapping[str, Any], settings: LauncherSettings, non_root:
         args += ["--libvirt-log-filters", annotations[LIBVIRT_LOG_FILTERS_ANNOTATION]]
     if settings.use_emulation:
         args.append("--allow-emulation")
+    if settings.libvirt_uri:
+        args += ["--libvirt-uri", settings.libvirt_uri]
     if any(
         key.startswith(KEEP_LAUNCHER_AFTER_FAILURE_ANNOTATION) and (value == "" or value.startswith("true"))
         for key, value in annotations.items()

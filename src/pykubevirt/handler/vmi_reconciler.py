@@ -170,7 +170,8 @@ class VMIReconciler:
             self._watch(key, vmi_uid, pod_uid)
         await self._report(vmi, observed, status, new_phase)
         if observed.launcher_initializing:
-            return Result(requeue_after=1.0)
+            # The launcher's socket appears a fraction of a second after its process starts; this is a stat().
+            return Result(requeue_after=0.1)
         return None
 
     # ------------------------------------------------------------------------------------------------ shutdown

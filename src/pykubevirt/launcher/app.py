@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import pod_layout
-from pykubevirt.launcher import disks
+from pykubevirt.launcher import capabilities_cache, disks
 from pykubevirt.launcher.command_server import CommandServer
 from pykubevirt.launcher.converter import ConverterContext, convert, domain_name
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
@@ -60,6 +60,7 @@ class Launcher:
         self.defined = False
         self.deleted = asyncio.Event()
         self.stopped_at: float | None = None
+        self._warm_up: asyncio.Task[None] | None = None
         self.server = CommandServer(
             self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
             {
@@ -117,11 +118,6 @@ class Launcher:
         self.runtime.mkdir(parents=True, exist_ok=True)
         (self.runtime / "private" / self.vmi_uid).mkdir(parents=True, exist_ok=True)
         self._link(self.runtime / "private" / self.vmi_uid, self.host(f"{pod_layout.PRIVATE_DIR}/{self.vmi_uid}"))
-        await self.server.start()
-        self._link(
-            self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
-            self.host(f"{pod_layout.SOCKETS_DIR}/{pod_layout.LAUNCHER_SOCKET_NAME}"),
-        )
         if self.args.allow_emulation:
             result = await asyncio.to_thread(cached_probe)
             self.use_emulation = not result.usable
@@ -129,18 +125,41 @@ class Launcher:
         else:
             self.use_emulation = False
         log.info(
-            "launcher ready for %s/%s (%s: %s)",
+            "launcher for %s/%s uses %s (%s)",
             self.namespace,
             self.name,
             "TCG" if self.use_emulation else "KVM",
             self.emulation_reason or "KVM required",
         )
-        uri = self.uri or embed_uri(Path(pod_layout.embed_root(self.pod_uid)))
+        root = Path(pod_layout.embed_root(self.pod_uid))
+        if not self.uri:
+            capabilities_cache.seed(root)
+        uri = self.uri or embed_uri(root)
         self.domain = DomainManager(uri, domain_name({"metadata": {"namespace": self.namespace, "name": self.name}}))
         await self.domain.connect()
+        if not self.uri:
+            self._warm_up = asyncio.get_running_loop().create_task(self._warm_capabilities(root))
         self.domain.add_listener(self._on_state)
         self.last_state = await self.domain.state()
         self.defined = await self.domain.exists()
+        # Only now does virt-handler see the socket: every command it sends can be served.
+        await self.server.start()
+        self._link(
+            self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
+            self.host(f"{pod_layout.SOCKETS_DIR}/{pod_layout.LAUNCHER_SOCKET_NAME}"),
+        )
+        log.info("launcher serving on %s", self.runtime / pod_layout.LAUNCHER_SOCKET_NAME)
+
+    async def _warm_capabilities(self, root: Path) -> None:
+        assert self.domain is not None
+        started = time.monotonic()
+        try:
+            await self.domain.warm_up()
+        except Exception as exc:  # the domain's own start reports any real problem
+            log.warning("could not load QEMU's capabilities ahead of the VMI: %s", exc)
+            return
+        published = await asyncio.to_thread(capabilities_cache.publish, root)
+        log.info("QEMU capabilities ready in %.2fs%s", time.monotonic() - started, " (shared)" if published else "")
 
     def _on_state(self, state: DomainState, event: str) -> None:
         self.last_state = state

@@ -124,6 +124,10 @@ class DomainManager:
     async def exists(self) -> bool:
         return await asyncio.to_thread(lambda: self._domain() is not None)
 
+    async def warm_up(self) -> None:
+        """Have libvirt load (or probe) QEMU's capabilities now, while the launcher waits for its VMI."""
+        await asyncio.to_thread(self._conn.getDomainCapabilities, None, None, None, None, 0)
+
     async def define_and_start(self, xml: str, *, paused: bool) -> None:
         """Define the domain from `xml` and start it (paused when the VMI's startStrategy is Paused)."""
 

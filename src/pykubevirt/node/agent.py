@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 from typing import IO
 
+from pykubevirt.api import pod_layout
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, object_key
@@ -40,6 +41,11 @@ class DataDirError(Exception):
     """The data directory cannot be used by this agent."""
 
 
+def is_mirror(pod: Object) -> bool:
+    """A mirror pod reflects a process the node runs by other means (as the kubelet's static pods): not ours to run."""
+    return pod_layout.MIRROR_ANNOTATION in (pod["metadata"].get("annotations") or {})
+
+
 class NodeAgent:
     """One node: `await start()` (or `run()` until cancelled), `await stop()` leaves every pod running."""
 
@@ -53,8 +59,10 @@ class NodeAgent:
         *,
         workers: int = DEFAULT_WORKERS,
         heartbeat_interval: float = HEARTBEAT_INTERVAL_SECONDS,
+        capacity_overrides: dict[str, str] | None = None,
     ) -> None:
         self.client = client
+        self.capacity_overrides = dict(capacity_overrides or {})
         self.name = name
         self.data_dir = Path(data_dir)
         self.pods_dir = self.data_dir / "pods"
@@ -95,7 +103,12 @@ class NodeAgent:
         self._claim_data_dir()
         await self.log_server.start()
         self.registration = NodeRegistration(
-            self.client, self.name, self.data_dir, log_port=self.log_port, heartbeat_interval=self.heartbeat_interval
+            self.client,
+            self.name,
+            self.data_dir,
+            log_port=self.log_port,
+            heartbeat_interval=self.heartbeat_interval,
+            capacity_overrides=self.capacity_overrides,
         )
         self.context.node_capacity = dict(self.registration.capacity)
         await self.registration.register()
@@ -198,7 +211,7 @@ class NodeAgent:
 
     def _pod_event(self, pod: Object) -> None:
         uid = str(pod["metadata"].get("uid") or "")
-        if uid and self._ours(pod):
+        if uid and self._ours(pod) and not is_mirror(pod):
             self._keys[uid] = object_key(pod)
             self.enqueue(uid)
 
@@ -265,6 +278,25 @@ class NodeAgent:
 
     # ------------------------------------------------------------------------------------------------ logs
 
+    def _mirror_log_target(self, obj: Object, container: str) -> LogTarget:
+        """A mirror pod's process runs outside this agent; whoever runs it writes its log where the agent looks."""
+        meta = obj["metadata"]
+        path = Path(
+            pod_layout.mirror_log_file(str(self.data_dir), str(meta.get("namespace")), str(meta.get("name")), container)
+        )
+        if not path.exists():
+            raise LogError(
+                400, f'container "{container}" in pod "{meta.get("name")}" is waiting to start: ContainerCreating'
+            )
+        key = object_key(obj)
+
+        def running() -> bool:
+            current = self.pods.get(key)
+            statuses = ((current or {}).get("status") or {}).get("containerStatuses") or []
+            return any(x.get("name") == container and "running" in (x.get("state") or {}) for x in statuses)
+
+        return LogTarget(path, running)
+
     def log_target(self, namespace: str, pod: str, container: str) -> LogTarget:
         """Where a container's log is, for the log server."""
         obj = self.pods.get_by_name(namespace, pod)
@@ -274,6 +306,8 @@ class NodeAgent:
         names = [str(c.get("name")) for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]]
         if container not in names:
             raise LogError(400, f'container "{container}" in pod "{pod}" is not valid')
+        if is_mirror(obj):
+            return self._mirror_log_target(obj, container)
         uid = str(obj["metadata"].get("uid"))
         path = PodDir(self.pods_dir, uid).log_file(container)
         if not path.exists():

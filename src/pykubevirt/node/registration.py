@@ -112,13 +112,15 @@ class NodeRegistration:
         *,
         log_port: int,
         heartbeat_interval: float = HEARTBEAT_INTERVAL_SECONDS,
+        capacity_overrides: dict[str, str] | None = None,
     ) -> None:
         self.client = client
         self.name = name
         self.data_dir = data_dir
         self.log_port = log_port
         self.heartbeat_interval = heartbeat_interval
-        self.capacity = capacity(data_dir)
+        # Overrides (kubelet's --max-pods, or a developer's memory figure for test-driver density runs) win.
+        self.capacity = {**capacity(data_dir), **(capacity_overrides or {})}
         self._transitions: dict[str, str] = {}
         self.heartbeats = 0
 

@@ -1,0 +1,147 @@
+"""Where an embedded cluster keeps its state, and the command line of each of its components.
+
+`pykubevirt up` supervises these components; tests and benchmarks start the same commands, so what they measure is
+what users run.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pykubevirt.api import pod_layout
+
+DEFAULT_DATA_DIR = Path("/var/lib/pykubevirt")
+DEFAULT_LISTEN = "127.0.0.1:6443"
+
+
+@dataclass(frozen=True, slots=True)
+class PodIdentity:
+    """The mirror pod a component appears as (`kubectl get pods -n kubevirt`, `kubectl logs`)."""
+
+    namespace: str
+    name: str
+    container: str
+    labels: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """One supervised process: its name, command line, log file, node, and the pod it appears as (if any)."""
+
+    name: str
+    argv: tuple[str, ...]
+    log_file: Path
+    node: str = ""
+    pod: PodIdentity | None = None
+
+
+def pykubevirt_argv(*args: str) -> tuple[str, ...]:
+    """`pykubevirt ARGS` with the interpreter running now (the venv), independent of PATH."""
+    return (sys.executable, "-m", "pykubevirt.cli.main", *args)
+
+
+@dataclass(frozen=True)
+class ClusterLayout:
+    """The embedded cluster under one data directory."""
+
+    data_dir: Path = DEFAULT_DATA_DIR
+    node_count: int = 1
+    listen: str = DEFAULT_LISTEN
+    # Extra flags per component name (e.g. {"virt-controller": ("--launcher-libvirt-uri", "test:///default")}).
+    extra_args: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def apiserver_dir(self) -> Path:
+        return self.data_dir / "apiserver"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.apiserver_dir / "kubeconfig"
+
+    def component_kubeconfig(self, component: str) -> Path:
+        return self.apiserver_dir / f"{component}.kubeconfig"
+
+    @property
+    def images_dir(self) -> Path:
+        return self.data_dir / "images"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.data_dir / "run"
+
+    @property
+    def node_names(self) -> list[str]:
+        return [f"node{i:02d}" for i in range(1, self.node_count + 1)]
+
+    def node_dir(self, node: str) -> Path:
+        return self.data_dir / "nodes" / node
+
+    @property
+    def control_plane_node(self) -> str:
+        """The node the control plane's mirror pods are bound to (the first)."""
+        return self.node_names[0]
+
+    def _component(
+        self, name: str, *args: str, node: str = "", pod: PodIdentity | None = None, kind: str = ""
+    ) -> Component:
+        argv = pykubevirt_argv(*args, *self.extra_args.get(kind or name, ()))
+        if pod is not None:
+            # Written where the node agent serves the mirror pod's log from, so `kubectl logs` reads it.
+            host = str(self.node_dir(node or self.control_plane_node))
+            log_file = Path(pod_layout.mirror_log_file(host, pod.namespace, pod.name, pod.container))
+        else:
+            log_file = self.logs_dir / f"{name}.log"
+        return Component(name, argv, log_file, node, pod)
+
+    def _pod(self, namespace: str, base: str, node: str, **labels: str) -> PodIdentity:
+        return PodIdentity(namespace, f"{base}-{node}", base, tuple(sorted(labels.items())))
+
+    def apiserver(self) -> Component:
+        # The embedded API server serves KubeVirt's subresource API too: it is this cluster's virt-api.
+        pod = self._pod("kubevirt", "virt-api", self.control_plane_node, **{"kubevirt.io": "virt-api"})
+        args = ("apiserver", "--data-dir", str(self.apiserver_dir), "--listen", self.listen)
+        return self._component("apiserver", *args, pod=pod)
+
+    def controller(self) -> Component:
+        pod = self._pod("kubevirt", "virt-controller", self.control_plane_node, **{"kubevirt.io": "virt-controller"})
+        kubeconfig = str(self.component_kubeconfig("virt-controller"))
+        return self._component("virt-controller", "virt-controller", "--kubeconfig", kubeconfig, pod=pod)
+
+    def scheduler(self) -> Component:
+        labels = {"component": "kube-scheduler", "tier": "control-plane"}
+        pod = self._pod("kube-system", "kube-scheduler", self.control_plane_node, **labels)
+        kubeconfig = str(self.component_kubeconfig("scheduler"))
+        return self._component("scheduler", "scheduler", "--kubeconfig", kubeconfig, pod=pod)
+
+    def node_agent(self, node: str) -> Component:
+        return self._component(
+            f"node-{node}",
+            *("node", "--name", node, "--data-dir", str(self.node_dir(node))),
+            *("--kubeconfig", str(self.kubeconfig), "--images-dir", str(self.images_dir)),
+            node=node,
+            kind="node",
+        )
+
+    def handler(self, node: str) -> Component:
+        pod = self._pod("kubevirt", "virt-handler", node, **{"kubevirt.io": "virt-handler"})
+        return self._component(
+            f"virt-handler-{node}",
+            *("virt-handler", "--node-name", node, "--data-dir", str(self.node_dir(node))),
+            *("--kubeconfig", str(self.component_kubeconfig("virt-handler"))),
+            node=node,
+            pod=pod,
+            kind="virt-handler",
+        )
+
+    def components(self) -> list[Component]:
+        """Every component, in start order (the API server first: the others need its kubeconfigs)."""
+        found = [self.apiserver(), self.controller(), self.scheduler()]
+        for node in self.node_names:
+            found += [self.node_agent(node), self.handler(node)]
+        return found

@@ -1,0 +1,23 @@
+"""Stopping everything a node agent started, as a power cut would: `pykubevirt down --all`, benchmarks, tests."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pykubevirt.api import pod_layout
+from pykubevirt.node.pod_dirs import existing_pod_dirs
+from pykubevirt.node.processes import kill_group, kill_pod_strays
+
+
+def kill_node_pods(node_data_dir: Path) -> int:
+    """SIGKILL every pod process recorded under a node's data dir, and the QEMUs that left their groups."""
+    killed = 0
+    for pod_dir in existing_pod_dirs(Path(node_data_dir) / "pods"):
+        for record in pod_dir.load_records().values():
+            if record.pid > 0 and kill_group(record.pid, record.ticks):
+                killed += 1
+        runtime = pod_layout.short_runtime_dir(pod_dir.uid)
+        killed += kill_pod_strays(runtime + "/")
+        shutil.rmtree(runtime, ignore_errors=True)
+    return killed
