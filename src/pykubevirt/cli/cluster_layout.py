@@ -6,14 +6,17 @@ what users run.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pykubevirt.api import pod_layout
 
-DEFAULT_DATA_DIR = Path("/var/lib/pykubevirt")
-DEFAULT_LISTEN = "127.0.0.1:6443"
+# PYKUBEVIRT_DATA_DIR and PYKUBEVIRT_LISTEN change the defaults of every command (a second cluster, tests).
+DEFAULT_DATA_DIR = Path(os.environ.get("PYKUBEVIRT_DATA_DIR") or "/var/lib/pykubevirt")
+DEFAULT_LISTEN = os.environ.get("PYKUBEVIRT_LISTEN") or "127.0.0.1:6443"
+DEFAULT_IMAGES_DIR = DEFAULT_DATA_DIR / "images"
 
 
 @dataclass(frozen=True, slots=True)

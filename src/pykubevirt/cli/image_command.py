@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-DEFAULT_IMAGES_DIR = "/var/lib/pykubevirt/images"
+from pykubevirt.cli.cluster_layout import DEFAULT_IMAGES_DIR
 
 
 def _size(value: int) -> str:

@@ -73,8 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         image_command,
         node_command,
         scheduler_command,
+        up_command,
         virtapi_command,
     )
+
+    up_command.add_parsers(sub)
 
     controller_command.add_parser(sub)
     scheduler_command.add_parser(sub)

@@ -11,9 +11,9 @@ import logging
 import signal
 from pathlib import Path
 
-logger = logging.getLogger("pykubevirt.node")
+from pykubevirt.cli.cluster_layout import DEFAULT_IMAGES_DIR
 
-DEFAULT_IMAGES_DIR = "/var/lib/pykubevirt/images"
+logger = logging.getLogger("pykubevirt.node")
 
 
 def _capacity_overrides(args: argparse.Namespace) -> dict[str, str]:

@@ -40,4 +40,7 @@ async def heartbeat_loop(
             await beat(client, node, annotations() if annotations else None)
         except (ApiError, OSError) as exc:
             log.warning("heartbeat for node %s failed: %s", node, exc, extra={"node": node})
+            # Usually the node agent has not registered the Node yet: the node is unschedulable until we beat.
+            await asyncio.sleep(min(interval, 1.0))
+            continue
         await asyncio.sleep(interval)

@@ -1,0 +1,262 @@
+"""`pykubevirt up`, `down` and `status`: the embedded cluster on this machine, run by a detached supervisor.
+
+`up` starts `pykubevirt supervise` in its own session and returns once every node is Ready; running it again is a
+no-op. `down` stops the supervisor and its components; guests keep running unless `--all` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pykubevirt.cli.cluster_layout import DEFAULT_DATA_DIR, DEFAULT_LISTEN, ClusterLayout, pykubevirt_argv
+
+READY_TIMEOUT_SECONDS = 120.0
+
+
+def _layout(args: argparse.Namespace) -> ClusterLayout:
+    return ClusterLayout(
+        Path(args.data_dir).resolve(), getattr(args, "nodes", 1), getattr(args, "listen", DEFAULT_LISTEN)
+    )
+
+
+def _read_state(layout: ClusterLayout) -> dict[str, Any] | None:
+    try:
+        state: dict[str, Any] = json.loads((layout.run_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return state
+
+
+def supervisor_pid(layout: ClusterLayout) -> int:
+    """The running supervisor's pid for this data dir, 0 when there is none (a stale pid file is ignored)."""
+    try:
+        pid = int((layout.run_dir / "supervisor.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return 0
+    # The pid must still be a supervisor of this very data dir, not a recycled pid.
+    if b"supervise" in cmdline and str(layout.data_dir).encode() in cmdline:
+        return pid
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------ up
+
+
+def up(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    pid = supervisor_pid(layout)
+    if pid:
+        state = _read_state(layout) or {}
+        nodes = ", ".join(state.get("nodes") or [])
+        print(f"pykubevirt is already running (supervisor pid {pid}, nodes: {nodes}); nothing to do")
+        _print_next_steps(layout)
+        return 0
+    layout.logs_dir.mkdir(parents=True, exist_ok=True)
+    argv = pykubevirt_argv(
+        "supervise", "--data-dir", str(layout.data_dir), "--nodes", str(layout.node_count), "--listen", layout.listen
+    )
+    with (layout.logs_dir / "supervisor.log").open("ab") as log:
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    print(f"starting the embedded cluster in {layout.data_dir} ({layout.node_count} node(s))", flush=True)
+    try:
+        asyncio.run(_wait_ready(layout, process))
+    except (TimeoutError, RuntimeError) as exc:
+        print(f"error: {exc}; see {layout.logs_dir / 'supervisor.log'}", file=sys.stderr)
+        return 1
+    print(f"pykubevirt is up: API server on https://{layout.listen}, nodes {', '.join(layout.node_names)}")
+    _print_next_steps(layout)
+    return 0
+
+
+def _print_next_steps(layout: ClusterLayout) -> None:
+    print(f"export KUBECONFIG={layout.kubeconfig}")
+
+
+async def _wait_ready(layout: ClusterLayout, process: subprocess.Popen[bytes]) -> None:
+    from pykubevirt.client.api import KubeClient
+    from pykubevirt.client.config import ConfigError, load_kubeconfig
+    from pykubevirt.client.resources import NODES
+
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    client: KubeClient | None = None
+    last = "the supervisor is starting"
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"the supervisor exited with code {process.returncode}")
+            state = _read_state(layout)
+            if state is None:
+                await asyncio.sleep(0.1)
+                continue
+            if client is None:
+                try:
+                    client = KubeClient(load_kubeconfig(layout.kubeconfig), qps=0)
+                except ConfigError:
+                    await asyncio.sleep(0.1)
+                    continue
+            try:
+                nodes = (await client.list(NODES))["items"]
+            except ConnectionError as exc:
+                last = f"the API server does not answer: {exc}"
+                await asyncio.sleep(0.2)
+                continue
+            ready = {n["metadata"]["name"] for n in nodes if _schedulable(n)}
+            if set(layout.node_names) <= ready:
+                return
+            last = f"nodes ready: {sorted(ready) or 'none'} of {layout.node_names}"
+            await asyncio.sleep(0.2)
+    finally:
+        if client is not None:
+            await client.close()
+    raise TimeoutError(f"the cluster was not ready within {READY_TIMEOUT_SECONDS:.0f}s ({last})")
+
+
+def _schedulable(node: dict[str, Any]) -> bool:
+    conditions = {c["type"]: c["status"] for c in (node.get("status") or {}).get("conditions") or []}
+    labels = node["metadata"].get("labels") or {}
+    return conditions.get("Ready") == "True" and labels.get("kubevirt.io/schedulable") == "true"
+
+
+# ------------------------------------------------------------------------------------------------ down
+
+
+def down(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    pid = supervisor_pid(layout)
+    if not pid:
+        print(f"pykubevirt is not running in {layout.data_dir}")
+        if args.all:
+            from pykubevirt.node.teardown import kill_node_pods
+
+            killed = sum(kill_node_pods(node) for node in (layout.data_dir / "nodes").glob("*") if node.is_dir())
+            if killed:
+                print(f"stopped {killed} pod processes and guests left running")
+        return 0
+    if args.all:
+        layout.run_dir.mkdir(parents=True, exist_ok=True)
+        (layout.run_dir / "stop-all").write_text("")
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists() or supervisor_pid(layout) != pid:
+            what = "the cluster and every guest" if args.all else "the cluster (running guests keep running)"
+            print(f"stopped {what}")
+            return 0
+        time.sleep(0.1)
+    print(f"error: the supervisor (pid {pid}) did not stop within 90s", file=sys.stderr)
+    return 1
+
+
+# ------------------------------------------------------------------------------------------------ status
+
+
+def status(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    pid = supervisor_pid(layout)
+    state = _read_state(layout) if pid else None
+    if not pid or state is None:
+        print(f"pykubevirt is not running in {layout.data_dir}")
+        return 1
+    print(f"supervisor pid {pid}, data in {layout.data_dir}")
+    print(f"export KUBECONFIG={state.get('kubeconfig')}")
+    rows: list[tuple[str, ...]] = [("COMPONENT", "STATUS", "PID", "RESTARTS", "SINCE")]
+    for name, component in (state.get("components") or {}).items():
+        running = component.get("running") and Path(f"/proc/{component.get('pid')}").exists()
+        rows.append(
+            (
+                name,
+                "Running" if running else "Restarting",
+                str(component.get("pid") or "-"),
+                str(component.get("restarts", 0)),
+                str(component.get("startedAt") or "-"),
+            )
+        )
+    _table(rows)
+    nodes = asyncio.run(_nodes(layout))
+    print()
+    _table([("NODE", "STATUS", "SCHEDULABLE", "VMIS"), *nodes])
+    return 0
+
+
+async def _nodes(layout: ClusterLayout) -> list[tuple[str, ...]]:
+    from pykubevirt.client.api import KubeClient
+    from pykubevirt.client.config import load_kubeconfig
+    from pykubevirt.client.resources import NODES, VIRTUAL_MACHINE_INSTANCES
+
+    client = KubeClient(load_kubeconfig(layout.kubeconfig), qps=0)
+    try:
+        nodes = (await client.list(NODES))["items"]
+        vmis = (await client.list(VIRTUAL_MACHINE_INSTANCES))["items"]
+    except ConnectionError as exc:
+        return [("(API server unavailable)", str(exc), "", "")]
+    finally:
+        await client.close()
+    per_node: dict[str, int] = {}
+    for vmi in vmis:
+        node = (vmi.get("status") or {}).get("nodeName") or ""
+        per_node[node] = per_node.get(node, 0) + 1
+    rows: list[tuple[str, ...]] = []
+    for node in nodes:
+        conditions = {c["type"]: c["status"] for c in (node.get("status") or {}).get("conditions") or []}
+        name = node["metadata"]["name"]
+        ready = "Ready" if conditions.get("Ready") == "True" else "NotReady"
+        schedulable = (node["metadata"].get("labels") or {}).get("kubevirt.io/schedulable", "false")
+        rows.append((name, ready, schedulable, str(per_node.get(name, 0))))
+    return rows
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+# ------------------------------------------------------------------------------------------------ supervise
+
+
+def supervise(args: argparse.Namespace) -> int:
+    from pykubevirt import log
+    from pykubevirt.cli.supervisor import Supervisor
+
+    log.configure("supervisor")
+    try:
+        return asyncio.run(Supervisor(_layout(args)).run())
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    data_help = f"where the cluster keeps its state (default {DEFAULT_DATA_DIR})"
+    parser = sub.add_parser("up", help="start the embedded cluster (API server, controllers, nodes) in the background")
+    parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help=data_help)
+    parser.add_argument("--nodes", type=int, default=1, help="how many nodes (node agent + virt-handler each)")
+    parser.add_argument("--listen", default=DEFAULT_LISTEN, help="HOST:PORT of the API server")
+    parser.set_defaults(func=up)
+
+    parser = sub.add_parser("down", help="stop the embedded cluster; running guests keep running unless --all")
+    parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help=data_help)
+    parser.add_argument("--all", action="store_true", help="also stop every launcher pod and guest")
+    parser.set_defaults(func=down)
+
+    parser = sub.add_parser("status", help="show the embedded cluster's components and nodes")
+    parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help=data_help)
+    parser.set_defaults(func=status)
+
+    parser = sub.add_parser("supervise", help="run the supervisor in the foreground (what `up` starts)")
+    parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help=data_help)
+    parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--listen", default=DEFAULT_LISTEN)
+    parser.set_defaults(func=supervise)
