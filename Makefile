@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-DATA_DIR ?= /var/lib/pykubevirt
+DATA_DIR ?= $(or $(PYKUBEVIRT_DATA_DIR),/var/lib/pykubevirt)
 
 .PHONY: setup test lint typecheck unit up down crds guest-image
 
@@ -31,5 +31,8 @@ test: setup guest-image
 crds: setup
 	$(VENV)/bin/pykubevirt crds --output-dir deploy/crds
 
-up: setup
-	$(VENV)/bin/pykubevirt validate -f examples/vm-demo.yaml
+up: setup guest-image
+	@PYKUBEVIRT_DATA_DIR=$(DATA_DIR) scripts/demo-up.sh
+
+down: setup
+	$(VENV)/bin/pykubevirt down --data-dir $(DATA_DIR)

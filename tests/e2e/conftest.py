@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +60,65 @@ async def kube(cluster: EmbeddedCluster) -> AsyncIterator[ClusterView]:
     await view.wait_ready()
     yield view
     await view.close()
+
+
+# ------------------------------------------------------------------------------------------------ `pykubevirt up`
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class UpCluster:
+    """A cluster started with `pykubevirt up` in a data dir of its own, and the CLIs as users run them."""
+
+    data_dir: Path
+    listen: str
+    home: Path
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.data_dir / "apiserver" / "kubeconfig"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "PYKUBEVIRT_"))}
+        env.update(
+            KUBECONFIG=str(self.kubeconfig),
+            HOME=str(self.home),
+            PYKUBEVIRT_DATA_DIR=str(self.data_dir),
+            PYKUBEVIRT_LISTEN=self.listen,
+            PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        )
+        return env
+
+    def run(self, *argv: str, check: bool = True, timeout: float = 120, stdin: str | None = None) -> Completed:
+        """A command line (`kubectl …`, `virtctl …`, `pykubevirt …`) as a user types it, with this cluster's env."""
+        result = subprocess.run(
+            list(argv), env=self.env(), capture_output=True, text=True, timeout=timeout, input=stdin, check=False
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def state(self) -> dict[str, Any]:
+        state: dict[str, Any] = json.loads((self.data_dir / "run" / "state.json").read_text())
+        return state
+
+
+Completed = subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def up_cluster(tmp_path_factory: pytest.TempPathFactory, guest_image: Path) -> Iterator[UpCluster]:
+    """`pykubevirt up` with the demo image imported; `pykubevirt down --all` afterwards."""
+    root = tmp_path_factory.mktemp("up")
+    cluster = UpCluster(root / "data", f"127.0.0.1:{free_port()}", root / "home")
+    cluster.home.mkdir()
+    cluster.run("pykubevirt", "image", "import", DEMO_IMAGE, str(guest_image))
+    started = cluster.run("pykubevirt", "up")
+    assert f"export KUBECONFIG={cluster.kubeconfig}" in started.stdout
+    yield cluster
+    cluster.run("pykubevirt", "down", "--all", check=False)

@@ -1,0 +1,187 @@
+"""The specification's commands, verbatim, against a cluster started with `pykubevirt up`: kubectl for VMIs, VMs,
+pods, events and logs, virtctl for start/stop/restart/pause; the STATUS column walks through KubeVirt's values.
+
+The manifests are the seeds with the substitutions the README lists (the demo containerDisk for registry images and
+PersistentVolumeClaims): tests/data/acceptance/.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.e2e.conftest import UpCluster
+from tests.paths import REPO
+
+pytestmark = pytest.mark.e2e
+
+DATA = REPO / "tests" / "data" / "acceptance"
+BOOTED = "pykubevirt-guest: booted"
+
+
+class StatusWatch:
+    """`kubectl get vm -w`: every STATUS value kubectl prints for one VM, in order."""
+
+    def __init__(self, cluster: UpCluster, name: str) -> None:
+        self.name = name
+        self.seen: list[str] = []
+        self.process = subprocess.Popen(
+            ["kubectl", "get", "vm", "-w", "--no-headers"],
+            env=cluster.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            fields = line.split()
+            if len(fields) >= 3 and fields[0] == self.name and (not self.seen or self.seen[-1] != fields[2]):
+                self.seen.append(fields[2])
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def in_order(seen: list[str], expected: list[str]) -> bool:
+    """Whether `expected` appears in `seen` as a subsequence."""
+    position = iter(seen)
+    return all(any(value == wanted for value in position) for wanted in expected)
+
+
+def wait_for(probe: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def get(cluster: UpCluster, kind: str, name: str, path: str) -> str:
+    result = cluster.run("kubectl", "get", kind, name, "-o", f"jsonpath={path}", check=False)
+    return result.stdout if result.returncode == 0 else ""
+
+
+def launcher_pod(cluster: UpCluster, vmi_uid: str) -> str:
+    selector = f"kubevirt.io=virt-launcher,kubevirt.io/created-by={vmi_uid}"
+    return cluster.run("kubectl", "get", "pod", "-l", selector, "-o", "jsonpath={.items[0].metadata.name}").stdout
+
+
+def wait_booted(cluster: UpCluster, kind: str, name: str) -> None:
+    """The guest has booted (ACPI works from then on): its serial console, as `kubectl logs` shows it, says so."""
+    wait_for(lambda: get(cluster, "vmi", name, "{.status.phase}") == "Running", f"{kind} {name} Running")
+    pod = launcher_pod(cluster, get(cluster, "vmi", name, "{.metadata.uid}"))
+
+    def booted() -> bool:
+        logs = cluster.run("kubectl", "logs", pod, "-c", "guest-console-log", check=False)
+        return BOOTED in logs.stdout
+
+    wait_for(booted, f"the guest of {name} to boot")
+
+
+@pytest.fixture
+def watch_my_vm(up_cluster: UpCluster) -> Iterator[StatusWatch]:
+    watch = StatusWatch(up_cluster, "my-vm")
+    yield watch
+    watch.stop()
+
+
+def test_vmi_create_get_delete(up_cluster: UpCluster) -> None:
+    run = up_cluster.run
+    vmi_yaml = str(DATA / "vmi.yaml")
+    assert (
+        run("kubectl", "create", "-f", vmi_yaml).stdout.strip() == "virtualmachineinstance.kubevirt.io/my-vmi created"
+    )
+    run("kubectl", "wait", "vmi/my-vmi", "--for=condition=Ready", "--timeout=120s")
+    listing = run("kubectl", "get", "vmis").stdout.splitlines()
+    assert listing[0].split() == ["NAME", "AGE", "PHASE", "IP", "NODENAME", "READY"]
+    row = next(line.split() for line in listing[1:] if line.startswith("my-vmi "))
+    assert row[2:] == ["Running", "10.0.2.15", "node01", "True"]
+    assert run("kubectl", "get", "vmis", "my-vmi").stdout.splitlines()[1].split()[2] == "Running"
+    wait_booted(up_cluster, "vmi", "my-vmi")
+    deleted = run("kubectl", "delete", "-f", vmi_yaml, timeout=120).stdout
+    assert deleted.strip() == 'virtualmachineinstance.kubevirt.io "my-vmi" deleted'
+    assert run("kubectl", "get", "vmis", "my-vmi", check=False).returncode == 1
+
+
+def test_vm_lifecycle_with_kubectl_and_virtctl(up_cluster: UpCluster, watch_my_vm: StatusWatch) -> None:
+    run = up_cluster.run
+    run("kubectl", "apply", "-f", str(DATA / "my-vm.yaml"))
+    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Running", "my-vm Running")
+    vm_row = next(line.split() for line in run("kubectl", "get", "vm").stdout.splitlines() if line.startswith("my-vm "))
+    assert vm_row[2:] == ["Running", "True"]
+    described = run("kubectl", "describe", "vm", "my-vm").stdout
+    assert "Printable Status:  Running" in described and "Run Strategy:" in described
+    assert "Running" in run("kubectl", "get", "vmi").stdout
+    assert "Phase:" in run("kubectl", "describe", "vmi", "my-vm").stdout
+    pods = run("kubectl", "get", "pod", "-l", "kubevirt.io=virt-launcher").stdout
+    assert any(line.startswith("virt-launcher-my-vm-") and " Running " in line for line in pods.splitlines())
+    events = run("kubectl", "get", "events", "--field-selector", "involvedObject.name=my-vm").stdout
+    assert "SuccessfulCreate" in events and "Started" in events
+    handler_logs = run("kubectl", "logs", "-n", "kubevirt", "-l", "kubevirt.io=virt-handler", "--tail=100").stdout
+    assert '"name":"my-vm"' in handler_logs
+
+    refused = run("virtctl", "start", "my-vm", check=False)
+    assert refused.returncode == 1
+    assert "Always does not support manual start requests" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+    wait_booted(up_cluster, "vm", "my-vm")
+    assert run("virtctl", "pause", "vm", "my-vm").stdout.strip() == "VMI my-vm was scheduled to pause"
+    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Paused", "Paused")
+    assert run("virtctl", "unpause", "vm", "my-vm").stdout.strip() == "VMI my-vm was scheduled to unpause"
+    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Running", "unpaused")
+
+    first_uid = get(up_cluster, "vmi", "my-vm", "{.metadata.uid}")
+    assert run("virtctl", "restart", "my-vm").stdout.strip() == "VM my-vm was scheduled to restart"
+    wait_for(lambda: get(up_cluster, "vmi", "my-vm", "{.metadata.uid}") not in ("", first_uid), "a new VMI")
+    wait_booted(up_cluster, "vm", "my-vm")
+
+    assert run("virtctl", "stop", "my-vm").stdout.strip() == "VM my-vm was scheduled to stop"
+    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Stopped", "Stopped")
+    assert get(up_cluster, "vm", "my-vm", "{.spec.runStrategy}") == "Halted"
+
+    assert run("virtctl", "start", "my-vm").stdout.strip() == "VM my-vm was scheduled to start"
+    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Running", "started again")
+    forced = run("virtctl", "stop", "my-vm", "--grace-period=0", "--force").stdout
+    assert forced.strip() == "VM my-vm was scheduled to stop"
+    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Stopped", "force-stopped", 30)
+
+    run("virtctl", "start", "my-vm")
+    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Running", "running for delete")
+    wait_booted(up_cluster, "vm", "my-vm")
+    assert run("kubectl", "delete", "vm", "my-vm", timeout=120).stdout.strip() == (
+        'virtualmachine.kubevirt.io "my-vm" deleted'
+    )
+    assert run("kubectl", "get", "vm", "my-vm", check=False).returncode == 1
+    time.sleep(1)
+    expected = ["Starting", "Running", "Paused", "Running", "Stopping", "Stopped", "Starting", "Running"]
+    assert in_order(watch_my_vm.seen, expected), watch_my_vm.seen
+    assert "Terminating" in watch_my_vm.seen, watch_my_vm.seen
+
+
+def test_centos_vm_from_the_spec_runs_with_its_config_drive(up_cluster: UpCluster) -> None:
+    up_cluster.run("kubectl", "apply", "-f", str(DATA / "vm-centos01.yaml"))
+    wait_booted(up_cluster, "vm", "vm-centos01")
+    pod = launcher_pod(up_cluster, get(up_cluster, "vmi", "vm-centos01", "{.metadata.uid}"))
+    console = up_cluster.run("kubectl", "logs", pod, "-c", "guest-console-log").stdout
+    assert "pykubevirt-guest: hostname vm-centos01" in console
+    assert get(up_cluster, "vm", "vm-centos01", "{.status.printableStatus}") == "Running"
+    up_cluster.run("kubectl", "delete", "vm", "vm-centos01", timeout=120)
+
+
+def test_virtctl_console_through_a_pipe(up_cluster: UpCluster) -> None:
+    up_cluster.run("kubectl", "apply", "-f", str(REPO / "examples" / "vm-demo.yaml"))
+    wait_booted(up_cluster, "vm", "demo")
+    result = up_cluster.run("virtctl", "console", "demo", stdin="echo console-$((6*7))\n", timeout=60)
+    assert "console-42" in result.stdout
+    up_cluster.run("kubectl", "delete", "vm", "demo", timeout=120)

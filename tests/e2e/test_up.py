@@ -1,0 +1,131 @@
+"""`pykubevirt up` / `status` / `down`: a supervised embedded cluster whose components restart after kill -9 and
+whose guests outlive the control plane."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pykubevirt.api import pod_layout
+from tests.e2e.conftest import UpCluster
+from tests.paths import REPO
+
+pytestmark = pytest.mark.e2e
+
+DEMO = str(REPO / "examples" / "vm-demo.yaml")
+COMPONENTS = ("apiserver", "virt-controller", "scheduler", "node-node01", "virt-handler-node01")
+
+
+def wait_for(probe: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def jsonpath(cluster: UpCluster, kind: str, name: str, path: str) -> str:
+    result = cluster.run("kubectl", "get", kind, name, "-o", f"jsonpath={path}", check=False)
+    return result.stdout if result.returncode == 0 else ""
+
+
+def demo_qemu_pid(cluster: UpCluster) -> int:
+    pod_uid = jsonpath(cluster, "vmi", "demo", "{.status.activePods}").split('"')[1]
+    pid_file = Path(pod_layout.embed_root(pod_uid)) / "run" / "qemu" / "default_demo.pid"
+    return int(pid_file.read_text())
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_up_twice_is_a_no_op_and_status_shows_components_and_nodes(up_cluster: UpCluster) -> None:
+    again = up_cluster.run("pykubevirt", "up")
+    assert "already running" in again.stdout
+    status = up_cluster.run("pykubevirt", "status").stdout
+    for component in COMPONENTS:
+        line = next(x for x in status.splitlines() if x.startswith(component + " "))
+        assert line.split()[1] == "Running", status
+    node_line = next(x for x in status.splitlines() if x.startswith("node01 "))
+    assert node_line.split()[1:3] == ["Ready", "true"], status
+
+
+def test_components_are_pods_whose_logs_kubectl_reads(up_cluster: UpCluster) -> None:
+    pods = up_cluster.run("kubectl", "get", "pods", "-n", "kubevirt", "--no-headers").stdout
+    names = {line.split()[0]: line.split()[2] for line in pods.splitlines()}
+    assert names == {
+        "virt-api-node01": "Running",
+        "virt-controller-node01": "Running",
+        "virt-handler-node01": "Running",
+    }
+    for label in ("virt-api", "virt-controller", "virt-handler"):
+        selected = up_cluster.run(
+            "kubectl", "get", "pods", "-n", "kubevirt", "-l", f"kubevirt.io={label}", "-o", "name"
+        )
+        assert selected.stdout.strip() == f"pod/{label}-node01"
+    logs = up_cluster.run("kubectl", "logs", "-n", "kubevirt", "-l", "kubevirt.io=virt-handler", "--tail=100").stdout
+    assert "virt-handler starting on node node01" in logs
+    scheduler = up_cluster.run("kubectl", "get", "pods", "-n", "kube-system", "-l", "component=kube-scheduler")
+    assert "kube-scheduler-node01" in scheduler.stdout
+
+
+def test_every_component_killed_is_restarted_and_the_guest_keeps_running(up_cluster: UpCluster) -> None:
+    up_cluster.run("kubectl", "apply", "-f", DEMO)
+    up_cluster.run("kubectl", "wait", "vm/demo", "--for=condition=Ready", "--timeout=120s")
+    uid = jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}")
+    qemu = demo_qemu_pid(up_cluster)
+    for component in COMPONENTS:
+        before = up_cluster.state()["components"][component]
+        os.kill(before["pid"], signal.SIGKILL)
+
+        def restarted(name: str = component, old: int = before["pid"]) -> bool:
+            now = up_cluster.state()["components"][name]
+            return bool(now["running"]) and now["pid"] != old and alive(now["pid"])
+
+        wait_for(restarted, f"{component} to be restarted")
+        assert up_cluster.state()["components"][component]["restarts"] == before["restarts"] + 1
+        assert alive(qemu), f"killing {component} took the guest down"
+    # The restarted control plane still drives the same guest.
+    wait_for(lambda: jsonpath(up_cluster, "vmi", "demo", "{.status.phase}") == "Running", "VMI Running")
+    assert jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}") == uid
+    up_cluster.run("virtctl", "pause", "vm", "demo")
+    wait_for(lambda: jsonpath(up_cluster, "vm", "demo", "{.status.printableStatus}") == "Paused", "Paused")
+    up_cluster.run("virtctl", "unpause", "vm", "demo")
+    wait_for(lambda: jsonpath(up_cluster, "vm", "demo", "{.status.printableStatus}") == "Running", "Running again")
+    assert alive(qemu)
+
+
+def test_down_and_up_leave_the_running_guest_alone(up_cluster: UpCluster) -> None:
+    wait_for(lambda: jsonpath(up_cluster, "vmi", "demo", "{.status.phase}") == "Running", "the demo VMI")
+    uid = jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}")
+    qemu = demo_qemu_pid(up_cluster)
+    down = up_cluster.run("pykubevirt", "down")
+    assert "running guests keep running" in down.stdout
+    assert up_cluster.run("pykubevirt", "status", check=False).returncode == 1
+    assert alive(qemu)
+    up_cluster.run("pykubevirt", "up")
+    time.sleep(3)  # a resync of the handler and the node agent
+    assert jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}") == uid
+    assert jsonpath(up_cluster, "vmi", "demo", "{.status.phase}") == "Running"
+    assert alive(qemu)
+
+
+def test_down_all_stops_every_guest(up_cluster: UpCluster) -> None:
+    qemu = demo_qemu_pid(up_cluster)
+    assert "every guest" in up_cluster.run("pykubevirt", "down", "--all").stdout
+    wait_for(lambda: not alive(qemu), "QEMU to be gone", timeout=15)
+    # Up again: the Always VM comes back with a new guest.
+    up_cluster.run("pykubevirt", "up")
+    up_cluster.run("kubectl", "wait", "vm/demo", "--for=condition=Ready", "--timeout=120s")
+    assert alive(demo_qemu_pid(up_cluster))
