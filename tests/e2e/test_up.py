@@ -41,6 +41,12 @@ def demo_qemu_pid(cluster: UpCluster) -> int:
     return int(pid_file.read_text())
 
 
+def ensure_demo(cluster: UpCluster) -> None:
+    """The demo VM applied (idempotent) and its VMI Running, whichever test runs first."""
+    cluster.run("kubectl", "apply", "-f", DEMO)
+    wait_for(lambda: jsonpath(cluster, "vmi", "demo", "{.status.phase}") == "Running", "the demo VMI Running", 120)
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -81,8 +87,7 @@ def test_components_are_pods_whose_logs_kubectl_reads(up_cluster: UpCluster) -> 
 
 
 def test_every_component_killed_is_restarted_and_the_guest_keeps_running(up_cluster: UpCluster) -> None:
-    up_cluster.run("kubectl", "apply", "-f", DEMO)
-    up_cluster.run("kubectl", "wait", "vm/demo", "--for=condition=Ready", "--timeout=120s")
+    ensure_demo(up_cluster)
     uid = jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}")
     qemu = demo_qemu_pid(up_cluster)
     for component in COMPONENTS:
@@ -107,7 +112,7 @@ def test_every_component_killed_is_restarted_and_the_guest_keeps_running(up_clus
 
 
 def test_down_and_up_leave_the_running_guest_alone(up_cluster: UpCluster) -> None:
-    wait_for(lambda: jsonpath(up_cluster, "vmi", "demo", "{.status.phase}") == "Running", "the demo VMI")
+    ensure_demo(up_cluster)
     uid = jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}")
     qemu = demo_qemu_pid(up_cluster)
     down = up_cluster.run("pykubevirt", "down")
@@ -122,10 +127,17 @@ def test_down_and_up_leave_the_running_guest_alone(up_cluster: UpCluster) -> Non
 
 
 def test_down_all_stops_every_guest(up_cluster: UpCluster) -> None:
+    ensure_demo(up_cluster)
     qemu = demo_qemu_pid(up_cluster)
+    uid = jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}")
     assert "every guest" in up_cluster.run("pykubevirt", "down", "--all").stdout
     wait_for(lambda: not alive(qemu), "QEMU to be gone", timeout=15)
-    # Up again: the Always VM comes back with a new guest.
+    # Up again: the old VMI fails with its dead launcher and the Always VM comes back with a new guest.
     up_cluster.run("pykubevirt", "up")
-    up_cluster.run("kubectl", "wait", "vm/demo", "--for=condition=Ready", "--timeout=120s")
+
+    def replaced() -> bool:
+        vmi = jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid} {.status.phase}").split()
+        return len(vmi) == 2 and vmi[0] != uid and vmi[1] == "Running"
+
+    wait_for(replaced, "a new demo VMI Running", timeout=120)
     assert alive(demo_qemu_pid(up_cluster))

@@ -28,7 +28,7 @@ from pykubevirt.node.env import expand
 from pykubevirt.node.image_store import ImageStore
 from pykubevirt.node.log_server import tail_offset
 from pykubevirt.node.processes import start_ticks
-from tests.support.apiserver_process import APIServerProcess, kubectl
+from tests.support.apiserver_process import KUBECTL, APIServerProcess, kubectl, kubectl_env
 from tests.support.control_plane import client_for, eventually
 from tests.support.node_agent_process import NodeAgentProcess, kill_leftover_pods
 
@@ -644,6 +644,111 @@ async def test_a_missing_container_disk_image_is_err_image_pull_then_back_off(en
     assert backoff.startswith(f'Back-off pulling image "{MISSING_IMAGE}"')
     await env.client.delete(PODS, "nodisk", ns)
     await wait_gone(env.client, ns, "nodisk")
+
+
+# ------------------------------------------------------------------------------------------------------ sidecars
+
+
+def processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+    return pids
+
+
+async def test_native_sidecars_run_next_to_later_init_containers_and_end_with_the_pod(env: Env) -> None:
+    ns = await env.namespace()
+    marker = f"sidecar-{uuid.uuid4().hex[:8]}"
+    shared = [{"name": "scratch", "mountPath": "/shared"}]
+    mounts = "import json, os, pathlib, time\nshared = json.loads(os.environ['PYKUBEVIRT_MOUNTS'])['/shared']\n"
+    helper = mounts + f"pathlib.Path(shared, 'up').write_text('{marker}')\ntime.sleep(600)\n"
+    # `setup` can only succeed while the sidecar before it runs: it waits for the sidecar's file.
+    setup = mounts + "while not pathlib.Path(shared, 'up').exists(): time.sleep(0.05)\n"
+    body = pod_manifest(
+        "sidecars",
+        env.node,
+        py("main", "import time; time.sleep(1.5)"),
+        initContainers=[
+            py("helper", helper, restartPolicy="Always", volumeMounts=shared),
+            py("setup", setup, volumeMounts=shared),
+        ],
+        volumes=[{"name": "scratch", "emptyDir": {}}],
+    )
+    await env.client.create(PODS, body, ns)
+    running = await wait_pod(env.client, ns, "sidecars", lambda p: phase(p) == "Running")
+    sidecar = status_of(running, "helper", init=True)
+    assert sidecar["started"] and sidecar["ready"] and "running" in sidecar["state"]
+    assert state(running, "setup", init=True)["terminated"]["exitCode"] == 0
+    assert condition(running, "Initialized")["status"] == "True"
+    final = await wait_pod(env.client, ns, "sidecars", lambda p: "terminated" in state(p, "helper", init=True))
+    assert phase(final) == "Succeeded", "a sidecar's end does not count in the phase"
+    assert state(final, "main")["terminated"]["exitCode"] == 0
+    assert status_of(final, "helper", init=True)["ready"] is False
+    await until(lambda: not processes_mentioning(marker), timeout=10)
+
+
+async def test_guest_console_log_serves_the_serial_log_without_a_process(env: Env, tmp_path: Path) -> None:
+    ns = await env.namespace()
+    home = tmp_path / "home"
+    body = launcher_pod("console", DEMO_IMAGE, env.node)
+    sidecar = body["spec"]["initContainers"][0]
+    assert (sidecar["name"], sidecar["command"], sidecar["restartPolicy"]) == (
+        "guest-console-log",
+        ["/usr/bin/virt-tail"],
+        "Always",
+    )
+    log_in_pod = sidecar["args"][1]  # /var/run/kubevirt-private/<vmi uid>/virt-serial0-log
+    await env.client.create(PODS, body, ns)
+
+    def up(pod: Object) -> bool:
+        return phase(pod) == "Running" and all(s["ready"] for s in pod["status"]["containerStatuses"])
+
+    pod = await wait_pod(env.client, ns, "console", up)
+    console = status_of(pod, "guest-console-log", init=True)
+    assert console["started"] and console["ready"] and "running" in console["state"]
+    assert console["containerID"].startswith("virtual://")
+    assert not processes_mentioning(log_in_pod), "no tail process runs for a VM"
+    assert condition(pod, "Initialized")["status"] == "True", "the container-disk init containers did not wait"
+
+    def logs(*args: str) -> Any:
+        return in_thread(kubectl, env.server, home, "logs", "-n", ns, "console", "-c", "guest-console-log", *args)
+
+    # The launcher creates the file when the domain starts; until then the log is empty, not an error.
+    assert (await logs()).stdout == ""
+    follow = await asyncio.create_subprocess_exec(
+        KUBECTL,
+        *("logs", "-n", ns, "console", "-c", "guest-console-log", "-f"),
+        env=kubectl_env(env.server, home),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert follow.stdout is not None
+    # As the launcher does: <private volume>/<vmi uid> links to a directory of its own, where libvirt writes.
+    private = env.agent.data_dir / "pods" / pod["metadata"]["uid"] / "volumes" / "private"
+    vmi_dir = Path(log_in_pod).parent.name
+    (tmp_path / "short").mkdir()
+    (private / vmi_dir).symlink_to(tmp_path / "short")
+    serial = private / vmi_dir / Path(log_in_pod).name
+    serial.write_text("SeaBIOS\nBooting from Hard Disk...\n")
+    assert await asyncio.wait_for(follow.stdout.readline(), 10) == b"SeaBIOS\n"
+    assert await asyncio.wait_for(follow.stdout.readline(), 10) == b"Booting from Hard Disk...\n"
+    with serial.open("a") as appended:
+        appended.write("login: \n")
+    assert await asyncio.wait_for(follow.stdout.readline(), 10) == b"login: \n"
+
+    assert (await logs()).stdout == "SeaBIOS\nBooting from Hard Disk...\nlogin: \n"
+    assert (await logs("--tail=1")).stdout == "login: \n"
+    stamp, text = (await logs("--tail=1", "--timestamps")).stdout.strip().split(" ", 1)
+    assert text == "login:" and stamp.endswith("Z")
+    assert follow.returncode is None, "the follow lasts as long as the pod runs"
+
+    await env.client.delete(PODS, "console", ns)
+    await asyncio.wait_for(follow.wait(), 20)
+    assert follow.returncode == 0
+    await wait_gone(env.client, ns, "console")
 
 
 # ------------------------------------------------------------------------------------------------------ logs

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pykubevirt import __version__
-from pykubevirt.admission.context import AdmissionContext
+from pykubevirt.admission.context import AdmissionContext, ClusterConfig
 from pykubevirt.admission.defaults import mutate_vmi
 from pykubevirt.controller.compute_resources import qos_class
 from pykubevirt.controller.launcher_pod import (
@@ -101,7 +101,8 @@ class TestMetadata:
         assert spec["enableServiceLinks"] is False
         assert spec["automountServiceAccountToken"] is False
         assert spec["hostname"] == "testvmi"
-        assert "subdomain" not in spec and "initContainers" not in spec
+        assert "subdomain" not in spec
+        assert [c["name"] for c in spec["initContainers"]] == ["guest-console-log"]
         assert [c["name"] for c in spec["containers"]] == ["compute"]
 
     def test_compute_container_command(self) -> None:
@@ -463,7 +464,8 @@ class TestContainerDisks:
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
         }
-        init = pod["spec"]["initContainers"]
+        console_log, *init = pod["spec"]["initContainers"]
+        assert console_log["name"] == "guest-console-log", "the console log comes first"
         assert [c["name"] for c in init] == [
             "container-disk-binary",
             "volumecontainerdisk1-init",
@@ -485,6 +487,84 @@ class TestContainerDisks:
         pod = render(new_vmi(volumes=volumes), replace(SETTINGS, image_pull_secret="pull-secret-1"))
         assert pod["spec"]["imagePullSecrets"] == [{"name": "pull-secret-2"}, {"name": "pull-secret-1"}]
         assert "imagePullSecrets" not in render(new_vmi())["spec"]
+
+
+def console_log(pod: dict[str, Any]) -> dict[str, Any] | None:
+    return next((c for c in pod["spec"].get("initContainers") or [] if c["name"] == "guest-console-log"), None)
+
+
+class TestGuestConsoleLog:
+    def test_renders_upstreams_container(self) -> None:
+        container = console_log(render(new_vmi()))
+        assert container == {
+            "name": "guest-console-log",
+            "image": SETTINGS.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["/usr/bin/virt-tail"],
+            "args": ["--logfile", "/var/run/kubevirt-private/1234/virt-serial0-log"],
+            "env": [{"name": "VIRT_LAUNCHER_LOG_VERBOSITY", "value": "2"}],
+            "resources": {"requests": {"cpu": "5m", "memory": "35M"}, "limits": {"cpu": "15m", "memory": "60M"}},
+            "volumeMounts": [{"name": "private", "mountPath": "/var/run/kubevirt-private", "readOnly": True}],
+            "securityContext": {
+                "runAsUser": 107,
+                "runAsNonRoot": True,
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+            },
+            "restartPolicy": "Always",
+        }
+
+    @pytest.mark.parametrize(
+        ("devices", "cluster_disabled", "enabled"),
+        [
+            ({}, False, True),
+            ({}, True, False),
+            ({"logSerialConsole": True}, True, True),
+            ({"logSerialConsole": False}, False, False),
+            ({"autoattachSerialConsole": False}, False, False),
+            ({"autoattachSerialConsole": False, "logSerialConsole": True}, False, False),
+            ({"autoattachSerialConsole": True}, False, True),
+        ],
+    )
+    def test_enabled_by_the_vmi_else_the_cluster(
+        self, devices: dict[str, Any], cluster_disabled: bool, enabled: bool
+    ) -> None:
+        vmi = new_vmi(domain={"devices": {"disableHotplug": True, **devices}})
+        cluster = ClusterConfig(disable_serial_console_log=cluster_disabled)
+        pod = render(vmi, replace(SETTINGS, cluster=cluster))
+        assert (console_log(pod) is not None) is enabled
+        if not enabled:
+            assert "initContainers" not in pod["spec"]
+
+    @pytest.mark.parametrize(
+        "domain",
+        [
+            {"cpu": {"cores": 2, "dedicatedCpuPlacement": True}, "memory": {"guest": "1Gi"}},
+            {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}},
+        ],
+    )
+    def test_dedicated_cpus_and_guaranteed_qos_request_the_limits(self, domain: dict[str, Any]) -> None:
+        pod = render(new_vmi(domain=domain))
+        container = console_log(pod)
+        assert container is not None
+        limits = {"cpu": "15m", "memory": "60M"}
+        assert container["resources"] == {"requests": limits, "limits": limits}
+        assert qos_class(pod["spec"]) == "Guaranteed"
+
+    def test_log_verbosity_label(self) -> None:
+        vmi = new_vmi()
+        vmi["metadata"]["labels"] = {"logVerbosity": "06"}
+        pod = render(vmi)
+        container = console_log(pod)
+        assert container is not None
+        assert container["env"] == [{"name": "VIRT_LAUNCHER_LOG_VERBOSITY", "value": "6"}]
+        assert {"name": "VIRT_LAUNCHER_LOG_VERBOSITY", "value": "06"} in compute(pod)["env"]
+
+    def test_pull_policy_and_image_follow_the_launcher(self) -> None:
+        settings = replace(SETTINGS, image="registry.example/virt-launcher:v9", image_pull_policy="Always")
+        container = console_log(render(new_vmi(), settings))
+        assert container is not None
+        assert (container["image"], container["imagePullPolicy"]) == ("registry.example/virt-launcher:v9", "Always")
 
 
 class TestVolumes:
@@ -693,6 +773,7 @@ class TestSeeds:
         assert disk["image"] == "quay.io/containerdisks/fedora:latest"
         assert disk["imagePullPolicy"] == "Always"  # the mutator's default for :latest
         assert [c["name"] for c in pod["spec"]["initContainers"]] == [
+            "guest-console-log",
             "container-disk-binary",
             "volumecontainerdisk-init",
         ]

@@ -106,6 +106,13 @@ class TestRequests:
         # setup runs next to the sidecar (450m); the app runs next to it afterwards (400m).
         assert pod_requests(p) == {"cpu": 450}
 
+    def test_a_sidecar_is_summed_even_when_it_is_the_only_init_container(self) -> None:
+        sidecar = {**container("log", {"cpu": "5m", "memory": "35M"}), "restartPolicy": "Always"}
+        app = container("app", {"cpu": "100m", "memory": "1Gi"})
+        assert pod_requests(pod(app, initContainers=[sidecar])) == {"cpu": 105, "memory": GI + 35_000_000}
+        plain = pod(app, initContainers=[{**sidecar, "restartPolicy": ""}])
+        assert pod_requests(plain) == {"cpu": 100, "memory": GI}, "a regular init container is only max'ed"
+
     def test_overhead_is_added(self) -> None:
         p = pod(container(requests={"memory": "1Gi"}), overhead={"memory": "256Mi", "cpu": "250m"})
         assert pod_requests(p) == {"memory": GI + 256 * MI, "cpu": 250}
@@ -346,10 +353,11 @@ def _kubevirt_node(name: str, **kwargs: Any) -> dict[str, Any]:
 class TestLauncherPod:
     def test_requests_of_a_rendered_launcher_pod(self) -> None:
         launcher = _launcher_pod()
-        # compute 1312Mi (1Gi + 288Mi overhead) + the containerDisk container's 1M; 100m + 1m; 50M + 50M.
+        # compute 1312Mi (1Gi + 288Mi overhead) + the containerDisk container's 1M + the guest-console-log
+        # sidecar's 35M (it runs alongside, so it is summed); 100m + 1m + 5m; 50M + 50M.
         assert pod_requests(launcher) == {
-            "cpu": 101,
-            "memory": 1312 * MI + 1_000_000,
+            "cpu": 106,
+            "memory": 1312 * MI + 1_000_000 + 35_000_000,
             "ephemeral-storage": 100_000_000,
             "devices.kubevirt.io/kvm": 1,
             "devices.kubevirt.io/tun": 1,

@@ -36,6 +36,8 @@ class ClusterConfig:
     smbios_family: str = "KubeVirt"
     smbios_manufacturer: str = "KubeVirt"
     smbios_product: str = "None"
+    # `virtualMachineOptions.disableSerialConsoleLog` (an empty object when set): no guest-console-log by default.
+    disable_serial_console_log: bool = False
 
     def gate_enabled(self, name: str) -> bool:
         return gate_enabled(name, self.feature_gates, self.disabled_feature_gates)

@@ -400,6 +400,13 @@ def support_container_resources(guaranteed: bool, *, container_disk: bool) -> di
     return {"requests": dict(sorted(requests.items())), "limits": limits}
 
 
+def console_log_resources(guaranteed: bool) -> dict[str, dict[str, str]]:
+    """Resources of the guest-console-log container (upstream's resourcesForSerialConsoleLogContainer)."""
+    limits = {"cpu": "15m", "memory": "60M"}
+    requests = dict(limits) if guaranteed else {"cpu": "5m", "memory": "35M"}
+    return {"requests": requests, "limits": limits}
+
+
 def qos_class(pod_spec: Mapping[str, Any]) -> str:
     """Kubernetes' QoS class of a pod: Guaranteed, Burstable or BestEffort (limits default missing requests)."""
     requests: dict[str, Quantity] = {}

@@ -14,6 +14,7 @@ from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.controller.compute_resources import (
+    console_log_resources,
     is_cpu_dedicated,
     launcher_resources,
     memory_overhead,
@@ -36,6 +37,9 @@ DOWNWARD_API_SOURCE_DIR = VIRT_PRIVATE_DIR + "/downwardapi"
 SYSPREP_SOURCE_DIR = VIRT_PRIVATE_DIR + "/sysprep"
 DOWNWARD_METRIC_DISKS_DIR = VIRT_PRIVATE_DIR + "/downwardmetric-disk"
 CONTAINER_DISK_BINARY = "/usr/bin/container-disk"
+GUEST_CONSOLE_LOG_CONTAINER = "guest-console-log"
+VIRT_TAIL_BINARY = "/usr/bin/virt-tail"
+DEFAULT_LAUNCHER_LOG_VERBOSITY = 2
 
 NON_ROOT_ANNOTATION = "kubevirt.io/nonroot"
 KEEP_LAUNCHER_AFTER_FAILURE_ANNOTATION = "kubevirt.io/keep-launcher-alive-after-failure"
@@ -370,10 +374,11 @@ def _launcher_args(vmi: Mapping[str, Any], settings: LauncherSettings, non_root:
     return args
 
 
-def _debug_env(vmi: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _debug_env(vmi: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """The compute container's debug variables, and the launcher's log verbosity (the `logVerbosity` label's)."""
     labels = (vmi.get("metadata") or {}).get("labels") or {}
     env: list[dict[str, Any]] = []
-    verbosity = 2
+    verbosity = DEFAULT_LAUNCHER_LOG_VERBOSITY
     if "logVerbosity" in labels:
         try:
             verbosity = int(labels["logVerbosity"])
@@ -383,7 +388,48 @@ def _debug_env(vmi: Mapping[str, Any]) -> list[dict[str, Any]]:
     for label, variable in (("debugLogs", "LIBVIRT_DEBUG_LOGS"), ("virtiofsdDebugLogs", "VIRTIOFSD_DEBUG_LOGS")):
         if str(labels.get(label, "")).lower() == "true" or verbosity > 5:
             env.append({"name": variable, "value": "1"})
-    return env
+    return env, verbosity
+
+
+def _support_security_context() -> dict[str, Any]:
+    return {
+        "runAsUser": NON_ROOT_UID,
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def is_serial_console_log_enabled(vmi: Mapping[str, Any], config: ClusterConfig) -> bool:
+    """Never without the auto-attached serial console; else `logSerialConsole`, else the cluster's default."""
+    devices = ((vmi.get("spec") or {}).get("domain") or {}).get("devices") or {}
+    if devices.get("autoattachSerialConsole") is False:
+        return False
+    if devices.get("logSerialConsole") is not None:
+        return bool(devices["logSerialConsole"])
+    return not config.disable_serial_console_log
+
+
+def _guest_console_log_container(
+    vmi: Mapping[str, Any], settings: LauncherSettings, guaranteed: bool, verbosity: int
+) -> dict[str, Any] | None:
+    """The native sidecar whose log (`kubectl logs -c guest-console-log`) is serial port 0's log file."""
+    if not is_serial_console_log_enabled(vmi, settings.cluster):
+        return None
+    log_file = f"{VIRT_PRIVATE_DIR}/{vmi['metadata'].get('uid', '')}/virt-serial0-log"
+    return {
+        "name": GUEST_CONSOLE_LOG_CONTAINER,
+        "image": settings.image,
+        "command": [VIRT_TAIL_BINARY],
+        "args": ["--logfile", log_file],
+        "env": [{"name": "VIRT_LAUNCHER_LOG_VERBOSITY", "value": str(verbosity)}],
+        "resources": console_log_resources(guaranteed),
+        "volumeMounts": [_mount("private", VIRT_PRIVATE_DIR, readOnly=True)],
+        "imagePullPolicy": settings.image_pull_policy,
+        "securityContext": _support_security_context(),
+        # Kubernetes' native sidecar: later init containers do not wait for it, it runs until the pod ends.
+        "restartPolicy": "Always",
+    }
 
 
 def _container_disk_containers(
@@ -404,12 +450,7 @@ def _container_disk_containers(
             "args": args,
             "resources": support_container_resources(guaranteed, container_disk=True),
             "volumeMounts": [_mount("container-disks", mount_dir), _mount("virt-bin-share-dir", "/usr/bin")],
-            "securityContext": {
-                "runAsUser": NON_ROOT_UID,
-                "runAsNonRoot": True,
-                "allowPrivilegeEscalation": False,
-                "capabilities": {"drop": ["ALL"]},
-            },
+            "securityContext": _support_security_context(),
         }
         if source.get("imagePullPolicy"):
             container["imagePullPolicy"] = source["imagePullPolicy"]
@@ -418,11 +459,14 @@ def _container_disk_containers(
 
 
 def _init_containers(
-    vmi: Mapping[str, Any], settings: LauncherSettings, user_id: int, guaranteed: bool
+    vmi: Mapping[str, Any], settings: LauncherSettings, user_id: int, guaranteed: bool, verbosity: int
 ) -> list[dict[str, Any]]:
+    """guest-console-log first, then what containerDisks need: the binary copy and one pre-pull per disk."""
+    console_log = _guest_console_log_container(vmi, settings, guaranteed, verbosity)
+    init = [console_log] if console_log is not None else []
     volumes = (vmi.get("spec") or {}).get("volumes") or []
     if not any(volume.get("containerDisk") is not None for volume in volumes):
-        return []
+        return init
     copier: dict[str, Any] = {
         "name": "container-disk-binary",
         "image": settings.image,
@@ -436,7 +480,7 @@ def _init_containers(
     }
     if env := _xdg_env(user_id):
         copier["env"] = env
-    return [copier, *_container_disk_containers(vmi, settings, guaranteed, init=True)]
+    return [*init, copier, *_container_disk_containers(vmi, settings, guaranteed, init=True)]
 
 
 def _node_selector(vmi: Mapping[str, Any], settings: LauncherSettings) -> dict[str, str]:
@@ -561,7 +605,8 @@ def render_launcher_pod(
     env = _xdg_env(user_id)
     if volumes.shared_paths:
         env.append({"name": "SHARED_FILESYSTEM_PATHS", "value": ":".join(volumes.shared_paths)})
-    env += _debug_env(vmi)
+    debug_env, verbosity = _debug_env(vmi)
+    env += debug_env
     env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     # pykubevirt's launcher keys its short socket directory by the pod's uid (unix socket paths are short).
     env.append({"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}})
@@ -613,7 +658,7 @@ def render_launcher_pod(
         # The token is only mounted when a serviceAccount volume asks for it (no istio proxy here).
         "automountServiceAccountToken": service_account is not None,
     }
-    if init_containers := _init_containers(vmi, settings, user_id, guaranteed):
+    if init_containers := _init_containers(vmi, settings, user_id, guaranteed, verbosity):
         pod_spec["initContainers"] = init_containers
     if pull_secrets := _image_pull_secrets(spec, settings):
         pod_spec["imagePullSecrets"] = pull_secrets

@@ -318,6 +318,10 @@ class NodeAgent:
                 if entry.get("name") == container and waiting:
                     reason = str(waiting.get("reason") or reason)
             raise LogError(400, f'container "{container}" in pod "{pod}" is waiting to start: {reason}')
+        worker = self.workers.get(uid)
+        if worker is not None:
+            # A guest-console-log container's log is the serial log file, which may not exist yet (read as empty).
+            path = worker.log_path(container)
 
         def running() -> bool:
             worker = self.workers.get(uid)

@@ -5,6 +5,7 @@ can read container logs through it, nobody elsewhere can reach it. Query paramet
 `tailLines`, `limitBytes`, `follow` (until the container stops), `timestamps` (RFC 3339 prefixes; logs are stored
 as plain lines, so lines already written carry the file's modification time), `sinceSeconds`/`sinceTime` (by the
 same coarse clock: a file last written before then has nothing to show) and `previous` (not kept → 400).
+A log file not created yet (a guest's serial log before its domain starts) reads as empty; a follow waits for it.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ class LogServer:
         response.enable_chunked_encoding()
         await response.prepare(request)
         writer = _Writer(response, limit, timestamps)
-        if since is not None and target.path.stat().st_mtime < since:
+        if since is not None and target.path.exists() and target.path.stat().st_mtime < since:
             tail = 0  # nothing written since then; a follow still shows what comes
         try:
             await self._stream(target, writer, tail, follow)
@@ -199,11 +200,16 @@ class LogServer:
 
     async def _stream(self, target: LogTarget, writer: _Writer, tail: int | None, follow: bool) -> None:
         path = target.path
-        offset = tail_offset(path, tail) if tail is not None else 0
+        existed = path.exists()
+        while not path.exists():
+            if not follow or not target.running():
+                return
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        offset = tail_offset(path, tail) if tail is not None and existed else 0
         with path.open("rb") as handle:
             handle.seek(offset)
             # Lines written before the request carry the file's modification time, later ones their arrival.
-            stamp: float | None = os.fstat(handle.fileno()).st_mtime
+            stamp: float | None = os.fstat(handle.fileno()).st_mtime if existed else None
             while not writer.exhausted:
                 chunk = handle.read(READ_CHUNK)
                 if chunk:

@@ -12,6 +12,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import pod_layout
@@ -115,6 +116,17 @@ class PodWorker:
     def any_alive(self) -> bool:
         return any(self.alive(r) for r in self.records.values())
 
+    def completed(self, name: str) -> bool:
+        record = self.records.get(name)
+        return record is not None and record.terminated is not None and record.terminated["exitCode"] == 0
+
+    def log_path(self, name: str) -> Path:
+        """The file `kubectl logs` shows: a guest-console-log's serial log file, else what the process wrote."""
+        record = self.records.get(name)
+        if record is not None and record.extra.get("logfile"):
+            return Path(str(record.extra["logfile"]))
+        return self.dir.log_file(name)
+
     # ------------------------------------------------------------------------------------------------ sync
 
     async def sync(self, pod: Object | None) -> float | None:
@@ -134,6 +146,8 @@ class PodWorker:
         plan = _Plan()
         if (pod.get("status") or {}).get("phase") not in pod_status.TERMINAL_PHASES:
             await self._run_containers(pod, plan)
+        else:
+            self._end_sidecars(pod)
         await self._report(pod, plan, killed=False)
         return min([RESYNC_SECONDS, *plan.requeue])
 
@@ -187,10 +201,22 @@ class PodWorker:
     async def _run_containers(self, pod: Object, plan: _Plan) -> None:
         spec = pod.get("spec") or {}
         policy = pod_status.restart_policy(pod)
-        for container in spec.get("initContainers") or []:
+        inits = spec.get("initContainers") or []
+        regular_done = all(self.completed(str(c["name"])) for c in inits if not virtual.is_restartable(c))
+        for container in inits:
             name = str(container["name"])
             record = self.records.get(name)
-            if record is not None and record.terminated is not None and record.terminated["exitCode"] == 0:
+            if virtual.is_restartable(container):
+                # A sidecar restarts whatever the pod's policy; later init containers wait for its start only.
+                if record is None:
+                    await self._start(pod, container, init=True, plan=plan)
+                elif record.terminated is not None:
+                    await self._restart(pod, container, record, init=True, plan=plan)
+                if self.running(name) or regular_done:
+                    continue
+                plan.initialized = False
+                return
+            if self.completed(name):
                 continue
             plan.initialized = False
             if record is None:
@@ -328,7 +354,12 @@ class PodWorker:
         name = str(container["name"])
         now = now_rfc3339()
         record = ContainerRecord(name=name, init=init, virtual=True, started_at=now)
-        if kind != virtual.BINARY_COPY:
+        if kind == virtual.CONSOLE_LOG:
+            assert self.volumes is not None
+            # The launcher's libvirt writes this file; serving it as the log spares a tail process per VM.
+            record.extra["logfile"] = virtual.console_log_path(container, container_mounts(container, self.volumes))
+            record.virtual_state = "running"
+        elif kind != virtual.BINARY_COPY:
             image = str(container.get("image") or "")
             result = self.ctx.puller.status(self.uid, name, image, virtual.pull_policy(container))
             if result.path is None:
@@ -354,6 +385,24 @@ class PodWorker:
         self.waiting.pop(name, None)
         self.ctx.recorder.event(pod, NORMAL, "Started", f"Started container {name}")
 
+    def _complete_virtual(self, record: ContainerRecord, now: str) -> None:
+        record.virtual_state = ""
+        record.terminated = {"exitCode": 0, "reason": "Completed", "startedAt": record.started_at, "finishedAt": now}
+        self.dir.save_record(record)
+
+    def _end_sidecars(self, pod: Object) -> None:
+        """The pod has finished: its sidecars end too, as the kubelet stops them after the regular containers."""
+        for container in (pod.get("spec") or {}).get("initContainers") or []:
+            record = self.records.get(str(container["name"]))
+            if not virtual.is_restartable(container) or record is None or record.terminated is not None:
+                continue
+            if record.virtual and record.virtual_state == "running":
+                self._complete_virtual(record, now_rfc3339())
+            elif self.alive(record) and not record.extra.get("stop_sent"):
+                record.extra["stop_sent"] = True
+                self.dir.save_record(record)
+                self.ctx.runtime.terminate(record.pid, record.ticks)
+
     def _watch(self, record: ContainerRecord) -> None:
         if record.virtual or record.terminated is not None or record.pid <= 0:
             return
@@ -375,16 +424,12 @@ class PodWorker:
         if not self.sigterm_sent:
             self.sigterm_sent = True
             now = now_rfc3339()
+            sidecars = _sidecars(pod)
             for record in self.records.values():
                 if record.virtual and record.virtual_state == "running":
-                    record.virtual_state = ""
-                    record.terminated = {
-                        "exitCode": 0,
-                        "reason": "Completed",
-                        "startedAt": record.started_at,
-                        "finishedAt": now,
-                    }
-                    self.dir.save_record(record)
+                    # A virtual sidecar (the guest's console log) lasts until the processes are gone, below.
+                    if record.name not in sidecars:
+                        self._complete_virtual(record, now)
                 elif self.alive(record):
                     self.ctx.runtime.terminate(record.pid, record.ticks)
             if self.any_alive():
@@ -402,6 +447,7 @@ class PodWorker:
             return 0.5 if self.sigkill_sent else max(0.05, self.kill_deadline - time.monotonic())
         if self.delete_sent:
             return RESYNC_SECONDS
+        self._end_sidecars(pod)
         await self._report(pod, _Plan(), killed=True)
         try:
             await self.ctx.client.delete(
@@ -454,17 +500,18 @@ class PodWorker:
             if record.last_terminated is not None:
                 status["lastState"] = {"terminated": record.last_terminated}
         waiting = self.waiting.get(name)
+        sidecar = init and virtual.is_restartable(container)
         if record is not None and self.running(name):
             status["state"] = {"running": {"startedAt": record.started_at}}
             status["started"] = True
-            status["ready"] = not init
+            status["ready"] = not init or sidecar
         elif record is not None and record.terminated is not None:
             if waiting is not None and waiting[0] == "CrashLoopBackOff" and not killed:
                 status["state"] = {"waiting": {"reason": waiting[0], "message": waiting[1]}}
                 status["lastState"] = {"terminated": record.terminated}
             else:
                 status["state"] = {"terminated": record.terminated}
-                status["ready"] = init and int(record.terminated.get("exitCode") or 0) == 0
+                status["ready"] = init and not sidecar and int(record.terminated.get("exitCode") or 0) == 0
         elif killed:
             status["state"] = {
                 "terminated": {
@@ -496,8 +543,10 @@ class PodWorker:
         for _ in range(STATUS_WRITE_ATTEMPTS):
             inits, mains = self.statuses(pod, plan, killed=killed)
             desired = pod_status.desired_status(
-                pod, inits, mains, killed=killed, sandbox_ready=self.dir.exists(), now=now_rfc3339()
+                pod, _gating_inits(pod, inits), mains, killed=killed, sandbox_ready=self.dir.exists(), now=now_rfc3339()
             )
+            if "initContainerStatuses" in desired:
+                desired["initContainerStatuses"] = inits
             if not pod_status.status_differs(pod.get("status") or {}, desired):
                 return
             meta = pod["metadata"]
@@ -525,6 +574,21 @@ class PodWorker:
         except NotFound:
             return None
         return fresh if fresh["metadata"].get("uid") == self.uid else None
+
+
+def _sidecars(pod: Object) -> set[str]:
+    return {str(c["name"]) for c in (pod.get("spec") or {}).get("initContainers") or [] if virtual.is_restartable(c)}
+
+
+def _gating_inits(pod: Object, inits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The init statuses initialization waits for: as in the kubelet's getPhase, not a sidecar that has started."""
+    sidecars = _sidecars(pod)
+
+    def started(status: dict[str, Any]) -> bool:
+        ended = (status.get("state") or {}).get("terminated") or (status.get("lastState") or {}).get("terminated")
+        return bool(status.get("started") or ended)
+
+    return [s for s in inits if s["name"] not in sidecars or not started(s)]
 
 
 def api_fetch(client: KubeClient) -> Fetch:

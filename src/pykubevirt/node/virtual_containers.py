@@ -5,6 +5,8 @@ disk file at the host path of `<dir>/disk_<n>.img`, then stays `running` as upst
 `/usr/bin/container-disk --no-op` (its `-init` container) only pulls and completes. `container-disk-binary`
 (`/usr/bin/cp … /usr/bin/container-disk …`) completes at once: there is no binary to copy. Failed pulls are
 reported as ErrImagePull, then ImagePullBackOff while the kubelet's back-off (10 s doubling, at most 300 s) runs.
+`/usr/bin/virt-tail --logfile <file>` (the guest-console-log sidecar) is running from its start until the pod ends;
+its log is `<file>` itself, resolved through its volumeMounts, so no tail process runs per VM.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ log = logging.getLogger("pykubevirt.node.virtual_containers")
 
 CONTAINER_DISK_BINARY = "/usr/bin/container-disk"
 COPY_BINARY = "/usr/bin/cp"
+VIRT_TAIL_BINARY = "/usr/bin/virt-tail"
 DISK_SUFFIX = ".img"
 PULL_BACKOFF_INITIAL_SECONDS = 10.0
 PULL_BACKOFF_MAX_SECONDS = 300.0
@@ -36,6 +39,7 @@ IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
 CONTAINER_DISK = "container-disk"
 CONTAINER_DISK_INIT = "container-disk-init"
 BINARY_COPY = "container-disk-binary"
+CONSOLE_LOG = "console-log"
 
 
 def virtual_kind(container: Mapping[str, Any]) -> str | None:
@@ -46,7 +50,14 @@ def virtual_kind(container: Mapping[str, Any]) -> str | None:
         return CONTAINER_DISK_INIT if "--no-op" in [*command[1:], *args] else CONTAINER_DISK
     if command[:1] == [COPY_BINARY] and any(arg.endswith(CONTAINER_DISK_BINARY) for arg in [*command[1:], *args]):
         return BINARY_COPY
+    if command[:1] == [VIRT_TAIL_BINARY]:
+        return CONSOLE_LOG
     return None
+
+
+def is_restartable(container: Mapping[str, Any]) -> bool:
+    """A native sidecar: an init container with `restartPolicy: Always`."""
+    return container.get("restartPolicy") == "Always"
 
 
 def default_pull_policy(image: str) -> str:
@@ -62,16 +73,26 @@ def pull_policy(container: Mapping[str, Any]) -> str:
     return str(container.get("imagePullPolicy") or default_pull_policy(str(container.get("image") or "")))
 
 
+def _host_path_of_flag(container: Mapping[str, Any], flag: str, mounts: Mapping[str, str]) -> str:
+    """The host path of the container path following `flag`, resolved through the container's volumeMounts."""
+    argv = [str(x) for x in [*(container.get("command") or []), *(container.get("args") or [])]]
+    if flag not in argv or argv.index(flag) + 1 >= len(argv):
+        raise ValueError(f"{argv[0] if argv else 'container'} without {flag}")
+    path = argv[argv.index(flag) + 1]
+    host = pod_layout.host_path(path, mounts)
+    if host == path:
+        raise ValueError(f"{flag} {path} is in none of the container's volumeMounts")
+    return host
+
+
 def disk_link_path(container: Mapping[str, Any], mounts: Mapping[str, str]) -> str:
     """The host path of `--copy-path` + `.img`, resolved through the container's volumeMounts."""
-    argv = [str(x) for x in [*(container.get("command") or []), *(container.get("args") or [])]]
-    if "--copy-path" not in argv or argv.index("--copy-path") + 1 >= len(argv):
-        raise ValueError("container-disk container without --copy-path")
-    copy_path = argv[argv.index("--copy-path") + 1]
-    host = pod_layout.host_path(copy_path, mounts)
-    if host == copy_path:
-        raise ValueError(f"--copy-path {copy_path} is in none of the container's volumeMounts")
-    return host + DISK_SUFFIX
+    return _host_path_of_flag(container, "--copy-path", mounts) + DISK_SUFFIX
+
+
+def console_log_path(container: Mapping[str, Any], mounts: Mapping[str, str]) -> str:
+    """The host path of virt-tail's `--logfile`, resolved through the container's volumeMounts."""
+    return _host_path_of_flag(container, "--logfile", mounts)
 
 
 def link_disk(image_path: Path, link: str) -> None:
