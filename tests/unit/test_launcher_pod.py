@@ -16,13 +16,12 @@ from pykubevirt.admission.defaults import mutate_vmi
 from pykubevirt.controller.compute_resources import qos_class
 from pykubevirt.controller.launcher_pod import (
     LauncherSettings,
-    LaunchManifestError,
-    PVCNotFoundError,
     is_launcher_pod,
     launcher_pod_selector,
     render_launcher_pod,
     vmi_id,
 )
+from pykubevirt.controller.launcher_volumes import LaunchManifestError, PVCNotFoundError
 from tests import paths
 
 SETTINGS = LauncherSettings(random=lambda n: 7)

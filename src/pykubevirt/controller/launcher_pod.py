@@ -21,6 +21,14 @@ from pykubevirt.controller.compute_resources import (
     support_container_resources,
     wants_guaranteed_qos,
 )
+from pykubevirt.controller.launcher_volumes import (
+    VIRT_PRIVATE_DIR,
+    VIRT_SHARE_DIR,
+    LaunchManifestError,
+    mount,
+    render_volumes,
+    without_none,
+)
 
 NON_ROOT_UID = 107
 LIBVIRT_STARTUP_DELAY_SECONDS = 10
@@ -28,14 +36,6 @@ GRACE_PERIOD_PADDING_SECONDS = 15
 QEMU_TIMEOUT_JITTER = 120
 DEFAULT_DISK_MEMORY_LIMIT = 2000 * 1024 * 1024
 
-VIRT_PRIVATE_DIR = "/var/run/kubevirt-private"
-VIRT_SHARE_DIR = "/var/run/kubevirt"
-PVC_DISK_DIR = VIRT_PRIVATE_DIR + "/vmi-disks"
-SECRET_SOURCE_DIR = VIRT_PRIVATE_DIR + "/secret"
-CONFIG_MAP_SOURCE_DIR = VIRT_PRIVATE_DIR + "/config-map"
-DOWNWARD_API_SOURCE_DIR = VIRT_PRIVATE_DIR + "/downwardapi"
-SYSPREP_SOURCE_DIR = VIRT_PRIVATE_DIR + "/sysprep"
-DOWNWARD_METRIC_DISKS_DIR = VIRT_PRIVATE_DIR + "/downwardmetric-disk"
 CONTAINER_DISK_BINARY = "/usr/bin/container-disk"
 GUEST_CONSOLE_LOG_CONTAINER = "guest-console-log"
 VIRT_TAIL_BINARY = "/usr/bin/virt-tail"
@@ -59,12 +59,6 @@ _FILTERED_ANNOTATION_PREFIXES = (
     c.STORAGE_OBSERVED_API_VERSION_ANNOTATION,
     c.LATEST_OBSERVED_API_VERSION_ANNOTATION,
 )
-_CONFIG_SOURCE_DIRS = {
-    "secret": SECRET_SOURCE_DIR,
-    "configMap": CONFIG_MAP_SOURCE_DIR,
-    "downwardAPI": DOWNWARD_API_SOURCE_DIR,
-}
-_BASE_EMPTY_DIRS = "private public sockets virt-bin-share-dir libvirt-runtime ephemeral-disks container-disks".split()
 # Scheduling and DNS fields the pod takes from the VMI spec as they are.
 _COPIED_SPEC_FIELDS = (
     "subdomain dnsConfig dnsPolicy schedulerName priorityClassName tolerations topologySpreadConstraints"
@@ -72,14 +66,6 @@ _COPIED_SPEC_FIELDS = (
 _PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3}
 _OVMF_PATHS = {"arm64": "/usr/share/AAVMF", "s390x": ""}
 _DEFAULT_OVMF_PATH = "/usr/share/edk2/ovmf"
-
-
-class LaunchManifestError(ValueError):
-    """The VMI cannot be rendered into a launcher pod (the controller reports `failed to render launch manifest`)."""
-
-
-class PVCNotFoundError(LaunchManifestError):
-    """A volume names a PersistentVolumeClaim that does not exist."""
 
 
 @dataclass(frozen=True)
@@ -140,165 +126,6 @@ def is_launcher_pod(pod: Mapping[str, Any]) -> bool:
 def launcher_pod_selector(vmi: Mapping[str, Any]) -> str:
     """Label selector matching the launcher pods of one VMI (by its UID)."""
     return f"{c.APP_LABEL}={c.LAUNCHER_LABEL_VALUE},{c.CREATED_BY_LABEL}={vmi['metadata']['uid']}"
-
-
-def _mount(name: str, path: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "mountPath": path, **extra}
-
-
-def _empty_dir(name: str, **source: Any) -> dict[str, Any]:
-    return {"name": name, "emptyDir": dict(source)}
-
-
-def _without_none(**values: Any) -> dict[str, Any]:
-    return {key: value for key, value in values.items() if value is not None}
-
-
-class _Volumes:
-    """The pod volumes, compute mounts and block devices for a VMI, in upstream's order."""
-
-    def __init__(self, settings: LauncherSettings) -> None:
-        self.volumes = [_empty_dir(name) for name in _BASE_EMPTY_DIRS]
-        self.mounts = [
-            _mount("private", VIRT_PRIVATE_DIR),
-            _mount("public", VIRT_SHARE_DIR),
-            _mount("ephemeral-disks", settings.ephemeral_disk_dir),
-            _mount("libvirt-runtime", "/var/run/libvirt"),
-            _mount("sockets", posixpath.join(settings.kubevirt_share_dir, "sockets")),
-            _mount("container-disks", settings.container_disk_dir, mountPropagation="HostToContainer"),
-        ]
-        self.devices: list[dict[str, Any]] = []
-        self.shared_paths: list[str] = []
-
-    def add(self, volume: dict[str, Any], *mounts: dict[str, Any]) -> None:
-        self.volumes.append(volume)
-        self.mounts.extend(mounts)
-
-    def secret_ref(self, volume_name: str, secret: str, suffix: str, keys: tuple[str, str]) -> None:
-        name = f"{volume_name}-{suffix}"
-        mounts = [_mount(name, f"{SECRET_SOURCE_DIR}/{volume_name}/{key}", subPath=key, readOnly=True) for key in keys]
-        self.add({"name": name, "secret": {"secretName": secret}}, *mounts)
-
-    def claim(self, volume_name: str, claim: str, pvcs: Mapping[str, Mapping[str, Any]] | None) -> None:
-        """Mount a filesystem claim under vmi-disks, or pass a block claim as /dev/<volume>."""
-        pvc: Mapping[str, Any] = {}
-        if pvcs is not None:
-            if claim not in pvcs:
-                raise PVCNotFoundError(f"didn't find PVC {claim}")
-            pvc = pvcs[claim]
-        pvc_spec = pvc.get("spec") or {}
-        if pvc_spec.get("volumeMode") == "Block":
-            self.devices.append({"name": volume_name, "devicePath": f"/dev/{volume_name}"})
-            return
-        path = f"{PVC_DISK_DIR}/{volume_name}"
-        self.mounts.append(_mount(volume_name, path))
-        if "ReadWriteMany" in (pvc_spec.get("accessModes") or []):
-            self.shared_paths.append(path)
-
-
-def _hotplug_volume_names(spec: Mapping[str, Any], status: Mapping[str, Any]) -> set[str]:
-    names = {vs["name"] for vs in status.get("volumeStatus") or [] if vs.get("hotplugVolume") is not None}
-    for volume in spec.get("volumes") or []:
-        source = volume.get("dataVolume") or volume.get("persistentVolumeClaim") or {}
-        if source.get("hotpluggable"):
-            names.add(volume["name"])
-    return names
-
-
-def _render_volumes(
-    vmi: Mapping[str, Any], settings: LauncherSettings, pvcs: Mapping[str, Mapping[str, Any]] | None
-) -> _Volumes:
-    spec = vmi.get("spec") or {}
-    domain = spec.get("domain") or {}
-    devices = domain.get("devices") or {}
-    volumes = spec.get("volumes") or []
-    rendered = _Volumes(settings)
-
-    # Config volumes are always in the pod but only mounted into compute when a disk uses them.
-    for volume in volumes:
-        name = volume["name"]
-        if (secret := volume.get("secret")) is not None:
-            rendered.add(
-                {
-                    "name": name,
-                    "secret": _without_none(secretName=secret.get("secretName"), optional=secret.get("optional")),
-                }
-            )
-        if (config_map := volume.get("configMap")) is not None:
-            rendered.add(
-                {
-                    "name": name,
-                    "configMap": _without_none(name=config_map.get("name"), optional=config_map.get("optional")),
-                }
-            )
-        if (downward := volume.get("downwardAPI")) is not None:
-            rendered.add({"name": name, "downwardAPI": _without_none(items=copy_json(downward.get("fields")))})
-    by_name = {volume["name"]: volume for volume in volumes}
-    for disk in devices.get("disks") or []:
-        volume = by_name.get(disk["name"], {})
-        for kind, base in _CONFIG_SOURCE_DIRS.items():
-            if volume.get(kind) is not None:
-                rendered.mounts.append(_mount(disk["name"], f"{base}/{disk['name']}", readOnly=True))
-
-    hotplugged = _hotplug_volume_names(spec, vmi.get("status") or {})
-    for volume in volumes:
-        name = volume["name"]
-        if name in hotplugged:
-            continue
-        if (pvc := volume.get("persistentVolumeClaim")) is not None:
-            rendered.claim(name, pvc["claimName"], pvcs)
-            claim = _without_none(claimName=pvc["claimName"], readOnly=pvc.get("readOnly") or None)
-            rendered.volumes.append({"name": name, "persistentVolumeClaim": claim})
-        elif (ephemeral := volume.get("ephemeral")) is not None:
-            claim_source = ephemeral.get("persistentVolumeClaim") or {}
-            rendered.claim(name, claim_source.get("claimName", ""), pvcs)
-            rendered.volumes.append({"name": name, "persistentVolumeClaim": copy_json(claim_source)})
-        elif (host_disk := volume.get("hostDisk")) is not None:
-            path_type = {"Disk": "Directory", "DiskOrCreate": "DirectoryOrCreate"}.get(host_disk.get("type", ""), "")
-            host_path = {"path": posixpath.dirname(host_disk.get("path", "")), "type": path_type}
-            rendered.add({"name": name, "hostPath": host_path}, _mount(name, f"{PVC_DISK_DIR}/{name}"))
-        elif (data_volume := volume.get("dataVolume")) is not None:
-            rendered.claim(name, data_volume["name"], pvcs)
-            rendered.volumes.append({"name": name, "persistentVolumeClaim": {"claimName": data_volume["name"]}})
-        elif volume.get("downwardMetrics") is not None:
-            rendered.add(_empty_dir(name, medium="Memory", sizeLimit="1Mi"), _mount(name, DOWNWARD_METRIC_DISKS_DIR))
-        elif (sysprep := volume.get("sysprep")) is not None:
-            if sysprep.get("secret") is not None:
-                sysprep_volume = {"name": name, "secret": {"secretName": sysprep["secret"].get("name")}}
-            elif sysprep.get("configMap") is not None:
-                sysprep_volume = {"name": name, "configMap": {"name": sysprep["configMap"].get("name")}}
-            else:
-                raise LaunchManifestError(f"Sysprep must have Secret or ConfigMap reference set {sysprep}")
-            rendered.add(sysprep_volume, _mount(name, f"{SYSPREP_SOURCE_DIR}/{name}", readOnly=True))
-        for cloud_init in ("cloudInitNoCloud", "cloudInitConfigDrive"):
-            cloud_init_source = volume.get(cloud_init) or {}
-            if ref := cloud_init_source.get("userDataSecretRef"):
-                rendered.secret_ref(name, ref["name"], "udata", ("userdata", "userData"))
-            if ref := cloud_init_source.get("networkDataSecretRef"):
-                rendered.secret_ref(name, ref["name"], "ndata", ("networkdata", "networkData"))
-
-    for credential in spec.get("accessCredentials") or []:
-        for kind in ("sshPublicKey", "userPassword"):
-            secret = (((credential.get(kind) or {}).get("source") or {}).get("secret") or {}).get("secretName")
-            if secret:
-                volume_name = f"{secret}-access-cred"
-                rendered.add(
-                    {"name": volume_name, "secret": {"secretName": secret}},
-                    _mount(volume_name, f"{SECRET_SOURCE_DIR}/{volume_name}", readOnly=True),
-                )
-                break
-
-    if (domain.get("memory") or {}).get("hugepages") is not None:
-        rendered.add(_empty_dir("hugepages", medium="HugePages"), _mount("hugepages", "/dev/hugepages"))
-        rendered.add(
-            _empty_dir("hugetblfs-dir", medium="HugePages"), _mount("hugetblfs-dir", "/dev/hugepages/libvirt/qemu")
-        )
-    if not devices.get("disableHotplug"):
-        rendered.add(
-            _empty_dir("hotplug-disks"),
-            _mount("hotplug-disks", settings.hotplug_disk_dir, mountPropagation="HostToContainer"),
-        )
-    return rendered
 
 
 def _security_context(user_id: int, capabilities: dict[str, list[str]]) -> dict[str, Any]:
@@ -424,7 +251,7 @@ def _guest_console_log_container(
         "args": ["--logfile", log_file],
         "env": [{"name": "VIRT_LAUNCHER_LOG_VERBOSITY", "value": str(verbosity)}],
         "resources": console_log_resources(guaranteed),
-        "volumeMounts": [_mount("private", VIRT_PRIVATE_DIR, readOnly=True)],
+        "volumeMounts": [mount("private", VIRT_PRIVATE_DIR, readOnly=True)],
         "imagePullPolicy": settings.image_pull_policy,
         "securityContext": _support_security_context(),
         # Kubernetes' native sidecar: later init containers do not wait for it, it runs until the pod ends.
@@ -449,7 +276,7 @@ def _container_disk_containers(
             "command": [CONTAINER_DISK_BINARY],
             "args": args,
             "resources": support_container_resources(guaranteed, container_disk=True),
-            "volumeMounts": [_mount("container-disks", mount_dir), _mount("virt-bin-share-dir", "/usr/bin")],
+            "volumeMounts": [mount("container-disks", mount_dir), mount("virt-bin-share-dir", "/usr/bin")],
             "securityContext": _support_security_context(),
         }
         if source.get("imagePullPolicy"):
@@ -473,7 +300,7 @@ def _init_containers(
         "command": ["/usr/bin/cp"],
         "args": ["--preserve=all", CONTAINER_DISK_BINARY, "/init" + CONTAINER_DISK_BINARY],
         "resources": support_container_resources(guaranteed, container_disk=False),
-        "volumeMounts": [_mount("virt-bin-share-dir", "/init/usr/bin")],
+        "volumeMounts": [mount("virt-bin-share-dir", "/init/usr/bin")],
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "imagePullPolicy": settings.image_pull_policy,
         "securityContext": _security_context(user_id, {"drop": ["ALL"]}),
@@ -599,7 +426,7 @@ def render_launcher_pod(
         auto_cpu_limits=auto_cpu_limits,
         auto_memory_limits_ratio=auto_memory_limits_ratio,
     )
-    volumes = _render_volumes(vmi, settings, pvcs)
+    volumes = render_volumes(vmi, settings, pvcs)
     hostname = sanitized_hostname(vmi)
 
     env = _xdg_env(user_id)
@@ -626,7 +453,7 @@ def render_launcher_pod(
         "securityContext": _security_context(user_id, capabilities),
     }
     ports = [
-        _without_none(name=port.get("name") or None, containerPort=port["port"], protocol=port.get("protocol") or "TCP")
+        without_none(name=port.get("name") or None, containerPort=port["port"], protocol=port.get("protocol") or "TCP")
         for iface in ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []
         for port in iface.get("ports") or []
     ]
