@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,12 @@ from pykubevirt.client.resources import PODS
 log = logging.getLogger("pykubevirt.supervisor.mirror")
 
 SYNC_SECONDS = 2.0
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 States = Callable[[], dict[str, dict[str, Any]]]
 
 
@@ -145,8 +152,6 @@ class MirrorPods:
             return None
 
     async def sync(self, client: KubeClient, states: dict[str, dict[str, Any]]) -> None:
-        from pykubevirt.cli.supervisor import now_rfc3339
-
         for component in self.components:
             assert component.pod is not None
             node = component.node or self.layout.control_plane_node

@@ -16,14 +16,13 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from pykubevirt import __version__
 from pykubevirt.cli.cluster_layout import ClusterLayout, Component
 from pykubevirt.cli.component_process import ComponentProcess
-from pykubevirt.cli.mirror_pods import MirrorPods
+from pykubevirt.cli.mirror_pods import MirrorPods, now_rfc3339
 
 log = logging.getLogger("pykubevirt.supervisor")
 
@@ -31,10 +30,6 @@ log = logging.getLogger("pykubevirt.supervisor")
 HEALTHY_RUN_SECONDS = 30.0
 MAX_BACKOFF_SECONDS = 30.0
 POLL_SECONDS = 0.2
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -116,6 +111,8 @@ class Supervisor:
             apiserver, *others = self.components
             self._start(apiserver)
             await self._wait_for_apiserver(apiserver)
+            if self._stop.is_set():
+                return 0
             for entry in others:
                 self._start(entry)
             self._write_state()
