@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pykubevirt.apiserver import printers
+from pykubevirt.apiserver import printers, storage_printers
 from pykubevirt.apiserver.printers import build_table, crd_columns_table, go_text, human_duration
 
 NOW = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)
@@ -581,7 +581,7 @@ SIMPLE_ROWS = [
     ),
     (printers.controllerrevision_table, {"metadata": META, "revision": 1}, ["obj", "<none>", 1, "5h"]),
     (
-        printers.storageclass_table,
+        storage_printers.storageclass_table,
         {
             "metadata": META | {"annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
             "provisioner": "kubernetes.io/no-provisioner",
@@ -591,7 +591,7 @@ SIMPLE_ROWS = [
         ["obj (default)", "kubernetes.io/no-provisioner", "Delete", "WaitForFirstConsumer", True, "5h"],
     ),
     (
-        printers.storageclass_table,
+        storage_printers.storageclass_table,
         {"metadata": META, "provisioner": "p", "reclaimPolicy": "Retain"},
         ["obj", "p", "Retain", "Immediate", False, "5h"],
     ),
@@ -602,7 +602,7 @@ SIMPLE_ROWS = [
     ),
     (printers.crd_table, {"metadata": {"name": "x"}}, ["x", "0001-01-01T00:00:00Z"]),
     (
-        printers.pvc_table,
+        storage_printers.pvc_table,
         {
             "metadata": META,
             "spec": {"volumeName": "pv-1", "storageClassName": "local", "volumeMode": "Filesystem"},
@@ -615,7 +615,7 @@ SIMPLE_ROWS = [
         ["obj", "Bound", "pv-1", "1Gi", "RWO,RWX", "local", "<unset>", "5h", "Filesystem"],
     ),
     (
-        printers.pvc_table,
+        storage_printers.pvc_table,
         {
             "metadata": META | {"annotations": {"volume.beta.kubernetes.io/storage-class": "beta"}},
             "spec": {"storageClassName": "local", "volumeAttributesClassName": "gold"},
@@ -624,12 +624,12 @@ SIMPLE_ROWS = [
         ["obj", "Pending", "", "", "", "beta", "gold", "5h", "<unset>"],
     ),
     (
-        printers.pvc_table,
+        storage_printers.pvc_table,
         {"metadata": META | {"deletionTimestamp": ago(seconds=3)}, "spec": {}, "status": {}},
         ["obj", "Terminating", "", "", "", "", "<unset>", "5h", "<unset>"],
     ),
     (
-        printers.pv_table,
+        storage_printers.pv_table,
         {
             "metadata": META,
             "spec": {
@@ -645,7 +645,7 @@ SIMPLE_ROWS = [
         ["obj", "10Gi", "ROX,RWOP", "Retain", "Bound", "default/disk", "local", "<unset>", "", "5h", "Block"],
     ),
     (
-        printers.pv_table,
+        storage_printers.pv_table,
         {"metadata": META, "spec": {}, "status": {"phase": "Failed", "reason": "Broken"}},
         ["obj", "0", "", "", "Failed", "", "", "<unset>", "Broken", "5h", "<unset>"],
     ),
@@ -667,13 +667,13 @@ COLUMN_NAMES = [
     (printers.lease_table, ["Name", "Holder", "Age"], []),
     (printers.controllerrevision_table, ["Name", "Controller", "Revision", "Age"], []),
     (
-        printers.storageclass_table,
+        storage_printers.storageclass_table,
         ["Name", "Provisioner", "ReclaimPolicy", "VolumeBindingMode", "AllowVolumeExpansion", "Age"],
         [],
     ),
     (printers.crd_table, ["Name", "Created At"], []),
     (
-        printers.pvc_table,
+        storage_printers.pvc_table,
         [
             "Name",
             "Status",
@@ -688,7 +688,7 @@ COLUMN_NAMES = [
         ["VolumeMode"],
     ),
     (
-        printers.pv_table,
+        storage_printers.pv_table,
         [
             "Name",
             "Capacity",

@@ -15,13 +15,11 @@ from pykubevirt.apiserver.printers import (
     namespace_table,
     node_table,
     pod_table,
-    pv_table,
-    pvc_table,
     secret_table,
     serviceaccount_table,
-    storageclass_table,
 )
 from pykubevirt.apiserver.resources import Resource
+from pykubevirt.apiserver.storage_printers import pv_table, pvc_table, storageclass_table
 
 if TYPE_CHECKING:
     from pykubevirt.apiserver.object_api import RequestContext

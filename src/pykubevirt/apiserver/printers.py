@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from pykubevirt.api.quantity import QuantityError, canonical
 from pykubevirt.apiserver.jsonpath import CompiledPath, JSONPathError, compile_path
 from pykubevirt.apiserver.pod_printing import pod_summary, readiness_gates
 
@@ -79,11 +78,11 @@ def since(timestamp: Any, now: datetime) -> str:
     return "<invalid>" if parsed is None else human_duration(now - parsed)
 
 
-def _age(obj: dict[str, Any], now: datetime) -> str:
+def age_cell(obj: dict[str, Any], now: datetime) -> str:
     return since((obj.get("metadata") or {}).get("creationTimestamp"), now)
 
 
-def _name(obj: dict[str, Any]) -> str:
+def name_cell(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
 
 
@@ -202,7 +201,7 @@ def crd_columns_table(
         paths.append((str(spec.get("type", "string")), _compile_column(json_path)))
     rows: Rows = []
     for obj in objects:
-        cells: list[Any] = [_name(obj)]
+        cells: list[Any] = [name_cell(obj)]
         for column_type, path in paths:
             # Only the first match counts: printer columns are meant to be simple paths.
             found = path.evaluate(obj) if path is not None else []
@@ -253,7 +252,7 @@ def build_table(
 Printer = Callable[[dict[str, Any], datetime], list[Any]]
 
 
-def _table(columns: Columns, printer: Printer, objects: list[dict[str, Any]], now: datetime | None) -> Table:
+def printed_table(columns: Columns, printer: Printer, objects: list[dict[str, Any]], now: datetime | None) -> Table:
     moment = now or clock()
     return [dict(c) for c in columns], [printer(obj, moment) for obj in objects]
 
@@ -268,9 +267,9 @@ def namespace_table(objects: list[dict[str, Any]], now: datetime | None = None) 
         phase = (obj.get("status") or {}).get("phase")
         if not phase:  # the real server always sets it; fall back to what it would have set
             phase = "Terminating" if (obj.get("metadata") or {}).get("deletionTimestamp") else "Active"
-        return [_name(obj), phase, _age(obj, now)]
+        return [name_cell(obj), phase, age_cell(obj, now)]
 
-    return _table(NAMESPACE_COLUMNS, row, objects, now)
+    return printed_table(NAMESPACE_COLUMNS, row, objects, now)
 
 
 NODE_COLUMNS = [
@@ -322,10 +321,10 @@ def node_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Ta
         info = (obj.get("status") or {}).get("nodeInfo") or {}
         labels = (obj.get("metadata") or {}).get("labels") or {}
         return [
-            _name(obj),
+            name_cell(obj),
             node_status(obj),
             node_roles(labels),
-            _age(obj, now),
+            age_cell(obj, now),
             info.get("kubeletVersion", ""),
             _node_address(obj, "InternalIP"),
             _node_address(obj, "ExternalIP"),
@@ -334,7 +333,7 @@ def node_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Ta
             info.get("containerRuntimeVersion") or "<unknown>",
         ]
 
-    return _table(NODE_COLUMNS, row, objects, now)
+    return printed_table(NODE_COLUMNS, row, objects, now)
 
 
 POD_COLUMNS = [
@@ -362,18 +361,18 @@ def pod_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Tab
         pod_ips = status.get("podIPs") or []
         ip = (pod_ips[0].get("ip") if pod_ips else None) or status.get("podIP") or "<none>"
         return [
-            _name(obj),
+            name_cell(obj),
             f"{summary.ready}/{summary.total}",
             summary.reason,
             restarts,
-            _age(obj, now),
+            age_cell(obj, now),
             ip,
             spec.get("nodeName") or "<none>",
             status.get("nominatedNodeName") or "<none>",
             readiness_gates(obj),
         ]
 
-    return _table(POD_COLUMNS, row, objects, now)
+    return printed_table(POD_COLUMNS, row, objects, now)
 
 
 EVENT_COLUMNS = [
@@ -419,10 +418,10 @@ def event_table(objects: list[dict[str, Any]], now: datetime | None = None) -> T
             str(obj.get("message", "")).strip(),
             first,
             int(count),
-            _name(obj),
+            name_cell(obj),
         ]
 
-    return _table(EVENT_COLUMNS, row, objects, now)
+    return printed_table(EVENT_COLUMNS, row, objects, now)
 
 
 CONFIGMAP_COLUMNS = [NAME, column("Data", "Number of keys in data and binaryData."), AGE]
@@ -432,9 +431,9 @@ def configmap_table(objects: list[dict[str, Any]], now: datetime | None = None) 
     """kubectl get configmaps."""
 
     def row(obj: dict[str, Any], now: datetime) -> list[Any]:
-        return [_name(obj), len(obj.get("data") or {}) + len(obj.get("binaryData") or {}), _age(obj, now)]
+        return [name_cell(obj), len(obj.get("data") or {}) + len(obj.get("binaryData") or {}), age_cell(obj, now)]
 
-    return _table(CONFIGMAP_COLUMNS, row, objects, now)
+    return printed_table(CONFIGMAP_COLUMNS, row, objects, now)
 
 
 SECRET_COLUMNS = [
@@ -450,9 +449,9 @@ def secret_table(objects: list[dict[str, Any]], now: datetime | None = None) -> 
 
     def row(obj: dict[str, Any], now: datetime) -> list[Any]:
         # kube-apiserver defaults an empty type to Opaque on create.
-        return [_name(obj), obj.get("type") or "Opaque", len(obj.get("data") or {}), _age(obj, now)]
+        return [name_cell(obj), obj.get("type") or "Opaque", len(obj.get("data") or {}), age_cell(obj, now)]
 
-    return _table(SECRET_COLUMNS, row, objects, now)
+    return printed_table(SECRET_COLUMNS, row, objects, now)
 
 
 SERVICEACCOUNT_COLUMNS = [NAME, column("Secrets", "Number of secrets listed in the service account."), AGE]
@@ -462,127 +461,9 @@ def serviceaccount_table(objects: list[dict[str, Any]], now: datetime | None = N
     """kubectl get serviceaccounts."""
 
     def row(obj: dict[str, Any], now: datetime) -> list[Any]:
-        return [_name(obj), len(obj.get("secrets") or []), _age(obj, now)]
+        return [name_cell(obj), len(obj.get("secrets") or []), age_cell(obj, now)]
 
-    return _table(SERVICEACCOUNT_COLUMNS, row, objects, now)
-
-
-_ACCESS_MODES = (
-    ("ReadWriteOnce", "RWO"),
-    ("ReadOnlyMany", "ROX"),
-    ("ReadWriteMany", "RWX"),
-    ("ReadWriteOncePod", "RWOP"),
-)
-
-
-def access_modes(modes: list[str] | None) -> str:
-    """GetAccessModesAsString: short names in a fixed order, duplicates dropped."""
-    present = set(modes or ())
-    return ",".join(short for mode, short in _ACCESS_MODES if mode in present)
-
-
-def _quantity(value: Any) -> str:
-    if value is None:
-        return "0"
-    try:
-        return canonical(value)
-    except QuantityError:
-        return str(value)
-
-
-def _storage_class(obj: dict[str, Any]) -> str:
-    # The beta annotation predates spec.storageClassName and still wins over it.
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    beta = annotations.get("volume.beta.kubernetes.io/storage-class")
-    if beta is not None:
-        return str(beta)
-    return str((obj.get("spec") or {}).get("storageClassName") or "")
-
-
-def _terminating_phase(obj: dict[str, Any]) -> str:
-    if (obj.get("metadata") or {}).get("deletionTimestamp"):
-        return "Terminating"
-    return str((obj.get("status") or {}).get("phase", ""))
-
-
-PVC_COLUMNS = [
-    NAME,
-    column("Status", "Pending, Bound or Lost (Terminating while being deleted)."),
-    column("Volume", "The persistent volume bound to the claim."),
-    column("Capacity", "The storage the bound volume provides."),
-    column("Access Modes", "The access modes of the bound volume."),
-    column("StorageClass", "The storage class of the claim."),
-    column("VolumeAttributesClass", "The volume attributes class of the claim."),
-    AGE,
-    column("VolumeMode", "Filesystem or Block.", priority=1),
-]
-
-
-def pvc_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Table:
-    """kubectl get persistentvolumeclaims (-o wide)."""
-
-    def row(obj: dict[str, Any], now: datetime) -> list[Any]:
-        spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        volume = spec.get("volumeName") or ""
-        capacity = modes = ""
-        if volume:  # capacity and modes describe the bound volume, so only a bound claim shows them
-            capacity = _quantity((status.get("capacity") or {}).get("storage"))
-            modes = access_modes(status.get("accessModes"))
-        return [
-            _name(obj),
-            _terminating_phase(obj),
-            volume,
-            capacity,
-            modes,
-            _storage_class(obj),
-            spec.get("volumeAttributesClassName") or "<unset>",
-            _age(obj, now),
-            spec.get("volumeMode") or "<unset>",
-        ]
-
-    return _table(PVC_COLUMNS, row, objects, now)
-
-
-PV_COLUMNS = [
-    NAME,
-    column("Capacity", "The storage the volume provides."),
-    column("Access Modes", "The ways the volume can be mounted."),
-    column("Reclaim Policy", "What happens to the volume when its claim is released."),
-    column("Status", "Available, Bound, Released or Failed (Terminating while being deleted)."),
-    column("Claim", "The claim bound to the volume, as namespace/name."),
-    column("StorageClass", "The storage class of the volume."),
-    column("VolumeAttributesClass", "The volume attributes class of the volume."),
-    column("Reason", "Why the volume is in its phase, when it failed."),
-    AGE,
-    column("VolumeMode", "Filesystem or Block.", priority=1),
-]
-
-
-def pv_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Table:
-    """kubectl get persistentvolumes (-o wide)."""
-
-    def row(obj: dict[str, Any], now: datetime) -> list[Any]:
-        spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        claim_ref = spec.get("claimRef")
-        claim = f"{claim_ref.get('namespace', '')}/{claim_ref.get('name', '')}" if claim_ref else ""
-        capacity = _quantity((spec.get("capacity") or {}).get("storage"))
-        modes = access_modes(spec.get("accessModes"))
-        attributes_class = spec.get("volumeAttributesClassName") or "<unset>"
-        return [
-            _name(obj),
-            capacity,
-            modes,
-            spec.get("persistentVolumeReclaimPolicy", ""),
-            _terminating_phase(obj),
-            claim,
-            _storage_class(obj),
-            attributes_class,
-            status.get("reason", ""),
-            _age(obj, now),
-            spec.get("volumeMode") or "<unset>",
-        ]
-
-    return _table(PV_COLUMNS, row, objects, now)
+    return printed_table(SERVICEACCOUNT_COLUMNS, row, objects, now)
 
 
 CONTROLLERREVISION_COLUMNS = [
@@ -608,9 +489,9 @@ def controllerrevision_table(objects: list[dict[str, Any]], now: datetime | None
     """kubectl get controllerrevisions."""
 
     def row(obj: dict[str, Any], now: datetime) -> list[Any]:
-        return [_name(obj), controller_name(obj), int(obj.get("revision") or 0), _age(obj, now)]
+        return [name_cell(obj), controller_name(obj), int(obj.get("revision") or 0), age_cell(obj, now)]
 
-    return _table(CONTROLLERREVISION_COLUMNS, row, objects, now)
+    return printed_table(CONTROLLERREVISION_COLUMNS, row, objects, now)
 
 
 LEASE_COLUMNS = [NAME, column("Holder", "The identity currently holding the lease."), AGE]
@@ -620,43 +501,9 @@ def lease_table(objects: list[dict[str, Any]], now: datetime | None = None) -> T
     """kubectl get leases."""
 
     def row(obj: dict[str, Any], now: datetime) -> list[Any]:
-        return [_name(obj), (obj.get("spec") or {}).get("holderIdentity") or "", _age(obj, now)]
+        return [name_cell(obj), (obj.get("spec") or {}).get("holderIdentity") or "", age_cell(obj, now)]
 
-    return _table(LEASE_COLUMNS, row, objects, now)
-
-
-STORAGECLASS_COLUMNS = [
-    NAME,
-    column("Provisioner", "The volume plugin that provisions volumes of this class."),
-    column("ReclaimPolicy", "The reclaim policy given to provisioned volumes."),
-    column("VolumeBindingMode", "Immediate, or WaitForFirstConsumer to bind when a pod uses the claim."),
-    column("AllowVolumeExpansion", "Whether claims of this class may be resized."),
-    AGE,
-]
-_DEFAULT_CLASS_ANNOTATIONS = (
-    "storageclass.kubernetes.io/is-default-class",
-    "storageclass.beta.kubernetes.io/is-default-class",
-)
-
-
-def storageclass_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Table:
-    """kubectl get storageclasses; the default class's name ends in " (default)"."""
-
-    def row(obj: dict[str, Any], now: datetime) -> list[Any]:
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        name = _name(obj)
-        if any(annotations.get(a) == "true" for a in _DEFAULT_CLASS_ANNOTATIONS):
-            name += " (default)"
-        return [
-            name,
-            obj.get("provisioner", ""),
-            obj.get("reclaimPolicy") or "Delete",
-            obj.get("volumeBindingMode") or "Immediate",
-            bool(obj.get("allowVolumeExpansion")),
-            _age(obj, now),
-        ]
-
-    return _table(STORAGECLASS_COLUMNS, row, objects, now)
+    return printed_table(LEASE_COLUMNS, row, objects, now)
 
 
 # CRDs use the apiserver's default table convertor: the name and an absolute creation time.
@@ -670,6 +517,6 @@ def crd_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Tab
         created = parse_time(str((obj.get("metadata") or {}).get("creationTimestamp") or ""))
         # Go formats the zero time when the timestamp is unset.
         text = created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if created else "0001-01-01T00:00:00Z"
-        return [_name(obj), text]
+        return [name_cell(obj), text]
 
-    return _table(CRD_COLUMNS, row, objects, now)
+    return printed_table(CRD_COLUMNS, row, objects, now)
