@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 from pathlib import Path
 
 from pykubevirt import log
 from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
+from pykubevirt.cli.component_client import set_on_signals
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -24,9 +24,7 @@ async def serve(options: ServerOptions) -> None:
     print(f"pykubevirt API server listening on {server.url}", flush=True)
     print(f"export KUBECONFIG={server.kubeconfig_path}", flush=True)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    set_on_signals(stop)
     await stop.wait()
     await server.stop()
 

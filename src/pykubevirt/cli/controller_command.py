@@ -6,22 +6,19 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import signal
+
+from pykubevirt.cli.component_client import add_client_flags, cancel_on_signals, connect
 
 logger = logging.getLogger("pykubevirt.controller")
 
 
 async def serve(args: argparse.Namespace) -> int:
     from pykubevirt.admission.context import ClusterConfig
-    from pykubevirt.client.api import KubeClient
-    from pykubevirt.client.config import ConfigError, load_config
     from pykubevirt.controller.app import ControllerOptions, VirtController
     from pykubevirt.controller.launcher_pod import LauncherSettings
 
-    try:
-        config = load_config(args.kubeconfig)
-    except ConfigError as exc:
-        print(f"error: {exc}", flush=True)
+    client = connect(args, "virt-controller")
+    if client is None:
         return 1
     cluster = ClusterConfig()
     options = ControllerOptions(
@@ -32,12 +29,9 @@ async def serve(args: argparse.Namespace) -> int:
         leader_election=not args.no_leader_election,
         identity=args.identity,
     )
-    client = KubeClient(config, qps=args.qps, burst=args.burst, user_agent="virt-controller")
     controller = VirtController(client, options)
-    loop = asyncio.get_running_loop()
     task = asyncio.create_task(controller.run())
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+    cancel_on_signals(task)
     code = 0
     try:
         await task
@@ -62,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("virt-controller", help="run virt-controller (VM, VMI and node controllers)")
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG or in-cluster)")
+    add_client_flags(
+        parser, qps=1000.0, burst=2000, qps_note=" (KubeVirt's virt-controller: 200)", burst_note=" (KubeVirt: 400)"
+    )
     parser.add_argument("--workers", type=int, default=10, help="reconcile workers per controller")
     parser.add_argument(
         "--heartbeat-timeout",
@@ -70,10 +66,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=60.0,
         help="seconds without a virt-handler heartbeat before a node is unresponsive",
     )
-    parser.add_argument(
-        "--qps", type=float, default=1000.0, help="client-side request rate limit (KubeVirt's virt-controller: 200)"
-    )
-    parser.add_argument("--burst", type=int, default=2000, help="client-side request burst (KubeVirt: 400)")
     parser.add_argument("--identity", default="", help="leader-election identity (default: host-pid)")
     parser.add_argument(
         "--launcher-libvirt-uri",

@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 from pathlib import Path
 
 from pykubevirt.cli.cluster_layout import DEFAULT_IMAGES_DIR
+from pykubevirt.cli.component_client import add_client_flags, cancel_on_signals, connect
 
 logger = logging.getLogger("pykubevirt.node")
 
@@ -33,22 +33,17 @@ def _capacity_overrides(args: argparse.Namespace) -> dict[str, str]:
 
 
 async def serve(args: argparse.Namespace) -> int:
-    from pykubevirt.client.api import KubeClient
-    from pykubevirt.client.config import ConfigError, load_config
     from pykubevirt.node.agent import DataDirError, NodeAgent
     from pykubevirt.node.image_store import ImageStore
 
-    try:
-        config = load_config(args.kubeconfig)
-    except ConfigError as exc:
-        print(f"error: {exc}", flush=True)
-        return 1
     try:
         overrides = _capacity_overrides(args)
     except ValueError as exc:
         print(f"error: {exc}", flush=True)
         return 1
-    client = KubeClient(config, qps=args.qps, burst=args.burst, user_agent=f"pykubevirt-node/{args.name}")
+    client = connect(args, f"pykubevirt-node/{args.name}")
+    if client is None:
+        return 1
     agent = NodeAgent(
         client,
         args.name,
@@ -59,10 +54,8 @@ async def serve(args: argparse.Namespace) -> int:
         heartbeat_interval=args.heartbeat_interval,
         capacity_overrides=overrides,
     )
-    loop = asyncio.get_running_loop()
     task = asyncio.create_task(agent.run())
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+    cancel_on_signals(task)
     started = asyncio.create_task(agent.started.wait())
     await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
     if agent.started.is_set():
@@ -96,7 +89,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser = sub.add_parser("node", help="run the embedded node agent: the pods bound to --name as local processes")
     parser.add_argument("--name", required=True, help="the Node's name")
     parser.add_argument("--data-dir", required=True, help="directory for the pods' volumes, logs and state")
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG or in-cluster)")
+    add_client_flags(parser, qps=100.0, burst=200)
     parser.add_argument(
         "--images-dir", default=DEFAULT_IMAGES_DIR, help=f"containerDisk image store (default: {DEFAULT_IMAGES_DIR})"
     )
@@ -116,6 +109,4 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="developer setting: report this capacity instead of the host's (e.g. memory=400Gi for test-driver runs)",
     )
     parser.add_argument("--heartbeat-interval", type=float, default=10.0, help="seconds between Node heartbeats")
-    parser.add_argument("--qps", type=float, default=100.0, help="client-side request rate limit")
-    parser.add_argument("--burst", type=int, default=200, help="client-side request burst")
     parser.set_defaults(func=run)

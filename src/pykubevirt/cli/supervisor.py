@@ -13,7 +13,6 @@ import fcntl
 import json
 import logging
 import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import IO, Any
 
 from pykubevirt import __version__
 from pykubevirt.cli.cluster_layout import ClusterLayout, Component
+from pykubevirt.cli.component_client import set_on_signals
 from pykubevirt.cli.component_process import ComponentProcess
 from pykubevirt.cli.mirror_pods import MirrorPods, now_rfc3339
 
@@ -103,9 +103,7 @@ class Supervisor:
 
     async def run(self) -> int:
         self._claim()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stop.set)
+        set_on_signals(self._stop)
         log.info("supervising the cluster in %s (%d node(s))", self.layout.data_dir, self.layout.node_count)
         try:
             apiserver, *others = self.components

@@ -4,26 +4,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 from pathlib import Path
+
+from pykubevirt.cli.component_client import add_client_flags, connect, set_on_signals
 
 SERVICE_NAMES = ("virt-api", "virt-api.kubevirt", "virt-api.kubevirt.svc", "virt-api.kubevirt.svc.cluster.local")
 
 
 async def serve(args: argparse.Namespace) -> int:
     from pykubevirt.cli.apiserver_command import parse_listen
-    from pykubevirt.client.api import KubeClient
-    from pykubevirt.client.config import ConfigError, load_config
     from pykubevirt.virtapi.cluster import ClusterOptions, publish_ca_bundle
     from pykubevirt.virtapi.cluster import serve as serve_cluster
 
-    try:
-        config = load_config(args.kubeconfig)
-    except ConfigError as exc:
-        print(f"error: {exc}", flush=True)
-        return 1
     host, port = parse_listen(args.listen)
-    client = KubeClient(config, qps=args.qps, burst=args.burst, user_agent="virt-api")
+    client = connect(args, "virt-api")
+    if client is None:
+        return 1
     try:
         if args.tls_cert_file and args.tls_key_file:
             cert, key = Path(args.tls_cert_file), Path(args.tls_key_file)
@@ -45,9 +41,7 @@ async def serve(args: argparse.Namespace) -> int:
             authorize=not args.no_authorization,
         )
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        set_on_signals(stop)
         await serve_cluster(client, options, stop)
     finally:
         await client.close()
@@ -63,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("virt-api", help="run virt-api: the subresource API and admission webhooks (cluster mode)")
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG or in-cluster)")
+    add_client_flags(parser, qps=200.0, burst=400)
     parser.add_argument("--listen", default="0.0.0.0:8443", help="HOST:PORT to serve HTTPS on")
     parser.add_argument("--namespace", default="kubevirt", help="namespace of the virt-api Service")
     parser.add_argument("--tls-cert-file", default="", help="serving certificate (default: one of our own CA)")
@@ -82,6 +76,4 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="skip the requestheader certificate and SubjectAccessReview checks (tests only)",
     )
     parser.add_argument("--feature-gates", default="", help="comma-separated KubeVirt feature gates to enable")
-    parser.add_argument("--qps", type=float, default=200.0)
-    parser.add_argument("--burst", type=int, default=400)
     parser.set_defaults(func=run)

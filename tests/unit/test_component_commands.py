@@ -1,0 +1,49 @@
+"""The component commands share their client flags; a kubeconfig they cannot use is one readable line and exit 1."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pykubevirt.cli.main import build_parser
+
+# Each component's own arguments, apart from the client flags.
+COMMANDS = {
+    "virt-controller": [],
+    "scheduler": [],
+    "virt-handler": ["--node-name", "node01"],
+    "node": ["--name", "node01", "--data-dir", "DATA"],
+    "virt-api": [],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_unreadable_kubeconfig_is_one_line(command: str, tmp_path: Path) -> None:
+    missing = tmp_path / "missing-kubeconfig"
+    args = [a.replace("DATA", str(tmp_path / "node")) for a in COMMANDS[command]]
+    result = subprocess.run(
+        [sys.executable, "-m", "pykubevirt.cli.main", command, *args, "--kubeconfig", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stdout == f"error: cannot read kubeconfig {missing}: No such file or directory\n"
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "qps", "burst"),
+    [("virt-controller", 1000.0, 2000), ("scheduler", 200.0, 400), ("virt-handler", 200.0, 400), ("node", 100.0, 200)],
+)
+def test_client_flag_defaults_and_overrides(command: str, qps: float, burst: int) -> None:
+    parser = build_parser()
+    own = [a.replace("DATA", "/tmp/x") for a in COMMANDS[command]]
+    defaults = parser.parse_args([command, *own])
+    assert (defaults.kubeconfig, defaults.qps, defaults.burst) == (None, qps, burst)
+    given = parser.parse_args([command, *own, "--kubeconfig", "k", "--qps", "5", "--burst", "7"])
+    assert (given.kubeconfig, given.qps, given.burst) == ("k", 5.0, 7)
