@@ -163,3 +163,21 @@ INVALID = [
 def test_invalid_expressions(expression: str) -> None:
     with pytest.raises(JSONPathError):
         compile_path(expression)
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        (".a[0", "unterminated array"),
+        (".a[?(@.b=='x)')", "unclosed array expect ]"),
+        (".a[?(@.b=='x)", "unterminated filter"),
+    ],
+)
+def test_unclosed_brackets(expression: str, message: str) -> None:
+    with pytest.raises(JSONPathError, match=message):
+        compile_path(expression)
+
+
+def test_a_quoted_bracket_does_not_close() -> None:
+    assert evaluate(".a['x]']", {"a": {"x]": 1}}) == [1]
+    assert evaluate(".a[?(@.b==')')].c", {"a": [{"b": ")", "c": 2}, {"b": "(", "c": 3}]}) == [2]

@@ -205,11 +205,9 @@ class _Parser:
             raise self.error(f"missing field name at {start}")
         return _wildcard if name == "*" else _field(name)
 
-    def bracket(self) -> Step:
-        if self.text.startswith("[?(", self.pos):
-            return self.filter()
-        end = self.pos + 1
-        quote = ""
+    def closing(self, start: int, closer: str, unterminated: str) -> int:
+        """The index of the first closer at or after start that is outside a quoted string."""
+        end, quote = start, ""
         while end < len(self.text):
             ch = self.text[end]
             if quote:
@@ -219,11 +217,15 @@ class _Parser:
                     quote = ""
             elif ch in "'\"":
                 quote = ch
-            elif ch == "]":
-                break
+            elif ch == closer:
+                return end
             end += 1
-        else:
-            raise self.error("unterminated array")
+        raise self.error(unterminated)
+
+    def bracket(self) -> Step:
+        if self.text.startswith("[?(", self.pos):
+            return self.filter()
+        end = self.closing(self.pos + 1, "]", "unterminated array")
         inner = self.text[self.pos + 1 : end].strip()
         self.pos = end + 1
         parts = _split_top_level(inner)
@@ -253,21 +255,7 @@ class _Parser:
 
     def filter(self) -> Step:
         start = self.pos + 3
-        end, quote = start, ""
-        while True:
-            if end >= len(self.text):
-                raise self.error("unterminated filter")
-            ch = self.text[end]
-            if quote:
-                if ch == "\\":
-                    end += 1
-                elif ch == quote:
-                    quote = ""
-            elif ch in "'\"":
-                quote = ch
-            elif ch == ")":
-                break
-            end += 1
+        end = self.closing(start, ")", "unterminated filter")
         if self.text[end + 1 : end + 2] != "]":
             raise self.error("unclosed array expect ]")
         body = self.text[start:end]
