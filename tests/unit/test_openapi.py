@@ -12,7 +12,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from pykubevirt.apiserver import discovery, openapi
+from pykubevirt.apiserver import discovery, openapi, openapi_schemas
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.security import ADMIN_USER, ensure_pki, ensure_tokens, write_kubeconfig
 from tests.unit.test_discovery import make_registry
@@ -206,13 +206,16 @@ def test_core_document(registry: Registry) -> None:
 
 
 def test_schema_names() -> None:
-    assert openapi.schema_name("", "v1", "Pod", True) == "io.k8s.api.core.v1.Pod"
-    assert openapi.schema_name("apps", "v1", "ControllerRevision", True) == "io.k8s.api.apps.v1.ControllerRevision"
-    assert openapi.schema_name("coordination.k8s.io", "v1", "Lease", True) == "io.k8s.api.coordination.v1.Lease"
-    crd = openapi.schema_name("apiextensions.k8s.io", "v1", "CustomResourceDefinition", True)
+    assert openapi_schemas.schema_name("", "v1", "Pod", True) == "io.k8s.api.core.v1.Pod"
+    assert (
+        openapi_schemas.schema_name("apps", "v1", "ControllerRevision", True) == "io.k8s.api.apps.v1.ControllerRevision"
+    )
+    assert openapi_schemas.schema_name("coordination.k8s.io", "v1", "Lease", True) == "io.k8s.api.coordination.v1.Lease"
+    crd = openapi_schemas.schema_name("apiextensions.k8s.io", "v1", "CustomResourceDefinition", True)
     assert crd == "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"
     assert (
-        openapi.schema_name("cdi.kubevirt.io", "v1beta1", "DataVolume", False) == "io.kubevirt.cdi.v1beta1.DataVolume"
+        openapi_schemas.schema_name("cdi.kubevirt.io", "v1beta1", "DataVolume", False)
+        == "io.kubevirt.cdi.v1beta1.DataVolume"
     )
 
 

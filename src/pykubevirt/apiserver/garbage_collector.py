@@ -14,16 +14,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from pykubevirt.apiserver import errors
-from pykubevirt.apiserver.object_api import (
-    BACKGROUND,
-    FOREGROUND,
-    FOREGROUND_FINALIZER,
-    ORPHAN_FINALIZER,
-    DeleteOptions,
-    ObjectAPI,
-    RequestContext,
-    UserInfo,
-)
+from pykubevirt.apiserver.deletion import BACKGROUND, FOREGROUND, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, DeleteOptions
+from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Resource
 from pykubevirt.apiserver.store import DELETED, Event
 

@@ -14,7 +14,8 @@ from typing import Any
 from aiohttp import web
 
 from pykubevirt.apiserver import errors, patching, printers, protobuf
-from pykubevirt.apiserver.object_api import DeleteOptions, ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.deletion import DeleteOptions
+from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import (
     FieldSelector,

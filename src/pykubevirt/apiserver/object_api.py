@@ -6,7 +6,6 @@ metadata handling, schema pruning and validation, admission, finalizer and delet
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,26 +16,22 @@ from pykubevirt.api.field_hints import unknown_field_messages
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.structural import apply_defaults, prune, unknown_fields, validate
 from pykubevirt.apiserver import errors, metadata, patching
+from pykubevirt.apiserver.deletion import (
+    PROTECTED_NAMESPACES,
+    DeleteOptions,
+    check_preconditions,
+    pod_grace_period,
+    propagation_finalizers,
+    ready_to_remove,
+)
+from pykubevirt.apiserver.list_pages import list_page
 from pykubevirt.apiserver.resources import Registry, Resource
-from pykubevirt.apiserver.selectors import FieldSelector, LabelSelector, check_fields
-from pykubevirt.apiserver.store import AlreadyExists, Compacted, Conflict, NotFound, Record, Store
+from pykubevirt.apiserver.selectors import FieldSelector, LabelSelector
+from pykubevirt.apiserver.store import AlreadyExists, Conflict, NotFound, Record, Store
 
 STRICT = "Strict"
 WARN = "Warn"
 IGNORE = "Ignore"
-
-ORPHAN_FINALIZER = "orphan"
-FOREGROUND_FINALIZER = "foregroundDeletion"
-BACKGROUND = "Background"
-FOREGROUND = "Foreground"
-ORPHAN = "Orphan"
-
-DEFAULT_POD_GRACE_SECONDS = 30
-PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
-CONTINUE_EXPIRED = (
-    "The provided continue parameter is too old to display a consistent list result. "
-    "You can start a new list without the continue parameter."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,34 +63,6 @@ class AdmissionPlugin(Protocol):
     def validate(
         self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
     ) -> list[str]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteOptions:
-    grace_period_seconds: int | None = None
-    propagation_policy: str | None = None
-    precondition_uid: str | None = None
-    precondition_resource_version: str | None = None
-
-    @classmethod
-    def from_body(cls, body: dict[str, Any] | None, query: dict[str, str]) -> DeleteOptions:
-        body = body or {}
-        grace = body.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
-        policy = body.get("propagationPolicy") or query.get("propagationPolicy")
-        if policy is None and body.get("orphanDependents") is not None:
-            policy = ORPHAN if body["orphanDependents"] else BACKGROUND
-        preconditions = body.get("preconditions") or {}
-        try:
-            grace_int = int(grace) if grace is not None else None
-        except (TypeError, ValueError) as exc:
-            raise errors.bad_request(f"invalid gracePeriodSeconds: {grace!r}") from exc
-        if policy not in (None, BACKGROUND, FOREGROUND, ORPHAN):
-            raise errors.APIError(
-                422,
-                "Invalid",
-                f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}"',
-            )
-        return cls(grace_int, policy, preconditions.get("uid"), preconditions.get("resourceVersion"))
 
 
 def _copy(obj: dict[str, Any]) -> dict[str, Any]:
@@ -167,62 +134,16 @@ class ObjectAPI:
 
         `exact_revision` lists the state at that revision (resourceVersionMatch=Exact).
         """
-        if field_selector is not None:
-            allowed = {"metadata.name", "metadata.namespace", *resource.selectable_fields}
-            try:
-                check_fields(field_selector, allowed)
-            except ValueError as exc:
-                raise errors.bad_request(str(exc)) from exc
-        revision = self.store.revision
-        start_after = ""
-        if exact_revision is not None and not continue_token:
-            if exact_revision > revision:
-                raise errors.too_large_resource_version(exact_revision, revision)
-            revision = exact_revision
-        if continue_token:
-            # Later pages come from the same snapshot as the first one, as etcd ranges at the list's revision.
-            revision, start_after = self._decode_continue(continue_token)
-        if revision != self.store.revision:
-            try:
-                records = self.store.records_at(resource.collection, revision, resource.namespace_prefix(namespace))
-            except Compacted as exc:
-                raise errors.expired(CONTINUE_EXPIRED if continue_token else str(exc)) from exc
-        else:
-            records = self.store.records(resource.collection, resource.namespace_prefix(namespace))
-        items: list[dict[str, Any]] = []
-        next_token = ""
-        for record in records:
-            if start_after and record.key <= start_after:
-                continue
-            obj = record.value
-            if label_selector is not None and not label_selector.matches((obj.get("metadata") or {}).get("labels")):
-                continue
-            if field_selector is not None and not field_selector.matches(obj):
-                continue
-            if limit and len(items) >= limit:
-                next_token = self._encode_continue(revision, self._key_of(resource, items[-1]))
-                break
-            items.append(obj)
-        return items, revision, next_token
-
-    @staticmethod
-    def _key_of(resource: Resource, obj: dict[str, Any]) -> str:
-        meta = obj.get("metadata") or {}
-        return resource.key(meta.get("namespace"), str(meta.get("name")))
-
-    @staticmethod
-    def _encode_continue(revision: int, key: str) -> str:
-        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": key}).encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-    @staticmethod
-    def _decode_continue(token: str) -> tuple[int, str]:
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-            data = json.loads(raw)
-            return int(data["rv"]), str(data["start"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion") from exc
+        return list_page(
+            self.store,
+            resource,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            continue_token=continue_token,
+            exact_revision=exact_revision,
+        )
 
     # ------------------------------------------------------------------------------------------------- create
 
@@ -346,7 +267,7 @@ class ObjectAPI:
         if not subresource:
             self._validate_admission(resource, "UPDATE", new, old, ctx)
         metadata.bump_generation(new, old, status_is_separate=resource.has_status)
-        if self._ready_to_remove(new):
+        if ready_to_remove(new):
             return new if ctx.dry_run else self._remove(resource, current, ctx)
         if _without_resource_version(new) == _without_resource_version(old):
             # Like etcd3's GuaranteedUpdate: a write that changes nothing is not stored and wakes no watcher.
@@ -381,18 +302,6 @@ class ObjectAPI:
                 + json.dumps(sorted(added)),
                 "FieldValueForbidden",
             )
-
-    @staticmethod
-    def _ready_to_remove(obj: dict[str, Any]) -> bool:
-        meta = obj.get("metadata") or {}
-        # A terminating namespace keeps its spec.finalizers until the garbage collector emptied it.
-        namespace_finalizers = obj.get("kind") == "Namespace" and (obj.get("spec") or {}).get("finalizers")
-        return (
-            bool(meta.get("deletionTimestamp"))
-            and not meta.get("finalizers")
-            and not meta.get("deletionGracePeriodSeconds")
-            and not namespace_finalizers
-        )
 
     # ------------------------------------------------------------------------------------------------- patch
 
@@ -444,33 +353,11 @@ class ObjectAPI:
             raise errors.not_found(resource.plural, resource.group, name)
         obj = _copy(current.value)
         meta = obj["metadata"]
-        if options.precondition_uid and options.precondition_uid != meta.get("uid"):
-            raise errors.conflict(
-                resource.plural,
-                resource.group,
-                name,
-                f"Precondition failed: UID in precondition: {options.precondition_uid}, "
-                f"UID in object meta: {meta.get('uid')}",
-            )
-        if options.precondition_resource_version and options.precondition_resource_version != meta.get(
-            "resourceVersion"
-        ):
-            raise errors.conflict(
-                resource.plural,
-                resource.group,
-                name,
-                "Precondition failed: ResourceVersion in precondition: "
-                f"{options.precondition_resource_version}, "
-                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
-            )
+        check_preconditions(resource, name, meta, options)
         if resource.kind == "Namespace" and not resource.group:
             return self._start_namespace_termination(resource, current, obj, ctx), False
-        finalizers = list(meta.get("finalizers") or [])
-        if options.propagation_policy == ORPHAN and ORPHAN_FINALIZER not in finalizers:
-            finalizers.append(ORPHAN_FINALIZER)
-        if options.propagation_policy == FOREGROUND and FOREGROUND_FINALIZER not in finalizers:
-            finalizers.append(FOREGROUND_FINALIZER)
-        grace = self._grace_period(resource, obj, options)
+        finalizers = propagation_finalizers(meta, options)
+        grace = pod_grace_period(resource, obj, options)
         if not finalizers and not grace:
             if ctx.dry_run:
                 return obj, True
@@ -509,22 +396,6 @@ class ObjectAPI:
             return obj
         record = self.store.update(resource.collection, current.key, obj, expected_revision=current.revision)
         return record.value
-
-    def _grace_period(self, resource: Resource, obj: dict[str, Any], options: DeleteOptions) -> int | None:
-        """Pods bound to a node end gracefully: the node kills the containers, then deletes with grace 0."""
-        if resource.kind != "Pod" or resource.group:
-            return None
-        spec = obj.get("spec") or {}
-        phase = (obj.get("status") or {}).get("phase")
-        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
-            return None
-        grace = options.grace_period_seconds
-        if grace is None:
-            grace = int(spec.get("terminationGracePeriodSeconds", DEFAULT_POD_GRACE_SECONDS))
-        current = (obj.get("metadata") or {}).get("deletionGracePeriodSeconds")
-        if current is not None and grace >= int(current):
-            return int(current)
-        return max(grace, 0)
 
     def _remove(self, resource: Resource, current: Record, ctx: RequestContext) -> dict[str, Any]:
         try:

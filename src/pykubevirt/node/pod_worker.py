@@ -24,6 +24,7 @@ from pykubevirt.log import object_fields
 from pykubevirt.node import containers as runtime_mod
 from pykubevirt.node import pod_status, processes
 from pykubevirt.node import virtual_containers as virtual
+from pykubevirt.node.container_statuses import container_statuses, gating_init_statuses, sidecar_names, terminated_state
 from pykubevirt.node.containers import ProcessRuntime, StartError
 from pykubevirt.node.env import ConfigError, Fetch, container_env
 from pykubevirt.node.pod_dirs import ContainerRecord, PodDir
@@ -37,7 +38,6 @@ RESTART_BACKOFF_MAX_SECONDS = 300.0
 # A container that ran this long before it ended restarts without back-off (the kubelet forgets its back-off).
 BACKOFF_RESET_SECONDS = 600.0
 DEFAULT_GRACE_SECONDS = 30
-KILLED_EXIT_CODE = 137
 STATUS_WRITE_ATTEMPTS = 5
 
 
@@ -160,31 +160,7 @@ class PodWorker:
             if processes.is_alive(record.pid, record.ticks):
                 continue
             self.ctx.runtime.reap(record.pid)
-            result = self.dir.read_exit(record.name, record.attempt)
-            if result is not None:
-                code = int(result.get("exitCode") or 0)
-                terminated: dict[str, Any] = {
-                    "exitCode": code,
-                    "reason": "Completed" if code == 0 else "Error",
-                    "startedAt": record.started_at,
-                    "finishedAt": str(result.get("finishedAt") or now_rfc3339()),
-                    "containerID": f"process://{record.pid}",
-                }
-                if result.get("signal"):
-                    terminated["signal"] = int(result["signal"])
-                if result.get("message"):
-                    terminated["message"] = str(result["message"])
-            else:
-                # The exit recorder itself was killed (SIGKILL to the group): the command died with it.
-                terminated = {
-                    "exitCode": KILLED_EXIT_CODE,
-                    "reason": "Error",
-                    "signal": 9,
-                    "startedAt": record.started_at,
-                    "finishedAt": now_rfc3339(),
-                    "containerID": f"process://{record.pid}",
-                }
-            record.terminated = terminated
+            record.terminated = terminated_state(record, self.dir.read_exit(record.name, record.attempt), now_rfc3339())
             self.dir.save_record(record)
             ended = True
         if ended and not self.any_alive():
@@ -424,7 +400,7 @@ class PodWorker:
         if not self.sigterm_sent:
             self.sigterm_sent = True
             now = now_rfc3339()
-            sidecars = _sidecars(pod)
+            sidecars = sidecar_names(pod)
             for record in self.records.values():
                 if record.virtual and record.virtual_state == "running":
                     # A virtual sidecar (the guest's console log) lasts until the processes are gone, below.
@@ -481,69 +457,23 @@ class PodWorker:
 
     # ------------------------------------------------------------------------------------------------ status
 
-    def _container_status(
-        self, container: dict[str, Any], *, init: bool, default_reason: str, killed: bool
-    ) -> dict[str, Any]:
-        name = str(container["name"])
-        record = self.records.get(name)
-        status: dict[str, Any] = {
-            "name": name,
-            "image": str(container.get("image") or ""),
-            "imageID": record.image_id if record is not None else "",
-            "restartCount": record.attempt if record is not None else 0,
-            "started": False,
-            "ready": False,
-            "lastState": {},
-        }
-        if record is not None:
-            status["containerID"] = f"process://{record.pid}" if record.pid else f"virtual://{self.uid}/{name}"
-            if record.last_terminated is not None:
-                status["lastState"] = {"terminated": record.last_terminated}
-        waiting = self.waiting.get(name)
-        sidecar = init and virtual.is_restartable(container)
-        if record is not None and self.running(name):
-            status["state"] = {"running": {"startedAt": record.started_at}}
-            status["started"] = True
-            status["ready"] = not init or sidecar
-        elif record is not None and record.terminated is not None:
-            if waiting is not None and waiting[0] == "CrashLoopBackOff" and not killed:
-                status["state"] = {"waiting": {"reason": waiting[0], "message": waiting[1]}}
-                status["lastState"] = {"terminated": record.terminated}
-            else:
-                status["state"] = {"terminated": record.terminated}
-                status["ready"] = init and not sidecar and int(record.terminated.get("exitCode") or 0) == 0
-        elif killed:
-            status["state"] = {
-                "terminated": {
-                    "exitCode": KILLED_EXIT_CODE,
-                    "reason": "ContainerStatusUnknown",
-                    "message": "The container could not be located when the pod was terminated",
-                }
-            }
-        else:
-            reason, message = waiting if waiting is not None else (default_reason, "")
-            status["state"] = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
-        return status
-
     def statuses(self, pod: Object, plan: _Plan, *, killed: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        spec = pod.get("spec") or {}
-        inits = [
-            self._container_status(c, init=True, default_reason="PodInitializing", killed=killed)
-            for c in spec.get("initContainers") or []
-        ]
         default = "ContainerCreating" if plan.initialized and not plan.init_failed else "PodInitializing"
-        mains = [
-            self._container_status(c, init=False, default_reason=default, killed=killed)
-            for c in spec.get("containers") or []
-        ]
-        return inits, mains
+        return container_statuses(
+            pod, self.records, self.waiting, self.running, self.uid, main_default_reason=default, killed=killed
+        )
 
     async def _report(self, pod: Object, plan: _Plan, *, killed: bool) -> None:
         """Write the status when it changed; on a conflict, recompute against the current pod and retry."""
         for _ in range(STATUS_WRITE_ATTEMPTS):
             inits, mains = self.statuses(pod, plan, killed=killed)
             desired = pod_status.desired_status(
-                pod, _gating_inits(pod, inits), mains, killed=killed, sandbox_ready=self.dir.exists(), now=now_rfc3339()
+                pod,
+                gating_init_statuses(pod, inits),
+                mains,
+                killed=killed,
+                sandbox_ready=self.dir.exists(),
+                now=now_rfc3339(),
             )
             if "initContainerStatuses" in desired:
                 desired["initContainerStatuses"] = inits
@@ -574,21 +504,6 @@ class PodWorker:
         except NotFound:
             return None
         return fresh if fresh["metadata"].get("uid") == self.uid else None
-
-
-def _sidecars(pod: Object) -> set[str]:
-    return {str(c["name"]) for c in (pod.get("spec") or {}).get("initContainers") or [] if virtual.is_restartable(c)}
-
-
-def _gating_inits(pod: Object, inits: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The init statuses initialization waits for: as in the kubelet's getPhase, not a sidecar that has started."""
-    sidecars = _sidecars(pod)
-
-    def started(status: dict[str, Any]) -> bool:
-        ended = (status.get("state") or {}).get("terminated") or (status.get("lastState") or {}).get("terminated")
-        return bool(status.get("started") or ended)
-
-    return [s for s in inits if s["name"] not in sidecars or not started(s)]
 
 
 def api_fetch(client: KubeClient) -> Fetch:

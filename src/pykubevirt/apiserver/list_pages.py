@@ -1,0 +1,87 @@
+"""Listing a collection: label and field selectors, reads at a past revision, and limit/continue pages."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from pykubevirt.apiserver import errors
+from pykubevirt.apiserver.resources import Resource
+from pykubevirt.apiserver.selectors import FieldSelector, LabelSelector, check_fields
+from pykubevirt.apiserver.store import Compacted, Store
+
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. "
+    "You can start a new list without the continue parameter."
+)
+
+
+def list_page(
+    store: Store,
+    resource: Resource,
+    namespace: str | None,
+    *,
+    label_selector: LabelSelector | None,
+    field_selector: FieldSelector | None,
+    limit: int,
+    continue_token: str,
+    exact_revision: int | None,
+) -> tuple[list[dict[str, Any]], int, str]:
+    """Matching objects (sorted by key), the list revision and a continue token when `limit` cut the list."""
+    if field_selector is not None:
+        allowed = {"metadata.name", "metadata.namespace", *resource.selectable_fields}
+        try:
+            check_fields(field_selector, allowed)
+        except ValueError as exc:
+            raise errors.bad_request(str(exc)) from exc
+    revision = store.revision
+    start_after = ""
+    if exact_revision is not None and not continue_token:
+        if exact_revision > revision:
+            raise errors.too_large_resource_version(exact_revision, revision)
+        revision = exact_revision
+    if continue_token:
+        # Later pages come from the same snapshot as the first one, as etcd ranges at the list's revision.
+        revision, start_after = _decode_continue(continue_token)
+    if revision != store.revision:
+        try:
+            records = store.records_at(resource.collection, revision, resource.namespace_prefix(namespace))
+        except Compacted as exc:
+            raise errors.expired(CONTINUE_EXPIRED if continue_token else str(exc)) from exc
+    else:
+        records = store.records(resource.collection, resource.namespace_prefix(namespace))
+    items: list[dict[str, Any]] = []
+    next_token = ""
+    for record in records:
+        if start_after and record.key <= start_after:
+            continue
+        obj = record.value
+        if label_selector is not None and not label_selector.matches((obj.get("metadata") or {}).get("labels")):
+            continue
+        if field_selector is not None and not field_selector.matches(obj):
+            continue
+        if limit and len(items) >= limit:
+            next_token = _encode_continue(revision, _key_of(resource, items[-1]))
+            break
+        items.append(obj)
+    return items, revision, next_token
+
+
+def _key_of(resource: Resource, obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return resource.key(meta.get("namespace"), str(meta.get("name")))
+
+
+def _encode_continue(revision: int, key: str) -> str:
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": key}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[int, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        data = json.loads(raw)
+        return int(data["rv"]), str(data["start"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion") from exc
