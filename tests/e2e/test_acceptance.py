@@ -77,16 +77,16 @@ def launcher_pod(cluster: UpCluster, vmi_uid: str) -> str:
     return cluster.run("kubectl", "get", "pod", "-l", selector, "-o", "jsonpath={.items[0].metadata.name}").stdout
 
 
-def wait_booted(cluster: UpCluster, kind: str, name: str) -> None:
-    """The guest has booted (ACPI works from then on): its serial console, as `kubectl logs` shows it, says so."""
+def wait_booted(cluster: UpCluster, kind: str, name: str, line: str = BOOTED) -> None:
+    """The guest has booted (ACPI works from then on): its serial console, as `kubectl logs` shows it, has `line`."""
     wait_for(lambda: get(cluster, "vmi", name, "{.status.phase}") == "Running", f"{kind} {name} Running")
     pod = launcher_pod(cluster, get(cluster, "vmi", name, "{.metadata.uid}"))
 
     def booted() -> bool:
         logs = cluster.run("kubectl", "logs", pod, "-c", "guest-console-log", check=False)
-        return BOOTED in logs.stdout
+        return line in logs.stdout
 
-    wait_for(booted, f"the guest of {name} to boot")
+    wait_for(booted, f"{line!r} on the console of {name}")
 
 
 @pytest.fixture
@@ -175,10 +175,11 @@ def test_vm_lifecycle_with_kubectl_and_virtctl(up_cluster: UpCluster, watch_my_v
 
 def test_centos_vm_from_the_spec_runs_with_its_config_drive(up_cluster: UpCluster) -> None:
     up_cluster.run("kubectl", "apply", "-f", str(DATA / "vm-centos01.yaml"))
-    wait_booted(up_cluster, "vm", "vm-centos01")
+    # The hostname line follows "booted" on the console: wait for it rather than read the log once.
+    wait_booted(up_cluster, "vm", "vm-centos01", "pykubevirt-guest: hostname vm-centos01")
     pod = launcher_pod(up_cluster, get(up_cluster, "vmi", "vm-centos01", "{.metadata.uid}"))
     console = up_cluster.run("kubectl", "logs", pod, "-c", "guest-console-log").stdout
-    assert "pykubevirt-guest: hostname vm-centos01" in console
+    assert "pykubevirt-guest: cloud-init ConfigDrive on" in console
     assert get(up_cluster, "vm", "vm-centos01", "{.status.printableStatus}") == "Running"
     up_cluster.run("kubectl", "delete", "vm", "vm-centos01", timeout=120)
 

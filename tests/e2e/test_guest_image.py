@@ -225,10 +225,11 @@ def test_nocloud_disk_user_data_hostname_runcmd_and_poweroff(boot: Any, tmp_path
     )
     guest = boot(*virtio_disk(cloud_init_iso(tmp_path, cloudinit.NO_CLOUD, user_data)))
     guest.wait_for("pykv-marker-nocloud")
+    # The commands' lines reach the serial port one by one: wait for the last rather than reading the log at once.
+    guest.wait_for("pykv flow-list", timeout=10)
     output = guest.output()
     assert "pykubevirt-guest: cloud-init NoCloud on vdb" in output
     assert "pykubevirt-guest: hostname from-user-data" in output
-    assert "pykv flow-list" in output
     assert guest.wait_exit(STOP_TIMEOUT) == 0
     assert "pykubevirt-guest: poweroff" in guest.output()
 
