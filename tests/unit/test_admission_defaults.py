@@ -26,29 +26,22 @@ from pykubevirt.admission.defaults import (
 from pykubevirt.admission.defaults.feature_defaults import set_hyperv_dependencies
 from pykubevirt.api.quantity import Quantity, QuantityError
 from tests import paths
+from tests.support.object_lookup import DictLookup
 
 NOW = "2026-08-01T12:00:00Z"
 EXAMPLES = paths.EXAMPLES
 
 
-class FakeLookup:
-    """Objects by (kind, namespace, name); list() filters by kind and namespace."""
-
-    def __init__(self, *objects: tuple[str, str | None, dict[str, Any]]) -> None:
-        self.objects = {(kind, ns, o["metadata"]["name"]): o for kind, ns, o in objects}
-
-    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        return self.objects.get((kind, namespace, name))
-
-    def list(self, kind: str, namespace: str | None) -> list[dict[str, Any]]:
-        return [o for (k, ns, _), o in self.objects.items() if k == kind and ns == namespace]
+def lookup_of(*objects: tuple[str, str | None, dict[str, Any]]) -> DictLookup:
+    """A lookup of (kind, namespace, object) entries, each keyed by its metadata.name."""
+    return DictLookup({(kind, ns, o["metadata"]["name"]): o for kind, ns, o in objects})
 
 
-def make_ctx(lookup: FakeLookup | None = None, username: str = "kubernetes-admin", **config: Any) -> AdmissionContext:
+def make_ctx(lookup: DictLookup | None = None, username: str = "kubernetes-admin", **config: Any) -> AdmissionContext:
     counter: Iterator[int] = itertools.count(1)
     return AdmissionContext(
         config=replace(ClusterConfig(), **config),
-        lookup=lookup or FakeLookup(),
+        lookup=lookup or lookup_of(),
         username=username,
         now=lambda: NOW,
         random_uuid=lambda: f"00000000-0000-0000-0000-{next(counter):012d}",
@@ -773,7 +766,7 @@ def _preset(name: str, selector: dict[str, Any], preset_domain: dict[str, Any]) 
 
 
 def test_presets_applied_and_annotated() -> None:
-    lookup = FakeLookup(
+    lookup = lookup_of(
         _preset("small", {"matchLabels": {"flavor": "small"}}, {"resources": {"requests": {"memory": "64M"}}}),
         _preset("other", {"matchLabels": {"flavor": "big"}}, {"cpu": {"cores": 4}}),
     )
@@ -787,7 +780,7 @@ def test_presets_applied_and_annotated() -> None:
 
 
 def test_presets_excluded_and_conflicting() -> None:
-    lookup = FakeLookup(_preset("a", {}, {"cpu": {"cores": 2}}), _preset("b", {}, {"cpu": {"cores": 4}}))
+    lookup = lookup_of(_preset("a", {}, {"cpu": {"cores": 2}}), _preset("b", {}, {"cpu": {"cores": 4}}))
     excluded = new_vmi(annotations={"virtualmachineinstancepresets.admission.kubevirt.io/exclude": "true"})
     mutate_vmi(excluded, make_ctx(lookup), operation="CREATE")
     assert preset_warnings(excluded) == []
@@ -900,7 +893,7 @@ def test_vm_preferred_machine_type_and_arch(matcher_kind: str, lookup_kind: str,
         "machine": {"preferredMachineType": "virt-7.0"},
         "volumes": {"preferredStorageClassName": "fast"},
     }
-    lookup = FakeLookup(_preference(lookup_kind, namespace, spec))
+    lookup = lookup_of(_preference(lookup_kind, namespace, spec))
     matcher = {"name": "pref", **({"kind": matcher_kind} if matcher_kind else {})}
     vm = new_vm(
         preference=matcher,
@@ -934,7 +927,7 @@ def test_vm_preference_from_revision() -> None:
         },
     }
     vm = new_vm(preference={"name": "pref", "revisionName": "rev-1"})
-    mutate_vm(vm, make_ctx(FakeLookup(("ControllerRevision", "default", revision))), operation="CREATE")
+    mutate_vm(vm, make_ctx(lookup_of(("ControllerRevision", "default", revision))), operation="CREATE")
     assert vm["spec"]["template"]["spec"]["domain"]["machine"] == {"type": "pc-q35-9.0"}
 
 
@@ -953,7 +946,7 @@ def test_vm_architecture_from_data_source(labels: dict[str, str], arch: str) -> 
         "spec": {"sourceRef": {"kind": "DataSource", "name": "ds", "namespace": "ds-namespace"}},
     }
     vm = new_vm(dataVolumeTemplates=[template])
-    mutate_vm(vm, make_ctx(FakeLookup(("DataSource", "ds-namespace", source))), operation="CREATE")
+    mutate_vm(vm, make_ctx(lookup_of(("DataSource", "ds-namespace", source))), operation="CREATE")
     assert vm["spec"]["template"]["spec"]["architecture"] == arch
 
 
@@ -963,7 +956,7 @@ def test_vm_architecture_from_nested_data_source() -> None:
     template = {"metadata": {"name": "dv"}, "spec": {"sourceRef": {"kind": "DataSource", "name": "ds"}}}
     vm = new_vm(dataVolumeTemplates=[template])
     mutate_vm(
-        vm, make_ctx(FakeLookup(("DataSource", "default", outer), ("DataSource", "other", nested))), operation="CREATE"
+        vm, make_ctx(lookup_of(("DataSource", "default", outer), ("DataSource", "other", nested))), operation="CREATE"
     )
     assert vm["spec"]["template"]["spec"]["architecture"] == "s390x"
     assert vm["spec"]["template"]["spec"]["domain"]["machine"]["type"] == "s390-ccw-virtio"
@@ -1063,7 +1056,7 @@ def test_vm_infer_matchers_from_pvc() -> None:
         instancetype={"inferFromVolume": "root", "inferFromVolumeFailurePolicy": "Ignore"},
         preference={"inferFromVolume": "root"},
     )
-    mutate_vm(vm, make_ctx(FakeLookup(_pvc(INFER_LABELS))), operation="CREATE")
+    mutate_vm(vm, make_ctx(lookup_of(_pvc(INFER_LABELS))), operation="CREATE")
     assert vm["spec"]["instancetype"] == {"name": "u1.medium", "kind": "VirtualMachineClusterInstancetype"}
     assert vm["spec"]["preference"] == {"name": "fedora"}
     assert "memory" not in vm["spec"]["template"]["spec"]["domain"]
@@ -1077,7 +1070,7 @@ def test_vm_infer_from_data_volume_template_data_source() -> None:
     }
     template = {"domain": {}, "volumes": [{"name": "root", "dataVolume": {"name": "root"}}]}
     vm = new_vm(template, instancetype={"inferFromVolume": "root"}, dataVolumeTemplates=[dvt])
-    mutate_vm(vm, make_ctx(FakeLookup(("DataSource", "images", source))), operation="CREATE")
+    mutate_vm(vm, make_ctx(lookup_of(("DataSource", "images", source))), operation="CREATE")
     assert vm["spec"]["instancetype"]["name"] == "u1.medium"
 
 
@@ -1086,14 +1079,14 @@ def test_vm_infer_from_data_volume_template_data_source() -> None:
     [
         (
             None,
-            FakeLookup(_pvc({})),
+            lookup_of(_pvc({})),
             "unable to find required instancetype.kubevirt.io/default-instancetype label on the volume",
         ),
-        ("Ignore", FakeLookup(_pvc({})), None),
-        ("Ignore", FakeLookup(), 'persistentvolumeclaims "root" not found'),
+        ("Ignore", lookup_of(_pvc({})), None),
+        ("Ignore", lookup_of(), 'persistentvolumeclaims "root" not found'),
     ],
 )
-def test_vm_infer_failures(policy: str | None, lookup: FakeLookup, outcome: str | None) -> None:
+def test_vm_infer_failures(policy: str | None, lookup: DictLookup, outcome: str | None) -> None:
     matcher: dict[str, Any] = {"inferFromVolume": "root"}
     if policy:
         matcher["inferFromVolumeFailurePolicy"] = policy

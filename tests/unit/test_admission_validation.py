@@ -21,6 +21,7 @@ from pykubevirt.admission.validation import (
     validate_vmi_spec,
     validate_vmi_update,
 )
+from tests.support.object_lookup import DictLookup, ObjectKey
 
 INV, REQ, NSUP, DUP, NFOUND, FORB = (
     "FieldValueInvalid",
@@ -1486,20 +1487,7 @@ def test_vm_template_paths_are_prefixed() -> None:
     ]
 
 
-class DictLookup:
-    """An ObjectLookup over a dict keyed by (kind, namespace, name)."""
-
-    def __init__(self, objects: dict[tuple[str, str | None, str], dict[str, Any]]) -> None:
-        self.objects = objects
-
-    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        return self.objects.get((kind, namespace, name))
-
-    def list(self, kind: str, namespace: str | None) -> list[dict[str, Any]]:
-        return [o for (k, ns, _), o in self.objects.items() if k == kind and ns == namespace]
-
-
-def lookup_ctx(objects: dict[tuple[str, str | None, str], dict[str, Any]], **kwargs: Any) -> AdmissionContext:
+def lookup_ctx(objects: dict[ObjectKey, dict[str, Any]], **kwargs: Any) -> AdmissionContext:
     return AdmissionContext(lookup=DictLookup(objects), **kwargs)
 
 

@@ -15,6 +15,7 @@ from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_vm, mutate_vmi
 from pykubevirt.admission.validation import validate_datavolume, validate_vm, validate_vmi_create
 from tests import paths
+from tests.support.object_lookup import DictLookup
 
 EXAMPLES = paths.EXAMPLES
 SCENARIOS = sorted((EXAMPLES / "scenarios").glob("*.yaml"))
@@ -25,19 +26,6 @@ STANDARD_2_MESSAGE = (
     "VM field(s) spec.template.spec.domain.cpu.cores conflicts with selected instance type, "
     "VM field(s) spec.template.spec.domain.memory.guest conflicts with selected instance type"
 )
-
-
-class DictLookup:
-    """An ObjectLookup over (kind, namespace, name) keys."""
-
-    def __init__(self, objects: dict[tuple[str, str | None, str], dict[str, Any]]) -> None:
-        self.objects = objects
-
-    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        return self.objects.get((kind, namespace, name))
-
-    def list(self, kind: str, namespace: str | None) -> list[dict[str, Any]]:
-        return [o for (k, ns, _), o in self.objects.items() if k == kind and ns == namespace]
 
 
 WITH_STANDARD_2 = AdmissionContext(

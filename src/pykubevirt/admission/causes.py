@@ -11,7 +11,6 @@ FIELD_VALUE_REQUIRED = "FieldValueRequired"
 FIELD_VALUE_NOT_SUPPORTED = "FieldValueNotSupported"
 FIELD_VALUE_DUPLICATE = "FieldValueDuplicate"
 FIELD_VALUE_FORBIDDEN = "FieldValueForbidden"
-UNEXPECTED_SERVER_RESPONSE = "UnexpectedServerResponse"
 
 # KubeVirt puts at most this many causes in one rejection and counts the rest.
 MAX_CAUSES = 10
@@ -114,9 +113,12 @@ class AdmissionRejected(Exception):
         self.webhook = webhook
         super().__init__(rejection_message(self.causes))
 
+    def denied_prefix(self) -> str:
+        """What kube-apiserver puts before a webhook's message: 'admission webhook "<name>" denied the request: '."""
+        return f'admission webhook "{self.webhook}" denied the request: ' if self.webhook else ""
+
     def status(self) -> dict[str, Any]:
-        prefix = f'admission webhook "{self.webhook}" denied the request: ' if self.webhook else ""
-        return rejection_status(self.causes, message_prefix=prefix)
+        return rejection_status(self.causes, message_prefix=self.denied_prefix())
 
 
 class RequestDenied(AdmissionRejected):
@@ -133,12 +135,11 @@ class RequestDenied(AdmissionRejected):
 
     def status(self) -> dict[str, Any]:
         # kube-apiserver keeps the webhook's code and message and adds the "denied the request" prefix.
-        prefix = f'admission webhook "{self.webhook}" denied the request: ' if self.webhook else ""
         return {
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
-            "message": prefix + self.message,
+            "message": self.denied_prefix() + self.message,
             "code": self.code,
         }

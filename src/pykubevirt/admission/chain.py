@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pykubevirt.admission.causes import AdmissionRejected, Cause, RequestDenied
@@ -21,7 +21,6 @@ from pykubevirt.admission.validation import (
 )
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.api.json_patch import Patch, make_patch
 
 CREATE = "CREATE"
 UPDATE = "UPDATE"
@@ -33,17 +32,9 @@ Validator = Callable[[dict[str, Any], AdmissionContext, str, dict[str, Any] | No
 
 
 @dataclass(frozen=True, slots=True)
-class AdmissionResult:
-    """The admitted object, the JSON patch the mutation amounts to, and warnings for the client."""
-
-    object: dict[str, Any]
-    patch: Patch
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
 class _Hooks:
-    mutating_webhook: str
+    """The kind's mutator (which names its own webhook in a refusal) and its validating webhook."""
+
     mutate: Mutator | None
     validating_webhook: str
     validate: Validator
@@ -83,31 +74,22 @@ def _simple(validator: Callable[[dict[str, Any], AdmissionContext], list[Cause]]
 
 
 _HOOKS: dict[str, _Hooks] = {
-    c.VM_KIND: _Hooks(
-        "virtualmachines-mutator.kubevirt.io", _mutate_vm, "virtualmachine-validator.kubevirt.io", _validate_vm
-    ),
-    c.VMI_KIND: _Hooks(
-        "virtualmachineinstances-mutator.kubevirt.io",
-        _mutate_vmi,
-        "virtualmachineinstances-create-validator.kubevirt.io",
-        _validate_vmi,
-    ),
-    c.VMIM_KIND: _Hooks(
-        "migrations-mutator.kubevirt.io", _mutate_vmim, "migration-create-validator.kubevirt.io", _validate_vmim
-    ),
+    c.VM_KIND: _Hooks(_mutate_vm, "virtualmachine-validator.kubevirt.io", _validate_vm),
+    c.VMI_KIND: _Hooks(_mutate_vmi, "virtualmachineinstances-create-validator.kubevirt.io", _validate_vmi),
+    c.VMIM_KIND: _Hooks(_mutate_vmim, "migration-create-validator.kubevirt.io", _validate_vmim),
     c.INSTANCETYPE_KIND: _Hooks(
-        "", None, "virtualmachineinstancetype-validator.instancetype.kubevirt.io", _simple(validate_instancetype)
+        None, "virtualmachineinstancetype-validator.instancetype.kubevirt.io", _simple(validate_instancetype)
     ),
     c.CLUSTER_INSTANCETYPE_KIND: _Hooks(
-        "", None, "virtualmachineclusterinstancetype-validator.instancetype.kubevirt.io", _simple(validate_instancetype)
+        None, "virtualmachineclusterinstancetype-validator.instancetype.kubevirt.io", _simple(validate_instancetype)
     ),
     c.PREFERENCE_KIND: _Hooks(
-        "", None, "virtualmachinepreference-validator.instancetype.kubevirt.io", _simple(validate_preference)
+        None, "virtualmachinepreference-validator.instancetype.kubevirt.io", _simple(validate_preference)
     ),
     c.CLUSTER_PREFERENCE_KIND: _Hooks(
-        "", None, "virtualmachineclusterpreference-validator.instancetype.kubevirt.io", _simple(validate_preference)
+        None, "virtualmachineclusterpreference-validator.instancetype.kubevirt.io", _simple(validate_preference)
     ),
-    c.DATA_VOLUME_KIND: _Hooks("", None, "datavolume-validate.cdi.kubevirt.io", _simple(validate_datavolume)),
+    c.DATA_VOLUME_KIND: _Hooks(None, "datavolume-validate.cdi.kubevirt.io", _simple(validate_datavolume)),
 }
 
 
@@ -146,16 +128,3 @@ def validate(
     if obj.get("kind") == c.VM_KIND and (obj.get("spec") or {}).get("running") is not None:
         return [RUNNING_DEPRECATED_WARNING]
     return []
-
-
-def admit(
-    obj: dict[str, Any],
-    ctx: AdmissionContext,
-    *,
-    operation: str = CREATE,
-    old: dict[str, Any] | None = None,
-) -> AdmissionResult:
-    """Run the mutating then the validating step for `obj`; raises AdmissionRejected with the causes."""
-    mutated = mutate(obj, ctx, operation=operation, old=old)
-    warnings = validate(mutated, ctx, operation=operation, old=old)
-    return AdmissionResult(mutated, make_patch(obj, mutated), warnings)

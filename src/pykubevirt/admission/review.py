@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from typing import Any
 
@@ -19,7 +20,7 @@ def _response(uid: str, **fields: Any) -> dict[str, Any]:
 def _unprefixed(rejected: AdmissionRejected) -> dict[str, Any]:
     """The rejection as a webhook answers it: kube-apiserver adds the 'admission webhook … denied' prefix itself."""
     status = rejected.status()
-    status["message"] = str(status["message"]).split("denied the request: ", 1)[-1]
+    status["message"] = str(status["message"]).removeprefix(rejected.denied_prefix())
     return status
 
 
@@ -33,9 +34,7 @@ def review(request_review: dict[str, Any], ctx: AdmissionContext, *, mutating: b
     operation = str(request.get("operation", "CREATE"))
     old = request.get("oldObject") if isinstance(request.get("oldObject"), dict) else None
     user = (request.get("userInfo") or {}).get("username") or ctx.username
-    scoped = AdmissionContext(
-        config=ctx.config, lookup=ctx.lookup, username=str(user), now=ctx.now, random_uuid=ctx.random_uuid
-    )
+    scoped = dataclasses.replace(ctx, username=str(user))
     if mutating:
         try:
             patch = make_patch(obj, mutate(obj, scoped, operation=operation, old=old))

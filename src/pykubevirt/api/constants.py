@@ -41,13 +41,11 @@ CREATED_BY_LABEL: Final = "kubevirt.io/created-by"
 NODE_NAME_LABEL: Final = "kubevirt.io/nodeName"
 MIGRATION_TARGET_NODE_NAME_LABEL: Final = "kubevirt.io/migrationTargetNodeName"
 MIGRATION_JOB_UID_LABEL: Final = "kubevirt.io/migrationJobUID"
-OUTDATED_LAUNCHER_IMAGE_LABEL: Final = "kubevirt.io/outdatedLauncherImage"
 NODE_SCHEDULABLE_LABEL: Final = "kubevirt.io/schedulable"
 INSTALL_STRATEGY_LABEL: Final = "kubevirt.io/install-strategy"
 VM_NAME_LABEL: Final = "vm.kubevirt.io/name"
 VMI_ID_LABEL: Final = "vmi.kubevirt.io/id"
 VMI_NAME_LABEL: Final = "kubevirt.io/vmi-name"
-DOMAIN_LABEL: Final = "kubevirt.io/domain"
 
 RESERVED_VMI_LABELS: Final = (
     CREATED_BY_LABEL,
@@ -65,17 +63,14 @@ STORAGE_OBSERVED_API_VERSION_ANNOTATION: Final = "kubevirt.io/storage-observed-a
 HEARTBEAT_ANNOTATION: Final = "kubevirt.io/heartbeat"
 DOMAIN_ANNOTATION: Final = "kubevirt.io/domain"
 CREATE_MIGRATION_TARGET_ANNOTATION: Final = "kubevirt.io/create-migration-target"
-RESTORE_RUN_STRATEGY_ANNOTATION: Final = "kubevirt.io/restore-run-strategy"
 PCI_TOPOLOGY_VERSION_ANNOTATION: Final = "kubevirt.io/pci-topology-version"
 PCI_TOPOLOGY_VERSION: Final = "v3"
-EPHEMERAL_PROVISIONING_ANNOTATION: Final = "kubevirt.io/ephemeral-provisioning"
 MIGRATION_TRANSPORT_UNIX_ANNOTATION: Final = "kubevirt.io/migrationTransportUnix"
 MEMORY_OVERHEAD_ANNOTATION: Final = "kubevirt.io/memory-overhead-bytes"
 INSTANCETYPE_NAME_ANNOTATION: Final = "kubevirt.io/instancetype-name"
 CLUSTER_INSTANCETYPE_NAME_ANNOTATION: Final = "kubevirt.io/cluster-instancetype-name"
 PREFERENCE_NAME_ANNOTATION: Final = "kubevirt.io/preference-name"
 CLUSTER_PREFERENCE_NAME_ANNOTATION: Final = "kubevirt.io/cluster-preference-name"
-ALLOW_POD_BRIDGE_NETWORK_LIVE_MIGRATION_ANNOTATION: Final = "kubevirt.io/allow-pod-bridge-network-live-migration"
 
 # Run strategies.
 RUN_STRATEGY_ALWAYS: Final = "Always"

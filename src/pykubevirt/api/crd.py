@@ -12,7 +12,7 @@ from pykubevirt.api.kinds import ALL_KINDS, KindSpec
 def crd_manifest(spec: KindSpec) -> dict[str, Any]:
     """The apiextensions.k8s.io/v1 CRD of one kind."""
     names: dict[str, Any] = {"kind": spec.kind, "plural": spec.plural, "singular": spec.singular}
-    names["listKind"] = spec.list_kind or f"{spec.kind}List"
+    names["listKind"] = f"{spec.kind}List"
     if spec.short_names:
         names["shortNames"] = list(spec.short_names)
     if spec.categories:

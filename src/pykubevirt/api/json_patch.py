@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from pykubevirt.api.json_copy import copy_json
 
 Patch = list[dict[str, Any]]
 
@@ -106,7 +107,7 @@ def apply_patch(document: Any, patch: Any) -> Any:
     """Apply `patch` to a copy of `document` and return the result."""
     if not isinstance(patch, list):
         raise JSONPatchError("a JSON patch must be a list of operations")
-    doc = copy.deepcopy(document)
+    doc = copy_json(document)
     for op in patch:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise JSONPatchError(f"invalid operation {op!r}")
@@ -116,7 +117,7 @@ def apply_patch(document: Any, patch: Any) -> Any:
         if kind in ("add", "replace", "test") and "value" not in op:
             raise JSONPatchError(f"operation {kind!r} needs a value")
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op["value"]))
+            doc = _add(doc, path, copy_json(op["value"]))
         elif kind == "remove":
             doc, _ = _remove(doc, path)
         elif kind == "replace":
@@ -124,14 +125,14 @@ def apply_patch(document: Any, patch: Any) -> Any:
             parent = _parent_or_none(doc, tokens) if tokens else None
             # kube-apiserver's json-patch (evanphx v4) replaces a missing member of an existing object like `add`.
             if isinstance(parent, dict) and tokens[-1] not in parent:
-                doc = _add(doc, path, copy.deepcopy(op["value"]))
+                doc = _add(doc, path, copy_json(op["value"]))
                 continue
             _get(doc, path)
             if path == "":
-                doc = copy.deepcopy(op["value"])
+                doc = copy_json(op["value"])
             else:
                 doc, _ = _remove(doc, path)
-                doc = _add(doc, path, copy.deepcopy(op["value"]))
+                doc = _add(doc, path, copy_json(op["value"]))
         elif kind in ("move", "copy"):
             source = op.get("from")
             if not isinstance(source, str):
@@ -139,7 +140,7 @@ def apply_patch(document: Any, patch: Any) -> Any:
             if kind == "move":
                 doc, value = _remove(doc, source)
             else:
-                value = copy.deepcopy(_get(doc, source))
+                value = copy_json(_get(doc, source))
             doc = _add(doc, path, value)
         elif kind == "test":
             try:
@@ -170,10 +171,10 @@ def make_patch(old: Any, new: Any, path: str = "") -> Patch:
         for key, value in new.items():
             child = f"{path}/{escape(key)}"
             if key not in old:
-                ops.append({"op": "add", "path": child, "value": copy.deepcopy(value)})
+                ops.append({"op": "add", "path": child, "value": copy_json(value)})
             elif old[key] != value or type(old[key]) is not type(value):
                 ops.extend(make_patch(old[key], value, child))
         return ops
     if old == new and type(old) is type(new):
         return []
-    return [{"op": "replace", "path": path, "value": copy.deepcopy(new)}]
+    return [{"op": "replace", "path": path, "value": copy_json(new)}]

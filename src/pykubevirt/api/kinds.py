@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pykubevirt.api import cdi, constants, instancetype
 from pykubevirt.api.kubevirt import migration, vm, vmi
@@ -46,7 +46,6 @@ class KindSpec:
     categories: tuple[str, ...] = ()
     printer_columns: tuple[PrinterColumn, ...] = ()
     status_subresource: bool = True
-    list_kind: str = field(default="")
 
     @property
     def api_version(self) -> str:

@@ -184,14 +184,6 @@ def parse_quantity(value: Any) -> Quantity:
     return Quantity.parse(value)
 
 
-def is_quantity(value: Any) -> bool:
-    try:
-        Quantity.parse(value)
-    except QuantityError:
-        return False
-    return True
-
-
 def canonical(value: Any) -> str:
     """The canonical string Kubernetes would store for `value`."""
     return str(Quantity.parse(value))

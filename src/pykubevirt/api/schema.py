@@ -143,10 +143,6 @@ def string_map(description: str = "") -> Schema:
     return map_of(string(), description)
 
 
-def string_list(description: str = "") -> Schema:
-    return array(string(), description)
-
-
 def describe(schema: Schema, description: str) -> Schema:
     """A copy of `schema` carrying `description` (for reused nodes documented differently in each place)."""
     node = copy.deepcopy(schema)
@@ -191,25 +187,6 @@ def label_selector(description: str = "") -> Schema:
         required=["key", "operator"],
     )
     return obj({"matchExpressions": array(requirement, list_type="atomic"), "matchLabels": string_map()}, description)
-
-
-def object_reference(description: str = "") -> Schema:
-    return obj(
-        {
-            "apiVersion": string(),
-            "kind": string(),
-            "name": string(),
-            "namespace": string(),
-            "uid": string(),
-            "resourceVersion": string(),
-            "fieldPath": string(),
-        },
-        description,
-    )
-
-
-def local_object_reference(description: str = "") -> Schema:
-    return obj({"name": string()}, description)
 
 
 def resource_requirements(description: str = "") -> Schema:

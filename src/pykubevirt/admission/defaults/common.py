@@ -1,4 +1,7 @@
-"""Small helpers the defaulting modules share: safe access to nested dicts, quantities, clock and UUIDs."""
+"""Small helpers the defaulting modules share: creating nested dicts, quantities, clock and UUIDs.
+
+Reading nested fields and parsing quantities are validation.common's `get` and `parse_quantity`.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +11,11 @@ from typing import Any
 
 from pykubevirt.admission.causes import RequestDenied
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.api.quantity import Quantity, QuantityError
+from pykubevirt.admission.validation.common import parse_quantity
 
 # Webhook names, as KubeVirt registers its mutating webhooks.
 VM_MUTATOR_WEBHOOK = "virtualmachines-mutator.kubevirt.io"
 VMI_MUTATOR_WEBHOOK = "virtualmachineinstances-mutator.kubevirt.io"
-MIGRATION_MUTATOR_WEBHOOK = "migrations-mutator.kubevirt.io"
 
 # Kinds looked up through ctx.lookup that api/constants.py does not name.
 PVC_KIND = "PersistentVolumeClaim"
@@ -40,16 +42,6 @@ def obj(parent: dict[str, Any], key: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def peek(parent: Any, *keys: str) -> Any:
-    """The value at a nested path, or None when any step is missing or not a dict."""
-    current = parent
-    for key in keys:
-        if not isinstance(current, dict):
-            return None
-        current = current.get(key)
-    return current
-
-
 def as_dict(value: Any) -> dict[str, Any]:
     """The value when it is a dict, else an empty (detached) dict."""
     return value if isinstance(value, dict) else {}
@@ -67,25 +59,15 @@ def dicts(value: Any) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)]
 
 
-def quantity(value: Any) -> Quantity | None:
-    """A quantity from an object field, or None when it is absent or malformed (validation reports those)."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return Quantity.parse(value)
-    except (QuantityError, TypeError, ValueError):
-        return None
-
-
 def is_zero(value: Any) -> bool:
     """True for an absent, malformed or zero quantity, as `ResourceList.Memory().IsZero()` sees it."""
-    q = quantity(value)
+    q = parse_quantity(value)
     return q is None or q.is_zero()
 
 
 def canonical_or_same(value: Any) -> Any:
     """The canonical string of a quantity, or the value unchanged when it does not parse."""
-    q = quantity(value)
+    q = parse_quantity(value)
     return str(q) if q is not None else value
 
 

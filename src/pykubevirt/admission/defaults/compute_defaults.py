@@ -14,10 +14,10 @@ from pykubevirt.admission.defaults.common import (
     canonical_or_same,
     is_zero,
     obj,
-    peek,
-    quantity,
 )
-from pykubevirt.api.quantity import GI, MI, Quantity, QuantityFormat
+from pykubevirt.admission.validation.common import get, parse_quantity
+from pykubevirt.admission.validation.compute import live_update_memory_error
+from pykubevirt.api.quantity import Quantity, QuantityFormat
 
 # virt-config's per-architecture machine types; any other architecture gets the amd64 one.
 DEFAULT_MACHINE_TYPES = {ARCH_AMD64: "q35", ARCH_ARM64: "virt", ARCH_S390X: "s390-ccw-virtio"}
@@ -29,10 +29,6 @@ ROLLOUT_LIVE_UPDATE = "LiveUpdate"
 
 # Machine types differ in their vCPU ceiling; KubeVirt caps the hotplug headroom at 512 vCPUs for all.
 MAX_HOTPLUG_VCPUS = 512
-# virtio-mem blocks are 2Mi (1Gi with 1Gi hugepages); below 1Gi of guest memory hotplug is not offered.
-HOTPLUG_BLOCK_ALIGNMENT = 2 * MI
-HOTPLUG_1G_HUGEPAGES_ALIGNMENT = GI
-HOTPLUG_MIN_GUEST_MEMORY = GI
 
 
 def _uint(value: Any) -> int:
@@ -40,20 +36,18 @@ def _uint(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def machine_type_for(arch: str, config: ClusterConfig) -> str:
-    return DEFAULT_MACHINE_TYPES.get(arch, DEFAULT_MACHINE_TYPES[ARCH_AMD64])
-
-
 def set_default_architecture(spec: dict[str, Any], config: ClusterConfig) -> None:
     if not spec.get("architecture"):
         spec["architecture"] = config.architecture
 
 
-def set_default_machine_type(spec: dict[str, Any], config: ClusterConfig) -> None:
+def set_default_machine_type(spec: dict[str, Any]) -> None:
     domain = obj(spec, "domain")
     machine = obj(domain, "machine") if domain is not None else None
     if machine is not None and not machine.get("type"):
-        machine["type"] = machine_type_for(str(spec.get("architecture") or ""), config)
+        machine["type"] = DEFAULT_MACHINE_TYPES.get(
+            str(spec.get("architecture") or ""), DEFAULT_MACHINE_TYPES[ARCH_AMD64]
+        )
 
 
 def set_default_resource_requests(spec: dict[str, Any], config: ClusterConfig) -> None:
@@ -69,12 +63,12 @@ def set_default_resource_requests(spec: dict[str, Any], config: ClusterConfig) -
         if requests is not None:
             requests["cpu"] = canonical_or_same(limits["cpu"])
 
-    cluster_request = quantity(config.cpu_request) if config.cpu_request is not None else None
+    cluster_request = parse_quantity(config.cpu_request) if config.cpu_request is not None else None
     if cluster_request is None or cluster_request == Quantity.parse(DEFAULT_CPU_REQUEST):
         return
     if isinstance(requests, dict) and "cpu" in requests:
         return
-    if peek(domain, "cpu", "dedicatedCpuPlacement") is True:
+    if get(domain, "cpu", "dedicatedCpuPlacement") is True:
         return
     requests = obj(resources, "requests")
     if requests is not None:
@@ -87,24 +81,24 @@ def set_guest_memory(spec: dict[str, Any]) -> None:
     memory = obj(domain, "memory") if domain is not None else None
     if memory is None or memory.get("guest") is not None:
         return
-    requests = peek(domain, "resources", "requests")
-    limits = peek(domain, "resources", "limits")
+    requests = get(domain, "resources", "requests")
+    limits = get(domain, "resources", "limits")
     if isinstance(requests, dict) and not is_zero(requests.get("memory")):
         memory["guest"] = canonical_or_same(requests["memory"])
     elif isinstance(limits, dict) and not is_zero(limits.get("memory")):
         memory["guest"] = canonical_or_same(limits["memory"])
     elif isinstance(memory.get("hugepages"), dict):
-        page_size = quantity(memory["hugepages"].get("pageSize"))
+        page_size = parse_quantity(memory["hugepages"].get("pageSize"))
         if page_size is not None:
             memory["guest"] = str(page_size)
 
 
 def _cpu_count(resources: Any, kind: str) -> int | None:
     """ceil(resources.<kind>.cpu) when the key exists (even when zero), as the topology default reads it."""
-    values = peek(resources, kind)
+    values = get(resources, kind)
     if not isinstance(values, dict) or "cpu" not in values:
         return None
-    q = quantity(values["cpu"])
+    q = parse_quantity(values["cpu"])
     return q.ceil_int() if q is not None else None
 
 
@@ -149,7 +143,7 @@ def set_default_eviction_strategy(spec: dict[str, Any], config: ClusterConfig) -
 
 
 def set_guest_memory_status(vmi: dict[str, Any]) -> None:
-    guest = peek(vmi, "spec", "domain", "memory", "guest")
+    guest = get(vmi, "spec", "domain", "memory", "guest")
     status = obj(vmi, "status")
     if guest is None or status is None:
         return
@@ -157,44 +151,12 @@ def set_guest_memory_status(vmi: dict[str, Any]) -> None:
 
 
 def set_current_cpu_topology_status(vmi: dict[str, Any]) -> None:
-    cpu = peek(vmi, "spec", "domain", "cpu")
+    cpu = get(vmi, "spec", "domain", "cpu")
     status = obj(vmi, "status")
     if not isinstance(cpu, dict) or status is None or status.get("currentCPUTopology") is not None:
         return
     # Zero counts are omitted, as the Go struct's omitempty tags do.
     status["currentCPUTopology"] = {k: cpu[k] for k in ("cores", "sockets", "threads") if _uint(cpu.get(k))}
-
-
-def live_update_memory_error(spec: dict[str, Any], max_guest: Quantity | None) -> str | None:
-    """Why memory hotplug cannot be offered to this spec with this maxGuest, or None when it can."""
-    domain = as_dict(spec.get("domain"))
-    cpu = as_dict(domain.get("cpu"))
-    memory = as_dict(domain.get("memory"))
-    if cpu.get("realtime") is not None:
-        return "Memory hotplug is not compatible with realtime VMs"
-    if peek(cpu, "numa", "guestMappingPassthrough") is not None:
-        return "Memory hotplug is not compatible with guest mapping passthrough"
-    if domain.get("launchSecurity") is not None:
-        return "Memory hotplug is not compatible with encrypted VMs"
-    alignment = HOTPLUG_BLOCK_ALIGNMENT
-    if peek(memory, "hugepages", "pageSize") == "1Gi":
-        alignment = HOTPLUG_1G_HUGEPAGES_ALIGNMENT
-    guest = quantity(memory.get("guest"))
-    if guest is None:
-        return "Guest memory must be configured when memory hotplug is enabled"
-    if max_guest is None:
-        return "Max guest memory must be configured when memory hotplug is enabled"
-    if guest > max_guest:
-        return "Guest memory is greater than the configured maxGuest memory"
-    if guest.ceil_int() % alignment:
-        return f"Guest memory must be {Quantity(alignment, QuantityFormat.BINARY_SI)} aligned"
-    if max_guest.ceil_int() % alignment:
-        return f"MaxGuest must be {Quantity(alignment, QuantityFormat.BINARY_SI)} aligned"
-    if spec.get("architecture") != ARCH_AMD64:
-        return "Memory hotplug is only available for x86_64 VMs"
-    if guest.ceil_int() < HOTPLUG_MIN_GUEST_MEMORY:
-        return "Memory hotplug is only available for VMs with at least 1Gi of guest memory"
-    return None
 
 
 def _setup_cpu_hotplug(cpu: dict[str, Any], config: ClusterConfig) -> None:
@@ -219,9 +181,9 @@ def _setup_memory_hotplug(spec: dict[str, Any], config: ClusterConfig) -> None:
         return
     max_guest: Quantity | None = None
     if config.max_guest is not None:
-        max_guest = quantity(config.max_guest)
+        max_guest = parse_quantity(config.max_guest)
     else:
-        guest = quantity(memory.get("guest"))
+        guest = parse_quantity(memory.get("guest"))
         if guest is not None:
             max_guest = Quantity(Fraction(guest.ceil_int() * config.max_hotplug_ratio), QuantityFormat.BINARY_SI)
     if live_update_memory_error(spec, max_guest) is None and max_guest is not None:
@@ -234,7 +196,7 @@ def setup_hotplug(spec: dict[str, Any], config: ClusterConfig) -> None:
         return
     if (config.vm_rollout_strategy or ROLLOUT_LIVE_UPDATE) != ROLLOUT_LIVE_UPDATE:
         return
-    cpu = peek(spec, "domain", "cpu")
+    cpu = get(spec, "domain", "cpu")
     if isinstance(cpu, dict):
         _setup_cpu_hotplug(cpu, config)
     _setup_memory_hotplug(spec, config)

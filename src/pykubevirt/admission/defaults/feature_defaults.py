@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pykubevirt.admission.defaults.common import dicts, obj, peek, truthy_state
+from pykubevirt.admission.defaults.common import dicts, obj, truthy_state
+from pykubevirt.admission.validation.common import get
 
 HYPERV_PLAIN_FEATURES = (
     "relaxed",
@@ -87,16 +88,16 @@ def set_feature_defaults(spec: dict[str, Any]) -> None:
         hyperv = features.get("hyperv")
         if isinstance(hyperv, dict):
             _set_hyperv_defaults(hyperv)
-    timer = peek(domain, "clock", "timer")
+    timer = get(domain, "clock", "timer")
     if isinstance(timer, dict):
         for name in TIMERS:
             _enable(timer.get(name))
     devices = domain.get("devices")
     if isinstance(devices, dict):
         for disk in dicts(devices.get("disks")):
-            _enable(peek(disk, "blockSize", "matchVolume"))
+            _enable(get(disk, "blockSize", "matchVolume"))
         for gpu in dicts(devices.get("gpus")):
-            _enable(peek(gpu, "virtualGPUOptions", "display", "ramFB"))
+            _enable(get(gpu, "virtualGPUOptions", "display", "ramFB"))
 
 
 def _set_vmx_requirement(spec: dict[str, Any]) -> None:
@@ -121,7 +122,7 @@ def set_hyperv_dependencies(spec: dict[str, Any]) -> str | None:
 
     Returns that conflict's message (validation rejects it later); EVMCS also requires the vmx CPU feature.
     """
-    hyperv = peek(spec, "domain", "features", "hyperv")
+    hyperv = get(spec, "domain", "features", "hyperv")
     if not isinstance(hyperv, dict):
         return None
     for feature, required in HYPERV_REQUIREMENTS:

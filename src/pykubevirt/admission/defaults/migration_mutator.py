@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.defaults.common import as_list, obj, peek
+from pykubevirt.admission.defaults.common import as_list, obj
+from pykubevirt.admission.validation.common import get
 from pykubevirt.api import constants as c
 
 
@@ -18,7 +19,7 @@ def mutate_migration(vmim: dict[str, Any], ctx: AdmissionContext, *, operation: 
         return
     labels = obj(metadata, "labels")
     if labels is not None:
-        labels[c.VMI_NAME_LABEL] = str(peek(vmim, "spec", "vmiName") or "")
+        labels[c.VMI_NAME_LABEL] = str(get(vmim, "spec", "vmiName") or "")
     finalizers = as_list(metadata.get("finalizers"))
     if c.MIGRATION_FINALIZER not in finalizers:
         finalizers = [*finalizers, c.MIGRATION_FINALIZER]

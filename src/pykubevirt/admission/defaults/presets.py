@@ -6,7 +6,8 @@ import copy
 from typing import Any
 
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.defaults.common import VMI_PRESET_KIND, MutationDenied, as_dict, obj, peek, quantity
+from pykubevirt.admission.defaults.common import VMI_PRESET_KIND, MutationDenied, as_dict, obj
+from pykubevirt.admission.validation.common import get, parse_quantity
 
 EXCLUSION_ANNOTATION = "virtualmachineinstancepresets.admission.kubevirt.io/exclude"
 PRESET_ANNOTATION_PREFIX = "virtualmachinepreset.kubevirt.io/"
@@ -40,23 +41,23 @@ def selector_matches(selector: Any, labels: dict[str, str]) -> bool:
 
 
 def _same_quantity(a: Any, b: Any) -> bool:
-    qa, qb = quantity(a), quantity(b)
+    qa, qb = parse_quantity(a), parse_quantity(b)
     return qa == qb if qa is not None and qb is not None else a == b
 
 
 def merge_conflicts(preset_domain: dict[str, Any], domain: dict[str, Any]) -> list[str]:
     """The fields both set to different values; they keep the VMI's value."""
     conflicts: list[str] = []
-    preset_requests = peek(preset_domain, "resources", "requests") or {}
-    requests = peek(domain, "resources", "requests") or {}
+    preset_requests = get(preset_domain, "resources", "requests") or {}
+    requests = get(domain, "resources", "requests") or {}
     for key, value in preset_requests.items():
         if key in requests and not _same_quantity(value, requests[key]):
             conflicts.append(f"spec.resources.requests[{key}]: {value} != {requests[key]}")
     for path in _SECTIONS:
-        mine, theirs = peek(preset_domain, *path), peek(domain, *path)
+        mine, theirs = get(preset_domain, *path), get(domain, *path)
         if mine is not None and theirs is not None and mine != theirs:
             conflicts.append(f"spec.{'.'.join(path)}: {mine} != {theirs}")
-    clock_preset, clock = peek(preset_domain, "clock"), peek(domain, "clock")
+    clock_preset, clock = get(preset_domain, "clock"), get(domain, "clock")
     if isinstance(clock_preset, dict) and isinstance(clock, dict):
         offset_keys = ("utc", "timezone")
         if {k: clock_preset.get(k) for k in offset_keys} != {k: clock.get(k) for k in offset_keys}:
@@ -72,7 +73,7 @@ def merge_conflicts(preset_domain: dict[str, Any], domain: dict[str, Any]) -> li
 
 def _fill(domain: dict[str, Any], preset_domain: dict[str, Any], path: tuple[str, ...]) -> bool:
     """Copy a section the VMI lacks; True when the VMI now holds the preset's value."""
-    value = peek(preset_domain, *path)
+    value = get(preset_domain, *path)
     if value is None:
         return False
     parent: dict[str, Any] | None = domain
@@ -88,7 +89,7 @@ def _fill(domain: dict[str, Any], preset_domain: dict[str, Any], path: tuple[str
 def merge_domain(preset_domain: dict[str, Any], domain: dict[str, Any]) -> bool:
     """Fill the VMI domain from the preset; True when any part of the preset now applies."""
     applied = False
-    preset_requests = peek(preset_domain, "resources", "requests")
+    preset_requests = get(preset_domain, "resources", "requests")
     if isinstance(preset_requests, dict) and preset_requests:
         resources = obj(domain, "resources")
         if resources is not None:
@@ -118,19 +119,17 @@ def apply_presets(vmi: dict[str, Any], ctx: AdmissionContext) -> None:
     presets = [
         p
         for p in ctx.lookup.list(VMI_PRESET_KIND, metadata.get("namespace"))
-        if selector_matches(peek(p, "spec", "selector"), labels)
+        if selector_matches(get(p, "spec", "selector"), labels)
     ]
     if not presets:
         return
-    presets.sort(key=lambda p: str(peek(p, "metadata", "name") or ""))
+    presets.sort(key=lambda p: str(get(p, "metadata", "name") or ""))
     errors: list[str] = []
     for i, preset in enumerate(presets):
         for visited in presets[:i]:
-            for conflict in merge_conflicts(
-                peek(preset, "spec", "domain") or {}, peek(visited, "spec", "domain") or {}
-            ):
+            for conflict in merge_conflicts(get(preset, "spec", "domain") or {}, get(visited, "spec", "domain") or {}):
                 errors.append(
-                    f"presets '{peek(preset, 'metadata', 'name')}' and '{peek(visited, 'metadata', 'name')}' "
+                    f"presets '{get(preset, 'metadata', 'name')}' and '{get(visited, 'metadata', 'name')}' "
                     f"conflict: {conflict}"
                 )
     if errors:
@@ -140,17 +139,17 @@ def apply_presets(vmi: dict[str, Any], ctx: AdmissionContext) -> None:
     if domain is None:
         return
     for preset in presets:
-        preset_domain = peek(preset, "spec", "domain")
+        preset_domain = get(preset, "spec", "domain")
         if isinstance(preset_domain, dict) and merge_domain(preset_domain, domain):
             meta = obj(vmi, "metadata")
             notes = obj(meta, "annotations") if meta is not None else None
             if notes is not None:
-                notes[PRESET_ANNOTATION_PREFIX + str(peek(preset, "metadata", "name"))] = "kubevirt.io/v1"
+                notes[PRESET_ANNOTATION_PREFIX + str(get(preset, "metadata", "name"))] = "kubevirt.io/v1"
 
 
 def preset_warnings(vmi: dict[str, Any]) -> list[str]:
     """The deprecation warning KubeVirt adds to the response once a preset annotated the VMI."""
-    annotations = peek(vmi, "metadata", "annotations")
+    annotations = get(vmi, "metadata", "annotations")
     if isinstance(annotations, dict) and any("virtualmachinepreset" in key for key in annotations):
         return [PRESET_DEPRECATION_WARNING]
     return []

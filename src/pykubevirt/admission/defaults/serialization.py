@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pykubevirt.admission.defaults.common import canonical_or_same, dicts, peek
+from pykubevirt.admission.defaults.common import canonical_or_same, dicts
+from pykubevirt.admission.validation.common import get
 
 
 def _canonical_map(values: Any) -> None:
@@ -36,14 +37,14 @@ def canonicalize_vmi_spec(spec: dict[str, Any]) -> None:
         memory = domain.get("memory")
         _canonical_key(memory, "guest")
         _canonical_key(memory, "maxGuest")
-        _canonical_key(peek(memory, "reservedOverhead"), "addedOverhead")
+        _canonical_key(get(memory, "reservedOverhead"), "addedOverhead")
     for volume in dicts(spec.get("volumes")):
         _canonical_key(volume.get("emptyDisk"), "capacity")
         _canonical_key(volume.get("hostDisk"), "capacity")
 
 
 def canonicalize_vmi_status(status: Any) -> None:
-    memory = peek(status, "memory")
+    memory = get(status, "memory")
     for key in ("guestAtBoot", "guestCurrent", "guestRequested", "memoryOverhead"):
         _canonical_key(memory, key)
 
@@ -51,7 +52,7 @@ def canonicalize_vmi_status(status: Any) -> None:
 def canonicalize_data_volume_templates(vm_spec: dict[str, Any]) -> None:
     for template in dicts(vm_spec.get("dataVolumeTemplates")):
         for kind in ("pvc", "storage"):
-            _canonical_resources(peek(template, "spec", kind, "resources"))
+            _canonical_resources(get(template, "spec", kind, "resources"))
 
 
 def add_struct_artefacts(spec: dict[str, Any]) -> None:

@@ -15,8 +15,8 @@ from pykubevirt.admission.defaults.common import (
     as_dict,
     dicts,
     obj,
-    peek,
 )
+from pykubevirt.admission.validation.common import get
 from pykubevirt.api import constants as c
 
 FIELD_VALUE_NOT_FOUND = "FieldValueNotFound"
@@ -96,7 +96,7 @@ def matcher_causes(vm: dict[str, Any], old: dict[str, Any] | None, operation: st
     spec = as_dict(vm.get("spec"))
     if operation == "UPDATE" and old is not None:
         for which in ("instancetype", "preference"):
-            causes = _matcher_update_causes(spec.get(which), peek(old, "spec", which), which)
+            causes = _matcher_update_causes(spec.get(which), get(old, "spec", which), which)
             if causes:
                 return causes
     for which in ("instancetype", "preference"):
@@ -115,7 +115,7 @@ def _get(ctx: AdmissionContext, kind: str, namespace: str | None, name: str) -> 
 
 def _from_labels(found: dict[str, Any], which: str) -> tuple[str, str]:
     name_label, kind_label = DEFAULT_LABELS[which]
-    labels = peek(found, "metadata", "labels") or {}
+    labels = get(found, "metadata", "labels") or {}
     if name_label not in labels:
         raise _Ignorable(f"unable to find required {name_label} label on the volume")
     return str(labels[name_label]), str(labels.get(kind_label, ""))
@@ -131,7 +131,7 @@ def _from_data_source(ctx: AdmissionContext, name: str, namespace: str | None, w
         return _from_labels(source, which)
     except _Ignorable:
         pass
-    pvc, snapshot = peek(source, "spec", "source", "pvc"), peek(source, "spec", "source", "snapshot")
+    pvc, snapshot = get(source, "spec", "source", "pvc"), get(source, "spec", "source", "snapshot")
     if isinstance(pvc, dict):
         return _from_pvc(ctx, str(pvc.get("name", "")), pvc.get("namespace"), which)
     if isinstance(snapshot, dict):
@@ -143,13 +143,13 @@ def _from_data_source(ctx: AdmissionContext, name: str, namespace: str | None, w
 
 
 def _from_dv_spec(ctx: AdmissionContext, dv_spec: Any, namespace: str | None, which: str) -> tuple[str, str]:
-    pvc, snapshot = peek(dv_spec, "source", "pvc"), peek(dv_spec, "source", "snapshot")
+    pvc, snapshot = get(dv_spec, "source", "pvc"), get(dv_spec, "source", "snapshot")
     if isinstance(pvc, dict):
         return _from_pvc(ctx, str(pvc.get("name", "")), pvc.get("namespace"), which)
     if isinstance(snapshot, dict):
         found = _get(ctx, VOLUME_SNAPSHOT_KIND, snapshot.get("namespace"), str(snapshot.get("name", "")))
         return _from_labels(found, which)
-    ref = peek(dv_spec, "sourceRef")
+    ref = get(dv_spec, "sourceRef")
     if isinstance(ref, dict):
         if ref.get("kind") == DATA_SOURCE_KIND:
             return _from_data_source(ctx, str(ref.get("name", "")), ref.get("namespace") or namespace, which)
@@ -160,9 +160,9 @@ def _from_dv_spec(ctx: AdmissionContext, dv_spec: Any, namespace: str | None, wh
 
 
 def _from_data_volume(ctx: AdmissionContext, vm: dict[str, Any], name: str, which: str) -> tuple[str, str]:
-    namespace = peek(vm, "metadata", "namespace")
-    for template in dicts(peek(vm, "spec", "dataVolumeTemplates")):
-        if peek(template, "metadata", "name") == name:
+    namespace = get(vm, "metadata", "namespace")
+    for template in dicts(get(vm, "spec", "dataVolumeTemplates")):
+        if get(template, "metadata", "name") == name:
             return _from_dv_spec(ctx, template.get("spec"), namespace, which)
     data_volume = ctx.lookup.get(c.DATA_VOLUME_KIND, namespace, name)
     if data_volume is None:
@@ -175,12 +175,12 @@ def _from_data_volume(ctx: AdmissionContext, vm: dict[str, Any], name: str, whic
 
 
 def _from_volumes(ctx: AdmissionContext, vm: dict[str, Any], volume_name: str, which: str) -> tuple[str, str]:
-    for volume in dicts(peek(vm, "spec", "template", "spec", "volumes")):
+    for volume in dicts(get(vm, "spec", "template", "spec", "volumes")):
         if volume.get("name") != volume_name:
             continue
         if isinstance(volume.get("persistentVolumeClaim"), dict):
             claim = str(volume["persistentVolumeClaim"].get("claimName", ""))
-            return _from_pvc(ctx, claim, peek(vm, "metadata", "namespace"), which)
+            return _from_pvc(ctx, claim, get(vm, "metadata", "namespace"), which)
         if isinstance(volume.get("dataVolume"), dict):
             return _from_data_volume(ctx, vm, str(volume["dataVolume"].get("name", "")), which)
         raise _Ignorable(f"unable to infer defaults from volume {volume_name} as type is not supported")
@@ -208,7 +208,7 @@ def infer_matchers(vm: dict[str, Any], ctx: AdmissionContext) -> None:
             raise MutationDenied(str(err)) from err
         if ignore and which == "instancetype":
             # The instancetype will provide the memory; a template value would only conflict with it.
-            domain = peek(spec, "template", "spec", "domain")
+            domain = get(spec, "template", "spec", "domain")
             if isinstance(domain, dict):
                 domain.pop("memory", None)
         spec[which] = {"name": name, "kind": kind} if kind else {"name": name}
@@ -216,19 +216,19 @@ def infer_matchers(vm: dict[str, Any], ctx: AdmissionContext) -> None:
 
 def find_preference_spec(vm: dict[str, Any], ctx: AdmissionContext) -> dict[str, Any] | None:
     """The referenced preference's spec (stored revision first); None when there is none or it cannot be found."""
-    matcher = peek(vm, "spec", "preference")
+    matcher = get(vm, "spec", "preference")
     if not isinstance(matcher, dict):
         return None
-    namespace = peek(vm, "metadata", "namespace")
-    revision_name = matcher.get("revisionName") or peek(vm, "status", "preferenceRef", "controllerRevisionRef", "name")
+    namespace = get(vm, "metadata", "namespace")
+    revision_name = matcher.get("revisionName") or get(vm, "status", "preferenceRef", "controllerRevisionRef", "name")
     if revision_name:
         revision = ctx.lookup.get(CONTROLLER_REVISION_KIND, namespace, str(revision_name))
         if revision is None:
             return None
         # A revision named only in the status counts when it was taken of the preference now referenced.
-        label = peek(revision, "metadata", "labels", OBJECT_NAME_LABEL)
+        label = get(revision, "metadata", "labels", OBJECT_NAME_LABEL)
         if matcher.get("revisionName") or label == matcher.get("name"):
-            found = peek(revision, "data", "spec")
+            found = get(revision, "data", "spec")
             return found if isinstance(found, dict) else None
     kind = str(matcher.get("kind") or "").lower()
     name = str(matcher.get("name") or "")
@@ -238,7 +238,7 @@ def find_preference_spec(vm: dict[str, Any], ctx: AdmissionContext) -> dict[str,
         found = ctx.lookup.get(c.CLUSTER_PREFERENCE_KIND, None, name)
     else:
         return None
-    spec = peek(found, "spec")
+    spec = get(found, "spec")
     return spec if isinstance(spec, dict) else None
 
 
@@ -246,22 +246,22 @@ def apply_preference_defaults(vm: dict[str, Any], preference: dict[str, Any] | N
     """preferredArchitecture and preferredMachineType fill the template; preferredStorageClassName the DV templates."""
     if preference is None:
         return
-    template_spec = peek(vm, "spec", "template", "spec")
+    template_spec = get(vm, "spec", "template", "spec")
     if isinstance(template_spec, dict):
         arch = preference.get("preferredArchitecture")
         if arch and not template_spec.get("architecture"):
             template_spec["architecture"] = arch
-        machine_type = peek(preference, "machine", "preferredMachineType")
+        machine_type = get(preference, "machine", "preferredMachineType")
         domain = obj(template_spec, "domain")
-        if machine_type and domain is not None and not peek(domain, "machine", "type"):
+        if machine_type and domain is not None and not get(domain, "machine", "type"):
             machine = obj(domain, "machine")
             if machine is not None:
                 machine["type"] = machine_type
-    storage_class = peek(preference, "volumes", "preferredStorageClassName")
+    storage_class = get(preference, "volumes", "preferredStorageClassName")
     if not storage_class:
         return
-    for template in dicts(peek(vm, "spec", "dataVolumeTemplates")):
+    for template in dicts(get(vm, "spec", "dataVolumeTemplates")):
         for kind in ("pvc", "storage"):
-            claim = peek(template, "spec", kind)
+            claim = get(template, "spec", kind)
             if isinstance(claim, dict) and claim.get("storageClassName") is None:
                 claim["storageClassName"] = storage_class

@@ -15,7 +15,6 @@ from pykubevirt.admission.defaults.common import (
     MutationDenied,
     dicts,
     obj,
-    peek,
 )
 from pykubevirt.admission.defaults.compute_defaults import set_default_architecture, set_default_machine_type
 from pykubevirt.admission.defaults.firmware_defaults import set_vm_firmware_defaults
@@ -32,6 +31,7 @@ from pykubevirt.admission.defaults.vm_instancetype import (
 )
 from pykubevirt.admission.defaults.vmi_mutator import set_pci_topology_version
 from pykubevirt.admission.defaults.vmi_spec import supports_pcie_hotplug
+from pykubevirt.admission.validation.common import get
 
 TEMPLATE_ARCH_LABEL = "template.kubevirt.io/architecture"
 KNOWN_ARCHITECTURES = (ARCH_AMD64, ARCH_ARM64, ARCH_S390X)
@@ -39,20 +39,20 @@ KNOWN_ARCHITECTURES = (ARCH_AMD64, ARCH_ARM64, ARCH_S390X)
 
 def _data_source_architecture(vm: dict[str, Any], ctx: AdmissionContext) -> str | None:
     """The architecture labelled on the first DataSource (or the one it points to) a DataVolumeTemplate uses."""
-    for template in dicts(peek(vm, "spec", "dataVolumeTemplates")):
-        ref = peek(template, "spec", "sourceRef")
+    for template in dicts(get(vm, "spec", "dataVolumeTemplates")):
+        ref = get(template, "spec", "sourceRef")
         if not isinstance(ref, dict) or str(ref.get("kind", "")).lower() != "datasource":
             continue
-        namespace = ref.get("namespace") or peek(vm, "metadata", "namespace")
+        namespace = ref.get("namespace") or get(vm, "metadata", "namespace")
         source = ctx.lookup.get(DATA_SOURCE_KIND, namespace, str(ref.get("name", "")))
         if source is None:
             continue
-        nested = peek(source, "spec", "source", "dataSource")
+        nested = get(source, "spec", "source", "dataSource")
         if isinstance(nested, dict):
             source = ctx.lookup.get(DATA_SOURCE_KIND, nested.get("namespace"), str(nested.get("name", "")))
             if source is None:
                 continue
-        arch = peek(source, "metadata", "labels", TEMPLATE_ARCH_LABEL)
+        arch = get(source, "metadata", "labels", TEMPLATE_ARCH_LABEL)
         # Unknown values are ignored and the next template is tried.
         if arch in KNOWN_ARCHITECTURES:
             return str(arch)
@@ -82,7 +82,7 @@ def _mutate(vm: dict[str, Any], ctx: AdmissionContext, operation: str, old: dict
         if arch is not None:
             template_spec["architecture"] = arch
     set_default_architecture(template_spec, ctx.config)
-    set_default_machine_type(template_spec, ctx.config)
+    set_default_machine_type(template_spec)
     if operation == "CREATE" and supports_pcie_hotplug(template_spec):
         metadata = obj(template, "metadata")
         if metadata is not None:
@@ -99,7 +99,7 @@ def mutate_vm(vm: dict[str, Any], ctx: AdmissionContext, *, operation: str, old:
     Raises AdmissionRejected (422) for invalid instancetype/preference matchers and MutationDenied (400) when a
     matcher cannot be inferred from its volume.
     """
-    if peek(vm, "metadata", "deletionTimestamp") is not None:
+    if get(vm, "metadata", "deletionTimestamp") is not None:
         return
     try:
         _mutate(vm, ctx, operation, old)

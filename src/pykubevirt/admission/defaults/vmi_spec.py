@@ -9,7 +9,8 @@ from pykubevirt.admission.defaults import compute_defaults as compute
 from pykubevirt.admission.defaults import device_defaults as devices
 from pykubevirt.admission.defaults import feature_defaults as features
 from pykubevirt.admission.defaults import firmware_defaults as firmware
-from pykubevirt.admission.defaults.common import ARCH_AMD64, ARCH_ARM64, ARCH_S390X, peek
+from pykubevirt.admission.defaults.common import ARCH_AMD64, ARCH_ARM64, ARCH_S390X
+from pykubevirt.admission.validation.common import get
 
 
 def set_vmi_spec_defaults(spec: dict[str, Any], ctx: AdmissionContext) -> None:
@@ -19,7 +20,7 @@ def set_vmi_spec_defaults(spec: dict[str, Any], ctx: AdmissionContext) -> None:
     """
     config = ctx.config
     compute.set_default_architecture(spec, config)
-    compute.set_default_machine_type(spec, config)
+    compute.set_default_machine_type(spec)
     compute.set_default_resource_requests(spec, config)
     compute.set_guest_memory(spec)
     compute.set_default_guest_cpu_topology(spec)
@@ -79,7 +80,7 @@ def supports_pcie_hotplug(spec: dict[str, Any]) -> bool:
     """PCIe root ports exist on amd64/arm64 (or unset) with a q35 or virt machine type (or none)."""
     if spec.get("architecture") not in (ARCH_AMD64, ARCH_ARM64, "", None):
         return False
-    machine = peek(spec, "domain", "machine")
+    machine = get(spec, "domain", "machine")
     if isinstance(machine, dict):
         machine_type = str(machine.get("type") or "")
         if "q35" not in machine_type and not machine_type.startswith("virt"):

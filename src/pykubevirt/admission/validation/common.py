@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pykubevirt.api.quantity import Quantity, QuantityError
+from pykubevirt.api.quantity import Quantity
 
 # Type of a cause that upstream answers with a plain error (HTTP 400, message only) instead of a 422 with causes.
 REQUEST_ERROR = "BadRequest"
@@ -76,7 +76,7 @@ def parse_quantity(value: Any) -> Quantity | None:
         return None
     try:
         return Quantity.parse(value)
-    except QuantityError:
+    except ValueError:  # QuantityError, or a number with more digits than int() converts
         return None
 
 
@@ -87,11 +87,6 @@ def zero() -> Quantity:
 def resource(spec: Mapping[str, Any], kind: str, name: str) -> Quantity:
     """`spec.domain.resources.<kind>.<name>` as Go's `ResourceList.Memory()`/`Cpu()`: zero when absent."""
     return parse_quantity(get(spec, "domain", "resources", kind, name)) or zero()
-
-
-def has_resource(spec: Mapping[str, Any], kind: str, name: str) -> bool:
-    entries = get(spec, "domain", "resources", kind)
-    return isinstance(entries, Mapping) and name in entries
 
 
 def int_value(q: Quantity) -> int:

@@ -189,20 +189,26 @@ def _interface_bindings(field: FieldPath, spec: Mapping[str, Any], ctx: Admissio
     return causes
 
 
-def _network_names_unique(field: FieldPath, spec: Mapping[str, Any]) -> list[Cause]:
-    causes: list[Cause] = []
+def _repeats(keys: list[str]) -> list[int]:
+    """Indexes of the keys an earlier entry already has."""
     seen: set[str] = set()
-    for idx, net in enumerate(networks_of(spec)):
-        name = as_str(net.get("name"))
-        if name in seen:
-            causes.append(
-                duplicate(
-                    str(field.child("networks").index(idx).child("name")),
-                    f'Network with name "{name}" already exists, every network must have a unique name',
-                )
-            )
-        seen.add(name)
-    return causes
+    found: list[int] = []
+    for idx, key in enumerate(keys):
+        if key in seen:
+            found.append(idx)
+        seen.add(key)
+    return found
+
+
+def _network_names_unique(field: FieldPath, spec: Mapping[str, Any]) -> list[Cause]:
+    names = [as_str(net.get("name")) for net in networks_of(spec)]
+    return [
+        duplicate(
+            str(field.child("networks").index(idx).child("name")),
+            f'Network with name "{names[idx]}" already exists, every network must have a unique name',
+        )
+        for idx in _repeats(names)
+    ]
 
 
 def _dra_networks(field: FieldPath, spec: Mapping[str, Any], ctx: AdmissionContext) -> list[Cause]:
@@ -219,17 +225,10 @@ def _dra_networks(field: FieldPath, spec: Mapping[str, Any], ctx: AdmissionConte
         ]
     if any(n.get("multus") is not None for n in nets):
         return [invalid(nets_path, "mixing Multus and DRA resourceClaim networks in the same VMI is not supported")]
-    first_index: dict[str, int] = {}
-    for idx, net in enumerate(nets):
-        claim, request = (
-            as_str(get(net, "resourceClaim", "claimName")),
-            as_str(get(net, "resourceClaim", "requestName")),
-        )
-        if net.get("resourceClaim") is not None and claim and request:
-            first_index.setdefault(f"{claim}/{request}", idx)
     claims = {as_str(as_map(rc).get("name")) for rc in as_list(spec.get("resourceClaims"))}
     by_iface = {as_str(i.get("name")): i for i in interfaces_of(spec)}
     causes: list[Cause] = []
+    seen_keys: set[str] = set()
     for idx, net in enumerate(nets):
         if net.get("resourceClaim") is None:
             continue
@@ -262,7 +261,7 @@ def _dra_networks(field: FieldPath, spec: Mapping[str, Any], ctx: AdmissionConte
                 )
             )
         key = f"{claim}/{request}"
-        if first_index.get(key, idx) != idx:
+        if key in seen_keys:
             causes.append(
                 Cause(
                     FIELD_VALUE_DUPLICATE,
@@ -270,6 +269,7 @@ def _dra_networks(field: FieldPath, spec: Mapping[str, Any], ctx: AdmissionConte
                     str(field.child("networks").index(idx)),
                 )
             )
+        seen_keys.add(key)
     return causes
 
 
@@ -285,19 +285,14 @@ def _networks_assigned_to_interfaces(field: FieldPath, spec: Mapping[str, Any]) 
 
 
 def _interface_names_unique(field: FieldPath, spec: Mapping[str, Any]) -> list[Cause]:
-    causes: list[Cause] = []
-    seen: set[str] = set()
-    for idx, iface in enumerate(interfaces_of(spec)):
-        name = as_str(iface.get("name"))
-        if name in seen:
-            causes.append(
-                duplicate(
-                    str(field.child("domain", "devices", "interfaces").index(idx).child("name")),
-                    "Only one interface can be connected to one specific network",
-                )
-            )
-        seen.add(name)
-    return causes
+    names = [as_str(iface.get("name")) for iface in interfaces_of(spec)]
+    return [
+        duplicate(
+            str(field.child("domain", "devices", "interfaces").index(idx).child("name")),
+            "Only one interface can be connected to one specific network",
+        )
+        for idx in _repeats(names)
+    ]
 
 
 def _interfaces_assigned_to_networks(field: FieldPath, spec: Mapping[str, Any]) -> list[Cause]:

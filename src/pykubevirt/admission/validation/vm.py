@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +20,7 @@ from pykubevirt.admission.validation.preference_apply import apply_preference
 from pykubevirt.admission.validation.vmi import validate_discontinued_gates, validate_vmi_spec
 from pykubevirt.admission.validation.volume_requests import validate_volume_requests
 from pykubevirt.api.constants import RUN_STRATEGY_WAIT_AS_RECEIVER
+from pykubevirt.api.json_copy import copy_json
 
 VALID_RUN_STRATEGIES = ("Halted", "Manual", "Always", "RerunOnFailure", "Once")
 
@@ -42,7 +42,7 @@ def validate_vm(vm: Mapping[str, Any], ctx: AdmissionContext, *, old: Mapping[st
     """VMsAdmitter.Admit for CREATE (`old` None) or UPDATE; like upstream it stops at the first failing stage."""
     if get(vm, "metadata", "deletionTimestamp") is not None:
         return []
-    vm_copy: dict[str, Any] = copy.deepcopy(dict(vm))
+    vm_copy: dict[str, Any] = copy_json(dict(vm))
     raw_spec = vm_copy.get("spec")
     spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     template = spec.get("template")
