@@ -699,6 +699,14 @@ async def test_posting_a_crd_serves_its_kind(api: APIClient, namespace: str) -> 
     assert [c["name"] for c in table.body["columnDefinitions"]] == ["Name", "Color"]
     assert table.body["rows"][0]["cells"] == ["w", "blue"]
 
+    # Custom resource names are not DNS-checked; a single-object watch must still select exactly the one named.
+    odd = "size=3,color=red"
+    assert (await api.post(path, {"metadata": {"name": odd}, "spec": {}})).status == 201
+    stream = api.watch(f"{path}/{odd}", resourceVersion="0", timeoutSeconds="1")
+    async with contextlib.aclosing(stream):
+        events = [event async for event in stream]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", odd)]
+
     assert (await api.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}")).status == 200
     assert (await api.get(f"/apis/{group}/v1")).status == 404
     assert (await api.get(path)).status == 404

@@ -10,13 +10,12 @@ from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.kinds import ALL_KINDS
 from pykubevirt.api.structural import structural_violations
 from pykubevirt.apiserver import errors
-from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import SYSTEM_USER, ObjectAPI, RequestContext
 from pykubevirt.apiserver.resources import Resource
 
 log = logging.getLogger("pykubevirt.apiserver.crds")
 
 CRD_COLLECTION = "apiextensions.k8s.io/customresourcedefinitions"
-SYSTEM = UserInfo("system:apiserver", ("system:masters",))
 
 
 def resources_of(crd: dict[str, Any]) -> list[Resource]:
@@ -157,7 +156,7 @@ class CRDController:
         crd_resource = self.api.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         if crd_resource is None:
             raise RuntimeError("the CRD resource must be registered first")
-        ctx = RequestContext(user=SYSTEM)
+        ctx = RequestContext(user=SYSTEM_USER)
         for kind in ALL_KINDS:
             manifest = crd_manifest(kind)
             existing = self.api.find(crd_resource, None, kind.crd_name)

@@ -22,7 +22,6 @@ GIT_VERSION = f"v{KUBE_MAJOR}.{KUBE_MINOR}.0+pykubevirt"
 GO_VERSION = "go1.23.8"
 BUILD_DATE = "2025-04-22T16:03:58Z"
 
-JSON_CONTENT_TYPE = "application/json"
 AGGREGATED_GROUP = "apidiscovery.k8s.io"
 AGGREGATED_VERSION = "v2"
 AGGREGATED_KIND = "APIGroupDiscoveryList"

@@ -13,7 +13,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from pykubevirt.apiserver import errors
+from pykubevirt.api.json_copy import copy_json
+from pykubevirt.apiserver import errors, patching
 from pykubevirt.apiserver.deletion import BACKGROUND, FOREGROUND, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, DeleteOptions
 from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Resource
@@ -155,17 +156,21 @@ class GarbageCollector:
             policy,
         )
 
-    def _set_owner_references(self, resource: Resource, obj: dict[str, Any], refs: list[dict[str, Any]]) -> None:
+    def _patch_metadata(self, resource: Resource, obj: dict[str, Any], changes: dict[str, Any]) -> None:
+        """Merge `changes` into the object's metadata, only if it is still the version read (else a 409 requeues)."""
         meta = obj["metadata"]
-        patch = {"metadata": {"ownerReferences": refs or None, "resourceVersion": meta.get("resourceVersion")}}
+        patch = {"metadata": {**changes, "resourceVersion": meta.get("resourceVersion")}}
         self.api.patch(
             resource,
             meta.get("namespace"),
             str(meta["name"]),
             json.dumps(patch).encode(),
-            "application/merge-patch+json",
+            patching.MERGE_PATCH,
             self._context(),
         )
+
+    def _set_owner_references(self, resource: Resource, obj: dict[str, Any], refs: list[dict[str, Any]]) -> None:
+        self._patch_metadata(resource, obj, {"ownerReferences": refs or None})
 
     def _owner_gone(self, uid: str) -> None:
         if uid in self._by_uid:
@@ -231,18 +236,8 @@ class GarbageCollector:
         record = self.store.get(*ref)
         if record is None:
             return
-        obj = record.value
-        finalizers = [f for f in obj["metadata"].get("finalizers") or [] if f != finalizer]
-        patch = {"metadata": {"finalizers": finalizers or None, "resourceVersion": obj["metadata"]["resourceVersion"]}}
-        meta = obj["metadata"]
-        self.api.patch(
-            resource,
-            meta.get("namespace"),
-            str(meta["name"]),
-            json.dumps(patch).encode(),
-            "application/merge-patch+json",
-            self._context(),
-        )
+        finalizers = [f for f in record.value["metadata"].get("finalizers") or [] if f != finalizer]
+        self._patch_metadata(resource, record.value, {"finalizers": finalizers or None})
 
     def _terminate_namespace(self, resource: Resource, namespace: dict[str, Any]) -> None:
         name = str(namespace["metadata"]["name"])
@@ -264,7 +259,7 @@ class GarbageCollector:
         # Empty: drop the `kubernetes` finalizer through /finalize, as the namespace controller does. The namespace
         # goes once its metadata.finalizers are gone too.
         finalizers = [f for f in (namespace.get("spec") or {}).get("finalizers") or [] if f != NAMESPACE_FINALIZER]
-        finalized = json.loads(json.dumps(namespace))
+        finalized = copy_json(namespace)
         finalized["spec"] = dict(finalized.get("spec") or {}, finalizers=finalizers)
         self.api.update(resource, None, name, finalized, self._context(), subresource="finalize")
         log.info("namespace %s emptied", name)

@@ -4,33 +4,34 @@ from __future__ import annotations
 
 import collections
 import json
-import logging
 import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
 
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.apiserver import errors, patching, printers, protobuf
 from pykubevirt.apiserver.deletion import DeleteOptions
-from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import IGNORE, STRICT, WARN, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,
+    escape_field_value,
     parse_field_selector,
     parse_label_selector,
 )
 from pykubevirt.apiserver.watch import WatchHub, watch_events
 
-log = logging.getLogger("pykubevirt.apiserver.http")
-
 JSON = "application/json"
 YAML = "application/yaml"
 DEFAULT_WATCH_TIMEOUT_SECONDS = 1800
+# What kube-apiserver answers to a successful binding or eviction.
+CREATED_STATUS = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 # The authenticated user of a request, set by the server's authentication middleware.
 USER = web.RequestKey("user", UserInfo)
 
@@ -126,8 +127,8 @@ def _dry_run(request: web.Request) -> bool:
 
 
 def _field_validation(request: web.Request) -> str:
-    value = request.query.get("fieldValidation", "Warn") or "Warn"
-    if value not in ("Strict", "Warn", "Ignore"):
+    value = request.query.get("fieldValidation", WARN) or WARN
+    if value not in (STRICT, WARN, IGNORE):
         raise errors.bad_request(f"fieldValidation must be one of Ignore, Warn, or Strict, got {value}")
     return value
 
@@ -310,10 +311,11 @@ class RestHandlers:
         self, request: web.Request, resource: Resource, objects: list[dict[str, Any]], list_meta: dict[str, Any] | None
     ) -> dict[str, Any]:
         version = table_version(request.headers.get("Accept", "")) or "v1"
+        now = self.clock()
         if resource.table is not None:
-            columns, rows = resource.table(objects)
+            columns, rows = resource.table(objects, now)
         else:
-            columns, rows = printers.crd_columns_table(list(resource.printer_columns), objects, self.clock())
+            columns, rows = printers.crd_columns_table(list(resource.printer_columns), objects, now)
         include = request.query.get("includeObject", "Metadata")
         table = printers.build_table(columns, rows, objects, include_object=include, list_meta=list_meta)
         table["apiVersion"] = f"meta.k8s.io/{version}"
@@ -356,8 +358,8 @@ class RestHandlers:
     async def _watch(self, request: web.Request, target: Target, *, single: bool) -> web.StreamResponse:
         label, field = _selectors(request)
         if single:
-            name_selector = parse_field_selector(f"metadata.name={target.name}")
-            field = name_selector
+            # Names may hold characters a selector value must escape (custom resources are not DNS-checked).
+            field = parse_field_selector("metadata.name=" + escape_field_value(target.name))
         send_initial = request.query.get("sendInitialEvents") in ("true", "1")
         if send_initial and request.query.get("resourceVersionMatch") != "NotOlderThan":
             raise errors.APIError(
@@ -440,22 +442,14 @@ class RestHandlers:
             raise errors.conflict(
                 "pods", "", target.name, f'pod {target.name} is already assigned to node "{assigned}"'
             )
-        updated = json.loads(json.dumps(pod))
+        updated = copy_json(pod)
         updated["spec"]["nodeName"] = node
         self.api.update(target.resource, target.namespace, target.name, updated, ctx)
-        return json_response(
-            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
-        )
+        return json_response(CREATED_STATUS, 201)
 
     async def _evict(self, request: web.Request, target: Target, ctx: RequestContext) -> web.Response:
         body = await self._body(request, optional=True)
         delete_options = (body or {}).get("deleteOptions") if isinstance(body, dict) else None
         options = DeleteOptions.from_body(delete_options, {})
         self.api.delete(target.resource, target.namespace, target.name, options, ctx)
-        return json_response(
-            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
-        )
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)
+        return json_response(CREATED_STATUS, 201)

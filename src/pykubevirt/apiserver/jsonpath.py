@@ -207,19 +207,9 @@ class _Parser:
 
     def closing(self, start: int, closer: str, unterminated: str) -> int:
         """The index of the first closer at or after start that is outside a quoted string."""
-        end, quote = start, ""
-        while end < len(self.text):
-            ch = self.text[end]
-            if quote:
-                if ch == "\\":
-                    end += 1
-                elif ch == quote:
-                    quote = ""
-            elif ch in "'\"":
-                quote = ch
-            elif ch == closer:
-                return end
-            end += 1
+        for index, ch in _unquoted(self.text, start):
+            if ch == closer:
+                return index
         raise self.error(unterminated)
 
     def bracket(self) -> Step:
@@ -289,8 +279,9 @@ class _Parser:
         return lambda item: _run(steps, [item])
 
 
-def _split_top_level(text: str) -> list[str]:
-    parts, start, quote, i = [], 0, "", 0
+def _unquoted(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """(index, character) of each character from `start` on that is outside quotes; the quotes themselves excluded."""
+    i, quote = start, ""
     while i < len(text):
         ch = text[i]
         if quote:
@@ -300,12 +291,15 @@ def _split_top_level(text: str) -> list[str]:
                 quote = ""
         elif ch in "'\"":
             quote = ch
-        elif ch == ",":
-            parts.append(text[start:i])
-            start = i + 1
+        else:
+            yield i, ch
         i += 1
-    parts.append(text[start:])
-    return parts
+
+
+def _split_top_level(text: str) -> list[str]:
+    """`text` split at the commas outside quotes."""
+    cuts = [i for i, ch in _unquoted(text) if ch == ","]
+    return [text[start + 1 : end] for start, end in zip([-1, *cuts], [*cuts, len(text)], strict=True)]
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "/": "/", "0": "\0"}
@@ -361,20 +355,7 @@ def compile_path(expression: str) -> CompiledPath:
 
 
 def _outside_quotes(text: str) -> str:
-    out, quote, i = [], "", 0
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        else:
-            out.append(ch)
-        i += 1
-    return "".join(out)
+    return "".join(ch for _, ch in _unquoted(text))
 
 
 def evaluate(expression: str, obj: Any) -> list[Any]:

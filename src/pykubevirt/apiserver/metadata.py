@@ -16,7 +16,6 @@ _RANDOM_LENGTH = 5
 _MAX_GENERATE_PREFIX = 63 - _RANDOM_LENGTH
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 # Fields of metadata only the server sets; client values are replaced on create and kept from storage on update.
 SYSTEM_FIELDS = (
@@ -31,10 +30,6 @@ SYSTEM_FIELDS = (
 
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_rfc3339(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def generate_name(prefix: str) -> str:
@@ -102,21 +97,21 @@ def bump_generation(new: dict[str, Any], old: dict[str, Any], *, status_is_separ
         new["metadata"]["generation"] = int(old["metadata"]["generation"]) + 1
 
 
-def only_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-    """The stored object with only `status` taken from `new` (what a write to /status may change)."""
-    result = copy_json(old)
-    if "status" in new:
-        result["status"] = copy_json(new["status"])
+def _with_status_of(obj: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `obj` whose `status` is that of `source` (absent when `source` has none)."""
+    result = copy_json(obj)
+    if "status" in source:
+        result["status"] = copy_json(source["status"])
     else:
         result.pop("status", None)
     return result
+
+
+def only_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """The stored object with only `status` taken from `new` (what a write to /status may change)."""
+    return _with_status_of(old, new)
 
 
 def without_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
     """`new` with the stored `status` (what a write to the main resource may change when status is separate)."""
-    result = copy_json(new)
-    if "status" in old:
-        result["status"] = copy_json(old["status"])
-    else:
-        result.pop("status", None)
-    return result
+    return _with_status_of(new, old)

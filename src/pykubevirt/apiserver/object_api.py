@@ -27,7 +27,7 @@ from pykubevirt.apiserver.deletion import (
 from pykubevirt.apiserver.list_pages import list_page
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import FieldSelector, LabelSelector
-from pykubevirt.apiserver.store import AlreadyExists, Conflict, NotFound, Record, Store
+from pykubevirt.apiserver.store import AlreadyExists, Conflict, NotFound, Record, Store, without_resource_version
 
 STRICT = "Strict"
 WARN = "Warn"
@@ -40,11 +40,15 @@ class UserInfo:
     groups: tuple[str, ...] = ()
 
 
+# The server's own identity, for the writes it makes itself (bootstrap, built-in CRDs).
+SYSTEM_USER = UserInfo("system:apiserver", ("system:masters",))
+
+
 @dataclass(slots=True)
 class RequestContext:
     """Per-request options that shape a write, and the warnings it collects for the `Warning` header."""
 
-    user: UserInfo = field(default_factory=lambda: UserInfo("system:apiserver", ("system:masters",)))
+    user: UserInfo = SYSTEM_USER
     dry_run: bool = False
     field_validation: str = WARN
     field_manager: str = ""
@@ -63,15 +67,6 @@ class AdmissionPlugin(Protocol):
     def validate(
         self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
     ) -> list[str]: ...
-
-
-def _copy(obj: dict[str, Any]) -> dict[str, Any]:
-    return copy_json(obj)
-
-
-def _without_resource_version(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
-    return {**obj, "metadata": meta}
 
 
 def _parse_resource_version(value: Any, resource: Resource, name: str) -> int | None:
@@ -251,7 +246,7 @@ class ObjectAPI:
         elif subresource == "finalize":
             # namespaces/<n>/finalize changes spec.finalizers and nothing else.
             finalizers = list((new.get("spec") or {}).get("finalizers") or [])
-            new = _copy(old)
+            new = copy_json(old)
             new.setdefault("spec", {})["finalizers"] = finalizers
         elif resource.has_status:
             new = metadata.without_status_changes(new, old)
@@ -269,7 +264,7 @@ class ObjectAPI:
         metadata.bump_generation(new, old, status_is_separate=resource.has_status)
         if ready_to_remove(new):
             return new if ctx.dry_run else self._remove(resource, current, ctx)
-        if _without_resource_version(new) == _without_resource_version(old):
+        if without_resource_version(new) == without_resource_version(old):
             # Like etcd3's GuaranteedUpdate: a write that changes nothing is not stored and wakes no watcher.
             return old
         if ctx.dry_run:
@@ -317,10 +312,8 @@ class ObjectAPI:
         subresource: str = "",
     ) -> tuple[dict[str, Any], bool]:
         """Apply a patch; returns the object and whether it was created (server-side apply of a new object)."""
-        if patch_type not in (
-            patching.BUILTIN_PATCH_TYPES if resource.builtin else patching.CUSTOM_RESOURCE_PATCH_TYPES
-        ):
-            accepted = patching.BUILTIN_PATCH_TYPES if resource.builtin else patching.CUSTOM_RESOURCE_PATCH_TYPES
+        accepted = patching.BUILTIN_PATCH_TYPES if resource.builtin else patching.CUSTOM_RESOURCE_PATCH_TYPES
+        if patch_type not in accepted:
             raise errors.unsupported_media_type(patch_type, accepted)
         patch = patching.decode_patch(body, patch_type)
         current = self.store.get(resource.collection, resource.key(namespace, name))
@@ -351,7 +344,7 @@ class ObjectAPI:
         current = self.store.get(resource.collection, resource.key(namespace, name))
         if current is None:
             raise errors.not_found(resource.plural, resource.group, name)
-        obj = _copy(current.value)
+        obj = copy_json(current.value)
         meta = obj["metadata"]
         check_preconditions(resource, name, meta, options)
         if resource.kind == "Namespace" and not resource.group:
@@ -435,7 +428,7 @@ class ObjectAPI:
     def _decode_object(self, resource: Resource, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise errors.bad_request(f"the request body must be a JSON object, not {type(body).__name__}")
-        obj = _copy(body)
+        obj = copy_json(body)
         kind = obj.get("kind")
         api_version = obj.get("apiVersion")
         if kind and kind != resource.kind:

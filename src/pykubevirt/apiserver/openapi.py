@@ -370,18 +370,16 @@ class OpenAPICache:
         hashes = {gv: self.hash(*gv) for gv in _group_versions(self._registry)}
         return _index_from_hashes({gv: digest for gv, digest in hashes.items() if digest})
 
-    def index(self) -> Schema:
+    def _index(self) -> tuple[Schema, bytes, str]:
         entry = self._get(("index",), self._build_index)
         assert entry is not None
-        return entry[0]
+        return entry
+
+    def index(self) -> Schema:
+        return self._index()[0]
 
     def index_bytes(self) -> bytes:
-        return serialize(self.index())
-
-    def v2(self) -> Schema:
-        entry = self._get(("v2",), lambda: openapi_v2(self._registry))
-        assert entry is not None
-        return entry[0]
+        return self._index()[1]
 
     def v2_bytes(self) -> bytes:
         entry = self._get(("v2",), lambda: openapi_v2(self._registry))

@@ -165,10 +165,7 @@ def _typed_cell(column_type: str, value: Any, now: datetime) -> Any:
     if column_type == "boolean" and isinstance(value, bool):
         return value
     if column_type == "date" and isinstance(value, str):
-        if not value or value == "null":
-            return "<unknown>"
-        parsed = parse_time(value)
-        return "<invalid>" if parsed is None else human_duration(now - parsed)
+        return "<unknown>" if value == "null" else since(value, now)
     return None
 
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pykubevirt.api.schema import Schema
 
 DEFAULT_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
-# A built-in kind's printer: objects → (columnDefinitions, one list of cells per object).
-TableRows = Callable[[list[dict[str, Any]]], tuple[list[dict[str, Any]], list[list[Any]]]]
+# A built-in kind's printer: objects and the time ages are measured at → (columnDefinitions, cells per object).
+TableRows = Callable[[list[dict[str, Any]], datetime], tuple[list[dict[str, Any]], list[list[Any]]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,44 +61,22 @@ class Resource:
 
 
 class Registry:
-    """Resources by group/version/plural and by kind; notifies listeners when CRDs come and go."""
+    """Resources by group/version/plural; `generation` moves whenever the set changes (CRDs come and go)."""
 
     def __init__(self) -> None:
         self._by_path: dict[tuple[str, str, str], Resource] = {}
-        self._listeners: list[Callable[[], None]] = []
         self.generation = 0
 
     def add(self, resource: Resource) -> None:
         self._by_path[(resource.group, resource.version, resource.plural)] = resource
-        self._changed()
+        self.generation += 1
 
     def remove(self, group: str, version: str, plural: str) -> None:
         if self._by_path.pop((group, version, plural), None) is not None:
-            self._changed()
-
-    def _changed(self) -> None:
-        self.generation += 1
-        for listener in list(self._listeners):
-            listener()
-
-    def on_change(self, listener: Callable[[], None]) -> None:
-        self._listeners.append(listener)
+            self.generation += 1
 
     def get(self, group: str, version: str, plural: str) -> Resource | None:
         return self._by_path.get((group, version, plural))
-
-    def by_kind(self, group: str, kind: str) -> Resource | None:
-        for resource in self._by_path.values():
-            if resource.group == group and resource.kind == kind:
-                return resource
-        return None
-
-    def by_api_version_kind(self, api_version: str, kind: str) -> Resource | None:
-        group, _, version = api_version.rpartition("/")
-        for resource in self._by_path.values():
-            if resource.group == group and resource.version == version and resource.kind == kind:
-                return resource
-        return None
 
     def all(self) -> list[Resource]:
         return list(self._by_path.values())
@@ -119,4 +98,4 @@ class Registry:
     def extend(self, resources: Iterable[Resource]) -> None:
         for resource in resources:
             self._by_path[(resource.group, resource.version, resource.plural)] = resource
-        self._changed()
+        self.generation += 1

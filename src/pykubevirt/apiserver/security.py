@@ -284,10 +284,6 @@ def node_user(node_name: str) -> str:
     return f"system:node:{node_name}"
 
 
-def service_account_user(namespace: str, name: str) -> str:
-    return f"system:serviceaccount:{namespace}:{name}"
-
-
 def service_account_groups(namespace: str) -> tuple[str, ...]:
     return ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")
 

@@ -25,7 +25,7 @@ from pykubevirt.apiserver.crds import CRDController, validate_crd
 from pykubevirt.apiserver.garbage_collector import GarbageCollector
 from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, json_response
 from pykubevirt.apiserver.kubevirt_admission import KubeVirtAdmission
-from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import SYSTEM_USER, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.store import Store, StoreError
 from pykubevirt.apiserver.watch import WatchHub
@@ -40,7 +40,6 @@ COMPONENT_USERS = {
     "scheduler": security.SCHEDULER_USER,
 }
 COMPONENT_BY_USER = {user: component for component, user in COMPONENT_USERS.items()}
-SYSTEM = UserInfo("system:apiserver", ("system:masters",))
 
 
 class CRDAdmission:
@@ -150,7 +149,7 @@ class EmbeddedAPIServer:
         self.crds.install_builtin_crds()
         namespaces = self.registry.get("", "v1", "namespaces")
         assert namespaces is not None
-        ctx = RequestContext(user=SYSTEM)
+        ctx = RequestContext(user=SYSTEM_USER)
         for name in INITIAL_NAMESPACES:
             if self.api.find(namespaces, None, name) is None:
                 self.api.create(
@@ -293,17 +292,12 @@ class EmbeddedAPIServer:
         return web.Response(body=self.openapi.index_bytes(), content_type="application/json")
 
     async def _openapi_v3_doc(self, request: web.Request) -> web.Response:
-        parts = request.match_info["path"].strip("/").split("/")
-        if len(parts) == 2 and parts[0] == "api":
-            group, version = "", parts[1]
-        elif len(parts) == 3 and parts[0] == "apis":
-            group, version = parts[1], parts[2]
-        else:
+        key = openapi.parse_document_key(request.match_info["path"])
+        body = self.openapi.document_bytes(*key) if key is not None else None
+        if body is None:
             return error_response(errors.resource_not_found())
-        document = self.openapi.document(group, version)
-        if document is None:
-            return error_response(errors.resource_not_found())
-        return json_response(document)
+        # The bytes the index's hash was computed over, serialised once per registry generation.
+        return web.Response(body=body, content_type="application/json")
 
     # -------------------------------------------------------------------------------------------------- lifecycle
 

@@ -105,6 +105,12 @@ def _split(name: str) -> tuple[str, str]:
     return collection, key
 
 
+def without_resource_version(value: dict[str, Any]) -> dict[str, Any]:
+    """A shallow copy of `value` whose metadata has no resourceVersion (the revision is stored beside it)."""
+    metadata = {k: v for k, v in (value.get("metadata") or {}).items() if k != "resourceVersion"}
+    return {**value, "metadata": metadata}
+
+
 def _with_revision(value: dict[str, Any], revision: int) -> dict[str, Any]:
     metadata = value.setdefault("metadata", {})
     metadata["resourceVersion"] = str(revision)
@@ -158,10 +164,6 @@ class Store:
         """Call `listener` for every committed event, in revision order, right after the commit."""
         self._listeners.append(listener)
 
-    def remove_listener(self, listener: Listener) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
-
     # ---------------------------------------------------------------------------------------------------- reads
 
     def get(self, collection: str, key: str) -> Record | None:
@@ -200,9 +202,6 @@ class Store:
                 state[event.key] = Record(collection, event.key, before, create_revision, event.previous)
         return sorted(state.values(), key=lambda r: r.key)
 
-    def count(self, collection: str) -> int:
-        return len(self._current.get(collection, {}))
-
     def collections(self) -> Iterable[str]:
         return list(self._current)
 
@@ -210,32 +209,26 @@ class Store:
 
     def _append(
         self,
-        *,
+        kind: str,
         collection: str,
         key: str,
-        created: bool,
-        deleted: bool,
         create_revision: int,
         prev_revision: int,
         value: dict[str, Any],
-        old_value: dict[str, Any] | None,
         lease: float,
     ) -> int:
-        payload = json.dumps(value, separators=(",", ":"))
-        old_payload = json.dumps(old_value, separators=(",", ":")) if old_value is not None else None
         try:
             cursor = self._db.execute(
                 "INSERT INTO kine (name, created, deleted, create_revision, prev_revision, lease, value, old_value) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
                 (
                     _full_name(collection, key),
-                    int(created),
-                    int(deleted),
+                    int(kind == ADDED),
+                    int(kind == DELETED),
                     create_revision,
                     prev_revision,
                     lease,
-                    payload,
-                    old_payload,
+                    json.dumps(value, separators=(",", ":")),
                 ),
             )
         except sqlite3.IntegrityError as exc:
@@ -250,40 +243,47 @@ class Store:
         else:
             self._leases.pop((collection, key), None)
 
-    def _publish(self, event: Event) -> None:
+    def _commit(
+        self, kind: str, collection: str, key: str, value: dict[str, Any], current: Record | None, lease: float
+    ) -> Record:
+        """Append the row, update the in-memory state and tell the listeners; `current` is None for a create."""
+        stored = without_resource_version(value)
+        if current is None:
+            # The single writer knows the id the row will get: one past the sequence.
+            create_revision, prev_revision = self.revision + 1, self._last_revision_of(collection, key)
+        else:
+            create_revision, prev_revision = current.create_revision, current.revision
+        revision = self._append(kind, collection, key, create_revision, prev_revision, stored, lease)
+        obj = _with_revision(stored, revision)
+        record = Record(collection, key, revision, create_revision, obj, lease)
+        if kind == DELETED:
+            del self._current[collection][key]
+        else:
+            self._current[collection][key] = record
+        self._track_lease(collection, key, lease)
+        event = Event(kind, collection, key, revision, obj, current.value if current is not None else None)
         self._ring.append(event)
         for listener in list(self._listeners):
             listener(event)
+        return record
 
     def _last_revision_of(self, collection: str, key: str) -> int:
         row = self._db.execute("SELECT MAX(id) FROM kine WHERE name = ?", (_full_name(collection, key),)).fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
+    def _current_at(self, collection: str, key: str, expected_revision: int | None) -> Record:
+        current = self.get(collection, key)
+        if current is None:
+            raise NotFound(key)
+        if expected_revision is not None and expected_revision != current.revision:
+            raise Conflict(key)
+        return current
+
     def create(self, collection: str, key: str, value: dict[str, Any], *, lease: float = 0) -> Record:
-        """Store a new object; AlreadyExists when the key is taken. `value` gets its resourceVersion set."""
+        """Store a new object; AlreadyExists when the key is taken. The record's object carries its resourceVersion."""
         if key in self._current.get(collection, {}):
             raise AlreadyExists(key)
-        prev = self._last_revision_of(collection, key)
-        stored = dict(value)
-        stored["metadata"] = {k: v for k, v in (value.get("metadata") or {}).items() if k != "resourceVersion"}
-        revision = self._append(
-            collection=collection,
-            key=key,
-            created=True,
-            deleted=False,
-            # The single writer knows the id the row will get: one past the sequence.
-            create_revision=self.revision + 1,
-            prev_revision=prev,
-            value=stored,
-            old_value=None,
-            lease=lease,
-        )
-        obj = _with_revision(stored, revision)
-        record = Record(collection, key, revision, revision, obj, lease)
-        self._current[collection][key] = record
-        self._track_lease(collection, key, lease)
-        self._publish(Event(ADDED, collection, key, revision, obj, None))
-        return record
+        return self._commit(ADDED, collection, key, value, None, lease)
 
     def update(
         self,
@@ -298,57 +298,13 @@ class Store:
 
         `lease` renews the object's lease; None keeps the current one.
         """
-        current = self.get(collection, key)
-        if current is None:
-            raise NotFound(key)
-        if expected_revision is not None and expected_revision != current.revision:
-            raise Conflict(key)
-        new_lease = current.lease if lease is None else lease
-        stored = dict(value)
-        stored["metadata"] = {k: v for k, v in (value.get("metadata") or {}).items() if k != "resourceVersion"}
-        revision = self._append(
-            collection=collection,
-            key=key,
-            created=False,
-            deleted=False,
-            create_revision=current.create_revision,
-            prev_revision=current.revision,
-            value=stored,
-            old_value=None,
-            lease=new_lease,
-        )
-        obj = _with_revision(stored, revision)
-        record = Record(collection, key, revision, current.create_revision, obj, new_lease)
-        self._current[collection][key] = record
-        self._track_lease(collection, key, new_lease)
-        self._publish(Event(MODIFIED, collection, key, revision, obj, current.value))
-        return record
+        current = self._current_at(collection, key, expected_revision)
+        return self._commit(MODIFIED, collection, key, value, current, current.lease if lease is None else lease)
 
     def delete(self, collection: str, key: str, *, expected_revision: int | None = None) -> Record:
         """Remove an object; the returned record carries the object as it was, with the deletion's revision."""
-        current = self.get(collection, key)
-        if current is None:
-            raise NotFound(key)
-        if expected_revision is not None and expected_revision != current.revision:
-            raise Conflict(key)
-        stored = dict(current.value)
-        stored["metadata"] = {k: v for k, v in (stored.get("metadata") or {}).items() if k != "resourceVersion"}
-        revision = self._append(
-            collection=collection,
-            key=key,
-            created=False,
-            deleted=True,
-            create_revision=current.create_revision,
-            prev_revision=current.revision,
-            value=stored,
-            old_value=None,
-            lease=0,
-        )
-        del self._current[collection][key]
-        self._track_lease(collection, key, 0)
-        obj = _with_revision(stored, revision)
-        self._publish(Event(DELETED, collection, key, revision, obj, current.value))
-        return Record(collection, key, revision, current.create_revision, obj)
+        current = self._current_at(collection, key, expected_revision)
+        return self._commit(DELETED, collection, key, current.value, current, 0)
 
     # ---------------------------------------------------------------------------------------------------- history
 

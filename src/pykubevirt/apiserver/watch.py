@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.apiserver import errors
 from pykubevirt.apiserver.resources import Resource
 from pykubevirt.apiserver.selectors import FieldSelector, LabelSelector
 from pykubevirt.apiserver.store import ADDED, DELETED, MODIFIED, Compacted, Event, Store
@@ -107,18 +108,6 @@ def bookmark(resource: Resource, revision: int, *, initial_events_end: bool = Fa
     return {"kind": resource.kind, "apiVersion": resource.api_version, "metadata": meta}
 
 
-def expired_status(message: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": "Expired",
-        "code": 410,
-    }
-
-
 async def watch_events(
     hub: WatchHub,
     resource: Resource,
@@ -148,7 +137,7 @@ async def watch_events(
             try:
                 replay = store.events_since(start, resource.collection)
             except Compacted as exc:
-                yield ERROR, expired_status(str(exc))
+                yield ERROR, errors.expired(str(exc)).status()
                 return
             last = start
             for event in replay:
