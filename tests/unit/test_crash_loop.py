@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pykubevirt.api.timestamps import format_time
 from pykubevirt.controller.crash_loop import (
     backoff_remaining,
     should_clear_start_failure,
@@ -16,7 +17,6 @@ from pykubevirt.controller.crash_loop import (
     vmi_failed_early,
     was_vmi_in_running_phase,
 )
-from pykubevirt.controller.run_strategy import format_time
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from pykubevirt.api.constants import PRINTABLE_STATUSES
+from pykubevirt.api.timestamps import format_time
 from pykubevirt.controller.printable_status import printable_status
-from pykubevirt.controller.run_strategy import format_time
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 EARLIER = format_time(NOW - timedelta(seconds=30))

@@ -7,17 +7,16 @@ from typing import Any
 
 import pytest
 
+from pykubevirt.api.timestamps import format_time, parse_time
 from pykubevirt.controller.run_strategy import (
     RunStrategyError,
     condition,
     condition_true,
-    format_time,
     has_start_paused_request,
     has_start_request,
     has_stop_request_for_vmi,
     is_final,
     is_set_to_start,
-    parse_time,
     run_strategy,
     should_start_rerun_on_failure,
     vmi_phase,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 import re
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.timestamps import now_rfc3339
 
 # Kubernetes' generateName alphabet: no vowels (no words), no confusable characters.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -26,10 +26,6 @@ SYSTEM_FIELDS = (
     "generation",
     "selfLink",
 )
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def generate_name(prefix: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from pykubevirt.api.field_hints import unknown_field_messages
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.structural import apply_defaults, prune, unknown_fields, validate
+from pykubevirt.api.timestamps import format_time
 from pykubevirt.apiserver import errors, metadata, patching
 from pykubevirt.apiserver.deletion import (
     PROTECTED_NAMESPACES,
@@ -358,7 +359,7 @@ class ObjectAPI:
         now = self.clock()
         already = meta.get("deletionTimestamp")
         if not already or (grace is not None and grace < int(meta.get("deletionGracePeriodSeconds") or 0)):
-            meta["deletionTimestamp"] = (now + timedelta(seconds=grace or 0)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            meta["deletionTimestamp"] = format_time(now + timedelta(seconds=grace or 0))
             meta["deletionGracePeriodSeconds"] = grace or 0
         if finalizers:
             meta["finalizers"] = finalizers
@@ -381,7 +382,7 @@ class ObjectAPI:
             )
         if obj["metadata"].get("deletionTimestamp"):
             return obj
-        obj["metadata"]["deletionTimestamp"] = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        obj["metadata"]["deletionTimestamp"] = format_time(self.clock())
         obj["metadata"]["deletionGracePeriodSeconds"] = 0
         obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
         obj.setdefault("status", {})["phase"] = "Terminating"

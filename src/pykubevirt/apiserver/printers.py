@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from pykubevirt.api.timestamps import format_time
 from pykubevirt.apiserver.jsonpath import CompiledPath, JSONPathError, compile_path
 from pykubevirt.apiserver.pod_printing import pod_summary, readiness_gates
 
@@ -513,7 +514,7 @@ def crd_table(objects: list[dict[str, Any]], now: datetime | None = None) -> Tab
     def row(obj: dict[str, Any], now: datetime) -> list[Any]:
         created = parse_time(str((obj.get("metadata") or {}).get("creationTimestamp") or ""))
         # Go formats the zero time when the timestamp is unset.
-        text = created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if created else "0001-01-01T00:00:00Z"
+        text = format_time(created) if created else "0001-01-01T00:00:00Z"
         return [name_cell(obj), text]
 
     return printed_table(CRD_COLUMNS, row, objects, now)

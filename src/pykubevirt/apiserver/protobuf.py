@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pykubevirt.api.timestamps import format_time
 from pykubevirt.apiserver import errors
 
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
@@ -213,7 +214,7 @@ def _time(data: bytes) -> str | None:
     seconds = int(parts.get("seconds", 0))
     if not seconds and not parts.get("nanos"):
         return None
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(datetime.fromtimestamp(seconds, UTC))
 
 
 def _scalar(kind: str, wire: int, value: int | bytes) -> Any:

@@ -158,24 +158,6 @@ def is_set_to_start(vm: Mapping[str, Any], vmi: Mapping[str, Any] | None, strate
     return False
 
 
-def parse_time(value: object) -> datetime | None:
-    """An RFC 3339 timestamp as an aware datetime; None when absent or malformed."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def format_time(value: datetime) -> str:
-    """An RFC 3339 timestamp in UTC with second precision, as metav1.Time serialises."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def as_aware(value: datetime) -> datetime:
     """Treat a naive datetime as UTC so it compares with parsed timestamps."""
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

@@ -6,12 +6,12 @@ Reading nested fields and parsing quantities are validation.common's `get` and `
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from pykubevirt.admission.causes import RequestDenied
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.validation.common import parse_quantity
+from pykubevirt.api.timestamps import now_rfc3339
 
 # Webhook names, as KubeVirt registers its mutating webhooks.
 VM_MUTATOR_WEBHOOK = "virtualmachines-mutator.kubevirt.io"
@@ -75,7 +75,7 @@ def now(ctx: AdmissionContext) -> str:
     """The current time as metav1.Time serialises it (RFC 3339, seconds, Z)."""
     if ctx.now is not None:
         return ctx.now()
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now_rfc3339()
 
 
 def random_uuid(ctx: AdmissionContext) -> str:
