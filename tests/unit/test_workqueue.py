@@ -93,3 +93,14 @@ def test_expectations_block_until_observed_or_expired() -> None:
     assert expectations.pending_deletions("ns/vm")
     now[0] = 301
     assert expectations.satisfied("ns/vm"), "expectations expire so a lost event cannot block a key forever"
+
+
+def test_expectations_are_withdrawn_when_the_write_fails() -> None:
+    expectations = ControllerExpectations()
+    with pytest.raises(ConnectionError), expectations.creating("ns/vm"):
+        assert not expectations.satisfied("ns/vm")
+        raise ConnectionError("connection lost mid-request")
+    assert expectations.satisfied("ns/vm"), "a create that may not have happened must not block the key"
+    with expectations.deleting("ns/vm"):
+        pass
+    assert expectations.pending_deletions("ns/vm"), "a delete that went through waits to be observed"

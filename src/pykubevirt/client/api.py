@@ -13,7 +13,6 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 
@@ -25,6 +24,8 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+# A token file is read again after this long, as client-go's cached file token source does (tokens rotate slowly).
+TOKEN_REREAD_SECONDS = 60.0
 
 Object = dict[str, Any]
 
@@ -67,6 +68,8 @@ class KubeClient:
         self._limiter = TokenBucket(qps, burst)
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
+        self._token = ""
+        self._token_read_at = -TOKEN_REREAD_SECONDS
         # Writes per (verb, plural), for measuring how many API writes a flow costs.
         self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
 
@@ -94,9 +97,18 @@ class KubeClient:
 
     # --------------------------------------------------------------------------------------------------- transport
 
+    def _bearer_token(self) -> str:
+        if not self.config.token_file:
+            return self.config.token
+        now = time.monotonic()
+        if now - self._token_read_at >= TOKEN_REREAD_SECONDS:
+            self._token = self.config.bearer_token()
+            self._token_read_at = now
+        return self._token
+
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
         headers = {"Accept": "application/json"}
-        token = self.config.bearer_token()
+        token = self._bearer_token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
         if content_type:
@@ -336,16 +348,3 @@ def _status_of(payload: bytes, http_status: int) -> dict[str, Any]:
         pass
     text = payload.decode("utf-8", "replace").strip()[:500]
     return {"kind": "Status", "status": "Failure", "code": http_status, "message": text or f"HTTP {http_status}"}
-
-
-def name_of(obj: Object) -> str:
-    return str((obj.get("metadata") or {}).get("name", ""))
-
-
-def namespace_of(obj: Object) -> str | None:
-    ns = (obj.get("metadata") or {}).get("namespace")
-    return str(ns) if ns else None
-
-
-def quote_name(name: str) -> str:
-    return quote(name, safe="")

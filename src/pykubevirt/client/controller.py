@@ -1,7 +1,7 @@
 """The reconcile loop: events map to keys on a work queue; workers reconcile keys level-triggered.
 
 A reconciler reads the informer caches and writes through the API. Errors requeue the key with backoff;
-`Result(requeue_after=…)` asks to look again later; `TerminalError` drops the key until its next event.
+`Result(requeue_after=…)` asks to look again later.
 """
 
 from __future__ import annotations
@@ -27,10 +27,6 @@ class Result:
     requeue_after: float | None = None
 
 
-class TerminalError(Exception):
-    """A failure retrying cannot fix; the key waits for its next change."""
-
-
 class Reconciler(Protocol):
     async def reconcile(self, key: str) -> Result | None: ...
 
@@ -39,18 +35,36 @@ def own_key(obj: Object) -> list[str]:
     return [object_key(obj)]
 
 
+def controller_owner_key(obj: Object, kind: str) -> str:
+    """The key of the object's controlling owner of `kind`; "" when it has none."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == kind and ref.get("controller"):
+            return f"{namespace}/{ref['name']}" if namespace else str(ref["name"])
+    return ""
+
+
 def owner_keys(kind: str) -> KeyMapper:
     """Keys of the controlling owner of `kind` (EnqueueRequestForOwner with IsController)."""
 
     def keys(obj: Object) -> list[str]:
-        meta = obj.get("metadata") or {}
-        namespace = meta.get("namespace")
-        for ref in meta.get("ownerReferences") or []:
-            if ref.get("kind") == kind and ref.get("controller"):
-                return [f"{namespace}/{ref['name']}" if namespace else str(ref["name"])]
-        return []
+        key = controller_owner_key(obj, kind)
+        return [key] if key else []
 
     return keys
+
+
+async def run_until_failure(tasks: list[asyncio.Task[None]]) -> None:
+    """Wait for the tasks; the first one to fail is raised, and whatever still runs is cancelled."""
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class Controller:
@@ -62,7 +76,6 @@ class Controller:
         self.workers = workers
         self.queue: WorkQueue[str] = WorkQueue()
         self.informers: list[Informer] = []
-        self.reconciles = 0
         self.failures = 0
 
     def watch(self, informer: Informer, mapper: KeyMapper = own_key) -> Controller:
@@ -104,16 +117,11 @@ class Controller:
             started = time.monotonic()
             try:
                 result = await self.reconciler.reconcile(key)
-                self.reconciles += 1
                 self.queue.forget(key)
                 if result is not None and result.requeue_after is not None:
                     self.queue.add_after(key, result.requeue_after)
             except asyncio.CancelledError:
                 raise
-            except TerminalError as exc:
-                self.failures += 1
-                self.queue.forget(key)
-                log.warning("%s: reconcile of %s failed for good: %s", self.name, key, exc)
             except Exception as exc:
                 self.failures += 1
                 retries = self.queue.retries(key)

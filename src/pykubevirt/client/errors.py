@@ -109,11 +109,3 @@ def error_for(status: dict[str, Any], http_status: int) -> ApiError:
     code = int(status.get("code") or http_status)
     cls = _BY_REASON.get(reason) or _BY_CODE.get(code) or (ServerError if code >= 500 else ApiError)
     return cls(status, http_status)
-
-
-def is_not_found(exc: BaseException) -> bool:
-    return isinstance(exc, NotFound)
-
-
-def is_conflict(exc: BaseException) -> bool:
-    return isinstance(exc, Conflict)

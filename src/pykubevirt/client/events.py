@@ -6,9 +6,9 @@ import asyncio
 import logging
 import socket
 import time
-from datetime import UTC, datetime
 from typing import Any
 
+from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import EVENTS
@@ -19,14 +19,6 @@ NORMAL = "Normal"
 WARNING = "Warning"
 # Repeats of the same event within this window bump the count of the existing Event instead of adding one.
 AGGREGATION_WINDOW_SECONDS = 600.0
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _micro_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class EventRecorder:
@@ -70,7 +62,7 @@ class EventRecorder:
         try:
             if previous is not None and now - previous[3] < AGGREGATION_WINDOW_SECONDS:
                 name, event_namespace, count, _ = previous
-                patch = {"count": count + 1, "lastTimestamp": _now()}
+                patch = {"count": count + 1, "lastTimestamp": now_rfc3339()}
                 try:
                     await self.client.patch(EVENTS, name, patch, event_namespace)
                     self._recent[signature] = (name, event_namespace, count + 1, now)
@@ -86,8 +78,8 @@ class EventRecorder:
                 "message": message,
                 "type": event_type,
                 "source": {"component": self.component, "host": self.host},
-                "firstTimestamp": _now(),
-                "lastTimestamp": _now(),
+                "firstTimestamp": now_rfc3339(),
+                "lastTimestamp": now_rfc3339(),
                 "eventTime": None,
                 "count": 1,
                 "reportingComponent": self.component,

@@ -6,8 +6,9 @@ create a second VMI), so reconcilers wait until the expectation is observed or t
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 EXPECTATIONS_TTL_SECONDS = 300.0
@@ -43,6 +44,26 @@ class ControllerExpectations:
             record.deletes += deletes
             record.timestamp = self._clock()
 
+    @contextlib.contextmanager
+    def creating(self, key: str) -> Iterator[None]:
+        """Expect one creation around the write; any failure (a lost connection too) withdraws it, as KubeVirt does."""
+        self.expect_creations(key)
+        try:
+            yield
+        except BaseException:
+            self.creation_observed(key)
+            raise
+
+    @contextlib.contextmanager
+    def deleting(self, key: str) -> Iterator[None]:
+        """Expect one deletion around the write; any failure withdraws it."""
+        self.expect_deletions(key)
+        try:
+            yield
+        except BaseException:
+            self.deletion_observed(key)
+            raise
+
     def creation_observed(self, key: str) -> None:
         record = self._records.get(key)
         if record is not None:
@@ -52,13 +73,6 @@ class ControllerExpectations:
         record = self._records.get(key)
         if record is not None:
             record.deletes -= 1
-
-    def lower(self, key: str, *, adds: int = 0, deletes: int = 0) -> None:
-        """Undo expectations for writes that failed."""
-        record = self._records.get(key)
-        if record is not None:
-            record.adds -= adds
-            record.deletes -= deletes
 
     def satisfied(self, key: str) -> bool:
         record = self._records.get(key)

@@ -2,7 +2,7 @@
 
 A watch that ends is resumed from the last resourceVersion seen (bookmarks keep it fresh); 410 Gone means the
 history is gone, so the informer lists again and reconciles its cache with what it missed. The loop is
-supervised: any error backs off and restarts it, and `healthy` says whether it is currently connected.
+supervised: any error backs off and restarts it.
 """
 
 from __future__ import annotations
@@ -28,11 +28,6 @@ def object_key(obj: Object) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
-
-
-def split_key(key: str) -> tuple[str | None, str]:
-    namespace, _, name = key.rpartition("/")
-    return (namespace or None), name
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +61,7 @@ class Informer:
         self._indices: dict[str, dict[str, set[str]]] = {}
         self._handlers: list[EventHandler] = []
         self.synced = asyncio.Event()
-        self.healthy = False
         self.resource_version = ""
-        self.relists = 0
 
     # ------------------------------------------------------------------------------------------------ cache
 
@@ -155,9 +148,6 @@ class Informer:
                     need_list = False
                     delay = 0.5
                 await self._watch()
-            except asyncio.CancelledError:
-                self.healthy = False
-                raise
             except Gone:
                 log.info(
                     "watch of %s expired at resourceVersion %s; listing again",
@@ -166,13 +156,11 @@ class Informer:
                 )
                 need_list = True
             except (TimeoutError, ApiError, OSError, ValueError) as exc:
-                self.healthy = False
                 log.warning("watch of %s failed (%s); retrying in %.1fs", self.resource.plural, exc, delay)
                 await asyncio.sleep(delay * (1 + random.random() * 0.2))
                 delay = min(delay * 2, 30.0)
                 # The client may have lost events while disconnected only if the history is gone (then 410).
             except Exception:
-                self.healthy = False
                 log.exception("informer for %s crashed; restarting it", self.resource.plural)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
@@ -182,7 +170,6 @@ class Informer:
         items, resource_version = await self.client.list_all(
             self.resource, self.namespace, label_selector=self.label_selector, field_selector=self.field_selector
         )
-        self.relists += 1
         seen = set()
         for obj in items:
             obj.setdefault("kind", self.resource.kind)
@@ -201,7 +188,6 @@ class Informer:
             if gone is not None:
                 self._notify("delete", gone)
         self.resource_version = resource_version
-        self.healthy = True
         self.synced.set()
 
     async def _watch(self) -> None:
@@ -213,7 +199,6 @@ class Informer:
             field_selector=self.field_selector,
             timeout_seconds=self.watch_timeout_seconds,
         ):
-            self.healthy = True
             obj = event.object
             revision = str((obj.get("metadata") or {}).get("resourceVersion") or "")
             if event.type == "BOOKMARK":
@@ -245,14 +230,6 @@ def field_index(path: str) -> IndexFunc:
                 return []
             value = value.get(part)
         return [str(value)] if value not in (None, "") else []
-
-    return index
-
-
-def label_index(label: str) -> IndexFunc:
-    def index(obj: Object) -> list[str]:
-        value = ((obj.get("metadata") or {}).get("labels") or {}).get(label)
-        return [str(value)] if value else []
 
     return index
 

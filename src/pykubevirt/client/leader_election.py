@@ -8,6 +8,7 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pykubevirt.api.timestamps import parse_time
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.resources import LEASES
@@ -17,15 +18,6 @@ log = logging.getLogger("pykubevirt.client.leader")
 
 def _micro(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 class LeaderElector:
@@ -49,7 +41,6 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
-        self.is_leader = False
         self._observed: Object | None = None
 
     def _spec(self, now: datetime, transitions: int, acquired: str | None) -> dict[str, Any]:
@@ -79,7 +70,7 @@ class LeaderElector:
                 return False
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
-        renewed = _parse(spec.get("renewTime"))
+        renewed = parse_time(spec.get("renewTime"))
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         held_by_other = holder and holder != self.identity
         if held_by_other and renewed is not None and renewed + timedelta(seconds=duration) > now:
@@ -106,7 +97,6 @@ class LeaderElector:
             log.info("released lease %s/%s", self.namespace, self.name)
         except (ApiError, OSError) as exc:
             log.info("could not release lease %s/%s: %s", self.namespace, self.name, exc)
-        self.is_leader = False
 
     async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Block until leadership is won, run `lead` while renewing; return when leadership ends."""
@@ -117,7 +107,6 @@ class LeaderElector:
             except (ApiError, OSError) as exc:
                 log.warning("leader election for %s: %s", self.name, exc)
             await asyncio.sleep(self.retry_period)
-        self.is_leader = True
         log.info("became leader of %s/%s as %s", self.namespace, self.name, self.identity)
         leading: asyncio.Task[None] = asyncio.create_task(lead())
         try:
@@ -139,7 +128,6 @@ class LeaderElector:
             if not leading.done():
                 leading.cancel()
             await asyncio.gather(leading, return_exceptions=True)
-            self.is_leader = False
         if leading.done() and not leading.cancelled():
             failure = leading.exception()
             if failure is not None:

@@ -88,7 +88,6 @@ class WorkQueue(Generic[K]):
         self._wakeup = asyncio.Event()
         self._shutting_down = False
         self.rate_limiter: RateLimiter[K] = rate_limiter or RateLimiter()
-        self.adds = 0
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -96,7 +95,6 @@ class WorkQueue(Generic[K]):
     def add(self, item: K) -> None:
         if self._shutting_down or item in self._dirty:
             return
-        self.adds += 1
         self._dirty.add(item)
         if item in self._processing:
             return
@@ -156,7 +154,3 @@ class WorkQueue(Generic[K]):
             handle.cancel()
         self._waiting.clear()
         self._wakeup.set()
-
-    @property
-    def shutting_down(self) -> bool:
-        return self._shutting_down

@@ -7,11 +7,11 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import Any
 
 from pykubevirt.admission.context import ClusterConfig
-from pykubevirt.client.api import KubeClient, Object
-from pykubevirt.client.controller import Controller, own_key
+from pykubevirt.api import constants as c
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.controller import Controller, own_key, owner_keys, run_until_failure
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, field_index, owner_uid_index
 from pykubevirt.client.leader_election import LeaderElector
@@ -40,6 +40,8 @@ log = logging.getLogger("pykubevirt.controller")
 LEASE_NAME = "virt-controller"
 LEASE_NAMESPACE = "kubevirt"
 
+_node_of_vmi = field_index("status.nodeName")
+
 
 @dataclass(slots=True)
 class ControllerOptions:
@@ -55,14 +57,6 @@ class ControllerOptions:
     leader_election: bool = True
 
 
-def _vm_key_of_vmi(vmi: Object) -> list[str]:
-    meta = vmi.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") == "VirtualMachine":
-            return [f"{meta.get('namespace')}/{ref['name']}"]
-    return []
-
-
 class VirtController:
     """Everything virt-controller runs, wired to one API client."""
 
@@ -71,16 +65,18 @@ class VirtController:
         self.options = options or ControllerOptions()
         opts = self.options
         self.recorder = EventRecorder(client, "virtualmachine-controller")
+        self.node_recorder = EventRecorder(client, "virt-controller")
+        self.elector: LeaderElector | None = None
         self.vms = Informer(client, VIRTUAL_MACHINES)
         self.vmis = Informer(client, VIRTUAL_MACHINE_INSTANCES)
-        self.pods = Informer(client, PODS, label_selector="kubevirt.io=virt-launcher")
+        self.pods = Informer(client, PODS, label_selector=f"{c.APP_LABEL}={c.LAUNCHER_LABEL_VALUE}")
         self.data_volumes = Informer(client, DATA_VOLUMES)
         self.revisions = Informer(client, CONTROLLER_REVISIONS)
         self.nodes = Informer(client, NODES)
         self.pvcs = Informer(client, PERSISTENT_VOLUME_CLAIMS)
         self.pods.add_indexer(POD_OWNER_INDEX, controller_uid_index)
         self.pods.add_indexer(POD_NODE_INDEX, field_index("spec.nodeName"))
-        self.vmis.add_indexer(VMI_NODE_INDEX, field_index("status.nodeName"))
+        self.vmis.add_indexer(VMI_NODE_INDEX, _node_of_vmi)
         self.revisions.add_indexer(OWNER_INDEX, owner_uid_index)
         self.vm_reconciler = VMController(
             client,
@@ -97,7 +93,7 @@ class VirtController:
             vmis=self.vmis,
             pods=self.pods,
             vms=self.vms,
-            recorder=EventRecorder(client, "virtualmachine-controller"),
+            recorder=self.recorder,
             settings=opts.launcher or LauncherSettings(cluster=opts.config),
         )
         self.node_reconciler = NodeController(
@@ -105,7 +101,7 @@ class VirtController:
             nodes=self.nodes,
             vmis=self.vmis,
             pods=self.pods,
-            recorder=EventRecorder(client, "virt-controller"),
+            recorder=self.node_recorder,
             heartbeat_timeout=opts.heartbeat_timeout,
             recheck=opts.node_recheck,
         )
@@ -121,11 +117,12 @@ class VirtController:
         self.vmis.add_handler(
             EventHandler(on_add=vm.on_vmi_add, on_update=vm.on_vmi_update, on_delete=vm.on_vmi_delete)
         )
-        self.vm_controller.watch(self.vms).watch(self.vmis, _vm_key_of_vmi).watch(self.data_volumes, _vm_key_of_vmi)
+        vm_key = owner_keys(c.VM_KIND)
+        self.vm_controller.watch(self.vms).watch(self.vmis, vm_key).watch(self.data_volumes, vm_key)
         vmi = self.vmi_reconciler
         self.pods.add_handler(EventHandler(on_add=vmi.on_pod_add, on_delete=vmi.on_pod_delete))
-        self.vmi_controller.watch(self.vmis, own_key).watch(self.pods, vmi.pod_keys).watch(self.vms, own_key)
-        self.node_controller.watch(self.nodes).watch(self.vmis, self.node_reconciler.vmi_node_keys)
+        self.vmi_controller.watch(self.vmis, own_key).watch(self.pods, owner_keys(c.VMI_KIND)).watch(self.vms, own_key)
+        self.node_controller.watch(self.nodes).watch(self.vmis, _node_of_vmi)
 
     async def run_controllers(self) -> None:
         """Informers and controllers until cancelled (the leader's work)."""
@@ -135,14 +132,7 @@ class VirtController:
             asyncio.create_task(self.vmi_controller.run(), name="vmi-controller"),
             asyncio.create_task(self.node_controller.run(), name="node-controller"),
         ]
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                task.result()
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await run_until_failure(tasks)
 
     async def run(self) -> None:
         """Elect a leader among replicas; the leader runs the controllers until it loses the lease."""
@@ -163,6 +153,6 @@ class VirtController:
 
     async def shutdown(self) -> None:
         await self.recorder.flush()
-        elector: Any = getattr(self, "elector", None)
-        if elector is not None:
-            await elector.release()
+        await self.node_recorder.flush()
+        if self.elector is not None:
+            await self.elector.release()

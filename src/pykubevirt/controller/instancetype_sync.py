@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ from pykubevirt.client.resources import (
     ResourceRef,
 )
 from pykubevirt.controller.sync_error import SyncError
+from pykubevirt.controller.vm_revisions import revision_data_spec
 from pykubevirt.controller.vmi_from_vm import controller_ref
 
 FAILED_FIND_INSTANCETYPE = "FailedFindInstancetype"
@@ -179,10 +179,7 @@ class InstancetypeSync:
         revision = self.revisions.get_by_name(vm["metadata"]["namespace"], str(ref["name"]))
         if revision is None:
             raise SyncError(f'controllerrevisions.apps "{ref["name"]}" not found', FAILED_CREATE)
-        data = revision.get("data") or {}
-        if isinstance(data, str):
-            data = json.loads(data)
-        return dict(data.get("spec") or {})
+        return revision_data_spec(revision)
 
     def apply_to_vmi(self, vm: Object, vmi: Object) -> None:
         """Apply the stored instancetype and preference to a new VMI; raises SyncError when they cannot be read."""

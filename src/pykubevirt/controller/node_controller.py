@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.timestamps import parse_time
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result
 from pykubevirt.client.errors import ApiError, NotFound
@@ -30,22 +31,15 @@ VMI_NODE_INDEX = "node-name"
 POD_NODE_INDEX = "pod-node"
 
 
-def _parse(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def node_unresponsive(node: Object | None, timeout: float, now: datetime) -> bool:
     """True for a deleted node or one whose heartbeat is missing-and-old or older than `timeout`."""
     if node is None:
         return True
     heartbeat = ((node.get("metadata") or {}).get("annotations") or {}).get(c.HEARTBEAT_ANNOTATION)
     if heartbeat:
-        moment = _parse(str(heartbeat))
+        moment = parse_time(heartbeat)
         return moment is None or (now - moment).total_seconds() > timeout
-    created = _parse(str((node.get("metadata") or {}).get("creationTimestamp") or ""))
+    created = parse_time((node.get("metadata") or {}).get("creationTimestamp"))
     return created is not None and (now - created).total_seconds() > timeout
 
 
@@ -80,11 +74,6 @@ class NodeController:
         self.heartbeat_timeout = heartbeat_timeout
         self.recheck = recheck
         self.clock = clock
-
-    @staticmethod
-    def vmi_node_keys(vmi: Object) -> list[str]:
-        node = (vmi.get("status") or {}).get("nodeName")
-        return [str(node)] if node else []
 
     async def reconcile(self, key: str) -> Result | None:
         node = self.nodes.get(key)

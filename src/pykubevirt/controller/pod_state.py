@@ -38,12 +38,6 @@ def is_down_or_going_down(pod: dict[str, Any]) -> bool:
     )
 
 
-def is_failed_or_going_down(pod: dict[str, Any]) -> bool:
-    terminated = _compute_state(pod).get("terminated")
-    compute_failed = terminated is not None and int(terminated.get("exitCode") or 0) != 0
-    return pod_phase(pod) == "Failed" or compute_failed or bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
 def is_ready_for_handover(pod: dict[str, Any]) -> bool:
     """Running, not deleting, compute container started and every other container ready."""
     if is_down_or_going_down(pod):
@@ -57,13 +51,6 @@ def is_ready_for_handover(pod: dict[str, Any]) -> bool:
     return pod_phase(pod) == "Running"
 
 
-def pod_condition(pod: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            return dict(condition)
-    return None
-
-
 def image_error(pod: dict[str, Any]) -> tuple[str, str] | None:
     """(message, reason) of the first container waiting on ErrImagePull or ImagePullBackOff."""
     statuses = [*((pod.get("status") or {}).get("initContainerStatuses") or []), *_container_statuses(pod)]
@@ -72,13 +59,6 @@ def image_error(pod: dict[str, Any]) -> tuple[str, str] | None:
         if waiting and waiting.get("reason") in (ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF):
             return str(waiting.get("message") or ""), str(waiting["reason"])
     return None
-
-
-def controlled_by(pod: dict[str, Any], owner_uid: str) -> bool:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("uid") == owner_uid:
-            return True
-    return False
 
 
 def current_pod(vmi: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:

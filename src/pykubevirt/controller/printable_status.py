@@ -18,6 +18,7 @@ from pykubevirt.api.constants import (
     RUN_STRATEGY_RERUN_ON_FAILURE,
     RUN_STRATEGY_WAIT_AS_RECEIVER,
 )
+from pykubevirt.api.timestamps import parse_time
 from pykubevirt.controller.run_strategy import (
     as_aware,
     condition,
@@ -26,7 +27,6 @@ from pykubevirt.controller.run_strategy import (
     is_final,
     is_marked_for_deletion,
     is_set_to_start,
-    parse_time,
     run_strategy_or_none,
     vmi_phase,
 )
@@ -67,8 +67,6 @@ DV_COND_BOUND = "Bound"
 DV_COND_RUNNING = "Running"
 # Reasons of a Running=False condition that mean the importer gave up.
 DV_ERROR_REASONS = frozenset({"Error", "ImagePullFailed"})
-
-PVC_BOUND = "Bound"
 
 CRASH_LOOP_STRATEGIES = frozenset({RUN_STRATEGY_ALWAYS, RUN_STRATEGY_RERUN_ON_FAILURE, RUN_STRATEGY_ONCE})
 STARTING_PHASES = frozenset({PHASE_UNSET, PHASE_PENDING, PHASE_SCHEDULING, PHASE_SCHEDULED})

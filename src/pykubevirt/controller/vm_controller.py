@@ -15,18 +15,20 @@ from typing import Any
 from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.timestamps import format_time
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
-from pykubevirt.client.controller import Result
+from pykubevirt.client.controller import Result, controller_owner_key
 from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.expectations import ControllerExpectations
-from pykubevirt.client.informer import Informer, split_key
+from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import DATA_VOLUMES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.controller.crash_loop import backoff_remaining, sync_start_failure
 from pykubevirt.controller.instancetype_sync import InstancetypeSync
 from pykubevirt.controller.printable_status import printable_status
 from pykubevirt.controller.run_strategy import (
     RunStrategyError,
+    condition_true,
     has_start_request,
     has_stop_request_for_vmi,
     is_final,
@@ -35,7 +37,12 @@ from pykubevirt.controller.run_strategy import (
     should_start_rerun_on_failure,
 )
 from pykubevirt.controller.sync_error import SyncError
-from pykubevirt.controller.vm_conditions import status_fields, trim_state_change_requests, vm_conditions
+from pykubevirt.controller.vm_conditions import (
+    COND_MANUAL_RECOVERY_REQUIRED,
+    status_fields,
+    trim_state_change_requests,
+    vm_conditions,
+)
 from pykubevirt.controller.vm_revisions import StartRevisions
 from pykubevirt.controller.vmi_from_vm import controller_ref, vmi_from_vm
 from pykubevirt.log import object_fields
@@ -51,10 +58,6 @@ API_VERSION_VALUE = c.KUBEVIRT_VERSION
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _rfc3339(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(slots=True)
@@ -96,28 +99,21 @@ class VMController:
     # ------------------------------------------------------------------------------------------------ events
 
     def on_vmi_add(self, vmi: Object) -> None:
-        if self._owner_key(vmi):
-            self.expectations.creation_observed(self._owner_key(vmi))
+        key = controller_owner_key(vmi, c.VM_KIND)
+        if key:
+            self.expectations.creation_observed(key)
 
     def on_vmi_update(self, old: Object, new: Object) -> None:
         # A VMI that starts terminating counts as deleted for the VM's expectations (as KubeVirt does).
         if new["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionTimestamp"):
-            key = self._owner_key(new)
+            key = controller_owner_key(new, c.VM_KIND)
             if key:
                 self.expectations.deletion_observed(key)
 
     def on_vmi_delete(self, vmi: Object) -> None:
-        key = self._owner_key(vmi)
+        key = controller_owner_key(vmi, c.VM_KIND)
         if key and not vmi["metadata"].get("deletionTimestamp"):
             self.expectations.deletion_observed(key)
-
-    @staticmethod
-    def _owner_key(vmi: Object) -> str:
-        meta = vmi.get("metadata") or {}
-        for ref in meta.get("ownerReferences") or []:
-            if ref.get("kind") == c.VM_KIND and ref.get("controller"):
-                return f"{meta.get('namespace')}/{ref['name']}"
-        return ""
 
     # ------------------------------------------------------------------------------------------------ reconcile
 
@@ -126,17 +122,17 @@ class VMController:
         if cached is None:
             self.expectations.delete(key)
             return None
-        vm = copy_json(cached)
-        original = copy_json(cached)
-        if not await self._ensure_metadata(vm):
+        if not await self._ensure_metadata(cached):
             return None
+        # The cached VM stays as read (status is compared against it); the copy is what this sync edits.
+        vm = copy_json(cached)
         vmi = self._claimed_vmi(vm, key)
         outcome = _Outcome()
         try:
             vm, vmi = await self._sync(vm, vmi, key, outcome)
         except RunStrategyError as exc:
             outcome.sync_error = SyncError(f"Error fetching RunStrategy: {exc}", FAILED_CREATE)
-        await self._update_status(vm, original, vmi, key, outcome.sync_error)
+        await self._update_status(vm, cached, vmi, key, outcome.sync_error)
         if outcome.sync_error is not None:
             log.warning("sync of the VirtualMachine failed: %s", outcome.sync_error.message, extra=object_fields(vm))
             # KubeVirt returns the sync error so the key is retried with backoff.
@@ -178,7 +174,8 @@ class VMController:
         if owner is None and vm["metadata"].get("deletionTimestamp"):
             # A VM being deleted adopts nothing: an orphaned VMI (released by an Orphan delete) is not its own.
             return None
-        return copy_json(vmi)
+        # Shared with the cache: the sync only reads it (writes go through the API and come back as events).
+        return vmi
 
     async def _sync(self, vm: Object, vmi: Object | None, key: str, outcome: _Outcome) -> tuple[Object, Object | None]:
         if not self.expectations.satisfied(key):
@@ -312,8 +309,7 @@ class VMController:
     async def _start(self, vm: Object) -> SyncError | None:
         """Create the VMI (KubeVirt's startVMI); the created VMI arrives through the informer."""
         key = f"{vm['metadata']['namespace']}/{vm['metadata']['name']}"
-        conditions = (vm.get("status") or {}).get("conditions") or []
-        if any(x.get("type") == "ManualRecoveryRequired" and x.get("status") == "True" for x in conditions):
+        if condition_true(vm, COND_MANUAL_RECOVERY_REQUIRED):
             return None
         try:
             vmi = vmi_from_vm(vm, self.config)
@@ -324,11 +320,10 @@ class VMController:
         except SyncError as exc:
             self.recorder.event(vm, WARNING, FAILED_CREATE, f"Error creating virtual machine instance: {exc.message}")
             return SyncError(f"Failure while starting VMI: {exc.message}", FAILED_CREATE)
-        self.expectations.expect_creations(key)
         try:
-            created = await self.client.create(VIRTUAL_MACHINE_INSTANCES, vmi, vm["metadata"]["namespace"])
+            with self.expectations.creating(key):
+                created = await self.client.create(VIRTUAL_MACHINE_INSTANCES, vmi, vm["metadata"]["namespace"])
         except ApiError as exc:
-            self.expectations.creation_observed(key)
             self.recorder.event(vm, WARNING, FAILED_CREATE, f"Error creating virtual machine instance: {exc.message}")
             if isinstance(exc, AlreadyExists):
                 return None
@@ -347,19 +342,17 @@ class VMController:
         if vmi["metadata"].get("deletionTimestamp"):
             return None
         key = f"{vm['metadata']['namespace']}/{vm['metadata']['name']}"
-        self.expectations.expect_deletions(key)
         try:
-            await self.client.delete(
-                VIRTUAL_MACHINE_INSTANCES,
-                vmi["metadata"]["name"],
-                vmi["metadata"]["namespace"],
-                preconditions={"uid": vmi["metadata"]["uid"]},
-            )
+            with self.expectations.deleting(key):
+                await self.client.delete(
+                    VIRTUAL_MACHINE_INSTANCES,
+                    vmi["metadata"]["name"],
+                    vmi["metadata"]["namespace"],
+                    preconditions={"uid": vmi["metadata"]["uid"]},
+                )
         except NotFound:
-            self.expectations.deletion_observed(key)
             return None
         except ApiError as exc:
-            self.expectations.deletion_observed(key)
             self.recorder.event(
                 vm,
                 WARNING,
@@ -458,7 +451,7 @@ class VMController:
             vm,
             vmi,
             sync_error=(sync_error.reason, sync_error.message) if sync_error is not None else None,
-            now=_rfc3339(now),
+            now=format_time(now),
             restart_required=self.start_revisions.restart_required(vm, vmi),
         )
         if not status["conditions"]:
@@ -473,12 +466,8 @@ class VMController:
             now=now,
         )
         if status != (original.get("status") or {}):
-            body = copy_json(vm)
-            body["metadata"]["resourceVersion"] = (
-                vm["metadata"].get("resourceVersion") or original["metadata"]["resourceVersion"]
-            )
             try:
-                await self.client.update_status(VIRTUAL_MACHINES, body)
+                await self.client.update_status(VIRTUAL_MACHINES, vm)
             except NotFound:
                 return
             except Conflict:
@@ -524,10 +513,3 @@ class VMController:
         except ApiError as exc:
             if exc.code != 422:
                 raise
-
-
-def vm_key(namespace: str, name: str) -> str:
-    return f"{namespace}/{name}"
-
-
-__all__ = ["VMController", "split_key", "vm_key"]

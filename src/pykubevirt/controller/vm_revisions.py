@@ -24,6 +24,14 @@ def revision_name(vm_uid: str, generation: int) -> str:
     return f"{revision_prefix(vm_uid)}-{generation}"
 
 
+def revision_data_spec(revision: Object) -> dict[str, Any]:
+    """The `data.spec` a ControllerRevision stores (its data may arrive as a JSON string)."""
+    data = revision.get("data") or {}
+    if isinstance(data, str):
+        data = json.loads(data)
+    return dict(data.get("spec") or {})
+
+
 def revision_spec(vm: Object) -> dict[str, Any]:
     """The VM spec as recorded at start, with the instancetype/preference revision names filled in."""
     spec = copy_json(vm.get("spec") or {})
@@ -87,10 +95,7 @@ class StartRevisions:
                 newest = revision
         if newest is None:
             return None
-        data = newest.get("data")
-        if isinstance(data, str):
-            data = json.loads(data)
-        return dict((data or {}).get("spec") or {})
+        return revision_data_spec(newest)
 
     def restart_required(self, vm: Object, vmi: Object | None) -> bool:
         """True when the template changed since the running VMI started (nothing is updated live here)."""
@@ -99,12 +104,14 @@ class StartRevisions:
         last = self.last_spec(vm)
         if last is None:
             return False
-        before = copy_json((last.get("template") or {}).get("spec") or {})
-        now = copy_json(((vm.get("spec") or {}).get("template") or {}).get("spec") or {})
+        before = (last.get("template") or {}).get("spec") or {}
+        now = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
         # A firmware UUID persisted to the VM after start is the one the VMI already runs with.
         vmi_uuid = (((vmi.get("spec") or {}).get("domain") or {}).get("firmware") or {}).get("uuid")
         now_uuid = ((now.get("domain") or {}).get("firmware") or {}).get("uuid")
         if vmi_uuid and vmi_uuid == now_uuid:
+            # Copied only here: this runs on every reconcile and the specs are the cache's.
+            before = copy_json(before)
             before.setdefault("domain", {}).setdefault("firmware", {})["uuid"] = now_uuid
         return before != now
 
@@ -120,10 +127,7 @@ class StartRevisions:
         )
         if revision is None:
             return vmi
-        data = revision.get("data") or {}
-        if isinstance(data, str):
-            data = json.loads(data)
-        if ((data.get("spec") or {}).get("template")) != (vm.get("spec") or {}).get("template"):
+        if revision_data_spec(revision).get("template") != (vm.get("spec") or {}).get("template"):
             return vmi
         patch = {"metadata": {"annotations": {c.VM_GENERATION_ANNOTATION: generation}}}
         try:

@@ -4,14 +4,15 @@ Scheduled (hand-over to virt-handler), or to Failed when the pod goes away; mirr
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
-from pykubevirt.client.controller import Result
+from pykubevirt.client.controller import Result, controller_owner_key
 from pykubevirt.client.errors import ApiError, Conflict, Invalid, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.expectations import ControllerExpectations
@@ -20,6 +21,7 @@ from pykubevirt.client.resources import PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.compute_resources import qos_class
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
+from pykubevirt.controller.run_strategy import condition, condition_has
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.log import object_fields
 
@@ -37,10 +39,6 @@ POD_SCHEDULED = "PodScheduled"
 PROVISIONING = "Provisioning"
 # VMIs in these phases belong to virt-handler; the controller only patches conditions, pods and phase on them.
 HANDLER_PHASES = (c.PHASE_SCHEDULED, c.PHASE_RUNNING)
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def controller_uid_index(obj: Object) -> list[str]:
@@ -61,16 +59,6 @@ def update_condition(vmi: Object, condition: dict[str, Any]) -> None:
 def remove_condition(vmi: Object, kind: str) -> None:
     status = vmi.setdefault("status", {})
     status["conditions"] = [x for x in status.get("conditions") or [] if x.get("type") != kind]
-
-
-def has_condition(vmi: Object, kind: str, status: str | None = None, reason: str | None = None) -> bool:
-    for condition in (vmi.get("status") or {}).get("conditions") or []:
-        if condition.get("type") != kind:
-            continue
-        return (status is None or condition.get("status") == status) and (
-            reason is None or condition.get("reason") == reason
-        )
-    return False
 
 
 def sync_ready_condition(vmi: Object, pod: Object | None, now: str) -> None:
@@ -97,7 +85,7 @@ def sync_ready_condition(vmi: Object, pod: Object | None, now: str) -> None:
     elif phase != c.PHASE_RUNNING:
         set_false("GuestNotRunning", "Guest VM is not reported as running")
     else:
-        ready = pod_state.pod_condition(pod, "Ready")
+        ready = condition(pod, "Ready")
         if ready is None:
             set_false("PodConditionMissing", "virt-launcher pod is missing the Ready condition")
             return
@@ -113,10 +101,10 @@ def sync_ready_condition(vmi: Object, pod: Object | None, now: str) -> None:
             },
         )
         # The Pod's own condition may lack a reason; KubeVirt copies it as it is.
-        for condition in vmi["status"]["conditions"]:
-            if condition["type"] == READY:
-                for key in [k for k, v in condition.items() if v is None]:
-                    del condition[key]
+        for cond in vmi["status"]["conditions"]:
+            if cond["type"] == READY:
+                for key in [k for k, v in cond.items() if v is None]:
+                    del cond[key]
 
 
 def check_failure(vmi: Object, sync_error: SyncError | None, now: str) -> None:
@@ -124,7 +112,7 @@ def check_failure(vmi: Object, sync_error: SyncError | None, now: str) -> None:
     if sync_error is None:
         remove_condition(vmi, SYNCHRONIZED)
         return
-    if has_condition(vmi, SYNCHRONIZED, "False", sync_error.reason):
+    if condition_has(vmi, SYNCHRONIZED, "False", sync_error.reason):
         return
     remove_condition(vmi, SYNCHRONIZED)
     vmi["status"]["conditions"].append(
@@ -159,7 +147,7 @@ class VMIController:
         vms: Informer,
         recorder: EventRecorder,
         settings: LauncherSettings,
-        clock: Any = _now,
+        clock: Any = now_rfc3339,
     ) -> None:
         self.client = client
         self.vmis = vmis
@@ -172,19 +160,12 @@ class VMIController:
 
     # ------------------------------------------------------------------------------------------------ events
 
-    def pod_keys(self, pod: Object) -> list[str]:
-        meta = pod.get("metadata") or {}
-        for ref in meta.get("ownerReferences") or []:
-            if ref.get("controller") and ref.get("kind") == c.VMI_KIND:
-                return [f"{meta.get('namespace')}/{ref['name']}"]
-        return []
-
     def on_pod_add(self, pod: Object) -> None:
-        for key in self.pod_keys(pod):
+        if key := controller_owner_key(pod, c.VMI_KIND):
             self.pod_expectations.creation_observed(key)
 
     def on_pod_delete(self, pod: Object) -> None:
-        for key in self.pod_keys(pod):
+        if key := controller_owner_key(pod, c.VMI_KIND):
             self.pod_expectations.deletion_observed(key)
 
     # ------------------------------------------------------------------------------------------------ reconcile
@@ -196,11 +177,10 @@ class VMIController:
             return None
         if not self.pod_expectations.satisfied(key):
             return Result(requeue_after=5.0)
-        vmi = copy_json(cached)
-        owned = [p for p in self.pods.by_index(POD_OWNER_INDEX, vmi["metadata"]["uid"])]
-        pod = pod_state.current_pod(vmi, owned)
-        sync_error, pod = await self._sync(vmi, pod, owned, key)
-        await self._update_status(cached, vmi, pod, owned, sync_error)
+        owned = self.pods.by_index(POD_OWNER_INDEX, cached["metadata"]["uid"])
+        pod = pod_state.current_pod(cached, owned)
+        sync_error, pod = await self._sync(cached, pod, owned, key)
+        await self._update_status(cached, pod, owned, sync_error)
         if sync_error is not None:
             raise sync_error
         return None
@@ -241,11 +221,10 @@ class VMIController:
             template = render_launcher_pod(vmi, self.settings)
         except (ValueError, KeyError) as exc:
             return SyncError(f"failed to render launch manifest: {exc}", FAILED_CREATE_POD), None
-        self.pod_expectations.expect_creations(key)
         try:
-            pod = await self.client.create(PODS, template, vmi["metadata"]["namespace"])
+            with self.pod_expectations.creating(key):
+                pod = await self.client.create(PODS, template, vmi["metadata"]["namespace"])
         except ApiError as exc:
-            self.pod_expectations.creation_observed(key)
             self.recorder.event(vmi, WARNING, FAILED_CREATE_POD, f"Error creating pod: {exc.message}")
             return SyncError(f"failed to create virtual machine pod: {exc.message}", FAILED_CREATE_POD), None
         log.info("created virt-launcher pod %s", pod["metadata"]["name"], extra=object_fields(vmi))
@@ -255,14 +234,8 @@ class VMIController:
         return None, pod
 
     async def _delete_pod(self, key: str, pod: Object) -> None:
-        self.pod_expectations.expect_deletions(key)
-        try:
+        with contextlib.suppress(NotFound), self.pod_expectations.deleting(key):
             await self.client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
-        except NotFound:
-            self.pod_expectations.deletion_observed(key)
-        except ApiError:
-            self.pod_expectations.deletion_observed(key)
-            raise
 
     # ------------------------------------------------------------------------------------------------ status
 
@@ -274,10 +247,10 @@ class VMIController:
         return False
 
     async def _update_status(
-        self, cached: Object, vmi: Object, pod: Object | None, owned: list[Object], sync_error: SyncError | None
+        self, cached: Object, pod: Object | None, owned: list[Object], sync_error: SyncError | None
     ) -> None:
         now = self.clock()
-        new = copy_json(vmi)
+        new = copy_json(cached)
         status = new.setdefault("status", {})
         phase = status.get("phase") or ""
         finalizers = new["metadata"].setdefault("finalizers", [])
@@ -325,7 +298,7 @@ class VMIController:
         if not new["metadata"]["finalizers"]:
             del new["metadata"]["finalizers"]
         if status.get("evacuationNodeName"):
-            if not has_condition(new, "EvictionRequested", "True"):
+            if not condition_has(new, "EvictionRequested", "True"):
                 update_condition(
                     new,
                     {
@@ -351,9 +324,9 @@ class VMIController:
         status = vmi["status"]
         pod_qos = (pod.get("status") or {}).get("qosClass") or qos_class(pod.get("spec") or {})
         status["qosClass"] = pod_qos
-        scheduled = pod_state.pod_condition(pod, POD_SCHEDULED)
+        scheduled = condition(pod, POD_SCHEDULED)
         if scheduled is not None and scheduled.get("status") == "False":
-            if not has_condition(vmi, POD_SCHEDULED):
+            if condition(vmi, POD_SCHEDULED) is None:
                 status.setdefault("conditions", []).append({k: v for k, v in scheduled.items() if v is not None})
         else:
             remove_condition(vmi, POD_SCHEDULED)
@@ -377,8 +350,8 @@ class VMIController:
 
     async def _sync_paused_condition_to_pod(self, vmi: Object, pod: Object) -> None:
         """Keep the pod's readiness gate in step with the VMI's Paused condition (a paused VMI is not Ready)."""
-        paused = has_condition(vmi, "Paused", "True")
-        current = pod_state.pod_condition(pod, c.UNPAUSED_READINESS_GATE)
+        paused = condition_has(vmi, "Paused", "True")
+        current = condition(pod, c.UNPAUSED_READINESS_GATE)
         if paused and (current is None or current.get("status") == "True"):
             wanted = {"status": "False", "reason": "Paused", "message": "the virtual machine is paused"}
         elif not paused and (current is None or current.get("status") != "True"):
@@ -386,11 +359,11 @@ class VMIController:
         else:
             return
         now = self.clock()
-        condition = {"type": c.UNPAUSED_READINESS_GATE, **wanted, "lastProbeTime": now, "lastTransitionTime": now}
+        gate = {"type": c.UNPAUSED_READINESS_GATE, **wanted, "lastProbeTime": now, "lastTransitionTime": now}
         conditions = [
             x for x in (pod.get("status") or {}).get("conditions") or [] if x.get("type") != c.UNPAUSED_READINESS_GATE
         ]
-        conditions.append(condition)
+        conditions.append(gate)
         patch = {"status": {"conditions": conditions}}
         try:
             await self.client.patch(

@@ -1,8 +1,8 @@
 """virt-handler's own endpoint, which virt-api proxies VMI operations to (KubeVirt's handler port 8186).
 
 PUT …/pause, …/unpause, …/softreboot act through the VMI's launcher; GET …/console and …/vnc are websockets
-carrying the bytes of the guest's serial console and VNC server. It listens on loopback only and publishes its
-address in the Node annotation `pykubevirt.io/virt-handler-address`.
+carrying the bytes of the guest's serial console and VNC server. It listens on loopback only; the heartbeat
+publishes its address in the Node annotation `pykubevirt.io/virt-handler-address`.
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
-from pykubevirt.client.api import KubeClient
-from pykubevirt.client.errors import ApiError
 from pykubevirt.client.informer import Informer
-from pykubevirt.client.resources import NODES
-from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
+from pykubevirt.client.streams import STREAM_PROTOCOL, pump_websocket_stream
+from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, connectable
 from pykubevirt.handler.vmi_reconciler import active_pod_uid
 from pykubevirt.log import object_fields
 
@@ -48,10 +46,7 @@ def status(code: int, message: str, reason: str = "") -> web.Response:
 class HandlerAPI:
     """The aiohttp application and its lifecycle."""
 
-    def __init__(
-        self, client: KubeClient, *, node: str, pods_dir: Path, vmis: Informer, host: str = "127.0.0.1"
-    ) -> None:
-        self.client = client
+    def __init__(self, *, node: str, pods_dir: Path, vmis: Informer, host: str = "127.0.0.1") -> None:
         self.node = node
         self.pods_dir = pods_dir
         self.vmis = vmis
@@ -78,18 +73,10 @@ class HandlerAPI:
         site = web.TCPSite(self._runner, self.host, port)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
-        await self.publish()
 
     def annotations(self) -> dict[str, str]:
+        """Where virt-api reaches this handler; the heartbeat writes it onto the Node with every beat."""
         return {ADDRESS_ANNOTATION: f"{self.host}:{self.port}"} if self.port else {}
-
-    async def publish(self) -> None:
-        """Tell virt-api where to reach this handler."""
-        patch = {"metadata": {"annotations": {ADDRESS_ANNOTATION: f"{self.host}:{self.port}"}}}
-        try:
-            await self.client.patch(NODES, self.node, patch)
-        except (ApiError, OSError) as exc:
-            log.warning("could not publish the handler address: %s", exc, extra={"node": self.node})
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -109,8 +96,7 @@ class HandlerAPI:
             vmi, problem = self._vmi(request)
             if vmi is None:
                 return status(404, problem)
-            pod_uid = active_pod_uid(vmi, self.node)
-            launcher = LauncherClient(Path(pod_layout.launcher_socket(str(self.pods_dir), pod_uid)))
+            launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node))
             try:
                 await launcher.request(action)
             except LauncherUnavailable as exc:
@@ -140,37 +126,15 @@ class HandlerAPI:
             )
         path = socket_of(str(self.pods_dir), active_pod_uid(vmi, self.node), vmi["metadata"]["uid"])
         try:
-            reader, writer = await asyncio.open_unix_connection(pod_layout.connectable(path))
+            reader, writer = await asyncio.open_unix_connection(connectable(path))
         except OSError as exc:
             return status(503, f"the {what} of the VMI is not available: {exc.strerror or exc}")
-        ws = web.WebSocketResponse(protocols=("plain.kubevirt.io",), heartbeat=30)
+        ws = web.WebSocketResponse(protocols=(STREAM_PROTOCOL,), heartbeat=30)
         await ws.prepare(request)
         log.info("%s connected", what, extra=object_fields(vmi))
-
-        async def guest_to_client() -> None:
-            while True:
-                data = await reader.read(65536)
-                if not data:
-                    return
-                await ws.send_bytes(data)
-
-        async def client_to_guest() -> None:
-            async for message in ws:
-                if message.type == WSMsgType.BINARY:
-                    writer.write(message.data)
-                elif message.type == WSMsgType.TEXT:
-                    writer.write(message.data.encode())
-                else:
-                    return
-                await writer.drain()
-
-        pumps = [asyncio.create_task(guest_to_client()), asyncio.create_task(client_to_guest())]
         try:
-            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+            await pump_websocket_stream(ws, reader, writer)
         finally:
-            for pump in pumps:
-                pump.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pykubevirt.api import constants as c
-from pykubevirt.client.api import KubeClient, Object
-from pykubevirt.client.controller import Controller
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.controller import Controller, run_until_failure
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, object_key
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
@@ -42,7 +42,6 @@ class VirtHandler:
         self.vmis = Informer(client, VIRTUAL_MACHINE_INSTANCES, label_selector=f"{c.NODE_NAME_LABEL}={options.node}")
         self.records = NodeRecords(options.state_dir / "vmis.json")
         self.recorder = EventRecorder(client, "virt-handler", host=options.node)
-        self.controller: Controller | None = None
         self.reconciler = VMIReconciler(
             client,
             node=options.node,
@@ -52,14 +51,13 @@ class VirtHandler:
             records=self.records,
             enqueue=self._enqueue,
         )
-        self.api = HandlerAPI(client, node=options.node, pods_dir=options.pods_dir, vmis=self.vmis)
+        self.api = HandlerAPI(node=options.node, pods_dir=options.pods_dir, vmis=self.vmis)
         self.controller = Controller("virt-handler", self.reconciler, workers=options.workers)
         self.controller.watch(self.vmis)
         # A VMI that leaves the selection (deleted, or moved) still needs its guest looked after.
         self.vmis.add_handler(EventHandler(on_delete=lambda vmi: self._enqueue(object_key(vmi), 0)))
 
     def _enqueue(self, key: str, delay: float) -> None:
-        assert self.controller is not None
         if delay > 0:
             self.controller.queue.add_after(key, delay)
         else:
@@ -74,7 +72,6 @@ class VirtHandler:
             await asyncio.sleep(self.options.resync_seconds)
 
     async def run(self) -> None:
-        assert self.controller is not None
         log.info("virt-handler starting on node %s", self.options.node, extra={"node": self.options.node})
         await self.api.start(self.options.api_port)
         tasks = [
@@ -88,16 +85,7 @@ class VirtHandler:
             asyncio.create_task(self._resync()),
         ]
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                task.result()
+            await run_until_failure(tasks)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             await self.api.stop()
             await self.recorder.flush()
-
-
-def vmi_key(vmi: Object) -> str:
-    return object_key(vmi)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError
 from pykubevirt.client.resources import NODES
@@ -18,7 +18,7 @@ HEARTBEAT_INTERVAL_SECONDS = 15.0
 
 
 async def beat(client: KubeClient, node: str, annotations: Mapping[str, str] | None = None) -> None:
-    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = now_rfc3339()
     patch = {
         "metadata": {
             "annotations": {c.HEARTBEAT_ANNOTATION: stamp, **(annotations or {})},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,16 +27,28 @@ class CommandFailed(Exception):
     """The launcher answered with an error."""
 
 
+def connectable(path: str) -> str:
+    """A unix socket path short enough to connect to (the link resolved when the given one is too long)."""
+    if len(path.encode()) <= pod_layout.UNIX_PATH_MAX:
+        return path
+    return os.path.realpath(path)
+
+
 class LauncherClient:
     """Requests to one launcher; each request uses its own short connection."""
 
     def __init__(self, socket_path: Path) -> None:
         self.socket_path = socket_path
 
+    @classmethod
+    def of_pod(cls, pods_dir: Path, pod_uid: str) -> LauncherClient:
+        """The launcher of the pod `pod_uid` on this node."""
+        return cls(Path(pod_layout.launcher_socket(str(pods_dir), pod_uid)))
+
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if not self.socket_path.exists() and not self.socket_path.is_symlink():
             raise LauncherUnavailable(f"launcher socket {self.socket_path} does not exist", initializing=True)
-        path = pod_layout.connectable(str(self.socket_path))
+        path = connectable(str(self.socket_path))
         try:
             return await asyncio.open_unix_connection(path, limit=4 * 1024 * 1024)
         except FileNotFoundError as exc:

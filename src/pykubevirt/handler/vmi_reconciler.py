@@ -14,12 +14,12 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
+from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result
 from pykubevirt.client.errors import ApiError, Invalid, NotFound
@@ -35,10 +35,6 @@ log = logging.getLogger("pykubevirt.handler")
 
 SHUTDOWN_RESEND_SECONDS = 5.0
 INITIALIZE_TIMEOUT_SECONDS = 180.0
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def active_pod_uid(vmi: Object, node: str) -> str:
@@ -78,14 +74,14 @@ class VMIReconciler:
     # ------------------------------------------------------------------------------------------------ launchers
 
     def launcher(self, pod_uid: str) -> LauncherClient:
-        return LauncherClient(Path(pod_layout.launcher_socket(str(self.pods_dir), pod_uid)))
+        return LauncherClient.of_pod(self.pods_dir, pod_uid)
 
     async def _observe(self, vmi_uid: str, pod_uid: str) -> tuple[Observed, dict[str, Any]]:
         """The domain as the launcher reports it; launcher trouble shows as initializing or unresponsive."""
         try:
             status = await self.launcher(pod_uid).request("status")
         except LauncherUnavailable as exc:
-            pod_dir = Path(self.pods_dir) / pod_uid
+            pod_dir = self.pods_dir / pod_uid
             first = self._first_seen.setdefault(vmi_uid, self.clock())
             waiting_too_long = self.clock() - first > INITIALIZE_TIMEOUT_SECONDS
             if exc.initializing and pod_dir.exists() and not waiting_too_long:
@@ -251,7 +247,7 @@ class VMIReconciler:
                 "status": "False",
                 "reason": "Synchronizing with the Domain failed.",
                 "message": message,
-                "lastTransitionTime": _now(),
+                "lastTransitionTime": now_rfc3339(),
             }
         )
         await self._patch(vmi, {"conditions": conditions})
@@ -264,10 +260,10 @@ class VMIReconciler:
             changes["phase"] = new_phase
             changes["phaseTransitionTimestamps"] = [
                 *(current.get("phaseTransitionTimestamps") or []),
-                {"phase": new_phase, "phaseTransitionTimestamp": _now()},
+                {"phase": new_phase, "phaseTransitionTimestamp": now_rfc3339()},
             ]
         conditions = [x for x in current.get("conditions") or [] if x.get("type") not in ("Paused", "Synchronized")]
-        paused = paused_condition(observed, _now())
+        paused = paused_condition(observed, now_rfc3339())
         existing_paused = next((x for x in current.get("conditions") or [] if x.get("type") == "Paused"), None)
         if paused is not None:
             conditions.append(
