@@ -274,6 +274,18 @@ async def test_rescheduled_when_a_node_appears(admin: KubeClient, scheduler_clie
         assert await wait_bound(admin, "waiting", timeout=5) == {"waiting": "hdd"}
 
 
+async def test_a_finished_pod_frees_its_node(admin: KubeClient, scheduler_client: KubeClient) -> None:
+    await admin.create(NODES, node_manifest("small", memory="1Gi"))
+    await admin.create(PODS, pod_manifest("done", memory="800Mi", nodeName="small"), NS)
+    scheduler = Scheduler(scheduler_client, retry_interval=60)  # only the pod's update can wake `next` in time
+    async with running(scheduler):
+        await admin.create(PODS, pod_manifest("next", memory="800Mi"), NS)
+        message = "0/1 nodes are available: 1 Insufficient memory."
+        await wait_condition(admin, "next", reason="Unschedulable", message=message)
+        await admin.patch(PODS, "done", {"status": {"phase": "Succeeded"}}, NS, subresource="status")
+        assert await wait_bound(admin, "next", timeout=5) == {"next": "small"}
+
+
 async def test_periodic_retry(admin: KubeClient, scheduler_client: KubeClient, monkeypatch: pytest.MonkeyPatch) -> None:
     await admin.create(NODES, node_manifest("only", memory="1Gi"))
     scheduler = Scheduler(scheduler_client, retry_interval=0.5)

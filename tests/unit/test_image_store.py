@@ -7,6 +7,7 @@ address nothing listens on; nothing needs the network.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gzip
 import hashlib
 import io
@@ -24,12 +25,11 @@ from pykubevirt.cli import image_command
 from pykubevirt.node.image_store import (
     ImagePullError,
     ImageStore,
-    find_disk,
+    disk_entry,
     normalize_reference,
     read_oci_layers,
+    replay_layers,
 )
-
-pytestmark = pytest.mark.skipif(shutil.which("skopeo") is None, reason="skopeo is not installed")
 
 DISK = b"QFI\xfb" + bytes(range(256)) * 64
 
@@ -119,6 +119,19 @@ def oci_image(layout: Path, tag: str, *layers: list[Entry], compress: bool = Tru
 
 def sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def count_pulls(store: ImageStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Wrap the store's real pull: the returned list gets the key of every pull that runs."""
+    pulls: list[str] = []
+    real_pull = store._pull
+
+    async def counting_pull(ref: str, key: str, *args: Any) -> Path:
+        pulls.append(key)
+        return await real_pull(ref, key, *args)
+
+    monkeypatch.setattr(store, "_pull", counting_pull)
+    return pulls
 
 
 @pytest.fixture
@@ -299,20 +312,12 @@ async def test_always_pulls_again_only_when_the_image_changed(
     source = f"oci:{layout}:latest"
     first = await store.ensure("example.org/d", "Always", source=source)
     assert first.read_bytes() == b"one"
-    pulls = 0
-    real_pull = store._pull
-
-    async def counting_pull(*args: Any) -> Path:
-        nonlocal pulls
-        pulls += 1
-        return await real_pull(*args)
-
-    monkeypatch.setattr(store, "_pull", counting_pull)
+    pulls = count_pulls(store, monkeypatch)
     assert await store.ensure("example.org/d", "Always", source=source) == first
-    assert pulls == 0
+    assert len(pulls) == 0
     oci_image(layout, "latest", [("disk/d.img", b"two", "")], compress=False)
     second = await store.ensure("example.org/d", "", source=source)  # :latest defaults to Always
-    assert pulls == 1 and second.read_bytes() == b"two"
+    assert len(pulls) == 1 and second.read_bytes() == b"two"
     # Always must reach the source: a pulled image is not enough when the source is gone.
     shutil.rmtree(layout)
     with pytest.raises(ImagePullError, match=r'^Failed to pull image "example.org/d": '):
@@ -320,22 +325,12 @@ async def test_always_pulls_again_only_when_the_image_changed(
 
 
 async def test_concurrent_ensures_pull_once(store: ImageStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import asyncio
-
     layout = oci_image(tmp_path / "registry", "v1", [("disk/d.img", DISK, "")])
-    pulls = 0
-    real_pull = store._pull
-
-    async def counting_pull(*args: Any) -> Path:
-        nonlocal pulls
-        pulls += 1
-        return await real_pull(*args)
-
-    monkeypatch.setattr(store, "_pull", counting_pull)
+    pulls = count_pulls(store, monkeypatch)
     paths = await asyncio.gather(
         *(store.ensure("example.org/d:v1", "IfNotPresent", source=f"oci:{layout}:v1") for _ in range(5))
     )
-    assert len(set(paths)) == 1 and pulls == 1
+    assert len(set(paths)) == 1 and pulls == ["example.org/d:v1"]
 
 
 @pytest.mark.parametrize(
@@ -376,12 +371,12 @@ async def test_layers_whiteouts_and_links(store: ImageStore, tmp_path: Path) -> 
     assert path.read_bytes() == b"linked"
 
 
-def test_find_disk_on_a_layout(tmp_path: Path) -> None:
+def test_disk_entry_on_a_layout(tmp_path: Path) -> None:
     layout = oci_image(tmp_path / "layout", "t", [("disk/x.img", b"x", "")], [("etc/motd", b"hi", "")])
     layers = read_oci_layers(layout, "t")
     assert len(layers) == 2
-    layer, member = find_disk(layers)
-    assert layer == layers[0] and member == "disk/x.img"
+    path, layer, member = disk_entry(replay_layers(layers))
+    assert path == "disk/x.img" and layer == layers[0] and member == "disk/x.img"
 
 
 # ---------------------------------------------------------------------------------------------------- CLI

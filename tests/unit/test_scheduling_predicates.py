@@ -15,6 +15,7 @@ from pykubevirt.node.scheduling_predicates import (
     PodUsage,
     container_requests,
     filter_node,
+    is_terminal,
     least_allocated_score,
     matches_node_affinity,
     pod_requests,
@@ -80,7 +81,12 @@ def pod(*containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
 
 
 def info(n: dict[str, Any], *pods: dict[str, Any]) -> NodeInfo:
-    return NodeInfo.build(n, pods)
+    """The node with its pods counted as the scheduler counts them: terminal pods take nothing."""
+    node_info = NodeInfo(n)
+    for bound in pods:
+        if not is_terminal(bound):
+            node_info.add(PodUsage.of(bound))
+    return node_info
 
 
 class TestRequests:

@@ -9,11 +9,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pykubevirt.api.quantity import QuantityError, parse_quantity
+from pykubevirt.node.registration import NODE_IP
 
 # (kind "ConfigMap"/"Secret", namespace, name) → the object, or None when it does not exist.
 Fetch = Callable[[str, str, str], Awaitable[dict[str, Any] | None]]
 
-NODE_IP = "127.0.0.1"
 _FIELD_LABEL = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
@@ -94,22 +94,28 @@ def resource_value(container: Mapping[str, Any], ref: Mapping[str, Any], node_ca
     return str(math.ceil(amount / divisor))
 
 
-def _data(obj: Mapping[str, Any], kind: str) -> dict[str, str]:
+def config_data(obj: Mapping[str, Any], kind: str) -> dict[str, bytes]:
+    """The keys of a ConfigMap (data and base64 binaryData) or a Secret (base64 data) with their bytes."""
     if kind == "Secret":
-        return {k: base64.b64decode(v).decode("utf-8", "replace") for k, v in (obj.get("data") or {}).items()}
-    values = {k: str(v) for k, v in (obj.get("data") or {}).items()}
-    for key, value in (obj.get("binaryData") or {}).items():
-        values[key] = base64.b64decode(value).decode("utf-8", "replace")
+        return {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+    values = {k: str(v).encode() for k, v in (obj.get("data") or {}).items()}
+    values.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
     return values
 
 
-async def _source(fetch: Fetch, kind: str, namespace: str, name: str, optional: bool) -> dict[str, str] | None:
+async def fetch_config(fetch: Fetch, kind: str, namespace: str, name: str, optional: bool) -> dict[str, Any] | None:
+    """The ConfigMap or Secret; None when an optional one is missing, ConfigError when a required one is."""
     obj = await fetch(kind, namespace, name)
-    if obj is None:
-        if optional:
-            return None
+    if obj is None and not optional:
         raise ConfigError(f'{kind.lower()} "{name}" not found')
-    return _data(obj, kind)
+    return obj
+
+
+async def _source(fetch: Fetch, kind: str, namespace: str, name: str, optional: bool) -> dict[str, str] | None:
+    obj = await fetch_config(fetch, kind, namespace, name, optional)
+    if obj is None:
+        return None
+    return {k: v.decode("utf-8", "replace") for k, v in config_data(obj, kind).items()}
 
 
 async def container_env(

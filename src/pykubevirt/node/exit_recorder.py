@@ -14,16 +14,13 @@ import os
 import signal
 import subprocess
 import sys
-from datetime import UTC, datetime
 from types import FrameType
+
+from pykubevirt.api.timestamps import now_rfc3339
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # Exit status when CMD cannot be started at all (a shell's "command not executable").
 START_FAILURE_EXIT_CODE = 128
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def write_state(path: str, state: dict[str, object]) -> None:
@@ -76,7 +73,7 @@ def run(state_path: str, command: list[str]) -> int:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
     except OSError as exc:
         print(f"exit_recorder: cannot start {command[0]}: {exc.strerror}", file=sys.stderr, flush=True)
-        write_state(state_path, {"exitCode": START_FAILURE_EXIT_CODE, "finishedAt": _now(), "message": str(exc)})
+        write_state(state_path, {"exitCode": START_FAILURE_EXIT_CODE, "finishedAt": now_rfc3339(), "message": str(exc)})
         return START_FAILURE_EXIT_CODE
     for early in pending:
         with contextlib.suppress(OSError):
@@ -88,7 +85,7 @@ def run(state_path: str, command: list[str]) -> int:
         except InterruptedError:
             continue
     code = exit_code_of(returncode)
-    state: dict[str, object] = {"exitCode": code, "finishedAt": _now(), "pid": child.pid}
+    state: dict[str, object] = {"exitCode": code, "finishedAt": now_rfc3339(), "pid": child.pid}
     if returncode < 0:
         state["signal"] = -returncode
     write_state(state_path, state)

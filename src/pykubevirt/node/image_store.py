@@ -21,11 +21,11 @@ import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-DEFAULT_IMAGES_DIR = Path("/var/lib/pykubevirt/images")
+from pykubevirt.api.timestamps import now_rfc3339
+
 DEFAULT_PULL_TIMEOUT_SECONDS = 900.0
 DISK_DIR = "disk"
 NO_DISK_MESSAGE = "no file found in folder /disk, no disk present"
@@ -177,9 +177,7 @@ class ImageStore:
     def _read_index(self) -> dict[str, Any]:
         try:
             data = json.loads(self.index_path.read_text())
-        except FileNotFoundError:
-            return {}
-        except ValueError:
+        except (FileNotFoundError, ValueError):
             return {}
         images = data.get("images") if isinstance(data, dict) else None
         return images if isinstance(images, dict) else {}
@@ -209,7 +207,7 @@ class ImageStore:
                 "source": source,
                 "file": filename,
                 "remoteDigest": remote_digest,
-                "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "created": now_rfc3339(),
             }
             self._write_index(images)
 
@@ -537,9 +535,3 @@ def disk_entry(entries: dict[str, tuple[Path, tarfile.TarInfo]]) -> tuple[str, P
             break
         path = target
     raise DiskImageError(NO_DISK_MESSAGE)
-
-
-def find_disk(layers: list[Path]) -> tuple[Path, str]:
-    """(layer, member) of the one disk file under /disk of an image's layers."""
-    _, layer, member = disk_entry(replay_layers(layers))
-    return layer, member

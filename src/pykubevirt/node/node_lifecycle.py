@@ -13,19 +13,19 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from pykubevirt.api.timestamps import format_time, parse_time
 from pykubevirt.client.api import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Controller, Result
 from pykubevirt.client.errors import Conflict, NotFound
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import NODES
+from pykubevirt.node.scheduling_predicates import NO_SCHEDULE, UNSCHEDULABLE_TAINT, find_condition
 
 log = logging.getLogger("pykubevirt.node.lifecycle")
 
 DEFAULT_NODE_MONITOR_GRACE_SECONDS = 40.0
-NO_SCHEDULE = "NoSchedule"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
-UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 # nodeConditionToTaintKeyStatusMap: condition type → {status: taint key}.
 CONDITION_TAINTS: dict[str, dict[str, str]] = {
     "Ready": {"False": NOT_READY_TAINT, "Unknown": UNREACHABLE_TAINT},
@@ -43,35 +43,13 @@ REASON_NEVER_UPDATED = "NodeStatusNeverUpdated"
 MESSAGE_NEVER_UPDATED = "Kubelet never posted node status."
 
 
-def _format(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _condition(node: Object, kind: str) -> dict[str, Any] | None:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            found: dict[str, Any] = condition
-            return found
-    return None
-
-
 def last_heartbeat(node: Object) -> datetime | None:
     """The Ready condition's lastHeartbeatTime (else its lastTransitionTime), else the node's creation time."""
-    ready = _condition(node, "Ready") or {}
+    ready = find_condition(node, "Ready") or {}
     return (
-        _parse(ready.get("lastHeartbeatTime"))
-        or _parse(ready.get("lastTransitionTime"))
-        or _parse((node.get("metadata") or {}).get("creationTimestamp"))
+        parse_time(ready.get("lastHeartbeatTime"))
+        or parse_time(ready.get("lastTransitionTime"))
+        or parse_time((node.get("metadata") or {}).get("creationTimestamp"))
     )
 
 
@@ -79,7 +57,7 @@ def desired_taints(node: Object) -> list[dict[str, str]]:
     """The NoSchedule taints the node's conditions and spec.unschedulable call for."""
     taints = []
     for kind, by_status in CONDITION_TAINTS.items():
-        condition = _condition(node, kind)
+        condition = find_condition(node, kind)
         if condition is not None and str(condition.get("status")) in by_status:
             taints.append({"key": by_status[str(condition["status"])], "effect": NO_SCHEDULE})
     if (node.get("spec") or {}).get("unschedulable"):
@@ -104,8 +82,8 @@ def reconciled_taints(node: Object) -> list[dict[str, Any]] | None:
 
 def stale_conditions(node: Object, now: datetime) -> list[dict[str, Any]]:
     """The conditions to set Unknown on a node that stopped (or never started) posting status."""
-    ready = _condition(node, "Ready")
-    stamp = _format(now)
+    ready = find_condition(node, "Ready")
+    stamp = format_time(now)
     if ready is None:
         created = (node.get("metadata") or {}).get("creationTimestamp") or stamp
         return [
@@ -120,7 +98,7 @@ def stale_conditions(node: Object, now: datetime) -> list[dict[str, Any]]:
         ]
     changes = []
     for kind in _KUBELET_CONDITIONS:
-        condition = _condition(node, kind)
+        condition = find_condition(node, kind)
         if condition is None or condition.get("status") == "Unknown":
             continue
         changes.append(
@@ -167,7 +145,7 @@ class NodeLifecycle:
         now = self.clock()
         heartbeat = last_heartbeat(node)
         age = (now - heartbeat).total_seconds() if heartbeat is not None else self.node_monitor_grace + 1
-        ready = _condition(node, "Ready")
+        ready = find_condition(node, "Ready")
         if age > self.node_monitor_grace and (ready is None or ready.get("status") != "Unknown"):
             await self._mark_unknown(key, node, now)
             return None  # the status update comes back as an event and the taints follow then

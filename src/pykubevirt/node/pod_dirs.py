@@ -69,6 +69,7 @@ class PodDir:
         self.pods_dir = pods_dir
         self.uid = uid
         self.path = pods_dir / uid
+        self._created = False
 
     @property
     def volumes(self) -> Path:
@@ -95,12 +96,16 @@ class PodDir:
         return self.containers / f"{container}-{attempt}.exit.json"
 
     def create(self, pod: dict[str, Any]) -> None:
+        """Make the directory and its pod.json; once per PodDir, as a pod's uid, name and namespace never change."""
+        if self._created:
+            return
         for path in (self.volumes, self.logs, self.containers):
             path.mkdir(parents=True, exist_ok=True)
         meta = pod.get("metadata") or {}
         identity = {"namespace": meta.get("namespace", ""), "name": meta.get("name", ""), "uid": self.uid}
         if read_json(self.path / "pod.json") != identity:
             write_json(self.path / "pod.json", identity)
+        self._created = True
 
     def exists(self) -> bool:
         return (self.path / "pod.json").exists()
@@ -134,6 +139,7 @@ class PodDir:
         """Delete the pod's directory; rmtree unlinks symlinks (the container-disk links) without following them."""
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(self.path)
+        self._created = False
 
 
 def existing_pod_dirs(pods_dir: Path) -> list[PodDir]:

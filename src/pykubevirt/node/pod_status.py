@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-NODE_IP = "127.0.0.1"
+from pykubevirt.node.registration import NODE_IP
+
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 TERMINAL_PHASES = (SUCCEEDED, FAILED)
 READY_TO_START = "PodReadyToStartContainers"
@@ -18,19 +19,6 @@ CONTAINERS_READY = "ContainersReady"
 READY = "Ready"
 SCHEDULED = "PodScheduled"
 KUBELET_CONDITIONS = (READY_TO_START, INITIALIZED, READY, CONTAINERS_READY, SCHEDULED)
-# Status fields the node agent writes (everything else in status belongs to someone else).
-OWNED_FIELDS = (
-    "phase",
-    "conditions",
-    "hostIP",
-    "hostIPs",
-    "podIP",
-    "podIPs",
-    "startTime",
-    "qosClass",
-    "initContainerStatuses",
-    "containerStatuses",
-)
 
 
 def restart_policy(pod: Mapping[str, Any]) -> str:
@@ -126,6 +114,10 @@ def _condition(
     return condition
 
 
+def _by_type(conditions: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    return {str(c.get("type")): c for c in conditions}
+
+
 def _names(names: Sequence[str]) -> str:
     return "[" + " ".join(names) + "]"
 
@@ -153,7 +145,7 @@ def pod_conditions(
 ) -> list[dict[str, Any]]:
     """The kubelet's conditions followed by everyone else's, unchanged."""
     existing = list((pod.get("status") or {}).get("conditions") or [])
-    current = {str(c.get("type")): c for c in existing}
+    current = _by_type(existing)
     conditions = [_condition(READY_TO_START, sandbox_ready, current, now)]
     incomplete = [
         str(s["name"])
@@ -212,17 +204,19 @@ def desired_status(
     init_statuses: list[dict[str, Any]],
     statuses: list[dict[str, Any]],
     *,
+    gating_inits: Sequence[Mapping[str, Any]],
     killed: bool,
     sandbox_ready: bool,
     now: str,
 ) -> dict[str, Any]:
-    """Every status field the node agent owns, for this moment."""
+    """Every status field the node agent owns, for this moment; phase and conditions look at `gating_inits` only
+    (the init statuses initialization waits for), initContainerStatuses reports them all."""
     current = pod.get("status") or {}
-    phase = pod_phase(pod, init_statuses, statuses, killed=killed)
+    phase = pod_phase(pod, gating_inits, statuses, killed=killed)
     status: dict[str, Any] = {
         "phase": phase,
         "conditions": pod_conditions(
-            pod, init_statuses, statuses, phase, sandbox_ready=sandbox_ready and phase not in TERMINAL_PHASES, now=now
+            pod, gating_inits, statuses, phase, sandbox_ready=sandbox_ready and phase not in TERMINAL_PHASES, now=now
         ),
         "hostIP": NODE_IP,
         "hostIPs": [{"ip": NODE_IP}],
@@ -235,10 +229,6 @@ def desired_status(
     if (pod.get("spec") or {}).get("initContainers"):
         status["initContainerStatuses"] = init_statuses
     return status
-
-
-def _by_type(conditions: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    return {str(c.get("type")): c for c in conditions}
 
 
 def status_differs(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:

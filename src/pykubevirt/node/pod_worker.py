@@ -6,7 +6,6 @@ once for a pod (the agent's work queue sees to that).
 from __future__ import annotations
 
 import asyncio
-import calendar
 import logging
 import shutil
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import pod_layout
+from pykubevirt.api.timestamps import now_rfc3339, parse_time
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
@@ -41,15 +41,9 @@ DEFAULT_GRACE_SECONDS = 30
 STATUS_WRITE_ATTEMPTS = 5
 
 
-def now_rfc3339() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def _epoch(stamp: str) -> float:
-    try:
-        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
-    except (TypeError, ValueError):
-        return 0.0
+    moment = parse_time(stamp)
+    return moment.timestamp() if moment is not None else 0.0
 
 
 def _resource_version(pod: Object | None) -> int:
@@ -469,14 +463,13 @@ class PodWorker:
             inits, mains = self.statuses(pod, plan, killed=killed)
             desired = pod_status.desired_status(
                 pod,
-                gating_init_statuses(pod, inits),
+                inits,
                 mains,
+                gating_inits=gating_init_statuses(pod, inits),
                 killed=killed,
                 sandbox_ready=self.dir.exists(),
                 now=now_rfc3339(),
             )
-            if "initContainerStatuses" in desired:
-                desired["initContainerStatuses"] = inits
             if not pod_status.status_differs(pod.get("status") or {}, desired):
                 return
             meta = pod["metadata"]

@@ -19,8 +19,6 @@ def _stat_fields(pid: int) -> list[str] | None:
     try:
         with open(f"/proc/{pid}/stat") as stat:
             text = stat.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
     except OSError:
         return None
     return text.rsplit(")", 1)[1].split()

@@ -11,11 +11,11 @@ import asyncio
 import logging
 import os
 import platform
-import time
 from pathlib import Path
 from typing import Any
 
 from pykubevirt import __version__
+from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import AlreadyExists, ApiError, NotFound
 from pykubevirt.client.resources import NODES
@@ -37,10 +37,6 @@ _CONDITIONS = (
     ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
     ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
 )
-
-
-def now_rfc3339() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _read(path: str) -> str:

@@ -14,9 +14,9 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import STRATEGIC_MERGE_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Controller, Result
 from pykubevirt.client.errors import Conflict, NotFound
@@ -26,6 +26,7 @@ from pykubevirt.client.resources import NODES, PODS
 from pykubevirt.node.scheduling_predicates import (
     NodeInfo,
     PodUsage,
+    find_condition,
     is_ready,
     is_terminal,
     node_allocatable,
@@ -47,21 +48,9 @@ GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 _NODE_INDEX = "node-name"
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _meta(obj: Object) -> dict[str, Any]:
     meta: dict[str, Any] = obj.get("metadata") or {}
     return meta
-
-
-def pod_condition(pod: Object, kind: str) -> dict[str, Any] | None:
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            found: dict[str, Any] = condition
-            return found
-    return None
 
 
 def node_signature(node: Object) -> tuple[Any, ...]:
@@ -113,7 +102,6 @@ class Scheduler:
         self._unschedulable: set[str] = set()
         self._usage: dict[str, PodUsage] = {}
         self.bindings = 0
-        self.conflicts = 0
         self.pods.add_handler(
             EventHandler(
                 on_add=lambda p: self._pod_changed(None, p), on_update=self._pod_changed, on_delete=self._pod_gone
@@ -251,7 +239,6 @@ class Scheduler:
         except (Conflict, NotFound) as exc:
             # Bound by someone else meanwhile, being deleted, or gone: the pod cache will tell what happened.
             self._assumed.pop(key, None)
-            self.conflicts += 1
             log.info("binding %s to %s not needed: %s", key, node, exc, extra={"pod": key, "node": node})
             return
         except BaseException:
@@ -264,16 +251,16 @@ class Scheduler:
         self.bindings += 1
         log.info("bound %s to %s", key, node, extra={"pod": key, "node": node})
         self.recorder.event(pod, NORMAL, "Scheduled", f"Successfully assigned {namespace}/{name} to {node}")
-        previous = pod_condition(pod, POD_SCHEDULED)
+        previous = find_condition(pod, POD_SCHEDULED)
         if previous is not None and previous.get("status") != "True":
             # kube-apiserver's binding turns PodScheduled True; do it here so an old Unschedulable does not linger.
             with contextlib.suppress(NotFound):
-                condition = {"type": POD_SCHEDULED, "status": "True", "lastTransitionTime": _now()}
+                condition = {"type": POD_SCHEDULED, "status": "True", "lastTransitionTime": now_rfc3339()}
                 await self._patch_condition(pod, {**condition, "reason": None, "message": None})
 
     async def _set_condition(self, pod: Object, reason: str, message: str) -> bool:
         """Set PodScheduled=False with `reason` and `message`; False when it already says exactly that."""
-        current = pod_condition(pod, POD_SCHEDULED) or {}
+        current = find_condition(pod, POD_SCHEDULED) or {}
         if current.get("status") == "False" and current.get("reason") == reason and current.get("message") == message:
             return False
         transition = current.get("lastTransitionTime") if current.get("status") == "False" else None
@@ -282,7 +269,7 @@ class Scheduler:
             "status": "False",
             "reason": reason,
             "message": message,
-            "lastTransitionTime": transition or _now(),
+            "lastTransitionTime": transition or now_rfc3339(),
         }
         try:
             await self._patch_condition(pod, condition)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pykubevirt.api.quantity import Quantity, QuantityError
 from pykubevirt.apiserver.selectors import DOES_NOT_EXIST, EXISTS, GREATER_THAN, IN, LESS_THAN, NOT_IN, Requirement
+from pykubevirt.node.pod_status import TERMINAL_PHASES
 
 Object = Mapping[str, Any]
 Amounts = dict[str, int]
@@ -39,7 +40,6 @@ NO_NODES_MESSAGE = "no nodes available to schedule pods"
 
 _OPERATORS = {"In": IN, "NotIn": NOT_IN, "Exists": EXISTS, "DoesNotExist": DOES_NOT_EXIST, "Gt": GREATER_THAN}
 _OPERATORS["Lt"] = LESS_THAN
-_TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 # --------------------------------------------------------------------------------------------------- resources
@@ -111,7 +111,16 @@ def node_allocatable(node: Object) -> Amounts:
 
 
 def is_terminal(pod: Object) -> bool:
-    return (pod.get("status") or {}).get("phase") in _TERMINAL_PHASES
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def find_condition(obj: Object, kind: str) -> dict[str, Any] | None:
+    """The status condition of type `kind` of a Pod or Node, or None."""
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            found: dict[str, Any] = condition
+            return found
+    return None
 
 
 def host_ports(pod: Object) -> set[tuple[str, str, int]]:
@@ -163,14 +172,6 @@ class NodeInfo:
         _add(self.non_zero_requested, usage.non_zero)
         self.pod_count += 1
         self.used_ports |= usage.ports
-
-    @classmethod
-    def build(cls, node: Object, pods: Iterable[Object]) -> NodeInfo:
-        info = cls(node)
-        for pod in pods:
-            if not is_terminal(pod):
-                info.add(PodUsage.of(pod))
-        return info
 
 
 # --------------------------------------------------------------------------------------------------- taints
@@ -280,10 +281,7 @@ def matches_node_affinity(pod: Object, node: Object) -> bool:
 
 
 def is_ready(node: Object) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return bool(condition.get("status") == "True")
-    return False
+    return (find_condition(node, "Ready") or {}).get("status") == "True"
 
 
 def ports_conflict(wanted: Iterable[tuple[str, str, int]], used: Iterable[tuple[str, str, int]]) -> bool:

@@ -7,7 +7,6 @@ every container that mounts it.
 
 from __future__ import annotations
 
-import base64
 import os
 import stat
 from collections.abc import Mapping
@@ -15,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pykubevirt.node.env import ConfigError, Fetch, field_value, resource_value
+from pykubevirt.node.env import ConfigError, Fetch, config_data, fetch_config, field_value, resource_value
 from pykubevirt.node.pod_dirs import PodDir
 
 DEFAULT_FILE_MODE = 0o644
@@ -61,13 +60,7 @@ def _write_files(target: Path, files: Mapping[str, tuple[bytes, int]]) -> None:
 def _object_files(
     obj: Mapping[str, Any] | None, kind: str, source: Mapping[str, Any], default_mode: int
 ) -> dict[str, tuple[bytes, int]]:
-    data: dict[str, bytes] = {}
-    if obj is not None:
-        if kind == "Secret":
-            data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
-        else:
-            data = {k: str(v).encode() for k, v in (obj.get("data") or {}).items()}
-            data.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
+    data = config_data(obj, kind) if obj is not None else {}
     items = source.get("items")
     if not items:
         return {key: (value, default_mode) for key, value in data.items()}
@@ -86,10 +79,8 @@ async def _source_files(
     pod: Mapping[str, Any], kind: str, source: Mapping[str, Any], fetch: Fetch, default_mode: int
 ) -> dict[str, tuple[bytes, int]]:
     namespace = str((pod.get("metadata") or {}).get("namespace") or "")
-    name = str(source.get("secretName") if kind == "Secret" else source.get("name") or "")
-    obj = await fetch(kind, namespace, name)
-    if obj is None and not source.get("optional"):
-        raise ConfigError(f'{kind.lower()} "{name}" not found')
+    name = str((source.get("secretName") if kind == "Secret" else source.get("name")) or "")
+    obj = await fetch_config(fetch, kind, namespace, name, bool(source.get("optional")))
     return _object_files(obj, kind, source, default_mode)
 
 
