@@ -25,7 +25,7 @@ import pytest
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_vmi
 from pykubevirt.api import pod_layout
-from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
+from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, connectable
 
 Obj = dict[str, Any]
 
@@ -171,7 +171,7 @@ async def test_unknown_command_and_garbage_get_errors_not_a_crash(launcher: Laun
     await launcher.wait_ready()
     with pytest.raises(CommandFailed, match="unknown command 'explode'"):
         await launcher.client().request("explode")
-    reader, writer = await asyncio.open_unix_connection(pod_layout.connectable(str(launcher.socket)))
+    reader, writer = await asyncio.open_unix_connection(connectable(str(launcher.socket)))
     writer.write(b"not json\n")
     await writer.drain()
     answer = json.loads(await reader.readline())

@@ -29,6 +29,7 @@ from pykubevirt.controller.vmi_from_vm import vmi_from_vm
 from pykubevirt.launcher.converter import SMBIOS, ConversionError, ConverterContext, convert, domain_name
 from pykubevirt.launcher.converter.disks import device_name
 from pykubevirt.launcher.converter.interfaces import tap_name
+from pykubevirt.launcher.domain_manager import embed_uri
 from tests import paths
 
 GOLDEN_DIR = paths.REPO / "tests" / "data" / "converter"
@@ -739,25 +740,15 @@ def test_volume_sources() -> None:
     ]
     vmi = new_vmi({"devices": {"disks": disk_specs}}, volumes=volumes)
     disks = disks_of(dom_of(vmi))
-    files = {n: d.find("source").get("file") for n, d in disks.items()}
-    assert files == {
-        "cd": "/var/run/kubevirt-ephemeral-disks/disk-data/cd/disk.qcow2",
-        "empty": "/var/run/libvirt/empty-disks/empty.qcow2",
-        "host": "/var/run/kubevirt-private/vmi-disks/host/win.img",
-        "nocloud": "/var/run/kubevirt-ephemeral-disks/cloud-init-data/default/testvmi/noCloud.iso",
-        "cfg": "/var/run/kubevirt-ephemeral-disks/cloud-init-data/default/testvmi/configdrive.iso",
-        "dv": "/var/run/kubevirt-private/vmi-disks/dv/disk.img",
-        "sec": "/var/run/kubevirt-private/secret-disks/sec.iso",
-    }
-    formats = {n: d.find("driver").get("type") for n, d in disks.items()}
-    assert formats == {
-        "cd": "qcow2",
-        "empty": "qcow2",
-        "host": "raw",
-        "nocloud": "raw",
-        "cfg": "raw",
-        "dv": "raw",
-        "sec": "raw",
+    files_and_formats = {n: (d.find("source").get("file"), d.find("driver").get("type")) for n, d in disks.items()}
+    assert files_and_formats == {
+        "cd": ("/var/run/kubevirt-ephemeral-disks/disk-data/cd/disk.qcow2", "qcow2"),
+        "empty": ("/var/run/libvirt/empty-disks/empty.qcow2", "qcow2"),
+        "host": ("/var/run/kubevirt-private/vmi-disks/host/win.img", "raw"),
+        "nocloud": ("/var/run/kubevirt-ephemeral-disks/cloud-init-data/default/testvmi/noCloud.iso", "raw"),
+        "cfg": ("/var/run/kubevirt-ephemeral-disks/cloud-init-data/default/testvmi/configdrive.iso", "raw"),
+        "dv": ("/var/run/kubevirt-private/vmi-disks/dv/disk.img", "raw"),
+        "sec": ("/var/run/kubevirt-private/secret-disks/sec.iso", "raw"),
     }
     store = disks["cd"].find("backingStore")
     assert store.get("type") == "file"
@@ -1118,30 +1109,17 @@ def _start_event_loop() -> None:
     _event_loop_started = True
 
 
-EMBED_QEMU_CONF = """\
-stdio_handler = "file"
-security_driver = "none"
-cgroup_controllers = [ ]
-namespaces = [ ]
-user = "root"
-group = "root"
-dynamic_ownership = 0
-remember_owner = 0
-"""
-
-
 @pytest.mark.e2e
 def test_demo_vmi_runs_under_tcg_with_user_networking() -> None:
-    if shutil.which("qemu-system-x86_64") is None or shutil.which("qemu-img") is None:
-        pytest.skip("QEMU is not installed (scripts/setup-host.sh)")
-    if subprocess.run(["id", "libvirt-qemu"], capture_output=True).returncode != 0:
-        pytest.skip("the libvirt-qemu user is missing (scripts/setup-host.sh)")
+    qemu_installed = shutil.which("qemu-system-x86_64") is not None and shutil.which("qemu-img") is not None
+    assert qemu_installed, "QEMU is not installed (scripts/setup-host.sh)"
+    libvirt_qemu_user = subprocess.run(["id", "libvirt-qemu"], capture_output=True).returncode == 0
+    assert libvirt_qemu_user, "the libvirt-qemu user is missing (scripts/setup-host.sh)"
     # Unix socket paths must stay under 108 bytes: a short root directly under /tmp.
     root = Path(tempfile.mkdtemp(prefix="kvconv", dir="/tmp"))
     conn = None
     try:
-        (root / "etc").mkdir()
-        (root / "etc" / "qemu.conf").write_text(EMBED_QEMU_CONF)
+        uri = embed_uri(root)
         # Seed 000's VM as the VM controller would start it: 2 cores, 4Gi (hotpluggable up to 16Gi), masquerade NIC.
         (doc,) = load(paths.SEEDS / "000-vm-my-vm.yaml")
         vmi = vmi_from_vm_doc(doc)
@@ -1164,7 +1142,7 @@ def test_demo_vmi_runs_under_tcg_with_user_networking() -> None:
         (root / "private" / VMI_UID).mkdir(parents=True)
         xml = convert(vmi, ctx)
         _start_event_loop()
-        conn = libvirt.open(f"qemu:///embed?root={root}")
+        conn = libvirt.open(uri)
         dom = conn.defineXML(xml)
         try:
             dom.create()

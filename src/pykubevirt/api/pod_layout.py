@@ -47,7 +47,7 @@ def vnc_socket(pods_dir: str, pod_uid: str, vmi_uid: str) -> str:
 
 # Unix socket paths must stay under 108 bytes, which pod volume paths under a node's data dir exceed. A launcher
 # therefore keeps its sockets and libvirt root in a short per-pod directory and links them from its volumes;
-# clients connect through `connectable()`.
+# clients connect through `handler.launcher_client.connectable()`.
 # libvirt puts sockets up to 77 bytes deep under its embed root (the guest agent channel of a domain whose short
 # name is 20 characters), so the root must stay within 30 bytes.
 SHORT_RUNTIME_ROOT = "/run/pkv"
@@ -64,16 +64,9 @@ def embed_root(pod_uid: str) -> str:
     return os.path.join(short_runtime_dir(pod_uid), EMBED_ROOT_NAME)
 
 
-def connectable(path: str) -> str:
-    """A unix socket path short enough to connect to (the link resolved when the given one is too long)."""
-    if len(path.encode()) <= UNIX_PATH_MAX:
-        return path
-    return os.path.realpath(path)
-
-
-def mounts_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The container path → host path map the runtime gave this process (empty in a real container)."""
-    raw = (environ if environ is not None else os.environ).get(MOUNTS_ENV, "")
+def mounts_from_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The container path → host path map the runtime gave a process (empty in a real container)."""
+    raw = environ.get(MOUNTS_ENV, "")
     if not raw:
         return {}
     mounts = json.loads(raw)

@@ -24,6 +24,7 @@ from pykubevirt.api import pod_layout
 from pykubevirt.launcher import capabilities_cache, disks
 from pykubevirt.launcher.command_server import CommandServer
 from pykubevirt.launcher.converter import ConverterContext, convert, domain_name
+from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_source, empty_disk_path, ephemeral_overlay
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
 from pykubevirt.launcher.domain_state import DomainState
 from pykubevirt.launcher.kvm_probe import cached_probe
@@ -55,7 +56,6 @@ class Launcher:
         self.marked_for_graceful_shutdown = False
         self.graceful_deadline: float | None = None
         self.use_emulation = True
-        self.emulation_reason = ""
         self.last_state = DomainState("NoState", "Unknown")
         self.defined = False
         self.deleted = asyncio.Event()
@@ -103,14 +103,8 @@ class Launcher:
             libvirt_runtime_dir=str(self.host(pod_layout.LIBVIRT_RUNTIME_DIR)),
             container_disks=container_disks,
             direct_io=direct_io,
-            grace_period_seconds=self.grace_period(),
             network_mode="user",
         )
-
-    def grace_period(self) -> int:
-        spec = (self.vmi or {}).get("spec") or {}
-        value = spec.get("terminationGracePeriodSeconds")
-        return int(value) if value is not None else 30
 
     # ------------------------------------------------------------------------------------------------ lifecycle
 
@@ -118,19 +112,15 @@ class Launcher:
         self.runtime.mkdir(parents=True, exist_ok=True)
         (self.runtime / "private" / self.vmi_uid).mkdir(parents=True, exist_ok=True)
         self._link(self.runtime / "private" / self.vmi_uid, self.host(f"{pod_layout.PRIVATE_DIR}/{self.vmi_uid}"))
+        reason = "KVM required"
         if self.args.allow_emulation:
             result = await asyncio.to_thread(cached_probe)
             self.use_emulation = not result.usable
-            self.emulation_reason = result.reason
+            reason = result.reason or reason
         else:
             self.use_emulation = False
-        log.info(
-            "launcher for %s/%s uses %s (%s)",
-            self.namespace,
-            self.name,
-            "TCG" if self.use_emulation else "KVM",
-            self.emulation_reason or "KVM required",
-        )
+        kind = "TCG" if self.use_emulation else "KVM"
+        log.info("launcher for %s/%s uses %s (%s)", self.namespace, self.name, kind, reason)
         root = Path(pod_layout.embed_root(self.pod_uid))
         if not self.uri:
             capabilities_cache.seed(root)
@@ -242,6 +232,10 @@ class Launcher:
         return {"pid": os.getpid()}
 
     async def _status_command(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._refreshed_status()
+
+    async def _refreshed_status(self) -> dict[str, Any]:
+        """The status after reading the domain's state again (commands that change it answer with this)."""
         assert self.domain is not None
         self.last_state = await self.domain.state()
         return self.status()
@@ -261,8 +255,7 @@ class Launcher:
             await self.domain.define_and_start(xml, paused=paused)
             self.defined = True
             log.info("domain defined and started%s", " paused" if paused else "")
-        self.last_state = await self.domain.state()
-        return self.status()
+        return await self._refreshed_status()
 
     async def _prepare(self, vmi: dict[str, Any]) -> str:
         spec = vmi.get("spec") or {}
@@ -273,19 +266,18 @@ class Launcher:
         container_disks: dict[str, tuple[str, str]] = {}
         for index, volume in enumerate(spec.get("volumes") or []):
             name = volume["name"]
+            cloud_init = cloud_init_source(volume)
             if volume.get("containerDisk") is not None:
                 source = disks.container_disk_source(container_dir, index)
-                overlay = Path(ctx.ephemeral_disk_dir) / "disk-data" / name / "disk.qcow2"
+                overlay = Path(ephemeral_overlay(name, ctx))
                 shown = f"{pod_layout.CONTAINER_DISK_DIR}/{source.name}"
                 container_disks[name] = await disks.prepare_container_disk(source, overlay, shown)
             elif volume.get("emptyDisk") is not None:
-                target = Path(ctx.libvirt_runtime_dir) / "empty-disks" / f"{name}.qcow2"
+                target = Path(empty_disk_path(name, ctx))
                 await disks.prepare_empty_disk(target, str(volume["emptyDisk"].get("capacity", "0")))
-            elif volume.get("cloudInitNoCloud") is not None or volume.get("cloudInitConfigDrive") is not None:
-                source_type = "noCloud" if volume.get("cloudInitNoCloud") is not None else "configDrive"
-                file = "noCloud.iso" if source_type == "noCloud" else "configdrive.iso"
-                target = Path(ctx.ephemeral_disk_dir) / "cloud-init-data" / self.namespace / self.name / file
-                await disks.prepare_cloud_init(vmi, source_type, target, self._secrets(volume))
+            elif cloud_init is not None:
+                target = Path(cloud_init_iso(vmi, cloud_init, ctx))
+                await disks.prepare_cloud_init(vmi, cloud_init, target, self._secrets(volume))
             elif volume.get("persistentVolumeClaim") is not None or volume.get("dataVolume") is not None:
                 raise disks.DiskError(
                     f"volume {name}: PersistentVolumeClaim and DataVolume volumes need storage the embedded node "
@@ -303,7 +295,7 @@ class Launcher:
             name = (source.get(ref_field) or {}).get("name")
             if not name:
                 continue
-            directory = self.host(f"/var/run/kubevirt-private/secret/{volume['name']}/{ref_field.lower()}")
+            directory = self.host(f"{pod_layout.PRIVATE_DIR}/secret/{volume['name']}/{ref_field.lower()}")
             if directory.is_dir():
                 found[name] = {f.name: f.read_bytes() for f in directory.iterdir() if f.is_file()}
         return found
@@ -316,20 +308,17 @@ class Launcher:
     async def _kill(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.domain is not None
         await self.domain.destroy()
-        self.last_state = await self.domain.state()
-        return self.status()
+        return await self._refreshed_status()
 
     async def _pause(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.domain is not None
         await self.domain.pause()
-        self.last_state = await self.domain.state()
-        return self.status()
+        return await self._refreshed_status()
 
     async def _unpause(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.domain is not None
         await self.domain.resume()
-        self.last_state = await self.domain.state()
-        return self.status()
+        return await self._refreshed_status()
 
     async def _softreboot(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.domain is not None
@@ -354,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
     if args.simulate_crash:
         log.error("simulating a crash, as requested")
         return 1
-    launcher = Launcher(args, pod_layout.mounts_from_env())
+    launcher = Launcher(args, pod_layout.mounts_from_env(os.environ))
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(launcher.run())
     return 0

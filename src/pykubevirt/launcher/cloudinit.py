@@ -21,11 +21,12 @@ from typing import Any, Final
 import pycdlib
 
 from pykubevirt.api.constants import CLUSTER_INSTANCETYPE_NAME_ANNOTATION, INSTANCETYPE_NAME_ANNOTATION
+from pykubevirt.launcher.converter.disks import CLOUD_INIT_ISOS
 
 NO_CLOUD: Final = "noCloud"
 CONFIG_DRIVE: Final = "configDrive"
 VOLUME_SOURCES: Final = {NO_CLOUD: "cloudInitNoCloud", CONFIG_DRIVE: "cloudInitConfigDrive"}
-ISO_FILES: Final = {NO_CLOUD: "noCloud.iso", CONFIG_DRIVE: "configdrive.iso"}
+ISO_FILES: Final = {kind: CLOUD_INIT_ISOS[key] for kind, key in VOLUME_SOURCES.items()}
 ISO_LABELS: Final = {NO_CLOUD: "cidata", CONFIG_DRIVE: "config-2"}
 USER_DATA_KEYS: Final = ("userdata", "userData")
 NETWORK_DATA_KEYS: Final = ("networkdata", "networkData")

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,6 @@ QEMU_IMG = "qemu-img"
 
 class DiskError(Exception):
     """A disk could not be prepared; the message is shown on the VMI."""
-
-
-@dataclass(slots=True)
-class PreparedDisks:
-    """What the converter needs to know about prepared disks."""
-
-    container_disks: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 async def _run(*command: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -201,21 +200,3 @@ class DomainManager:
         self._callback_ids.clear()
         conn, self._conn = self._conn, None
         await asyncio.to_thread(conn.close)
-
-
-def qemu_pid(root: Path, name: str) -> int | None:
-    """The QEMU process of an embedded domain, from libvirt's pid file (for the last-resort kill)."""
-    for path in root.glob(f"run/qemu/{name}.pid"):
-        try:
-            return int(path.read_text().strip())
-        except (OSError, ValueError):
-            return None
-    return None
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True

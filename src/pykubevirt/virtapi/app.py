@@ -5,13 +5,12 @@ The same object serves the embedded API server (in-process) and `pykubevirt virt
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from pykubevirt.api import constants as c
 from pykubevirt.apiserver import errors
@@ -19,8 +18,9 @@ from pykubevirt.apiserver.http_api import error_response, json_response
 from pykubevirt.client.api import JSON_PATCH, KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.client.streams import STREAM_PROTOCOL, pump_websockets
 from pykubevirt.virtapi import discovery
-from pykubevirt.virtapi.handler_client import STREAM_PROTOCOL, HandlerClient
+from pykubevirt.virtapi.handler_client import HandlerClient
 from pykubevirt.virtapi.lifecycle import (
     VM_RESOURCE,
     VMI_RESOURCE,
@@ -256,7 +256,7 @@ class SubresourceAPI:
         try:
             await client.prepare(request)
             log.info("%s of %s/%s connected", action, namespace, name)
-            await _pump(client, upstream)
+            await pump_websockets(client, upstream)
         finally:
             # Runs on cancellation too (the embedded server cancels handlers of clients that went away).
             with contextlib.suppress(Exception):
@@ -264,25 +264,3 @@ class SubresourceAPI:
             with contextlib.suppress(Exception):
                 await client.close()
         return client
-
-
-async def _pump(client: web.WebSocketResponse, upstream: Any) -> None:
-    """Copy binary messages both ways until either side closes; text frames are forwarded as their bytes."""
-
-    async def copy(source: Any, send: Callable[[bytes], Awaitable[None]]) -> None:
-        async for message in source:
-            if message.type == WSMsgType.BINARY:
-                await send(message.data)
-            elif message.type == WSMsgType.TEXT:
-                await send(message.data.encode())
-
-    pumps = [
-        asyncio.create_task(copy(client, upstream.send_bytes)),
-        asyncio.create_task(copy(upstream, client.send_bytes)),
-    ]
-    try:
-        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for pump in pumps:
-            pump.cancel()
-        await asyncio.gather(*pumps, return_exceptions=True)

@@ -17,11 +17,11 @@ from pykubevirt.apiserver import errors
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import NODES
+from pykubevirt.client.streams import STREAM_PROTOCOL
 
 ADDRESS_ANNOTATION = "pykubevirt.io/virt-handler-address"
 # Upstream's handler HTTP client gives up after 10 s.
 REQUEST_TIMEOUT = 10.0
-STREAM_PROTOCOL = "plain.kubevirt.io"
 
 
 def unavailable(message: str) -> errors.APIError:

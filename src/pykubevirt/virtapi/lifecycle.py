@@ -68,7 +68,7 @@ def vmi_conflict(name: str, why: str) -> errors.APIError:
     return errors.conflict(VMI_RESOURCE, c.KUBEVIRT_GROUP, name, why)
 
 
-def _name(obj: dict[str, Any]) -> str:
+def name_of(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
 
@@ -158,7 +158,7 @@ def _status_plan(vm: dict[str, Any], *changes: dict[str, Any], vmi_patch: Patch 
 
 def decide_start(vm: dict[str, Any], vmi: dict[str, Any] | None, body: bytes) -> Plan:
     """PUT virtualmachines/{name}/start. The body is decoded after the state checks, as upstream does."""
-    name = _name(vm)
+    name = name_of(vm)
     if vmi is not None and not is_final(vmi) and vmi_phase(vmi) not in (c.PHASE_UNSET, c.PHASE_UNKNOWN):
         raise vm_conflict(name, "VM is already running")
     if condition_true(vm, MANUAL_RECOVERY_REQUIRED):
@@ -168,7 +168,7 @@ def decide_start(vm: dict[str, Any], vmi: dict[str, Any] | None, body: bytes) ->
 
 
 def _start_plan(vm: dict[str, Any], vmi: dict[str, Any] | None, options: StartOptions) -> Plan:
-    name = _name(vm)
+    name = name_of(vm)
     data = {START_REQUEST_PAUSED_KEY: START_REQUEST_PAUSED_TRUE} if options.paused else None
     strategy = _strategy(vm)
     if strategy == c.RUN_STRATEGY_HALTED:
@@ -199,7 +199,7 @@ def decide_stop(vm: dict[str, Any], vmi: dict[str, Any] | None, options: StopOpt
 
 
 def _stop_plan(vm: dict[str, Any], vmi: dict[str, Any] | None, options: StopOptions) -> Plan:
-    name = _name(vm)
+    name = name_of(vm)
     strategy = _strategy(vm)
     alive = vmi is not None and not is_final(vmi)
     vmi_patch = None
@@ -239,7 +239,7 @@ def check_restart_options(options: RestartOptions) -> None:
 def decide_restart(vm: dict[str, Any], vmi: dict[str, Any] | None, options: RestartOptions) -> Plan:
     """PUT virtualmachines/{name}/restart: Stop the current VMI, then Start a new one."""
     check_restart_options(options)
-    name = _name(vm)
+    name = name_of(vm)
     if condition_true(vm, VOLUMES_CHANGE):
         raise vm_conflict(name, RECOVERY_REQUIRED)
     strategy = _strategy(vm)

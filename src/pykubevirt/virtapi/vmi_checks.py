@@ -10,7 +10,7 @@ from typing import Any
 from pykubevirt.api import constants as c
 from pykubevirt.apiserver import errors
 from pykubevirt.controller.run_strategy import condition, condition_true, vmi_phase
-from pykubevirt.virtapi.lifecycle import VM_NOT_RUNNING, VMI_RESOURCE, vm_conflict, vmi_conflict
+from pykubevirt.virtapi.lifecycle import VM_NOT_RUNNING, VMI_RESOURCE, name_of, vm_conflict, vmi_conflict
 
 PAUSED = "Paused"
 AGENT_CONNECTED = "AgentConnected"
@@ -18,10 +18,6 @@ VMI_NOT_RUNNING = "VMI is not running"
 VMI_NOT_PAUSED = "VMI is not paused"
 GUEST_AGENT_MISSING = "VMI does not have guest agent connected"
 SNAPSHOT_IN_PROGRESS = "VM snapshot is in progress"
-
-
-def _name(vmi: dict[str, Any]) -> str:
-    return str((vmi.get("metadata") or {}).get("name") or "")
 
 
 def _devices(vmi: dict[str, Any]) -> dict[str, Any]:
@@ -36,7 +32,7 @@ def _forbidden(name: str, why: str) -> errors.APIError:
 
 
 def check_pause(vmi: dict[str, Any]) -> errors.APIError | None:
-    name = _name(vmi)
+    name = name_of(vmi)
     if vmi_phase(vmi) != c.PHASE_RUNNING:
         return vmi_conflict(name, VM_NOT_RUNNING)
     probe = (vmi.get("spec") or {}).get("livenessProbe")
@@ -51,12 +47,12 @@ def check_pause(vmi: dict[str, Any]) -> errors.APIError | None:
 def check_unpause_vm(vm: dict[str, Any] | None) -> errors.APIError | None:
     """Unpausing waits for a VM snapshot to finish (a VMI without a VM may always be unpaused)."""
     if vm is not None and (vm.get("status") or {}).get("snapshotInProgress") is not None:
-        return vm_conflict(str((vm.get("metadata") or {}).get("name") or ""), SNAPSHOT_IN_PROGRESS)
+        return vm_conflict(name_of(vm), SNAPSHOT_IN_PROGRESS)
     return None
 
 
 def check_unpause(vmi: dict[str, Any]) -> errors.APIError | None:
-    name = _name(vmi)
+    name = name_of(vmi)
     if vmi_phase(vmi) != c.PHASE_RUNNING:
         return vmi_conflict(name, VMI_NOT_RUNNING)
     if condition(vmi, PAUSED) is None:
@@ -65,7 +61,7 @@ def check_unpause(vmi: dict[str, Any]) -> errors.APIError | None:
 
 
 def check_soft_reboot(vmi: dict[str, Any]) -> errors.APIError | None:
-    name = _name(vmi)
+    name = name_of(vmi)
     if vmi_phase(vmi) != c.PHASE_RUNNING:
         return vmi_conflict(name, VM_NOT_RUNNING)
     if condition_true(vmi, PAUSED):
@@ -79,7 +75,7 @@ def check_soft_reboot(vmi: dict[str, Any]) -> errors.APIError | None:
 
 def check_guest_agent(vmi: dict[str, Any]) -> errors.APIError | None:
     """guestosinfo (and userlist, filesystemlist) need a running VMI with its guest agent connected."""
-    name = _name(vmi)
+    name = name_of(vmi)
     if vmi_phase(vmi) != c.PHASE_RUNNING:
         return vmi_conflict(name, VMI_NOT_RUNNING)
     if condition(vmi, AGENT_CONNECTED) is None:
@@ -91,7 +87,7 @@ def check_console(vmi: dict[str, Any]) -> errors.APIError | None:
     if _devices(vmi).get("autoattachSerialConsole") is False:
         return errors.bad_request("No serial consoles are present.")
     if vmi_phase(vmi) == c.PHASE_FAILED:
-        return vmi_conflict(_name(vmi), "VMI is in failed status")
+        return vmi_conflict(name_of(vmi), "VMI is in failed status")
     if vmi_phase(vmi) != c.PHASE_RUNNING:
         return errors.bad_request(VMI_NOT_RUNNING)
     return None

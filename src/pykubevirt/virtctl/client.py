@@ -12,9 +12,9 @@ import aiohttp
 
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, BadRequest, error_for
+from pykubevirt.client.streams import STREAM_PROTOCOL
 
 SUBRESOURCES = "/apis/subresources.kubevirt.io/v1"
-STREAM_PROTOCOL = "plain.kubevirt.io"
 
 
 class VirtctlError(Exception):

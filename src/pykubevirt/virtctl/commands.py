@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pykubevirt import __version__
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINES
@@ -149,8 +148,7 @@ def _pause_not_found(vm: dict[str, Any], name: str) -> str:
 
 
 async def _version(client: KubeClient | None, client_only: bool) -> None:
-    info = dict(version_info(), gitVersion=f"v{__version__}")
-    print(f"Client Version: {format_version(info)}")
+    print(f"Client Version: {format_version(version_info())}")
     if client_only:
         return
     try:

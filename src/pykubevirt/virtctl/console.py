@@ -12,9 +12,10 @@ import time
 import tty
 from typing import Any
 
-from aiohttp import WSCloseCode, WSMsgType
+from aiohttp import WSCloseCode
 
 from pykubevirt.client.api import KubeClient
+from pykubevirt.client.streams import websocket_bytes
 from pykubevirt.virtctl.client import VirtctlError, open_stream_waiting
 
 ESCAPE = 0x1D  # Ctrl+] (Ctrl+5 sends the same byte on most terminals)
@@ -102,11 +103,9 @@ async def attach(ws: Any, name: str) -> None:
 
     async def to_stdout() -> None:
         nonlocal last_output
-        async for message in ws:
-            if message.type in (WSMsgType.BINARY, WSMsgType.TEXT):
-                data = message.data if message.type == WSMsgType.BINARY else message.data.encode()
-                os.write(sys.stdout.fileno(), data)
-                last_output = time.monotonic()
+        async for data in websocket_bytes(ws):
+            os.write(sys.stdout.fileno(), data)
+            last_output = time.monotonic()
 
     inbound = asyncio.create_task(to_guest())
     outbound = asyncio.create_task(to_stdout())

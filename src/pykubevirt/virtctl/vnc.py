@@ -8,11 +8,9 @@ import json
 import shutil
 import signal
 import sys
-from typing import Any
-
-from aiohttp import WSMsgType
 
 from pykubevirt.client.api import KubeClient
+from pykubevirt.client.streams import pump_websocket_stream
 from pykubevirt.virtctl.client import VirtctlError, open_stream
 
 REMOTE_VIEWER = "remote-viewer"
@@ -27,26 +25,6 @@ def _viewer(address: str, port: int) -> list[str]:
     if shutil.which(TIGER_VNC):
         return [TIGER_VNC, f"{address}:{port}"]
     raise VirtctlError(f"could not find {REMOTE_VIEWER} or {TIGER_VNC} binary in $PATH")
-
-
-async def _pump(ws: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    async def to_vmi() -> None:
-        while data := await reader.read(65536):
-            await ws.send_bytes(data)
-
-    async def to_viewer() -> None:
-        async for message in ws:
-            if message.type == WSMsgType.BINARY:
-                writer.write(message.data)
-                await writer.drain()
-
-    tasks = [asyncio.create_task(to_vmi()), asyncio.create_task(to_viewer())]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def run_vnc(
@@ -102,7 +80,7 @@ async def run_vnc(
         server.close()
         reader, writer = waiting.result()
         try:
-            await _pump(ws, reader, writer)
+            await pump_websocket_stream(ws, reader, writer)
         finally:
             writer.close()
             with contextlib.suppress(Exception):

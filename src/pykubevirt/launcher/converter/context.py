@@ -5,13 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-# KubeVirt's in-pod directories (reference §0); the defaults make our XML read like KubeVirt's.
-KUBEVIRT_SHARE_DIR = "/var/run/kubevirt"
-KUBEVIRT_PRIVATE_DIR = "/var/run/kubevirt-private"
-KUBEVIRT_EPHEMERAL_DISK_DIR = "/var/run/kubevirt-ephemeral-disks"
-KUBEVIRT_CONTAINER_DISK_DIR = "/var/run/kubevirt/container-disks"
-LIBVIRT_RUNTIME_DIR = "/var/run/libvirt"
-KUBEVIRT_PVC_DISK_DIR = "/var/run/kubevirt-private/vmi-disks"
+from pykubevirt.api import pod_layout
+
+# KubeVirt's in-pod directories (pod_layout's, reference §0) are the defaults, so our XML reads like KubeVirt's.
+KUBEVIRT_PVC_DISK_DIR = f"{pod_layout.PRIVATE_DIR}/vmi-disks"
 OVMF_DIR = "/usr/share/OVMF"
 
 NetworkMode = Literal["kubevirt", "user"]
@@ -40,13 +37,13 @@ class ConverterContext:
     use_emulation: bool = False
     # libvirt's name of the guest architecture; only x86_64 is supported.
     architecture: str = "x86_64"
-    private_dir: str = KUBEVIRT_PRIVATE_DIR
-    ephemeral_disk_dir: str = KUBEVIRT_EPHEMERAL_DISK_DIR
-    container_disk_dir: str = KUBEVIRT_CONTAINER_DISK_DIR
-    libvirt_runtime_dir: str = LIBVIRT_RUNTIME_DIR
+    private_dir: str = pod_layout.PRIVATE_DIR
+    ephemeral_disk_dir: str = pod_layout.EPHEMERAL_DISK_DIR
+    container_disk_dir: str = pod_layout.CONTAINER_DISK_DIR
+    libvirt_runtime_dir: str = pod_layout.LIBVIRT_RUNTIME_DIR
     pvc_disk_dir: str = KUBEVIRT_PVC_DISK_DIR
     # Holds hotplug disks and the persistent-reservation helper socket.
-    share_dir: str = KUBEVIRT_SHARE_DIR
+    share_dir: str = pod_layout.KUBEVIRT_SHARE_DIR
     # Where block-mode PVC/DataVolume devices appear (a pod sees them as /dev/<volume>).
     block_device_dir: str = "/dev"
     # containerDisk volume name → (backing image path, its format "raw"|"qcow2"), prepared by the launcher.

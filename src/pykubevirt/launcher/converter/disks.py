@@ -17,6 +17,7 @@ PR_HELPER_SOCKET = "daemons/pr/pr-helper.sock"
 DOWNWARD_METRICS_DISK = "downwardapi-disks/vhostmd0"
 # Volume kinds whose ISO the launcher renders from Kubernetes objects, under the private dir.
 CONFIG_DISK_DIRS = {"configMap": "config-map-disks", "secret": "secret-disks", "downwardAPI": "downwardapi-disks"}
+CLOUD_INIT_ISOS = {"cloudInitNoCloud": "noCloud.iso", "cloudInitConfigDrive": "configdrive.iso"}
 
 
 # ------------------------------------------------------------------------------------------------ IO threads
@@ -200,13 +201,32 @@ def _pvc_source(name: str, ctx: ConverterContext, hotplug: bool) -> _Disk:
     return _Disk(source={"file": path}, discard=discard)
 
 
-def _ephemeral_overlay(name: str, ctx: ConverterContext) -> str:
+# The files below are written by the launcher before conversion; these functions are the one place naming them.
+
+
+def ephemeral_overlay(name: str, ctx: ConverterContext) -> str:
+    """The qcow2 overlay of a containerDisk or ephemeral volume."""
     return posixpath.join(ctx.ephemeral_disk_dir, "disk-data", name, "disk.qcow2")
+
+
+def empty_disk_path(name: str, ctx: ConverterContext) -> str:
+    return posixpath.join(ctx.libvirt_runtime_dir, "empty-disks", f"{name}.qcow2")
+
+
+def cloud_init_source(volume: v.Obj) -> str | None:
+    """The volume's cloud-init source key (`cloudInitNoCloud`/`cloudInitConfigDrive`), None for other volumes."""
+    return next((key for key in CLOUD_INIT_ISOS if volume.get(key) is not None), None)
+
+
+def cloud_init_iso(vmi: v.Obj, source: str, ctx: ConverterContext) -> str:
+    """The ISO of the VMI's `source` cloud-init volume (KubeVirt's GetIsoFilePath)."""
+    meta = v.mapping(vmi, "metadata")
+    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+    return posixpath.join(ctx.ephemeral_disk_dir, "cloud-init-data", namespace, name, CLOUD_INIT_ISOS[source])
 
 
 def volume_source(vmi: v.Obj, volume: v.Obj, ctx: ConverterContext, device: str, hotplug: bool) -> _Disk:
     name = str(volume.get("name"))
-    ns = v.dig(vmi, "metadata", "namespace") or "default"
     if device == "lun" and not any(volume.get(k) is not None for k in ("persistentVolumeClaim", "dataVolume")):
         raise ConversionError(f"device {name} is of type lun. Not compatible with a file based disk")
     if hotplug:
@@ -218,16 +238,14 @@ def volume_source(vmi: v.Obj, volume: v.Obj, ctx: ConverterContext, device: str,
             raise ConversionError(f"no disk info provided for volume {name}")
         backing_path, backing_fmt = ctx.container_disks[name]
         return _Disk(
-            source={"file": _ephemeral_overlay(name, ctx)},
+            source={"file": ephemeral_overlay(name, ctx)},
             fmt="qcow2",
             discard=True,
             backing=("file", backing_fmt, backing_path),
         )
-    for key, iso in (("cloudInitNoCloud", "noCloud.iso"), ("cloudInitConfigDrive", "configdrive.iso")):
-        if volume.get(key) is not None:
-            meta_name = v.dig(vmi, "metadata", "name")
-            path = posixpath.join(ctx.ephemeral_disk_dir, "cloud-init-data", ns, str(meta_name), iso)
-            return _Disk(source={"file": path})
+    cloud_init = cloud_init_source(volume)
+    if cloud_init is not None:
+        return _Disk(source={"file": cloud_init_iso(vmi, cloud_init, ctx)})
     if volume.get("sysprep") is not None:
         return _Disk(source={"file": posixpath.join(ctx.private_dir, "sysprep-disks", f"{name}.iso")})
     host_disk = volume.get("hostDisk")
@@ -241,14 +259,13 @@ def volume_source(vmi: v.Obj, volume: v.Obj, ctx: ConverterContext, device: str,
         backing = _pvc_source(name, ctx, hotplug=False)
         path = backing.source.get("file") or backing.source["dev"]
         return _Disk(
-            source={"file": _ephemeral_overlay(name, ctx)},
+            source={"file": ephemeral_overlay(name, ctx)},
             fmt="qcow2",
             discard=True,
             backing=(backing.kind, "raw", path),
         )
     if volume.get("emptyDisk") is not None:
-        path = posixpath.join(ctx.libvirt_runtime_dir, "empty-disks", f"{name}.qcow2")
-        return _Disk(source={"file": path}, fmt="qcow2", discard=True)
+        return _Disk(source={"file": empty_disk_path(name, ctx)}, fmt="qcow2", discard=True)
     for key, directory in CONFIG_DISK_DIRS.items():
         if volume.get(key) is not None:
             return _Disk(source={"file": posixpath.join(ctx.private_dir, directory, f"{name}.iso")})

@@ -17,9 +17,12 @@ def domain_name(vmi: v.Obj) -> str:
     return f"{meta.get('namespace') or 'default'}_{meta.get('name')}"
 
 
-def _state(parent: Element, tag: str, source: object) -> None:
+def _state(parent: Element, tag: str, source: object, nested: tuple[str, ...] = ()) -> None:
+    """`<tag state="on|off">` when `source` is set, with the `nested` sub-features of it inside."""
     if isinstance(source, dict):
-        sub(parent, tag, {"state": on_off(v.enabled(source))})
+        el = sub(parent, tag, {"state": on_off(v.enabled(source))})
+        for child in nested:
+            _state(el, child, source.get(child))
 
 
 def _hyperv(hyperv: v.Obj) -> Element:
@@ -32,21 +35,14 @@ def _hyperv(hyperv: v.Obj) -> Element:
     _state(el, "vpindex", hyperv.get("vpindex"))
     _state(el, "runtime", hyperv.get("runtime"))
     _state(el, "synic", hyperv.get("synic"))
-    stimer = hyperv.get("synictimer")
-    if isinstance(stimer, dict):
-        stimer_el = sub(el, "stimer", {"state": on_off(v.enabled(stimer))})
-        _state(stimer_el, "direct", stimer.get("direct"))
+    _state(el, "stimer", hyperv.get("synictimer"), nested=("direct",))
     _state(el, "reset", hyperv.get("reset"))
     vendor = hyperv.get("vendorid")
     if isinstance(vendor, dict):
         sub(el, "vendor_id", {"state": on_off(v.enabled(vendor)), "value": vendor.get("vendorid") or None})
     _state(el, "frequencies", hyperv.get("frequencies"))
     _state(el, "reenlightenment", hyperv.get("reenlightenment"))
-    tlbflush = hyperv.get("tlbflush")
-    if isinstance(tlbflush, dict):
-        tlb_el = sub(el, "tlbflush", {"state": on_off(v.enabled(tlbflush))})
-        _state(tlb_el, "direct", tlbflush.get("direct"))
-        _state(tlb_el, "extended", tlbflush.get("extended"))
+    _state(el, "tlbflush", hyperv.get("tlbflush"), nested=("direct", "extended"))
     _state(el, "ipi", hyperv.get("ipi"))
     _state(el, "evmcs", hyperv.get("evmcs"))
     return el
