@@ -1,10 +1,9 @@
 # pykubevirt: two commands do all the set-up on a Debian 12 machine, as root: `make up` and `make test`.
 SHELL := /bin/bash
 VENV := .venv
-PY := $(VENV)/bin/python
 DATA_DIR ?= $(or $(PYKUBEVIRT_DATA_DIR),/var/lib/pykubevirt)
 
-.PHONY: setup test lint typecheck unit up down crds guest-image
+.PHONY: setup test lint typecheck up down crds guest-image
 
 GUEST_IMAGE := _output/guest/demo-guest.img
 

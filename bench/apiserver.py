@@ -13,9 +13,11 @@ import json
 import time
 from typing import Any
 
-from bench.harness import ServerProcess, log, machine, percentile, rss_mib
+from tests.support.apiserver_process import APIServerProcess
+from tests.support.control_plane import client_for
+
+from bench.harness import log, machine, percentile, rss_mib, start_apiserver
 from pykubevirt.client.api import KubeClient
-from pykubevirt.client.config import load_kubeconfig
 from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES, VIRTUAL_MACHINES
 
 VM = {
@@ -52,8 +54,8 @@ async def bounded(concurrency: int, jobs: list[Any]) -> list[float]:
     return latencies
 
 
-async def measure(args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:
-    client = KubeClient(load_kubeconfig(server.kubeconfig()), qps=0)
+async def measure(args: argparse.Namespace, server: APIServerProcess) -> dict[str, Any]:
+    client = client_for(server)
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
     figures: dict[str, Any] = {}
 
@@ -184,7 +186,7 @@ def main() -> None:
     parser.add_argument("--watch-seconds", type=float, default=10.0)
     parser.add_argument("--rss-objects", type=int, default=10000)
     args = parser.parse_args()
-    server = ServerProcess().start()
+    server = start_apiserver()
     try:
         figures = asyncio.run(measure(args, server))
     finally:

@@ -13,16 +13,16 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from typing import Any
 
+from tests.support.apiserver_process import APIServerProcess
+from tests.support.control_plane import client_for
 from tests.support.simulated_node import SimulatedNode
 
-from bench.harness import ServerProcess, log, machine, percentile, rss_mib
-from pykubevirt.client.api import KubeClient
-from pykubevirt.client.config import load_kubeconfig
+from bench.harness import log, machine, percentile, rss_mib, start_apiserver
+from pykubevirt.cli.cluster_layout import pykubevirt_argv
 from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import NAMESPACES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 
@@ -47,23 +47,16 @@ def vm(name: str) -> dict[str, Any]:
     }
 
 
-async def run(args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:
-    admin = KubeClient(load_kubeconfig(server.kubeconfig()), qps=0)
-    handler = KubeClient(load_kubeconfig(server.kubeconfig("virt-handler")), qps=0)
+async def run(args: argparse.Namespace, server: APIServerProcess) -> dict[str, Any]:
+    admin = client_for(server)
+    handler = client_for(server, "virt-handler")
     await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
     controller = subprocess.Popen(  # noqa: ASYNC220 - started once, before the measured part
-        [
-            sys.executable,
-            "-m",
-            "pykubevirt.cli.main",
-            "virt-controller",
-            "--kubeconfig",
-            str(server.kubeconfig("virt-controller")),
-            "--no-leader-election",
-            "--workers",
-            str(args.workers),
-        ],
-        stderr=(server.dir / "virt-controller.log").open("w"),
+        pykubevirt_argv(
+            *("virt-controller", "--kubeconfig", str(server.data_dir / "virt-controller.kubeconfig")),
+            *("--no-leader-election", "--workers", str(args.workers)),
+        ),
+        stderr=(server.data_dir.parent / "virt-controller.log").open("w"),
     )
     node = await SimulatedNode(handler, "node01", heartbeat=10.0).start()
     created: dict[str, float] = {}
@@ -146,9 +139,9 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]
     }
 
 
-async def api_write_counts(server: ServerProcess) -> Counter[tuple[str, str]]:
+async def api_write_counts(server: APIServerProcess) -> Counter[tuple[str, str]]:
     """Writes per (component, resource) from the API server's audit counters."""
-    admin = KubeClient(load_kubeconfig(server.kubeconfig()), qps=0)
+    admin = client_for(server)
     try:
         counts = await admin.request("GET", "/debug/writes")
     finally:
@@ -164,7 +157,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args()
-    server = ServerProcess().start()
+    server = start_apiserver()
     try:
         figures = asyncio.run(run(args, server))
     finally:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import platform
 import re
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from tests.support.apiserver_process import APIServerProcess
 
 
 def machine() -> dict[str, Any]:
@@ -67,57 +66,6 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-class ServerProcess:
-    """`pykubevirt apiserver` in a temporary directory, stopped by its PID."""
-
-    def __init__(self, *extra: str) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="pykubevirt-bench-"))
-        self.extra = extra
-        self.process: subprocess.Popen[str] | None = None
-        self.url = ""
-
-    def start(self) -> ServerProcess:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pykubevirt.cli.main",
-                "apiserver",
-                "--data-dir",
-                str(self.dir / "data"),
-                "--listen",
-                "127.0.0.1:0",
-                *self.extra,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=(self.dir / "apiserver.log").open("w"),
-            text=True,
-        )
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                raise RuntimeError(f"the API server exited; see {self.dir / 'apiserver.log'}")
-            match = re.search(r"listening on (https://\S+)", line)
-            if match:
-                self.url = match.group(1)
-                return self
-        raise TimeoutError("the API server did not start")
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def kubeconfig(self, component: str = "") -> Path:
-        return self.dir / "data" / (f"{component}.kubeconfig" if component else "kubeconfig")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+def start_apiserver() -> APIServerProcess:
+    """`pykubevirt apiserver` in a temporary directory (kept for its logs), stopped by its PID."""
+    return APIServerProcess(Path(tempfile.mkdtemp(prefix="pykubevirt-bench-")) / "data").start()

@@ -8,13 +8,15 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pykubevirt.cli.cluster_layout import pykubevirt_argv
 from tests.paths import REPO
 from tests.support.cluster import DEMO_IMAGE, ClusterView, EmbeddedCluster
 
@@ -40,8 +42,8 @@ def guest_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def images_dir(tmp_path_factory: pytest.TempPathFactory, guest_image: Path) -> Path:
     """A node image store holding the demo guest under its containerDisk reference, imported the way users do it."""
     store = tmp_path_factory.mktemp("images")
-    command = [sys.executable, "-m", "pykubevirt.cli.main", "image", "import", DEMO_IMAGE, str(guest_image)]
-    subprocess.run([*command, "--images-dir", str(store)], check=True, capture_output=True, timeout=60)
+    command = pykubevirt_argv("image", "import", DEMO_IMAGE, str(guest_image), "--images-dir", str(store))
+    subprocess.run(command, check=True, capture_output=True, timeout=60)
     return store
 
 
@@ -103,9 +105,24 @@ class UpCluster:
             raise AssertionError(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
         return result
 
+    def jsonpath(self, kind: str, name: str, path: str) -> str:
+        """`kubectl get KIND NAME -o jsonpath=PATH`, or "" while the object does not exist."""
+        result = self.run("kubectl", "get", kind, name, "-o", f"jsonpath={path}", check=False)
+        return result.stdout if result.returncode == 0 else ""
+
     def state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads((self.data_dir / "run" / "state.json").read_text())
         return state
+
+
+def wait_for(probe: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
+    """Poll `probe` (each poll runs commands, so not too often) until it holds; fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 Completed = subprocess.CompletedProcess[str]

@@ -10,12 +10,11 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.conftest import UpCluster
+from tests.e2e.conftest import UpCluster, wait_for
 from tests.paths import REPO
 
 pytestmark = pytest.mark.e2e
@@ -58,20 +57,6 @@ def in_order(seen: list[str], expected: list[str]) -> bool:
     return all(any(value == wanted for value in position) for wanted in expected)
 
 
-def wait_for(probe: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def get(cluster: UpCluster, kind: str, name: str, path: str) -> str:
-    result = cluster.run("kubectl", "get", kind, name, "-o", f"jsonpath={path}", check=False)
-    return result.stdout if result.returncode == 0 else ""
-
-
 def launcher_pod(cluster: UpCluster, vmi_uid: str) -> str:
     selector = f"kubevirt.io=virt-launcher,kubevirt.io/created-by={vmi_uid}"
     return cluster.run("kubectl", "get", "pod", "-l", selector, "-o", "jsonpath={.items[0].metadata.name}").stdout
@@ -79,8 +64,8 @@ def launcher_pod(cluster: UpCluster, vmi_uid: str) -> str:
 
 def wait_booted(cluster: UpCluster, kind: str, name: str, line: str = BOOTED) -> None:
     """The guest has booted (ACPI works from then on): its serial console, as `kubectl logs` shows it, has `line`."""
-    wait_for(lambda: get(cluster, "vmi", name, "{.status.phase}") == "Running", f"{kind} {name} Running")
-    pod = launcher_pod(cluster, get(cluster, "vmi", name, "{.metadata.uid}"))
+    wait_for(lambda: cluster.jsonpath("vmi", name, "{.status.phase}") == "Running", f"{kind} {name} Running")
+    pod = launcher_pod(cluster, cluster.jsonpath("vmi", name, "{.metadata.uid}"))
 
     def booted() -> bool:
         logs = cluster.run("kubectl", "logs", pod, "-c", "guest-console-log", check=False)
@@ -117,7 +102,7 @@ def test_vmi_create_get_delete(up_cluster: UpCluster) -> None:
 def test_vm_lifecycle_with_kubectl_and_virtctl(up_cluster: UpCluster, watch_my_vm: StatusWatch) -> None:
     run = up_cluster.run
     run("kubectl", "apply", "-f", str(DATA / "my-vm.yaml"))
-    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Running", "my-vm Running")
+    wait_for(lambda: up_cluster.jsonpath("vm", "my-vm", "{.status.printableStatus}") == "Running", "my-vm Running")
     vm_row = next(line.split() for line in run("kubectl", "get", "vm").stdout.splitlines() if line.startswith("my-vm "))
     assert vm_row[2:] == ["Running", "True"]
     described = run("kubectl", "describe", "vm", "my-vm").stdout
@@ -141,46 +126,46 @@ def test_vm_lifecycle_with_kubectl_and_virtctl(up_cluster: UpCluster, watch_my_v
 
     wait_booted(up_cluster, "vm", "my-vm")
     assert run("virtctl", "pause", "vm", "my-vm").stdout.strip() == "VMI my-vm was scheduled to pause"
-    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Paused", "Paused")
+    wait_for(lambda: up_cluster.jsonpath("vm", "my-vm", "{.status.printableStatus}") == "Paused", "Paused")
     assert run("virtctl", "unpause", "vm", "my-vm").stdout.strip() == "VMI my-vm was scheduled to unpause"
-    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Running", "unpaused")
+    wait_for(lambda: up_cluster.jsonpath("vm", "my-vm", "{.status.printableStatus}") == "Running", "unpaused")
 
-    first_uid = get(up_cluster, "vmi", "my-vm", "{.metadata.uid}")
+    first_uid = up_cluster.jsonpath("vmi", "my-vm", "{.metadata.uid}")
     assert run("virtctl", "restart", "my-vm").stdout.strip() == "VM my-vm was scheduled to restart"
-    wait_for(lambda: get(up_cluster, "vmi", "my-vm", "{.metadata.uid}") not in ("", first_uid), "a new VMI")
+    wait_for(lambda: up_cluster.jsonpath("vmi", "my-vm", "{.metadata.uid}") not in ("", first_uid), "a new VMI")
     wait_booted(up_cluster, "vm", "my-vm")
 
     assert run("virtctl", "stop", "my-vm").stdout.strip() == "VM my-vm was scheduled to stop"
-    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Stopped", "Stopped")
-    assert get(up_cluster, "vm", "my-vm", "{.spec.runStrategy}") == "Halted"
+    wait_for(lambda: up_cluster.jsonpath("vm", "my-vm", "{.status.printableStatus}") == "Stopped", "Stopped")
+    assert up_cluster.jsonpath("vm", "my-vm", "{.spec.runStrategy}") == "Halted"
 
     assert run("virtctl", "start", "my-vm").stdout.strip() == "VM my-vm was scheduled to start"
-    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Running", "started again")
+    wait_for(lambda: up_cluster.jsonpath("vm", "my-vm", "{.status.printableStatus}") == "Running", "started again")
     forced = run("virtctl", "stop", "my-vm", "--grace-period=0", "--force").stdout
     assert forced.strip() == "VM my-vm was scheduled to stop"
-    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Stopped", "force-stopped", 30)
+    wait_for(lambda: up_cluster.jsonpath("vm", "my-vm", "{.status.printableStatus}") == "Stopped", "force-stopped", 30)
 
     run("virtctl", "start", "my-vm")
-    wait_for(lambda: get(up_cluster, "vm", "my-vm", "{.status.printableStatus}") == "Running", "running for delete")
+    wait_for(lambda: up_cluster.jsonpath("vm", "my-vm", "{.status.printableStatus}") == "Running", "running for delete")
     wait_booted(up_cluster, "vm", "my-vm")
     assert run("kubectl", "delete", "vm", "my-vm", timeout=120).stdout.strip() == (
         'virtualmachine.kubevirt.io "my-vm" deleted'
     )
     assert run("kubectl", "get", "vm", "my-vm", check=False).returncode == 1
-    time.sleep(1)
+    # `kubectl get -w` prints the deletion (Terminating) a moment after `kubectl delete` returns.
+    wait_for(lambda: "Terminating" in watch_my_vm.seen, "Terminating in kubectl's watch", timeout=10)
     expected = ["Starting", "Running", "Paused", "Running", "Stopping", "Stopped", "Starting", "Running"]
     assert in_order(watch_my_vm.seen, expected), watch_my_vm.seen
-    assert "Terminating" in watch_my_vm.seen, watch_my_vm.seen
 
 
 def test_centos_vm_from_the_spec_runs_with_its_config_drive(up_cluster: UpCluster) -> None:
     up_cluster.run("kubectl", "apply", "-f", str(DATA / "vm-centos01.yaml"))
     # The hostname line follows "booted" on the console: wait for it rather than read the log once.
     wait_booted(up_cluster, "vm", "vm-centos01", "pykubevirt-guest: hostname vm-centos01")
-    pod = launcher_pod(up_cluster, get(up_cluster, "vmi", "vm-centos01", "{.metadata.uid}"))
+    pod = launcher_pod(up_cluster, up_cluster.jsonpath("vmi", "vm-centos01", "{.metadata.uid}"))
     console = up_cluster.run("kubectl", "logs", pod, "-c", "guest-console-log").stdout
     assert "pykubevirt-guest: cloud-init ConfigDrive on" in console
-    assert get(up_cluster, "vm", "vm-centos01", "{.status.printableStatus}") == "Running"
+    assert up_cluster.jsonpath("vm", "vm-centos01", "{.status.printableStatus}") == "Running"
     up_cluster.run("kubectl", "delete", "vm", "vm-centos01", timeout=120)
 
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from pykubevirt.api import pod_layout
-from tests.e2e.conftest import UpCluster
+from tests.e2e.conftest import UpCluster, wait_for
 from tests.paths import REPO
 
 pytestmark = pytest.mark.e2e
@@ -21,22 +20,8 @@ DEMO = str(REPO / "examples" / "vm-demo.yaml")
 COMPONENTS = ("apiserver", "virt-controller", "scheduler", "node-node01", "virt-handler-node01")
 
 
-def wait_for(probe: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def jsonpath(cluster: UpCluster, kind: str, name: str, path: str) -> str:
-    result = cluster.run("kubectl", "get", kind, name, "-o", f"jsonpath={path}", check=False)
-    return result.stdout if result.returncode == 0 else ""
-
-
 def demo_qemu_pid(cluster: UpCluster) -> int:
-    pod_uid = jsonpath(cluster, "vmi", "demo", "{.status.activePods}").split('"')[1]
+    pod_uid = cluster.jsonpath("vmi", "demo", "{.status.activePods}").split('"')[1]
     pid_file = Path(pod_layout.embed_root(pod_uid)) / "run" / "qemu" / "default_demo.pid"
     return int(pid_file.read_text())
 
@@ -44,7 +29,7 @@ def demo_qemu_pid(cluster: UpCluster) -> int:
 def ensure_demo(cluster: UpCluster) -> None:
     """The demo VM applied (idempotent) and its VMI Running, whichever test runs first."""
     cluster.run("kubectl", "apply", "-f", DEMO)
-    wait_for(lambda: jsonpath(cluster, "vmi", "demo", "{.status.phase}") == "Running", "the demo VMI Running", 120)
+    wait_for(lambda: cluster.jsonpath("vmi", "demo", "{.status.phase}") == "Running", "the demo VMI Running", 120)
 
 
 def alive(pid: int) -> bool:
@@ -88,7 +73,7 @@ def test_components_are_pods_whose_logs_kubectl_reads(up_cluster: UpCluster) -> 
 
 def test_every_component_killed_is_restarted_and_the_guest_keeps_running(up_cluster: UpCluster) -> None:
     ensure_demo(up_cluster)
-    uid = jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}")
+    uid = up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}")
     qemu = demo_qemu_pid(up_cluster)
     for component in COMPONENTS:
         before = up_cluster.state()["components"][component]
@@ -102,18 +87,18 @@ def test_every_component_killed_is_restarted_and_the_guest_keeps_running(up_clus
         assert up_cluster.state()["components"][component]["restarts"] == before["restarts"] + 1
         assert alive(qemu), f"killing {component} took the guest down"
     # The restarted control plane still drives the same guest.
-    wait_for(lambda: jsonpath(up_cluster, "vmi", "demo", "{.status.phase}") == "Running", "VMI Running")
-    assert jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}") == uid
+    wait_for(lambda: up_cluster.jsonpath("vmi", "demo", "{.status.phase}") == "Running", "VMI Running")
+    assert up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}") == uid
     up_cluster.run("virtctl", "pause", "vm", "demo")
-    wait_for(lambda: jsonpath(up_cluster, "vm", "demo", "{.status.printableStatus}") == "Paused", "Paused")
+    wait_for(lambda: up_cluster.jsonpath("vm", "demo", "{.status.printableStatus}") == "Paused", "Paused")
     up_cluster.run("virtctl", "unpause", "vm", "demo")
-    wait_for(lambda: jsonpath(up_cluster, "vm", "demo", "{.status.printableStatus}") == "Running", "Running again")
+    wait_for(lambda: up_cluster.jsonpath("vm", "demo", "{.status.printableStatus}") == "Running", "Running again")
     assert alive(qemu)
 
 
 def test_down_and_up_leave_the_running_guest_alone(up_cluster: UpCluster) -> None:
     ensure_demo(up_cluster)
-    uid = jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}")
+    uid = up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}")
     qemu = demo_qemu_pid(up_cluster)
     down = up_cluster.run("pykubevirt", "down")
     assert "running guests keep running" in down.stdout
@@ -121,22 +106,22 @@ def test_down_and_up_leave_the_running_guest_alone(up_cluster: UpCluster) -> Non
     assert alive(qemu)
     up_cluster.run("pykubevirt", "up")
     time.sleep(3)  # a resync of the handler and the node agent
-    assert jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}") == uid
-    assert jsonpath(up_cluster, "vmi", "demo", "{.status.phase}") == "Running"
+    assert up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}") == uid
+    assert up_cluster.jsonpath("vmi", "demo", "{.status.phase}") == "Running"
     assert alive(qemu)
 
 
 def test_down_all_stops_every_guest(up_cluster: UpCluster) -> None:
     ensure_demo(up_cluster)
     qemu = demo_qemu_pid(up_cluster)
-    uid = jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid}")
+    uid = up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}")
     assert "every guest" in up_cluster.run("pykubevirt", "down", "--all").stdout
     wait_for(lambda: not alive(qemu), "QEMU to be gone", timeout=15)
     # Up again: the old VMI fails with its dead launcher and the Always VM comes back with a new guest.
     up_cluster.run("pykubevirt", "up")
 
     def replaced() -> bool:
-        vmi = jsonpath(up_cluster, "vmi", "demo", "{.metadata.uid} {.status.phase}").split()
+        vmi = up_cluster.jsonpath("vmi", "demo", "{.metadata.uid} {.status.phase}").split()
         return len(vmi) == 2 and vmi[0] != uid and vmi[1] == "Running"
 
     wait_for(replaced, "a new demo VMI Running", timeout=120)

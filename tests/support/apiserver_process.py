@@ -7,11 +7,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import yaml
+
+from pykubevirt.cli.cluster_layout import pykubevirt_argv
 
 KUBECTL = "/usr/bin/kubectl"
 
@@ -28,35 +29,17 @@ class APIServerProcess:
 
     def start(self, port: int = 0, timeout: float = 30.0) -> APIServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("a")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pykubevirt.cli.main",
-                "apiserver",
-                "--data-dir",
-                str(self.data_dir),
-                "--listen",
-                f"127.0.0.1:{port}",
-                *self.extra_args,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                raise RuntimeError(f"the API server exited: see {self.log_path}")
-            match = re.search(r"listening on (https://\S+)", line)
-            if match:
-                self.url = match.group(1)
-                self.process.stdout.readline()
-                return self
-        raise TimeoutError("the API server did not start")
+        argv = ("apiserver", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{port}", *self.extra_args)
+        with self.log_path.open("a") as log:
+            self.process = subprocess.Popen(pykubevirt_argv(*argv), stdout=subprocess.PIPE, stderr=log, text=True)
+        banner = r"listening on (https://\S+)"
+        self.url = wait_for_banner(self.process, banner, "the API server", self.log_path, timeout)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
 
     @property
     def port(self) -> int:
@@ -96,6 +79,20 @@ class APIServerProcess:
         os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait()
         self.process = None
+
+
+def wait_for_banner(process: subprocess.Popen[str], pattern: str, what: str, log_path: Path, timeout: float) -> str:
+    """The first group of `pattern` in the line a started component prints once it serves."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{what} exited: see {log_path}")
+        match = re.search(pattern, line)
+        if match:
+            return match.group(1)
+    raise TimeoutError(f"{what} did not start")
 
 
 def kubectl_env(server: APIServerProcess, home: Path) -> dict[str, str]:

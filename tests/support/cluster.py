@@ -7,26 +7,19 @@ import asyncio
 import contextlib
 import signal
 import sys
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from pykubevirt.api import pod_layout
 from pykubevirt.cli.cluster_layout import ClusterLayout
 from pykubevirt.cli.component_process import ComponentProcess
+from pykubevirt.cli.up_command import node_schedulable
 from pykubevirt.client.api import KubeClient, Object
-from pykubevirt.client.errors import NotFound
-from pykubevirt.client.resources import (
-    EVENTS,
-    NAMESPACES,
-    NODES,
-    PODS,
-    VIRTUAL_MACHINE_INSTANCES,
-    VIRTUAL_MACHINES,
-)
+from pykubevirt.client.resources import EVENTS, NODES, PODS, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.node.teardown import kill_node_pods
 from tests.support.apiserver_process import KUBECTL, APIServerProcess, kubectl_env
-from tests.support.control_plane import client_for, eventually
-from tests.support.node_agent_process import NodeAgentProcess, kill_leftover_pods
+from tests.support.control_plane import VMReads, client_for, eventually
+from tests.support.node_agent_process import NodeAgentProcess
 
 DEMO_IMAGE = "pykubevirt.local/demo-guest:1.0"
 
@@ -96,116 +89,40 @@ class EmbeddedCluster:
         self.controller.stop()
         self.server.stop()
         for node in self.nodes:
-            kill_leftover_pods(node.data_dir)
-
-    def logs(self) -> dict[str, Any]:
-        return {
-            "controller": self.controller.log_tail(),
-            **{n.handler.name: n.handler.log_tail() for n in self.nodes},
-        }
+            kill_node_pods(node.data_dir)
 
 
-class ClusterView:
+class ClusterView(VMReads):
     """A test's window on the cluster: an admin client in the test's event loop and the waits tests need."""
+
+    namespace_prefix = "e2e"
+    # Real guests boot under TCG here: waits are longer and polls less frequent than with a simulated node.
+    wait_timeout = 90.0
+    poll_interval = 0.1
 
     def __init__(self, cluster: EmbeddedCluster) -> None:
         self.cluster = cluster
-        self.client = client_for(cluster.server)
+        self.admin = client_for(cluster.server)
 
     @property
     def node(self) -> Node:
         return self.cluster.nodes[0]
 
     async def close(self) -> None:
-        await self.client.close()
+        await self.admin.close()
 
     async def wait_ready(self) -> None:
         """Every node Ready and schedulable (its handler's heartbeat seen)."""
         names = {node.name for node in self.cluster.nodes}
 
         async def ready() -> bool:
-            items = (await self.client.list(NODES))["items"]
-            good = set()
-            for node in items:
-                labels = node["metadata"].get("labels") or {}
-                conditions = {x["type"]: x["status"] for x in (node.get("status") or {}).get("conditions") or []}
-                if conditions.get("Ready") == "True" and labels.get("kubevirt.io/schedulable") == "true":
-                    good.add(node["metadata"]["name"])
-            return names <= good
+            nodes = (await self.admin.list(NODES))["items"]
+            return names <= {node["metadata"]["name"] for node in nodes if node_schedulable(node)}
 
         await eventually(ready, timeout=60)
 
-    async def namespace(self) -> str:
-        name = f"e2e-{uuid.uuid4().hex[:8]}"
-        await self.client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        return name
-
-    async def vm(self, namespace: str, name: str) -> Object | None:
-        try:
-            return await self.client.get(VIRTUAL_MACHINES, name, namespace)
-        except NotFound:
-            return None
-
-    async def vmi(self, namespace: str, name: str) -> Object | None:
-        try:
-            return await self.client.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
-        except NotFound:
-            return None
-
-    async def describe(self, namespace: str, name: str) -> str:
-        """VM, VMI, launcher pods and events of `name`, for failure messages."""
-        client = self.client
-        vm = await self.vm(namespace, name)
-        vmi = await self.vmi(namespace, name)
-        pods = (await client.list(PODS, namespace))["items"]
-        events = (await client.list(EVENTS, namespace))["items"]
-        return repr(
-            {
-                "vm": (vm or {}).get("status"),
-                "vmi": (vmi or {}).get("status"),
-                "pods": [(p["metadata"]["name"], p.get("status")) for p in pods],
-                "events": [
-                    (e.get("involvedObject", {}).get("name"), e.get("reason"), e.get("message")) for e in events
-                ],
-            }
-        )
-
-    async def wait_vm(self, namespace: str, name: str, printable: str, timeout: float = 90.0) -> Object:  # noqa: ASYNC109
-        async def probe() -> Object | None:
-            vm = await self.vm(namespace, name)
-            return vm if vm and (vm.get("status") or {}).get("printableStatus") == printable else None
-
-        try:
-            return await eventually(probe, timeout=timeout, interval=0.1)
-        except AssertionError:
-            raise AssertionError(
-                f"VM {namespace}/{name} not {printable} within {timeout}s: {await self.describe(namespace, name)}"
-            ) from None
-
-    async def wait_vmi(
-        self,
-        namespace: str,
-        name: str,
-        phase: str,
-        *,
-        other_than_uid: str = "",
-        timeout: float = 90.0,  # noqa: ASYNC109
-    ) -> Object:
-        async def probe() -> Object | None:
-            vmi = await self.vmi(namespace, name)
-            if vmi is None or vmi["metadata"]["uid"] == other_than_uid:
-                return None
-            return vmi if (vmi.get("status") or {}).get("phase") == phase else None
-
-        try:
-            return await eventually(probe, timeout=timeout, interval=0.1)
-        except AssertionError:
-            raise AssertionError(
-                f"VMI {namespace}/{name} not {phase} within {timeout}s: {await self.describe(namespace, name)}"
-            ) from None
-
     async def launcher_pod(self, vmi: Object) -> Object:
-        pods = await self.client.list(PODS, vmi["metadata"]["namespace"], label_selector="kubevirt.io=virt-launcher")
+        pods = await self.admin.list(PODS, vmi["metadata"]["namespace"], label_selector="kubevirt.io=virt-launcher")
         uid = vmi["metadata"]["uid"]
         for pod in pods["items"]:
             if (pod["metadata"].get("labels") or {}).get("kubevirt.io/created-by") == uid:
@@ -214,8 +131,8 @@ class ClusterView:
 
     def serial_log(self, node: Node, pod: Object, vmi: Object) -> Path:
         """The guest's serial console log the launcher keeps in its pod's private volume."""
-        pod_uid, vmi_uid = str(pod["metadata"]["uid"]), str(vmi["metadata"]["uid"])
-        return node.pods_dir / pod_uid / "volumes" / "private" / vmi_uid / "virt-serial0-log"
+        socket = pod_layout.serial_socket(str(node.pods_dir), pod["metadata"]["uid"], vmi["metadata"]["uid"])
+        return Path(f"{socket}-log")
 
     async def wait_serial(self, node: Node, pod: Object, vmi: Object, text: str, timeout: float = 90.0) -> str:  # noqa: ASYNC109
         path = self.serial_log(node, pod, vmi)
@@ -247,12 +164,12 @@ class ClusterView:
 
     async def events(self, namespace: str, name: str) -> list[tuple[str, str]]:
         """(type, reason) of the events about objects named `name`."""
-        items = (await self.client.list(EVENTS, namespace, field_selector=f"involvedObject.name={name}"))["items"]
+        items = (await self.admin.list(EVENTS, namespace, field_selector=f"involvedObject.name={name}"))["items"]
         return [(str(e.get("type")), str(e.get("reason"))) for e in items]
 
     def watch_phases(self, namespace: str, name: str) -> PhaseLog:
         """Record every phase of every VMI named `name` from now on (a deleted VMI's last phase flashes by)."""
-        return PhaseLog(self.client, namespace, name)
+        return PhaseLog(self.admin, namespace, name)
 
 
 class PhaseLog:

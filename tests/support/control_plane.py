@@ -7,14 +7,14 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.config import load_kubeconfig
 from pykubevirt.client.errors import NotFound
-from pykubevirt.client.resources import NAMESPACES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import EVENTS, NAMESPACES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.controller.app import ControllerOptions, VirtController
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.simulated_node import SimulatedNode
@@ -39,21 +39,17 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float
     raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
 
 
-@dataclass
-class ControlPlane:
-    server: APIServerProcess
+class VMReads:
+    """Reads of and waits on VMs and VMIs through an admin client: what integration and e2e harnesses both ask."""
+
     admin: KubeClient
-    controller_client: KubeClient
-    handler_client: KubeClient
-    controller: VirtController
-    node: SimulatedNode
-    task: asyncio.Task[None]
-    namespaces: list[str] = field(default_factory=list)
+    namespace_prefix: ClassVar[str] = "t"
+    wait_timeout: ClassVar[float] = 20.0
+    poll_interval: ClassVar[float] = 0.05
 
     async def namespace(self) -> str:
-        name = f"t-{uuid.uuid4().hex[:8]}"
+        name = f"{self.namespace_prefix}-{uuid.uuid4().hex[:8]}"
         await self.admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        self.namespaces.append(name)
         return name
 
     async def vm(self, namespace: str, name: str) -> Object | None:
@@ -72,20 +68,12 @@ class ControlPlane:
         vm = await self.vm(namespace, name)
         return str(((vm or {}).get("status") or {}).get("printableStatus") or "")
 
-    async def wait_printable(self, namespace: str, name: str, wanted: str, timeout: float = 20.0) -> None:  # noqa: ASYNC109
-        async def probe() -> bool:
-            return await self.printable(namespace, name) == wanted
-
-        try:
-            await eventually(probe, timeout=timeout)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; wanted {wanted}; state: {await self.describe(namespace, name)}") from None
-
     async def describe(self, namespace: str, name: str) -> str:
-        """VM, VMI and launcher pods of `name`, for failure messages."""
+        """VM, VMI, launcher pods and events of `name`, for failure messages."""
         vm = await self.vm(namespace, name)
         vmi = await self.vmi(namespace, name)
         pods = (await self.admin.list(PODS, namespace, label_selector="kubevirt.io=virt-launcher"))["items"]
+        events = (await self.admin.list(EVENTS, namespace))["items"]
         return repr(
             {
                 "vm": (vm or {}).get("status"),
@@ -94,8 +82,26 @@ class ControlPlane:
                     "deleting": (vmi or {}).get("metadata", {}).get("deletionTimestamp"),
                 },
                 "pods": [(p["metadata"]["name"], p["spec"].get("nodeName"), p.get("status")) for p in pods],
+                "events": [
+                    (e.get("involvedObject", {}).get("name"), e.get("reason"), e.get("message")) for e in events
+                ],
             }
         )
+
+    async def wait_printable(
+        self,
+        namespace: str,
+        name: str,
+        wanted: str,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> Object:
+        """The VM once its printableStatus is `wanted`."""
+
+        async def probe() -> Object | None:
+            vm = await self.vm(namespace, name)
+            return vm if vm and (vm.get("status") or {}).get("printableStatus") == wanted else None
+
+        return await self._wait(probe, f"VM {namespace}/{name} not {wanted}", namespace, name, timeout)
 
     async def wait_vmi_phase(
         self,
@@ -104,15 +110,42 @@ class ControlPlane:
         phase: str,
         *,
         other_than_uid: str = "",
-        timeout: float = 20.0,  # noqa: ASYNC109
+        timeout: float | None = None,  # noqa: ASYNC109
     ) -> Object:
+        """The VMI (other than the one with `other_than_uid`) once it is in `phase`."""
+
         async def probe() -> Object | None:
             vmi = await self.vmi(namespace, name)
             if vmi is None or vmi["metadata"]["uid"] == other_than_uid:
                 return None
             return vmi if (vmi.get("status") or {}).get("phase") == phase else None
 
-        return await eventually(probe, timeout=timeout)
+        return await self._wait(probe, f"VMI {namespace}/{name} not {phase}", namespace, name, timeout)
+
+    async def _wait(
+        self,
+        probe: Callable[[], Awaitable[Object | None]],
+        failure: str,
+        namespace: str,
+        name: str,
+        timeout: float | None,  # noqa: ASYNC109
+    ) -> Object:
+        timeout = self.wait_timeout if timeout is None else timeout
+        try:
+            return await eventually(probe, timeout=timeout, interval=self.poll_interval)
+        except AssertionError:
+            raise AssertionError(f"{failure} within {timeout}s: {await self.describe(namespace, name)}") from None
+
+
+@dataclass
+class ControlPlane(VMReads):
+    server: APIServerProcess
+    admin: KubeClient
+    controller_client: KubeClient
+    handler_client: KubeClient
+    controller: VirtController
+    node: SimulatedNode
+    task: asyncio.Task[None]
 
     async def wait_vmi_gone(self, namespace: str, name: str, uid: str) -> None:
         async def probe() -> bool:

@@ -14,7 +14,6 @@ from tests.support.apiserver_process import APIServerProcess
 
 JSON = "application/json"
 MERGE = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 
 
 @dataclass

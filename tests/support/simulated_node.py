@@ -22,6 +22,7 @@ from pykubevirt.client.resources import NODES, PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.client.workqueue import WorkQueue
 
 UNPAUSED_GATE = "kubevirt.io/virtual-machine-unpaused"
+UNFIT_RETRY_SECONDS = 0.5
 
 
 def _now() -> str:
@@ -167,6 +168,9 @@ class SimulatedNode:
                     await self._put_status(pod, {"phase": "Pending", "conditions": [condition]})
                 return
             if not await self._fits(pod):
+                # As a scheduler does: an unschedulable pod is tried again, since the node's labels may change
+                # (a heartbeat that arrives late briefly marks the node kubevirt.io/schedulable=false).
+                self._queue.add_after(("pod", key), UNFIT_RETRY_SECONDS)
                 return
             binding = {
                 "apiVersion": "v1",

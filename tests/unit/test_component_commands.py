@@ -47,3 +47,29 @@ def test_client_flag_defaults_and_overrides(command: str, qps: float, burst: int
     assert (defaults.kubeconfig, defaults.qps, defaults.burst) == (None, qps, burst)
     given = parser.parse_args([command, *own, "--kubeconfig", "k", "--qps", "5", "--burst", "7"])
     assert (given.kubeconfig, given.qps, given.burst) == ("k", 5.0, 7)
+
+
+@pytest.mark.parametrize("command", [["apiserver", "--data-dir", "DATA"], ["virt-api"]])
+def test_a_bad_listen_address_is_a_usage_error(command: list[str], tmp_path: Path) -> None:
+    args = [a.replace("DATA", str(tmp_path / "data")) for a in command]
+    result = subprocess.run(
+        [sys.executable, "-m", "pykubevirt.cli.main", *args, "--listen", "6443"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith("error: argument --listen: must be HOST:PORT, got '6443'")
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("command", [["apiserver", "--data-dir", "d"], ["virt-api"], ["validate", "-f", "-"]])
+def test_listen_and_feature_gates_are_parsed_by_the_parser(command: list[str]) -> None:
+    parser = build_parser()
+    assert parser.parse_args(command).feature_gates == frozenset()
+    given = parser.parse_args([*command, "--feature-gates", " Snapshot,,HostDisk "])
+    assert given.feature_gates == frozenset({"Snapshot", "HostDisk"})
+    if command[0] != "validate":
+        assert parser.parse_args([*command, "--listen", "[::1]:7443"]).listen == ("::1", 7443)

@@ -11,13 +11,6 @@ from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
 from pykubevirt.cli.component_client import set_on_signals
 
 
-def parse_listen(value: str) -> tuple[str, int]:
-    host, _, port = value.rpartition(":")
-    if not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"--listen must be HOST:PORT, got {value!r}")
-    return host.strip("[]"), int(port)
-
-
 async def serve(options: ServerOptions) -> None:
     server = EmbeddedAPIServer(options)
     await server.start()
@@ -31,15 +24,14 @@ async def serve(options: ServerOptions) -> None:
 
 def run(args: argparse.Namespace) -> int:
     log.configure("virt-apiserver")
-    host, port = parse_listen(args.listen)
-    gates = frozenset(g.strip() for g in args.feature_gates.split(",") if g.strip())
+    host, port = args.listen
     options = ServerOptions(
         data_dir=Path(args.data_dir),
         host=host,
         port=port,
         history_revisions=args.history_revisions,
         compact_interval_seconds=args.compact_interval,
-        feature_gates=gates,
+        feature_gates=args.feature_gates,
         event_ttl_seconds=args.event_ttl,
     )
     asyncio.run(serve(options))

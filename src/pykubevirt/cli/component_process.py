@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from pathlib import Path
 
 from pykubevirt.cli.cluster_layout import Component
 
@@ -56,7 +55,3 @@ class ComponentProcess:
                 self.process.kill()
                 self.process.wait()
         self.process = None
-
-    def log_tail(self, limit: int = 4000) -> str:
-        path: Path = self.component.log_file
-        return path.read_text(errors="replace")[-limit:] if path.exists() else ""

@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from pykubevirt.cli.flags import feature_gates, listen_address
+
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -52,14 +54,21 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("-f", "--filename", action="append", required=True, help="file, directory or '-'")
     validate.add_argument("-o", "--output", choices=("yaml", "json", "none"), default="yaml")
     validate.add_argument(
-        "--feature-gates", default="", help="comma-separated KubeVirt feature gates to enable (as in the KubeVirt CR)"
+        "--feature-gates",
+        type=feature_gates,
+        default="",
+        help="comma-separated KubeVirt feature gates to enable (as in the KubeVirt CR)",
     )
     validate.set_defaults(func=_validate)
 
     apiserver = sub.add_parser("apiserver", help="run the embedded Kubernetes-compatible API server")
     apiserver.add_argument("--data-dir", required=True, help="directory for the database, certificates and kubeconfig")
-    apiserver.add_argument("--listen", default="127.0.0.1:6443", help="HOST:PORT to serve HTTPS on (port 0 picks one)")
-    apiserver.add_argument("--feature-gates", default="", help="comma-separated KubeVirt feature gates to enable")
+    apiserver.add_argument(
+        "--listen", type=listen_address, default="127.0.0.1:6443", help="HOST:PORT to serve HTTPS on (port 0 picks one)"
+    )
+    apiserver.add_argument(
+        "--feature-gates", type=feature_gates, default="", help="comma-separated KubeVirt feature gates to enable"
+    )
     apiserver.add_argument(
         "--history-revisions", type=int, default=100_000, help="revisions kept for watches to resume from"
     )

@@ -8,12 +8,12 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pykubevirt import __version__
 from pykubevirt.api import pod_layout
+from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.cli.cluster_layout import ClusterLayout, Component
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.config import ConfigError, load_kubeconfig
@@ -23,10 +23,6 @@ from pykubevirt.client.resources import PODS
 log = logging.getLogger("pykubevirt.supervisor.mirror")
 
 SYNC_SECONDS = 2.0
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 States = Callable[[], dict[str, dict[str, Any]]]

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from pykubevirt import __version__
+from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.cli.cluster_layout import ClusterLayout, Component
 from pykubevirt.cli.component_client import set_on_signals
 from pykubevirt.cli.component_process import ComponentProcess
-from pykubevirt.cli.mirror_pods import MirrorPods, now_rfc3339
+from pykubevirt.cli.mirror_pods import MirrorPods
 
 log = logging.getLogger("pykubevirt.supervisor")
 

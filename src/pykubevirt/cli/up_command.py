@@ -112,7 +112,7 @@ async def _wait_ready(layout: ClusterLayout, process: subprocess.Popen[bytes]) -
                 last = f"the API server does not answer: {exc}"
                 await asyncio.sleep(0.2)
                 continue
-            ready = {n["metadata"]["name"] for n in nodes if _schedulable(n)}
+            ready = {n["metadata"]["name"] for n in nodes if node_schedulable(n)}
             if set(layout.node_names) <= ready:
                 return
             last = f"nodes ready: {sorted(ready) or 'none'} of {layout.node_names}"
@@ -123,7 +123,8 @@ async def _wait_ready(layout: ClusterLayout, process: subprocess.Popen[bytes]) -
     raise TimeoutError(f"the cluster was not ready within {READY_TIMEOUT_SECONDS:.0f}s ({last})")
 
 
-def _schedulable(node: dict[str, Any]) -> bool:
+def node_schedulable(node: dict[str, Any]) -> bool:
+    """Ready, and labelled schedulable by its virt-handler: a node VMs can start on."""
     conditions = {c["type"]: c["status"] for c in (node.get("status") or {}).get("conditions") or []}
     labels = node["metadata"].get("labels") or {}
     return conditions.get("Ready") == "True" and labels.get("kubevirt.io/schedulable") == "true"

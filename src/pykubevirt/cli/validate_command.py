@@ -22,8 +22,7 @@ def _describe(doc: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    gates = frozenset(g.strip() for g in args.feature_gates.split(",") if g.strip())
-    ctx = AdmissionContext(config=ClusterConfig(feature_gates=gates))
+    ctx = AdmissionContext(config=ClusterConfig(feature_gates=args.feature_gates))
     admitted: list[dict[str, Any]] = []
     failures = 0
     for document in read_documents(args.filename):

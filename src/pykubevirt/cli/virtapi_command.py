@@ -7,16 +7,16 @@ import asyncio
 from pathlib import Path
 
 from pykubevirt.cli.component_client import add_client_flags, connect, set_on_signals
+from pykubevirt.cli.flags import feature_gates, listen_address
 
 SERVICE_NAMES = ("virt-api", "virt-api.kubevirt", "virt-api.kubevirt.svc", "virt-api.kubevirt.svc.cluster.local")
 
 
 async def serve(args: argparse.Namespace) -> int:
-    from pykubevirt.cli.apiserver_command import parse_listen
     from pykubevirt.virtapi.cluster import ClusterOptions, publish_ca_bundle
     from pykubevirt.virtapi.cluster import serve as serve_cluster
 
-    host, port = parse_listen(args.listen)
+    host, port = args.listen
     client = connect(args, "virt-api")
     if client is None:
         return 1
@@ -36,7 +36,7 @@ async def serve(args: argparse.Namespace) -> int:
             port=port,
             cert_file=cert,
             key_file=key,
-            feature_gates=frozenset(g.strip() for g in args.feature_gates.split(",") if g.strip()),
+            feature_gates=args.feature_gates,
             handler_ca_file=Path(args.handler_ca_file) if args.handler_ca_file else None,
             authorize=not args.no_authorization,
         )
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("virt-api", help="run virt-api: the subresource API and admission webhooks (cluster mode)")
     add_client_flags(parser, qps=200.0, burst=400)
-    parser.add_argument("--listen", default="0.0.0.0:8443", help="HOST:PORT to serve HTTPS on")
+    parser.add_argument("--listen", type=listen_address, default="0.0.0.0:8443", help="HOST:PORT to serve HTTPS on")
     parser.add_argument("--namespace", default="kubevirt", help="namespace of the virt-api Service")
     parser.add_argument("--tls-cert-file", default="", help="serving certificate (default: one of our own CA)")
     parser.add_argument("--tls-key-file", default="", help="key of --tls-cert-file")
@@ -75,5 +75,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="skip the requestheader certificate and SubjectAccessReview checks (tests only)",
     )
-    parser.add_argument("--feature-gates", default="", help="comma-separated KubeVirt feature gates to enable")
+    parser.add_argument(
+        "--feature-gates", type=feature_gates, default="", help="comma-separated KubeVirt feature gates to enable"
+    )
     parser.set_defaults(func=run)
