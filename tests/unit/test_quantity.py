@@ -99,3 +99,27 @@ def test_integer_views_round_up() -> None:
     assert Quantity.parse("2").ceil_int() == 2
     assert Quantity.parse("100m").milli() == 100
     assert Quantity.parse("1.5").milli() == 1500
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1e1000000", "quantity is larger than 10^1000"),
+        ("1" + "0" * 999 + "e2", "quantity is larger than 10^1000"),
+        ("9" * 5000, "quantity has more than 1000 significant digits"),
+        ("1e3000000000", "unable to parse quantity's suffix"),
+    ],
+)
+def test_absurd_quantities_are_rejected_at_once(text: str, message: str) -> None:
+    # Each would take an exact-fraction parser seconds to hours, or overflow Python's int conversion limit.
+    with pytest.raises(QuantityError) as raised:
+        Quantity.parse(text)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1e-1000000", "1e-9"), ("-1e-20", "-1e-9"), ("1e999", "1e999"), ("0.000000001", "1n"), ("1e-9", "1e-9")],
+)
+def test_extreme_exponents_within_bounds(text: str, expected: str) -> None:
+    assert canonical(text) == expected

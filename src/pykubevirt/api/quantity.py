@@ -31,6 +31,25 @@ class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
 
+# Go keeps a quantity as a scaled decimal, so even `1e1000000` costs it nothing. An exact fraction does not scale
+# that way: beyond these bounds, which no resource amount comes near, a quantity is rejected rather than computed.
+_MAX_DIGITS = 1000
+_MAX_DECIMAL_EXPONENT = 1000
+_MAX_INT32 = (1 << 31) - 1
+
+
+def _scaled(mantissa: int, mantissa_digits: int, exponent: int) -> Fraction:
+    """mantissa × 10^exponent, exact; a value below one nano only matters as non-zero, so it becomes 1n."""
+    if mantissa == 0:
+        return Fraction(0)
+    if mantissa_digits + exponent > _MAX_DECIMAL_EXPONENT:
+        raise QuantityError(f"quantity is larger than 10^{_MAX_DECIMAL_EXPONENT}")
+    if mantissa_digits + exponent < -9:
+        # Rounded up to the smallest representable amount, as parsing does for any tiny non-zero value.
+        return _NANO
+    return mantissa * Fraction(10) ** exponent
+
+
 def _interpret_suffix(suffix: str) -> tuple[int, int, QuantityFormat]:
     if suffix in _DECIMAL_SUFFIXES:
         return 10, _DECIMAL_SUFFIXES[suffix], QuantityFormat.DECIMAL_SI
@@ -38,9 +57,13 @@ def _interpret_suffix(suffix: str) -> tuple[int, int, QuantityFormat]:
         return 2, _BINARY_SUFFIXES[suffix], QuantityFormat.BINARY_SI
     if len(suffix) > 1 and suffix[0] in "eE":
         try:
-            return 10, int(suffix[1:]), QuantityFormat.DECIMAL_EXPONENT
+            exponent = int(suffix[1:])
         except ValueError:
             pass
+        else:
+            # Go parses the exponent as an int32.
+            if -_MAX_INT32 - 1 <= exponent <= _MAX_INT32:
+                return 10, exponent, QuantityFormat.DECIMAL_EXPONENT
     raise QuantityError("unable to parse quantity's suffix")
 
 
@@ -85,12 +108,13 @@ class Quantity:
             )
         sign, whole, frac, suffix = match.groups()
         base, exponent, fmt = _interpret_suffix(suffix)
-        digits = (whole or "0") + (frac or "")
-        value = Fraction(int(digits), 10 ** len(frac or ""))
+        digits = ((whole or "0") + (frac or "")).lstrip("0")
+        if len(digits) > _MAX_DIGITS:
+            raise QuantityError(f"quantity has more than {_MAX_DIGITS} significant digits")
         if base == 10:
-            value *= Fraction(10) ** exponent
+            value = _scaled(int(digits or "0"), len(digits), exponent - len(frac or ""))
         else:
-            value *= 2**exponent
+            value = Fraction(int(digits or "0"), 10 ** len(frac or "")) * 2**exponent
         if sign == "-":
             value = -value
         if value != 0:
