@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import random
-import re
 import uuid
 from typing import Any
 
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.name_validation import dns1123_subdomain_errors
 from pykubevirt.api.timestamps import now_rfc3339
 
 # Kubernetes' generateName alphabet: no vowels (no words), no confusable characters.
@@ -15,7 +15,6 @@ _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _RANDOM_LENGTH = 5
 _MAX_GENERATE_PREFIX = 63 - _RANDOM_LENGTH
 
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 # Fields of metadata only the server sets; client values are replaced on create and kept from storage on update.
 SYSTEM_FIELDS = (
@@ -43,14 +42,7 @@ def name_problems(name: str, *, dns_subdomain: bool) -> list[str]:
         if bad in name:
             problems.append(f"may not contain '{bad}'")
     if dns_subdomain:
-        if len(name) > 253:
-            problems.append("must be no more than 253 characters")
-        if not DNS1123_SUBDOMAIN.match(name):
-            problems.append(
-                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-            )
+        problems += dns1123_subdomain_errors(name)
     return problems
 
 

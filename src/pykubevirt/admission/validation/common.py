@@ -12,19 +12,6 @@ from pykubevirt.api.quantity import Quantity
 # Type of a cause that upstream answers with a plain error (HTTP 400, message only) instead of a 422 with causes.
 REQUEST_ERROR = "BadRequest"
 
-# Messages and formats from k8s.io/apimachinery/pkg/util/validation.
-DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
-_DNS1123_LABEL_ERR = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-    "and must start and end with an alphanumeric character"
-)
-_DNS1123_SUBDOMAIN_ERR = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_DNS1123_LABEL_RE = re.compile(f"^{DNS1123_LABEL_FMT}$")
-_DNS1123_SUBDOMAIN_RE = re.compile(f"^{DNS1123_SUBDOMAIN_FMT}$")
 _PORT_NAME_CHARSET_RE = re.compile(r"^[-a-z0-9]+$")
 _PCI_ADDRESS_RE = re.compile(r"^([\da-fA-F]{4}):([\da-fA-F]{2}):([\da-fA-F]{2})\.([0-7])$")
 _HEX = set("0123456789abcdefABCDEF")
@@ -105,39 +92,6 @@ def vcpus(cpu: Any) -> int:
         if n:
             count = n if count == 0 else count * n
     return count
-
-
-def max_len_error(length: int) -> str:
-    return f"must be no more than {length} characters"
-
-
-def regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """validation.RegexError, including its double space after each example's comma."""
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def dns1123_label_errors(value: str) -> list[str]:
-    errs: list[str] = []
-    if len(value) > 63:
-        errs.append(max_len_error(63))
-    if not _DNS1123_LABEL_RE.match(value):
-        if _DNS1123_SUBDOMAIN_RE.match(value):
-            errs.append("must not contain dots")
-        else:
-            errs.append(regex_error(_DNS1123_LABEL_ERR, DNS1123_LABEL_FMT, "my-name", "123-abc"))
-    return errs
-
-
-def dns1123_subdomain_errors(value: str) -> list[str]:
-    errs: list[str] = []
-    if len(value) > 253:
-        errs.append(max_len_error(253))
-    if not _DNS1123_SUBDOMAIN_RE.match(value):
-        errs.append(regex_error(_DNS1123_SUBDOMAIN_ERR, DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
 
 
 def is_valid_port_name(name: str) -> bool:

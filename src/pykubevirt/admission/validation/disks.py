@@ -12,12 +12,12 @@ from pykubevirt.admission.validation.common import (
     as_list,
     as_map,
     as_str,
-    dns1123_label_errors,
     get,
     go_list,
     is_pci_address,
     is_true,
 )
+from pykubevirt.api.name_validation import dns1123_label_errors
 
 SUPPORTED_BUSES = ("virtio", "scsi", "sata", "usb")
 CACHE_MODES = ("none", "writethrough", "writeback")

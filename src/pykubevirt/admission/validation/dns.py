@@ -10,11 +10,10 @@ from pykubevirt.admission.validation.common import (
     as_list,
     as_map,
     as_str,
-    dns1123_label_errors,
-    dns1123_subdomain_errors,
     go_list,
     parse_ip,
 )
+from pykubevirt.api.name_validation import dns1123_label_errors, dns1123_subdomain_errors
 
 MAX_NAMESERVERS = 3
 MAX_SEARCH_PATHS = 6

@@ -13,10 +13,10 @@ from pykubevirt.admission.validation.common import (
     as_list,
     as_map,
     as_str,
-    dns1123_subdomain_errors,
     get,
     parse_quantity,
 )
+from pykubevirt.api.name_validation import dns1123_subdomain_errors
 
 FIELD_VALUE_NOT_FOUND = "FieldValueNotFound"
 
