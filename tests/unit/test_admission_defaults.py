@@ -779,6 +779,25 @@ def test_presets_applied_and_annotated() -> None:
     assert preset_warnings(vmi) == [PRESET_DEPRECATION_WARNING]
 
 
+@pytest.mark.parametrize(
+    ("selector", "applied"),
+    [
+        ({"matchExpressions": [{"key": "flavor", "operator": "In", "values": ["small", "tiny"]}]}, True),
+        ({"matchExpressions": [{"key": "flavor", "operator": "NotIn", "values": ["small"]}]}, False),
+        ({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}, True),
+        ({"matchLabels": {"flavor": "small"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]}, False),
+        # An operator metav1.LabelSelector does not know: the preset applies to nothing.
+        ({"matchExpressions": [{"key": "flavor", "operator": "Gt", "values": ["1"]}]}, False),
+    ],
+)
+def test_preset_selector_expressions(selector: dict[str, Any], applied: bool) -> None:
+    lookup = lookup_of(_preset("p", selector, {"cpu": {"cores": 3}}))
+    vmi = new_vmi(labels={"flavor": "small"})
+    mutate_vmi(vmi, make_ctx(lookup), operation="CREATE")
+    assert ("virtualmachinepreset.kubevirt.io/p" in vmi["metadata"]["annotations"]) is applied
+    assert (vmi["spec"]["domain"].get("cpu", {}).get("cores") == 3) is applied
+
+
 def test_presets_excluded_and_conflicting() -> None:
     lookup = lookup_of(_preset("a", {}, {"cpu": {"cores": 2}}), _preset("b", {}, {"cpu": {"cores": 4}}))
     excluded = new_vmi(annotations={"virtualmachineinstancepresets.admission.kubevirt.io/exclude": "true"})

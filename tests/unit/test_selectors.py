@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from pykubevirt.apiserver.selectors import (
+from pykubevirt.api.label_selectors import (
     NOTHING,
-    FieldSelector,
     LabelSelector,
     SelectorError,
-    check_fields,
-    escape_field_value,
     label_selector_from_dict,
-    parse_field_selector,
     parse_label_selector,
 )
+from pykubevirt.apiserver.selectors import FieldSelector, check_fields, escape_field_value, parse_field_selector
 
 # Each selector and the canonical string the Go Selector.String() gives (requirements sorted by key, values sorted).
 LABEL_PARSES = [

@@ -13,18 +13,12 @@ from typing import Any
 from aiohttp import web
 
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.label_selectors import LabelSelector, SelectorError, parse_label_selector
 from pykubevirt.apiserver import errors, patching, printers, protobuf
 from pykubevirt.apiserver.deletion import DeleteOptions
 from pykubevirt.apiserver.object_api import IGNORE, STRICT, WARN, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
-from pykubevirt.apiserver.selectors import (
-    FieldSelector,
-    LabelSelector,
-    SelectorError,
-    escape_field_value,
-    parse_field_selector,
-    parse_label_selector,
-)
+from pykubevirt.apiserver.selectors import FieldSelector, escape_field_value, parse_field_selector
 from pykubevirt.apiserver.watch import WatchHub, watch_events
 
 JSON = "application/json"

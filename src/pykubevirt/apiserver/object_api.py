@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from pykubevirt.api.field_hints import unknown_field_messages
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.api.structural import apply_defaults, prune, unknown_fields, validate
 from pykubevirt.api.timestamps import format_time
 from pykubevirt.apiserver import errors, metadata, patching
@@ -27,7 +28,7 @@ from pykubevirt.apiserver.deletion import (
 )
 from pykubevirt.apiserver.list_pages import list_page
 from pykubevirt.apiserver.resources import Registry, Resource
-from pykubevirt.apiserver.selectors import FieldSelector, LabelSelector
+from pykubevirt.apiserver.selectors import FieldSelector
 from pykubevirt.apiserver.store import AlreadyExists, Conflict, NotFound, Record, Store, without_resource_version
 
 STRICT = "Strict"

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.apiserver import errors
 from pykubevirt.apiserver.resources import Resource
-from pykubevirt.apiserver.selectors import FieldSelector, LabelSelector
+from pykubevirt.apiserver.selectors import FieldSelector
 from pykubevirt.apiserver.store import ADDED, DELETED, MODIFIED, Compacted, Event, Store
 
 BOOKMARK = "BOOKMARK"

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pykubevirt.api.label_selectors import DOES_NOT_EXIST, EXISTS, GREATER_THAN, IN, LESS_THAN, NOT_IN, Requirement
 from pykubevirt.api.quantity import Quantity, QuantityError
-from pykubevirt.apiserver.selectors import DOES_NOT_EXIST, EXISTS, GREATER_THAN, IN, LESS_THAN, NOT_IN, Requirement
 from pykubevirt.node.pod_status import TERMINAL_PHASES
 
 Object = Mapping[str, Any]

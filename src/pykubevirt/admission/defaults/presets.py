@@ -8,6 +8,7 @@ from typing import Any
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults.common import VMI_PRESET_KIND, MutationDenied, as_dict, obj
 from pykubevirt.admission.validation.common import get, parse_quantity
+from pykubevirt.api.label_selectors import SelectorError, label_selector_from_dict
 
 EXCLUSION_ANNOTATION = "virtualmachineinstancepresets.admission.kubevirt.io/exclude"
 PRESET_ANNOTATION_PREFIX = "virtualmachinepreset.kubevirt.io/"
@@ -16,28 +17,14 @@ PRESET_DEPRECATION_WARNING = "kubevirt.io/v1 VirtualMachineInstancePresets is no
 _SECTIONS: tuple[tuple[str, ...], ...] = (("cpu",), ("firmware",), ("features",), ("devices", "watchdog"))
 
 
-def _expression_matches(expr: dict[str, Any], labels: dict[str, str]) -> bool:
-    key, operator = expr.get("key"), expr.get("operator")
-    values = expr.get("values") or []
-    if operator == "In":
-        return key in labels and labels[key] in values
-    if operator == "NotIn":
-        return key not in labels or labels[key] not in values
-    if operator == "Exists":
-        return key in labels
-    if operator == "DoesNotExist":
-        return key not in labels
-    return False
-
-
 def selector_matches(selector: Any, labels: dict[str, str]) -> bool:
-    """metav1.LabelSelector semantics; an empty selector matches everything."""
+    """metav1.LabelSelector semantics; an absent selector matches everything, an invalid one nothing."""
     if not isinstance(selector, dict):
         return True
-    match_labels = selector.get("matchLabels") or {}
-    if any(labels.get(k) != v for k, v in match_labels.items()):
+    try:
+        return label_selector_from_dict(selector).matches(labels)
+    except SelectorError:
         return False
-    return all(_expression_matches(e, labels) for e in selector.get("matchExpressions") or [] if isinstance(e, dict))
 
 
 def _same_quantity(a: Any, b: Any) -> bool:
