@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pykubevirt.admission.context import ClusterConfig
+from pykubevirt.api.pod_qos import qos_class
 from pykubevirt.api.quantity import MI, Quantity
 from pykubevirt.controller.compute_resources import (
     EMULATOR_THREAD_EVEN_PARITY_ANNOTATION,
@@ -22,7 +23,6 @@ from pykubevirt.controller.compute_resources import (
     launcher_resources,
     memory_overhead,
     multiply_memory,
-    qos_class,
     support_container_resources,
     vcpus,
 )

@@ -13,7 +13,7 @@ import yaml
 from pykubevirt import __version__
 from pykubevirt.admission.context import AdmissionContext, ClusterConfig
 from pykubevirt.admission.defaults import mutate_vmi
-from pykubevirt.controller.compute_resources import qos_class
+from pykubevirt.api.pod_qos import qos_class
 from pykubevirt.controller.launcher_pod import (
     LauncherSettings,
     is_launcher_pod,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from pykubevirt.api.quantity import Quantity, QuantityError
+from pykubevirt.api.pod_qos import qos_class
 from pykubevirt.apiserver.printers import (
     configmap_table,
     controllerrevision_table,
@@ -225,47 +224,6 @@ BUILTIN_RESOURCES: tuple[Resource, ...] = (
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "kubevirt")
 
 
-def pod_qos_class(pod: dict[str, Any]) -> str:
-    """Kubernetes' GetPodQOS over cpu and memory (requests default to limits, as API defaulting does)."""
-    spec = pod.get("spec") or {}
-    requests: dict[str, Fraction] = {}
-    limits: dict[str, Fraction] = {}
-    guaranteed = True
-    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-        resources = container.get("resources") or {}
-        container_limits = {k: v for k, v in (resources.get("limits") or {}).items() if k in _QOS_RESOURCES}
-        container_requests = dict(container_limits)
-        container_requests.update({k: v for k, v in (resources.get("requests") or {}).items() if k in _QOS_RESOURCES})
-        for name, value in container_requests.items():
-            amount = _amount(value)
-            if amount:
-                requests[name] = requests.get(name, Fraction(0)) + amount
-        found = set()
-        for name, value in container_limits.items():
-            amount = _amount(value)
-            if amount:
-                found.add(name)
-                limits[name] = limits.get(name, Fraction(0)) + amount
-        if not _QOS_RESOURCES <= found:
-            guaranteed = False
-    if not requests and not limits:
-        return "BestEffort"
-    if guaranteed and all(limits.get(name) == amount for name, amount in requests.items()):
-        if len(requests) == len(limits):
-            return "Guaranteed"
-    return "Burstable"
-
-
-_QOS_RESOURCES = frozenset({"cpu", "memory"})
-
-
-def _amount(value: Any) -> Fraction:
-    try:
-        return Quantity.parse(value).value
-    except QuantityError:
-        return Fraction(0)
-
-
 class BuiltinDefaults:
     """What kube-apiserver's strategies and defaulting set on built-in kinds before they are stored.
 
@@ -291,7 +249,7 @@ class BuiltinDefaults:
             obj.setdefault("metadata", {}).setdefault("labels", {})[NAMESPACE_NAME_LABEL] = name
         if resource.kind == "Pod" and operation == "CREATE":
             # The pod strategy: a new pod has no status but Pending and its QoS class; nodes report the rest.
-            obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(obj)}
+            obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj.get("spec") or {})}
         elif resource.kind == "Namespace" and operation == "CREATE":
             spec = obj.setdefault("spec", {})
             finalizers = list(spec.get("finalizers") or [])

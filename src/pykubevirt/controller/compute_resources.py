@@ -34,8 +34,6 @@ _SEV_OVERHEAD = 256 * MI
 _TPM_OVERHEAD = 53 * MI
 _DEDICATED_OVERHEAD = 100 * MI
 
-_QOS_RESOURCES = ("cpu", "memory")
-
 
 def _bin(value: int) -> Quantity:
     return Quantity(value, QuantityFormat.BINARY_SI)
@@ -405,31 +403,3 @@ def console_log_resources(guaranteed: bool) -> dict[str, dict[str, str]]:
     limits = {"cpu": "15m", "memory": "60M"}
     requests = dict(limits) if guaranteed else {"cpu": "5m", "memory": "35M"}
     return {"requests": requests, "limits": limits}
-
-
-def qos_class(pod_spec: Mapping[str, Any]) -> str:
-    """Kubernetes' QoS class of a pod: Guaranteed, Burstable or BestEffort (limits default missing requests)."""
-    requests: dict[str, Quantity] = {}
-    limits: dict[str, Quantity] = {}
-    guaranteed = True
-    for container in [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]:
-        resources = container.get("resources") or {}
-        container_limits = _resource_list(resources.get("limits"))
-        # The API server defaults a missing request to the limit before anyone computes QoS.
-        container_requests = {**container_limits, **_resource_list(resources.get("requests"))}
-        for name, quantity in container_requests.items():
-            if name in _QOS_RESOURCES and quantity.value > 0:
-                requests[name] = _add(requests.get(name), quantity)
-        found = set()
-        for name, quantity in container_limits.items():
-            if name in _QOS_RESOURCES and quantity.value > 0:
-                found.add(name)
-                limits[name] = _add(limits.get(name), quantity)
-        if not found.issuperset(_QOS_RESOURCES):
-            guaranteed = False
-    if not requests and not limits:
-        return "BestEffort"
-    if guaranteed and all(name in limits and limits[name] == value for name, value in requests.items()):
-        if len(requests) == len(limits):
-            return "Guaranteed"
-    return "Burstable"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pykubevirt.api.pod_qos import qos_class
 from pykubevirt.node.registration import NODE_IP
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
@@ -180,23 +181,9 @@ def pod_conditions(
     return conditions
 
 
-def qos_class(pod: Mapping[str, Any]) -> str:
-    """The pod's QoS class as the API server stored it, else a coarse one from the container resources."""
-    stored = (pod.get("status") or {}).get("qosClass")
-    if stored:
-        return str(stored)
-    spec = pod.get("spec") or {}
-    resources = [
-        c.get("resources") or {} for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
-    ]
-    if not any(r.get("requests") or r.get("limits") for r in resources):
-        return "BestEffort"
-    for r in resources:
-        limits = r.get("limits") or {}
-        requests = {**limits, **(r.get("requests") or {})}
-        if not all(limits.get(k) and limits.get(k) == requests.get(k) for k in ("cpu", "memory")):
-            return "Burstable"
-    return "Guaranteed"
+def reported_qos_class(pod: Mapping[str, Any]) -> str:
+    """The pod's QoS class as the API server stored it, else computed from its containers."""
+    return str((pod.get("status") or {}).get("qosClass") or qos_class(pod.get("spec") or {}))
 
 
 def desired_status(
@@ -223,7 +210,7 @@ def desired_status(
         "podIP": NODE_IP,
         "podIPs": [{"ip": NODE_IP}],
         "startTime": current.get("startTime") or now,
-        "qosClass": qos_class(pod),
+        "qosClass": reported_qos_class(pod),
         "containerStatuses": statuses,
     }
     if (pod.get("spec") or {}).get("initContainers"):
