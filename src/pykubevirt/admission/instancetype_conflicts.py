@@ -6,18 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from pykubevirt.admission.causes import FieldPath
-
-
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
+from pykubevirt.api.json_lookup import get
 
 
 def _has_key(obj: Any, *path: str) -> bool:
-    parent = _get(obj, *path[:-1])
+    parent = get(obj, *path[:-1])
     return isinstance(parent, Mapping) and path[-1] in parent
 
 
@@ -34,37 +27,37 @@ def _non_empty_list(value: Any) -> bool:
 
 
 def _cpu_conflicts(spec: Mapping[str, Any], it_cpu: Mapping[str, Any], path: FieldPath) -> list[str]:
-    cpu = _get(spec, "domain", "cpu")
+    cpu = get(spec, "domain", "cpu")
     found: list[str] = []
     if _has_key(spec, "domain", "resources", "requests", "cpu"):
         found.append(str(path.child("domain", "resources", "requests", "cpu")))
     if _has_key(spec, "domain", "resources", "limits", "cpu"):
         found.append(str(path.child("domain", "resources", "limits", "cpu")))
     for topology in ("sockets", "cores", "threads"):
-        if _nonzero(_get(cpu, topology)):
+        if _nonzero(get(cpu, topology)):
             found.append(str(path.child("domain", "cpu", topology)))
-    if _get(cpu, "model") and it_cpu.get("model") is not None:
+    if get(cpu, "model") and it_cpu.get("model") is not None:
         found.append(str(path.child("domain", "cpu", "model")))
     # Upstream spells this path with the instancetype's capitalisation, not the VMI's `dedicatedCpuPlacement`.
-    if _get(cpu, "dedicatedCpuPlacement") is True and it_cpu.get("dedicatedCPUPlacement") is not None:
+    if get(cpu, "dedicatedCpuPlacement") is True and it_cpu.get("dedicatedCPUPlacement") is not None:
         found.append(str(path.child("domain", "cpu", "dedicatedCPUPlacement")))
-    if _get(cpu, "isolateEmulatorThread") is True and it_cpu.get("isolateEmulatorThread") is not None:
+    if get(cpu, "isolateEmulatorThread") is True and it_cpu.get("isolateEmulatorThread") is not None:
         found.append(str(path.child("domain", "cpu", "isolateEmulatorThread")))
-    if _get(cpu, "numa") is not None and it_cpu.get("numa") is not None:
+    if get(cpu, "numa") is not None and it_cpu.get("numa") is not None:
         found.append(str(path.child("domain", "cpu", "numa")))
-    if _get(cpu, "realtime") is not None and it_cpu.get("realtime") is not None:
+    if get(cpu, "realtime") is not None and it_cpu.get("realtime") is not None:
         found.append(str(path.child("domain", "cpu", "realtime")))
     return found
 
 
 def _memory_conflict(spec: Mapping[str, Any], it_memory: Mapping[str, Any], path: FieldPath) -> list[str]:
     """Only the first memory conflict is reported, as upstream does."""
-    memory = _get(spec, "domain", "memory")
-    if _get(memory, "guest") is not None:
+    memory = get(spec, "domain", "memory")
+    if get(memory, "guest") is not None:
         return [str(path.child("domain", "memory", "guest"))]
-    if _get(memory, "hugepages") is not None and it_memory.get("hugepages") is not None:
+    if get(memory, "hugepages") is not None and it_memory.get("hugepages") is not None:
         return [str(path.child("domain", "memory", "hugepages"))]
-    if _get(memory, "maxGuest") is not None and it_memory.get("maxGuest") is not None:
+    if get(memory, "maxGuest") is not None and it_memory.get("maxGuest") is not None:
         return [str(path.child("domain", "memory", "maxGuest"))]
     if _has_key(spec, "domain", "resources", "requests", "memory"):
         return [str(path.child("domain", "resources", "requests", "memory"))]
@@ -91,18 +84,18 @@ def instancetype_conflicts(
     found += _cpu_conflicts(template_spec, it_cpu, path)
     it_memory = _map(it.get("memory"))
     found += _memory_conflict(template_spec, it_memory, path)
-    if _get(it, "ioThreads", "supplementalPoolThreadCount") is not None and (
-        _get(template_spec, "domain", "ioThreads", "supplementalPoolThreadCount") is not None
+    if get(it, "ioThreads", "supplementalPoolThreadCount") is not None and (
+        get(template_spec, "domain", "ioThreads", "supplementalPoolThreadCount") is not None
     ):
         found.append(str(path.child("domain", "ioThreads", "supplementalPoolThreadCount")))
-    if it.get("ioThreadsPolicy") is not None and _get(template_spec, "domain", "ioThreadsPolicy") is not None:
+    if it.get("ioThreadsPolicy") is not None and get(template_spec, "domain", "ioThreadsPolicy") is not None:
         found.append(str(path.child("domain", "ioThreadsPolicy")))
-    if it.get("launchSecurity") is not None and _get(template_spec, "domain", "launchSecurity") is not None:
+    if it.get("launchSecurity") is not None and get(template_spec, "domain", "launchSecurity") is not None:
         found.append(str(path.child("domain", "launchSecurity")))
-    if _non_empty_list(it.get("gpus")) and _non_empty_list(_get(template_spec, "domain", "devices", "gpus")):
+    if _non_empty_list(it.get("gpus")) and _non_empty_list(get(template_spec, "domain", "devices", "gpus")):
         found.append(str(path.child("domain", "devices", "gpus")))
     if _non_empty_list(it.get("hostDevices")) and _non_empty_list(
-        _get(template_spec, "domain", "devices", "hostDevices")
+        get(template_spec, "domain", "devices", "hostDevices")
     ):
         found.append(str(path.child("domain", "devices", "hostDevices")))
     annotations = template_annotations or {}

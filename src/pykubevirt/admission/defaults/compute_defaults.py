@@ -15,8 +15,9 @@ from pykubevirt.admission.defaults.common import (
     is_zero,
     obj,
 )
-from pykubevirt.admission.validation.common import get, parse_quantity
+from pykubevirt.admission.validation.common import parse_quantity
 from pykubevirt.admission.validation.compute import live_update_memory_error
+from pykubevirt.api.json_lookup import get
 from pykubevirt.api.quantity import Quantity, QuantityFormat
 
 # virt-config's per-architecture machine types; any other architecture gets the amd64 one.

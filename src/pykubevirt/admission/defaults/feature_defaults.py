@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pykubevirt.admission.defaults.common import dicts, obj, truthy_state
-from pykubevirt.admission.validation.common import get
+from pykubevirt.api.json_lookup import get
 
 HYPERV_PLAIN_FEATURES = (
     "relaxed",

@@ -6,8 +6,8 @@ from typing import Any
 
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults.common import as_list, obj
-from pykubevirt.admission.validation.common import get
 from pykubevirt.api import constants as c
+from pykubevirt.api.json_lookup import get
 
 
 def mutate_migration(vmim: dict[str, Any], ctx: AdmissionContext, *, operation: str) -> None:

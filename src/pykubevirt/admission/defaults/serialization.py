@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pykubevirt.admission.defaults.common import canonical_or_same, dicts
-from pykubevirt.admission.validation.common import get
+from pykubevirt.api.json_lookup import get
 
 
 def _canonical_map(values: Any) -> None:

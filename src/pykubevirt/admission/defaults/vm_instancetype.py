@@ -16,8 +16,8 @@ from pykubevirt.admission.defaults.common import (
     dicts,
     obj,
 )
-from pykubevirt.admission.validation.common import get
 from pykubevirt.api import constants as c
+from pykubevirt.api.json_lookup import get
 
 FIELD_VALUE_NOT_FOUND = "FieldValueNotFound"
 INFER_IGNORE = "Ignore"

@@ -31,7 +31,7 @@ from pykubevirt.admission.defaults.vm_instancetype import (
 )
 from pykubevirt.admission.defaults.vmi_mutator import set_pci_topology_version
 from pykubevirt.admission.defaults.vmi_spec import supports_pcie_hotplug
-from pykubevirt.admission.validation.common import get
+from pykubevirt.api.json_lookup import get
 
 TEMPLATE_ARCH_LABEL = "template.kubevirt.io/architecture"
 KNOWN_ARCHITECTURES = (ARCH_AMD64, ARCH_ARM64, ARCH_S390X)

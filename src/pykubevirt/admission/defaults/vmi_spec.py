@@ -10,7 +10,7 @@ from pykubevirt.admission.defaults import device_defaults as devices
 from pykubevirt.admission.defaults import feature_defaults as features
 from pykubevirt.admission.defaults import firmware_defaults as firmware
 from pykubevirt.admission.defaults.common import ARCH_AMD64, ARCH_ARM64, ARCH_S390X
-from pykubevirt.admission.validation.common import get
+from pykubevirt.api.json_lookup import get
 
 
 def set_vmi_spec_defaults(spec: dict[str, Any], ctx: AdmissionContext) -> None:

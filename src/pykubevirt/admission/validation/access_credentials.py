@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pykubevirt.admission.causes import Cause, FieldPath, invalid
-from pykubevirt.admission.validation.common import as_list, as_map, get
+from pykubevirt.admission.validation.common import as_list, as_map
+from pykubevirt.api.json_lookup import get
 
 
 def validate_access_credentials(field: FieldPath, spec: Mapping[str, Any]) -> list[Cause]:

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pykubevirt.admission.causes import Cause, FieldPath, invalid, not_supported, required
-from pykubevirt.admission.validation.common import as_list, as_map, as_str, get
+from pykubevirt.admission.validation.common import as_list, as_map, as_str
+from pykubevirt.api.json_lookup import get
 
 _VIDEO_TYPES = {
     "amd64": ("vga", "cirrus", "virtio", "ramfb", "bochs"),

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pykubevirt.api.json_lookup import get
 from pykubevirt.api.quantity import Quantity
 
 # Type of a cause that upstream answers with a plain error (HTTP 400, message only) instead of a 422 with causes.
@@ -15,15 +16,6 @@ REQUEST_ERROR = "BadRequest"
 _PORT_NAME_CHARSET_RE = re.compile(r"^[-a-z0-9]+$")
 _PCI_ADDRESS_RE = re.compile(r"^([\da-fA-F]{4}):([\da-fA-F]{2}):([\da-fA-F]{2})\.([0-7])$")
 _HEX = set("0123456789abcdefABCDEF")
-
-
-def get(obj: Any, *path: str) -> Any:
-    """Follow `path` through nested dicts; None as soon as a step is missing or not a dict."""
-    for key in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def as_map(value: Any) -> dict[str, Any]:

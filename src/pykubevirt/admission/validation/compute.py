@@ -12,7 +12,6 @@ from pykubevirt.admission.validation.common import (
     as_list,
     as_map,
     as_str,
-    get,
     int_value,
     is_true,
     parse_quantity,
@@ -20,6 +19,7 @@ from pykubevirt.admission.validation.common import (
     vcpus,
     zero,
 )
+from pykubevirt.api.json_lookup import get
 from pykubevirt.api.quantity import Quantity
 
 VALID_CPU_FEATURE_POLICIES = ("", "force", "require", "optional", "disable", "forbid")

@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 
 from pykubevirt.admission.causes import FIELD_VALUE_DUPLICATE, Cause, FieldPath, invalid, required
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_list, as_map, as_str, get, int_value, parse_quantity
+from pykubevirt.admission.validation.common import as_list, as_map, as_str, int_value, parse_quantity
+from pykubevirt.api.json_lookup import get
 
 # CDI's DataVolumeSource members.
 DATA_VOLUME_SOURCES = ("http", "s3", "gcs", "registry", "pvc", "upload", "blank", "imageio", "vddk", "snapshot")

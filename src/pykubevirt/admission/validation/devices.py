@@ -7,7 +7,8 @@ from typing import Any
 
 from pykubevirt.admission.causes import Cause, FieldPath, invalid
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_list, as_map, as_str, get, is_true
+from pykubevirt.admission.validation.common import as_list, as_map, as_str, is_true
+from pykubevirt.api.json_lookup import get
 
 PANIC_DEVICE_MODELS = ("hyperv", "isa", "pvpanic")
 

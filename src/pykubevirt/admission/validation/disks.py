@@ -12,11 +12,11 @@ from pykubevirt.admission.validation.common import (
     as_list,
     as_map,
     as_str,
-    get,
     go_list,
     is_pci_address,
     is_true,
 )
+from pykubevirt.api.json_lookup import get
 from pykubevirt.api.name_validation import dns1123_label_errors
 
 SUPPORTED_BUSES = ("virtio", "scsi", "sata", "usb")

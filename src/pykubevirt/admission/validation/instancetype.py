@@ -7,8 +7,9 @@ from typing import Any
 
 from pykubevirt.admission.causes import Cause, FieldPath, invalid
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_int, as_map, as_str, get
+from pykubevirt.admission.validation.common import as_int, as_map, as_str
 from pykubevirt.admission.validation.instancetype_apply import spread_options
+from pykubevirt.api.json_lookup import get
 
 PREFERRED_CPU_TOPOLOGIES = (
     "preferSockets",

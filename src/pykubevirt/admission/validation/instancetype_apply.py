@@ -10,13 +10,14 @@ from typing import Any
 from pykubevirt.admission.causes import FIELD_VALUE_INVALID, Cause, FieldPath
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.instancetype_conflicts import instancetype_conflicts
-from pykubevirt.admission.validation.common import as_int, as_list, as_map, as_str, get, parse_quantity
+from pykubevirt.admission.validation.common import as_int, as_list, as_map, as_str, parse_quantity
 from pykubevirt.api.constants import (
     CLUSTER_INSTANCETYPE_KIND,
     CLUSTER_PREFERENCE_KIND,
     INSTANCETYPE_KIND,
     PREFERENCE_KIND,
 )
+from pykubevirt.api.json_lookup import get
 from pykubevirt.api.quantity import Quantity
 
 CONTROLLER_REVISION_KIND = "ControllerRevision"

@@ -14,12 +14,12 @@ from pykubevirt.admission.validation.common import (
     as_list,
     as_map,
     as_str,
-    get,
     is_ipv4,
     is_pci_address,
     is_valid_port_name,
     parse_mac,
 )
+from pykubevirt.api.json_lookup import get
 
 VALID_INTERFACE_MODELS = frozenset({"e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio"})
 _IFACE_NAME_RE = re.compile(r"^[A-Za-z0-9-_]+$")

@@ -7,7 +7,7 @@ from typing import Any
 
 from pykubevirt.admission.causes import Cause, FieldPath, invalid
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import get
+from pykubevirt.api.json_lookup import get
 
 EVICTION_STRATEGIES = ("LiveMigrate", "LiveMigrateIfPossible", "None", "External")
 

@@ -16,8 +16,9 @@ from pykubevirt.admission.causes import (
     required,
 )
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_list, as_map, as_str, get, is_true
+from pykubevirt.admission.validation.common import as_list, as_map, as_str, is_true
 from pykubevirt.admission.validation.interfaces import validate_interfaces_fields
+from pykubevirt.api.json_lookup import get
 
 # The reserved MAC of the in-pod bridge that masquerade uses.
 STATIC_MASQUERADE_BRIDGE_MAC = "02:00:00:00:00:00"

@@ -6,7 +6,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.validation.common import as_list, get
+from pykubevirt.admission.validation.common import as_list
+from pykubevirt.api.json_lookup import get
 
 _AUTOATTACH = (
     ("preferredAutoattachGraphicsDevice", "autoattachGraphicsDevice"),

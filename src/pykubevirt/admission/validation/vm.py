@@ -8,7 +8,7 @@ from typing import Any
 from pykubevirt.admission.causes import Cause, FieldPath, invalid, not_supported, required
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.validation import instancetype_apply as itapply
-from pykubevirt.admission.validation.common import REQUEST_ERROR, as_int, as_list, as_map, as_str, get, parse_quantity
+from pykubevirt.admission.validation.common import REQUEST_ERROR, as_int, as_list, as_map, as_str, parse_quantity
 from pykubevirt.admission.validation.compute import live_update_memory_error
 from pykubevirt.admission.validation.datavolume import (
     validate_datavolume_template_namespaces,
@@ -21,6 +21,7 @@ from pykubevirt.admission.validation.vmi import validate_discontinued_gates, val
 from pykubevirt.admission.validation.volume_requests import validate_volume_requests
 from pykubevirt.api.constants import RUN_STRATEGY_WAIT_AS_RECEIVER
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.json_lookup import get
 
 VALID_RUN_STRATEGIES = ("Halted", "Manual", "Always", "RerunOnFailure", "Once")
 

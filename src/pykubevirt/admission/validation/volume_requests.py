@@ -9,9 +9,10 @@ from typing import Any
 
 from pykubevirt.admission.causes import Cause, FieldPath, invalid, not_supported
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_int, as_list, as_map, as_str, get, is_true
+from pykubevirt.admission.validation.common import as_int, as_list, as_map, as_str, is_true
 from pykubevirt.admission.validation.disks import disk_bus
 from pykubevirt.api.constants import VMI_KIND
+from pykubevirt.api.json_lookup import get
 
 _FIELD = "Status.volumeRequests"
 SpecValidator = Callable[[Mapping[str, Any], FieldPath, AdmissionContext], list[Cause]]

@@ -13,9 +13,9 @@ from pykubevirt.admission.validation.common import (
     as_list,
     as_map,
     as_str,
-    get,
     parse_quantity,
 )
+from pykubevirt.api.json_lookup import get
 from pykubevirt.api.name_validation import dns1123_subdomain_errors
 
 FIELD_VALUE_NOT_FOUND = "FieldValueNotFound"

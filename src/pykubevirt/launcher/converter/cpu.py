@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pykubevirt.api.json_lookup import get
 from pykubevirt.launcher.converter import values as v
 from pykubevirt.launcher.converter.context import ConversionError, ConverterContext
 from pykubevirt.launcher.converter.xml import Element, element, sub, yes_no
@@ -42,13 +43,13 @@ def memory(vmi: v.Obj) -> Memory:
 
 def memfd_required(vmi: v.Obj) -> bool:
     """Hugepages are backed by memfd unless the VMI opts out (virtiofs and passt are not supported here)."""
-    if v.dig(v.domain(vmi), "memory", "hugepages") is None:
+    if get(v.domain(vmi), "memory", "hugepages") is None:
         return False
     return v.mapping(vmi, "metadata", "annotations").get(MEMFD_ANNOTATION) != "false"
 
 
 def memory_backing(vmi: v.Obj) -> Element | None:
-    if v.dig(v.domain(vmi), "memory", "hugepages") is None:
+    if get(v.domain(vmi), "memory", "hugepages") is None:
         return None
     backing = element("memoryBacking")
     # KubeVirt leaves the page size to the host default unless it pins NUMA nodes (not supported here).
@@ -64,7 +65,7 @@ def _check_unsupported(cpu: v.Obj) -> None:
         raise ConversionError("dedicatedCpuPlacement is not supported: it needs the launcher's pinned CPU set")
     if cpu.get("realtime") is not None:
         raise ConversionError("cpu.realtime is not supported: it needs dedicated CPU placement")
-    if v.dig(cpu, "numa", "guestMappingPassthrough") is not None:
+    if get(cpu, "numa", "guestMappingPassthrough") is not None:
         raise ConversionError("cpu.numa.guestMappingPassthrough is not supported: it needs the host NUMA topology")
 
 
@@ -114,7 +115,7 @@ def build_cpu(vmi: v.Obj, ctx: ConverterContext, numa_cell_kib: int | None) -> t
         # libvirt's cpu_map still lists the deprecated mpx in many models, which QEMU no longer offers.
         sub(cpu_el, "feature", {"name": "mpx", "policy": "disable"})
     sub(cpu_el, "topology", {"sockets": sockets, "cores": topo.cores, "threads": topo.threads})
-    if numa_cell_kib is not None and v.dig(cpu_spec, "numa") is None:
+    if numa_cell_kib is not None and get(cpu_spec, "numa") is None:
         numa = sub(cpu_el, "numa")
         sub(numa, "cell", {"id": "0", "cpus": f"0-{count - 1}", "memory": numa_cell_kib, "unit": "KiB"})
     vcpu_el = element("vcpu", {"placement": "static"}, text=count)

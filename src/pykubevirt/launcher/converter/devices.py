@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
+from pykubevirt.api.json_lookup import get
 from pykubevirt.launcher.converter import disks as disk_devices
 from pykubevirt.launcher.converter import values as v
 from pykubevirt.launcher.converter.context import ConversionError, ConverterContext
@@ -22,7 +23,7 @@ SOUND_MODELS = ("ich9", "ac97")
 
 
 def _uid_dir(vmi: v.Obj, ctx: ConverterContext) -> str:
-    return posixpath.join(ctx.private_dir, str(v.dig(vmi, "metadata", "uid") or ""))
+    return posixpath.join(ctx.private_dir, str(get(vmi, "metadata", "uid") or ""))
 
 
 def _check_unsupported(devs: v.Obj) -> None:
@@ -49,7 +50,7 @@ def _usb_needed(vmi: v.Obj) -> bool:
     devs = v.devices(vmi)
     if any(i.get("bus") in (None, "", "usb") for i in v.items(devs, "inputs")):
         return True
-    if any(v.dig(d, "disk", "bus") == "usb" for d in v.items(devs, "disks")):
+    if any(get(d, "disk", "bus") == "usb" for d in v.items(devs, "disks")):
         return True
     return devs.get("clientPassthrough") is not None
 
@@ -89,7 +90,7 @@ def graphics(vmi: v.Obj, ctx: ConverterContext) -> tuple[list[Element], list[Ele
     vnc = element("graphics", {"type": "vnc"})
     sub(vnc, "listen", {"type": "socket", "socket": posixpath.join(_uid_dir(vmi, ctx), "virt-vnc")})
     video = element("video")
-    chosen = v.dig(devs, "video", "type")
+    chosen = get(devs, "video", "type")
     if chosen:
         sub(video, "model", {"type": chosen, "heads": VIDEO_HEADS, "vram": VIDEO_VRAM_KIB})
     elif ctx.bochs_display_for_efi and v.is_efi(vmi):
@@ -144,7 +145,7 @@ def serial_console(vmi: v.Obj, ctx: ConverterContext) -> tuple[list[Element], li
 
 
 def watchdog(vmi: v.Obj) -> list[Element]:
-    spec_watchdog = v.dig(v.devices(vmi), "watchdog")
+    spec_watchdog = get(v.devices(vmi), "watchdog")
     if not isinstance(spec_watchdog, dict):
         return []
     esb = spec_watchdog.get("i6300esb")
@@ -156,7 +157,7 @@ def watchdog(vmi: v.Obj) -> list[Element]:
 
 
 def rng(vmi: v.Obj) -> list[Element]:
-    if v.dig(v.devices(vmi), "rng") is None:
+    if get(v.devices(vmi), "rng") is None:
         return []
     el = element("rng", {"model": v.virtio_model(vmi)})
     sub(el, "backend", {"model": "random"}, text="/dev/urandom")
@@ -179,7 +180,7 @@ def usb_redirects(vmi: v.Obj, ctx: ConverterContext) -> list[Element]:
 
 
 def sound(vmi: v.Obj) -> list[Element]:
-    spec_sound = v.dig(v.devices(vmi), "sound")
+    spec_sound = get(v.devices(vmi), "sound")
     if not isinstance(spec_sound, dict):
         return []
     model = spec_sound.get("model") or "ich9"
@@ -191,7 +192,7 @@ def sound(vmi: v.Obj) -> list[Element]:
 
 
 def tpm(vmi: v.Obj) -> list[Element]:
-    spec_tpm = v.dig(v.devices(vmi), "tpm")
+    spec_tpm = get(v.devices(vmi), "tpm")
     if not isinstance(spec_tpm, dict) or not v.enabled(spec_tpm):
         return []
     persistent = bool(spec_tpm.get("persistent"))
@@ -201,7 +202,7 @@ def tpm(vmi: v.Obj) -> list[Element]:
 
 
 def vsock(vmi: v.Obj) -> list[Element]:
-    cid = v.dig(vmi, "status", "VSOCKCID")
+    cid = get(vmi, "status", "VSOCKCID")
     if cid is None:
         return []
     el = element("vsock", {"model": "virtio-non-transitional"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
+from pykubevirt.api.json_lookup import get
 from pykubevirt.launcher.converter import values as v
 from pykubevirt.launcher.converter.context import ConversionError, ConverterContext
 from pykubevirt.launcher.converter.xml import AttrValue, Element, element, sub
@@ -62,7 +63,7 @@ def io_thread_plan(vmi: v.Obj) -> IOThreadPlan:
     disks = v.items(dom, "devices", "disks")
     if dom.get("ioThreadsPolicy") is None and not any(_dedicated(d) for d in disks):
         return IOThreadPlan()
-    pool = v.dig(dom, "ioThreads", "supplementalPoolThreadCount")
+    pool = get(dom, "ioThreads", "supplementalPoolThreadCount")
     if dom.get("ioThreadsPolicy") == SUPPLEMENTAL_POOL and pool is not None:
         return IOThreadPlan(total=int(pool), auto=0, supplemental=int(pool))
     dedicated = sum(1 for d in disks if _dedicated(d))
@@ -356,7 +357,7 @@ def _volume_status(vmi: v.Obj) -> tuple[dict[str, v.Obj], set[str]]:
 
 def _source(disk_el: Element, disk: v.Obj, device: str, src: _Disk, ctx: ConverterContext) -> None:
     source_el = sub(disk_el, "source", src.source) if src.source else None
-    if device == "lun" and v.dig(disk, "lun", "reservation"):
+    if device == "lun" and get(disk, "lun", "reservation"):
         # SCSI persistent reservations go through KubeVirt's pr-helper daemon socket.
         source_el = source_el if source_el is not None else sub(disk_el, "source")
         reservations = sub(source_el, "reservations", {"managed": "no", "migration": "yes"})
@@ -422,7 +423,7 @@ def build_disks(vmi: v.Obj, ctx: ConverterContext, plan: IOThreadPlan) -> list[E
 
 def _address(disk: v.Obj, device: str, bus: str | None, unit: int, disk_el: Element) -> None:
     name = str(disk.get("name"))
-    pci = v.dig(disk, "disk", "pciAddress") if device == "disk" else None
+    pci = get(disk, "disk", "pciAddress") if device == "disk" else None
     if pci:
         if bus != "virtio":
             raise ConversionError(f"setting a pci address is not allowed for non-virtio bus types, for disk {name}")
@@ -433,7 +434,7 @@ def _address(disk: v.Obj, device: str, bus: str | None, unit: int, disk_el: Elem
 
 def _block_io(disk: v.Obj, disk_el: Element) -> None:
     # matchVolume needs the block sizes of the backing storage, which only the launcher can read.
-    custom = v.dig(disk, "blockSize", "custom")
+    custom = get(disk, "blockSize", "custom")
     if isinstance(custom, dict):
         sub(
             disk_el,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pykubevirt.api.json_lookup import get
 from pykubevirt.launcher.converter import cpu, devices, disks, firmware, interfaces
 from pykubevirt.launcher.converter import values as v
 from pykubevirt.launcher.converter.context import ConversionError, ConverterContext
@@ -50,7 +51,7 @@ def _hyperv(hyperv: v.Obj) -> Element:
 
 def build_features(vmi: v.Obj, ctx: ConverterContext) -> Element:
     features = element("features")
-    source = v.dig(v.domain(vmi), "features")
+    source = get(v.domain(vmi), "features")
     if not isinstance(source, dict):
         return features
     if v.enabled(source.get("acpi")):
@@ -58,7 +59,7 @@ def build_features(vmi: v.Obj, ctx: ConverterContext) -> Element:
     if isinstance(source.get("apic"), dict) and v.enabled(source["apic"]):
         sub(features, "apic")
     hyperv = source.get("hyperv")
-    passthrough = bool(v.dig(source, "hypervPassthrough", "enabled"))
+    passthrough = bool(get(source, "hypervPassthrough", "enabled"))
     # TCG cannot provide most enlightenments (QEMU 7.2 exits with "kernel doesn't allow setting HyperV VP_INDEX"),
     # so under emulation the block goes; KubeVirt would keep it and the guest would not start.
     if isinstance(hyperv, dict) and not ctx.use_emulation:
@@ -88,7 +89,7 @@ def _present(timer: v.Obj) -> bool:
 
 
 def build_clock(vmi: v.Obj) -> Element | None:
-    clock = v.dig(v.domain(vmi), "clock")
+    clock = get(v.domain(vmi), "clock")
     if not isinstance(clock, dict):
         return None
     el = element("clock")
@@ -128,7 +129,7 @@ def build_metadata(vmi: v.Obj, ctx: ConverterContext) -> Element:
     """KubeVirt's own metadata: the VMI uid and the grace period the handler uses after a launcher restart."""
     metadata = element("metadata")
     kubevirt = sub(metadata, "kubevirt", {"xmlns": KUBEVIRT_METADATA_NS})
-    sub(kubevirt, "uid", text=str(v.dig(vmi, "metadata", "uid") or ""))
+    sub(kubevirt, "uid", text=str(get(vmi, "metadata", "uid") or ""))
     grace = v.spec(vmi).get("terminationGracePeriodSeconds")
     grace_el = sub(kubevirt, "graceperiod")
     seconds = ctx.grace_period_seconds if grace is None else int(grace)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
+from pykubevirt.api.json_lookup import get
 from pykubevirt.launcher.converter import values as v
 from pykubevirt.launcher.converter.context import ConversionError, ConverterContext
 from pykubevirt.launcher.converter.xml import Element, element, sub, yes_no
@@ -16,7 +17,7 @@ KERNEL_BOOT_DIR = "kernel-boot"
 def _efi(vmi: v.Obj, ctx: ConverterContext, os_el: Element) -> None:
     efi = v.mapping(v.domain(vmi), "firmware", "bootloader", "efi")
     secure = v.flag(efi.get("secureBoot"), True)
-    nvram = posixpath.join(ctx.nvram_path, f"{v.dig(vmi, 'metadata', 'name')}_VARS.fd")
+    nvram = posixpath.join(ctx.nvram_path, f"{get(vmi, 'metadata', 'name')}_VARS.fd")
     if ctx.efi_firmware_autoselect and secure:
         # libvirt picks a Secure Boot build with enrolled keys from the firmware descriptors (KubeVirt does the
         # same when its launcher supports auto-selection).
@@ -33,7 +34,7 @@ def _efi(vmi: v.Obj, ctx: ConverterContext, os_el: Element) -> None:
 
 
 def _acpi_tables(vmi: v.Obj, ctx: ConverterContext) -> Element | None:
-    acpi = v.dig(v.domain(vmi), "firmware", "acpi")
+    acpi = get(v.domain(vmi), "firmware", "acpi")
     if acpi is None:
         return None
     refs = [("slic", acpi.get("slicNameRef")), ("msdm", acpi.get("msdmNameRef"))]
@@ -56,7 +57,7 @@ def _acpi_tables(vmi: v.Obj, ctx: ConverterContext) -> Element | None:
 def build_os(vmi: v.Obj, ctx: ConverterContext) -> Element:
     dom = v.domain(vmi)
     os_el = element("os")
-    sub(os_el, "type", {"arch": ctx.architecture, "machine": v.dig(dom, "machine", "type") or "q35"}, text="hvm")
+    sub(os_el, "type", {"arch": ctx.architecture, "machine": get(dom, "machine", "type") or "q35"}, text="hvm")
     tables = _acpi_tables(vmi, ctx)
     if tables is not None:
         os_el.append(tables)
@@ -65,7 +66,7 @@ def build_os(vmi: v.Obj, ctx: ConverterContext) -> Element:
     if v.spec(vmi).get("startStrategy") == "Paused":
         sub(os_el, "bootmenu", {"enable": "yes", "timeout": PAUSED_BOOT_MENU_TIMEOUT_MS})
     bootloader = v.mapping(dom, "firmware", "bootloader")
-    if v.dig(bootloader, "bios", "useSerial"):
+    if get(bootloader, "bios", "useSerial"):
         sub(os_el, "bios", {"useserial": "yes"})
     if v.is_efi(vmi):
         _efi(vmi, ctx, os_el)
@@ -87,7 +88,7 @@ def build_sysinfo(vmi: v.Obj, ctx: ConverterContext) -> Element:
     # libvirt takes the domain UUID from the system uuid entry, so the guest and libvirt agree on it.
     sysinfo = element("sysinfo", {"type": "smbios"})
     system = sub(sysinfo, "system")
-    firmware = v.dig(v.domain(vmi), "firmware")
+    firmware = get(v.domain(vmi), "firmware")
     if isinstance(firmware, dict):
         sub(system, "entry", {"name": "uuid"}, text=str(firmware.get("uuid") or ""))
         if firmware.get("serial"):
@@ -101,7 +102,7 @@ def build_sysinfo(vmi: v.Obj, ctx: ConverterContext) -> Element:
         ("version", smbios.version),
     ):
         sub(system, "entry", {"name": name}, text=value)
-    chassis = v.dig(v.domain(vmi), "chassis")
+    chassis = get(v.domain(vmi), "chassis")
     if isinstance(chassis, dict):
         chassis_el = sub(sysinfo, "chassis")
         for name in ("manufacturer", "version", "serial", "asset", "sku"):

@@ -5,28 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pykubevirt.api.json_lookup import get
 from pykubevirt.api.quantity import Quantity, QuantityError
 from pykubevirt.launcher.converter.context import ConversionError
 
 Obj = dict[str, Any]
 
 
-def dig(obj: Any, *keys: str) -> Any:
-    """obj[k1][k2]…, or None when any level is missing or not a mapping."""
-    for key in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def mapping(obj: Any, *keys: str) -> Obj:
-    value = dig(obj, *keys)
+    value = get(obj, *keys)
     return value if isinstance(value, dict) else {}
 
 
 def items(obj: Any, *keys: str) -> list[Obj]:
-    value = dig(obj, *keys)
+    value = get(obj, *keys)
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
@@ -37,7 +29,7 @@ def flag(value: Any, default: bool) -> bool:
 
 def enabled(state: Any, default: bool = True) -> bool:
     """A FeatureState-like object's `enabled`, nil meaning `default`."""
-    return flag(dig(state, "enabled"), default)
+    return flag(get(state, "enabled"), default)
 
 
 def spec(vmi: Obj) -> Obj:
@@ -77,7 +69,7 @@ def ceil_value(value: Any, what: str) -> int:
 def guest_memory(vmi: Obj) -> Any:
     """memory.guest, else requests.memory, else limits.memory (KubeVirt's GetVirtualMemory); None if none."""
     dom = domain(vmi)
-    guest = dig(dom, "memory", "guest")
+    guest = get(dom, "memory", "guest")
     if guest is not None:
         return guest
     requests = mapping(dom, "resources", "requests")
@@ -101,7 +93,7 @@ class Topology:
 def topology(vmi: Obj) -> Topology:
     """Sockets/cores/threads (1 when unset); with no topology at all, sockets come from the CPU limit or request."""
     dom = domain(vmi)
-    cpu = dig(dom, "cpu")
+    cpu = get(dom, "cpu")
     cpu = cpu if isinstance(cpu, dict) else None
     sockets = int((cpu or {}).get("sockets") or 0)
     cores = int((cpu or {}).get("cores") or 0)
@@ -122,7 +114,7 @@ def virtio_model(vmi: Obj) -> str:
 
 
 def is_efi(vmi: Obj) -> bool:
-    return dig(domain(vmi), "firmware", "bootloader", "efi") is not None
+    return get(domain(vmi), "firmware", "bootloader", "efi") is not None
 
 
 def is_high_performance(vmi: Obj) -> bool:
@@ -132,7 +124,7 @@ def is_high_performance(vmi: Obj) -> bool:
     return (
         bool(cpu.get("dedicatedCpuPlacement"))
         or cpu.get("realtime") is not None
-        or (dig(dom, "memory", "hugepages") is not None)
+        or (get(dom, "memory", "hugepages") is not None)
     )
 
 
