@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import collections
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -70,8 +69,6 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         self._token = ""
         self._token_read_at = -TOKEN_REREAD_SECONDS
-        # Writes per (verb, plural), for measuring how many API writes a flow costs.
-        self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -124,13 +121,10 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         request_timeout: float = 60.0,
-        counted_as: str = "",
     ) -> Any:
         """One request; returns the decoded JSON body or raises the typed ApiError for its Status."""
         await self._limiter.acquire()
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        if method != "GET":
-            self.write_counts[(method, counted_as or path)] += 1
         try:
             async with self.session.request(
                 method,
@@ -214,14 +208,13 @@ class KubeClient:
             resource.path(namespace),
             params={"dryRun": "All"} if dry_run else None,
             body=body,
-            counted_as=resource.plural,
         )
         return result
 
     async def update(self, resource: ResourceRef, body: Object, *, subresource: str = "") -> Object:
         meta = body.get("metadata") or {}
         path = resource.path(meta.get("namespace"), str(meta["name"]), subresource)
-        result: Object = await self.request("PUT", path, body=body, counted_as=_counted(resource, subresource))
+        result: Object = await self.request("PUT", path, body=body)
         return result
 
     async def update_status(self, resource: ResourceRef, body: Object) -> Object:
@@ -246,7 +239,6 @@ class KubeClient:
             params=params,
             body=patch,
             content_type=patch_type,
-            counted_as=_counted(resource, subresource),
         )
         return result
 
@@ -273,7 +265,6 @@ class KubeClient:
             resource.path(namespace, name),
             params={"dryRun": "All"} if dry_run else None,
             body=options,
-            counted_as=resource.plural,
         )
         return result
 
@@ -329,10 +320,6 @@ class KubeClient:
                     if kind == "ERROR":
                         raise (Gone if int(obj.get("code") or 0) == 410 else ApiError)(obj, int(obj.get("code") or 500))
                     yield WatchEvent(kind, obj)
-
-
-def _counted(resource: ResourceRef, subresource: str) -> str:
-    return f"{resource.plural}/{subresource}" if subresource else resource.plural
 
 
 def _params(**values: str) -> dict[str, str]:

@@ -233,9 +233,7 @@ class Scheduler:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            await self.client.request(
-                "POST", PODS.path(namespace, name, "binding"), body=binding, counted_as="pods/binding"
-            )
+            await self.client.request("POST", PODS.path(namespace, name, "binding"), body=binding)
         except (Conflict, NotFound) as exc:
             # Bound by someone else meanwhile, being deleted, or gone: the pod cache will tell what happened.
             self._assumed.pop(key, None)
