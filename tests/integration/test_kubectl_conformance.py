@@ -363,12 +363,21 @@ def test_wait_for_jsonpath(apiserver: APIServerProcess, kubectl_home: Path, k: K
 # --------------------------------------------------------------------------------------------------------- discovery
 
 
+def test_version(k: Kubectl) -> None:
+    result = k("version", "-o", "json")
+    assert json.loads(result.stdout)["serverVersion"]["minor"] == "32"
+    assert "WARNING" not in result.stderr
+
+
 def test_explain(k: Kubectl) -> None:
     out = k("explain", "vm.spec.runStrategy").stdout
     assert "KIND:       VirtualMachine" in out
     assert "VERSION:    v1" in out
     assert "FIELD: runStrategy <string>" in out
     assert "Halted" in out
+    assert "Mutually exclusive with running" in out
+    # Fields of the shared meta/v1 types resolve too.
+    assert "uid" in k("explain", "vm.metadata.ownerReferences").stdout
 
 
 def test_api_resources_and_short_names(k: Kubectl, ns: str) -> None:
@@ -377,8 +386,9 @@ def test_api_resources_and_short_names(k: Kubectl, ns: str) -> None:
     assert table["virtualmachines"] == ["virtualmachines", "vm,vms", "kubevirt.io/v1", "true", "VirtualMachine"]
     assert table["virtualmachineinstances"][1] == "vmi,vmis"
     assert "virtualmachines/status" not in out
-    everything = k("api-resources").stdout
-    assert {"pods", "namespaces", "events", "customresourcedefinitions"} <= {r[0] for r in rows(everything)[1:]}
+    listed = k("api-resources")
+    assert listed.stderr == "", "no 'short name could also match' warnings"
+    assert {"pods", "namespaces", "events", "customresourcedefinitions"} <= {r[0] for r in rows(listed.stdout)[1:]}
     k("apply", "-f", "-", stdin=to_yaml(vm_manifest("short", ns)))
     k("create", "-f", "-", stdin=to_yaml(vmi_manifest("short", ns)))
     for kind in ("vm", "vms", "virtualmachine", "vmi", "vmis", "virtualmachineinstances"):

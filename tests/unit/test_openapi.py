@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from aiohttp import web
 
-from pykubevirt.apiserver import discovery, openapi, openapi_schemas
+from pykubevirt.apiserver import openapi, openapi_schemas
 from pykubevirt.apiserver.resources import Registry, Resource
-from pykubevirt.apiserver.security import ADMIN_USER, ensure_pki, ensure_tokens, write_kubeconfig
 from tests.unit.test_discovery import make_registry
 
 VM_ITEM = "/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}"
 VM_SCHEMA = "io.kubevirt.v1.VirtualMachine"
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
-KUBECTL = "/usr/bin/kubectl"
 
 
 @pytest.fixture
@@ -257,112 +250,3 @@ def test_openapi_v2(registry: Registry) -> None:
 
 
 # --- kubectl against a minimal TLS server built from these modules -------------------------------------------------
-
-VM_MANIFEST = {
-    "apiVersion": "kubevirt.io/v1",
-    "kind": "VirtualMachine",
-    "metadata": {"name": "demo", "namespace": "default"},
-    "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}},
-}
-
-
-async def _start_server(registry: Registry, data_dir: Path, aggregated: bool, seen: list[web.Request]) -> web.AppRunner:
-    pki = ensure_pki(data_dir, [], [])
-    tokens = ensure_tokens(data_dir)
-    cache = openapi.OpenAPICache(registry)
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        seen.append(request)
-        if tokens.authenticate(request.headers.get("Authorization")) is None:
-            return web.json_response({"kind": "Status", "apiVersion": "v1", "code": 401}, status=401)
-        path = request.path.rstrip("/")
-        accept = request.headers.get("Accept", "")
-        if request.method == "POST":
-            body = await request.json()
-            body["metadata"].update(uid="0000", resourceVersion="1", creationTimestamp="2025-01-01T00:00:00Z")
-            return web.json_response(body, status=201)
-        if path == "/version":
-            return web.json_response(discovery.version_info())
-        if path in ("/api", "/apis"):
-            if aggregated and discovery.wants_aggregated(accept):
-                document = discovery.aggregated_discovery(registry, core=path == "/api")
-                return web.Response(
-                    body=json.dumps(document).encode(), headers={"Content-Type": discovery.AGGREGATED_CONTENT_TYPE}
-                )
-            if path == "/api":
-                return web.json_response(discovery.api_versions())
-            return web.json_response(discovery.api_group_list(registry))
-        parts = path.strip("/").split("/")
-        if parts[0] == "openapi" and parts[1:] == ["v3"]:
-            return web.Response(body=cache.index_bytes(), content_type="application/json")
-        if parts[:2] == ["openapi", "v3"]:
-            key = openapi.parse_document_key("/".join(parts[2:]))
-            body = cache.document_bytes(*key) if key else None
-            if body is not None:
-                return web.Response(body=body, content_type="application/json")
-        if parts[0] in ("api", "apis") and len(parts) == (2 if parts[0] == "api" else 3):
-            listing = discovery.api_resource_list(registry, "" if parts[0] == "api" else parts[1], parts[-1])
-            if listing is not None:
-                return web.json_response(listing)
-        return web.json_response({"kind": "Status", "apiVersion": "v1", "code": 404, "reason": "NotFound"}, status=404)
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=pki.server_ssl_context())
-    await site.start()
-    port = runner.addresses[0][1]
-    write_kubeconfig(
-        data_dir / "kubeconfig", f"https://127.0.0.1:{port}", pki.ca_pem, tokens.admin_token, user_name=ADMIN_USER
-    )
-    return runner
-
-
-async def _kubectl(home: Path, *args: str) -> tuple[int, str, str]:
-    env = {**os.environ, "HOME": str(home), "KUBECONFIG": str(home / "kubeconfig")}
-    process = await asyncio.create_subprocess_exec(
-        KUBECTL, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    return process.returncode or 0, out.decode(), err.decode()
-
-
-@pytest.mark.kubectl
-@pytest.mark.parametrize("aggregated", [True, False], ids=["aggregated", "legacy"])
-async def test_kubectl_discovery_explain_and_field_validation(tmp_path: Path, aggregated: bool) -> None:
-    registry = make_registry()
-    seen: list[web.Request] = []
-    runner = await _start_server(registry, tmp_path, aggregated, seen)
-    try:
-        code, out, err = await _kubectl(tmp_path, "version", "-o", "json")
-        assert code == 0, err
-        assert json.loads(out)["serverVersion"]["minor"] == "32"
-        assert "WARNING" not in err
-
-        code, out, err = await _kubectl(tmp_path, "api-resources")
-        assert code == 0, err
-        assert err == ""  # no "short name could also match" warnings
-        vm_line = next(line for line in out.splitlines() if line.startswith("virtualmachines "))
-        assert "vm,vms" in vm_line and "kubevirt.io/v1" in vm_line and "VirtualMachine" in vm_line
-
-        code, out, err = await _kubectl(tmp_path, "explain", "vm.spec.runStrategy")
-        assert code == 0, err
-        assert "KIND:" in out and "VirtualMachine" in out and "runStrategy" in out
-        assert "Mutually exclusive with running" in out
-
-        code, out, err = await _kubectl(tmp_path, "explain", "vm.metadata.ownerReferences")
-        assert code == 0, err
-        assert "uid" in out
-
-        manifest = tmp_path / "vm.yaml"
-        manifest.write_text(yaml.safe_dump(VM_MANIFEST))
-        code, out, err = await _kubectl(tmp_path, "create", "-f", str(manifest))
-        assert code == 0, err
-        assert "virtualmachine.kubevirt.io/demo created" in out
-        posts = [r for r in seen if r.method == "POST"]
-        assert posts and posts[-1].query.get("fieldValidation") == "Strict"
-        if aggregated:
-            assert any(r.path == "/apis" and discovery.wants_aggregated(r.headers.get("Accept")) for r in seen)
-    finally:
-        await runner.cleanup()
