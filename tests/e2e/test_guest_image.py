@@ -173,7 +173,7 @@ def cloud_init_iso(
     }
     if hostname:
         vmi["spec"]["hostname"] = hostname
-    target = cloudinit.iso_path(tmp_path / "cloud-init", vmi, source)
+    target = tmp_path / f"cloud-init-{name}.iso"
     cloudinit.build_iso(cloudinit.cloud_init_data(vmi, source), target)
     return target
 

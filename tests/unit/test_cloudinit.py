@@ -247,18 +247,6 @@ def test_missing_volume_is_an_error() -> None:
         ci.cloud_init_data(new_vmi(), "configDrive")
 
 
-def test_read_cloud_init_volume_finds_the_first_source() -> None:
-    assert ci.read_cloud_init_volume({"metadata": {"name": "x"}, "spec": {"volumes": []}}) is None
-    data = ci.read_cloud_init_volume(new_vmi(source="cloudInitConfigDrive", userData="x"))
-    assert data is not None and data.source_type == "configDrive"
-
-
-def test_iso_path() -> None:
-    vmi = new_vmi(name="vm", namespace="ns")
-    assert ci.iso_path(Path("/base"), vmi, "noCloud") == Path("/base/ns/vm/noCloud.iso")
-    assert ci.iso_path(Path("/base"), vmi, "cloudInitConfigDrive") == Path("/base/ns/vm/configdrive.iso")
-
-
 # ---- ISOs ----
 
 

@@ -21,12 +21,10 @@ from typing import Any, Final
 import pycdlib
 
 from pykubevirt.api.constants import CLUSTER_INSTANCETYPE_NAME_ANNOTATION, INSTANCETYPE_NAME_ANNOTATION
-from pykubevirt.launcher.converter.disks import CLOUD_INIT_ISOS
 
 NO_CLOUD: Final = "noCloud"
 CONFIG_DRIVE: Final = "configDrive"
 VOLUME_SOURCES: Final = {NO_CLOUD: "cloudInitNoCloud", CONFIG_DRIVE: "cloudInitConfigDrive"}
-ISO_FILES: Final = {kind: CLOUD_INIT_ISOS[key] for kind, key in VOLUME_SOURCES.items()}
 ISO_LABELS: Final = {NO_CLOUD: "cidata", CONFIG_DRIVE: "config-2"}
 USER_DATA_KEYS: Final = ("userdata", "userData")
 NETWORK_DATA_KEYS: Final = ("networkdata", "networkData")
@@ -278,20 +276,6 @@ def cloud_init_data(
         metadata=metadata(vmi, kind, secrets),
         volume_name=volume_name,
     )
-
-
-def read_cloud_init_volume(
-    vmi: Mapping[str, Any], secrets: Mapping[str, Mapping[str, bytes]] | None = None
-) -> CloudInitData | None:
-    """ReadCloudInitVolumeDataSource: the data of the VMI's first cloud-init volume of either kind, or None."""
-    found = find_cloud_init_volume(vmi)
-    return None if found is None else cloud_init_data(vmi, found[0], secrets)
-
-
-def iso_path(base_dir: Path, vmi: Mapping[str, Any], source_type: str) -> Path:
-    """`<base>/<namespace>/<name>/noCloud.iso` or `configdrive.iso`, upstream's GetIsoFilePath."""
-    meta = vmi["metadata"]
-    return base_dir / str(meta.get("namespace", "")) / str(meta["name"]) / ISO_FILES[normalize_source_type(source_type)]
 
 
 def _iso9660_name(component: str, is_file: bool) -> str:
