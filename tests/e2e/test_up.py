@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
 from tests.e2e.conftest import UpCluster, wait_for
 from tests.paths import REPO
@@ -75,6 +76,8 @@ def test_every_component_killed_is_restarted_and_the_guest_keeps_running(up_clus
     ensure_demo(up_cluster)
     uid = up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}")
     qemu = demo_qemu_pid(up_cluster)
+    handler_address = "{.metadata.annotations." + c.HANDLER_ADDRESS_ANNOTATION.replace(".", "\\.") + "}"
+    old_address = up_cluster.jsonpath("node", "node01", handler_address)
     for component in COMPONENTS:
         before = up_cluster.state()["components"][component]
         os.kill(before["pid"], signal.SIGKILL)
@@ -86,7 +89,8 @@ def test_every_component_killed_is_restarted_and_the_guest_keeps_running(up_clus
         wait_for(restarted, f"{component} to be restarted")
         assert up_cluster.state()["components"][component]["restarts"] == before["restarts"] + 1
         assert alive(qemu), f"killing {component} took the guest down"
-    # The restarted control plane still drives the same guest.
+    # The restarted control plane still drives the same guest, once the new virt-handler has said where it listens.
+    wait_for(lambda: up_cluster.jsonpath("node", "node01", handler_address) not in ("", old_address), "virt-handler")
     wait_for(lambda: up_cluster.jsonpath("vmi", "demo", "{.status.phase}") == "Running", "VMI Running")
     assert up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}") == uid
     up_cluster.run("virtctl", "pause", "vm", "demo")

@@ -12,10 +12,10 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from pykubevirt.api import constants as c
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.resources import NODES
 
-ADDRESS_ANNOTATION = "pykubevirt.io/virt-handler-address"
 BASE = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
 RFB_BANNER = b"RFB 003.008\n"
 CONSOLE_GREETING = b"\r\nfake login: "
@@ -53,7 +53,9 @@ class FakeHandler:
         return self
 
     async def publish(self, address: str | None) -> None:
-        await self.client.patch(NODES, self.node, {"metadata": {"annotations": {ADDRESS_ANNOTATION: address}}})
+        await self.client.patch(
+            NODES, self.node, {"metadata": {"annotations": {c.HANDLER_ADDRESS_ANNOTATION: address}}}
+        )
 
     async def stop(self) -> None:
         with contextlib.suppress(Exception):

@@ -61,6 +61,8 @@ VM_GENERATION_ANNOTATION: Final = "kubevirt.io/vm-generation"
 LATEST_OBSERVED_API_VERSION_ANNOTATION: Final = "kubevirt.io/latest-observed-api-version"
 STORAGE_OBSERVED_API_VERSION_ANNOTATION: Final = "kubevirt.io/storage-observed-api-version"
 HEARTBEAT_ANNOTATION: Final = "kubevirt.io/heartbeat"
+# Where virt-api reaches a node's virt-handler (KubeVirt finds it through the handler pod's IP instead).
+HANDLER_ADDRESS_ANNOTATION: Final = "pykubevirt.io/virt-handler-address"
 DOMAIN_ANNOTATION: Final = "kubevirt.io/domain"
 CREATE_MIGRATION_TARGET_ANNOTATION: Final = "kubevirt.io/create-migration-target"
 PCI_TOPOLOGY_VERSION_ANNOTATION: Final = "kubevirt.io/pci-topology-version"

@@ -25,7 +25,6 @@ from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.handler.api")
 
-ADDRESS_ANNOTATION = "pykubevirt.io/virt-handler-address"
 BASE = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
 
 
@@ -76,7 +75,7 @@ class HandlerAPI:
 
     def annotations(self) -> dict[str, str]:
         """Where virt-api reaches this handler; the heartbeat writes it onto the Node with every beat."""
-        return {ADDRESS_ANNOTATION: f"{self.host}:{self.port}"} if self.port else {}
+        return {c.HANDLER_ADDRESS_ANNOTATION: f"{self.host}:{self.port}"} if self.port else {}
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -13,13 +13,13 @@ from urllib.parse import quote
 
 import aiohttp
 
+from pykubevirt.api import constants as c
 from pykubevirt.apiserver import errors
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import NODES
 from pykubevirt.client.streams import STREAM_PROTOCOL
 
-ADDRESS_ANNOTATION = "pykubevirt.io/virt-handler-address"
 # Upstream's handler HTTP client gives up after 10 s.
 REQUEST_TIMEOUT = 10.0
 
@@ -85,10 +85,11 @@ class HandlerClient:
             raise unavailable(f'node "{node_name}" of the VirtualMachineInstance does not exist') from None
         except (ApiError, OSError) as exc:
             raise errors.internal(f'unable to retrieve node "{node_name}": {exc}') from exc
-        address = ((node.get("metadata") or {}).get("annotations") or {}).get(ADDRESS_ANNOTATION)
+        address = ((node.get("metadata") or {}).get("annotations") or {}).get(c.HANDLER_ADDRESS_ANNOTATION)
         if not address:
             raise unavailable(
-                f'virt-handler on node "{node_name}" is not available: the node has no {ADDRESS_ANNOTATION} annotation'
+                f'virt-handler on node "{node_name}" is not available: '
+                f"the node has no {c.HANDLER_ADDRESS_ANNOTATION} annotation"
             )
         return handler_base_url(str(address))
 
