@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from pykubevirt.client.api import JSON_PATCH
+from pykubevirt.client.api import JSON_PATCH, Object
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
@@ -302,6 +302,39 @@ async def test_orphan_delete_keeps_the_vmi(cp: ControlPlane) -> None:
         return current is not None and not current["metadata"].get("ownerReferences")
 
     await eventually(released)
+
+
+async def test_orphan_delete_keeps_the_vmi_while_the_controller_cache_is_stale(
+    cp: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Orphan delete races: the VM loses its `orphan` finalizer before the VMI informer hears of the release."""
+    ns = await cp.namespace()
+    await create_vm(cp, ns, "stale")
+    vmi = await cp.wait_vmi_phase(ns, "stale", "Running")
+    informer = cp.controller.vmis
+    store = informer._store
+    held = f"{ns}/stale"
+
+    def hold_back(obj: Object) -> tuple[Object | None, Object]:
+        # The controller's cache keeps the VMI as it was (still owned by the VM) while the API server moves on.
+        cached = informer.get(held)
+        if cached is not None and f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}" == held:
+            return cached, cached
+        return store(obj)
+
+    monkeypatch.setattr(informer, "_store", hold_back)
+    await cp.admin.delete(VIRTUAL_MACHINES, "stale", ns, propagation_policy="Orphan")
+
+    async def vm_gone() -> bool:
+        return await cp.vm(ns, "stale") is None
+
+    await eventually(vm_gone)
+    cached = informer.get(held)
+    assert cached is not None and cached["metadata"]["ownerReferences"], "the cache was meant to be stale"
+    kept = await cp.vmi(ns, "stale")
+    assert kept is not None and kept["metadata"]["uid"] == vmi["metadata"]["uid"]
+    assert not kept["metadata"].get("deletionTimestamp")
+    assert not kept["metadata"].get("ownerReferences")
 
 
 async def test_terminating_vm_shows_terminating_then_disappears(cp: ControlPlane) -> None:

@@ -187,10 +187,12 @@ class VMController:
         ):
             vmi = await self._adopt(vm, vmi)
         if vm["metadata"].get("deletionTimestamp"):
+            if vmi is not None and "orphan" not in (vm["metadata"].get("finalizers") or []):
+                vmi = await self._still_controlled(vm, vmi)
             if vmi is None or "orphan" in (vm["metadata"].get("finalizers") or []):
                 await self._remove_vm_finalizer(vm)
             else:
-                outcome.sync_error = await self._stop(vm, vmi)
+                outcome.sync_error = await self._stop(vm, vmi, as_read=True)
             return vm, vmi
         strategy = run_strategy(vm)
         if vmi is not None:
@@ -207,6 +209,24 @@ class VMController:
             return vm, vmi
         await self._sync_run_strategy(vm, vmi, strategy, key, outcome)
         return vm, vmi
+
+    async def _still_controlled(self, vm: Object, vmi: Object) -> Object | None:
+        """The VMI as the API server has it now, or None when this VM no longer controls it.
+
+        The garbage collector orphans the dependents of an Orphan delete and only then drops the VM's `orphan`
+        finalizer, but the VMI informer may not have heard of the release yet: a cached VMI still naming this VM as
+        its controller would be stopped although the user asked to keep it. So a deleting VM stops only what a fresh
+        read shows it still controls, and the delete is guarded by that read's resourceVersion.
+        """
+        meta = vmi["metadata"]
+        try:
+            fresh = await self.client.get(VIRTUAL_MACHINE_INSTANCES, meta["name"], meta["namespace"])
+        except NotFound:
+            return None
+        owner = next((r for r in fresh["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+        if owner is None or owner.get("uid") != vm["metadata"]["uid"]:
+            return None
+        return fresh
 
     async def _adopt(self, vm: Object, vmi: Object) -> Object:
         patch = {
@@ -337,22 +357,31 @@ class VMController:
         )
         return None
 
-    async def _stop(self, vm: Object, vmi: Object) -> SyncError | None:
-        """Delete the VMI (KubeVirt's stopVMI); no-op while it is already terminating."""
+    async def _stop(self, vm: Object, vmi: Object, *, as_read: bool = False) -> SyncError | None:
+        """Delete the VMI (KubeVirt's stopVMI); no-op while it is already terminating.
+
+        `as_read` guards the delete with the VMI's resourceVersion too: only the VMI exactly as read is deleted.
+        """
         if vmi["metadata"].get("deletionTimestamp"):
             return None
         key = f"{vm['metadata']['namespace']}/{vm['metadata']['name']}"
+        preconditions = {"uid": vmi["metadata"]["uid"]}
+        if as_read:
+            preconditions["resourceVersion"] = vmi["metadata"]["resourceVersion"]
         try:
             with self.expectations.deleting(key):
                 await self.client.delete(
                     VIRTUAL_MACHINE_INSTANCES,
                     vmi["metadata"]["name"],
                     vmi["metadata"]["namespace"],
-                    preconditions={"uid": vmi["metadata"]["uid"]},
+                    preconditions=preconditions,
                 )
         except NotFound:
             return None
         except ApiError as exc:
+            if as_read and isinstance(exc, Conflict):
+                # Changed since the fresh read (perhaps released by an Orphan delete): decide again on fresh data.
+                return SyncError("the VirtualMachineInstance changed while it was being stopped", FAILED_DELETE)
             self.recorder.event(
                 vm,
                 WARNING,
