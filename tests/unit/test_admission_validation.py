@@ -1,4 +1,7 @@
-"""Table tests for KubeVirt's validating admission: one passing and one failing input per message (reference §4.3)."""
+"""Table tests for KubeVirt's validating admission: one passing and one failing input per message.
+
+Upstream: pkg/virt-api/webhooks/validating-webhook/admitters/ (vms-admitter.go, vmi-create-admitter.go).
+"""
 
 from __future__ import annotations
 

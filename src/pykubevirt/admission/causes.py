@@ -1,4 +1,4 @@
-"""Validation causes and the 422 `Status` KubeVirt renders from them (reference §4.2)."""
+"""Validation causes and the 422 `Status` KubeVirt renders from them (pkg/util/webhooks: ToAdmissionResponse)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ KUBEVIRT_SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:kubevirt:"
 
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
-    """The parts of the KubeVirt CR's configuration admission reads; defaults are KubeVirt's (reference §4.1)."""
+    """The parts of the KubeVirt CR's configuration admission reads; defaults are KubeVirt's (pkg/virt-config)."""
 
     architecture: str = "amd64"
     feature_gates: frozenset[str] = frozenset()

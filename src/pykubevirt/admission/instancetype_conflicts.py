@@ -1,4 +1,4 @@
-"""Template fields an instance type owns: setting them as well is a conflict (reference §7, pkg/instancetype/apply)."""
+"""Template fields an instance type owns: setting them as well is a conflict (pkg/instancetype/apply, conflict)."""
 
 from __future__ import annotations
 

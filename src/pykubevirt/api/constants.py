@@ -1,4 +1,7 @@
-"""Names KubeVirt gives its groups, labels, annotations, finalizers, phases and reasons (reference §0)."""
+"""Names KubeVirt gives its groups, labels, annotations, finalizers, phases and reasons.
+
+Most come from staging/src/kubevirt.io/api/core/v1/types.go (labels, annotations, finalizers, phases, reasons).
+"""
 
 from __future__ import annotations
 
@@ -112,7 +115,7 @@ VMI_PHASES: Final = (
 )
 FINAL_PHASES: Final = frozenset({PHASE_SUCCEEDED, PHASE_FAILED})
 
-# VM printable statuses (reference §2).
+# VM printable statuses: staging/src/kubevirt.io/api/core/v1/types.go: VirtualMachinePrintableStatus.
 PRINTABLE_STATUSES: Final = (
     "Stopped",
     "Provisioning",

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 
 MOUNTS_ENV = "PYKUBEVIRT_MOUNTS"
 
-# KubeVirt's in-pod directories (reference §0).
+# KubeVirt's in-pod directories: pkg/util/util.go (VirtShareDir, VirtPrivateDir), the virt-launcher flags
+# (cmd/virt-launcher/virt-launcher.go) and pkg/virt-controller/services/rendervolumes.go.
 KUBEVIRT_SHARE_DIR = "/var/run/kubevirt"
 PRIVATE_DIR = "/var/run/kubevirt-private"
 EPHEMERAL_DISK_DIR = "/var/run/kubevirt-ephemeral-disks"

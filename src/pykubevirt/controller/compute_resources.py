@@ -141,7 +141,10 @@ def multiply_memory(memory: Quantity, ratio: float) -> Quantity:
 
 
 def memory_overhead(vmi: Mapping[str, Any], config: ClusterConfig, *, additional_ratio: str | None = None) -> Quantity:
-    """What KubeVirt adds to the guest's memory for QEMU, libvirt and the launcher (reference §3.7)."""
+    """What KubeVirt adds to the guest's memory for QEMU, libvirt and the launcher.
+
+    Upstream: pkg/hypervisor/kvm/hypervisorbackend.go: GetMemoryOverhead.
+    """
     domain = _domain(vmi)
     spec = vmi.get("spec") or {}
     devices = domain.get("devices") or {}

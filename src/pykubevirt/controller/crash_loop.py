@@ -1,4 +1,7 @@
-"""Start-failure tracking and the CrashLoopBackOff delay between VMI restarts (reference §1.6)."""
+"""Start-failure tracking and the CrashLoopBackOff delay between VMI restarts.
+
+Upstream: pkg/virt-controller/watch/vm/vm.go: calculateStartBackoffTime, syncStartFailureStatus.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Render the virt-launcher Pod for a VMI the way virt-controller's `renderLaunchManifest` does (reference §3.6)."""
+"""Render the virt-launcher Pod for a VMI the way virt-controller's `renderLaunchManifest` does.
+
+Upstream: pkg/virt-controller/services/template.go: renderLaunchManifest.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""VM `status.printableStatus`: KubeVirt's predicates, evaluated in its order, first match wins (reference §2)."""
+"""VM `status.printableStatus`: KubeVirt's predicates, evaluated in its order, first match wins.
+
+Upstream: pkg/virt-controller/watch/vm/vm.go: setPrintableStatus and its isVirtualMachineStatus* predicates.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""A VM's run strategy, its pending start/stop requests, and small readers of VM/VMI objects (reference §1.2, §1.3)."""
+"""A VM's run strategy, its pending start/stop requests, and small readers of VM/VMI objects.
+
+Upstream: staging/src/kubevirt.io/api/core/v1/types.go: RunStrategy; pkg/virt-controller/watch/vm/vm.go:
+syncRunStrategy, hasStartRequest, hasStopRequestForVMI.
+"""
 
 from __future__ import annotations
 

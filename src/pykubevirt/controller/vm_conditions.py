@@ -1,4 +1,8 @@
-"""VM status conditions and the plain status fields `updateStatus` derives from the VMI (reference §1.5, §1.8)."""
+"""VM status conditions and the plain status fields `updateStatus` derives from the VMI.
+
+Upstream: pkg/virt-controller/watch/vm/vm.go: updateStatus, syncConditions, syncReadyConditionFromVMI,
+processFailureCondition, isTrimFirstChangeRequestNeeded.
+"""
 
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ def remove_condition(vmi: Object, kind: str) -> None:
 
 
 def sync_ready_condition(vmi: Object, pod: Object | None, now: str) -> None:
-    """VMI Ready from the pod, per reference §3.4."""
+    """VMI Ready from the pod (pkg/virt-controller/watch/vmi/lifecycle.go: syncReadyConditionFromPod)."""
 
     def set_false(reason: str, message: str) -> None:
         update_condition(

@@ -1,4 +1,7 @@
-"""What virt-handler concludes from a domain: the VMI phase (reference §5.2) and the Paused condition. Pure."""
+"""What virt-handler concludes from a domain: the VMI phase and the Paused condition. Pure.
+
+Upstream: pkg/virt-handler/vm.go: calculateVmPhaseForStatusReason, calculatePausedCondition.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""virt-handler's VMI sync: keep each VMI on this node and its domain in step (reference §5.1/§5.2).
+"""virt-handler's VMI sync: keep each VMI on this node and its domain in step.
+
+Upstream: pkg/virt-handler/vm.go: sync, processVmShutdown, processVmDelete, processVmUpdate.
 
 Priority is KubeVirt's: shut down (deleted or terminating VMI, or a launcher told to stop) > delete (final VMI or
 stopped domain) > update (start the domain, report its state). What the handler has not seen since it started is

@@ -1,4 +1,4 @@
-"""cloud-init data and ISOs for a VMI, as KubeVirt's pkg/cloud-init builds them (reference §5.5).
+"""cloud-init data and ISOs for a VMI, as KubeVirt's pkg/cloud-init/cloud-init.go builds them.
 
 NoCloud ISOs (`cidata`) carry user-data, meta-data and network-config; ConfigDrive ISOs (`config-2`) carry
 openstack/latest/{user_data,meta_data.json,network_data.json}. Both meta-data files are JSON, as upstream writes them.

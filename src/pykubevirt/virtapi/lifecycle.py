@@ -1,4 +1,4 @@
-"""VM start/stop/restart as KubeVirt's virt-api decides them (reference §6.1, upstream rest/lifecycle.go).
+"""VM start/stop/restart as KubeVirt's virt-api decides them (pkg/virt-api/rest/lifecycle.go).
 
 Pure: a VM, its VMI (or None) and the request's options in; a Plan of JSON patches (or a Status error) out.
 """

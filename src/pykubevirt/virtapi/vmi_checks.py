@@ -1,4 +1,6 @@
-"""Checks of the VMI subresources before virt-api proxies them to virt-handler (reference §6.1, upstream rest/).
+"""Checks of the VMI subresources before virt-api proxies them to virt-handler (pkg/virt-api/rest/).
+
+Upstream: lifecycle.go (pause, unpause, soft reboot), console.go, vnc.go, subresource.go (guest agent), dialers.go.
 
 Each takes the VMI (and VM where upstream reads it) and returns the Status error to answer, or None.
 """

@@ -1,4 +1,4 @@
-"""CPU, memory, machine and resource defaults, including the LiveUpdate hotplug headroom (reference §4.1)."""
+"""CPU, memory, machine and resource defaults, including the LiveUpdate hotplug headroom (pkg/defaults/defaults.go)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pykubevirt.api import pod_layout
 
-# KubeVirt's in-pod directories (pod_layout's, reference §0) are the defaults, so our XML reads like KubeVirt's.
+# KubeVirt's in-pod directories (pod_layout's; pkg/util/util.go) are the defaults, so our XML reads like KubeVirt's.
 KUBEVIRT_PVC_DISK_DIR = f"{pod_layout.PRIVATE_DIR}/vmi-disks"
 OVMF_DIR = "/usr/share/OVMF"
 
