@@ -25,7 +25,7 @@ import libvirt
 import yaml
 
 from bench.harness import log, machine, percentile, pss_mib, rss_mib
-from pykubevirt.admission.context import AdmissionContext, ClusterConfig
+from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_vmi
 from pykubevirt.api import pod_layout
 from pykubevirt.cli.cluster_layout import ClusterLayout
@@ -34,6 +34,7 @@ from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import load_kubeconfig
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import NAMESPACES, NODES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.vmi_from_vm import vmi_from_vm
 from pykubevirt.handler.launcher_client import LauncherClient
 from pykubevirt.launcher import disks

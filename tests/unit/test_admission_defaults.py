@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from pykubevirt.admission.causes import AdmissionRejected
-from pykubevirt.admission.context import AdmissionContext, ClusterConfig
+from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import (
     PRESET_DEPRECATION_WARNING,
     MutationDenied,
@@ -25,6 +25,7 @@ from pykubevirt.admission.defaults import (
 )
 from pykubevirt.admission.defaults.feature_defaults import set_hyperv_dependencies
 from pykubevirt.api.quantity import Quantity, QuantityError
+from pykubevirt.config.cluster_config import ClusterConfig
 from tests import paths
 from tests.support.object_lookup import DictLookup
 

@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from pykubevirt.admission.causes import Cause, FieldPath
-from pykubevirt.admission.context import AdmissionContext, ClusterConfig
-from pykubevirt.admission.instancetype_conflicts import instancetype_conflicts
+from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.validation import (
     REQUEST_ERROR,
     validate_datavolume,
@@ -24,6 +22,9 @@ from pykubevirt.admission.validation import (
     validate_vmi_spec,
     validate_vmi_update,
 )
+from pykubevirt.api.causes import Cause, FieldPath
+from pykubevirt.config.cluster_config import ClusterConfig
+from pykubevirt.instancetype.conflicts import instancetype_conflicts
 from tests.support.object_lookup import DictLookup, ObjectKey
 
 INV, REQ, NSUP, DUP, NFOUND, FORB = (

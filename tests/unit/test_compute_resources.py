@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.api.pod_qos import qos_class
 from pykubevirt.api.quantity import MI, Quantity
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.compute_resources import (
     EMULATOR_THREAD_EVEN_PARITY_ANNOTATION,
     KVM_DEVICE,

@@ -21,11 +21,12 @@ import libvirt
 import pytest
 import yaml
 
-from pykubevirt.admission.context import AdmissionContext, ClusterConfig
+from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_vmi
-from pykubevirt.admission.validation.instancetype_apply import apply_instancetype
-from pykubevirt.admission.validation.preference_apply import apply_preference
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.vmi_from_vm import vmi_from_vm
+from pykubevirt.instancetype.instancetype_apply import apply_instancetype
+from pykubevirt.instancetype.preference_apply import apply_preference
 from pykubevirt.launcher.converter import SMBIOS, ConversionError, ConverterContext, convert, domain_name
 from pykubevirt.launcher.converter.disks import device_name
 from pykubevirt.launcher.converter.interfaces import tap_name

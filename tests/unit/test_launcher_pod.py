@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from pykubevirt import __version__
-from pykubevirt.admission.context import AdmissionContext, ClusterConfig
+from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_vmi
 from pykubevirt.api.pod_qos import qos_class
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.launcher_pod import (
     LauncherSettings,
     is_launcher_pod,

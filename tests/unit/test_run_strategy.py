@@ -7,19 +7,15 @@ from typing import Any
 
 import pytest
 
+from pykubevirt.api.objects import condition, condition_true, is_final, vmi_phase
 from pykubevirt.api.timestamps import format_time, parse_time
+from pykubevirt.api.vm_run_strategy import RunStrategyError, run_strategy
 from pykubevirt.controller.run_strategy import (
-    RunStrategyError,
-    condition,
-    condition_true,
     has_start_paused_request,
     has_start_request,
     has_stop_request_for_vmi,
-    is_final,
     is_set_to_start,
-    run_strategy,
     should_start_rerun_on_failure,
-    vmi_phase,
 )
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pykubevirt.admission.causes import AdmissionRejected, Cause, RequestDenied
+from pykubevirt.admission.causes import AdmissionRejected, RequestDenied
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_migration, mutate_vm, mutate_vmi
 from pykubevirt.admission.validation import (
@@ -20,6 +20,7 @@ from pykubevirt.admission.validation import (
     validate_vmi_update,
 )
 from pykubevirt.api import constants as c
+from pykubevirt.api.causes import Cause
 from pykubevirt.api.json_copy import copy_json
 
 CREATE = "CREATE"

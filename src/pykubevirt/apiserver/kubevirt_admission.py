@@ -6,12 +6,13 @@ from typing import Any
 
 from pykubevirt.admission import chain
 from pykubevirt.admission.causes import AdmissionRejected
-from pykubevirt.admission.context import AdmissionContext, ClusterConfig
+from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.api.kinds import OUR_GROUPS
 from pykubevirt.apiserver import errors
 from pykubevirt.apiserver.object_api import RequestContext
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.store import Store
+from pykubevirt.config.cluster_config import ClusterConfig
 
 
 class StoreLookup:

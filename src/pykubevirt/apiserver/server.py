@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pykubevirt.admission.context import AdmissionContext, ClusterConfig
+from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.apiserver import discovery, errors, openapi, pod_logs, security
 from pykubevirt.apiserver.admission_webhooks import add_webhook_routes
 from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES, EVENT_TTL_SECONDS, INITIAL_NAMESPACES, BuiltinDefaults
@@ -29,6 +29,7 @@ from pykubevirt.apiserver.object_api import SYSTEM_USER, ObjectAPI, RequestConte
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.store import Store, StoreError
 from pykubevirt.apiserver.watch import WatchHub
+from pykubevirt.config.cluster_config import ClusterConfig
 
 log = logging.getLogger("pykubevirt.apiserver")
 

@@ -13,7 +13,7 @@ logger = logging.getLogger("pykubevirt.controller")
 
 
 async def serve(args: argparse.Namespace) -> int:
-    from pykubevirt.admission.context import ClusterConfig
+    from pykubevirt.config.cluster_config import ClusterConfig
     from pykubevirt.controller.app import ControllerOptions, VirtController
     from pykubevirt.controller.launcher_pod import LauncherSettings
 

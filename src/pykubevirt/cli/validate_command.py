@@ -9,9 +9,10 @@ from typing import Any
 
 import yaml
 
-from pykubevirt.admission.context import AdmissionContext, ClusterConfig
+from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.offline import check_document
 from pykubevirt.cli.manifests import read_documents
+from pykubevirt.config.cluster_config import ClusterConfig
 
 
 def _describe(doc: Any) -> str:

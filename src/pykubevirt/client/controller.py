@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from pykubevirt.api.objects import controller_owner, metadata
 from pykubevirt.client.api import Object
 from pykubevirt.client.informer import EventHandler, Informer, object_key, wait_for_sync
 from pykubevirt.client.workqueue import ShutDown, WorkQueue
@@ -37,12 +38,11 @@ def own_key(obj: Object) -> list[str]:
 
 def controller_owner_key(obj: Object, kind: str) -> str:
     """The key of the object's controlling owner of `kind`; "" when it has none."""
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == kind and ref.get("controller"):
-            return f"{namespace}/{ref['name']}" if namespace else str(ref["name"])
-    return ""
+    ref = controller_owner(obj, kind)
+    if ref is None:
+        return ""
+    namespace = metadata(obj).get("namespace")
+    return f"{namespace}/{ref['name']}" if namespace else str(ref["name"])
 
 
 def owner_keys(kind: str) -> KeyMapper:

@@ -8,7 +8,6 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.api import constants as c
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.controller import Controller, own_key, owner_keys, run_until_failure
@@ -24,6 +23,7 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
 )
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.launcher_pod import LauncherSettings
 from pykubevirt.controller.node_controller import (
     DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,

@@ -6,8 +6,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.api.quantity import MI, Quantity, QuantityError, QuantityFormat
+from pykubevirt.config.cluster_config import ClusterConfig
 
 # Device-plugin resources virt-launcher asks for (limits only).
 DEVICE_PREFIX = "devices.kubevirt.io"

@@ -16,8 +16,8 @@ from pykubevirt.api.constants import (
     RUN_STRATEGY_ONCE,
     RUN_STRATEGY_RERUN_ON_FAILURE,
 )
+from pykubevirt.api.objects import as_aware, is_final, uid_of
 from pykubevirt.api.timestamps import format_time, parse_time
-from pykubevirt.controller.run_strategy import as_aware, is_final, uid_of
 
 DEFAULT_MAX_CRASH_LOOP_BACKOFF_DELAY_SECONDS = 300
 MIN_BACKOFF_INTERVAL_SECONDS = 10

@@ -5,11 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pykubevirt.admission.causes import FieldPath
-from pykubevirt.admission.instancetype_conflicts import instancetype_conflicts
-from pykubevirt.admission.validation.instancetype_apply import apply_instancetype
-from pykubevirt.admission.validation.preference_apply import apply_preference
 from pykubevirt.api import constants as c
+from pykubevirt.api.causes import FieldPath
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import AlreadyExists, ApiError
@@ -25,6 +22,9 @@ from pykubevirt.client.resources import (
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vm_revisions import revision_data_spec
 from pykubevirt.controller.vmi_from_vm import controller_ref
+from pykubevirt.instancetype.conflicts import instancetype_conflicts
+from pykubevirt.instancetype.instancetype_apply import apply_instancetype
+from pykubevirt.instancetype.preference_apply import apply_preference
 
 FAILED_FIND_INSTANCETYPE = "FailedFindInstancetype"
 FAILED_FIND_PREFERENCE = "FailedFindPreference"

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykubevirt import __version__
-from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.compute_resources import (
     console_log_resources,
     is_cpu_dedicated,

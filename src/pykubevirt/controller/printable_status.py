@@ -21,18 +21,18 @@ from pykubevirt.api.constants import (
     RUN_STRATEGY_RERUN_ON_FAILURE,
     RUN_STRATEGY_WAIT_AS_RECEIVER,
 )
-from pykubevirt.api.timestamps import parse_time
-from pykubevirt.controller.run_strategy import (
+from pykubevirt.api.objects import (
     as_aware,
     condition,
     condition_has,
     condition_true,
     is_final,
     is_marked_for_deletion,
-    is_set_to_start,
-    run_strategy_or_none,
     vmi_phase,
 )
+from pykubevirt.api.timestamps import parse_time
+from pykubevirt.api.vm_run_strategy import run_strategy_or_none
+from pykubevirt.controller.run_strategy import is_set_to_start
 
 STATUS_STOPPED = "Stopped"
 STATUS_PROVISIONING = "Provisioning"

@@ -11,17 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pykubevirt.api.constants import VM_GENERATION_ANNOTATION
-from pykubevirt.controller.run_strategy import (
-    START_REQUEST,
-    STOP_REQUEST,
-    condition,
-    condition_true,
-    is_final,
-    is_marked_for_deletion,
-    run_strategy_or_none,
-    state_change_requests,
-    uid_of,
-)
+from pykubevirt.api.objects import condition, condition_true, is_final, is_marked_for_deletion, uid_of
+from pykubevirt.api.vm_run_strategy import START_REQUEST, STOP_REQUEST, run_strategy_or_none, state_change_requests
 
 COND_READY = "Ready"
 COND_FAILURE = "Failure"

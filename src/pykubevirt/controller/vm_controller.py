@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.objects import condition_true, is_final
 from pykubevirt.api.timestamps import format_time
+from pykubevirt.api.vm_run_strategy import RunStrategyError, run_strategy, run_strategy_or_none
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result, controller_owner_key
 from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
@@ -23,17 +24,13 @@ from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.expectations import ControllerExpectations
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import DATA_VOLUMES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.crash_loop import backoff_remaining, sync_start_failure
 from pykubevirt.controller.instancetype_sync import InstancetypeSync
 from pykubevirt.controller.printable_status import printable_status
 from pykubevirt.controller.run_strategy import (
-    RunStrategyError,
-    condition_true,
     has_start_request,
     has_stop_request_for_vmi,
-    is_final,
-    run_strategy,
-    run_strategy_or_none,
     should_start_rerun_on_failure,
 )
 from pykubevirt.controller.sync_error import SyncError

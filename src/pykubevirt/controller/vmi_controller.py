@@ -10,6 +10,7 @@ from typing import Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.objects import condition, condition_has
 from pykubevirt.api.pod_qos import qos_class
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
@@ -21,7 +22,6 @@ from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
-from pykubevirt.controller.run_strategy import condition, condition_has
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.log import object_fields
 

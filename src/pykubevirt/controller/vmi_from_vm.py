@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.run_strategy import has_start_paused_request
 
 START_STRATEGY_PAUSED = "Paused"

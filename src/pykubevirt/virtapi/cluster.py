@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from pykubevirt.admission.context import AdmissionContext, ClusterConfig
+from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.api import constants as c
 from pykubevirt.apiserver.admission_webhooks import add_webhook_routes
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
@@ -37,6 +37,7 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINE_INSTANCES,
     ResourceRef,
 )
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.handler_client import HandlerClient

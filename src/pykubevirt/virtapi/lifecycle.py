@@ -10,19 +10,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from pykubevirt.api import constants as c
-from pykubevirt.apiserver import errors
-from pykubevirt.controller.run_strategy import (
+from pykubevirt.api.objects import condition_true, grace_period_seconds, is_final, uid_of, vmi_phase
+from pykubevirt.api.vm_run_strategy import (
     START_REQUEST,
     START_REQUEST_PAUSED_KEY,
     START_REQUEST_PAUSED_TRUE,
     STOP_REQUEST,
     RunStrategyError,
-    condition_true,
-    is_final,
     run_strategy,
-    uid_of,
-    vmi_phase,
 )
+from pykubevirt.apiserver import errors
 from pykubevirt.virtapi.options import RestartOptions, StartOptions, StopOptions, is_dry_run, parse_start
 
 Patch = list[dict[str, Any]]
@@ -129,15 +126,10 @@ def running_patch(vm: dict[str, Any], running: bool) -> Patch:
     ]
 
 
-def grace_period_of(vmi: dict[str, Any]) -> int | None:
-    value = (vmi.get("spec") or {}).get("terminationGracePeriodSeconds")
-    return int(value) if value is not None else None
-
-
 def grace_period_patch(vmi: dict[str, Any], grace: int) -> Patch:
     """Set the VMI's terminationGracePeriodSeconds, guarded by a test of the value read."""
     return [
-        {"op": "test", "path": GRACE_PATH, "value": grace_period_of(vmi)},
+        {"op": "test", "path": GRACE_PATH, "value": grace_period_seconds(vmi)},
         {"op": "replace", "path": GRACE_PATH, "value": grace},
     ]
 
@@ -210,7 +202,7 @@ def _stop_plan(vm: dict[str, Any], vmi: dict[str, Any] | None, options: StopOpti
         if not alive:
             raise vm_conflict(name, VM_NOT_RUNNING)
         assert vmi is not None
-        current = grace_period_of(vmi)
+        current = grace_period_seconds(vmi)
         grace = options.grace_period
         if grace is None or (current is not None and grace >= current):
             # The grace period patch has been sent by then, as upstream sends it before this check.
@@ -251,7 +243,7 @@ def decide_restart(vm: dict[str, Any], vmi: dict[str, Any] | None, options: Rest
     if options.grace_period_seconds == 0:
         # 1 s is the shortest safe restart period; virt-handler then shuts the guest down promptly.
         vmi_patch = grace_period_patch(vmi, 1)
-        old = grace_period_of(vmi)
+        old = grace_period_seconds(vmi)
         restore: dict[str, Any] = (
             {"op": "remove", "path": GRACE_PATH} if old is None else {"op": "replace", "path": GRACE_PATH, "value": old}
         )

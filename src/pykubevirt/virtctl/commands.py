@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pykubevirt.api.vm_run_strategy import RunStrategyError, run_strategy
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINES
-from pykubevirt.controller.run_strategy import RunStrategyError, run_strategy
 from pykubevirt.virtapi.discovery import version_info
 from pykubevirt.virtctl.client import VirtctlError, put_subresource, server_version
 

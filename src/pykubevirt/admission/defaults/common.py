@@ -10,7 +10,7 @@ from typing import Any
 
 from pykubevirt.admission.causes import RequestDenied
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import parse_quantity
+from pykubevirt.api.json_lookup import parse_quantity
 from pykubevirt.api.timestamps import now_rfc3339
 
 # Webhook names, as KubeVirt registers its mutating webhooks.

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.admission.defaults.common import (
     ARCH_AMD64,
     ARCH_ARM64,
@@ -15,10 +14,10 @@ from pykubevirt.admission.defaults.common import (
     is_zero,
     obj,
 )
-from pykubevirt.admission.validation.common import parse_quantity
 from pykubevirt.admission.validation.compute import live_update_memory_error
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.json_lookup import get, parse_quantity
 from pykubevirt.api.quantity import Quantity, QuantityFormat
+from pykubevirt.config.cluster_config import ClusterConfig
 
 # virt-config's per-architecture machine types; any other architecture gets the amd64 one.
 DEFAULT_MACHINE_TYPES = {ARCH_AMD64: "q35", ARCH_ARM64: "virt", ARCH_S390X: "s390-ccw-virtio"}

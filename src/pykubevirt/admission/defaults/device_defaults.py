@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pykubevirt.admission.context import ClusterConfig
 from pykubevirt.admission.defaults.common import MutationDenied, as_list, dicts, obj
+from pykubevirt.config.cluster_config import ClusterConfig
 
 DEFAULT_NETWORK_NAME = "default"
 BRIDGE = "bridge"

@@ -7,8 +7,7 @@ from typing import Any
 
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults.common import VMI_PRESET_KIND, MutationDenied, as_dict, obj
-from pykubevirt.admission.validation.common import parse_quantity
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.json_lookup import get, parse_quantity
 from pykubevirt.api.label_selectors import SelectorError, label_selector_from_dict
 
 EXCLUSION_ANNOTATION = "virtualmachineinstancepresets.admission.kubevirt.io/exclude"

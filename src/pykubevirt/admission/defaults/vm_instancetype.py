@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pykubevirt.admission.causes import FIELD_VALUE_INVALID, FIELD_VALUE_NOT_SUPPORTED, Cause
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults.common import (
     CONTROLLER_REVISION_KIND,
@@ -17,6 +16,7 @@ from pykubevirt.admission.defaults.common import (
     obj,
 )
 from pykubevirt.api import constants as c
+from pykubevirt.api.causes import FIELD_VALUE_INVALID, FIELD_VALUE_NOT_SUPPORTED, Cause
 from pykubevirt.api.json_lookup import get
 
 FIELD_VALUE_NOT_FOUND = "FieldValueNotFound"

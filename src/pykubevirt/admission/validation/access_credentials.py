@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid
-from pykubevirt.admission.validation.common import as_list, as_map
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.causes import Cause, FieldPath, invalid
+from pykubevirt.api.json_lookup import as_list, as_map, get
 
 
 def validate_access_credentials(field: FieldPath, spec: Mapping[str, Any]) -> list[Cause]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid, not_supported, required
-from pykubevirt.admission.validation.common import as_list, as_map, as_str
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.causes import Cause, FieldPath, invalid, not_supported, required
+from pykubevirt.api.json_lookup import as_list, as_map, as_str, get
 
 _VIDEO_TYPES = {
     "amd64": ("vga", "cirrus", "virtio", "ramfb", "bochs"),

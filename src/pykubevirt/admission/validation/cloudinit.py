@@ -7,9 +7,8 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid
-from pykubevirt.admission.validation.common import as_str
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.causes import Cause, FieldPath, invalid
+from pykubevirt.api.json_lookup import as_str, get
 
 # Inline data is capped because every edit ships the whole object to many nodes; larger data belongs in a Secret.
 CLOUD_INIT_USER_MAX_LEN = 2048

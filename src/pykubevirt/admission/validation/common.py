@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.json_lookup import as_int, as_map, get, parse_quantity
 from pykubevirt.api.quantity import Quantity
 
 # Type of a cause that upstream answers with a plain error (HTTP 400, message only) instead of a 422 with causes.
@@ -18,28 +18,6 @@ _PCI_ADDRESS_RE = re.compile(r"^([\da-fA-F]{4}):([\da-fA-F]{2}):([\da-fA-F]{2})\
 _HEX = set("0123456789abcdefABCDEF")
 
 
-def as_map(value: Any) -> dict[str, Any]:
-    """The value if it is a dict, else an empty dict (Go's zero struct)."""
-    return dict(value) if isinstance(value, Mapping) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    """The value if it is a list, else an empty list (Go's nil slice)."""
-    return list(value) if isinstance(value, list) else []
-
-
-def as_str(value: Any) -> str:
-    """A string field; anything else reads as Go's zero string."""
-    return value if isinstance(value, str) else ""
-
-
-def as_int(value: Any) -> int:
-    """An integer field; anything else reads as zero."""
-    if isinstance(value, bool):
-        return int(value)
-    return value if isinstance(value, int) else 0
-
-
 def is_true(value: Any) -> bool:
     return value is True
 
@@ -47,16 +25,6 @@ def is_true(value: Any) -> bool:
 def go_list(values: Iterable[Any]) -> str:
     """Go's `%v` of a slice: `[a b c]`."""
     return "[" + " ".join(str(v) for v in values) + "]"
-
-
-def parse_quantity(value: Any) -> Quantity | None:
-    """The quantity in a field, or None when absent or unparsable (the schema layer rejects those)."""
-    if value is None:
-        return None
-    try:
-        return Quantity.parse(value)
-    except ValueError:  # QuantityError, or a number with more digits than int() converts
-        return None
 
 
 def zero() -> Quantity:

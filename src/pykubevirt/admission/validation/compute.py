@@ -5,21 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid, not_supported, required
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import (
-    as_int,
-    as_list,
-    as_map,
-    as_str,
-    int_value,
-    is_true,
-    parse_quantity,
-    resource,
-    vcpus,
-    zero,
-)
-from pykubevirt.api.json_lookup import get
+from pykubevirt.admission.validation.common import int_value, is_true, resource, vcpus, zero
+from pykubevirt.api.causes import Cause, FieldPath, invalid, not_supported, required
+from pykubevirt.api.json_lookup import as_int, as_list, as_map, as_str, get, parse_quantity
 from pykubevirt.api.quantity import Quantity
 
 VALID_CPU_FEATURE_POLICIES = ("", "force", "require", "optional", "disable", "forbid")

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from pykubevirt.admission.causes import FIELD_VALUE_DUPLICATE, Cause, FieldPath, invalid, required
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_list, as_map, as_str, int_value, parse_quantity
-from pykubevirt.api.json_lookup import get
+from pykubevirt.admission.validation.common import int_value
+from pykubevirt.api.causes import FIELD_VALUE_DUPLICATE, Cause, FieldPath, invalid, required
+from pykubevirt.api.json_lookup import as_list, as_map, as_str, get, parse_quantity
 
 # CDI's DataVolumeSource members.
 DATA_VOLUME_SOURCES = ("http", "s3", "gcs", "registry", "pvc", "upload", "blank", "imageio", "vddk", "snapshot")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_list, as_map, as_str, is_true
-from pykubevirt.api.json_lookup import get
+from pykubevirt.admission.validation.common import is_true
+from pykubevirt.api.causes import Cause, FieldPath, invalid
+from pykubevirt.api.json_lookup import as_list, as_map, as_str, get
 
 PANIC_DEVICE_MODELS = ("hyperv", "isa", "pvpanic")
 

@@ -5,18 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid, not_supported, required
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import (
-    as_int,
-    as_list,
-    as_map,
-    as_str,
-    go_list,
-    is_pci_address,
-    is_true,
-)
-from pykubevirt.api.json_lookup import get
+from pykubevirt.admission.validation.common import go_list, is_pci_address, is_true
+from pykubevirt.api.causes import Cause, FieldPath, invalid, not_supported, required
+from pykubevirt.api.json_lookup import as_int, as_list, as_map, as_str, get
 from pykubevirt.api.name_validation import dns1123_label_errors
 
 SUPPORTED_BUSES = ("virtio", "scsi", "sata", "usb")

@@ -5,14 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid, not_supported, required
-from pykubevirt.admission.validation.common import (
-    as_list,
-    as_map,
-    as_str,
-    go_list,
-    parse_ip,
-)
+from pykubevirt.admission.validation.common import go_list, parse_ip
+from pykubevirt.api.causes import Cause, FieldPath, invalid, not_supported, required
+from pykubevirt.api.json_lookup import as_list, as_map, as_str
 from pykubevirt.api.name_validation import dns1123_label_errors, dns1123_subdomain_errors
 
 MAX_NAMESERVERS = 3

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import FIELD_VALUE_FORBIDDEN, Cause, FieldPath, invalid, required
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_list, as_map, as_str
 from pykubevirt.admission.validation.volumes import validate_path
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.causes import FIELD_VALUE_FORBIDDEN, Cause, FieldPath, invalid, required
+from pykubevirt.api.json_lookup import as_list, as_map, as_str, get
 
 
 def validate_firmware_acpi(field: FieldPath, spec: Mapping[str, Any]) -> list[Cause]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_int, as_map, as_str
-from pykubevirt.admission.validation.instancetype_apply import spread_options
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.causes import Cause, FieldPath, invalid
+from pykubevirt.api.json_lookup import as_int, as_map, as_str, get
+from pykubevirt.instancetype.instancetype_apply import spread_options
 
 PREFERRED_CPU_TOPOLOGIES = (
     "preferSockets",

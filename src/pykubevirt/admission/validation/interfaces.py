@@ -7,19 +7,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, duplicate, invalid, not_supported, required
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import (
-    as_int,
-    as_list,
-    as_map,
-    as_str,
-    is_ipv4,
-    is_pci_address,
-    is_valid_port_name,
-    parse_mac,
-)
-from pykubevirt.api.json_lookup import get
+from pykubevirt.admission.validation.common import is_ipv4, is_pci_address, is_valid_port_name, parse_mac
+from pykubevirt.api.causes import Cause, FieldPath, duplicate, invalid, not_supported, required
+from pykubevirt.api.json_lookup import as_int, as_list, as_map, as_str, get
 
 VALID_INTERFACE_MODELS = frozenset({"e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio"})
 _IFACE_NAME_RE = re.compile(r"^[A-Za-z0-9-_]+$")

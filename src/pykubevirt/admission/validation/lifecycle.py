@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid
 from pykubevirt.admission.context import AdmissionContext
+from pykubevirt.api.causes import Cause, FieldPath, invalid
 from pykubevirt.api.json_lookup import get
 
 EVICTION_STRATEGIES = ("LiveMigrate", "LiveMigrateIfPossible", "None", "External")

@@ -6,10 +6,10 @@ import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_str, go_list
-from pykubevirt.api.json_lookup import get
+from pykubevirt.admission.validation.common import go_list
+from pykubevirt.api.causes import Cause, FieldPath, invalid
+from pykubevirt.api.json_lookup import as_str, get
 
 # KubeVirt's per-architecture defaults; the cluster config only carries the amd64 list.
 _DEFAULT_EMULATED_MACHINES = {"arm64": ("virt*",), "s390x": ("s390-ccw-virtio*",)}

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid, not_supported
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_map
+from pykubevirt.api.causes import Cause, FieldPath, invalid, not_supported
 from pykubevirt.api.constants import RESERVED_VMI_LABELS
+from pykubevirt.api.json_lookup import as_map
 
 IGNITION_ANNOTATION = "kubevirt.io/ignitiondata"
 SIDECAR_ANNOTATION = "hooks.kubevirt.io/hookSidecars"

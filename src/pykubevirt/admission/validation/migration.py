@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import FIELD_VALUE_FORBIDDEN, Cause, invalid, not_supported, required
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import REQUEST_ERROR, as_list, as_map, as_str
+from pykubevirt.admission.validation.common import REQUEST_ERROR
+from pykubevirt.api.causes import FIELD_VALUE_FORBIDDEN, Cause, invalid, not_supported, required
 from pykubevirt.api.constants import FINAL_PHASES, VMI_KIND, VMI_NAME_LABEL, VMIM_KIND
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.json_lookup import as_list, as_map, as_str, get
 
 _CONTROLLER_SA_SUFFIX = "kubevirt-controller"
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import (
+from pykubevirt.admission.context import AdmissionContext
+from pykubevirt.admission.validation.common import is_true
+from pykubevirt.admission.validation.interfaces import validate_interfaces_fields
+from pykubevirt.api.causes import (
     FIELD_VALUE_DUPLICATE,
     FIELD_VALUE_INVALID,
     FIELD_VALUE_REQUIRED,
@@ -15,10 +18,7 @@ from pykubevirt.admission.causes import (
     invalid,
     required,
 )
-from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_list, as_map, as_str, is_true
-from pykubevirt.admission.validation.interfaces import validate_interfaces_fields
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.json_lookup import as_list, as_map, as_str, get
 
 # The reserved MAC of the in-pod bridge that masquerade uses.
 STATIC_MASQUERADE_BRIDGE_MAC = "02:00:00:00:00:00"

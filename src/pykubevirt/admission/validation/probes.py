@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid, required
+from pykubevirt.api.causes import Cause, FieldPath, invalid, required
 
 _HANDLERS = ("httpGet", "tcpSocket", "exec", "guestAgentPing")
 

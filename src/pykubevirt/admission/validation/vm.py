@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid, not_supported, required
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation import instancetype_apply as itapply
-from pykubevirt.admission.validation.common import REQUEST_ERROR, as_int, as_list, as_map, as_str, parse_quantity
+from pykubevirt.admission.validation.common import REQUEST_ERROR
 from pykubevirt.admission.validation.compute import live_update_memory_error
 from pykubevirt.admission.validation.datavolume import (
     validate_datavolume_template_namespaces,
@@ -16,12 +14,14 @@ from pykubevirt.admission.validation.datavolume import (
 )
 from pykubevirt.admission.validation.metadata import validate_vmi_metadata
 from pykubevirt.admission.validation.networks import validate_networks_creation
-from pykubevirt.admission.validation.preference_apply import apply_preference
 from pykubevirt.admission.validation.vmi import validate_discontinued_gates, validate_vmi_spec
 from pykubevirt.admission.validation.volume_requests import validate_volume_requests
+from pykubevirt.api.causes import Cause, FieldPath, invalid, not_supported, required
 from pykubevirt.api.constants import RUN_STRATEGY_WAIT_AS_RECEIVER
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.json_lookup import as_int, as_list, as_map, as_str, get, parse_quantity
+from pykubevirt.instancetype import instancetype_apply as itapply
+from pykubevirt.instancetype.preference_apply import apply_preference
 
 VALID_RUN_STRATEGIES = ("Halted", "Manual", "Always", "RerunOnFailure", "Once")
 
@@ -54,8 +54,8 @@ def validate_vm(vm: Mapping[str, Any], ctx: AdmissionContext, *, old: Mapping[st
                 template[key] = {}
         template_spec: dict[str, Any] = template["spec"]
         template_metadata: dict[str, Any] = template["metadata"]
-        instancetype = itapply.find_instancetype_spec(vm_copy, ctx)
-        preference = itapply.find_preference_spec(vm_copy, ctx)
+        instancetype = itapply.find_instancetype_spec(vm_copy, ctx.lookup)
+        preference = itapply.find_preference_spec(vm_copy, ctx.lookup)
         if instancetype is not None or preference is not None:
             causes = itapply.check_spread_topology(instancetype, preference)
             if instancetype is not None:

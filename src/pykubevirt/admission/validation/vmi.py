@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid, not_supported
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.feature_gates import GATES, GateState
 from pykubevirt.admission.validation import compute, devices, dns, firmware, lifecycle, volumes
 from pykubevirt.admission.validation.access_credentials import validate_access_credentials
 from pykubevirt.admission.validation.arch import validate_hyperv, validate_per_arch
-from pykubevirt.admission.validation.common import as_int, as_list, as_map, parse_quantity
 from pykubevirt.admission.validation.disks import validate_boot_order, validate_disks
 from pykubevirt.admission.validation.machine import validate_machine
 from pykubevirt.admission.validation.metadata import reserved_labels, validate_vmi_metadata
@@ -22,7 +19,9 @@ from pykubevirt.admission.validation.networks import (
     validate_networks_creation,
 )
 from pykubevirt.admission.validation.probes import validate_probe, validate_probes_need_pod_network
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.causes import Cause, FieldPath, invalid, not_supported
+from pykubevirt.api.json_lookup import as_int, as_list, as_map, get, parse_quantity
+from pykubevirt.config.feature_gates import GATES, GateState
 
 _DISCONTINUED_GATE_MESSAGES = {
     "Passt": (

@@ -7,12 +7,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid, not_supported
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.validation.common import as_int, as_list, as_map, as_str, is_true
+from pykubevirt.admission.validation.common import is_true
 from pykubevirt.admission.validation.disks import disk_bus
+from pykubevirt.api.causes import Cause, FieldPath, invalid, not_supported
 from pykubevirt.api.constants import VMI_KIND
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.json_lookup import as_int, as_list, as_map, as_str, get
 
 _FIELD = "Status.volumeRequests"
 SpecValidator = Callable[[Mapping[str, Any], FieldPath, AdmissionContext], list[Cause]]

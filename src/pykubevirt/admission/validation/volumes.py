@@ -6,16 +6,10 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import Cause, FieldPath, invalid, required
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.validation.cloudinit import validate_cloud_init
-from pykubevirt.admission.validation.common import (
-    as_list,
-    as_map,
-    as_str,
-    parse_quantity,
-)
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.causes import Cause, FieldPath, invalid, required
+from pykubevirt.api.json_lookup import as_list, as_map, as_str, get, parse_quantity
 from pykubevirt.api.name_validation import dns1123_subdomain_errors
 
 FIELD_VALUE_NOT_FOUND = "FieldValueNotFound"

@@ -7,18 +7,17 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import FIELD_VALUE_INVALID, Cause, FieldPath
-from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.instancetype_conflicts import instancetype_conflicts
-from pykubevirt.admission.validation.common import as_int, as_list, as_map, as_str, parse_quantity
+from pykubevirt.api.causes import FIELD_VALUE_INVALID, Cause, FieldPath
 from pykubevirt.api.constants import (
     CLUSTER_INSTANCETYPE_KIND,
     CLUSTER_PREFERENCE_KIND,
     INSTANCETYPE_KIND,
     PREFERENCE_KIND,
 )
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.json_lookup import as_int, as_list, as_map, as_str, get, parse_quantity
+from pykubevirt.api.object_lookup import ObjectLookup
 from pykubevirt.api.quantity import Quantity
+from pykubevirt.instancetype.conflicts import instancetype_conflicts
 
 CONTROLLER_REVISION_KIND = "ControllerRevision"
 CONFLICT_MESSAGE = "VM field(s) {} conflicts with selected instance type"
@@ -32,7 +31,7 @@ def _f32(value: float) -> float:
     return float(struct.unpack("f", struct.pack("f", value))[0])
 
 
-def _find(vm: Mapping[str, Any], ctx: AdmissionContext, matcher_key: str, namespaced: str, cluster: str) -> Any:
+def _find(vm: Mapping[str, Any], lookup: ObjectLookup, matcher_key: str, namespaced: str, cluster: str) -> Any:
     """The referenced spec, or None; upstream's webhook ignores lookup failures, so they are None too."""
     matcher = get(vm, "spec", matcher_key)
     if not isinstance(matcher, Mapping):
@@ -40,26 +39,26 @@ def _find(vm: Mapping[str, Any], ctx: AdmissionContext, matcher_key: str, namesp
     namespace = as_str(get(vm, "metadata", "namespace")) or "default"
     revision = as_str(matcher.get("revisionName"))
     if revision:
-        stored = ctx.lookup.get(CONTROLLER_REVISION_KIND, namespace, revision)
+        stored = lookup.get(CONTROLLER_REVISION_KIND, namespace, revision)
         return get(stored, "data", "spec") if stored is not None else None
     kind = as_str(matcher.get("kind")).lower()
     name = as_str(matcher.get("name"))
     if kind in (namespaced.lower(), namespaced.lower() + "s"):
-        found = ctx.lookup.get(namespaced, namespace, name)
+        found = lookup.get(namespaced, namespace, name)
     elif kind in ("", cluster.lower(), cluster.lower() + "s"):
-        found = ctx.lookup.get(cluster, None, name)
+        found = lookup.get(cluster, None, name)
     else:
         return None
     return get(found, "spec") if found is not None else None
 
 
-def find_instancetype_spec(vm: Mapping[str, Any], ctx: AdmissionContext) -> dict[str, Any] | None:
-    spec = _find(vm, ctx, "instancetype", INSTANCETYPE_KIND, CLUSTER_INSTANCETYPE_KIND)
+def find_instancetype_spec(vm: Mapping[str, Any], lookup: ObjectLookup) -> dict[str, Any] | None:
+    spec = _find(vm, lookup, "instancetype", INSTANCETYPE_KIND, CLUSTER_INSTANCETYPE_KIND)
     return dict(spec) if isinstance(spec, Mapping) else None
 
 
-def find_preference_spec(vm: Mapping[str, Any], ctx: AdmissionContext) -> dict[str, Any] | None:
-    spec = _find(vm, ctx, "preference", PREFERENCE_KIND, CLUSTER_PREFERENCE_KIND)
+def find_preference_spec(vm: Mapping[str, Any], lookup: ObjectLookup) -> dict[str, Any] | None:
+    spec = _find(vm, lookup, "preference", PREFERENCE_KIND, CLUSTER_PREFERENCE_KIND)
     return dict(spec) if isinstance(spec, Mapping) else None
 
 

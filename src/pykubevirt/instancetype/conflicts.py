@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import FieldPath
+from pykubevirt.api.causes import FieldPath
 from pykubevirt.api.json_lookup import get
 
 

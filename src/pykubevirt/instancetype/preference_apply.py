@@ -6,8 +6,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.validation.common import as_list
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.json_lookup import as_list, get
 
 _AUTOATTACH = (
     ("preferredAutoattachGraphicsDevice", "autoattachGraphicsDevice"),

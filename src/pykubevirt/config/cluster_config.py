@@ -1,0 +1,38 @@
+"""The KubeVirt CR's configuration as the components read it; defaults are KubeVirt's (pkg/virt-config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pykubevirt.config.feature_gates import gate_enabled
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """The parts of the KubeVirt CR's configuration admission reads; defaults are KubeVirt's (pkg/virt-config)."""
+
+    architecture: str = "amd64"
+    feature_gates: frozenset[str] = frozenset()
+    disabled_feature_gates: frozenset[str] = frozenset()
+    network_interface: str = "bridge"
+    permit_bridge_interface_on_pod_network: bool = True
+    permit_slirp_interface: bool = False
+    cpu_model: str | None = None
+    cpu_request: str | None = None
+    memory_overcommit: int = 100
+    cpu_allocation_ratio: int = 10
+    vm_rollout_strategy: str = "LiveUpdate"
+    max_hotplug_ratio: int = 4
+    max_cpu_sockets: int | None = None
+    max_guest: str | None = None
+    eviction_strategy: str | None = None
+    emulated_machines: tuple[str, ...] = ("q35*", "pc-q35*")
+    mem_balloon_stats_period: int = 10
+    smbios_family: str = "KubeVirt"
+    smbios_manufacturer: str = "KubeVirt"
+    smbios_product: str = "None"
+    # `virtualMachineOptions.disableSerialConsoleLog` (an empty object when set): no guest-console-log by default.
+    disable_serial_console_log: bool = False
+
+    def gate_enabled(self, name: str) -> bool:
+        return gate_enabled(name, self.feature_gates, self.disabled_feature_gates)
