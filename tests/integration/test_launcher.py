@@ -26,6 +26,7 @@ from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_vmi
 from pykubevirt.api import pod_layout
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, connectable
+from pykubevirt.launcher.protocol import PROTOCOL_VERSION
 
 Obj = dict[str, Any]
 
@@ -176,8 +177,26 @@ async def test_unknown_command_and_garbage_get_errors_not_a_crash(launcher: Laun
     await writer.drain()
     answer = json.loads(await reader.readline())
     writer.close()
-    assert answer == {"ok": False, "error": "the request is not JSON"}
+    assert answer == {"ok": False, "error": "the request is not JSON", "protocolVersion": PROTOCOL_VERSION}
     assert (await launcher.client().request("ping"))["pid"] == launcher.process.pid
+
+
+async def test_a_request_of_another_protocol_version_is_refused_by_name(launcher: LauncherProcess) -> None:
+    await launcher.wait_ready()
+    reader, writer = await asyncio.open_unix_connection(connectable(str(launcher.socket)))
+    for request, shown in (
+        (b'{"id":7,"cmd":"status"}', "no protocol version"),
+        (b'{"cmd":"sync","protocolVersion":99}', "protocol version 99"),
+    ):
+        writer.write(request + b"\n")
+        await writer.drain()
+        answer = json.loads(await reader.readline())
+        assert answer["ok"] is False and answer["protocolVersion"] == PROTOCOL_VERSION
+        assert answer["error"].startswith(f"virt-handler speaks {shown}, this side speaks version {PROTOCOL_VERSION}")
+    writer.close()
+    # The launcher keeps serving handlers of its own version, and started nothing for the refused sync.
+    status = await launcher.client().status()
+    assert status["protocolVersion"] == PROTOCOL_VERSION and status["domain"]["defined"] is False
 
 
 async def test_watch_streams_pause_unpause_and_shutdown(launcher: LauncherProcess) -> None:

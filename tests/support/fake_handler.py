@@ -16,7 +16,7 @@ from pykubevirt.api import constants as c
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.resources import NODES
 
-BASE = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
+BASE = c.HANDLER_VMI_PATH
 RFB_BANNER = b"RFB 003.008\n"
 CONSOLE_GREETING = b"\r\nfake login: "
 

@@ -66,6 +66,8 @@ STORAGE_OBSERVED_API_VERSION_ANNOTATION: Final = "kubevirt.io/storage-observed-a
 HEARTBEAT_ANNOTATION: Final = "kubevirt.io/heartbeat"
 # Where virt-api reaches a node's virt-handler (KubeVirt finds it through the handler pod's IP instead).
 HANDLER_ADDRESS_ANNOTATION: Final = "pykubevirt.io/virt-handler-address"
+# What virt-handler serves per VMI at that address, `<path>/<action>` (KubeVirt's handler port 8186); virt-api calls it.
+HANDLER_VMI_PATH: Final = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
 DOMAIN_ANNOTATION: Final = "kubevirt.io/domain"
 CREATE_MIGRATION_TARGET_ANNOTATION: Final = "kubevirt.io/create-migration-target"
 PCI_TOPOLOGY_VERSION_ANNOTATION: Final = "kubevirt.io/pci-topology-version"

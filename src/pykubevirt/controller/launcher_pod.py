@@ -32,6 +32,7 @@ from pykubevirt.controller.launcher_volumes import (
     render_volumes,
     without_none,
 )
+from pykubevirt.launcher.protocol import domain_name
 
 NON_ROOT_UID = 107
 LIBVIRT_STARTUP_DELAY_SECONDS = 10
@@ -160,8 +161,8 @@ def _probe(vmi: Mapping[str, Any], probe: Mapping[str, Any]) -> dict[str, Any]:
     for handler in ("exec", "httpGet", "tcpSocket"):
         if probe.get(handler) is not None:
             rendered[handler] = copy_json(probe[handler])
-    domain_name = f"{vmi['metadata'].get('namespace', '')}_{vmi['metadata']['name']}"
-    prefix = ["virt-probe", "--domainName", domain_name, "--timeoutSeconds", str(rendered["timeoutSeconds"])]
+    domain = domain_name(vmi["metadata"].get("namespace", ""), vmi["metadata"]["name"])
+    prefix = ["virt-probe", "--domainName", domain, "--timeoutSeconds", str(rendered["timeoutSeconds"])]
     command = (rendered.get("exec") or {}).get("command") or []
     if probe.get("guestAgentPing") is not None:
         rendered["exec"] = {"command": [*prefix, "--guestAgentPing"]}

@@ -19,13 +19,18 @@ from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.streams import STREAM_PROTOCOL, pump_websocket_stream
-from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, connectable
+from pykubevirt.handler.launcher_client import (
+    CommandFailed,
+    LauncherClient,
+    LauncherUnavailable,
+    ProtocolMismatch,
+    connectable,
+)
 from pykubevirt.handler.vmi_reconciler import active_pod_uid
+from pykubevirt.launcher.protocol import Command
 from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.handler.api")
-
-BASE = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
 
 
 def status(code: int, message: str, reason: str = "") -> web.Response:
@@ -55,10 +60,10 @@ class HandlerAPI:
 
     def app(self) -> web.Application:
         app = web.Application()
-        for action in ("pause", "unpause", "softreboot"):
-            app.router.add_put(f"{BASE}/{action}", self._command(action))
-        app.router.add_get(f"{BASE}/console", self._console)
-        app.router.add_get(f"{BASE}/vnc", self._vnc)
+        for action in (Command.PAUSE, Command.UNPAUSE, Command.SOFT_REBOOT):
+            app.router.add_put(f"{c.HANDLER_VMI_PATH}/{action}", self._command(action))
+        app.router.add_get(f"{c.HANDLER_VMI_PATH}/console", self._console)
+        app.router.add_get(f"{c.HANDLER_VMI_PATH}/vnc", self._vnc)
         app.router.add_get("/healthz", self._healthz)
         return app
 
@@ -90,7 +95,7 @@ class HandlerAPI:
             return None, f'virtualmachineinstances.kubevirt.io "{name}" not found on node {self.node}'
         return vmi, ""
 
-    def _command(self, action: str) -> Any:
+    def _command(self, action: Command) -> Any:
         async def handle(request: web.Request) -> web.Response:
             vmi, problem = self._vmi(request)
             if vmi is None:
@@ -100,7 +105,7 @@ class HandlerAPI:
                 await launcher.request(action)
             except LauncherUnavailable as exc:
                 return status(503, f"virt-launcher is not available: {exc}")
-            except CommandFailed as exc:
+            except (CommandFailed, ProtocolMismatch) as exc:
                 return status(500, f"{action} failed: {exc}")
             log.info("%s done", action, extra=object_fields(vmi))
             return web.Response(status=200)

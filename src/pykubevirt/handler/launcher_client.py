@@ -1,18 +1,22 @@
-"""virt-handler's side of the launcher command socket."""
+"""virt-handler's side of the launcher command socket (the protocol is `launcher.protocol`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pykubevirt.api import pod_layout
+from pykubevirt.launcher import protocol
+from pykubevirt.launcher.protocol import Command, PingReply, ProtocolMismatch, ShutdownReply, Status
 
 REQUEST_TIMEOUT = 60.0
+PEER = "virt-launcher"
+
+__all__ = ["CommandFailed", "LauncherClient", "LauncherUnavailable", "ProtocolMismatch", "connectable"]
 
 
 class LauncherUnavailable(Exception):
@@ -34,8 +38,23 @@ def connectable(path: str) -> str:
     return os.path.realpath(path)
 
 
+def _reply(line: bytes, command: str) -> dict[str, Any]:
+    """A reply line checked for this protocol version; a launcher's error becomes CommandFailed."""
+    try:
+        answer = protocol.decode(line)
+    except ValueError as exc:
+        raise CommandFailed(f"{PEER} answered {command} with something that is not a JSON object") from exc
+    protocol.check_version(answer, PEER)
+    if not answer.get("ok"):
+        raise CommandFailed(str(answer.get("error") or f"{command} failed"))
+    return answer
+
+
 class LauncherClient:
-    """Requests to one launcher; each request uses its own short connection."""
+    """Requests to one launcher; each request uses its own short connection.
+
+    Every answer is checked for the protocol version first: a launcher of another version raises ProtocolMismatch.
+    """
 
     def __init__(self, socket_path: Path) -> None:
         self.socket_path = socket_path
@@ -50,16 +69,17 @@ class LauncherClient:
             raise LauncherUnavailable(f"launcher socket {self.socket_path} does not exist", initializing=True)
         path = connectable(str(self.socket_path))
         try:
-            return await asyncio.open_unix_connection(path, limit=4 * 1024 * 1024)
+            return await asyncio.open_unix_connection(path, limit=protocol.MAX_LINE)
         except FileNotFoundError as exc:
             raise LauncherUnavailable(f"launcher socket {path} is gone", initializing=False) from exc
         except (ConnectionRefusedError, OSError) as exc:
             raise LauncherUnavailable(f"launcher on {path} does not answer: {exc}", initializing=False) from exc
 
-    async def request(self, command: str, **fields: Any) -> dict[str, Any]:
+    async def request(self, command: Command | str, *, vmi: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Send one command and return the launcher's answer (CommandFailed when it answers with an error)."""
         reader, writer = await self._open()
         try:
-            writer.write(json.dumps({"id": 1, "cmd": command, **fields}).encode() + b"\n")
+            writer.write(protocol.encode(protocol.request(command, vmi=vmi, request_id=1)))
             await writer.drain()
             line = await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT)
         except (ConnectionError, TimeoutError) as exc:
@@ -70,22 +90,44 @@ class LauncherClient:
                 await writer.wait_closed()
         if not line:
             raise LauncherUnavailable(f"launcher closed the connection during {command}", initializing=False)
-        answer: dict[str, Any] = json.loads(line)
-        if not answer.get("ok"):
-            raise CommandFailed(str(answer.get("error") or f"{command} failed"))
-        return answer
+        return _reply(line, str(command))
 
-    async def watch(self) -> AsyncIterator[dict[str, Any]]:
+    # The typed commands. The casts stand on the version check: a launcher of this version answers these shapes.
+
+    async def ping(self) -> PingReply:
+        return cast(PingReply, await self.request(Command.PING))
+
+    async def status(self) -> Status:
+        return cast(Status, await self.request(Command.STATUS))
+
+    async def sync(self, vmi: dict[str, Any]) -> Status:
+        """Define and start the domain of `vmi` unless it exists."""
+        return cast(Status, await self.request(Command.SYNC, vmi=vmi))
+
+    async def shutdown(self) -> ShutdownReply:
+        """Press the guest's ACPI power button."""
+        return cast(ShutdownReply, await self.request(Command.SHUTDOWN))
+
+    async def kill(self) -> Status:
+        return cast(Status, await self.request(Command.KILL))
+
+    async def delete(self) -> Status:
+        """Undefine the domain; the launcher exits afterwards."""
+        return cast(Status, await self.request(Command.DELETE))
+
+    async def watch(self) -> AsyncIterator[Status]:
         """Status updates until the launcher closes the stream."""
         reader, writer = await self._open()
         try:
-            writer.write(b'{"cmd":"watch"}\n')
+            writer.write(protocol.encode(protocol.request(Command.WATCH)))
             await writer.drain()
             while True:
                 line = await reader.readline()
                 if not line:
                     return
-                yield json.loads(line)
+                update = protocol.decode(line)
+                protocol.check_version(update, PEER)
+                yield cast(Status, update)
         finally:
             writer.close()
             with contextlib.suppress(Exception):

@@ -9,6 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.launcher.protocol import (
+    ALIVE_STATES,
+    CRASHED,
+    NO_STATE,
+    PAUSED,
+    STOPPED_STATES,
+    UNKNOWN_REASON,
+    Status,
+)
 
 PAUSED_REASONS = {
     "User": ("PausedByUser", "VMI was paused by user"),
@@ -22,17 +31,23 @@ UNCHANGED = "unchanged"
 class Observed:
     """The domain as the launcher reports it, plus what the handler knows about the launcher."""
 
-    state: str = "NoState"
-    reason: str = "Unknown"
+    state: str = NO_STATE
+    reason: str = UNKNOWN_REASON
     defined: bool = False
     launcher_initializing: bool = False
     launcher_unresponsive: bool = False
 
 
+def observed_domain(status: Status) -> Observed:
+    """What the handler's decisions need of a launcher's status."""
+    domain = status["domain"]
+    return Observed(state=domain["state"], reason=domain["reason"], defined=domain["defined"])
+
+
 def phase_for(vmi: dict[str, Any], domain: Observed) -> str:
     """The VMI phase the domain implies, or UNCHANGED (KubeVirt's calculateVmPhaseForStatusReason)."""
     current = (vmi.get("status") or {}).get("phase") or ""
-    if not domain.defined or domain.state == "NoState":
+    if not domain.defined or domain.state == NO_STATE:
         if current in (c.PHASE_SCHEDULED, c.PHASE_RUNNING):
             # A launcher still starting keeps the phase; one that is gone fails the VMI; a healthy one will
             # (re)create the domain on the next sync.
@@ -40,7 +55,7 @@ def phase_for(vmi: dict[str, Any], domain: Observed) -> str:
         if current in c.FINAL_PHASES:
             return UNCHANGED
         return c.PHASE_SCHEDULED
-    if domain.state in ("Shutoff", "Crashed"):
+    if domain.state in STOPPED_STATES:
         if domain.reason in ("Crashed", "Panicked", "Failed"):
             return c.PHASE_FAILED
         if domain.reason == "Destroyed":
@@ -49,10 +64,10 @@ def phase_for(vmi: dict[str, Any], domain: Observed) -> str:
             return c.PHASE_SUCCEEDED
         if domain.reason == "Migrated":
             return UNCHANGED
-        return c.PHASE_FAILED if domain.state == "Crashed" else c.PHASE_SUCCEEDED
-    if domain.state == "Paused" and domain.reason == "PostcopyFailed":
+        return c.PHASE_FAILED if domain.state == CRASHED else c.PHASE_SUCCEEDED
+    if domain.state == PAUSED and domain.reason == "PostcopyFailed":
         return c.PHASE_FAILED
-    if domain.state in ("Running", "Paused", "Blocked", "PMSuspended", "ShuttingDown"):
+    if domain.state in ALIVE_STATES:
         return c.PHASE_RUNNING
     return UNCHANGED
 
@@ -68,7 +83,7 @@ def _killed_after_grace(vmi: dict[str, Any]) -> bool:
 
 def paused_condition(domain: Observed, now: str) -> dict[str, Any] | None:
     """The Paused condition for a paused domain (None when it is not paused)."""
-    if domain.state != "Paused":
+    if domain.state != PAUSED:
         return None
     reason, message = PAUSED_REASONS.get(domain.reason, ("PausedByUser", "VMI was paused by user"))
     return {

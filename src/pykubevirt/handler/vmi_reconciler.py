@@ -28,9 +28,10 @@ from pykubevirt.client.errors import ApiError, Invalid, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
-from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
-from pykubevirt.handler.phase import UNCHANGED, Observed, paused_condition, phase_for
+from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
+from pykubevirt.handler.phase import UNCHANGED, Observed, observed_domain, paused_condition, phase_for
 from pykubevirt.handler.records import NodeRecords
+from pykubevirt.launcher.protocol import NO_STATE, STOPPED_STATES, Status, domain_name
 from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.handler")
@@ -78,25 +79,19 @@ class VMIReconciler:
     def launcher(self, pod_uid: str) -> LauncherClient:
         return LauncherClient.of_pod(self.pods_dir, pod_uid)
 
-    async def _observe(self, vmi_uid: str, pod_uid: str) -> tuple[Observed, dict[str, Any]]:
+    async def _observe(self, vmi_uid: str, pod_uid: str) -> tuple[Observed, Status | None]:
         """The domain as the launcher reports it; launcher trouble shows as initializing or unresponsive."""
         try:
-            status = await self.launcher(pod_uid).request("status")
+            status = await self.launcher(pod_uid).status()
         except LauncherUnavailable as exc:
             pod_dir = self.pods_dir / pod_uid
             first = self._first_seen.setdefault(vmi_uid, self.clock())
             waiting_too_long = self.clock() - first > INITIALIZE_TIMEOUT_SECONDS
             if exc.initializing and pod_dir.exists() and not waiting_too_long:
-                return Observed(launcher_initializing=True), {}
-            return Observed(launcher_unresponsive=True), {}
+                return Observed(launcher_initializing=True), None
+            return Observed(launcher_unresponsive=True), None
         self._first_seen.pop(vmi_uid, None)
-        domain = status.get("domain") or {}
-        observed = Observed(
-            state=str(domain.get("state", "NoState")),
-            reason=str(domain.get("reason", "Unknown")),
-            defined=bool(domain.get("defined")),
-        )
-        return observed, status
+        return observed_domain(status), status
 
     def _watch(self, key: str, vmi_uid: str, pod_uid: str) -> None:
         """Hear about domain changes as they happen (a guest powering itself off), not on the next resync."""
@@ -108,7 +103,7 @@ class VMIReconciler:
             try:
                 async for _ in self.launcher(pod_uid).watch():
                     self.enqueue(key, 0)
-            except (LauncherUnavailable, OSError, ValueError):
+            except (LauncherUnavailable, ProtocolMismatch, OSError, ValueError):
                 pass
             self.enqueue(key, 0.5)
 
@@ -135,15 +130,21 @@ class VMIReconciler:
             return None
         vmi_uid = vmi["metadata"]["uid"]
         self.records.put(key, vmi_uid, pod_uid)
-        observed, status = await self._observe(vmi_uid, pod_uid)
-        if status:
+        try:
+            observed, status = await self._observe(vmi_uid, pod_uid)
+        except ProtocolMismatch as exc:
+            # Nothing the launcher says can be read; the VMI shows why instead of the handler failing on a field.
+            await self._sync_failed(vmi, str(exc))
+            return Result(requeue_after=10.0)
+        if status is not None:
             self._watch(key, vmi_uid, pod_uid)
         phase = (vmi.get("status") or {}).get("phase") or ""
         if phase in c.FINAL_PHASES:
             return await self._finished(key, vmi, pod_uid, observed)
         deleting = bool(vmi["metadata"].get("deletionTimestamp"))
-        stopping = deleting or (bool(status.get("markedForGracefulShutdown")) and phase == c.PHASE_RUNNING)
-        alive = observed.defined and observed.state not in ("Shutoff", "Crashed", "NoState")
+        marked = status is not None and status["markedForGracefulShutdown"]
+        stopping = deleting or (marked and phase == c.PHASE_RUNNING)
+        alive = observed.defined and observed.state not in STOPPED_STATES and observed.state != NO_STATE
         if stopping and alive:
             return await self._graceful_shutdown(key, vmi, pod_uid)
         new_phase = phase_for(vmi, observed)
@@ -158,12 +159,11 @@ class VMIReconciler:
             and new_phase in (UNCHANGED, phase)
         ):
             try:
-                status = await self.launcher(pod_uid).request("sync", vmi=vmi)
+                status = await self.launcher(pod_uid).sync(vmi)
             except CommandFailed as exc:
                 await self._sync_failed(vmi, str(exc))
                 return Result(requeue_after=10.0)
-            domain = status.get("domain") or {}
-            observed = Observed(str(domain.get("state")), str(domain.get("reason")), bool(domain.get("defined")))
+            observed = observed_domain(status)
             new_phase = phase_for(vmi, observed)
             self._watch(key, vmi_uid, pod_uid)
         await self._report(vmi, observed, status, new_phase)
@@ -188,19 +188,19 @@ class VMIReconciler:
                 self.recorder.event(vmi, NORMAL, "ShuttingDown", "Signaled Graceful Shutdown")
         if grace == 0 or now - started >= grace:
             with contextlib.suppress(LauncherUnavailable, CommandFailed):
-                await launcher.request("kill")
+                await launcher.kill()
             self.recorder.event(vmi, NORMAL, "Deleted", "VirtualMachineInstance stopping")
             log.info("grace period of %ss over; destroyed the domain", grace, extra=object_fields(vmi))
             return Result(requeue_after=0.5)
         with contextlib.suppress(LauncherUnavailable, CommandFailed):
-            await launcher.request("shutdown")
+            await launcher.shutdown()
         return Result(requeue_after=min(SHUTDOWN_RESEND_SECONDS, max(0.5, grace - (now - started))))
 
     async def _finished(self, key: str, vmi: Object, pod_uid: str, observed: Observed) -> Result | None:
         """A final VMI: the domain is undefined and the launcher goes; the record of it is dropped."""
         if observed.defined:
             with contextlib.suppress(LauncherUnavailable, CommandFailed):
-                await self.launcher(pod_uid).request("delete")
+                await self.launcher(pod_uid).delete()
                 self.recorder.event(vmi, NORMAL, "Deleted", "Signaled Deletion")
         self._unwatch(vmi["metadata"]["uid"])
         self.records.remove(key)
@@ -210,18 +210,18 @@ class VMIReconciler:
         """The VMI is gone (deleted while we were away, or replaced): its guest must not keep running."""
         launcher = self.launcher(str(record["podUid"]))
         try:
-            status = await launcher.request("status")
+            status = await launcher.status()
         except LauncherUnavailable:
             self.records.remove(key)
             return None
-        domain = status.get("domain") or {}
-        if domain.get("defined") and domain.get("state") not in ("Shutoff", "Crashed"):
+        domain = status["domain"]
+        if domain["defined"] and domain["state"] not in STOPPED_STATES:
             log.warning("VMI %s is gone; destroying its domain", key, extra={"uid": record["vmiUid"]})
             with contextlib.suppress(CommandFailed):
-                await launcher.request("kill")
+                await launcher.kill()
             return Result(requeue_after=0.5)
         with contextlib.suppress(CommandFailed, LauncherUnavailable):
-            await launcher.request("delete")
+            await launcher.delete()
         self._unwatch(str(record["vmiUid"]))
         self.records.remove(key)
         return None
@@ -229,7 +229,7 @@ class VMIReconciler:
     def _kill_orphan_qemu(self, pod_uid: str, vmi: Object) -> None:
         """A dead launcher leaves its QEMU behind (libvirt daemonizes it); a pod's processes die with the pod."""
         root = Path(pod_layout.embed_root(pod_uid))
-        name = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
+        name = domain_name(vmi["metadata"]["namespace"], vmi["metadata"]["name"])
         for pid_file in root.glob(f"run/qemu/{name}.pid"):
             try:
                 pid = int(pid_file.read_text().strip())
@@ -254,7 +254,7 @@ class VMIReconciler:
         )
         await self._patch(vmi, {"conditions": conditions})
 
-    async def _report(self, vmi: Object, observed: Observed, status: dict[str, Any], new_phase: str) -> None:
+    async def _report(self, vmi: Object, observed: Observed, status: Status | None, new_phase: str) -> None:
         current = vmi.get("status") or {}
         changes: dict[str, Any] = {}
         phase = current.get("phase") or ""
@@ -273,7 +273,7 @@ class VMIReconciler:
             )
         if conditions != (current.get("conditions") or []):
             changes["conditions"] = conditions
-        interfaces = status.get("interfaces")
+        interfaces = status.get("interfaces") if status is not None else None
         if interfaces is not None and interfaces != current.get("interfaces"):
             changes["interfaces"] = interfaces
         if not changes:

@@ -23,11 +23,22 @@ from typing import Any
 from pykubevirt.api import pod_layout
 from pykubevirt.launcher import capabilities_cache, disks
 from pykubevirt.launcher.command_server import CommandServer
-from pykubevirt.launcher.converter import ConverterContext, convert, domain_name
+from pykubevirt.launcher.converter import ConverterContext, convert
 from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_source, empty_disk_path, ephemeral_overlay
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
 from pykubevirt.launcher.domain_state import DomainState
 from pykubevirt.launcher.kvm_probe import cached_probe
+from pykubevirt.launcher.protocol import (
+    NO_STATE,
+    PROTOCOL_VERSION,
+    UNKNOWN_REASON,
+    Command,
+    PingReply,
+    Request,
+    ShutdownReply,
+    Status,
+    domain_name,
+)
 
 log = logging.getLogger("pykubevirt.launcher")
 
@@ -56,7 +67,7 @@ class Launcher:
         self.marked_for_graceful_shutdown = False
         self.graceful_deadline: float | None = None
         self.use_emulation = True
-        self.last_state = DomainState("NoState", "Unknown")
+        self.last_state = DomainState(NO_STATE, UNKNOWN_REASON)
         self.defined = False
         self.deleted = asyncio.Event()
         self.stopped_at: float | None = None
@@ -64,15 +75,15 @@ class Launcher:
         self.server = CommandServer(
             self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
             {
-                "ping": self._ping,
-                "status": self._status_command,
-                "sync": self._sync,
-                "shutdown": self._shutdown,
-                "kill": self._kill,
-                "pause": self._pause,
-                "unpause": self._unpause,
-                "softreboot": self._softreboot,
-                "delete": self._delete,
+                Command.PING: self._ping,
+                Command.STATUS: self._status_command,
+                Command.SYNC: self._sync,
+                Command.SHUTDOWN: self._shutdown,
+                Command.KILL: self._kill,
+                Command.PAUSE: self._pause,
+                Command.UNPAUSE: self._unpause,
+                Command.SOFT_REBOOT: self._softreboot,
+                Command.DELETE: self._delete,
             },
             self.status,
         )
@@ -125,7 +136,7 @@ class Launcher:
         if not self.uri:
             capabilities_cache.seed(root)
         uri = self.uri or embed_uri(root)
-        self.domain = DomainManager(uri, domain_name({"metadata": {"namespace": self.namespace, "name": self.name}}))
+        self.domain = DomainManager(uri, domain_name(self.namespace, self.name))
         await self.domain.connect()
         if not self.uri:
             self._warm_up = asyncio.get_running_loop().create_task(self._warm_capabilities(root))
@@ -159,13 +170,10 @@ class Launcher:
             self.stopped_at = time.monotonic()
         self.server.publish(self.status(event=event))
 
-    def status(self, event: str = "") -> dict[str, Any]:
-        status: dict[str, Any] = {
-            "domain": {
-                **self.last_state.to_dict(),
-                "defined": self.defined,
-                "name": self.domain.name if self.domain else "",
-            },
+    def status(self, event: str = "") -> Status:
+        status: Status = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "domain": self.last_state.to_status(defined=self.defined, name=self.domain.name if self.domain else ""),
             "vmiUid": self.vmi_uid,
             "markedForGracefulShutdown": self.marked_for_graceful_shutdown,
             "emulation": self.use_emulation,
@@ -228,19 +236,19 @@ class Launcher:
 
     # ------------------------------------------------------------------------------------------------ commands
 
-    async def _ping(self, request: dict[str, Any]) -> dict[str, Any]:
-        return {"pid": os.getpid()}
+    async def _ping(self, request: Request) -> PingReply:
+        return {"protocolVersion": PROTOCOL_VERSION, "pid": os.getpid()}
 
-    async def _status_command(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _status_command(self, request: Request) -> Status:
         return await self._refreshed_status()
 
-    async def _refreshed_status(self) -> dict[str, Any]:
+    async def _refreshed_status(self) -> Status:
         """The status after reading the domain's state again (commands that change it answer with this)."""
         assert self.domain is not None
         self.last_state = await self.domain.state()
         return self.status()
 
-    async def _sync(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _sync(self, request: Request) -> Status:
         """Define and start the domain for the VMI, once; later syncs only refresh the VMI the launcher knows."""
         assert self.domain is not None
         vmi = request.get("vmi")
@@ -300,38 +308,38 @@ class Launcher:
                 found[name] = {f.name: f.read_bytes() for f in directory.iterdir() if f.is_file()}
         return found
 
-    async def _shutdown(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _shutdown(self, request: Request) -> ShutdownReply:
         assert self.domain is not None
         done = await self.domain.shutdown()
-        return {"signaled": done, **self.status()}
+        return {**self.status(), "signaled": done}
 
-    async def _kill(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _kill(self, request: Request) -> Status:
         assert self.domain is not None
         await self.domain.destroy()
         return await self._refreshed_status()
 
-    async def _pause(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _pause(self, request: Request) -> Status:
         assert self.domain is not None
         await self.domain.pause()
         return await self._refreshed_status()
 
-    async def _unpause(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _unpause(self, request: Request) -> Status:
         assert self.domain is not None
         await self.domain.resume()
         return await self._refreshed_status()
 
-    async def _softreboot(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _softreboot(self, request: Request) -> Status:
         assert self.domain is not None
         await self.domain.reboot()
         return self.status()
 
-    async def _delete(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _delete(self, request: Request) -> Status:
         """Undefine the stopped domain; the launcher then exits (its pod completes)."""
         assert self.domain is not None
         await self.domain.destroy()
         await self.domain.undefine()
         self.defined = False
-        self.last_state = DomainState("NoState", "Unknown")
+        self.last_state = DomainState(NO_STATE, UNKNOWN_REASON)
         asyncio.get_running_loop().call_later(0.2, self.deleted.set)
         return self.status()
 

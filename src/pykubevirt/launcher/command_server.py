@@ -1,42 +1,43 @@
 """The launcher's command socket: JSON lines over a unix socket, one request and one answer per line.
 
-virt-handler sends `sync`, `shutdown`, `kill`, `pause`, `unpause`, `softreboot`, `delete`, `status`; `watch` keeps
-the connection open and streams the domain's status on every change, so the handler hears about a guest that shut
-itself down without polling.
+virt-handler sends the commands of `launcher.protocol.Command`; `watch` keeps the connection open and streams the
+domain's status on every change, so the handler hears about a guest that shut itself down without polling.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pykubevirt.launcher import protocol
+from pykubevirt.launcher.protocol import Command, ProtocolMismatch, Request, Status
+
 log = logging.getLogger("pykubevirt.launcher.server")
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-MAX_LINE = 4 * 1024 * 1024
+Handler = Callable[[Request], Awaitable[Mapping[str, Any]]]
 
 
 class CommandServer:
-    """Serves `handlers` by name; `publish()` pushes a status to every watcher."""
+    """Serves `handlers` by command; `publish()` pushes a status to every watcher."""
 
-    def __init__(self, path: Path, handlers: dict[str, Handler], current_status: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, path: Path, handlers: dict[Command, Handler], current_status: Callable[[], Status]) -> None:
         self.path = path
         self.handlers = handlers
         self.current_status = current_status
-        self._watchers: set[asyncio.Queue[dict[str, Any]]] = set()
+        # None tells a watcher the server is closing.
+        self._watchers: set[asyncio.Queue[Status | None]] = set()
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
-        self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_LINE)
+        self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=protocol.MAX_LINE)
         os.chmod(self.path, 0o600)
 
     async def stop(self) -> None:
@@ -45,11 +46,11 @@ class CommandServer:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
         for queue in list(self._watchers):
-            queue.put_nowait({"closing": True})
+            queue.put_nowait(None)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
-    def publish(self, status: dict[str, Any]) -> None:
+    def publish(self, status: Status) -> None:
         for queue in list(self._watchers):
             queue.put_nowait(status)
 
@@ -60,27 +61,22 @@ class CommandServer:
                 if not line:
                     return
                 try:
-                    request = json.loads(line)
-                    command = str(request.get("cmd", ""))
+                    message = protocol.decode(line)
                 except ValueError:
-                    await self._send(writer, {"ok": False, "error": "the request is not JSON"})
+                    await self._send(writer, protocol.error_reply("the request is not JSON"))
                     continue
-                if command == "watch":
+                request_id = message.get("id")
+                try:
+                    protocol.check_version(message, "virt-handler")
+                except ProtocolMismatch as exc:
+                    log.warning("refused a request: %s", exc)
+                    await self._send(writer, protocol.error_reply(str(exc), request_id))
+                    continue
+                request = protocol.parse_request(message)
+                if request["cmd"] == Command.WATCH:
                     await self._watch(writer)
                     return
-                handler = self.handlers.get(command)
-                if handler is None:
-                    await self._send(
-                        writer, {"id": request.get("id"), "ok": False, "error": f"unknown command {command!r}"}
-                    )
-                    continue
-                try:
-                    answer = await handler(request)
-                    answer = {"id": request.get("id"), "ok": True, **answer}
-                except Exception as exc:
-                    log.warning("command %s failed: %s", command, exc)
-                    answer = {"id": request.get("id"), "ok": False, "error": str(exc) or type(exc).__name__}
-                await self._send(writer, answer)
+                await self._send(writer, await self._answer(request, request_id))
         except (ConnectionError, asyncio.IncompleteReadError):
             return
         finally:
@@ -88,20 +84,35 @@ class CommandServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
+    async def _answer(self, request: Request, request_id: Any) -> Mapping[str, Any]:
+        command = request["cmd"]
+        try:
+            handler = self.handlers.get(Command(command))
+        except ValueError:
+            handler = None
+        if handler is None:
+            return protocol.error_reply(f"unknown command {command!r}", request_id)
+        try:
+            answer = await handler(request)
+        except Exception as exc:
+            log.warning("command %s failed: %s", command, exc)
+            return protocol.error_reply(str(exc) or type(exc).__name__, request_id)
+        return {"id": request_id, "ok": True, "protocolVersion": protocol.PROTOCOL_VERSION, **answer}
+
     async def _watch(self, writer: asyncio.StreamWriter) -> None:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        queue: asyncio.Queue[Status | None] = asyncio.Queue()
         self._watchers.add(queue)
         try:
             await self._send(writer, self.current_status())
             while True:
                 status = await queue.get()
-                if status.get("closing"):
+                if status is None:
                     return
                 await self._send(writer, status)
         finally:
             self._watchers.discard(queue)
 
     @staticmethod
-    async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
-        writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+    async def _send(writer: asyncio.StreamWriter, message: object) -> None:
+        writer.write(protocol.encode(message))
         await writer.drain()

@@ -4,16 +4,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pykubevirt.launcher.protocol import (
+    ALIVE_STATES,
+    BLOCKED,
+    CRASHED,
+    NO_STATE,
+    PAUSED,
+    PM_SUSPENDED,
+    RUNNING,
+    SHUTOFF,
+    SHUTTING_DOWN,
+    UNKNOWN_REASON,
+    DomainStatus,
+)
+
 # virDomainState values.
 STATES = {
-    0: "NoState",
-    1: "Running",
-    2: "Blocked",
-    3: "Paused",
-    4: "ShuttingDown",
-    5: "Shutoff",
-    6: "Crashed",
-    7: "PMSuspended",
+    0: NO_STATE,
+    1: RUNNING,
+    2: BLOCKED,
+    3: PAUSED,
+    4: SHUTTING_DOWN,
+    5: SHUTOFF,
+    6: CRASHED,
+    7: PM_SUSPENDED,
 }
 
 # Reasons per state, as virDomain<State>Reason enums number them.
@@ -65,8 +79,6 @@ _REASONS: dict[str, dict[int, str]] = {
     "PMSuspended": {0: "Unknown"},
 }
 
-ALIVE_STATES = frozenset({"Running", "Blocked", "Paused", "ShuttingDown", "PMSuspended"})
-
 
 @dataclass(frozen=True, slots=True)
 class DomainState:
@@ -78,13 +90,13 @@ class DomainState:
         """Not shut off, not crashed, not unknown (KubeVirt's domainAlive)."""
         return self.state in ALIVE_STATES
 
-    def to_dict(self) -> dict[str, str]:
-        return {"state": self.state, "reason": self.reason}
+    def to_status(self, *, defined: bool, name: str) -> DomainStatus:
+        return {"state": self.state, "reason": self.reason, "defined": defined, "name": name}
 
 
 def from_libvirt(state: int, reason: int) -> DomainState:
-    name = STATES.get(state, "NoState")
-    return DomainState(name, _REASONS.get(name, {}).get(reason, "Unknown"))
+    name = STATES.get(state, NO_STATE)
+    return DomainState(name, _REASONS.get(name, {}).get(reason, UNKNOWN_REASON))
 
 
 # virDomainEventType values and the state each one leaves the domain in, for logging lifecycle events.

@@ -1,7 +1,7 @@
 """virt-api's connection to the virt-handler of a VMI's node: PUT commands, GET queries and websocket streams.
 
 The handler publishes `host:port` (or an `http(s)://` URL) in the Node annotation `pykubevirt.io/virt-handler-address`
-and serves `/v1/namespaces/{ns}/virtualmachineinstances/{name}/{action}`, as KubeVirt's handler port 8186 does.
+and serves `api.constants.HANDLER_VMI_PATH/{action}`, as KubeVirt's handler port 8186 does.
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ class HandlerClient:
     async def url(self, vmi: dict[str, Any], action: str) -> str:
         meta = vmi.get("metadata") or {}
         namespace, name = quote(str(meta.get("namespace") or ""), safe=""), quote(str(meta.get("name") or ""), safe="")
-        return f"{await self.base_url(vmi)}/v1/namespaces/{namespace}/virtualmachineinstances/{name}/{action}"
+        path = c.HANDLER_VMI_PATH.format(namespace=namespace, name=name)
+        return f"{await self.base_url(vmi)}{path}/{action}"
 
     async def put(self, vmi: dict[str, Any], action: str, body: bytes = b"") -> None:
         """PUT a command (pause, unpause, softreboot); the handler's error Status is raised as it is."""

@@ -7,6 +7,7 @@ from pykubevirt.launcher.converter import cpu, devices, disks, firmware, interfa
 from pykubevirt.launcher.converter import values as v
 from pykubevirt.launcher.converter.context import ConversionError, ConverterContext
 from pykubevirt.launcher.converter.xml import Element, element, on_off, sub, yes_no
+from pykubevirt.launcher.protocol import domain_name as namespaced_domain_name
 
 KUBEVIRT_METADATA_NS = "http://kubevirt.io"
 REBOOT_POLICIES = {"Terminate": "destroy", "Reboot": "restart"}
@@ -15,7 +16,7 @@ REBOOT_POLICIES = {"Terminate": "destroy", "Reboot": "restart"}
 def domain_name(vmi: v.Obj) -> str:
     """`<namespace>_<name>`, the name KubeVirt gives the libvirt domain."""
     meta = v.mapping(vmi, "metadata")
-    return f"{meta.get('namespace') or 'default'}_{meta.get('name')}"
+    return namespaced_domain_name(str(meta.get("namespace") or ""), str(meta.get("name")))
 
 
 def _state(parent: Element, tag: str, source: object, nested: tuple[str, ...] = ()) -> None:

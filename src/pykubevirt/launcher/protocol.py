@@ -1,0 +1,163 @@
+"""The handler↔launcher protocol: one JSON object per line over the launcher's unix socket. Pure.
+
+KubeVirt versions the same seam (`pkg/handler-launcher-com/cmd/v1/cmd.proto`). Here every request carries the
+handler's `protocolVersion` and every reply (and every watch update) the launcher's, so either side can refuse a
+peer that speaks another version with a readable error instead of misreading its fields.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any, Final, NotRequired, TypedDict
+
+# Bump when a command, a request field or a reply field changes meaning; both sides must then be upgraded together.
+PROTOCOL_VERSION: Final = 1
+# The longest line either side reads: a request carries a whole VMI.
+MAX_LINE: Final = 4 * 1024 * 1024
+
+
+class Command(StrEnum):
+    """What virt-handler asks a launcher to do (cmd.proto's Cmd service)."""
+
+    PING = "ping"
+    STATUS = "status"
+    SYNC = "sync"
+    SHUTDOWN = "shutdown"
+    KILL = "kill"
+    PAUSE = "pause"
+    UNPAUSE = "unpause"
+    SOFT_REBOOT = "softreboot"
+    DELETE = "delete"
+    # Keeps the connection open; the launcher streams a Status on every domain change.
+    WATCH = "watch"
+
+
+# Domain states by the names KubeVirt reports them (virtwrap/api LifeCycle).
+NO_STATE: Final = "NoState"
+RUNNING: Final = "Running"
+BLOCKED: Final = "Blocked"
+PAUSED: Final = "Paused"
+SHUTTING_DOWN: Final = "ShuttingDown"
+SHUTOFF: Final = "Shutoff"
+CRASHED: Final = "Crashed"
+PM_SUSPENDED: Final = "PMSuspended"
+UNKNOWN_REASON: Final = "Unknown"
+
+# A guest is up in these states (KubeVirt's domainAlive); in STOPPED_STATES it has ended, in NO_STATE it never began.
+ALIVE_STATES: Final = frozenset({RUNNING, BLOCKED, PAUSED, SHUTTING_DOWN, PM_SUSPENDED})
+STOPPED_STATES: Final = frozenset({SHUTOFF, CRASHED})
+
+
+class DomainStatus(TypedDict):
+    """The launcher's one domain."""
+
+    state: str
+    reason: str
+    defined: bool
+    name: str
+
+
+class Status(TypedDict):
+    """What `status`, `sync`, `kill`, `pause`, `unpause`, `softreboot`, `delete` answer, and what `watch` streams."""
+
+    protocolVersion: int
+    domain: DomainStatus
+    vmiUid: str
+    markedForGracefulShutdown: bool
+    emulation: bool
+    pid: int
+    # The libvirt lifecycle event that caused a watch update.
+    event: NotRequired[str]
+    # Only once the domain is defined.
+    interfaces: NotRequired[list[dict[str, Any]]]
+
+
+class ShutdownReply(Status):
+    """`shutdown` also says whether there was a domain to send the ACPI power button to."""
+
+    signaled: bool
+
+
+class PingReply(TypedDict):
+    protocolVersion: int
+    pid: int
+
+
+class Request(TypedDict):
+    cmd: str
+    protocolVersion: int
+    id: NotRequired[int]
+    # `sync` only: the VMI the domain is made from.
+    vmi: NotRequired[dict[str, Any]]
+
+
+class ErrorReply(TypedDict):
+    ok: bool
+    error: str
+    protocolVersion: int
+    id: NotRequired[int | None]
+
+
+class ProtocolMismatch(Exception):
+    """The peer speaks another protocol version (or none: a launcher from before versioning)."""
+
+    def __init__(self, peer: str, version: object) -> None:
+        shown = "no protocol version" if version is None else f"protocol version {version!r}"
+        super().__init__(
+            f"{peer} speaks {shown}, this side speaks version {PROTOCOL_VERSION}; "
+            "virt-handler and virt-launcher must be upgraded together"
+        )
+        self.version = version
+
+
+def request(command: Command | str, *, vmi: dict[str, Any] | None = None, request_id: int | None = None) -> Request:
+    """A request of this protocol version."""
+    message: Request = {"cmd": str(command), "protocolVersion": PROTOCOL_VERSION}
+    if request_id is not None:
+        message["id"] = request_id
+    if vmi is not None:
+        message["vmi"] = vmi
+    return message
+
+
+def error_reply(message: str, request_id: int | None = None) -> ErrorReply:
+    reply: ErrorReply = {"ok": False, "error": message, "protocolVersion": PROTOCOL_VERSION}
+    if request_id is not None:
+        reply["id"] = request_id
+    return reply
+
+
+def encode(message: object) -> bytes:
+    """One protocol line."""
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    """A line read from the peer as a JSON object; ValueError when it is not one."""
+    message = json.loads(line)
+    if not isinstance(message, dict):
+        raise ValueError("a protocol line must be a JSON object")
+    return message
+
+
+def parse_request(message: dict[str, Any]) -> Request:
+    """A decoded request with its fields checked for type (a `vmi` that is not an object is dropped)."""
+    request: Request = {"cmd": str(message.get("cmd", "")), "protocolVersion": int(message["protocolVersion"])}
+    if isinstance(message.get("id"), int):
+        request["id"] = message["id"]
+    if isinstance(message.get("vmi"), dict):
+        request["vmi"] = message["vmi"]
+    return request
+
+
+def check_version(message: dict[str, Any], peer: str) -> None:
+    """Raise ProtocolMismatch unless `message` was written by a peer of this protocol version."""
+    version = message.get("protocolVersion")
+    if version != PROTOCOL_VERSION or isinstance(version, bool):
+        raise ProtocolMismatch(peer, version)
+
+
+def domain_name(namespace: str, name: str) -> str:
+    """`<namespace>_<name>`, the name KubeVirt gives a VMI's libvirt domain (VMINamespaceKeyFunc)."""
+    return f"{namespace or 'default'}_{name}"
