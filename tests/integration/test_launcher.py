@@ -8,127 +8,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.defaults import mutate_vmi
-from pykubevirt.api import pod_layout
-from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, connectable
+from pykubevirt.handler.launcher_client import CommandFailed, connectable
 from pykubevirt.launcher.protocol import PROTOCOL_VERSION
-
-Obj = dict[str, Any]
-
-
-def defaulted_vmi(name: str, uid: str, **spec: Any) -> Obj:
-    vmi: Obj = {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstance",
-        "metadata": {"name": name, "namespace": "default", "uid": uid},
-        "spec": {
-            "domain": {
-                "memory": {"guest": "64Mi"},
-                "devices": {
-                    "disks": [
-                        {"name": "scratch", "disk": {"bus": "virtio"}},
-                        {"name": "cloudinit", "disk": {"bus": "virtio"}},
-                    ]
-                },
-            },
-            "volumes": [
-                {"name": "scratch", "emptyDisk": {"capacity": "10Mi"}},
-                {"name": "cloudinit", "cloudInitNoCloud": {"userData": "#cloud-config\nhostname: launched\n"}},
-            ],
-            **spec,
-        },
-        "status": {},
-    }
-    mutate_vmi(vmi, AdmissionContext(), operation="CREATE")
-    return vmi
-
-
-@dataclass
-class LauncherProcess:
-    process: subprocess.Popen[bytes]
-    pod_dir: Path
-    vmi_uid: str
-    log_path: Path
-
-    @property
-    def socket(self) -> Path:
-        return self.pod_dir / "volumes" / "sockets" / pod_layout.LAUNCHER_SOCKET_NAME
-
-    def client(self) -> LauncherClient:
-        return LauncherClient(self.socket)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    async def wait_ready(self, within: float = 20.0) -> None:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"launcher exited early:\n{self.log()}"
-            try:
-                await self.client().request("ping")
-                return
-            except LauncherUnavailable:
-                await asyncio.sleep(0.05)
-        raise AssertionError(f"launcher never answered:\n{self.log()}")
-
-    async def wait_exit(self, within: float = 20.0) -> int:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            code = self.process.poll()
-            if code is not None:
-                return code
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"launcher did not exit:\n{self.log()}")
-
-
-def start_launcher(tmp_path: Path, name: str, vmi_uid: str, *extra: str) -> LauncherProcess:
-    pod_uid = str(uuid.uuid4())
-    pod_dir = tmp_path / "pods" / pod_uid
-    mounts = {
-        pod_layout.SOCKETS_DIR: str(pod_dir / "volumes" / "sockets"),
-        pod_layout.PRIVATE_DIR: str(pod_dir / "volumes" / "private"),
-        pod_layout.EPHEMERAL_DISK_DIR: str(pod_dir / "volumes" / "ephemeral-disks"),
-        pod_layout.CONTAINER_DISK_DIR: str(pod_dir / "volumes" / "container-disks"),
-        pod_layout.LIBVIRT_RUNTIME_DIR: str(pod_dir / "volumes" / "libvirt-runtime"),
-    }
-    for path in mounts.values():
-        Path(path).mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, pod_layout.MOUNTS_ENV: json.dumps(mounts), "POD_UID": pod_uid}
-    log_path = tmp_path / f"{name}.log"
-    command = [
-        sys.executable, "-m", "pykubevirt.cli.main", "virt-launcher",
-        "--name", name, "--uid", vmi_uid, "--namespace", "default",
-        "--libvirt-uri", "test:///default", *extra,
-    ]  # fmt: skip
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-    return LauncherProcess(process, pod_dir, vmi_uid, log_path)
+from tests.support.launcher_process import LauncherProcess, Obj, defaulted_vmi, start_launcher
 
 
 @pytest.fixture
 def launcher(tmp_path: Path) -> Iterator[LauncherProcess]:
     proc = start_launcher(tmp_path, "testvmi", str(uuid.uuid4()), "--grace-period-seconds", "2")
     yield proc
-    if proc.process.poll() is None:
-        proc.process.kill()
-        proc.process.wait()
-    # A killed launcher cannot clean up; on a node the agent removes the pod's runtime dir.
-    shutil.rmtree(pod_layout.short_runtime_dir(proc.pod_dir.name), ignore_errors=True)
+    proc.stop()
 
 
 async def next_status(stream: AsyncIterator[Obj], predicate: Any, within: float = 10.0) -> Obj:

@@ -1,0 +1,260 @@
+"""virt-handler against a real API server process and real virt-launcher processes on libvirt's test driver (no QEMU).
+
+Each test runs the whole VirtHandler (VMI informer, reconciler, heartbeat, its HTTP endpoint) in the test's loop for a
+Node of its own, and plays virt-controller's part by hand: it creates the VMI, starts its launcher in a pod directory
+under the handler's pods dir, and marks the VMI Scheduled on the node with that pod active.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import signal
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from pykubevirt.api import constants as c
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.errors import NotFound
+from pykubevirt.client.resources import EVENTS, NAMESPACES, NODES, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.handler.app import HandlerOptions, VirtHandler
+from pykubevirt.launcher.protocol import PROTOCOL_VERSION
+from tests.support.apiserver_process import APIServerProcess
+from tests.support.control_plane import client_for, eventually
+from tests.support.launcher_process import LauncherProcess, small_vmi, start_launcher
+
+
+@dataclass
+class Node:
+    """One node's virt-handler and the launchers of its pods."""
+
+    admin: KubeClient
+    controller: KubeClient
+    handler: VirtHandler
+    task: asyncio.Task[None]
+    name: str
+    namespace: str
+    tmp_path: Path
+    launchers: list[LauncherProcess] = field(default_factory=list)
+
+    @property
+    def pods_dir(self) -> Path:
+        return self.tmp_path / "pods"
+
+    async def create_vmi(self, name: str, **spec: Any) -> Object:
+        body = small_vmi(name, self.namespace, **spec)
+        return await self.admin.create(VIRTUAL_MACHINE_INSTANCES, body, self.namespace)
+
+    async def schedule(self, vmi: Object, pod_uid: str) -> None:
+        """What virt-controller does once the launcher pod runs on the node: label, nodeName, activePods, Scheduled."""
+        patch = {
+            "metadata": {"labels": {c.NODE_NAME_LABEL: self.name}},
+            "status": {"nodeName": self.name, "activePods": {pod_uid: self.name}, "phase": c.PHASE_SCHEDULED},
+        }
+        await self.controller.patch(VIRTUAL_MACHINE_INSTANCES, vmi["metadata"]["name"], patch, self.namespace)
+
+    async def run_vmi(self, name: str, **spec: Any) -> tuple[Object, LauncherProcess]:
+        """A VMI with a launcher of its own, scheduled here; returned once the handler reports it Running."""
+        vmi = await self.create_vmi(name, **spec)
+        launcher = start_launcher(self.tmp_path, name, vmi["metadata"]["uid"], namespace=self.namespace)
+        self.launchers.append(launcher)
+        await self.schedule(vmi, launcher.pod_uid)
+        return await self.wait_phase(name, c.PHASE_RUNNING), launcher
+
+    async def vmi(self, name: str) -> Object:
+        return await self.admin.get(VIRTUAL_MACHINE_INSTANCES, name, self.namespace)
+
+    async def wait_vmi(self, name: str, check: Any, what: str, timeout: float = 20.0) -> Object:  # noqa: ASYNC109
+        async def probe() -> Object | None:
+            vmi = await self.vmi(name)
+            return vmi if check(vmi) else None
+
+        try:
+            return await eventually(probe, timeout=timeout)
+        except AssertionError:
+            status = (await self.vmi(name)).get("status")
+            raise AssertionError(f"VMI {name} not {what}: {status}; events {await self.events(name)}") from None
+
+    async def wait_phase(self, name: str, phase: str) -> Object:
+        return await self.wait_vmi(name, lambda vmi: (vmi.get("status") or {}).get("phase") == phase, phase)
+
+    async def events(self, name: str) -> list[tuple[str, str, str]]:
+        await self.handler.recorder.flush()
+        events = (await self.admin.list(EVENTS, self.namespace))["items"]
+        return [
+            (e.get("type", ""), e.get("reason", ""), e.get("message", ""))
+            for e in events
+            if e.get("involvedObject", {}).get("name") == name
+        ]
+
+    async def wait_event(self, name: str, reason: str) -> tuple[str, str, str]:
+        async def probe() -> tuple[str, str, str] | None:
+            return next((e for e in await self.events(name) if e[1] == reason), None)
+
+        return await eventually(probe)
+
+    async def handler_put(self, name: str, action: str) -> int:
+        path = c.HANDLER_VMI_PATH.format(namespace=self.namespace, name=name)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.put(f"http://127.0.0.1:{self.handler.api.port}{path}/{action}") as response,
+        ):
+            return response.status
+
+
+@pytest.fixture
+async def node(apiserver: APIServerProcess, tmp_path: Path) -> AsyncIterator[Node]:
+    admin = client_for(apiserver)
+    controller = client_for(apiserver, "virt-controller")
+    handler_client = client_for(apiserver, "virt-handler")
+    suffix = uuid.uuid4().hex[:8]
+    name, namespace = f"handler-{suffix}", f"hd-{suffix}"
+    await admin.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    options = HandlerOptions(
+        node=name, pods_dir=tmp_path / "pods", state_dir=tmp_path / "state", heartbeat_interval=1.0, resync_seconds=5.0
+    )
+    handler = VirtHandler(handler_client, options)
+    task = asyncio.create_task(handler.run())
+    env = Node(admin, controller, handler, task, name, namespace, tmp_path)
+    yield env
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    for launcher in env.launchers:
+        launcher.stop()
+    # Nothing else finishes these VMIs (no virt-controller): drop their finalizers so the namespace can go.
+    for vmi in (await admin.list(VIRTUAL_MACHINE_INSTANCES, namespace))["items"]:
+        with contextlib.suppress(NotFound):
+            unblocked = {"metadata": {"finalizers": []}}
+            await admin.patch(VIRTUAL_MACHINE_INSTANCES, vmi["metadata"]["name"], unblocked, namespace)
+    with contextlib.suppress(NotFound):
+        await admin.delete(NAMESPACES, namespace)
+    with contextlib.suppress(NotFound):
+        await admin.delete(NODES, name)
+    for client in (admin, controller, handler_client):
+        await client.close()
+
+
+async def test_a_scheduled_vmi_runs_and_a_graceful_delete_ends_it_succeeded(node: Node) -> None:
+    vmi, launcher = await node.run_vmi("graceful")
+    status = vmi["status"]
+    assert [t["phase"] for t in status["phaseTransitionTimestamps"]][-1] == c.PHASE_RUNNING
+    assert [(i["name"], i["ipAddress"]) for i in status["interfaces"]] == [("default", "10.0.2.15")]
+    reported = await launcher.client().status()
+    assert reported["domain"]["state"] == "Running" and reported["domain"]["name"] == f"{node.namespace}_graceful"
+    assert reported["protocolVersion"] == PROTOCOL_VERSION
+    assert ("Normal", "Started", "VirtualMachineInstance started.") in await node.events("graceful")
+
+    await node.admin.delete(VIRTUAL_MACHINE_INSTANCES, "graceful", node.namespace)
+    # The test driver powers off on the ACPI button at once: a clean shutdown, so the VMI Succeeded.
+    done = await node.wait_phase("graceful", c.PHASE_SUCCEEDED)
+    assert done["metadata"]["deletionTimestamp"]
+    events = await node.events("graceful")
+    assert ("Normal", "ShuttingDown", "Signaled Graceful Shutdown") in events
+    assert ("Normal", "Stopped", "The VirtualMachineInstance was shut down.") in events
+    # The final VMI's domain is undefined, so the launcher exits and its pod completes; the handler forgets the VMI.
+    assert await launcher.wait_exit() == 0
+    await node.wait_event("graceful", "Deleted")
+    assert node.handler.records.get(f"{node.namespace}/graceful") is None
+
+
+async def test_no_grace_period_destroys_the_domain_without_acpi(node: Node) -> None:
+    _, launcher = await node.run_vmi("nograce", terminationGracePeriodSeconds=0)
+    await node.admin.delete(VIRTUAL_MACHINE_INSTANCES, "nograce", node.namespace)
+    # Destroyed with no grace period asked for is still a clean stop (KubeVirt's Succeeded for reason Destroyed).
+    await node.wait_phase("nograce", c.PHASE_SUCCEEDED)
+    events = await node.events("nograce")
+    assert ("Normal", "Deleted", "VirtualMachineInstance stopping") in events
+    assert not [e for e in events if e[1] == "ShuttingDown"]
+    assert await launcher.wait_exit() == 0
+
+
+async def test_pause_and_unpause_through_the_handler_endpoint_set_and_clear_the_paused_condition(node: Node) -> None:
+    await node.run_vmi("pausable")
+    assert await node.handler_put("pausable", "pause") == 200
+
+    def paused(vmi: Object) -> bool:
+        return any(x.get("type") == "Paused" for x in (vmi.get("status") or {}).get("conditions") or [])
+
+    vmi = await node.wait_vmi("pausable", paused, "paused")
+    condition = next(x for x in vmi["status"]["conditions"] if x["type"] == "Paused")
+    assert (condition["status"], condition["reason"]) == ("True", "PausedByUser")
+    assert vmi["status"]["phase"] == c.PHASE_RUNNING
+    assert await node.handler_put("pausable", "unpause") == 200
+    await node.wait_vmi("pausable", lambda vmi: not paused(vmi), "unpaused")
+    assert await node.handler_put("missing", "pause") == 404
+
+
+async def test_a_launcher_that_dies_fails_its_vmi(node: Node) -> None:
+    _, launcher = await node.run_vmi("doomed")
+    launcher.process.send_signal(signal.SIGKILL)
+    launcher.process.wait()
+    # Its socket is left behind with nobody answering: unresponsive, not initializing.
+    failed = await node.wait_phase("doomed", c.PHASE_FAILED)
+    assert failed["status"]["phase"] == c.PHASE_FAILED
+    assert ("Warning", "Stopped", "The VirtualMachineInstance crashed.") in await node.events("doomed")
+
+
+async def test_the_heartbeat_marks_the_node_schedulable_and_publishes_the_handler_address(node: Node) -> None:
+    async def beaten() -> Object | None:
+        found = await node.admin.get(NODES, node.name)
+        annotations = found["metadata"].get("annotations") or {}
+        return found if c.HEARTBEAT_ANNOTATION in annotations and c.HANDLER_ADDRESS_ANNOTATION in annotations else None
+
+    found = await eventually(beaten)
+    assert found["metadata"]["labels"][c.NODE_SCHEDULABLE_LABEL] == "true"
+    assert found["metadata"]["annotations"][c.HANDLER_ADDRESS_ANNOTATION] == f"127.0.0.1:{node.handler.api.port}"
+    first = found["metadata"]["annotations"][c.HEARTBEAT_ANNOTATION]
+
+    async def beaten_again() -> bool:
+        again = await node.admin.get(NODES, node.name)
+        return bool(again["metadata"]["annotations"][c.HEARTBEAT_ANNOTATION] != first)
+
+    await eventually(beaten_again, timeout=5.0)
+
+
+async def test_a_launcher_of_another_protocol_version_shows_on_the_vmi(node: Node) -> None:
+    vmi = await node.create_vmi("mismatch")
+    pod_uid = str(uuid.uuid4())
+    sockets = node.pods_dir / pod_uid / "volumes" / "sockets"
+    sockets.mkdir(parents=True)
+    old_status = {"id": 1, "ok": True, "domain": {"state": "Running", "reason": "Booted", "defined": True}}
+
+    # A launcher from before the protocol had versions (no such build exists to run): it answers without one.
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.readline():
+            writer.write(json.dumps(old_status).encode() + b"\n")
+            await writer.drain()
+        writer.close()
+
+    # Pod volume paths are too long for a unix socket; like a launcher, it listens on a short path linked from there.
+    short = Path(tempfile.mkdtemp(prefix="pkv-old-", dir="/tmp"))
+    (sockets / "launcher-sock").symlink_to(short / "sock")
+
+    def unsynchronized(vmi: Object) -> bool:
+        conditions = (vmi.get("status") or {}).get("conditions") or []
+        return any(x["type"] == "Synchronized" and x["status"] == "False" for x in conditions)
+
+    try:
+        async with await asyncio.start_unix_server(serve, path=str(short / "sock")):
+            await node.schedule(vmi, pod_uid)
+            found = await node.wait_vmi("mismatch", unsynchronized, "Synchronized=False")
+    finally:
+        shutil.rmtree(short)
+    condition = next(x for x in found["status"]["conditions"] if x["type"] == "Synchronized")
+    assert condition["message"].startswith(
+        f"virt-launcher speaks no protocol version, this side speaks version {PROTOCOL_VERSION}"
+    )
+    assert found["status"]["phase"] == c.PHASE_SCHEDULED
+    event = await node.wait_event("mismatch", "SyncFailed")
+    assert event[0] == "Warning" and "must be upgraded together" in event[2]
