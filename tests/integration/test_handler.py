@@ -135,7 +135,7 @@ async def node(apiserver: APIServerProcess, tmp_path: Path) -> AsyncIterator[Nod
     # Nothing else finishes these VMIs (no virt-controller): drop their finalizers so the namespace can go.
     for vmi in (await admin.list(VIRTUAL_MACHINE_INSTANCES, namespace))["items"]:
         with contextlib.suppress(NotFound):
-            unblocked = {"metadata": {"finalizers": []}}
+            unblocked: Object = {"metadata": {"finalizers": []}}
             await admin.patch(VIRTUAL_MACHINE_INSTANCES, vmi["metadata"]["name"], unblocked, namespace)
     with contextlib.suppress(NotFound):
         await admin.delete(NAMESPACES, namespace)
