@@ -757,7 +757,10 @@ async def test_table_output_for_vms(api: APIClient, namespace: str) -> None:
 
 @contextlib.asynccontextmanager
 async def in_process(tmp_path: Path, **options: Any) -> AsyncIterator[tuple[EmbeddedAPIServer, APIClient]]:
-    """An API server in the test's own event loop, for what only its internals or its options can show."""
+    """An API server in the test's own event loop, for what only its internals or its options can show.
+
+    No extensions: the server stands alone, without KubeVirt's kinds or admission.
+    """
     server = EmbeddedAPIServer(ServerOptions(data_dir=tmp_path / "data", port=0, **options))
     await server.start()
     try:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pykubevirt.apiserver.errors import APIError
+from pykubevirt.api.errors import APIError
 from pykubevirt.virtapi.lifecycle import (
     Plan,
     change_request,

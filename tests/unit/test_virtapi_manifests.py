@@ -8,10 +8,10 @@ from typing import Any
 import yaml
 
 from pykubevirt.admission.context import KUBEVIRT_SERVICE_ACCOUNT_PREFIX
-from pykubevirt.apiserver.admission_webhooks import MUTATING_PATHS, VALIDATING_PATHS
 from pykubevirt.cli.virtapi_command import SERVICE_NAMES
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.cluster import MUTATING_WEBHOOK_NAME, VALIDATING_WEBHOOK_NAME
+from pykubevirt.virtapi.webhooks import MUTATING_PATHS, VALIDATING_PATHS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "virt-api"
 

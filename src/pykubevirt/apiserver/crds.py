@@ -1,15 +1,13 @@
-"""CustomResourceDefinitions: serving a posted CRD's resources, and installing pykubevirt's own at start."""
+"""CustomResourceDefinitions: serving a posted CRD's resources, and installing the extensions' CRDs at start."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from pykubevirt.api.crd import crd_manifest
+from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.api.kinds import ALL_KINDS
 from pykubevirt.api.structural import structural_violations
-from pykubevirt.apiserver import errors
 from pykubevirt.apiserver.object_api import SYSTEM_USER, ObjectAPI, RequestContext
 from pykubevirt.apiserver.resources import Resource
 
@@ -151,22 +149,23 @@ class CRDController:
         updated["status"] = status
         self.api.store.update(CRD_COLLECTION, key, updated, expected_revision=record.revision)
 
-    def install_builtin_crds(self) -> None:
-        """Create or update pykubevirt's CRDs (generated from the model, identical to deploy/crds/)."""
+    def install_crds(self, manifests: list[dict[str, Any]]) -> None:
+        """Create or update the CRDs the server's extensions bring (KubeVirt's are identical to deploy/crds/)."""
         crd_resource = self.api.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         if crd_resource is None:
             raise RuntimeError("the CRD resource must be registered first")
         ctx = RequestContext(user=SYSTEM_USER)
-        for kind in ALL_KINDS:
-            manifest = crd_manifest(kind)
-            existing = self.api.find(crd_resource, None, kind.crd_name)
+        for manifest in manifests:
+            name = str(manifest["metadata"]["name"])
+            existing = self.api.find(crd_resource, None, name)
             if existing is None:
-                self.api.create(crd_resource, None, manifest, ctx)
-                log.info("installed CRD %s", kind.crd_name)
+                self.api.create(crd_resource, None, copy_json(manifest), ctx)
+                log.info("installed CRD %s", name)
             elif existing.get("spec") != manifest["spec"]:
-                manifest["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
-                self.api.update(crd_resource, None, kind.crd_name, manifest, ctx)
-                log.info("updated CRD %s", kind.crd_name)
+                updated = copy_json(manifest)
+                updated["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+                self.api.update(crd_resource, None, name, updated, ctx)
+                log.info("updated CRD %s", name)
 
 
 def validate_crd(crd: dict[str, Any]) -> None:

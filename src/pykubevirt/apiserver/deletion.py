@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pykubevirt.apiserver import errors
+from pykubevirt.api import errors
 from pykubevirt.apiserver.resources import Resource
 
 ORPHAN_FINALIZER = "orphan"

@@ -13,8 +13,9 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.apiserver import errors, patching
+from pykubevirt.apiserver import patching
 from pykubevirt.apiserver.deletion import BACKGROUND, FOREGROUND, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, DeleteOptions
 from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Resource

@@ -12,9 +12,10 @@ from typing import Any
 
 from aiohttp import web
 
+from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector, SelectorError, parse_label_selector
-from pykubevirt.apiserver import errors, patching, printers, protobuf
+from pykubevirt.apiserver import patching, printers, protobuf
 from pykubevirt.apiserver.deletion import DeleteOptions
 from pykubevirt.apiserver.object_api import IGNORE, STRICT, WARN, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource

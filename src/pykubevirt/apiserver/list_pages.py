@@ -6,8 +6,8 @@ import base64
 import json
 from typing import Any
 
+from pykubevirt.api import errors
 from pykubevirt.api.label_selectors import LabelSelector
-from pykubevirt.apiserver import errors
 from pykubevirt.apiserver.resources import Resource
 from pykubevirt.apiserver.selectors import FieldSelector, check_fields
 from pykubevirt.apiserver.store import Compacted, Store

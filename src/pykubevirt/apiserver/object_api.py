@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from pykubevirt.api import errors
 from pykubevirt.api.field_hints import unknown_field_messages
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.api.structural import apply_defaults, prune, unknown_fields, validate
 from pykubevirt.api.timestamps import format_time
-from pykubevirt.apiserver import errors, metadata, patching
+from pykubevirt.apiserver import metadata, patching
 from pykubevirt.apiserver.deletion import (
     PROTECTED_NAMESPACES,
     DeleteOptions,

@@ -7,9 +7,9 @@ from typing import Any
 
 import yaml
 
+from pykubevirt.api import errors
 from pykubevirt.api.json_patch import JSONPatchError, JSONPatchTestFailed, apply_patch
 from pykubevirt.api.merge_patch import apply_merge_patch
-from pykubevirt.apiserver import errors
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"

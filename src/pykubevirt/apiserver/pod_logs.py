@@ -11,7 +11,7 @@ from urllib.parse import quote
 import aiohttp
 from aiohttp import web
 
-from pykubevirt.apiserver import errors
+from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import RestHandlers, Target
 from pykubevirt.apiserver.object_api import ObjectAPI, UserInfo
 

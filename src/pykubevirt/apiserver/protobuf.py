@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pykubevirt.api import errors
 from pykubevirt.api.timestamps import format_time
-from pykubevirt.apiserver import errors
 
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"

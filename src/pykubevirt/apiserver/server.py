@@ -1,4 +1,8 @@
-"""The embedded API server: store, registry, admission, garbage collector and HTTPS endpoints, started as one unit."""
+"""The embedded API server: store, registry, admission, garbage collector and HTTPS endpoints, started as one unit.
+
+It knows no KubeVirt: the command that starts it hands in extensions (`virtapi.embedded.extension`) that add
+their CRDs, admission plugins, routes and in-process API groups.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import dataclasses
 import json
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,19 +21,16 @@ from typing import Any
 
 from aiohttp import web
 
-from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.apiserver import discovery, errors, openapi, pod_logs, security
-from pykubevirt.apiserver.admission_webhooks import add_webhook_routes
+from pykubevirt.api import errors
+from pykubevirt.apiserver import discovery, openapi, pod_logs, security
 from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES, EVENT_TTL_SECONDS, INITIAL_NAMESPACES, BuiltinDefaults
 from pykubevirt.apiserver.crds import CRDController, validate_crd
 from pykubevirt.apiserver.garbage_collector import GarbageCollector
 from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, json_response
-from pykubevirt.apiserver.kubevirt_admission import KubeVirtAdmission
-from pykubevirt.apiserver.object_api import SYSTEM_USER, ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import SYSTEM_USER, AdmissionPlugin, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.store import Store, StoreError
 from pykubevirt.apiserver.watch import WatchHub
-from pykubevirt.config.cluster_config import ClusterConfig
 
 log = logging.getLogger("pykubevirt.apiserver")
 
@@ -73,27 +74,18 @@ class ServerOptions:
     event_ttl_seconds: int = EVENT_TTL_SECONDS
     # How often expired leases are looked for.
     lease_check_interval_seconds: float = 5.0
-    feature_gates: frozenset[str] = frozenset()
     extra_hostnames: list[str] = field(default_factory=list)
-    # Run once the server serves, to add in-process API groups; None: KubeVirt's subresource API (virtapi).
-    extensions: tuple[Extension, ...] | None = None
 
 
 ExtraHandler = Callable[[web.Request, UserInfo], Awaitable[web.StreamResponse]]
-Extension = Callable[["EmbeddedAPIServer"], Awaitable[None]]
-
-
-def _default_extensions() -> tuple[Extension, ...]:
-    # Imported here so this module does not depend on KubeVirt's subresource API, which depends on it.
-    from pykubevirt.virtapi.embedded import install
-
-    return (install,)
+# Called once the server is built, before it serves; adds CRDs, admission, routes and start-up work to it.
+Extension = Callable[["EmbeddedAPIServer"], None]
 
 
 class EmbeddedAPIServer:
     """One process's API server; `start()` returns once it serves, `stop()` closes everything it opened."""
 
-    def __init__(self, options: ServerOptions) -> None:
+    def __init__(self, options: ServerOptions, extensions: Sequence[Extension] = ()) -> None:
         self.options = options
         self.data_dir = options.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -103,13 +95,7 @@ class EmbeddedAPIServer:
             dataclasses.replace(r, ttl_seconds=options.event_ttl_seconds) if r.ttl_seconds else r
             for r in BUILTIN_RESOURCES
         )
-        config = ClusterConfig(feature_gates=options.feature_gates)
-        self.kubevirt_admission = KubeVirtAdmission(self.store, self.registry, config)
-        self.api = ObjectAPI(
-            self.store,
-            self.registry,
-            admission=[BuiltinDefaults(), CRDAdmission(), self.kubevirt_admission],
-        )
+        self.api = ObjectAPI(self.store, self.registry, admission=[BuiltinDefaults(), CRDAdmission()])
         self.hub = WatchHub(self.store)
         self.crds = CRDController(self.api)
         self.openapi = openapi.OpenAPICache(self.registry)
@@ -125,8 +111,13 @@ class EmbeddedAPIServer:
         self.gc: GarbageCollector | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._cleanups: list[Callable[[], Awaitable[None]]] = []
+        self._crd_manifests: list[dict[str, Any]] = []
+        self._route_adders: list[Callable[[web.Application], None]] = []
+        self._startups: list[Callable[[], Awaitable[None]]] = []
         self._runner: web.AppRunner | None = None
         self.port = options.port
+        for extension in extensions:
+            extension(self)
 
     # -------------------------------------------------------------------------------------------------- wiring
 
@@ -145,9 +136,25 @@ class EmbeddedAPIServer:
         """Have `stop()` await `cleanup` once the server no longer serves (extensions close their clients)."""
         self._cleanups.append(cleanup)
 
+    def add_admission(self, plugin: AdmissionPlugin) -> None:
+        """Run `plugin` on every write to the resources it handles, after the built-in ones."""
+        self.api.admission.append(plugin)
+
+    def add_crds(self, manifests: Iterable[dict[str, Any]]) -> None:
+        """Install these CRDs at start (created, or updated when their spec changed)."""
+        self._crd_manifests.extend(manifests)
+
+    def add_routes(self, add: Callable[[web.Application], None]) -> None:
+        """Have `add` put its routes on the application before it serves."""
+        self._route_adders.append(add)
+
+    def on_start(self, start: Callable[[], Awaitable[None]]) -> None:
+        """Await `start` once the server serves and its kubeconfigs exist (extensions open their clients)."""
+        self._startups.append(start)
+
     def _bootstrap(self) -> None:
         self.crds.load_stored()
-        self.crds.install_builtin_crds()
+        self.crds.install_crds(self._crd_manifests)
         namespaces = self.registry.get("", "v1", "namespaces")
         assert namespaces is not None
         ctx = RequestContext(user=SYSTEM_USER)
@@ -162,7 +169,8 @@ class EmbeddedAPIServer:
 
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[self._authenticate], client_max_size=security.MAX_BODY_BYTES + 1024 * 1024)
-        add_webhook_routes(app, self._admission_context)
+        for add in self._route_adders:
+            add(app)
         app.router.add_get("/debug/writes", self._debug_writes)
         app.router.add_get("/healthz", self._health)
         app.router.add_get("/livez", self._health)
@@ -202,9 +210,6 @@ class EmbeddedAPIServer:
             return error_response(errors.internal(str(exc)))
 
     # -------------------------------------------------------------------------------------------------- handlers
-
-    def _admission_context(self) -> AdmissionContext:
-        return AdmissionContext(config=self.kubevirt_admission.config, lookup=self.kubevirt_admission.lookup)
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -333,9 +338,8 @@ class EmbeddedAPIServer:
             security.write_kubeconfig(
                 self.data_dir / f"{component}.kubeconfig", self.url, self.pki.ca_pem, token, user_name=component
             )
-        extensions = self.options.extensions
-        for extension in _default_extensions() if extensions is None else extensions:
-            await extension(self)
+        for start in self._startups:
+            await start()
         log.info("serving on %s (data in %s, revision %d)", self.url, self.data_dir, self.store.revision)
 
     async def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:

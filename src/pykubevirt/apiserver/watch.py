@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector
-from pykubevirt.apiserver import errors
 from pykubevirt.apiserver.resources import Resource
 from pykubevirt.apiserver.selectors import FieldSelector
 from pykubevirt.apiserver.store import ADDED, DELETED, MODIFIED, Compacted, Event, Store

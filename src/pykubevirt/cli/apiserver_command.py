@@ -9,10 +9,12 @@ from pathlib import Path
 from pykubevirt import log
 from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
 from pykubevirt.cli.component_client import set_on_signals
+from pykubevirt.config.cluster_config import ClusterConfig
+from pykubevirt.virtapi import embedded
 
 
-async def serve(options: ServerOptions) -> None:
-    server = EmbeddedAPIServer(options)
+async def serve(options: ServerOptions, config: ClusterConfig) -> None:
+    server = EmbeddedAPIServer(options, extensions=[embedded.extension(config)])
     await server.start()
     print(f"pykubevirt API server listening on {server.url}", flush=True)
     print(f"export KUBECONFIG={server.kubeconfig_path}", flush=True)
@@ -31,8 +33,7 @@ def run(args: argparse.Namespace) -> int:
         port=port,
         history_revisions=args.history_revisions,
         compact_interval_seconds=args.compact_interval,
-        feature_gates=args.feature_gates,
         event_ttl_seconds=args.event_ttl,
     )
-    asyncio.run(serve(options))
+    asyncio.run(serve(options, ClusterConfig(feature_gates=args.feature_gates)))
     return 0

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from pykubevirt.api import constants as c
-from pykubevirt.apiserver import errors
+from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import error_response, json_response
 from pykubevirt.client.api import JSON_PATCH, KubeClient
 from pykubevirt.client.errors import ApiError, NotFound

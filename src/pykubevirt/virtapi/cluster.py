@@ -21,7 +21,6 @@ from aiohttp import web
 
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.api import constants as c
-from pykubevirt.apiserver.admission_webhooks import add_webhook_routes
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.informer import Informer
@@ -41,6 +40,7 @@ from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.handler_client import HandlerClient
+from pykubevirt.virtapi.webhooks import add_webhook_routes
 
 log = logging.getLogger("pykubevirt.virtapi.cluster")
 

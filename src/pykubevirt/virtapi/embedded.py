@@ -1,25 +1,43 @@
-"""virt-api inside the embedded API server: the subresource group served in-process, as an aggregated API would be."""
+"""KubeVirt inside the embedded API server: its CRDs, its admission webhooks run in-process, and virt-api's
+subresource group served in-process, as an aggregated API would be.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from aiohttp import web
 
+from pykubevirt.admission.context import AdmissionContext
+from pykubevirt.api.crd import crd_manifest
+from pykubevirt.api.kinds import ALL_KINDS
 from pykubevirt.apiserver.object_api import UserInfo
+from pykubevirt.apiserver.server import EmbeddedAPIServer, Extension
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import load_kubeconfig
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.app import SubresourceAPI
+from pykubevirt.virtapi.embedded_admission import KubeVirtAdmission
 from pykubevirt.virtapi.handler_client import HandlerClient
-
-if TYPE_CHECKING:
-    from pykubevirt.apiserver.server import EmbeddedAPIServer
+from pykubevirt.virtapi.webhooks import add_webhook_routes
 
 KUBECONFIG_NAME = "virt-api.kubeconfig"
 
 
-async def install(server: EmbeddedAPIServer) -> None:
+def extension(config: ClusterConfig) -> Extension:
+    """What `pykubevirt apiserver` hands its server: KubeVirt's CRDs, admission, webhooks and subresources."""
+
+    def install(server: EmbeddedAPIServer) -> None:
+        admission = KubeVirtAdmission(server.store, server.registry, config)
+        server.add_crds(crd_manifest(kind) for kind in ALL_KINDS)
+        server.add_admission(admission)
+        # The webhook endpoints let a real kube-apiserver call the same chain (cluster mode, or tests of it).
+        server.add_routes(lambda app: add_webhook_routes(app, lambda: AdmissionContext(config, admission.lookup)))
+        server.on_start(lambda: serve_subresources(server))
+
+    return install
+
+
+async def serve_subresources(server: EmbeddedAPIServer) -> None:
     """Serve subresources.kubevirt.io/{v1,v1alpha3} from `server` once it has started (its kubeconfigs exist).
 
     Writes go back through the server's HTTPS API as virt-api's service account, passing admission like any client's.

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import aiohttp
 
 from pykubevirt.api import constants as c
-from pykubevirt.apiserver import errors
+from pykubevirt.api import errors
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import NODES

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api import errors
 from pykubevirt.api.objects import condition_true, grace_period_seconds, is_final, uid_of, vmi_phase
 from pykubevirt.api.vm_run_strategy import (
     START_REQUEST,
@@ -19,7 +20,6 @@ from pykubevirt.api.vm_run_strategy import (
     RunStrategyError,
     run_strategy,
 )
-from pykubevirt.apiserver import errors
 from pykubevirt.virtapi.options import RestartOptions, StartOptions, StopOptions, is_dry_run, parse_start
 
 Patch = list[dict[str, Any]]

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from pykubevirt.apiserver import errors
+from pykubevirt.api import errors
 
 UNMARSHAL_ERROR = "Can not unmarshal Request body to struct, error: %s"
 DRY_RUN_ALL = "All"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api import errors
 from pykubevirt.api.objects import condition, condition_true, vmi_phase
-from pykubevirt.apiserver import errors
 from pykubevirt.virtapi.lifecycle import VM_NOT_RUNNING, VMI_RESOURCE, name_of, vm_conflict, vmi_conflict
 
 PAUSED = "Paused"

@@ -1,4 +1,4 @@
-"""KubeVirt's admission webhooks, run in-process for our kinds (the embedded server's admission chain)."""
+"""KubeVirt's admission webhooks run in-process for its kinds: the admission plugin the embedded server is handed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 from pykubevirt.admission import chain
 from pykubevirt.admission.causes import AdmissionRejected
 from pykubevirt.admission.context import AdmissionContext
+from pykubevirt.api import errors
 from pykubevirt.api.kinds import OUR_GROUPS
-from pykubevirt.apiserver import errors
 from pykubevirt.apiserver.object_api import RequestContext
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.store import Store
