@@ -11,6 +11,9 @@ from pykubevirt.api.objects import condition, condition_true, is_final, vmi_phas
 from pykubevirt.api.timestamps import format_time, parse_time
 from pykubevirt.api.vm_run_strategy import RunStrategyError, run_strategy
 from pykubevirt.controller.run_strategy import (
+    Act,
+    Action,
+    decide,
     has_start_paused_request,
     has_start_request,
     has_stop_request_for_vmi,
@@ -177,3 +180,102 @@ def test_time_helpers() -> None:
     assert parse_time(None) is None
     assert parse_time("yesterday") is None
     assert format_time(datetime(2024, 5, 1, 10, 0, 0, 999999, tzinfo=UTC)) == "2024-05-01T10:00:00Z"
+
+
+# ------------------------------------------------------------------------------------------------ syncRunStrategy
+# One row per line of pkg/virt-controller/watch/vm/vm.go: syncRunStrategy (WaitAsReceiver as kubevirt-semantics §1.3).
+
+RUNNING = make_vmi("Running", uid="u")
+FAILED = make_vmi("Failed", uid="u")
+SUCCEEDED = make_vmi("Succeeded", uid="u")
+STOP_U = stop("u")
+
+
+def terminating(vmi: dict[str, Any]) -> dict[str, Any]:
+    return {**vmi, "metadata": {**vmi["metadata"], "deletionTimestamp": "2024-05-01T10:00:00Z"}}
+
+
+def receiver(vmi: dict[str, Any], *, is_target: bool, completed: bool = False) -> dict[str, Any]:
+    annotations = {"kubevirt.io/create-migration-target": "true"} if is_target else {}
+    status = {**vmi["status"], "migrationState": {"completed": True}} if completed else vmi["status"]
+    return {**vmi, "metadata": {**vmi["metadata"], "annotations": annotations}, "status": status}
+
+
+WAIT_42 = Action(Act.WAIT_FOR_BACKOFF, wait_seconds=42.0)
+NOTHING = Action(Act.NOTHING)
+START_ = Action(Act.START)
+STOP_ = Action(Act.STOP)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "requests", "status_strategy", "vmi", "backoff", "expected"),
+    [
+        # Always: a VMI always runs; a final one is deleted (and recreated next loop), a stop request restarts.
+        ("Always", [], None, None, 0.0, START_),
+        ("Always", [], None, None, 42.0, WAIT_42),
+        ("Always", [], None, RUNNING, 0.0, NOTHING),
+        ("Always", [STOP_U], None, RUNNING, 0.0, STOP_),
+        ("Always", [stop("other")], None, RUNNING, 0.0, NOTHING),
+        ("Always", [], None, FAILED, 0.0, STOP_),
+        ("Always", [], None, SUCCEEDED, 42.0, STOP_),
+        ("Always", [], None, terminating(FAILED), 0.0, NOTHING),  # stopVMI: already terminating
+        # RerunOnFailure: only a failure is rerun; without a VMI, start on request or right after a switch.
+        ("RerunOnFailure", [], "RerunOnFailure", None, 0.0, NOTHING),
+        ("RerunOnFailure", [START], "RerunOnFailure", None, 0.0, START_),
+        ("RerunOnFailure", [START], "RerunOnFailure", None, 42.0, WAIT_42),
+        ("RerunOnFailure", [], "Always", None, 0.0, START_),
+        ("RerunOnFailure", [], None, None, 42.0, WAIT_42),
+        ("RerunOnFailure", [], None, RUNNING, 0.0, NOTHING),
+        ("RerunOnFailure", [STOP_U], None, RUNNING, 0.0, STOP_),
+        ("RerunOnFailure", [], None, FAILED, 0.0, Action(Act.STOP_THEN_REQUEST_START)),
+        ("RerunOnFailure", [STOP_U], None, FAILED, 0.0, Action(Act.STOP_THEN_REQUEST_START)),
+        ("RerunOnFailure", [], None, SUCCEEDED, 0.0, STOP_),
+        ("RerunOnFailure", [], None, terminating(FAILED), 0.0, NOTHING),
+        ("RerunOnFailure", [STOP_U], None, terminating(RUNNING), 0.0, NOTHING),
+        # Manual: only requests act, without backoff; a final VMI is kept.
+        ("Manual", [], None, None, 0.0, NOTHING),
+        ("Manual", [START], None, None, 42.0, START_),
+        ("Manual", [], None, RUNNING, 0.0, NOTHING),
+        ("Manual", [STOP_U], None, RUNNING, 0.0, STOP_),
+        ("Manual", [stop("other")], None, RUNNING, 0.0, NOTHING),
+        ("Manual", [], None, FAILED, 0.0, NOTHING),
+        ("Manual", [STOP_U], None, terminating(RUNNING), 0.0, NOTHING),
+        # Halted: no VMI runs; a Start request (start paused) switches the spec to Always.
+        ("Halted", [], None, None, 0.0, NOTHING),
+        ("Halted", [START], None, None, 0.0, Action(Act.SWITCH_HALTED_TO_ALWAYS)),
+        ("Halted", [], None, RUNNING, 0.0, STOP_),
+        ("Halted", [], None, SUCCEEDED, 0.0, STOP_),
+        ("Halted", [], None, terminating(RUNNING), 0.0, NOTHING),
+        # Once: start once, without backoff; a final VMI stays and stop requests are ignored.
+        ("Once", [], None, None, 42.0, START_),
+        ("Once", [], None, RUNNING, 0.0, NOTHING),
+        ("Once", [], None, FAILED, 0.0, NOTHING),
+        ("Once", [STOP_U], None, RUNNING, 0.0, NOTHING),
+        # WaitAsReceiver: start a receiver; a VMI that is no receiver is an error until its migration completed.
+        ("WaitAsReceiver", [], None, None, 42.0, START_),
+        ("WaitAsReceiver", [], None, receiver(RUNNING, is_target=True), 0.0, NOTHING),
+        ("WaitAsReceiver", [], None, receiver(RUNNING, is_target=False, completed=True), 0.0, NOTHING),
+        (
+            "WaitAsReceiver",
+            [],
+            None,
+            receiver(RUNNING, is_target=False),
+            0.0,
+            Action(Act.ERROR, message="Found non receiver VMI while VM is receiver", reason="FailedCreate"),
+        ),
+        # Any other value.
+        ("Bogus", [], None, None, 0.0, Action(Act.ERROR, message="unknown runstrategy: Bogus", reason="FailedCreate")),
+    ],
+)
+def test_decide(
+    strategy: str,
+    requests: list[dict[str, Any]],
+    status_strategy: str | None,
+    vmi: dict[str, Any] | None,
+    backoff: float,
+    expected: Action,
+) -> None:
+    vm = make_vm({"runStrategy": strategy}, stateChangeRequests=requests)
+    if status_strategy is not None:
+        vm["status"]["runStrategy"] = status_strategy
+    assert decide(vm, vmi, strategy, backoff_left=backoff) == expected

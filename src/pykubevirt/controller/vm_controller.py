@@ -29,9 +29,9 @@ from pykubevirt.controller.crash_loop import backoff_remaining, sync_start_failu
 from pykubevirt.controller.instancetype_sync import InstancetypeSync
 from pykubevirt.controller.printable_status import printable_status
 from pykubevirt.controller.run_strategy import (
-    has_start_request,
-    has_stop_request_for_vmi,
-    should_start_rerun_on_failure,
+    FAILED_CREATE,
+    Act,
+    decide,
 )
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vm_conditions import (
@@ -46,7 +46,6 @@ from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.controller.vm")
 
-FAILED_CREATE = "FailedCreate"
 FAILED_DELETE = "FailedDelete"
 SUCCESSFUL_CREATE = "SuccessfulCreate"
 SUCCESSFUL_DELETE = "SuccessfulDelete"
@@ -204,7 +203,7 @@ class VMController:
             return vm, vmi
         if not ready and strategy != c.RUN_STRATEGY_HALTED:
             return vm, vmi
-        await self._sync_run_strategy(vm, vmi, strategy, key, outcome)
+        await self._sync_run_strategy(vm, vmi, strategy, outcome)
         return vm, vmi
 
     async def _still_controlled(self, vm: Object, vmi: Object) -> Object | None:
@@ -235,63 +234,27 @@ class VMController:
 
     # ------------------------------------------------------------------------------------------------ run strategy
 
-    async def _sync_run_strategy(
-        self, vm: Object, vmi: Object | None, strategy: str, key: str, outcome: _Outcome
-    ) -> None:
-        if strategy == c.RUN_STRATEGY_ALWAYS:
-            if vmi is not None:
-                if has_stop_request_for_vmi(vm, vmi) or is_final(vmi):
-                    outcome.sync_error = await self._stop(vm, vmi)
-                return
-            await self._start_after_backoff(vm, strategy, outcome)
-        elif strategy == c.RUN_STRATEGY_RERUN_ON_FAILURE:
-            if vmi is not None:
-                phase = (vmi.get("status") or {}).get("phase")
-                stop = has_stop_request_for_vmi(vm, vmi)
-                if not vmi["metadata"].get("deletionTimestamp") and (stop or phase in c.FINAL_PHASES):
-                    outcome.sync_error = await self._stop(vm, vmi)
-                    if phase == c.PHASE_FAILED and outcome.sync_error is None:
-                        await self._add_start_request(vm)
-                return
-            if should_start_rerun_on_failure(vm, strategy):
-                await self._start_after_backoff(vm, strategy, outcome)
-        elif strategy == c.RUN_STRATEGY_MANUAL:
-            if vmi is not None:
-                if has_stop_request_for_vmi(vm, vmi):
-                    outcome.sync_error = await self._stop(vm, vmi)
-            elif has_start_request(vm):
-                outcome.sync_error = await self._start(vm)
-        elif strategy == c.RUN_STRATEGY_HALTED:
-            if vmi is None:
-                if has_start_request(vm):
-                    outcome.sync_error = await self._switch_halted_to_always(vm)
-                return
-            outcome.sync_error = await self._stop(vm, vmi)
-        elif strategy == c.RUN_STRATEGY_ONCE:
-            if vmi is None:
-                outcome.sync_error = await self._start(vm)
-        elif strategy == c.RUN_STRATEGY_WAIT_AS_RECEIVER:
-            if vmi is None:
-                outcome.sync_error = await self._start(vm)
-            elif (vmi["metadata"].get("annotations") or {}).get(c.CREATE_MIGRATION_TARGET_ANNOTATION) != "true":
-                migration = (vmi.get("status") or {}).get("migrationState") or {}
-                if not migration.get("completed"):
-                    outcome.sync_error = SyncError("Found non receiver VMI while VM is receiver", FAILED_CREATE)
-        else:
-            outcome.sync_error = SyncError(f"unknown runstrategy: {strategy}", FAILED_CREATE)
-
-    async def _start_after_backoff(self, vm: Object, strategy: str, outcome: _Outcome) -> None:
-        remaining = backoff_remaining(vm, self.clock())
-        if remaining > 0:
+    async def _sync_run_strategy(self, vm: Object, vmi: Object | None, strategy: str, outcome: _Outcome) -> None:
+        """Carry out what the RunStrategy table decides."""
+        action = decide(vm, vmi, strategy, backoff_left=backoff_remaining(vm, self.clock()))
+        if action.act is Act.START:
+            outcome.sync_error = await self._start(vm)
+        elif action.act is Act.WAIT_FOR_BACKOFF:
             log.info(
                 "delaying the start of the VM for %.0fs due to the start failure backoff (runStrategy %s)",
-                remaining,
+                action.wait_seconds,
                 strategy,
                 extra=object_fields(vm),
             )
-            outcome.requeue_after = remaining
-            return
-        outcome.sync_error = await self._start(vm)
+            outcome.requeue_after = action.wait_seconds
+        elif action.act in (Act.STOP, Act.STOP_THEN_REQUEST_START) and vmi is not None:
+            outcome.sync_error = await self._stop(vm, vmi)
+            if action.act is Act.STOP_THEN_REQUEST_START and outcome.sync_error is None:
+                await self._add_start_request(vm)
+        elif action.act is Act.SWITCH_HALTED_TO_ALWAYS:
+            outcome.sync_error = await self._switch_halted_to_always(vm)
+        elif action.act is Act.ERROR:
+            outcome.sync_error = SyncError(action.message, action.reason)
 
     async def _switch_halted_to_always(self, vm: Object) -> SyncError:
         spec_patch: dict[str, Any] = {"metadata": {"resourceVersion": vm["metadata"]["resourceVersion"]}}
