@@ -1,5 +1,7 @@
-"""Embedded API server throughput and latency: creates/s (VMs, with admission), gets/s, LIST of 1,000 objects,
-watch delivery latency to N watchers at a fixed write rate, and RSS with many objects stored.
+"""Embedded API server throughput and latency: creates/s (VMs, with admission) with fsync and group commit and,
+in the same run, without fsync (`--unsafe-no-fsync`, the behaviour before durability); fsyncs per write under 1, 10
+and 100 concurrent writers (strace attached to the server); gets/s, LIST of 1,000 objects, watch delivery latency to
+N watchers at a fixed write rate, and RSS with many objects stored.
 
 Run: .venv/bin/python -m bench.apiserver [--creates 1000 --gets 5000 --watchers 10 --rate 100 --rss-objects 10000]
 Prints progress on stderr and one JSON line with the figures on stdout.
@@ -15,6 +17,7 @@ from typing import Any
 
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for
+from tests.support.fsync_count import STRACE, counting_fsyncs
 
 from bench.harness import log, machine, percentile, rss_mib, start_apiserver
 from pykubevirt.client.api import KubeClient
@@ -54,25 +57,65 @@ async def bounded(concurrency: int, jobs: list[Any]) -> list[float]:
     return latencies
 
 
-async def measure(args: argparse.Namespace, server: APIServerProcess) -> dict[str, Any]:
-    client = client_for(server)
-    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
-    figures: dict[str, Any] = {}
+def vm(i: int) -> dict[str, Any]:
+    body = json.loads(json.dumps(VM))
+    body["metadata"]["name"] = f"vm-{i:05d}"
+    return body
 
-    def vm(i: int) -> dict[str, Any]:
-        body = json.loads(json.dumps(VM))
-        body["metadata"]["name"] = f"vm-{i:05d}"
-        return body
 
-    log(f"creating {args.creates} VMs with {args.concurrency} in flight")
+async def create_vms(args: argparse.Namespace, client: KubeClient, prefix: str) -> dict[str, Any]:
+    """Create `--creates` VMs with `--concurrency` in flight: creates/s and latency percentiles."""
+    log(f"creating {args.creates} VMs with {args.concurrency} in flight ({prefix})")
     started = time.perf_counter()
     latencies = await bounded(
         args.concurrency, [lambda i=i: client.create(VIRTUAL_MACHINES, vm(i), "bench") for i in range(args.creates)]
     )
     elapsed = time.perf_counter() - started
-    figures["vm_creates_per_s"] = round(args.creates / elapsed, 1)
-    figures["vm_create_p50_ms"] = round(percentile(latencies, 50) * 1000, 2)
-    figures["vm_create_p99_ms"] = round(percentile(latencies, 99) * 1000, 2)
+    return {
+        f"{prefix}_creates_per_s": round(args.creates / elapsed, 1),
+        f"{prefix}_create_p50_ms": round(percentile(latencies, 50) * 1000, 2),
+        f"{prefix}_create_p99_ms": round(percentile(latencies, 99) * 1000, 2),
+    }
+
+
+async def measure_without_fsync(args: argparse.Namespace) -> dict[str, Any]:
+    """The same creates on a server started with --unsafe-no-fsync (a commit per write, no fsync): the baseline."""
+    server = start_apiserver("--unsafe-no-fsync")
+    try:
+        client = client_for(server)
+        await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
+        figures = await create_vms(args, client, "vm_no_fsync")
+        await client.close()
+        return figures
+    finally:
+        server.stop()
+
+
+async def fsyncs_per_write(server: APIServerProcess, client: KubeClient, writes: int) -> dict[str, Any]:
+    """fsync+fdatasync calls of the server per acknowledged ConfigMap create under 1, 10 and 100 writers."""
+    if STRACE is None:
+        return {"fsyncs_per_write": "strace not installed"}
+    figures: dict[str, Any] = {}
+    for writers in (1, 10, 100):
+        log(f"counting fsyncs over {writes} creates from {writers} concurrent writers")
+        names = [f"sync-{writers}-{i:05d}" for i in range(writes)]
+        jobs = [
+            lambda name=name: client.create(
+                CONFIG_MAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}, "bench"
+            )
+            for name in names
+        ]
+        with counting_fsyncs(server.pid) as count:
+            await bounded(writers, jobs)
+        figures[f"fsyncs_per_write_{writers}_writers"] = round(count.calls / writes, 3)
+    return figures
+
+
+async def measure(args: argparse.Namespace, server: APIServerProcess) -> dict[str, Any]:
+    client = client_for(server)
+    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
+    figures: dict[str, Any] = await create_vms(args, client, "vm")
+    figures.update(await fsyncs_per_write(server, client, args.fsync_writes))
 
     log(f"getting {args.gets} VMs")
     started = time.perf_counter()
@@ -185,10 +228,12 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--watch-seconds", type=float, default=10.0)
     parser.add_argument("--rss-objects", type=int, default=10000)
+    parser.add_argument("--fsync-writes", type=int, default=300, help="creates per writer count when counting fsyncs")
     args = parser.parse_args()
+    figures = asyncio.run(measure_without_fsync(args))
     server = start_apiserver()
     try:
-        figures = asyncio.run(measure(args, server))
+        figures.update(asyncio.run(measure(args, server)))
     finally:
         server.stop()
     print(json.dumps({"bench": "apiserver", "machine": machine(), **figures}))

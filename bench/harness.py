@@ -66,6 +66,6 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def start_apiserver() -> APIServerProcess:
+def start_apiserver(*extra_args: str) -> APIServerProcess:
     """`pykubevirt apiserver` in a temporary directory (kept for its logs), stopped by its PID."""
-    return APIServerProcess(Path(tempfile.mkdtemp(prefix="pykubevirt-bench-")) / "data").start()
+    return APIServerProcess(Path(tempfile.mkdtemp(prefix="pykubevirt-bench-")) / "data", *extra_args).start()

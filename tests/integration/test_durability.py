@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import stat
 from pathlib import Path
 from typing import Any
 
 from tests.integration.conftest import VM_API, configmap, vm_manifest
 from tests.support.apiserver_process import APIServerProcess
+from tests.support.fsync_count import counting_fsyncs
 from tests.support.http_client import APIClient
 
 CREATES = 200
@@ -145,3 +147,43 @@ async def test_compaction_keeps_the_state_retained_revisions_need(tmp_path: Path
             assert too_old.status == 410
     finally:
         server.stop()
+
+
+async def test_acknowledged_writes_are_fsynced_and_concurrent_ones_share_a_commit(
+    fresh_apiserver: APIServerProcess,
+) -> None:
+    """Durable to an OS crash: each answer waits for an fsync, and writes of one event-loop turn share it."""
+    server = fresh_apiserver
+    async with APIClient(server) as api:
+        with counting_fsyncs(server.pid) as sequential:
+            for i in range(20):
+                assert (await api.post(CMS, configmap(f"one-by-one-{i}"))).status == 201
+        # One writer at a time: every acknowledged write had its own fsync before its answer.
+        assert sequential.calls >= 20
+
+        async def create(i: int) -> None:
+            assert (await api.post(CMS, configmap(f"together-{i}"))).status == 201
+
+        with counting_fsyncs(server.pid) as concurrent:
+            await asyncio.gather(*(create(i) for i in range(100)))
+        assert 1 <= concurrent.calls <= 50
+
+
+async def test_database_files_are_private(fresh_apiserver: APIServerProcess) -> None:
+    """The database holds Secrets in plain text: 0600 files in a 0700 directory, fixed at start for older ones."""
+    server = fresh_apiserver
+    database = [server.data_dir / name for name in ("state.db", "state.db-wal", "state.db-shm")]
+
+    def modes() -> list[int]:
+        return [stat.S_IMODE(p.stat().st_mode) for p in [server.data_dir, *database]]
+
+    async with APIClient(server) as api:
+        assert (await api.post(CMS, configmap("secretive"))).status == 201
+    assert modes() == [0o700, 0o600, 0o600, 0o600]
+    server.stop()
+    server.data_dir.chmod(0o755)
+    for path in database:
+        if path.exists():
+            path.chmod(0o644)
+    server.start()
+    assert modes() == [0o700, 0o600, 0o600, 0o600]

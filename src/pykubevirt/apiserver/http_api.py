@@ -374,6 +374,8 @@ class RestHandlers:
         except ValueError as exc:
             raise errors.bad_request("timeoutSeconds must be a number") from exc
         as_table = table_version(request.headers.get("Accept", "")) is not None
+        # The initial and replayed events may include writes of this turn: send them only once they are on disk.
+        await self.hub.store.durable()
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
         response.enable_chunked_encoding()
         await response.prepare(request)

@@ -74,6 +74,8 @@ class ServerOptions:
     event_ttl_seconds: int = EVENT_TTL_SECONDS
     # How often expired leases are looked for.
     lease_check_interval_seconds: float = 5.0
+    # False: today's pre-durability behaviour (synchronous=NORMAL, a commit per write), for benchmarks only.
+    fsync: bool = True
     extra_hostnames: list[str] = field(default_factory=list)
 
 
@@ -89,7 +91,7 @@ class EmbeddedAPIServer:
         self.options = options
         self.data_dir = options.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.store = Store(self.data_dir / "state.db")
+        self.store = Store(self.data_dir / "state.db", fsync=options.fsync)
         self.registry = Registry()
         self.registry.extend(
             dataclasses.replace(r, ttl_seconds=options.event_ttl_seconds) if r.ttl_seconds else r
@@ -200,14 +202,20 @@ class EmbeddedAPIServer:
             return error_response(errors.unauthorized())
         request[USER] = UserInfo(user.username, tuple(user.groups))
         try:
-            return await handler(request)
+            response = await handler(request)
         except errors.APIError as exc:
-            return error_response(exc)
+            response = error_response(exc)
         except web.HTTPException:
             raise
         except Exception as exc:
             log.exception("request %s %s failed", request.method, request.path)
+            response = error_response(errors.internal(str(exc)))
+        try:
+            # Group commit: whatever this request wrote (or read that another wrote) is on disk before it is answered.
+            await self.store.durable()
+        except StoreError as exc:
             return error_response(errors.internal(str(exc)))
+        return response
 
     # -------------------------------------------------------------------------------------------------- handlers
 

@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
         history_revisions=args.history_revisions,
         compact_interval_seconds=args.compact_interval,
         event_ttl_seconds=args.event_ttl,
+        fsync=not args.unsafe_no_fsync,
     )
     asyncio.run(serve(options, ClusterConfig(feature_gates=args.feature_gates)))
     return 0

@@ -74,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     apiserver.add_argument("--compact-interval", type=float, default=300.0, help="seconds between compactions")
     apiserver.add_argument("--event-ttl", type=int, default=3600, help="seconds an Event is kept after its last write")
+    apiserver.add_argument(
+        "--unsafe-no-fsync",
+        action="store_true",
+        help="commit each write without waiting for fsync, as etcd's flag of that name (benchmarks only)",
+    )
     apiserver.set_defaults(func=_apiserver)
 
     from pykubevirt.cli import (
