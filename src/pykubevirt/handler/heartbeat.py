@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.api.timestamps import now_rfc3339
@@ -17,15 +18,18 @@ log = logging.getLogger("pykubevirt.handler.heartbeat")
 HEARTBEAT_INTERVAL_SECONDS = 15.0
 
 
-async def beat(client: KubeClient, node: str, annotations: Mapping[str, str] | None = None) -> None:
-    stamp = now_rfc3339()
-    patch = {
+def heartbeat_patch(stamp: str, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The Node merge patch of one beat: the time, the handler's own annotations, and schedulable."""
+    return {
         "metadata": {
             "annotations": {c.HEARTBEAT_ANNOTATION: stamp, **(annotations or {})},
             "labels": {c.NODE_SCHEDULABLE_LABEL: "true"},
         }
     }
-    await client.patch(NODES, node, patch)
+
+
+async def beat(client: KubeClient, node: str, annotations: Mapping[str, str] | None = None) -> None:
+    await client.patch(NODES, node, heartbeat_patch(now_rfc3339(), annotations))
 
 
 async def heartbeat_loop(

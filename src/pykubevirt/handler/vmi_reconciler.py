@@ -29,14 +29,16 @@ from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
-from pykubevirt.handler.phase import UNCHANGED, Observed, observed_domain, paused_condition, phase_for
+from pykubevirt.handler.phase import Observed, observed_domain, phase_for
 from pykubevirt.handler.records import NodeRecords
-from pykubevirt.launcher.protocol import NO_STATE, STOPPED_STATES, Status, domain_name
+from pykubevirt.handler.shutdown import grace_period, shutdown_step
+from pykubevirt.handler.status_update import status_changes, sync_failed_conditions
+from pykubevirt.handler.sync_action import Action, next_action
+from pykubevirt.launcher.protocol import STOPPED_STATES, Status, domain_name
 from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.handler")
 
-SHUTDOWN_RESEND_SECONDS = 5.0
 INITIALIZE_TIMEOUT_SECONDS = 180.0
 
 
@@ -138,26 +140,16 @@ class VMIReconciler:
             return Result(requeue_after=10.0)
         if status is not None:
             self._watch(key, vmi_uid, pod_uid)
-        phase = (vmi.get("status") or {}).get("phase") or ""
-        if phase in c.FINAL_PHASES:
-            return await self._finished(key, vmi, pod_uid, observed)
-        deleting = bool(vmi["metadata"].get("deletionTimestamp"))
         marked = status is not None and status["markedForGracefulShutdown"]
-        stopping = deleting or (marked and phase == c.PHASE_RUNNING)
-        alive = observed.defined and observed.state not in STOPPED_STATES and observed.state != NO_STATE
-        if stopping and alive:
+        step = next_action(vmi, observed, marked_for_graceful_shutdown=marked)
+        if step.action == Action.FINISH:
+            return await self._finished(key, vmi, pod_uid, observed)
+        if step.action == Action.SHUTDOWN:
             return await self._graceful_shutdown(key, vmi, pod_uid)
-        new_phase = phase_for(vmi, observed)
+        new_phase = step.phase
         if new_phase == c.PHASE_FAILED and observed.launcher_unresponsive:
             self._kill_orphan_qemu(pod_uid, vmi)
-        if (
-            not stopping
-            and not observed.defined
-            and not observed.launcher_unresponsive
-            and not observed.launcher_initializing
-            and phase in (c.PHASE_SCHEDULED, c.PHASE_RUNNING)
-            and new_phase in (UNCHANGED, phase)
-        ):
+        if step.action == Action.START:
             try:
                 status = await self.launcher(pod_uid).sync(vmi)
             except CommandFailed as exc:
@@ -176,8 +168,7 @@ class VMIReconciler:
 
     async def _graceful_shutdown(self, key: str, vmi: Object, pod_uid: str) -> Result | None:
         """ACPI shutdown, re-sent every ≤5 s, destroy when the grace period is over (KubeVirt's processVmShutdown)."""
-        grace_value = (vmi.get("spec") or {}).get("terminationGracePeriodSeconds")
-        grace = int(grace_value) if grace_value is not None else c.DEFAULT_GRACE_PERIOD_SECONDS
+        grace = grace_period(vmi)
         started = self.records.shutdown_started(key)
         now = self.clock()
         launcher = self.launcher(pod_uid)
@@ -186,15 +177,16 @@ class VMIReconciler:
             self.records.start_shutdown(key, now)
             if grace > 0:
                 self.recorder.event(vmi, NORMAL, "ShuttingDown", "Signaled Graceful Shutdown")
-        if grace == 0 or now - started >= grace:
+        step = shutdown_step(grace, started, now)
+        if step.kill:
             with contextlib.suppress(LauncherUnavailable, CommandFailed):
                 await launcher.kill()
             self.recorder.event(vmi, NORMAL, "Deleted", "VirtualMachineInstance stopping")
             log.info("grace period of %ss over; destroyed the domain", grace, extra=object_fields(vmi))
-            return Result(requeue_after=0.5)
+            return Result(requeue_after=step.requeue_after)
         with contextlib.suppress(LauncherUnavailable, CommandFailed):
             await launcher.shutdown()
-        return Result(requeue_after=min(SHUTDOWN_RESEND_SECONDS, max(0.5, grace - (now - started))))
+        return Result(requeue_after=step.requeue_after)
 
     async def _finished(self, key: str, vmi: Object, pod_uid: str, observed: Observed) -> Result | None:
         """A final VMI: the domain is undefined and the launcher goes; the record of it is dropped."""
@@ -242,40 +234,14 @@ class VMIReconciler:
 
     async def _sync_failed(self, vmi: Object, message: str) -> None:
         self.recorder.event(vmi, WARNING, "SyncFailed", message)
-        conditions = [x for x in (vmi.get("status") or {}).get("conditions") or [] if x.get("type") != "Synchronized"]
-        conditions.append(
-            {
-                "type": "Synchronized",
-                "status": "False",
-                "reason": "Synchronizing with the Domain failed.",
-                "message": message,
-                "lastTransitionTime": now_rfc3339(),
-            }
-        )
+        conditions = sync_failed_conditions(vmi.get("status") or {}, message, now_rfc3339())
         await self._patch(vmi, {"conditions": conditions})
 
     async def _report(self, vmi: Object, observed: Observed, status: Status | None, new_phase: str) -> None:
         current = vmi.get("status") or {}
-        changes: dict[str, Any] = {}
-        phase = current.get("phase") or ""
-        if new_phase not in (UNCHANGED, phase):
-            changes["phase"] = new_phase
-            changes["phaseTransitionTimestamps"] = [
-                *(current.get("phaseTransitionTimestamps") or []),
-                {"phase": new_phase, "phaseTransitionTimestamp": now_rfc3339()},
-            ]
-        conditions = [x for x in current.get("conditions") or [] if x.get("type") not in ("Paused", "Synchronized")]
-        paused = paused_condition(observed, now_rfc3339())
-        existing_paused = next((x for x in current.get("conditions") or [] if x.get("type") == "Paused"), None)
-        if paused is not None:
-            conditions.append(
-                existing_paused if existing_paused and existing_paused.get("reason") == paused["reason"] else paused
-            )
-        if conditions != (current.get("conditions") or []):
-            changes["conditions"] = conditions
         interfaces = status.get("interfaces") if status is not None else None
-        if interfaces is not None and interfaces != current.get("interfaces"):
-            changes["interfaces"] = interfaces
+        changes = status_changes(current, observed, interfaces, new_phase, now_rfc3339())
+        phase = current.get("phase") or ""
         if not changes:
             return
         if await self._patch(vmi, changes):
