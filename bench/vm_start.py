@@ -160,7 +160,7 @@ async def pykubevirt_runs(cluster: BenchCluster, client: KubeClient, runs: int) 
         vmi = await vmi_running(client, ns, name)
         t_running = time.monotonic()
         pod_uid = next(iter(vmi["status"]["activePods"]))
-        serial = Path(pod_layout.serial_socket(str(cluster.pods_dir), pod_uid, vmi["metadata"]["uid"]) + "-log")
+        serial = Path(pod_layout.serial_log(str(cluster.pods_dir), pod_uid, vmi["metadata"]["uid"]))
         t_line = await wait_serial(serial, None)
         t_booted = await wait_serial(serial, BOOTED)
         socket = Path(pod_layout.launcher_socket(str(cluster.pods_dir), pod_uid))
@@ -262,7 +262,7 @@ async def raw_libvirt_runs(work: Path, runs: int) -> dict[str, Any]:
             iso = work / "ephemeral" / "cloud-init-data" / "bench" / "raw" / "noCloud.iso"
             await disks.prepare_cloud_init(vmi, "noCloud", iso)
             xml = convert(vmi, replace(ctx, container_disks=container_disks))
-            serial = root / "private" / vmi["metadata"]["uid"] / "virt-serial0-log"
+            serial = root / "private" / vmi["metadata"]["uid"] / pod_layout.SERIAL_LOG_NAME
             serial.unlink(missing_ok=True)
             started = time.monotonic()
             dom = await asyncio.to_thread(conn.defineXML, xml)

@@ -131,8 +131,7 @@ class ClusterView(VMReads):
 
     def serial_log(self, node: Node, pod: Object, vmi: Object) -> Path:
         """The guest's serial console log the launcher keeps in its pod's private volume."""
-        socket = pod_layout.serial_socket(str(node.pods_dir), pod["metadata"]["uid"], vmi["metadata"]["uid"])
-        return Path(f"{socket}-log")
+        return Path(pod_layout.serial_log(str(node.pods_dir), pod["metadata"]["uid"], vmi["metadata"]["uid"]))
 
     async def wait_serial(self, node: Node, pod: Object, vmi: Object, text: str, timeout: float = 90.0) -> str:  # noqa: ASYNC109
         path = self.serial_log(node, pod, vmi)

@@ -38,12 +38,23 @@ def launcher_socket(pods_dir: str, pod_uid: str) -> str:
     return os.path.join(volume_dir(pods_dir, pod_uid, SOCKETS_VOLUME), LAUNCHER_SOCKET_NAME)
 
 
+# The guest's sockets and console log in the VMI's private dir `<PRIVATE_DIR>/<vmi uid>/`: the launcher's domain binds
+# them, virt-handler connects to the sockets and the guest-console-log sidecar tails the log.
+SERIAL_SOCKET_NAME = "virt-serial0"
+SERIAL_LOG_NAME = "virt-serial0-log"
+VNC_SOCKET_NAME = "virt-vnc"
+
+
 def serial_socket(pods_dir: str, pod_uid: str, vmi_uid: str) -> str:
-    return os.path.join(volume_dir(pods_dir, pod_uid, PRIVATE_VOLUME), vmi_uid, "virt-serial0")
+    return os.path.join(volume_dir(pods_dir, pod_uid, PRIVATE_VOLUME), vmi_uid, SERIAL_SOCKET_NAME)
+
+
+def serial_log(pods_dir: str, pod_uid: str, vmi_uid: str) -> str:
+    return os.path.join(volume_dir(pods_dir, pod_uid, PRIVATE_VOLUME), vmi_uid, SERIAL_LOG_NAME)
 
 
 def vnc_socket(pods_dir: str, pod_uid: str, vmi_uid: str) -> str:
-    return os.path.join(volume_dir(pods_dir, pod_uid, PRIVATE_VOLUME), vmi_uid, "virt-vnc")
+    return os.path.join(volume_dir(pods_dir, pod_uid, PRIVATE_VOLUME), vmi_uid, VNC_SOCKET_NAME)
 
 
 # Unix socket paths must stay under 108 bytes, which pod volume paths under a node's data dir exceed. A launcher

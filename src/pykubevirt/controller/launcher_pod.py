@@ -14,6 +14,7 @@ from typing import Any
 
 from pykubevirt import __version__
 from pykubevirt.api import constants as c
+from pykubevirt.api import pod_layout
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.compute_resources import (
@@ -247,7 +248,7 @@ def _guest_console_log_container(
     """The native sidecar whose log (`kubectl logs -c guest-console-log`) is serial port 0's log file."""
     if not is_serial_console_log_enabled(vmi, settings.cluster):
         return None
-    log_file = f"{VIRT_PRIVATE_DIR}/{vmi['metadata'].get('uid', '')}/virt-serial0-log"
+    log_file = f"{VIRT_PRIVATE_DIR}/{vmi['metadata'].get('uid', '')}/{pod_layout.SERIAL_LOG_NAME}"
     return {
         "name": GUEST_CONSOLE_LOG_CONTAINER,
         "image": settings.image,

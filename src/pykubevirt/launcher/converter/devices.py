@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
+from pykubevirt.api import pod_layout
 from pykubevirt.api.json_lookup import get
 from pykubevirt.launcher.converter import disks as disk_devices
 from pykubevirt.launcher.converter import values as v
@@ -88,7 +89,7 @@ def graphics(vmi: v.Obj, ctx: ConverterContext) -> tuple[list[Element], list[Ele
     if not v.flag(devs.get("autoattachGraphicsDevice"), True):
         return [], []
     vnc = element("graphics", {"type": "vnc"})
-    sub(vnc, "listen", {"type": "socket", "socket": posixpath.join(_uid_dir(vmi, ctx), "virt-vnc")})
+    sub(vnc, "listen", {"type": "socket", "socket": posixpath.join(_uid_dir(vmi, ctx), pod_layout.VNC_SOCKET_NAME)})
     video = element("video")
     chosen = get(devs, "video", "type")
     if chosen:
@@ -133,12 +134,12 @@ def serial_console(vmi: v.Obj, ctx: ConverterContext) -> tuple[list[Element], li
     """(`<serial>`, `<console>`): serial port 0 on a unix socket (virtctl console) plus a pty console on it."""
     if not _serial_console_enabled(vmi):
         return [], []
-    socket = posixpath.join(_uid_dir(vmi, ctx), f"virt-serial{SERIAL_PORT}")
+    socket = posixpath.join(_uid_dir(vmi, ctx), pod_layout.SERIAL_SOCKET_NAME)
     serial = element("serial", {"type": "unix"})
     sub(serial, "target", {"port": SERIAL_PORT})
     sub(serial, "source", {"mode": "bind", "path": socket})
     if v.flag(v.devices(vmi).get("logSerialConsole"), ctx.serial_log):
-        sub(serial, "log", {"file": f"{socket}-log", "append": "on"})
+        sub(serial, "log", {"file": posixpath.join(_uid_dir(vmi, ctx), pod_layout.SERIAL_LOG_NAME), "append": "on"})
     console = element("console", {"type": "pty"})
     sub(console, "target", {"type": "serial", "port": SERIAL_PORT})
     return [serial], [console]
