@@ -177,7 +177,7 @@ async def watch_latency(args: argparse.Namespace, writer: KubeClient) -> dict[st
         nonlocal watchers_done
         seen = 0
         async for event in client.watch(
-            CONFIG_MAPS, "bench", resource_version=revision, timeout_seconds=args.watch_seconds + 30
+            CONFIG_MAPS, "bench", resource_version=revision, timeout_seconds=int(args.watch_seconds) + 30
         ):
             name = event.object["metadata"].get("name", "")
             if event.type == "ADDED" and name.startswith("watch-"):

@@ -226,7 +226,7 @@ async def test_limit_and_continue_page_through_25_objects(api: APIClient, namesp
     assert len(await api.names(cms(namespace))) == 27
     future = await api.get(cms(namespace), resourceVersion="999999999", resourceVersionMatch="Exact")
     assert_status(future, 504, "Timeout")
-    assert future.message.startswith("Too large resource version: 999999999, current: ")
+    assert future.message.startswith("Timeout: Too large resource version: 999999999, current: ")
     unset = await api.get(cms(namespace), resourceVersionMatch="Exact")
     assert_status(unset, 422, "Invalid")
     bad = await api.get(cms(namespace), limit="10", **{"continue": "garbage!"})

@@ -381,3 +381,21 @@ def test_watch_from_a_compacted_revision_is_410_then_relist(tmp_path: Path) -> N
             assert [(t, n) for t, n, _ in got] == [("DELETED", "c0")]
     finally:
         server.stop()
+
+
+# --------------------------------------------------------------------------------------------------------- discovery
+
+
+def test_discovery_apis_of_the_official_client(k8s: client.ApiClient, ns: str) -> None:
+    """VersionApi, ApisApi and CoreApi call /version/, /apis/ and /api/ with a trailing slash."""
+    version = client.VersionApi(k8s).get_code()
+    assert version.major == "1" and version.git_version.startswith("v1.")
+    groups = client.ApisApi(k8s).get_api_versions()
+    names = {g.name for g in groups.groups}
+    assert {"kubevirt.io", "apiextensions.k8s.io"} <= names
+    core = client.CoreApi(k8s).get_api_versions()
+    assert core.versions == ["v1"]
+    # The resource calls of the same client keep working beside them.
+    assert client.CoreV1Api(k8s).list_namespaced_config_map(ns).items == []
+    listed = client.CustomObjectsApi(k8s).list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)
+    assert listed["items"] == []

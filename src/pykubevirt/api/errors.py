@@ -144,7 +144,8 @@ def too_large_resource_version(requested: int, current: int) -> APIError:
     return APIError(
         504,
         "Timeout",
-        f"Too large resource version: {requested}, current: {current}",
+        # NewTimeoutError's prefix: client-go matches the cause, people read the message.
+        f"Timeout: Too large resource version: {requested}, current: {current}",
         details={
             "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
             "retryAfterSeconds": 1,

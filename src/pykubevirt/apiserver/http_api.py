@@ -15,8 +15,9 @@ from aiohttp import web
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector, SelectorError, parse_label_selector
-from pykubevirt.apiserver import patching, printers, protobuf
+from pykubevirt.apiserver import patching, printers, protobuf, query_options
 from pykubevirt.apiserver.deletion import DeleteOptions
+from pykubevirt.apiserver.list_streaming import STREAM_THRESHOLD, write_list
 from pykubevirt.apiserver.object_api import IGNORE, STRICT, WARN, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import FieldSelector, escape_field_value, parse_field_selector
@@ -150,10 +151,7 @@ def _exact_revision(request: web.Request) -> int | None:
             "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
             "FieldValueForbidden",
         )
-    try:
-        revision = int(version)
-    except ValueError as exc:
-        raise errors.bad_request(f'invalid resource version "{version}"') from exc
+    revision = query_options.resource_version(version)
     if match != "Exact":
         return None
     if revision == 0:
@@ -205,7 +203,7 @@ class RestHandlers:
                 return self._get(request, target)
             if request.query.get("watch") in ("true", "1"):
                 return await self._watch(request, target, single=False)
-            return self._list(request, target)
+            return await self._list(request, target)
         ctx = RequestContext(
             user=user,
             dry_run=_dry_run(request),
@@ -328,8 +326,17 @@ class RestHandlers:
             )
         return json_response(obj)
 
-    def _list(self, request: web.Request, target: Target) -> web.Response:
+    async def _list(self, request: web.Request, target: Target) -> web.StreamResponse:
         label, field = _selectors(request)
+        minimum = query_options.resource_version(request.query.get("resourceVersion", ""))
+        continue_token = request.query.get("continue", "")
+        if continue_token and minimum:
+            raise errors.bad_request("specifying resource version is not allowed when using continue")
+        exact_revision = _exact_revision(request)
+        store = self.api.store
+        if exact_revision is None and minimum > store.revision and not await query_options.reached(store, minimum):
+            # Not older than a revision this server has not reached: kube's watch cache waits, then gives up.
+            raise errors.too_large_resource_version(minimum, store.revision)
         try:
             limit = int(request.query.get("limit", "0") or 0)
         except ValueError as exc:
@@ -340,15 +347,20 @@ class RestHandlers:
             label_selector=label,
             field_selector=field,
             limit=limit,
-            continue_token=request.query.get("continue", ""),
-            exact_revision=_exact_revision(request),
+            continue_token=continue_token,
+            exact_revision=exact_revision,
         )
         if table_version(request.headers.get("Accept", "")):
             meta: dict[str, Any] = {"resourceVersion": str(revision)}
             if token:
                 meta["continue"] = token
             return json_response(self._table(request, target.resource, items, meta))
-        return json_response(self._list_body(target.resource, items, revision, token))
+        body = self._list_body(target.resource, items, revision, token)
+        if len(items) > STREAM_THRESHOLD:
+            # Only once what it lists is on disk, as the middleware would wait for a response it returns.
+            await store.durable()
+            return await write_list(request, {k: v for k, v in body.items() if k != "items"}, items)
+        return json_response(body)
 
     async def _watch(self, request: web.Request, target: Target, *, single: bool) -> web.StreamResponse:
         label, field = _selectors(request)
@@ -364,15 +376,11 @@ class RestHandlers:
                 "to NotOlderThan",
             )
         resource_version = request.query.get("resourceVersion", "")
-        if resource_version not in ("", "0"):
-            try:
-                int(resource_version)
-            except ValueError as exc:
-                raise errors.bad_request(f'invalid resource version "{resource_version}"') from exc
-        try:
-            timeout = float(request.query.get("timeoutSeconds", DEFAULT_WATCH_TIMEOUT_SECONDS))
-        except ValueError as exc:
-            raise errors.bad_request("timeoutSeconds must be a number") from exc
+        query_options.resource_version(resource_version)
+        # An int64 as in kube's ListOptions (so no NaN or infinity); 0 is the server's default.
+        timeout = float(query_options.integer_parameter(request.query.get("timeoutSeconds", "0") or "0"))
+        if timeout == 0:
+            timeout = DEFAULT_WATCH_TIMEOUT_SECONDS
         as_table = table_version(request.headers.get("Accept", "")) is not None
         # The initial and replayed events may include writes of this turn: send them only once they are on disk.
         await self.hub.store.durable()

@@ -44,7 +44,7 @@ def list_page(
         revision = exact_revision
     if continue_token:
         # Later pages come from the same snapshot as the first one, as etcd ranges at the list's revision.
-        revision, start_after = _decode_continue(continue_token)
+        revision, start_after = _decode_continue(continue_token, store.revision)
     if revision != store.revision:
         try:
             records = store.records_at(resource.collection, revision, resource.namespace_prefix(namespace))
@@ -79,10 +79,26 @@ def _encode_continue(revision: int, key: str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_continue(token: str) -> tuple[int, str]:
+def _decode_continue(token: str, current_revision: int) -> tuple[int, str]:
+    """The revision and start key of a continue token; 400 with storage's DecodeContinue texts for any other."""
+
+    def invalid(detail: str) -> errors.APIError:
+        return errors.bad_request(f"invalid continue token: continue key is not valid{detail}")
+
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         data = json.loads(raw)
-        return int(data["rv"]), str(data["start"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion") from exc
+    except ValueError as exc:
+        raise invalid(f": {exc}") from exc
+    if not isinstance(data, dict):
+        raise invalid(": json: cannot unmarshal into Go value of type storage.continueToken")
+    version = data.get("v")
+    if version != "meta.k8s.io/v1":
+        raise invalid(f": server does not recognize this encoded version {version}")
+    revision, start = data.get("rv"), data.get("start")
+    # A token this server did not issue: no revision, one it has not reached, or no start key.
+    if type(revision) is not int or not 0 < revision <= current_revision:
+        raise invalid(": incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    if not isinstance(start, str) or not start:
+        raise invalid(": encoded start key empty (version meta.k8s.io/v1)")
+    return revision, start

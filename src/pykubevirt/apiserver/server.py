@@ -27,6 +27,7 @@ from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES, EVENT_TTL_SECONDS, I
 from pykubevirt.apiserver.crds import CRDController, validate_crd
 from pykubevirt.apiserver.garbage_collector import GarbageCollector
 from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, json_response
+from pykubevirt.apiserver.https_site import HTTPSOnlySite
 from pykubevirt.apiserver.object_api import SYSTEM_USER, AdmissionPlugin, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.store import Store, StoreError
@@ -34,7 +35,8 @@ from pykubevirt.apiserver.watch import WatchHub
 
 log = logging.getLogger("pykubevirt.apiserver")
 
-PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version"})
+# system:public-info-viewer's paths.
+PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
 COMPONENT_USERS = {
     "virt-controller": security.CONTROLLER_USER,
     "virt-handler": security.HANDLER_USER,
@@ -177,9 +179,11 @@ class EmbeddedAPIServer:
         app.router.add_get("/healthz", self._health)
         app.router.add_get("/livez", self._health)
         app.router.add_get("/readyz", self._health)
-        app.router.add_get("/version", self._version)
-        app.router.add_get("/api", self._api_versions)
-        app.router.add_get("/apis", self._api_groups)
+        # go-restful serves these with and without the trailing slash; the official Python client uses the latter.
+        for slash in ("", "/"):
+            app.router.add_get("/version" + slash, self._version)
+            app.router.add_get("/api" + slash, self._api_versions)
+            app.router.add_get("/apis" + slash, self._api_groups)
         app.router.add_get("/openapi/v2", self._openapi_v2)
         app.router.add_get("/openapi/v3", self._openapi_v3_index)
         app.router.add_get("/openapi/v3/{path:.*}", self._openapi_v3_doc)
@@ -335,8 +339,7 @@ class EmbeddedAPIServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.options.host, self.options.port))
         self.port = sock.getsockname()[1]
-        site = web.SockSite(self._runner, sock, ssl_context=ssl_context)
-        await site.start()
+        await HTTPSOnlySite(self._runner, sock, ssl_context).start()
         security.write_kubeconfig(
             self.kubeconfig_path, self.url, self.pki.ca_pem, self.tokens.admin_token, user_name="admin"
         )

@@ -11,6 +11,7 @@ from typing import Any
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector
+from pykubevirt.apiserver.query_options import reached
 from pykubevirt.apiserver.resources import Resource
 from pykubevirt.apiserver.selectors import FieldSelector
 from pykubevirt.apiserver.store import ADDED, DELETED, MODIFIED, Compacted, Event, Store
@@ -135,6 +136,11 @@ async def watch_events(
                 yield BOOKMARK, bookmark(resource, last, initial_events_end=True)
         else:
             start = int(resource_version)
+            if start > store.revision and not await reached(store, start):
+                # A revision from the future (another server's, or made up): kube's watch cache waits for it a
+                # while, then ends the watch with this error rather than skip the events up to it.
+                yield ERROR, errors.too_large_resource_version(start, store.revision).status()
+                return
             try:
                 replay = store.events_since(start, resource.collection)
             except Compacted as exc:
