@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -14,11 +13,14 @@ from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
 from tests.e2e.conftest import UpCluster, wait_for
 from tests.paths import REPO
+from tests.support.waiting import consistently_sync
 
 pytestmark = pytest.mark.e2e
 
 DEMO = str(REPO / "examples" / "vm-demo.yaml")
 COMPONENTS = ("apiserver", "virt-controller", "scheduler", "node-node01", "virt-handler-node01")
+# Where the node's virt-handler listens, as a kubectl jsonpath.
+HANDLER_ADDRESS = "{.metadata.annotations." + c.HANDLER_ADDRESS_ANNOTATION.replace(".", "\\.") + "}"
 
 
 def demo_qemu_pid(cluster: UpCluster) -> int:
@@ -76,8 +78,7 @@ def test_every_component_killed_is_restarted_and_the_guest_keeps_running(up_clus
     ensure_demo(up_cluster)
     uid = up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}")
     qemu = demo_qemu_pid(up_cluster)
-    handler_address = "{.metadata.annotations." + c.HANDLER_ADDRESS_ANNOTATION.replace(".", "\\.") + "}"
-    old_address = up_cluster.jsonpath("node", "node01", handler_address)
+    old_address = up_cluster.jsonpath("node", "node01", HANDLER_ADDRESS)
     for component in COMPONENTS:
         before = up_cluster.state()["components"][component]
         os.kill(before["pid"], signal.SIGKILL)
@@ -90,7 +91,7 @@ def test_every_component_killed_is_restarted_and_the_guest_keeps_running(up_clus
         assert up_cluster.state()["components"][component]["restarts"] == before["restarts"] + 1
         assert alive(qemu), f"killing {component} took the guest down"
     # The restarted control plane still drives the same guest, once the new virt-handler has said where it listens.
-    wait_for(lambda: up_cluster.jsonpath("node", "node01", handler_address) not in ("", old_address), "virt-handler")
+    wait_for(lambda: up_cluster.jsonpath("node", "node01", HANDLER_ADDRESS) not in ("", old_address), "virt-handler")
     wait_for(lambda: up_cluster.jsonpath("vmi", "demo", "{.status.phase}") == "Running", "VMI Running")
     assert up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}") == uid
     up_cluster.run("virtctl", "pause", "vm", "demo")
@@ -104,15 +105,22 @@ def test_down_and_up_leave_the_running_guest_alone(up_cluster: UpCluster) -> Non
     ensure_demo(up_cluster)
     uid = up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}")
     qemu = demo_qemu_pid(up_cluster)
+    old_address = up_cluster.jsonpath("node", "node01", HANDLER_ADDRESS)
     down = up_cluster.run("pykubevirt", "down")
     assert "running guests keep running" in down.stdout
     assert up_cluster.run("pykubevirt", "status", check=False).returncode == 1
     assert alive(qemu)
     up_cluster.run("pykubevirt", "up")
-    time.sleep(3)  # a resync of the handler and the node agent
-    assert up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}") == uid
-    assert up_cluster.jsonpath("vmi", "demo", "{.status.phase}") == "Running"
-    assert alive(qemu)
+    # The new virt-handler has said where it listens, so it has started and synced; the guest stays as it was.
+    wait_for(lambda: up_cluster.jsonpath("node", "node01", HANDLER_ADDRESS) not in ("", old_address), "virt-handler")
+
+    def guest_untouched() -> bool:
+        assert up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}") == uid
+        assert up_cluster.jsonpath("vmi", "demo", "{.status.phase}") == "Running"
+        assert alive(qemu)
+        return True
+
+    consistently_sync(guest_untouched, for_=3, interval=0.5)
 
 
 def test_down_all_stops_every_guest(up_cluster: UpCluster) -> None:

@@ -19,7 +19,7 @@ from pykubevirt.client.resources import VIRTUAL_MACHINES
 from pykubevirt.handler.launcher_client import LauncherClient
 from tests.paths import REPO
 from tests.support.cluster import ClusterView
-from tests.support.control_plane import eventually
+from tests.support.waiting import consistently, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -181,11 +181,15 @@ async def test_rerun_on_failure_leaves_a_guest_that_powered_off_stopped(kube: Cl
     await kube.admin.create(VIRTUAL_MACHINES, vm, ns)
     vmi = await kube.wait_vmi_phase(ns, "quitter", "Succeeded")
     await kube.wait_printable(ns, "quitter", "Stopped")
+
     # KubeVirt deletes the succeeded VMI and starts no other.
-    await asyncio.sleep(3)
-    after = await kube.vmi(ns, "quitter")
-    assert after is None or after["metadata"]["uid"] == vmi["metadata"]["uid"], "a new VMI after a clean poweroff"
-    assert (await kube.vm(ns, "quitter") or {})["status"]["printableStatus"] == "Stopped"
+    async def stays_stopped() -> bool:
+        after = await kube.vmi(ns, "quitter")
+        assert after is None or after["metadata"]["uid"] == vmi["metadata"]["uid"], "a new VMI after a clean poweroff"
+        assert (await kube.vm(ns, "quitter") or {})["status"]["printableStatus"] == "Stopped"
+        return True
+
+    await consistently(stays_stopped, for_=3, interval=0.2)
     await delete_vm(kube, ns, "quitter")
 
 

@@ -15,6 +15,7 @@ from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
 from tests.integration.conftest import VM_API, configmap, pod_manifest, unique, vm_manifest, vmi_manifest
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.http_client import APIClient
+from tests.support.waiting import consistently, eventually
 
 VMI_FINALIZER = "kubevirt.io/foregroundDeleteVirtualMachine"
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
@@ -519,15 +520,6 @@ async def _owner_and_dependent(api: APIClient, namespace: str, *, block: bool = 
     return f"{vms(namespace)}/owner", f"{vmis(namespace)}/dependent"
 
 
-async def eventually(check: Any, within: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        if await check():
-            return
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
-
-
 async def test_background_propagation_deletes_dependents(api: APIClient, namespace: str) -> None:
     owner, dependent = await _owner_and_dependent(api, namespace)
     reply = await api.delete(owner, {"propagationPolicy": "Background"})
@@ -537,7 +529,7 @@ async def test_background_propagation_deletes_dependents(api: APIClient, namespa
     async def dependent_deleting() -> bool:
         return bool((await api.get(dependent)).body["metadata"].get("deletionTimestamp"))
 
-    await eventually(dependent_deleting)
+    await eventually(dependent_deleting, timeout=10)
     # The VMI controller's finalizer is all that keeps it; once that is removed it is gone.
     assert (await api.patch(dependent, {"metadata": {"finalizers": None}})).status == 200
     assert (await api.get(dependent)).status == 404
@@ -552,18 +544,22 @@ async def test_foreground_propagation_waits_for_blocking_dependents(api: APIClie
     async def dependent_deleting() -> bool:
         return bool((await api.get(dependent)).body["metadata"].get("deletionTimestamp"))
 
-    await eventually(dependent_deleting)
-    await asyncio.sleep(0.3)
-    still = await api.get(owner)
-    assert still.status == 200
-    assert still.body["metadata"]["deletionTimestamp"]
-    assert still.body["metadata"]["finalizers"] == ["foregroundDeletion"]
+    await eventually(dependent_deleting, timeout=10)
+
+    async def owner_waits() -> bool:
+        still = await api.get(owner)
+        assert still.status == 200
+        assert still.body["metadata"]["deletionTimestamp"]
+        assert still.body["metadata"]["finalizers"] == ["foregroundDeletion"]
+        return True
+
+    await consistently(owner_waits, for_=0.3)
     assert (await api.patch(dependent, {"metadata": {"finalizers": None}})).status == 200
 
     async def owner_gone() -> bool:
         return (await api.get(owner)).status == 404
 
-    await eventually(owner_gone)
+    await eventually(owner_gone, timeout=10)
     assert (await api.get(dependent)).status == 404
 
 
@@ -575,12 +571,16 @@ async def test_orphan_propagation_keeps_dependents(api: APIClient, namespace: st
     async def owner_gone() -> bool:
         return (await api.get(owner)).status == 404
 
-    await eventually(owner_gone)
-    await asyncio.sleep(0.3)
-    kept = await api.get(dependent)
-    assert kept.status == 200
-    assert not kept.body["metadata"].get("ownerReferences")
-    assert not kept.body["metadata"].get("deletionTimestamp")
+    await eventually(owner_gone, timeout=10)
+
+    async def dependent_kept() -> bool:
+        kept = await api.get(dependent)
+        assert kept.status == 200
+        assert not kept.body["metadata"].get("ownerReferences")
+        assert not kept.body["metadata"].get("deletionTimestamp")
+        return True
+
+    await consistently(dependent_kept, for_=0.3)
 
 
 async def test_namespace_termination_then_metadata_finalizers(api: APIClient) -> None:
@@ -602,9 +602,12 @@ async def test_namespace_termination_then_metadata_finalizers(api: APIClient) ->
         return ns["spec"].get("finalizers") == [] and await api.names(cms(name)) == []
 
     # The namespace controller's part is done; the namespace's own finalizer still holds it.
-    await eventually(emptied)
-    await asyncio.sleep(0.3)
-    assert (await api.get(f"/api/v1/namespaces/{name}")).status == 200
+    await eventually(emptied, timeout=10)
+
+    async def namespace_held() -> bool:
+        return (await api.get(f"/api/v1/namespaces/{name}")).status == 200
+
+    await consistently(namespace_held, for_=0.3)
     assert (await api.patch(f"/api/v1/namespaces/{name}", {"metadata": {"finalizers": None}})).status == 200
     assert (await api.get(f"/api/v1/namespaces/{name}")).status == 404
 
@@ -786,16 +789,19 @@ async def test_events_expire_after_their_ttl(tmp_path: Path) -> None:
         await api.post(cms("default"), configmap("durable"))
         rv = created.body["metadata"]["resourceVersion"]
         assert await api.names(events) == ["short-lived"]
-        # An update renews the lease: the event outlives its first lease.
-        await asyncio.sleep(1.0)
+
+        # An update renews the lease: the event outlives its first lease (2 s from its creation).
+        async def present() -> bool:
+            return await api.names(events) == ["short-lived"]
+
+        await consistently(present, for_=1.0)
         assert (await api.patch(f"{events}/short-lived", {"count": 2})).status == 200
-        await asyncio.sleep(1.3)
-        assert await api.names(events) == ["short-lived"]
+        await consistently(present, for_=1.3)
 
         async def expired() -> bool:
             return await api.names(events) == []
 
-        await eventually(expired, within=5)
+        await eventually(expired, timeout=5)
         watched = []
         async for item in api.watch(events, resourceVersion=rv, timeoutSeconds="1"):
             watched.append((item["type"], item["object"]["metadata"]["name"]))
@@ -812,7 +818,7 @@ async def test_a_disconnected_watch_releases_its_watcher(tmp_path: Path) -> None
         async def registered() -> bool:
             return server.hub.watcher_count() == 1
 
-        await eventually(registered, within=5)
+        await eventually(registered, timeout=5)
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
@@ -822,4 +828,4 @@ async def test_a_disconnected_watch_releases_its_watcher(tmp_path: Path) -> None
             return server.hub.watcher_count() == 0
 
         # No event arrives on this watch: only the disconnect can end it.
-        await eventually(released, within=3)
+        await eventually(released, timeout=3)

@@ -13,8 +13,9 @@ import pytest_asyncio
 
 from pykubevirt.client.resources import LEASES, NODES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from tests.support.apiserver_process import APIServerProcess
-from tests.support.control_plane import ControlPlane, client_for, eventually, start_control_plane, vm_manifest
+from tests.support.control_plane import ControlPlane, client_for, start_control_plane, vm_manifest
 from tests.support.simulated_node import SimulatedNode
+from tests.support.waiting import eventually
 
 
 @pytest_asyncio.fixture
@@ -36,8 +37,9 @@ async def test_controllers_converge_after_the_api_server_restarts(cp: ControlPla
     ns = await cp.namespace()
     for i in range(5):
         await cp.admin.create(VIRTUAL_MACHINES, vm_manifest(f"vm{i}", "Always"), ns)
-    # Kill the API server while the controller is mid-work, then bring it back on the same data.
-    await asyncio.sleep(0.2)
+    # Kill the API server while the controller is mid-work (it made the first VMI), then bring it back on the same
+    # data after an outage of a second (the outage's length, not a wait for anything).
+    await eventually(lambda: cp.vmi(ns, "vm0"))
     cp.server.kill9()
     await asyncio.sleep(1.0)
     cp.server.start(port=cp.server.port)

@@ -12,18 +12,21 @@ from tests.integration.conftest import VM_API, configmap, vm_manifest
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.fsync_count import counting_fsyncs
 from tests.support.http_client import APIClient
+from tests.support.waiting import eventually
 
 CREATES = 200
 CMS = "/api/v1/namespaces/default/configmaps"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
-async def _collect(api: APIClient, path: str, count: int, within: float, **params: str) -> list[dict[str, Any]]:
+async def _collect(
+    api: APIClient, path: str, count: int, within: float, opened: asyncio.Event | None = None, **params: str
+) -> list[dict[str, Any]]:
     """Up to `count` watch events, or what arrived in `within` seconds."""
     events: list[dict[str, Any]] = []
 
     async def read() -> None:
-        stream = api.watch(path, **params)
+        stream = api.watch(path, opened, **params)
         async with contextlib.aclosing(stream):
             async for event in stream:
                 events.append(event)
@@ -33,6 +36,25 @@ async def _collect(api: APIClient, path: str, count: int, within: float, **param
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(read(), within)
     return events
+
+
+async def _compaction_revision(api: APIClient) -> int:
+    """The store's compaction revision, as the 410 of a watch from revision 1 states it (0 before any compaction)."""
+    first = await _collect(api, CMS, 1, 5, resourceVersion="1", timeoutSeconds="1")
+    if not first or first[0]["type"] != "ERROR":
+        return 0
+    message = first[0]["object"]["message"]  # "too old resource version: 1 (N)"
+    return int(message.rsplit("(", 1)[1].rstrip(")"))
+
+
+async def _compacted_up_to_newest(api: APIClient, history: int) -> None:
+    """Wait until a compaction ran after the latest write: only the newest `history` revisions are left."""
+    newest = int((await api.get(CMS)).body["metadata"]["resourceVersion"])
+
+    async def caught_up() -> bool:
+        return await _compaction_revision(api) >= newest - history
+
+    await eventually(caught_up, timeout=10)
 
 
 async def test_acknowledged_writes_survive_kill_9_and_watches_resume(fresh_apiserver: APIServerProcess) -> None:
@@ -63,8 +85,9 @@ async def test_acknowledged_writes_survive_kill_9_and_watches_resume(fresh_apise
         assert (await api.get(f"{VM_API}/namespaces/default/virtualmachines/survivor")).status == 200
 
         # A watch from the last resourceVersion seen before the kill: nothing old is replayed, new changes arrive.
-        watch = asyncio.create_task(_collect(api, CMS, 2, 10, resourceVersion=last_seen))
-        await asyncio.sleep(0.3)
+        opened = asyncio.Event()
+        watch = asyncio.create_task(_collect(api, CMS, 2, 10, opened, resourceVersion=last_seen))
+        await asyncio.wait_for(opened.wait(), 10)
         changed = await api.patch(f"{CMS}/cm-007", {"data": {"k": "after-restart"}})
         created = await api.post(CMS, configmap("born-after-restart"))
         events = await watch
@@ -124,10 +147,10 @@ async def test_compaction_keeps_the_state_retained_revisions_need(tmp_path: Path
             tracked = (await api.post(CMS, configmap("tracked", app="t"))).body
             for i in range(10):
                 await api.post(CMS, configmap(f"filler-{i}"))
-            await asyncio.sleep(0.4)  # compacted past the creation of "tracked"
+            await _compacted_up_to_newest(api, 5)  # past the creation of "tracked"
             since = (await api.get(CMS)).body["metadata"]["resourceVersion"]
             changed = (await api.patch(f"{CMS}/tracked", {"data": {"k": "changed"}})).body
-            await asyncio.sleep(0.4)  # compacted again, now that the creation row is superseded
+            await _compacted_up_to_newest(api, 5)  # again, now that the creation row is superseded
         # The in-memory history is gone after a restart; only the table can answer.
         server.stop()
         server.start()

@@ -19,6 +19,7 @@ import yaml
 from tests.integration.conftest import unique, vm_manifest, vmi_manifest
 from tests.paths import SCENARIOS, SEEDS
 from tests.support.apiserver_process import KUBECTL, APIServerProcess, kubectl, kubectl_env
+from tests.support.waiting import consistently_sync, eventually_sync
 
 pytestmark = pytest.mark.kubectl
 
@@ -351,8 +352,7 @@ def test_wait_for_jsonpath(apiserver: APIServerProcess, kubectl_home: Path, k: K
         "--timeout=30s",
     )
     try:
-        time.sleep(0.5)
-        assert waiter.process.poll() is None
+        consistently_sync(lambda: waiter.process.poll() is None, for_=0.5)
         k("patch", "vm", "awaited", "-n", ns, "--type", "merge", "-p", '{"spec":{"runStrategy":"Always"}}')
         assert waiter.next_line() == "virtualmachine.kubevirt.io/awaited condition met"
         assert waiter.process.wait(timeout=10) == 0
@@ -523,10 +523,11 @@ def test_namespace_create_and_delete_empties_it(k: Kubectl, tmp_path: Path) -> N
     refused = k("create", "configmap", "late", "-n", name, "--from-literal=a=b", check=False)
     assert refused.returncode == 1
     assert "because it is being terminated" in refused.stderr
-    deadline = time.monotonic() + 10
-    while k("get", "cm,vm", "-n", name, "-o", "name").stdout.strip() != "virtualmachine.kubevirt.io/lingering":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    eventually_sync(
+        lambda: k("get", "cm,vm", "-n", name, "-o", "name").stdout.strip() == "virtualmachine.kubevirt.io/lingering",
+        timeout=10,
+        interval=0.1,
+    )
     k("patch", "vm", "lingering", "-n", name, "--type", "merge", "-p", '{"metadata":{"finalizers":null}}')
     assert k("wait", "--for=delete", f"ns/{name}", "--timeout=30s").returncode == 0
     missing = k("get", "ns", name, check=False)

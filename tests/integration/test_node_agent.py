@@ -29,8 +29,9 @@ from pykubevirt.node.image_store import ImageStore
 from pykubevirt.node.log_server import tail_offset
 from pykubevirt.node.processes import start_ticks
 from tests.support.apiserver_process import KUBECTL, APIServerProcess, kubectl, kubectl_env
-from tests.support.control_plane import client_for, eventually
+from tests.support.control_plane import client_for
 from tests.support.node_agent_process import NodeAgentProcess, kill_leftover_pods
+from tests.support.waiting import consistently, eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -198,6 +199,13 @@ async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:  # no
         return check()
 
     await eventually(probe, timeout=timeout)
+
+
+async def synced(env: Env, uid: str, times: int) -> None:
+    """Have the agent sync the pod `times` more times, one after the other."""
+    for _ in range(times):
+        env.agent.enqueue(uid)
+        await until(lambda: not env.agent.queue.pending(uid))
 
 
 async def printed_pid(env: Env, pod: Object, container: str) -> int:
@@ -464,7 +472,7 @@ async def test_readiness_gates_hold_ready_until_their_condition_is_true(env: Env
     assert condition(pod, "Ready")["message"] == (
         f'the status of pod readiness gate "{UNPAUSED_GATE}" is not "True", but False'
     )
-    await asyncio.sleep(1.5)  # several agent syncs: the gate condition is someone else's and must stay
+    await synced(env, pod["metadata"]["uid"], times=3)  # the gate condition is someone else's and must stay
     pod = await env.client.get(PODS, "gated", ns)
     assert condition(pod, UNPAUSED_GATE)["status"] == "False"
     assert condition(pod, "Ready")["status"] == "False"
@@ -474,9 +482,7 @@ async def test_status_is_written_only_when_it_changes(env: Env) -> None:
     ns = await env.namespace()
     await env.client.create(PODS, pod_manifest("steady", env.node, py("main", "import time; time.sleep(600)")), ns)
     pod = await wait_pod(env.client, ns, "steady", lambda p: condition(p, "Ready").get("status") == "True")
-    for _ in range(5):
-        env.agent.enqueue(pod["metadata"]["uid"])
-        await asyncio.sleep(0.2)
+    await synced(env, pod["metadata"]["uid"], times=5)
     again = await env.client.get(PODS, "steady", ns)
     assert again["metadata"]["resourceVersion"] == pod["metadata"]["resourceVersion"]
     await env.client.delete(PODS, "steady", ns)
@@ -533,8 +539,7 @@ async def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(env: 
     await env.client.delete(PODS, "stubborn", ns)
     terminating = await wait_pod(env.client, ns, "stubborn", lambda p: bool(p["metadata"].get("deletionTimestamp")))
     assert terminating["metadata"]["deletionGracePeriodSeconds"] == 2
-    await asyncio.sleep(1)
-    assert alive(child), "SIGTERM is ignored and the grace period is not over"
+    await consistently(lambda: alive(child), for_=1)  # SIGTERM is ignored and the grace period is not over
     await wait_gone(env.client, ns, "stubborn")
     elapsed = time.monotonic() - started
     assert 2 <= elapsed < 8, elapsed
@@ -555,7 +560,7 @@ async def test_final_status_is_reported_before_the_pod_is_deleted(env: Env) -> N
                 return
 
     watcher = asyncio.create_task(watch())
-    await asyncio.sleep(0.2)
+    await eventually(lambda: seen)  # the watch is open: it listed the pod
     await env.client.delete(PODS, "final", ns)
     await asyncio.wait_for(watcher, 20)
     final = seen[-1]
@@ -884,12 +889,12 @@ async def test_a_restarted_agent_readopts_running_pods_without_restarting_them(e
         )
         await env.client.create(PODS, body, ns)
         pod = await wait_pod(env.client, ns, "survivor", lambda p: phase(p) == "Running")
-        steady = pid_of(pod, "steady")
+        steady, brief = pid_of(pod, "steady"), pid_of(pod, "brief")
         ticks = start_ticks(steady)
 
         agent.stop(signal.SIGKILL)  # no goodbye at all
         assert alive(steady), "stopping the agent never stops pods"
-        await asyncio.sleep(3.5)  # `brief` exits while nobody watches
+        await until(lambda: not alive(brief))  # `brief` exits while nobody watches
         agent.start()
 
         def brief_done(pod: Object) -> bool:
@@ -897,12 +902,16 @@ async def test_a_restarted_agent_readopts_running_pods_without_restarting_them(e
 
         pod = await wait_pod(env.client, ns, "survivor", brief_done)
         assert state(pod, "brief")["terminated"]["exitCode"] == 7, "the exit recorder kept the exit code"
-        await asyncio.sleep(2)
-        pod = await env.client.get(PODS, "survivor", ns)
-        assert phase(pod) == "Running"
-        assert pid_of(pod, "steady") == steady and start_ticks(steady) == ticks
-        assert status_of(pod, "steady")["restartCount"] == 0
-        assert state(pod, "steady")["running"]
+
+        async def steady_untouched() -> bool:
+            pod = await env.client.get(PODS, "survivor", ns)
+            assert phase(pod) == "Running"
+            assert pid_of(pod, "steady") == steady and start_ticks(steady) == ticks
+            assert status_of(pod, "steady")["restartCount"] == 0
+            assert state(pod, "steady")["running"]
+            return True
+
+        await consistently(steady_untouched, for_=2)
 
         agent.stop()  # a polite stop keeps pods too
         assert alive(steady)

@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.integration.conftest import configmap, pod_manifest, unique, vm_manifest
 from tests.support.apiserver_process import APIServerProcess
+from tests.support.waiting import eventually_sync
 
 GROUP, VERSION, PLURAL = "kubevirt.io", "v1", "virtualmachines"
 
@@ -39,7 +40,11 @@ def ns(k8s: client.ApiClient) -> str:
 
 
 def later(delay: float, action: Callable[[], Any]) -> threading.Thread:
-    """Run `action` after `delay` seconds on another thread (a change arriving while a watch is open)."""
+    """Run `action` after `delay` seconds on another thread: a change that should arrive while a watch is open.
+
+    Only for watches from a resourceVersion, which replay a change made before they opened; a watch that starts
+    with the current objects uses `acting_after` instead.
+    """
 
     def run() -> None:
         time.sleep(delay)
@@ -48,6 +53,14 @@ def later(delay: float, action: Callable[[], Any]) -> threading.Thread:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
+
+
+def acting_after(stream: Iterator[dict[str, Any]], count: int, action: Callable[[], Any]) -> Iterator[dict[str, Any]]:
+    """The events of `stream`; `action` runs once the first `count` arrived, so the watch is surely open by then."""
+    for seen, event in enumerate(stream, 1):
+        yield event
+        if seen == count:
+            action()
 
 
 def events_of(stream: Iterator[dict[str, Any]], count: int) -> list[tuple[str, str, str]]:
@@ -227,9 +240,8 @@ def test_watch_without_resource_version_starts_with_the_current_objects(k8s: cli
     core = client.CoreV1Api(k8s)
     core.create_namespaced_config_map(ns, configmap("a"))
     core.create_namespaced_config_map(ns, configmap("b"))
-    writer = later(0.3, lambda: core.delete_namespaced_config_map("a", ns))
-    got = events_of(watch.Watch().stream(core.list_namespaced_config_map, ns, timeout_seconds=3), 3)
-    writer.join()
+    stream = watch.Watch().stream(core.list_namespaced_config_map, ns, timeout_seconds=3)
+    got = events_of(acting_after(stream, 2, lambda: core.delete_namespaced_config_map("a", ns)), 3)
     assert [(t, n) for t, n, _ in got] == [("ADDED", "a"), ("ADDED", "b"), ("DELETED", "a")]
 
 
@@ -287,7 +299,6 @@ def test_send_initial_events_ends_with_a_bookmark(k8s: client.ApiClient, ns: str
     core = client.CoreV1Api(k8s)
     for name in ("i1", "i2"):
         core.create_namespaced_config_map(ns, configmap(name))
-    writer = later(0.3, lambda: core.create_namespaced_config_map(ns, configmap("i3")))
     stream = watch.Watch().stream(
         core.list_namespaced_config_map,
         ns,
@@ -296,8 +307,9 @@ def test_send_initial_events_ends_with_a_bookmark(k8s: client.ApiClient, ns: str
         allow_watch_bookmarks=True,
         timeout_seconds=2,
     )
-    got = [e for e in stream if e["type"] != "BOOKMARK" or e["raw_object"]["metadata"].get("annotations")]
-    writer.join()
+    # i3 comes after the two initial objects and the bookmark that ends them.
+    events = acting_after(stream, 3, lambda: core.create_namespaced_config_map(ns, configmap("i3")))
+    got = [e for e in events if e["type"] != "BOOKMARK" or e["raw_object"]["metadata"].get("annotations")]
     assert [(e["type"], e["raw_object"]["metadata"].get("name")) for e in got] == [
         ("ADDED", "i1"),
         ("ADDED", "i2"),
@@ -316,6 +328,20 @@ def test_send_initial_events_ends_with_a_bookmark(k8s: client.ApiClient, ns: str
 # --------------------------------------------------------------------------------------------------------- 410
 
 
+def compaction_revision(core: client.CoreV1Api) -> int:
+    """The store's compaction revision, as the 410 of a watch from revision 1 states it (0 before any compaction)."""
+    response = core.list_namespaced_config_map(
+        "default", watch=True, resource_version="1", timeout_seconds=1, _preload_content=False
+    )
+    try:
+        first = json.loads(response.readline())
+    finally:
+        response.close()
+    if first["type"] != "ERROR":
+        return 0
+    return int(first["object"]["message"].rsplit("(", 1)[1].rstrip(")"))  # "too old resource version: 1 (N)"
+
+
 def test_watch_from_a_compacted_revision_is_410_then_relist(tmp_path: Path) -> None:
     server = APIServerProcess(tmp_path / "data", "--history-revisions", "5", "--compact-interval", "0.2").start()
     try:
@@ -328,7 +354,9 @@ def test_watch_from_a_compacted_revision_is_410_then_relist(tmp_path: Path) -> N
             assert first_page.metadata._continue
             for i in range(20):
                 core.create_namespaced_config_map("default", configmap(f"c{i}"))
-            time.sleep(0.6)  # a compaction ran: only the newest 5 revisions remain as history
+            # Wait for a compaction after these writes: only the newest 5 revisions remain as history.
+            newest = int(core.list_namespaced_config_map("default").metadata.resource_version)
+            eventually_sync(lambda: compaction_revision(core) >= newest - 5, timeout=10)
             for i in range(3):
                 core.delete_namespaced_config_map(f"first{i}", "default")
 

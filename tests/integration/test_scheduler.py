@@ -22,7 +22,8 @@ from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher
 from pykubevirt.node.node_lifecycle import NodeLifecycle
 from pykubevirt.node.scheduler import Scheduler
 from tests.support.apiserver_process import APIServerProcess
-from tests.support.control_plane import client_for, eventually
+from tests.support.control_plane import client_for
+from tests.support.waiting import consistently, eventually
 
 NS = "default"
 KUBEVIRT_LABELS = {"kubevirt.io/schedulable": "true", "kubernetes.io/arch": "amd64"}
@@ -256,9 +257,12 @@ async def test_affinity_tolerations_and_ignored_pods(admin: KubeClient, schedule
             "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
             "2 node(s) didn't match Pod's node affinity/selector."
         )
-        await asyncio.sleep(0.3)
-        other = await admin.get(PODS, "other-scheduler", NS)
-        assert not other["spec"].get("nodeName") and not scheduled_condition(other)
+
+        async def left_to_its_scheduler() -> bool:
+            other = await admin.get(PODS, "other-scheduler", NS)
+            return not other["spec"].get("nodeName") and not scheduled_condition(other)
+
+        await consistently(left_to_its_scheduler, for_=0.3)
 
 
 async def test_rescheduled_when_a_node_appears(admin: KubeClient, scheduler_client: KubeClient) -> None:
@@ -344,9 +348,13 @@ async def test_two_schedulers_never_double_bind(
             await asyncio.gather(*(admin.create(PODS, pod_manifest(n), NS) for n in names))
             placement = await wait_bound(admin, *names)
             assert set(placement.values()) <= {"n0", "n1", "n2"}
-            await asyncio.sleep(0.3)
-            assert first.bindings + second.bindings == len(names)
-            assert first.controller.failures == second.controller.failures == 0
+
+            def one_binding_each() -> bool:
+                assert first.bindings + second.bindings == len(names)
+                assert first.controller.failures == second.controller.failures == 0
+                return True
+
+            await consistently(one_binding_each, for_=0.3)
     finally:
         await other_client.close()
 

@@ -20,9 +20,10 @@ import pytest_asyncio
 
 from pykubevirt.client.resources import VIRTUAL_MACHINES
 from tests.support.apiserver_process import APIServerProcess
-from tests.support.control_plane import ControlPlane, eventually, start_control_plane, vm_manifest
+from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
 from tests.support.fake_handler import CONSOLE_GREETING, RFB_BANNER, FakeHandler
 from tests.support.http_client import APIClient, Reply
+from tests.support.waiting import consistently, eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -209,23 +210,31 @@ async def test_dry_run_changes_nothing(cp: ControlPlane, http: APIClient) -> Non
     for name in ("d", "dm"):
         await cp.wait_printable(ns, name, "Stopped")
         assert (await http.put(vm_path(ns, name, "start"), dry)).status == 202
-    await asyncio.sleep(0.5)
-    for name, strategy in (("d", "Halted"), ("dm", "Manual")):
-        vm = await cp.vm(ns, name) or {}
-        assert vm["spec"]["runStrategy"] == strategy
-        assert not (vm.get("status") or {}).get("stateChangeRequests")
-        assert await cp.vmi(ns, name) is None
+
+    async def still_stopped() -> bool:
+        for name, strategy in (("d", "Halted"), ("dm", "Manual")):
+            vm = await cp.vm(ns, name) or {}
+            assert vm["spec"]["runStrategy"] == strategy
+            assert not (vm.get("status") or {}).get("stateChangeRequests")
+            assert await cp.vmi(ns, name) is None
+        return True
+
+    await consistently(still_stopped, for_=0.5)
     vmi = await running_vm(cp, ns, "dr")
     before = await cp.vm(ns, "dr") or {}
     for action, body in (("stop", {**dry, "gracePeriod": 0}), ("restart", {**dry, "gracePeriodSeconds": 0})):
         assert (await http.put(vm_path(ns, "dr", action), body)).status == 202
-    await asyncio.sleep(0.5)
-    after = await cp.vm(ns, "dr") or {}
-    assert after["spec"] == before["spec"] and not (after.get("status") or {}).get("stateChangeRequests")
-    current = await cp.vmi(ns, "dr") or {}
-    assert current["metadata"]["uid"] == vmi["metadata"]["uid"]
-    assert "terminationGracePeriodSeconds" not in current["spec"], "the VMI's grace period is untouched"
-    assert (await cp.printable(ns, "dr")) == "Running"
+
+    async def still_running() -> bool:
+        after = await cp.vm(ns, "dr") or {}
+        assert after["spec"] == before["spec"] and not (after.get("status") or {}).get("stateChangeRequests")
+        current = await cp.vmi(ns, "dr") or {}
+        assert current["metadata"]["uid"] == vmi["metadata"]["uid"]
+        assert "terminationGracePeriodSeconds" not in current["spec"], "the VMI's grace period is untouched"
+        assert (await cp.printable(ns, "dr")) == "Running"
+        return True
+
+    await consistently(still_running, for_=0.5)
 
 
 # ------------------------------------------------------------------------------------------------------ VMI via handler

@@ -29,6 +29,7 @@ from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES, VIRTUAL_MACHINE
 from pykubevirt.virtapi.cluster import SUBJECT_ACCESS_REVIEWS, ClusterOptions, serve
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import vm_manifest
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -132,12 +133,15 @@ async def cluster(apiserver: APIServerProcess, tmp_path_factory: pytest.TempPath
     stop = asyncio.Event()
     task = asyncio.create_task(serve(client, options, stop))
     url = f"https://127.0.0.1:{port}"
-    for _ in range(100):
+
+    def listening() -> bool:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.1):
-                break
+                return True
         except OSError:
-            await asyncio.sleep(0.05)
+            return False
+
+    await eventually(listening, timeout=5)
     yield Cluster(url, pki.ca_pem, (cert_path, key_path), client)
     stop.set()
     await task

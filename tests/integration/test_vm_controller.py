@@ -17,7 +17,8 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINES,
 )
 from tests.support.apiserver_process import APIServerProcess
-from tests.support.control_plane import ControlPlane, eventually, start_control_plane, vm_manifest
+from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -18,8 +18,9 @@ from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.resources import EVENTS, NODES, PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.node.teardown import kill_node_pods
 from tests.support.apiserver_process import KUBECTL, APIServerProcess, kubectl_env
-from tests.support.control_plane import VMReads, client_for, eventually
+from tests.support.control_plane import VMReads, client_for
 from tests.support.node_agent_process import NodeAgentProcess
+from tests.support.waiting import eventually
 
 DEMO_IMAGE = "pykubevirt.local/demo-guest:1.0"
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.config import load_kubeconfig
@@ -18,25 +17,12 @@ from pykubevirt.client.resources import EVENTS, NAMESPACES, PODS, VIRTUAL_MACHIN
 from pykubevirt.controller.app import ControllerOptions, VirtController
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.simulated_node import SimulatedNode
-
-T = TypeVar("T")
+from tests.support.waiting import eventually
 
 
 def client_for(server: APIServerProcess, component: str = "") -> KubeClient:
     path = server.data_dir / (f"{component}.kubeconfig" if component else "kubeconfig")
     return KubeClient(load_kubeconfig(Path(path)), qps=0)
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float = 20.0, interval: float = 0.05) -> T:  # noqa: ASYNC109
-    """Poll `probe` until it returns something truthy; fail with the last value after `timeout`."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
 
 
 class VMReads:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 from collections.abc import AsyncGenerator
@@ -115,12 +116,19 @@ class APIClient:
         assert reply.status == 200, reply.body
         return sorted(item["metadata"]["name"] for item in reply.body["items"])
 
-    async def watch(self, path: str, **params: str) -> AsyncGenerator[dict[str, Any], None]:
-        """The events of a watch, one dict per line, until the server ends the stream or the caller stops."""
+    async def watch(
+        self, path: str, opened: asyncio.Event | None = None, **params: str
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """The events of a watch, one dict per line, until the server ends the stream or the caller stops.
+
+        `opened` is set once the server answered 200: from then on the watch sees every change.
+        """
         assert self.session is not None
         query = {"watch": "true", **params}
         async with self.session.get(path, params=query, timeout=aiohttp.ClientTimeout(total=None)) as response:
             assert response.status == 200, await response.text()
+            if opened is not None:
+                opened.set()
             async for line in response.content:
                 if line.strip():
                     yield json.loads(line)

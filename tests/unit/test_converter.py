@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -32,6 +31,7 @@ from pykubevirt.launcher.converter.disks import device_name
 from pykubevirt.launcher.converter.interfaces import tap_name
 from pykubevirt.launcher.domain_manager import embed_uri
 from tests import paths
+from tests.support.waiting import eventually_sync
 
 GOLDEN_DIR = paths.REPO / "tests" / "data" / "converter"
 REGENERATE = os.environ.get("REGENERATE_GOLDEN") == "1"
@@ -1147,10 +1147,7 @@ def test_demo_vmi_runs_under_tcg_with_user_networking() -> None:
         dom = conn.defineXML(xml)
         try:
             dom.create()
-            deadline = time.monotonic() + 30
-            while dom.state()[0] != libvirt.VIR_DOMAIN_RUNNING and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert dom.state()[0] == libvirt.VIR_DOMAIN_RUNNING
+            eventually_sync(lambda: dom.state()[0] == libvirt.VIR_DOMAIN_RUNNING, timeout=30, interval=0.2)
             live = parse(dom.XMLDesc(0))
             assert live.get("type") == "qemu"
             assert live.find("devices/interface").get("type") == "user"

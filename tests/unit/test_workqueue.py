@@ -104,3 +104,17 @@ def test_expectations_are_withdrawn_when_the_write_fails() -> None:
     with expectations.deleting("ns/vm"):
         pass
     assert expectations.pending_deletions("ns/vm"), "a delete that went through waits to be observed"
+
+
+async def test_pending_covers_queued_and_processing_items_only() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    assert not queue.pending("a")
+    queue.add("a")
+    assert queue.pending("a")
+    item = await queue.get()
+    assert queue.pending(item), "being processed"
+    queue.done(item)
+    assert not queue.pending("a")
+    queue.add_after("b", 60)
+    assert not queue.pending("b"), "a delayed add is not due yet"
+    queue.shutdown()

@@ -92,6 +92,10 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         return len(self._queue)
 
+    def pending(self, item: K) -> bool:
+        """Whether `item` is queued or being processed (a delayed add not yet due does not count)."""
+        return item in self._dirty or item in self._processing
+
     def add(self, item: K) -> None:
         if self._shutting_down or item in self._dirty:
             return
