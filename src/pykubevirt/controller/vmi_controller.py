@@ -9,9 +9,6 @@ import logging
 from typing import Any
 
 from pykubevirt.api import constants as c
-from pykubevirt.api.json_copy import copy_json
-from pykubevirt.api.objects import condition, condition_has
-from pykubevirt.api.pod_qos import qos_class
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result, controller_owner_key
@@ -23,6 +20,7 @@ from pykubevirt.client.resources import PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
 from pykubevirt.controller.sync_error import SyncError
+from pykubevirt.controller.vmi_status import unpaused_gate_conditions, vmi_status
 from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.controller.vmi")
@@ -32,107 +30,10 @@ FAILED_CREATE_POD = "FailedCreate"
 SUCCESSFUL_CREATE_POD = "SuccessfulCreate"
 FAILED_DELETE_POD = "FailedDelete"
 SUCCESSFUL_DELETE_POD = "SuccessfulDelete"
-FAILED_GUARANTEE = "FailedGuaranteeResources"
-READY = "Ready"
-SYNCHRONIZED = "Synchronized"
-POD_SCHEDULED = "PodScheduled"
-PROVISIONING = "Provisioning"
-# VMIs in these phases belong to virt-handler; the controller only patches conditions, pods and phase on them.
-HANDLER_PHASES = (c.PHASE_SCHEDULED, c.PHASE_RUNNING)
 
 
 def controller_uid_index(obj: Object) -> list[str]:
     return [str(r["uid"]) for r in (obj.get("metadata") or {}).get("ownerReferences") or [] if r.get("controller")]
-
-
-def update_condition(vmi: Object, condition: dict[str, Any]) -> None:
-    """Add the condition, or replace it when its status or reason changed (KubeVirt's UpdateCondition)."""
-    conditions = vmi.setdefault("status", {}).setdefault("conditions", [])
-    for i, existing in enumerate(conditions):
-        if existing.get("type") == condition["type"]:
-            if existing.get("status") != condition.get("status") or existing.get("reason") != condition.get("reason"):
-                conditions[i] = condition
-            return
-    conditions.append(condition)
-
-
-def remove_condition(vmi: Object, kind: str) -> None:
-    status = vmi.setdefault("status", {})
-    status["conditions"] = [x for x in status.get("conditions") or [] if x.get("type") != kind]
-
-
-def sync_ready_condition(vmi: Object, pod: Object | None, now: str) -> None:
-    """VMI Ready from the pod (pkg/virt-controller/watch/vmi/lifecycle.go: syncReadyConditionFromPod)."""
-
-    def set_false(reason: str, message: str) -> None:
-        update_condition(
-            vmi,
-            {
-                "type": READY,
-                "status": "False",
-                "reason": reason,
-                "message": message,
-                "lastProbeTime": now,
-                "lastTransitionTime": now,
-            },
-        )
-
-    phase = (vmi.get("status") or {}).get("phase")
-    if pod is None:
-        set_false("PodNotExists", "virt-launcher pod has not yet been scheduled")
-    elif pod_state.is_down_or_going_down(pod):
-        set_false("PodTerminating", "virt-launcher pod is terminating")
-    elif phase != c.PHASE_RUNNING:
-        set_false("GuestNotRunning", "Guest VM is not reported as running")
-    else:
-        ready = condition(pod, "Ready")
-        if ready is None:
-            set_false("PodConditionMissing", "virt-launcher pod is missing the Ready condition")
-            return
-        update_condition(
-            vmi,
-            {
-                "type": READY,
-                "status": ready.get("status"),
-                "reason": ready.get("reason"),
-                "message": ready.get("message"),
-                "lastProbeTime": ready.get("lastProbeTime"),
-                "lastTransitionTime": ready.get("lastTransitionTime"),
-            },
-        )
-        # The Pod's own condition may lack a reason; KubeVirt copies it as it is.
-        for cond in vmi["status"]["conditions"]:
-            if cond["type"] == READY:
-                for key in [k for k, v in cond.items() if v is None]:
-                    del cond[key]
-
-
-def check_failure(vmi: Object, sync_error: SyncError | None, now: str) -> None:
-    """Synchronized=False with the error's reason, or no Synchronized condition at all."""
-    if sync_error is None:
-        remove_condition(vmi, SYNCHRONIZED)
-        return
-    if condition_has(vmi, SYNCHRONIZED, "False", sync_error.reason):
-        return
-    remove_condition(vmi, SYNCHRONIZED)
-    vmi["status"]["conditions"].append(
-        {
-            "type": SYNCHRONIZED,
-            "status": "False",
-            "reason": sync_error.reason,
-            "message": sync_error.message,
-            "lastTransitionTime": now,
-        }
-    )
-
-
-def append_phase_transition(old: Object, new: Object, now: str) -> None:
-    before = (old.get("status") or {}).get("phase") or ""
-    after = (new.get("status") or {}).get("phase") or ""
-    if after and after != before:
-        new["status"].setdefault("phaseTransitionTimestamps", []).append(
-            {"phase": after, "phaseTransitionTimestamp": now}
-        )
 
 
 class VMIController:
@@ -249,121 +150,23 @@ class VMIController:
     async def _update_status(
         self, cached: Object, pod: Object | None, owned: list[Object], sync_error: SyncError | None
     ) -> None:
+        """Write the status `vmi_status` computes: the pod's unpaused gate first, then the VMI."""
         now = self.clock()
-        new = copy_json(cached)
-        status = new.setdefault("status", {})
-        phase = status.get("phase") or ""
-        finalizers = new["metadata"].setdefault("finalizers", [])
-        if c.LEGACY_VMI_FINALIZER in finalizers:
-            finalizers.remove(c.LEGACY_VMI_FINALIZER)
-            if c.VMI_FINALIZER not in finalizers:
-                finalizers.append(c.VMI_FINALIZER)
-        if owned or status.get("activePods") is not None:
-            status["activePods"] = {p["metadata"]["uid"]: (p.get("spec") or {}).get("nodeName", "") for p in owned}
-        sync_ready_condition(new, pod, now)
+        update = vmi_status(cached, pod, owned, sync_error, owner_vm_exists=self._has_owner_vm(cached), now=now)
         if pod is not None:
-            image = next(
-                (
-                    x.get("image", "")
-                    for x in (pod.get("spec") or {}).get("containers") or []
-                    if x.get("name") == c.LAUNCHER_COMPUTE_CONTAINER
-                ),
-                "",
-            )
-            status["launcherContainerImageVersion"] = image
-            await self._sync_paused_condition_to_pod(new, pod)
-        if phase in ("", c.PHASE_PENDING):
-            if pod is not None:
-                status["phase"] = c.PHASE_SCHEDULING
-            elif new["metadata"].get("deletionTimestamp"):
-                status["phase"] = c.PHASE_FAILED
-            else:
-                status["phase"] = c.PHASE_PENDING
-        elif phase == c.PHASE_SCHEDULING:
-            remove_condition(new, PROVISIONING)
-            if pod is None:
-                status["phase"] = c.PHASE_FAILED
-            else:
-                sync_error = self._scheduling(new, pod, sync_error)
-        elif phase in c.FINAL_PHASES:
-            if not owned:
-                for finalizer in (c.LEGACY_VMI_FINALIZER, c.VMI_FINALIZER):
-                    if finalizer in finalizers:
-                        finalizers.remove(finalizer)
-                status.pop("launcherContainerImageVersion", None)
-            if not self._has_owner_vm(new) and c.VM_CONTROLLER_FINALIZER in finalizers:
-                finalizers.remove(c.VM_CONTROLLER_FINALIZER)
-        elif phase in HANDLER_PHASES and pod is None:
-            status["phase"] = c.PHASE_FAILED
-        if not new["metadata"]["finalizers"]:
-            del new["metadata"]["finalizers"]
-        if status.get("evacuationNodeName"):
-            if not condition_has(new, "EvictionRequested", "True"):
-                update_condition(
-                    new,
-                    {
-                        "type": "EvictionRequested",
-                        "status": "True",
-                        "reason": "EvictionRequested",
-                        "message": "VMI is marked for eviction",
-                        "lastProbeTime": now,
-                        "lastTransitionTime": now,
-                    },
-                )
-        else:
-            remove_condition(new, "EvictionRequested")
-        if phase in HANDLER_PHASES:
-            await self._patch(cached, new)
-            return
-        check_failure(new, sync_error, now)
-        append_phase_transition(cached, new, now)
-        if new != cached:
-            await self._write(new)
+            await self._sync_paused_condition_to_pod(cached, pod, now)
+        for reason, message in update.warnings:
+            self.recorder.event(update.vmi, WARNING, reason, message)
+        if update.handler_owned:
+            await self._patch(cached, update.vmi)
+        elif update.vmi != cached:
+            await self._write(update.vmi)
 
-    def _scheduling(self, vmi: Object, pod: Object, sync_error: SyncError | None) -> SyncError | None:
-        status = vmi["status"]
-        pod_qos = (pod.get("status") or {}).get("qosClass") or qos_class(pod.get("spec") or {})
-        status["qosClass"] = pod_qos
-        scheduled = condition(pod, POD_SCHEDULED)
-        if scheduled is not None and scheduled.get("status") == "False":
-            if condition(vmi, POD_SCHEDULED) is None:
-                status.setdefault("conditions", []).append({k: v for k, v in scheduled.items() if v is not None})
-        else:
-            remove_condition(vmi, POD_SCHEDULED)
-        image = pod_state.image_error(pod)
-        if image is not None:
-            sync_error = SyncError(image[0], image[1])
-        if pod_state.is_ready_for_handover(pod) and not vmi["metadata"].get("deletionTimestamp"):
-            dedicated = ((vmi["spec"].get("domain") or {}).get("cpu") or {}).get("dedicatedCpuPlacement")
-            if dedicated and pod_qos != "Guaranteed":
-                self.recorder.event(vmi, WARNING, FAILED_GUARANTEE, "failed to guarantee pod resources")
-                return SyncError("failed to guarantee pod resources", FAILED_GUARANTEE)
-            node = str((pod.get("spec") or {}).get("nodeName") or "")
-            status["phase"] = c.PHASE_SCHEDULED
-            vmi["metadata"].setdefault("labels", {})[c.NODE_NAME_LABEL] = node
-            status["nodeName"] = node
-            if (pod["metadata"].get("annotations") or {}).get(c.MIGRATION_TRANSPORT_UNIX_ANNOTATION) is not None:
-                status["migrationTransport"] = "Unix"
-        elif pod_state.is_down_or_going_down(pod):
-            status["phase"] = c.PHASE_FAILED
-        return sync_error
-
-    async def _sync_paused_condition_to_pod(self, vmi: Object, pod: Object) -> None:
+    async def _sync_paused_condition_to_pod(self, vmi: Object, pod: Object, now: str) -> None:
         """Keep the pod's readiness gate in step with the VMI's Paused condition (a paused VMI is not Ready)."""
-        paused = condition_has(vmi, "Paused", "True")
-        current = condition(pod, c.UNPAUSED_READINESS_GATE)
-        if paused and (current is None or current.get("status") == "True"):
-            wanted = {"status": "False", "reason": "Paused", "message": "the virtual machine is paused"}
-        elif not paused and (current is None or current.get("status") != "True"):
-            wanted = {"status": "True", "reason": "NotPaused", "message": "the virtual machine is not paused"}
-        else:
+        conditions = unpaused_gate_conditions(vmi, pod, now)
+        if conditions is None:
             return
-        now = self.clock()
-        gate = {"type": c.UNPAUSED_READINESS_GATE, **wanted, "lastProbeTime": now, "lastTransitionTime": now}
-        conditions = [
-            x for x in (pod.get("status") or {}).get("conditions") or [] if x.get("type") != c.UNPAUSED_READINESS_GATE
-        ]
-        conditions.append(gate)
         patch = {"status": {"conditions": conditions}}
         try:
             await self.client.patch(
