@@ -28,6 +28,7 @@ CLUSTER_INSTANCETYPE_KIND: Final = "VirtualMachineClusterInstancetype"
 PREFERENCE_KIND: Final = "VirtualMachinePreference"
 CLUSTER_PREFERENCE_KIND: Final = "VirtualMachineClusterPreference"
 DATA_VOLUME_KIND: Final = "DataVolume"
+KUBEVIRT_KIND: Final = "KubeVirt"
 
 # Grace period used when a VMI sets none.
 DEFAULT_GRACE_PERIOD_SECONDS: Final = 30

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pykubevirt.api import cdi, constants, instancetype
-from pykubevirt.api.kubevirt import migration, vm, vmi
+from pykubevirt.api.kubevirt import kubevirt_cr, migration, vm, vmi
 from pykubevirt.api.schema import Schema
 
 AGE_COLUMN_PATH = ".metadata.creationTimestamp"
@@ -183,6 +183,18 @@ DATA_VOLUME = KindSpec(
     ),
 )
 
+KUBEVIRT = KindSpec(
+    group=constants.KUBEVIRT_GROUP,
+    version=constants.KUBEVIRT_VERSION,
+    kind=constants.KUBEVIRT_KIND,
+    plural="kubevirts",
+    singular="kubevirt",
+    schema=kubevirt_cr.KUBEVIRT,
+    short_names=("kv", "kvs"),
+    categories=("all",),
+    printer_columns=(_age(), PrinterColumn("Phase", "string", ".status.phase")),
+)
+
 ALL_KINDS: tuple[KindSpec, ...] = (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
@@ -192,6 +204,7 @@ ALL_KINDS: tuple[KindSpec, ...] = (
     VIRTUAL_MACHINE_PREFERENCE,
     VIRTUAL_MACHINE_CLUSTER_PREFERENCE,
     DATA_VOLUME,
+    KUBEVIRT,
 )
 
 _BY_GVK = {(k.group, k.kind): k for k in ALL_KINDS}

@@ -48,6 +48,7 @@ PREFERENCES = ResourceRef(c.INSTANCETYPE_GROUP, c.INSTANCETYPE_VERSION, "virtual
 CLUSTER_PREFERENCES = ResourceRef(
     c.INSTANCETYPE_GROUP, c.INSTANCETYPE_VERSION, "virtualmachineclusterpreferences", c.CLUSTER_PREFERENCE_KIND, False
 )
+KUBEVIRTS = ResourceRef(c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "kubevirts", c.KUBEVIRT_KIND)
 DATA_VOLUMES = ResourceRef(c.CDI_GROUP, c.CDI_VERSION, "datavolumes", c.DATA_VOLUME_KIND)
 PODS = ResourceRef("", "v1", "pods", "Pod")
 NODES = ResourceRef("", "v1", "nodes", "Node", False)

@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pykubevirt.config.feature_gates import gate_enabled
 
 
 @dataclass(frozen=True, slots=True)
+class MigrationConfig:
+    """spec.configuration.migrations; defaults are KubeVirt's (pkg/virt-config: NewDefaultMigrationConfiguration)."""
+
+    parallel_migrations_per_cluster: int = 5
+    parallel_outbound_migrations_per_node: int = 2
+    bandwidth_per_migration: str = "0Mi"
+    completion_timeout_per_gib: int = 150
+    progress_timeout: int = 150
+    unsafe_migration_override: bool = False
+    allow_auto_converge: bool = False
+    allow_post_copy: bool = False
+    disable_tls: bool = False
+    network: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
-    """The parts of the KubeVirt CR's configuration admission reads; defaults are KubeVirt's (pkg/virt-config)."""
+    """The parts of the KubeVirt CR's configuration the components read; defaults are KubeVirt's (pkg/virt-config)."""
 
     architecture: str = "amd64"
     feature_gates: frozenset[str] = frozenset()
@@ -33,6 +49,7 @@ class ClusterConfig:
     smbios_product: str = "None"
     # `virtualMachineOptions.disableSerialConsoleLog` (an empty object when set): no guest-console-log by default.
     disable_serial_console_log: bool = False
+    migrations: MigrationConfig = field(default_factory=MigrationConfig)
 
     def gate_enabled(self, name: str) -> bool:
         return gate_enabled(name, self.feature_gates, self.disabled_feature_gates)

@@ -31,12 +31,14 @@ from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
     DATA_VOLUMES,
     INSTANCETYPES,
+    KUBEVIRTS,
     MIGRATIONS,
     PREFERENCES,
     VIRTUAL_MACHINE_INSTANCES,
     ResourceRef,
 )
 from pykubevirt.config.cluster_config import ClusterConfig
+from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.handler_client import HandlerClient
@@ -67,6 +69,7 @@ LOOKUP_RESOURCES: dict[str, ResourceRef] = {
     c.CLUSTER_PREFERENCE_KIND: CLUSTER_PREFERENCES,
     c.DATA_VOLUME_KIND: DATA_VOLUMES,
     "ControllerRevision": CONTROLLER_REVISIONS,
+    c.KUBEVIRT_KIND: KUBEVIRTS,
 }
 
 
@@ -267,10 +270,16 @@ async def serve(client: KubeClient, options: ClusterOptions, stop: asyncio.Event
     handler_ssl = ssl.create_default_context(cafile=str(options.handler_ca_file)) if options.handler_ca_file else None
     lookup = InformerLookup(client)
     tasks = [asyncio.create_task(informer.run()) for informer in lookup.informers.values()]
-    config = ClusterConfig(feature_gates=options.feature_gates)
+    defaults = ClusterConfig(feature_gates=options.feature_gates)
+
+    def admission() -> AdmissionContext:
+        # The KubeVirt object in the informer's cache, over the command line's values, as virt-api's virt-config.
+        config = cluster_config(active_kubevirt(lookup.list(c.KUBEVIRT_KIND, None)), defaults)
+        return AdmissionContext(config=config, lookup=lookup)
+
     api = SubresourceAPI(client, HandlerClient(client, handler_ssl))
     middleware = authorization_middleware(client, auth) if auth is not None else None
-    app = build_app(api, lambda: AdmissionContext(config=config, lookup=lookup), middleware)
+    app = build_app(api, admission, middleware)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, options.host, options.port, ssl_context=context)

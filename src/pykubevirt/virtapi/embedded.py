@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.api.crd import crd_manifest
 from pykubevirt.api.kinds import ALL_KINDS
 from pykubevirt.apiserver.object_api import UserInfo
@@ -31,7 +30,7 @@ def extension(config: ClusterConfig) -> Extension:
         server.add_crds(crd_manifest(kind) for kind in ALL_KINDS)
         server.add_admission(admission)
         # The webhook endpoints let a real kube-apiserver call the same chain (cluster mode, or tests of it).
-        server.add_routes(lambda app: add_webhook_routes(app, lambda: AdmissionContext(config, admission.lookup)))
+        server.add_routes(lambda app: add_webhook_routes(app, admission.context))
         server.on_start(lambda: serve_subresources(server))
 
     return install

@@ -8,11 +8,13 @@ from pykubevirt.admission import chain
 from pykubevirt.admission.causes import AdmissionRejected
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.api import errors
+from pykubevirt.api.constants import KUBEVIRT_KIND
 from pykubevirt.api.kinds import OUR_GROUPS
 from pykubevirt.apiserver.object_api import RequestContext
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.store import Store
 from pykubevirt.config.cluster_config import ClusterConfig
+from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
 
 
 class StoreLookup:
@@ -44,21 +46,28 @@ class StoreLookup:
 class KubeVirtAdmission:
     """Runs the admission chain of pykubevirt.admission for kubevirt.io, instancetype and cdi kinds."""
 
-    def __init__(self, store: Store, registry: Registry, config: ClusterConfig | None = None) -> None:
+    def __init__(self, store: Store, registry: Registry, defaults: ClusterConfig | None = None) -> None:
         self.lookup = StoreLookup(store, registry)
-        self.config = config or ClusterConfig()
+        self.defaults = defaults or ClusterConfig()
+
+    def config(self) -> ClusterConfig:
+        """The KubeVirt object's configuration over the command line's, read afresh for each request."""
+        return cluster_config(active_kubevirt(self.lookup.list(KUBEVIRT_KIND, None)), self.defaults)
 
     def handles(self, resource: Resource) -> bool:
         return resource.group in OUR_GROUPS and chain.handles(resource.kind)
 
-    def _context(self, ctx: RequestContext) -> AdmissionContext:
-        return AdmissionContext(config=self.config, lookup=self.lookup, username=ctx.user.username)
+    def context(self, username: str | None = None) -> AdmissionContext:
+        """What admission consults for one request: the configuration in effect and the store's objects."""
+        if username is None:
+            return AdmissionContext(config=self.config(), lookup=self.lookup)
+        return AdmissionContext(config=self.config(), lookup=self.lookup, username=username)
 
     def mutate(
         self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
     ) -> dict[str, Any]:
         try:
-            return chain.mutate(obj, self._context(ctx), operation=operation, old=old)
+            return chain.mutate(obj, self.context(ctx.user.username), operation=operation, old=old)
         except AdmissionRejected as rejected:
             raise errors.APIError.from_status(rejected.status()) from rejected
 
@@ -66,6 +75,6 @@ class KubeVirtAdmission:
         self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
     ) -> list[str]:
         try:
-            return chain.validate(obj, self._context(ctx), operation=operation, old=old)
+            return chain.validate(obj, self.context(ctx.user.username), operation=operation, old=old)
         except AdmissionRejected as rejected:
             raise errors.APIError.from_status(rejected.status()) from rejected

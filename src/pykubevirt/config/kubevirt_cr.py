@@ -1,0 +1,106 @@
+"""The one place that reads the KubeVirt CR's spec.configuration into a ClusterConfig.
+
+As KubeVirt's virt-config (`pkg/virt-config/config-map.go: setConfigFromKubeVirt`), the components take their
+configuration from the cluster's KubeVirt object; a field the object leaves unset keeps the value the command line
+gave (or KubeVirt's default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pykubevirt.api.json_lookup import as_map, get
+from pykubevirt.api.objects import is_marked_for_deletion, metadata
+from pykubevirt.config.cluster_config import ClusterConfig, MigrationConfig
+
+# Phases in which upstream's operator no longer serves the object's configuration.
+_IGNORED_PHASES = frozenset({"Deleting", "Deleted"})
+
+
+def _strings(value: Any) -> frozenset[str] | None:
+    return frozenset(str(v) for v in value) if isinstance(value, list) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _quantity(value: Any) -> str | None:
+    return str(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
+
+
+def active_kubevirt(objects: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The KubeVirt object in effect: the oldest one not being deleted (KubeVirt serves a single installation)."""
+    live = [o for o in objects if not is_marked_for_deletion(o) and get(o, "status", "phase") not in _IGNORED_PHASES]
+    live.sort(key=lambda o: (str(metadata(o).get("creationTimestamp") or ""), str(metadata(o).get("name") or "")))
+    return live[0] if live else None
+
+
+def _migrations(raw: Mapping[str, Any], defaults: MigrationConfig) -> MigrationConfig:
+    fields: dict[str, Any] = {
+        "parallel_migrations_per_cluster": _int(raw.get("parallelMigrationsPerCluster")),
+        "parallel_outbound_migrations_per_node": _int(raw.get("parallelOutboundMigrationsPerNode")),
+        "bandwidth_per_migration": _quantity(raw.get("bandwidthPerMigration")),
+        "completion_timeout_per_gib": _int(raw.get("completionTimeoutPerGiB")),
+        "progress_timeout": _int(raw.get("progressTimeout")),
+        "unsafe_migration_override": _bool(raw.get("unsafeMigrationOverride")),
+        "allow_auto_converge": _bool(raw.get("allowAutoConverge")),
+        "allow_post_copy": _bool(raw.get("allowPostCopy")),
+        "disable_tls": _bool(raw.get("disableTLS")),
+        "network": _str(raw.get("network")),
+    }
+    return dataclasses.replace(defaults, **{k: v for k, v in fields.items() if v is not None})
+
+
+def cluster_config(kubevirt: Mapping[str, Any] | None, defaults: ClusterConfig) -> ClusterConfig:
+    """`defaults` with every field the KubeVirt object's spec.configuration sets taken from it."""
+    if kubevirt is None:
+        return defaults
+    conf = as_map(get(kubevirt, "spec", "configuration"))
+    developer = as_map(conf.get("developerConfiguration"))
+    network = as_map(conf.get("network"))
+    live_update = as_map(conf.get("liveUpdateConfiguration"))
+    smbios = as_map(conf.get("smbios"))
+    vm_options = as_map(conf.get("virtualMachineOptions"))
+    architecture = _str(get(conf, "architectureConfiguration", "defaultArchitecture"))
+    arch = architecture or defaults.architecture
+    machines = _strings(get(conf, "architectureConfiguration", arch, "emulatedMachines"))
+    if machines is None:
+        machines = _strings(conf.get("emulatedMachines"))
+    fields: dict[str, Any] = {
+        "architecture": architecture,
+        "feature_gates": _strings(developer.get("featureGates")),
+        "disabled_feature_gates": _strings(developer.get("disabledFeatureGates")),
+        "memory_overcommit": _int(developer.get("memoryOvercommit")),
+        "cpu_allocation_ratio": _int(developer.get("cpuAllocationRatio")),
+        "network_interface": _str(network.get("defaultNetworkInterface")),
+        "permit_bridge_interface_on_pod_network": _bool(network.get("permitBridgeInterfaceOnPodNetwork")),
+        "permit_slirp_interface": _bool(network.get("permitSlirpInterface")),
+        "cpu_model": _str(conf.get("cpuModel")),
+        "cpu_request": _quantity(conf.get("cpuRequest")),
+        "vm_rollout_strategy": _str(conf.get("vmRolloutStrategy")),
+        "max_hotplug_ratio": _int(live_update.get("maxHotplugRatio")),
+        "max_cpu_sockets": _int(live_update.get("maxCpuSockets")),
+        "max_guest": _quantity(live_update.get("maxGuest")),
+        "eviction_strategy": _str(conf.get("evictionStrategy")),
+        "emulated_machines": tuple(sorted(machines)) if machines is not None else None,
+        "mem_balloon_stats_period": _int(conf.get("memBalloonStatsPeriod")),
+        "smbios_family": _str(smbios.get("family")),
+        "smbios_manufacturer": _str(smbios.get("manufacturer")),
+        "smbios_product": _str(smbios.get("product")),
+        # Set means an object ({}), which is what turns the serial console log off.
+        "disable_serial_console_log": True if isinstance(vm_options.get("disableSerialConsoleLog"), Mapping) else None,
+    }
+    if isinstance(conf.get("migrations"), Mapping):
+        fields["migrations"] = _migrations(conf["migrations"], defaults.migrations)
+    return dataclasses.replace(defaults, **{k: v for k, v in fields.items() if v is not None})
