@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 DATA_DIR ?= $(or $(PYKUBEVIRT_DATA_DIR),/var/lib/pykubevirt)
 
-.PHONY: setup test lint typecheck up down crds guest-image
+.PHONY: setup test test-stress lint typecheck up down crds guest-image
 
 GUEST_IMAGE := _output/guest/demo-guest.img
 
@@ -26,6 +26,11 @@ test: setup guest-image
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
+
+# The integration and e2e suites RUNS times with both cores loaded by busy loops (races show up under load).
+RUNS ?= 5
+test-stress: setup guest-image
+	scripts/stress-test.sh $(RUNS)
 
 crds: setup
 	$(VENV)/bin/pykubevirt crds --output-dir deploy/crds

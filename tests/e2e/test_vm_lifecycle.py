@@ -3,7 +3,6 @@ qemu:///embed, TCG here) → virt-handler → VMI status. Every component is its
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import os
 import signal
@@ -14,8 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
-from pykubevirt.client.resources import VIRTUAL_MACHINES
+from pykubevirt.client.resources import NODES, VIRTUAL_MACHINES
 from pykubevirt.handler.launcher_client import LauncherClient
 from tests.paths import REPO
 from tests.support.cluster import ClusterView
@@ -212,19 +212,36 @@ async def _dead(pid: int) -> bool:
     return not alive(pid)
 
 
+async def node_process_marks(kube: ClusterView) -> tuple[str, int]:
+    """What a restarted virt-handler and node agent each change on their Node: the handler address, the log port."""
+    node = await kube.admin.get(NODES, kube.node.name)
+    address = str((node["metadata"].get("annotations") or {}).get(c.HANDLER_ADDRESS_ANNOTATION) or "")
+    port = int(((node.get("status") or {}).get("daemonEndpoints") or {}).get("kubeletEndpoint", {}).get("Port") or 0)
+    return address, port
+
+
 async def test_restarting_node_agent_and_handler_keeps_the_guest_running(kube: ClusterView) -> None:
     ns = await kube.namespace()
     await kube.admin.create(VIRTUAL_MACHINES, demo_vm("survivor"), ns)
     vmi = await kube.wait_vmi_phase(ns, "survivor", "Running")
     pod = await kube.launcher_pod(vmi)
+    # The graceful stop below needs a guest that handles the power button, which it promises only once booted (a
+    # VMI is Running as soon as QEMU runs; under load the guest's init can take longer than the grace period).
+    await kube.wait_serial(kube.node, pod, vmi, BOOTED)
     qemu = qemu_pid(pod, vmi)
     launcher = await launcher_pid(kube, pod)
     node = kube.node
+    old_address, old_port = await node_process_marks(kube)
     node.agent.stop(signal.SIGKILL)
     kube.cluster.restart_handler(node, signal.SIGKILL)
     node.agent.start()
-    # Long enough for the new handler to resync every VMI and the agent to re-adopt every pod.
-    await asyncio.sleep(8)
+
+    async def both_back() -> bool:
+        # The agent registers its new log port, then re-adopts its pods; the new handler beats once it serves.
+        address, port = await node_process_marks(kube)
+        return bool(address) and address != old_address and port > 0 and port != old_port
+
+    await eventually(both_back, timeout=60)
     assert alive(qemu) and alive(launcher)
     after = await kube.vmi(ns, "survivor")
     assert after is not None and after["metadata"]["uid"] == vmi["metadata"]["uid"]

@@ -144,9 +144,12 @@ class ClusterView(VMReads):
         try:
             return await eventually(probe, timeout=timeout, interval=0.2)
         except AssertionError:
-            content = path.read_text(errors="replace") if path.exists() else "<no serial log>"
+            content = path.read_text(errors="replace") if path.exists() else "<no serial log: the pod is gone>"
+            meta = vmi["metadata"]
+            # The log goes with its pod, so say what became of the VMI (a destroy after the grace period, say).
+            state = await self.describe(meta["namespace"], meta["name"])
             raise AssertionError(
-                f"{text!r} not on the serial console of {vmi['metadata']['name']}:\n{content[-3000:]}"
+                f"{text!r} not on the serial console of {meta['name']}:\n{content[-3000:]}\n{state}"
             ) from None
 
     async def run(self, program: str, *args: str, check: bool = True) -> tuple[int, str, str]:

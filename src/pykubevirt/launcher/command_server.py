@@ -21,6 +21,8 @@ log = logging.getLogger("pykubevirt.launcher.server")
 
 Handler = Callable[[Request], Awaitable[Mapping[str, Any]]]
 
+STOP_TIMEOUT_SECONDS = 5.0
+
 
 class CommandServer:
     """Serves `handlers` by command; `publish()` pushes a status to every watcher."""
@@ -32,6 +34,8 @@ class CommandServer:
         # None tells a watcher the server is closing.
         self._watchers: set[asyncio.Queue[Status | None]] = set()
         self._server: asyncio.AbstractServer | None = None
+        # Open connections, so stop() can end them and wait for the commands they are answering.
+        self._connections: dict[asyncio.Task[Any], asyncio.StreamReader] = {}
 
     async def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -41,12 +45,23 @@ class CommandServer:
         os.chmod(self.path, 0o600)
 
     async def stop(self) -> None:
+        """Stop listening, end every connection and wait for the commands under way.
+
+        The launcher closes libvirt right after this; a command still running then would fail on a closed
+        connection instead of the handler seeing the launcher go away. (Python 3.11's wait_closed() does not wait
+        for open connections.)
+        """
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
         for queue in list(self._watchers):
             queue.put_nowait(None)
+        for reader in list(self._connections.values()):
+            # The next read ends the connection; an answer under way is still sent first.
+            reader.feed_eof()
+        if self._connections:
+            await asyncio.wait(list(self._connections), timeout=STOP_TIMEOUT_SECONDS)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
@@ -55,10 +70,13 @@ class CommandServer:
             queue.put_nowait(status)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections[task] = reader
         try:
             while True:
                 line = await reader.readline()
-                if not line:
+                if not line or self._server is None or not self._server.is_serving():
                     return
                 try:
                     message = protocol.decode(line)
@@ -80,6 +98,8 @@ class CommandServer:
         except (ConnectionError, asyncio.IncompleteReadError):
             return
         finally:
+            if task is not None:
+                self._connections.pop(task, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
