@@ -29,6 +29,7 @@ from pykubevirt.controller.launcher_volumes import (
     VIRT_PRIVATE_DIR,
     VIRT_SHARE_DIR,
     LaunchManifestError,
+    PodVolumes,
     mount,
     render_volumes,
     without_none,
@@ -407,6 +408,114 @@ def _image_pull_secrets(spec: Mapping[str, Any], settings: LauncherSettings) -> 
     return [{"name": name} for name in dict.fromkeys(names)]
 
 
+def _compute_env(vmi: Mapping[str, Any], user_id: int, volumes: PodVolumes) -> tuple[list[dict[str, Any]], int]:
+    """The compute container's environment, and the launcher's log verbosity."""
+    env = _xdg_env(user_id)
+    if volumes.shared_paths:
+        env.append({"name": "SHARED_FILESYSTEM_PATHS", "value": ":".join(volumes.shared_paths)})
+    debug_env, verbosity = _debug_env(vmi)
+    env += debug_env
+    env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    # pykubevirt's launcher keys its short socket directory by the pod's uid (unix socket paths are short).
+    env.append({"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}})
+    return env, verbosity
+
+
+def _compute_capabilities(non_root: bool) -> dict[str, list[str]]:
+    if non_root:
+        return {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}
+    return {"add": ["NET_BIND_SERVICE", "SYS_NICE"]}
+
+
+def _compute_ports(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ports the VMI's interfaces declare, as container ports (TCP unless given)."""
+    return [
+        without_none(name=port.get("name") or None, containerPort=port["port"], protocol=port.get("protocol") or "TCP")
+        for iface in ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []
+        for port in iface.get("ports") or []
+    ]
+
+
+def _compute_container(
+    vmi: Mapping[str, Any],
+    settings: LauncherSettings,
+    user_id: int,
+    resources: dict[str, Any],
+    volumes: PodVolumes,
+    env: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The `compute` container: the launcher with the VMI's mounts, devices, ports and probes."""
+    spec = vmi.get("spec") or {}
+    non_root = user_id != 0
+    compute: dict[str, Any] = {
+        "name": c.LAUNCHER_COMPUTE_CONTAINER,
+        "image": settings.image,
+        "command": list(settings.command_prefix),
+        "args": _launcher_args(vmi, settings, non_root),
+        "env": env,
+        "resources": resources,
+        "volumeMounts": volumes.mounts,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "imagePullPolicy": settings.image_pull_policy,
+        "securityContext": _security_context(user_id, _compute_capabilities(non_root)),
+    }
+    if ports := _compute_ports(spec):
+        compute["ports"] = ports
+    if volumes.devices:
+        compute["volumeDevices"] = volumes.devices
+    for key in ("livenessProbe", "readinessProbe"):
+        if spec.get(key) is not None:
+            compute[key] = _probe(vmi, spec[key])
+    return compute
+
+
+def _pod_security_context(user_id: int) -> dict[str, Any]:
+    security: dict[str, Any] = {"fsGroup": NON_ROOT_UID, "runAsUser": user_id}
+    if user_id != 0:
+        security.update(runAsGroup=NON_ROOT_UID, runAsNonRoot=True)
+    return security
+
+
+def _volume_service_account(spec: Mapping[str, Any]) -> str | None:
+    """The service account a serviceAccount volume names, if the VMI has one."""
+    return next(
+        (v["serviceAccount"].get("serviceAccountName") for v in spec.get("volumes") or [] if "serviceAccount" in v),
+        None,
+    )
+
+
+def _optional_pod_fields(
+    vmi: Mapping[str, Any], settings: LauncherSettings, init_containers: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Pod spec fields present only when the VMI asks for them: init containers, pull secrets, scheduling, DNS."""
+    spec = vmi.get("spec") or {}
+    fields: dict[str, Any] = {}
+    if init_containers:
+        fields["initContainers"] = init_containers
+    if pull_secrets := _image_pull_secrets(spec, settings):
+        fields["imagePullSecrets"] = pull_secrets
+    if affinity := _affinity(spec):
+        fields["affinity"] = affinity
+    if service_account := spec.get("serviceAccountName") or _volume_service_account(spec):
+        fields["serviceAccountName"] = service_account
+    for key in _COPIED_SPEC_FIELDS.split():
+        if spec.get(key):
+            fields[key] = copy_json(spec[key])
+    return fields
+
+
+def _owner_reference(vmi: Mapping[str, Any]) -> dict[str, Any]:
+    meta = vmi["metadata"]
+    return {
+        "apiVersion": c.KUBEVIRT_API_VERSION,
+        "kind": c.VMI_KIND,
+        "name": meta["name"],
+        "uid": str(meta.get("uid", "")),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
 def render_launcher_pod(
     vmi: Mapping[str, Any],
     settings: LauncherSettings,
@@ -419,8 +528,7 @@ def render_launcher_pod(
     meta = vmi["metadata"]
     spec = vmi.get("spec") or {}
     config = settings.cluster
-    non_root = is_non_root(vmi)
-    user_id = NON_ROOT_UID if non_root else 0
+    user_id = NON_ROOT_UID if is_non_root(vmi) else 0
     guaranteed = is_cpu_dedicated(vmi) or wants_guaranteed_qos(vmi)
     overhead = memory_overhead(vmi, config, additional_ratio=settings.additional_guest_memory_overhead_ratio)
     resources = launcher_resources(
@@ -433,53 +541,11 @@ def render_launcher_pod(
     )
     volumes = render_volumes(vmi, settings, pvcs)
     hostname = sanitized_hostname(vmi)
-
-    env = _xdg_env(user_id)
-    if volumes.shared_paths:
-        env.append({"name": "SHARED_FILESYSTEM_PATHS", "value": ":".join(volumes.shared_paths)})
-    debug_env, verbosity = _debug_env(vmi)
-    env += debug_env
-    env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
-    # pykubevirt's launcher keys its short socket directory by the pod's uid (unix socket paths are short).
-    env.append({"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}})
-    capabilities: dict[str, list[str]] = {"add": ["NET_BIND_SERVICE"] if non_root else ["NET_BIND_SERVICE", "SYS_NICE"]}
-    if non_root:
-        capabilities["drop"] = ["ALL"]
-    compute: dict[str, Any] = {
-        "name": c.LAUNCHER_COMPUTE_CONTAINER,
-        "image": settings.image,
-        "command": list(settings.command_prefix),
-        "args": _launcher_args(vmi, settings, non_root),
-        "env": env,
-        "resources": resources,
-        "volumeMounts": volumes.mounts,
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "imagePullPolicy": settings.image_pull_policy,
-        "securityContext": _security_context(user_id, capabilities),
-    }
-    ports = [
-        without_none(name=port.get("name") or None, containerPort=port["port"], protocol=port.get("protocol") or "TCP")
-        for iface in ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []
-        for port in iface.get("ports") or []
-    ]
-    if ports:
-        compute["ports"] = ports
-    if volumes.devices:
-        compute["volumeDevices"] = volumes.devices
-    for key in ("livenessProbe", "readinessProbe"):
-        if spec.get(key) is not None:
-            compute[key] = _probe(vmi, spec[key])
-
-    service_account = next(
-        (v["serviceAccount"].get("serviceAccountName") for v in spec.get("volumes") or [] if "serviceAccount" in v),
-        None,
-    )
-    security: dict[str, Any] = {"fsGroup": NON_ROOT_UID, "runAsUser": user_id}
-    if non_root:
-        security.update(runAsGroup=NON_ROOT_UID, runAsNonRoot=True)
+    env, verbosity = _compute_env(vmi, user_id, volumes)
+    compute = _compute_container(vmi, settings, user_id, resources, volumes, env)
     pod_spec: dict[str, Any] = {
         "hostname": hostname,
-        "securityContext": security,
+        "securityContext": _pod_security_context(user_id),
         "terminationGracePeriodSeconds": grace_period_seconds(vmi) + 2 * GRACE_PERIOD_PADDING_SECONDS,
         "restartPolicy": "Never",
         "containers": [compute, *_container_disk_containers(vmi, settings, guaranteed, init=False)],
@@ -488,28 +554,11 @@ def render_launcher_pod(
         "readinessGates": [{"conditionType": c.UNPAUSED_READINESS_GATE}],
         "enableServiceLinks": False,
         # The token is only mounted when a serviceAccount volume asks for it (no istio proxy here).
-        "automountServiceAccountToken": service_account is not None,
+        "automountServiceAccountToken": _volume_service_account(spec) is not None,
     }
-    if init_containers := _init_containers(vmi, settings, user_id, guaranteed, verbosity):
-        pod_spec["initContainers"] = init_containers
-    if pull_secrets := _image_pull_secrets(spec, settings):
-        pod_spec["imagePullSecrets"] = pull_secrets
-    if affinity := _affinity(spec):
-        pod_spec["affinity"] = affinity
-    if spec.get("serviceAccountName") or service_account:
-        pod_spec["serviceAccountName"] = spec.get("serviceAccountName") or service_account
-    for key in _COPIED_SPEC_FIELDS.split():
-        if spec.get(key):
-            pod_spec[key] = copy_json(spec[key])
-
+    init_containers = _init_containers(vmi, settings, user_id, guaranteed, verbosity)
+    pod_spec.update(_optional_pod_fields(vmi, settings, init_containers))
     overhead_bytes = overhead.ceil_int() if config.gate_enabled("VmiMemoryOverheadReport") else None
-    owner = {
-        "apiVersion": c.KUBEVIRT_API_VERSION,
-        "kind": c.VMI_KIND,
-        "name": meta["name"],
-        "uid": str(meta.get("uid", "")),
-    }
-    owner.update(controller=True, blockOwnerDeletion=True)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -518,7 +567,7 @@ def render_launcher_pod(
             "namespace": meta.get("namespace", "default"),
             "labels": _labels(vmi, hostname),
             "annotations": _annotations(vmi, overhead_bytes),
-            "ownerReferences": [owner],
+            "ownerReferences": [_owner_reference(vmi)],
         },
         "spec": pod_spec,
     }

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pykubevirt.api.json_copy import copy_json
 
@@ -24,6 +24,8 @@ _CONFIG_SOURCE_DIRS = {
     "configMap": CONFIG_MAP_SOURCE_DIR,
     "downwardAPI": DOWNWARD_API_SOURCE_DIR,
 }
+# The PersistentVolumeClaims the VMI's volumes name, by claim name (None: not looked up, all filesystem claims).
+Claims: TypeAlias = Mapping[str, Mapping[str, Any]] | None
 _BASE_EMPTY_DIRS = "private public sockets virt-bin-share-dir libvirt-runtime ephemeral-disks container-disks".split()
 
 
@@ -72,7 +74,7 @@ class PodVolumes:
         mounts = [mount(name, f"{SECRET_SOURCE_DIR}/{volume_name}/{key}", subPath=key, readOnly=True) for key in keys]
         self.add({"name": name, "secret": {"secretName": secret}}, *mounts)
 
-    def claim(self, volume_name: str, claim: str, pvcs: Mapping[str, Mapping[str, Any]] | None) -> None:
+    def claim(self, volume_name: str, claim: str, pvcs: Claims) -> None:
         """Mount a filesystem claim under vmi-disks, or pass a block claim as /dev/<volume>."""
         pvc: Mapping[str, Any] = {}
         if pvcs is not None:
@@ -98,79 +100,95 @@ def _hotplug_volume_names(spec: Mapping[str, Any], status: Mapping[str, Any]) ->
     return names
 
 
-def render_volumes(
-    vmi: Mapping[str, Any], settings: LauncherSettings, pvcs: Mapping[str, Mapping[str, Any]] | None
-) -> PodVolumes:
-    spec = vmi.get("spec") or {}
-    domain = spec.get("domain") or {}
-    devices = domain.get("devices") or {}
-    volumes = spec.get("volumes") or []
-    rendered = PodVolumes(settings)
-
-    # Config volumes are always in the pod but only mounted into compute when a disk uses them.
+def _add_config_volumes(rendered: PodVolumes, volumes: list[dict[str, Any]], disks: list[dict[str, Any]]) -> None:
+    """Config volumes are always in the pod but only mounted into compute when a disk uses them."""
     for volume in volumes:
         name = volume["name"]
         if (secret := volume.get("secret")) is not None:
-            rendered.add(
-                {
-                    "name": name,
-                    "secret": without_none(secretName=secret.get("secretName"), optional=secret.get("optional")),
-                }
-            )
+            source = without_none(secretName=secret.get("secretName"), optional=secret.get("optional"))
+            rendered.add({"name": name, "secret": source})
         if (config_map := volume.get("configMap")) is not None:
-            rendered.add(
-                {
-                    "name": name,
-                    "configMap": without_none(name=config_map.get("name"), optional=config_map.get("optional")),
-                }
-            )
+            source = without_none(name=config_map.get("name"), optional=config_map.get("optional"))
+            rendered.add({"name": name, "configMap": source})
         if (downward := volume.get("downwardAPI")) is not None:
             rendered.add({"name": name, "downwardAPI": without_none(items=copy_json(downward.get("fields")))})
     by_name = {volume["name"]: volume for volume in volumes}
-    for disk in devices.get("disks") or []:
+    for disk in disks:
         volume = by_name.get(disk["name"], {})
         for kind, base in _CONFIG_SOURCE_DIRS.items():
             if volume.get(kind) is not None:
                 rendered.mounts.append(mount(disk["name"], f"{base}/{disk['name']}", readOnly=True))
 
-    hotplugged = _hotplug_volume_names(spec, vmi.get("status") or {})
-    for volume in volumes:
-        name = volume["name"]
-        if name in hotplugged:
-            continue
-        if (pvc := volume.get("persistentVolumeClaim")) is not None:
-            rendered.claim(name, pvc["claimName"], pvcs)
-            claim = without_none(claimName=pvc["claimName"], readOnly=pvc.get("readOnly") or None)
-            rendered.volumes.append({"name": name, "persistentVolumeClaim": claim})
-        elif (ephemeral := volume.get("ephemeral")) is not None:
-            claim_source = ephemeral.get("persistentVolumeClaim") or {}
-            rendered.claim(name, claim_source.get("claimName", ""), pvcs)
-            rendered.volumes.append({"name": name, "persistentVolumeClaim": copy_json(claim_source)})
-        elif (host_disk := volume.get("hostDisk")) is not None:
-            path_type = {"Disk": "Directory", "DiskOrCreate": "DirectoryOrCreate"}.get(host_disk.get("type", ""), "")
-            host_path = {"path": posixpath.dirname(host_disk.get("path", "")), "type": path_type}
-            rendered.add({"name": name, "hostPath": host_path}, mount(name, f"{PVC_DISK_DIR}/{name}"))
-        elif (data_volume := volume.get("dataVolume")) is not None:
-            rendered.claim(name, data_volume["name"], pvcs)
-            rendered.volumes.append({"name": name, "persistentVolumeClaim": {"claimName": data_volume["name"]}})
-        elif volume.get("downwardMetrics") is not None:
-            rendered.add(empty_dir(name, medium="Memory", sizeLimit="1Mi"), mount(name, DOWNWARD_METRIC_DISKS_DIR))
-        elif (sysprep := volume.get("sysprep")) is not None:
-            if sysprep.get("secret") is not None:
-                sysprep_volume = {"name": name, "secret": {"secretName": sysprep["secret"].get("name")}}
-            elif sysprep.get("configMap") is not None:
-                sysprep_volume = {"name": name, "configMap": {"name": sysprep["configMap"].get("name")}}
-            else:
-                raise LaunchManifestError(f"Sysprep must have Secret or ConfigMap reference set {sysprep}")
-            rendered.add(sysprep_volume, mount(name, f"{SYSPREP_SOURCE_DIR}/{name}", readOnly=True))
-        for cloud_init in ("cloudInitNoCloud", "cloudInitConfigDrive"):
-            cloud_init_source = volume.get(cloud_init) or {}
-            if ref := cloud_init_source.get("userDataSecretRef"):
-                rendered.secret_ref(name, ref["name"], "udata", ("userdata", "userData"))
-            if ref := cloud_init_source.get("networkDataSecretRef"):
-                rendered.secret_ref(name, ref["name"], "ndata", ("networkdata", "networkData"))
 
-    for credential in spec.get("accessCredentials") or []:
+def _pvc_volume(rendered: PodVolumes, name: str, pvc: Mapping[str, Any], pvcs: Claims) -> None:
+    rendered.claim(name, pvc["claimName"], pvcs)
+    claim = without_none(claimName=pvc["claimName"], readOnly=pvc.get("readOnly") or None)
+    rendered.volumes.append({"name": name, "persistentVolumeClaim": claim})
+
+
+def _ephemeral_volume(rendered: PodVolumes, name: str, ephemeral: Mapping[str, Any], pvcs: Claims) -> None:
+    claim_source = ephemeral.get("persistentVolumeClaim") or {}
+    rendered.claim(name, claim_source.get("claimName", ""), pvcs)
+    rendered.volumes.append({"name": name, "persistentVolumeClaim": copy_json(claim_source)})
+
+
+def _host_disk_volume(rendered: PodVolumes, name: str, host_disk: Mapping[str, Any], pvcs: Claims) -> None:
+    """The disk image's directory from the host, so the launcher can create the image in it (DiskOrCreate)."""
+    path_type = {"Disk": "Directory", "DiskOrCreate": "DirectoryOrCreate"}.get(host_disk.get("type", ""), "")
+    host_path = {"path": posixpath.dirname(host_disk.get("path", "")), "type": path_type}
+    rendered.add({"name": name, "hostPath": host_path}, mount(name, f"{PVC_DISK_DIR}/{name}"))
+
+
+def _data_volume(rendered: PodVolumes, name: str, data_volume: Mapping[str, Any], pvcs: Claims) -> None:
+    rendered.claim(name, data_volume["name"], pvcs)
+    rendered.volumes.append({"name": name, "persistentVolumeClaim": {"claimName": data_volume["name"]}})
+
+
+def _downward_metrics_volume(rendered: PodVolumes, name: str, source: Mapping[str, Any], pvcs: Claims) -> None:
+    rendered.add(empty_dir(name, medium="Memory", sizeLimit="1Mi"), mount(name, DOWNWARD_METRIC_DISKS_DIR))
+
+
+def _sysprep_volume(rendered: PodVolumes, name: str, sysprep: Mapping[str, Any], pvcs: Claims) -> None:
+    if sysprep.get("secret") is not None:
+        sysprep_volume = {"name": name, "secret": {"secretName": sysprep["secret"].get("name")}}
+    elif sysprep.get("configMap") is not None:
+        sysprep_volume = {"name": name, "configMap": {"name": sysprep["configMap"].get("name")}}
+    else:
+        raise LaunchManifestError(f"Sysprep must have Secret or ConfigMap reference set {sysprep}")
+    rendered.add(sysprep_volume, mount(name, f"{SYSPREP_SOURCE_DIR}/{name}", readOnly=True))
+
+
+# The volume sources the pod carries, in upstream's order: a volume has one source, the first match renders it.
+_STORAGE_SOURCES: tuple[tuple[str, Callable[[PodVolumes, str, Mapping[str, Any], Claims], None]], ...] = (
+    ("persistentVolumeClaim", _pvc_volume),
+    ("ephemeral", _ephemeral_volume),
+    ("hostDisk", _host_disk_volume),
+    ("dataVolume", _data_volume),
+    ("downwardMetrics", _downward_metrics_volume),
+    ("sysprep", _sysprep_volume),
+)
+
+
+def _add_storage_volume(rendered: PodVolumes, volume: Mapping[str, Any], pvcs: Claims) -> None:
+    for key, render in _STORAGE_SOURCES:
+        if (source := volume.get(key)) is not None:
+            render(rendered, volume["name"], source, pvcs)
+            return
+
+
+def _add_cloud_init_secrets(rendered: PodVolumes, volume: Mapping[str, Any]) -> None:
+    """cloud-init user and network data kept in Secrets, mounted for the launcher to put on the ISO."""
+    for cloud_init in ("cloudInitNoCloud", "cloudInitConfigDrive"):
+        source = volume.get(cloud_init) or {}
+        if ref := source.get("userDataSecretRef"):
+            rendered.secret_ref(volume["name"], ref["name"], "udata", ("userdata", "userData"))
+        if ref := source.get("networkDataSecretRef"):
+            rendered.secret_ref(volume["name"], ref["name"], "ndata", ("networkdata", "networkData"))
+
+
+def _add_access_credentials(rendered: PodVolumes, credentials: list[dict[str, Any]]) -> None:
+    """The Secret of each access credential (SSH keys or a password), one per credential."""
+    for credential in credentials:
         for kind in ("sshPublicKey", "userPassword"):
             secret = (((credential.get(kind) or {}).get("source") or {}).get("secret") or {}).get("secretName")
             if secret:
@@ -181,14 +199,33 @@ def render_volumes(
                 )
                 break
 
+
+def _add_runtime_dirs(rendered: PodVolumes, domain: Mapping[str, Any], settings: LauncherSettings) -> None:
+    """Hugepage mounts when the guest uses hugepages, and the hotplug directory unless hotplug is off."""
     if (domain.get("memory") or {}).get("hugepages") is not None:
         rendered.add(empty_dir("hugepages", medium="HugePages"), mount("hugepages", "/dev/hugepages"))
         rendered.add(
             empty_dir("hugetblfs-dir", medium="HugePages"), mount("hugetblfs-dir", "/dev/hugepages/libvirt/qemu")
         )
-    if not devices.get("disableHotplug"):
+    if not (domain.get("devices") or {}).get("disableHotplug"):
         rendered.add(
             empty_dir("hotplug-disks"),
             mount("hotplug-disks", settings.hotplug_disk_dir, mountPropagation="HostToContainer"),
         )
+
+
+def render_volumes(vmi: Mapping[str, Any], settings: LauncherSettings, pvcs: Claims) -> PodVolumes:
+    """The pod volumes, compute mounts and block devices for a VMI; hotplugged volumes belong to attachment pods."""
+    spec = vmi.get("spec") or {}
+    domain = spec.get("domain") or {}
+    volumes = spec.get("volumes") or []
+    rendered = PodVolumes(settings)
+    _add_config_volumes(rendered, volumes, (domain.get("devices") or {}).get("disks") or [])
+    hotplugged = _hotplug_volume_names(spec, vmi.get("status") or {})
+    for volume in volumes:
+        if volume["name"] not in hotplugged:
+            _add_storage_volume(rendered, volume, pvcs)
+            _add_cloud_init_secrets(rendered, volume)
+    _add_access_credentials(rendered, spec.get("accessCredentials") or [])
+    _add_runtime_dirs(rendered, domain, settings)
     return rendered
