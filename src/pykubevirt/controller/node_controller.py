@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.json_lookup import get
 from pykubevirt.api.timestamps import parse_time
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result
@@ -35,7 +36,7 @@ def node_unresponsive(node: Object | None, timeout: float, now: datetime) -> boo
     """True for a deleted node or one whose heartbeat is missing-and-old or older than `timeout`."""
     if node is None:
         return True
-    heartbeat = ((node.get("metadata") or {}).get("annotations") or {}).get(c.HEARTBEAT_ANNOTATION)
+    heartbeat = get(node, "metadata", "annotations", c.HEARTBEAT_ANNOTATION)
     if heartbeat:
         moment = parse_time(heartbeat)
         return moment is None or (now - moment).total_seconds() > timeout

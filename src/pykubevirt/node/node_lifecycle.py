@@ -13,13 +13,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from pykubevirt.api import objects
 from pykubevirt.api.timestamps import format_time, parse_time
 from pykubevirt.client.api import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Controller, Result
 from pykubevirt.client.errors import Conflict, NotFound
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import NODES
-from pykubevirt.node.scheduling_predicates import NO_SCHEDULE, UNSCHEDULABLE_TAINT, find_condition
+from pykubevirt.node.scheduling_predicates import NO_SCHEDULE, UNSCHEDULABLE_TAINT
 
 log = logging.getLogger("pykubevirt.node.lifecycle")
 
@@ -45,7 +46,7 @@ MESSAGE_NEVER_UPDATED = "Kubelet never posted node status."
 
 def last_heartbeat(node: Object) -> datetime | None:
     """The Ready condition's lastHeartbeatTime (else its lastTransitionTime), else the node's creation time."""
-    ready = find_condition(node, "Ready") or {}
+    ready = objects.condition(node, "Ready") or {}
     return (
         parse_time(ready.get("lastHeartbeatTime"))
         or parse_time(ready.get("lastTransitionTime"))
@@ -57,7 +58,7 @@ def desired_taints(node: Object) -> list[dict[str, str]]:
     """The NoSchedule taints the node's conditions and spec.unschedulable call for."""
     taints = []
     for kind, by_status in CONDITION_TAINTS.items():
-        condition = find_condition(node, kind)
+        condition = objects.condition(node, kind)
         if condition is not None and str(condition.get("status")) in by_status:
             taints.append({"key": by_status[str(condition["status"])], "effect": NO_SCHEDULE})
     if (node.get("spec") or {}).get("unschedulable"):
@@ -82,7 +83,7 @@ def reconciled_taints(node: Object) -> list[dict[str, Any]] | None:
 
 def stale_conditions(node: Object, now: datetime) -> list[dict[str, Any]]:
     """The conditions to set Unknown on a node that stopped (or never started) posting status."""
-    ready = find_condition(node, "Ready")
+    ready = objects.condition(node, "Ready")
     stamp = format_time(now)
     if ready is None:
         created = (node.get("metadata") or {}).get("creationTimestamp") or stamp
@@ -98,7 +99,7 @@ def stale_conditions(node: Object, now: datetime) -> list[dict[str, Any]]:
         ]
     changes = []
     for kind in _KUBELET_CONDITIONS:
-        condition = find_condition(node, kind)
+        condition = objects.condition(node, kind)
         if condition is None or condition.get("status") == "Unknown":
             continue
         changes.append(
@@ -145,7 +146,7 @@ class NodeLifecycle:
         now = self.clock()
         heartbeat = last_heartbeat(node)
         age = (now - heartbeat).total_seconds() if heartbeat is not None else self.node_monitor_grace + 1
-        ready = find_condition(node, "Ready")
+        ready = objects.condition(node, "Ready")
         if age > self.node_monitor_grace and (ready is None or ready.get("status") != "Unknown"):
             await self._mark_unknown(key, node, now)
             return None  # the status update comes back as an event and the taints follow then

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pykubevirt.api import objects
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import STRATEGIC_MERGE_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Controller, Result
@@ -26,7 +27,6 @@ from pykubevirt.client.resources import NODES, PODS
 from pykubevirt.node.scheduling_predicates import (
     NodeInfo,
     PodUsage,
-    find_condition,
     is_ready,
     is_terminal,
     node_allocatable,
@@ -249,7 +249,7 @@ class Scheduler:
         self.bindings += 1
         log.info("bound %s to %s", key, node, extra={"pod": key, "node": node})
         self.recorder.event(pod, NORMAL, "Scheduled", f"Successfully assigned {namespace}/{name} to {node}")
-        previous = find_condition(pod, POD_SCHEDULED)
+        previous = objects.condition(pod, POD_SCHEDULED)
         if previous is not None and previous.get("status") != "True":
             # kube-apiserver's binding turns PodScheduled True; do it here so an old Unschedulable does not linger.
             with contextlib.suppress(NotFound):
@@ -258,7 +258,7 @@ class Scheduler:
 
     async def _set_condition(self, pod: Object, reason: str, message: str) -> bool:
         """Set PodScheduled=False with `reason` and `message`; False when it already says exactly that."""
-        current = find_condition(pod, POD_SCHEDULED) or {}
+        current = objects.condition(pod, POD_SCHEDULED) or {}
         if current.get("status") == "False" and current.get("reason") == reason and current.get("message") == message:
             return False
         transition = current.get("lastTransitionTime") if current.get("status") == "False" else None

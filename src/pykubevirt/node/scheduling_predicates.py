@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykubevirt.api.label_selectors import DOES_NOT_EXIST, EXISTS, GREATER_THAN, IN, LESS_THAN, NOT_IN, Requirement
+from pykubevirt.api.objects import condition
 from pykubevirt.api.quantity import Quantity, QuantityError
 from pykubevirt.node.pod_status import TERMINAL_PHASES
 
@@ -112,15 +113,6 @@ def node_allocatable(node: Object) -> Amounts:
 
 def is_terminal(pod: Object) -> bool:
     return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
-
-
-def find_condition(obj: Object, kind: str) -> dict[str, Any] | None:
-    """The status condition of type `kind` of a Pod or Node, or None."""
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            found: dict[str, Any] = condition
-            return found
-    return None
 
 
 def host_ports(pod: Object) -> set[tuple[str, str, int]]:
@@ -281,7 +273,7 @@ def matches_node_affinity(pod: Object, node: Object) -> bool:
 
 
 def is_ready(node: Object) -> bool:
-    return (find_condition(node, "Ready") or {}).get("status") == "True"
+    return (condition(node, "Ready") or {}).get("status") == "True"
 
 
 def ports_conflict(wanted: Iterable[tuple[str, str, int]], used: Iterable[tuple[str, str, int]]) -> bool:

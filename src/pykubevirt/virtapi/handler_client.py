@@ -15,6 +15,7 @@ import aiohttp
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import errors
+from pykubevirt.api.json_lookup import get
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import NODES
@@ -85,7 +86,7 @@ class HandlerClient:
             raise unavailable(f'node "{node_name}" of the VirtualMachineInstance does not exist') from None
         except (ApiError, OSError) as exc:
             raise errors.internal(f'unable to retrieve node "{node_name}": {exc}') from exc
-        address = ((node.get("metadata") or {}).get("annotations") or {}).get(c.HANDLER_ADDRESS_ANNOTATION)
+        address = get(node, "metadata", "annotations", c.HANDLER_ADDRESS_ANNOTATION)
         if not address:
             raise unavailable(
                 f'virt-handler on node "{node_name}" is not available: '

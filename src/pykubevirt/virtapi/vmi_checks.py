@@ -11,6 +11,7 @@ from typing import Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import errors
+from pykubevirt.api.json_lookup import get
 from pykubevirt.api.objects import condition, condition_true, vmi_phase
 from pykubevirt.virtapi.lifecycle import VM_NOT_RUNNING, VMI_RESOURCE, name_of, vm_conflict, vmi_conflict
 
@@ -23,7 +24,8 @@ SNAPSHOT_IN_PROGRESS = "VM snapshot is in progress"
 
 
 def _devices(vmi: dict[str, Any]) -> dict[str, Any]:
-    return ((vmi.get("spec") or {}).get("domain") or {}).get("devices") or {}
+    devices: dict[str, Any] = get(vmi, "spec", "domain", "devices") or {}
+    return devices
 
 
 def _forbidden(name: str, why: str) -> errors.APIError:
@@ -69,7 +71,7 @@ def check_soft_reboot(vmi: dict[str, Any]) -> errors.APIError | None:
     if condition_true(vmi, PAUSED):
         return vmi_conflict(name, "VMI is paused")
     if condition(vmi, AGENT_CONNECTED) is None:
-        acpi = (((vmi.get("spec") or {}).get("domain") or {}).get("features") or {}).get("acpi") or {}
+        acpi = get(vmi, "spec", "domain", "features", "acpi") or {}
         if acpi.get("enabled") is False:
             return vmi_conflict(name, "VMI neither have the agent connected nor the ACPI feature enabled")
     return None
