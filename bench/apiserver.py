@@ -1,7 +1,7 @@
 """Embedded API server throughput and latency: creates/s (VMs, with admission) with fsync and group commit and,
 in the same run, without fsync (`--unsafe-no-fsync`, the behaviour before durability); fsyncs per write under 1, 10
 and 100 concurrent writers (strace attached to the server); gets/s, LIST of 1,000 objects, watch delivery latency to
-N watchers at a fixed write rate, and RSS with many objects stored.
+N watchers at a fixed write rate, VM status updates/s (PUT /status), and RSS with many objects stored.
 
 Run: .venv/bin/python -m bench.apiserver [--creates 1000 --gets 5000 --watchers 10 --rate 100 --rss-objects 10000]
 Prints progress on stderr and one JSON line with the figures on stdout.
@@ -117,6 +117,21 @@ async def measure(args: argparse.Namespace, server: APIServerProcess) -> dict[st
     figures: dict[str, Any] = await create_vms(args, client, "vm")
     figures.update(await fsyncs_per_write(server, client, args.fsync_writes))
 
+    log(f"updating the status of {args.creates} VMs")
+    created = await _all_vms(client)
+    started = time.perf_counter()
+    latencies = await bounded(
+        args.concurrency,
+        [
+            lambda body=body: client.update_status(
+                VIRTUAL_MACHINES, {**body, "status": {"printableStatus": "Stopped", "created": False}}
+            )
+            for body in created
+        ],
+    )
+    figures["vm_status_updates_per_s"] = round(len(created) / (time.perf_counter() - started), 1)
+    figures["vm_status_update_p99_ms"] = round(percentile(latencies, 99) * 1000, 2)
+
     log(f"getting {args.gets} VMs")
     started = time.perf_counter()
     await bounded(
@@ -159,6 +174,11 @@ async def measure(args: argparse.Namespace, server: APIServerProcess) -> dict[st
     figures["apiserver_rss_mib"] = round(rss_mib(server.pid), 1)
     await client.close()
     return figures
+
+
+async def _all_vms(client: KubeClient) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await client.list(VIRTUAL_MACHINES, "bench"))["items"]
+    return items
 
 
 async def watch_latency(args: argparse.Namespace, writer: KubeClient) -> dict[str, Any]:
