@@ -143,7 +143,7 @@ class GarbageCollector:
         return resource, record.value
 
     def _context(self) -> RequestContext:
-        return RequestContext(user=GC_USER)
+        return RequestContext(user=GC_USER, user_agent="kube-controller-manager")
 
     def _delete(self, resource: Resource, obj: dict[str, Any], policy: str) -> None:
         meta = obj["metadata"]

@@ -122,6 +122,18 @@ def _dry_run(request: web.Request) -> bool:
     return bool(values)
 
 
+def _force(request: web.Request) -> bool | None:
+    value = request.query.get("force")
+    if value is None:
+        return None
+    # Go's strconv.ParseBool spellings, as query parameters are decoded.
+    if value in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if value in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise errors.bad_request(f'invalid value for force: "{value}"')
+
+
 def _field_validation(request: web.Request) -> str:
     value = request.query.get("fieldValidation", WARN) or WARN
     if value not in (STRICT, WARN, IGNORE):
@@ -209,6 +221,8 @@ class RestHandlers:
             dry_run=_dry_run(request),
             field_validation=_field_validation(request),
             field_manager=request.query.get("fieldManager", ""),
+            user_agent=request.headers.get("User-Agent", ""),
+            force=_force(request),
         )
         if method == "POST":
             if target.subresource == "binding":

@@ -18,7 +18,7 @@ from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.api.structural import apply_defaults, prune, unknown_fields, validate
 from pykubevirt.api.timestamps import format_time
-from pykubevirt.apiserver import metadata, patching
+from pykubevirt.apiserver import managed_fields, metadata, patching, server_side_apply
 from pykubevirt.apiserver.deletion import (
     PROTECTED_NAMESPACES,
     DeleteOptions,
@@ -55,7 +55,14 @@ class RequestContext:
     dry_run: bool = False
     field_validation: str = WARN
     field_manager: str = ""
+    # The program name of the user agent names the manager of writes without a fieldManager (in-process: the server).
+    user_agent: str = "kube-apiserver"
+    force: bool | None = None
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def manager(self) -> str:
+        return managed_fields.manager_name(self.field_manager, self.user_agent)
 
 
 class AdmissionPlugin(Protocol):
@@ -146,8 +153,17 @@ class ObjectAPI:
     # ------------------------------------------------------------------------------------------------- create
 
     def create(
-        self, resource: Resource, namespace: str | None, body: Any, ctx: RequestContext, *, lease: float = 0
+        self,
+        resource: Resource,
+        namespace: str | None,
+        body: Any,
+        ctx: RequestContext,
+        *,
+        lease: float = 0,
+        track: bool = True,
     ) -> dict[str, Any]:
+        """Create an object; `track=False` keeps the managedFields it carries (a server-side apply made them)."""
+        managed_fields.options_error("CreateOptions", ctx.field_manager)
         obj = self._decode_object(resource, body)
         meta = obj.setdefault("metadata", {})
         if resource.namespaced:
@@ -181,6 +197,8 @@ class ObjectAPI:
             # Custom resources with a status subresource never take status from a create.
             obj.pop("status", None)
         obj = self._schema_pass(resource, obj, ctx, "CREATE")
+        if track:
+            obj = managed_fields.track(resource, None, obj, manager=ctx.manager, subresource="", now=self._now())
         metadata.stamp_new(obj, track_generation=not resource.builtin or resource.kind == "CustomResourceDefinition")
         obj = self._mutate(resource, "CREATE", obj, None, ctx)
         self._validate_schema(resource, obj, name)
@@ -210,6 +228,7 @@ class ObjectAPI:
         *,
         subresource: str = "",
     ) -> dict[str, Any]:
+        managed_fields.options_error("UpdateOptions", ctx.field_manager)
         new = self._decode_object(resource, body)
         current = self.store.get(resource.collection, resource.key(namespace, name))
         if current is None:
@@ -239,6 +258,7 @@ class ObjectAPI:
         *,
         subresource: str,
         expected: int | None,
+        tracked: bool = False,
     ) -> dict[str, Any]:
         old = current.value
         name = str(old["metadata"]["name"])
@@ -258,6 +278,10 @@ class ObjectAPI:
             new["metadata"]["namespace"] = old["metadata"]["namespace"]
         self._check_finalizers(resource, new, old)
         new = self._schema_pass(resource, new, ctx, "UPDATE")
+        if not tracked:
+            new = managed_fields.track(
+                resource, old, new, manager=ctx.manager, subresource=subresource, now=self._now()
+            )
         # Admission (KubeVirt's webhooks, built-in strategies) is registered for main resources, not subresources.
         if not subresource:
             new = self._mutate(resource, "UPDATE", new, old, ctx)
@@ -318,25 +342,67 @@ class ObjectAPI:
         accepted = patching.BUILTIN_PATCH_TYPES if resource.builtin else patching.CUSTOM_RESOURCE_PATCH_TYPES
         if patch_type not in accepted:
             raise errors.unsupported_media_type(patch_type, accepted)
+        applying = patch_type == patching.APPLY_PATCH
+        managed_fields.options_error("PatchOptions", ctx.field_manager, apply=applying, force=ctx.force)
         patch = patching.decode_patch(body, patch_type)
         current = self.store.get(resource.collection, resource.key(namespace, name))
+        if applying:
+            return self._apply(resource, namespace, name, patch, current, ctx, subresource)
         if current is None:
-            if patch_type == patching.APPLY_PATCH and isinstance(patch, dict) and not subresource:
-                patch.setdefault("metadata", {})["name"] = name
-                return self.create(resource, namespace, patch, ctx), True
             raise errors.not_found(resource.plural, resource.group, name)
-        if patch_type == patching.APPLY_PATCH and isinstance(patch, dict):
-            self._check_apply_identity(resource, patch)
         patched = patching.apply(current.value, patch, patch_type, builtin=resource.builtin)
+        return self._write_patched(resource, current, patched, ctx, subresource, tracked=False), False
+
+    def _write_patched(
+        self,
+        resource: Resource,
+        current: Record,
+        patched: dict[str, Any],
+        ctx: RequestContext,
+        subresource: str,
+        *,
+        tracked: bool,
+    ) -> dict[str, Any]:
+        name = str(current.value["metadata"]["name"])
         expected = _parse_resource_version((patched.get("metadata") or {}).get("resourceVersion"), resource, name)
         if expected is not None and str(expected) == current.value["metadata"].get("resourceVersion"):
             expected = current.revision
-        return self._write_update(resource, current, patched, ctx, subresource=subresource, expected=expected), False
+        return self._write_update(
+            resource, current, patched, ctx, subresource=subresource, expected=expected, tracked=tracked
+        )
 
-    @staticmethod
-    def _check_apply_identity(resource: Resource, patch: dict[str, Any]) -> None:
-        if patch.get("kind") and patch["kind"] != resource.kind:
-            raise errors.bad_request(f"the kind of the applied object ({patch['kind']}) does not match {resource.kind}")
+    def _apply(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        current: Record | None,
+        ctx: RequestContext,
+        subresource: str,
+    ) -> tuple[dict[str, Any], bool]:
+        """Server-side apply; a missing object is created (not through a subresource)."""
+        if not isinstance(patch, dict):
+            raise errors.bad_request("an apply patch must be an object")
+        if current is None and subresource:
+            raise errors.not_found(resource.plural, resource.group, name)
+        applied = server_side_apply.apply(
+            resource,
+            current.value if current is not None else None,
+            patch,
+            manager=ctx.field_manager,
+            subresource=subresource,
+            force=bool(ctx.force),
+            now=self._now(),
+        )
+        meta = applied.setdefault("metadata", {})
+        if meta.get("name") != name:
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name') or ''}) does not match the name on the URL ({name})"
+            )
+        if current is None:
+            return self.create(resource, namespace, applied, ctx, track=False), True
+        return self._write_patched(resource, current, applied, ctx, subresource, tracked=True), False
 
     # ------------------------------------------------------------------------------------------------- delete
 
@@ -451,6 +517,9 @@ class ObjectAPI:
         if not isinstance(obj.get("metadata", {}), dict):
             raise errors.bad_request("metadata must be an object")
         return obj
+
+    def _now(self) -> str:
+        return format_time(self.clock())
 
     def _lease(self, resource: Resource) -> float:
         return self.clock().timestamp() + resource.ttl_seconds

@@ -1,4 +1,7 @@
-"""PATCH bodies by content type: JSON patch, merge patch, strategic merge (built-ins only) and server-side apply."""
+"""PATCH bodies by content type: JSON patch, merge patch and strategic merge (built-ins only).
+
+Server-side apply patches are decoded here and applied by server_side_apply.
+"""
 
 from __future__ import annotations
 
@@ -98,12 +101,6 @@ def apply(current: dict[str, Any], patch: Any, patch_type: str, *, builtin: bool
         if not isinstance(patch, dict):
             raise errors.bad_request("a strategic merge patch must be a JSON object")
         result = _strategic_merge(current, patch)
-    elif patch_type == APPLY_PATCH:
-        if not isinstance(patch, dict):
-            raise errors.bad_request("an apply patch must be an object")
-        # Server-side apply is approximated by merging the applied configuration; fields a manager stopped
-        # applying are not removed and conflicts between managers are not detected.
-        result = apply_merge_patch(current, patch)
     else:
         accepted = BUILTIN_PATCH_TYPES if builtin else CUSTOM_RESOURCE_PATCH_TYPES
         raise errors.unsupported_media_type(patch_type, accepted)
