@@ -113,6 +113,18 @@ def test_the_oldest_live_kubevirt_object_is_in_effect() -> None:
     old = kubevirt({}, "old", creationTimestamp="2026-01-01T00:00:00Z")
     new = kubevirt({}, "new", creationTimestamp="2026-02-01T00:00:00Z")
     deleting = kubevirt({}, "older", creationTimestamp="2025-01-01T00:00:00Z", deletionTimestamp="2026-03-01T00:00:00Z")
+    # No operator sets status.phase here, so an object without one counts (upstream waits for the phase).
+    assert "status" not in old
     assert active_kubevirt([new, deleting, old]) is old
     assert active_kubevirt([deleting]) is None
     assert active_kubevirt([]) is None
+
+
+def test_an_invalid_configuration_is_not_applied_at_all() -> None:
+    for bad in (
+        {"developerConfiguration": {"memoryOvercommit": 0, "featureGates": ["HostDisk"]}},
+        {"developerConfiguration": {"cpuAllocationRatio": -1}},
+        {"network": {"defaultNetworkInterface": "sriov"}},
+        {"memBalloonStatsPeriod": -5},
+    ):
+        assert cluster_config(kubevirt(bad), FLAGS) == FLAGS, bad

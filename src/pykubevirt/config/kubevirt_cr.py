@@ -15,8 +15,8 @@ from pykubevirt.api.json_lookup import as_map, get
 from pykubevirt.api.objects import is_marked_for_deletion, metadata
 from pykubevirt.config.cluster_config import ClusterConfig, MigrationConfig
 
-# Phases in which upstream's operator no longer serves the object's configuration.
-_IGNORED_PHASES = frozenset({"Deleting", "Deleted"})
+# The bindings upstream's validateConfig accepts as the default network interface.
+_NETWORK_INTERFACES = frozenset({"bridge", "slirp", "masquerade"})
 
 
 def _strings(value: Any) -> frozenset[str] | None:
@@ -40,8 +40,12 @@ def _quantity(value: Any) -> str | None:
 
 
 def active_kubevirt(objects: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The KubeVirt object in effect: the oldest one not being deleted (KubeVirt serves a single installation)."""
-    live = [o for o in objects if not is_marked_for_deletion(o) and get(o, "status", "phase") not in _IGNORED_PHASES]
+    """The KubeVirt object in effect: the oldest one not being deleted (`GetConfigFromKubeVirtCR`).
+
+    Upstream also skips objects whose status.phase is empty, which only its operator sets; there is no operator
+    here, so an object counts from its creation.
+    """
+    live = [o for o in objects if not is_marked_for_deletion(o)]
     live.sort(key=lambda o: (str(metadata(o).get("creationTimestamp") or ""), str(metadata(o).get("name") or "")))
     return live[0] if live else None
 
@@ -62,8 +66,24 @@ def _migrations(raw: Mapping[str, Any], defaults: MigrationConfig) -> MigrationC
     return dataclasses.replace(defaults, **{k: v for k, v in fields.items() if v is not None})
 
 
+def invalid_reason(config: ClusterConfig) -> str | None:
+    """Why upstream's `validateConfig` would refuse this configuration, or None."""
+    if config.memory_overcommit <= 0:
+        return f"invalid memoryOvercommit: {config.memory_overcommit}"
+    if config.cpu_allocation_ratio <= 0:
+        return f"invalid cpuAllocationRatio: {config.cpu_allocation_ratio}"
+    if config.network_interface not in _NETWORK_INTERFACES:
+        return f"invalid defaultNetworkInterface: {config.network_interface}"
+    if config.mem_balloon_stats_period < 0:
+        return f"invalid memBalloonStatsPeriod (negative): {config.mem_balloon_stats_period}"
+    return None
+
+
 def cluster_config(kubevirt: Mapping[str, Any] | None, defaults: ClusterConfig) -> ClusterConfig:
-    """`defaults` with every field the KubeVirt object's spec.configuration sets taken from it."""
+    """`defaults` with every field the KubeVirt object's spec.configuration sets taken from it.
+
+    An invalid configuration is not applied at all, as upstream falls back to its last valid one.
+    """
     if kubevirt is None:
         return defaults
     conf = as_map(get(kubevirt, "spec", "configuration"))
@@ -103,4 +123,5 @@ def cluster_config(kubevirt: Mapping[str, Any] | None, defaults: ClusterConfig) 
     }
     if isinstance(conf.get("migrations"), Mapping):
         fields["migrations"] = _migrations(conf["migrations"], defaults.migrations)
-    return dataclasses.replace(defaults, **{k: v for k, v in fields.items() if v is not None})
+    config = dataclasses.replace(defaults, **{k: v for k, v in fields.items() if v is not None})
+    return defaults if invalid_reason(config) is not None else config
