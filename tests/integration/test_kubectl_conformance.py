@@ -380,6 +380,16 @@ def test_explain(k: Kubectl) -> None:
     assert "uid" in k("explain", "vm.metadata.ownerReferences").stdout
 
 
+def test_explain_built_in_kinds_from_kubes_schemas(k: Kubectl) -> None:
+    image = k("explain", "pods.spec.containers.image").stdout
+    assert "KIND:       Pod" in image
+    assert "FIELD: image <string>" in image
+    assert "Container image name." in image
+    ports = k("explain", "pods.spec.containers.ports.containerPort").stdout
+    assert "FIELD: containerPort <integer>" in ports
+    assert "FIELD: data <map[string]string>" in k("explain", "configmaps.data").stdout
+
+
 def test_api_resources_and_short_names(k: Kubectl, ns: str) -> None:
     out = k("api-resources", "--api-group=kubevirt.io").stdout
     table = {r[0]: r for r in rows(out)[1:]}

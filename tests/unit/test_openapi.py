@@ -250,3 +250,36 @@ def test_openapi_v2(registry: Registry) -> None:
 
 
 # --- kubectl against a minimal TLS server built from these modules -------------------------------------------------
+
+
+def test_openapi_v2_lists_every_operation_and_kubes_built_in_schemas(registry: Registry) -> None:
+    document = json.loads(openapi.OpenAPICache(registry).v2_bytes())
+    pods = document["paths"]["/api/v1/namespaces/{namespace}/pods"]
+    assert {"get", "post", "delete"} <= set(pods)
+    assert pods["get"]["x-kubernetes-action"] == "list"
+    pod = document["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]
+    assert {"get", "put", "patch", "delete"} <= set(pod)
+    assert pod["put"]["parameters"][0]["in"] == "body"
+    assert pod["put"]["parameters"][0]["schema"] == {"$ref": "#/definitions/io.k8s.api.core.v1.Pod"}
+    assert pod["get"]["responses"]["200"]["schema"] == {"$ref": "#/definitions/io.k8s.api.core.v1.Pod"}
+    # kubectl apply picks its patch type from PATCH's consumes: strategic merge stays out (see openapi.py).
+    assert "application/strategic-merge-patch+json" not in pod["patch"]["consumes"]
+    assert "/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}/status" in document["paths"]
+    container = document["definitions"]["io.k8s.api.core.v1.Container"]
+    assert container["properties"]["image"]["type"] == "string"
+    assert container["required"] == ["name"]
+    for ref in _all_refs(document):
+        assert ref.removeprefix("#/definitions/") in document["definitions"], ref
+
+
+def test_built_in_kinds_publish_kubes_schemas_in_v3(registry: Registry) -> None:
+    schemas = openapi.OpenAPICache(registry).document("", "v1")["components"]["schemas"]  # type: ignore[index]
+    pod_spec = schemas["io.k8s.api.core.v1.Pod"]["properties"]["spec"]
+    assert pod_spec["allOf"] == [{"$ref": "#/components/schemas/io.k8s.api.core.v1.PodSpec"}]
+    containers = schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
+    assert containers["items"]["$ref"] == "#/components/schemas/io.k8s.api.core.v1.Container"
+    port = schemas["io.k8s.api.core.v1.ContainerPort"]["properties"]["containerPort"]
+    assert port["type"] == "integer"
+    assert schemas["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]["format"] == "int-or-string"
+    for ref in _all_refs(schemas):
+        assert ref.removeprefix("#/components/schemas/") in schemas, ref

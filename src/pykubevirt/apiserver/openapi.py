@@ -11,13 +11,14 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from pykubevirt.apiserver import builtin_openapi
+from pykubevirt.apiserver import openapi_v2 as openapi_v2_conversion
 from pykubevirt.apiserver.discovery import GIT_VERSION
 from pykubevirt.apiserver.openapi_schemas import (
     DELETE_OPTIONS,
-    OBJECT_META,
     PATCH,
     STATUS,
-    V2_REF_PREFIX,
+    V3_REF_PREFIX,
     Schema,
     gvk,
     kind_schema,
@@ -163,7 +164,7 @@ class _DocumentBuilder:
 
     def build(self) -> Schema:
         for resource in self.resources:
-            self.schemas[resource_schema_name(resource)] = kind_schema(resource)
+            self.schemas[resource_schema_name(resource)] = self._kind_schema(resource)
             list_name = schema_name(resource.group, resource.version, list_kind(resource), resource.builtin)
             self.schemas[list_name] = list_schema(resource)
             self._add_paths(resource)
@@ -179,6 +180,16 @@ class _DocumentBuilder:
             "paths": dict(sorted(self.paths.items())),
             "components": {"schemas": dict(sorted(self.schemas.items())), "securitySchemes": {"BearerToken": bearer}},
         }
+
+    def _kind_schema(self, resource: Resource) -> Schema:
+        """Kube's own schema for a built-in kind (with the definitions it refers to); the model's otherwise."""
+        published = builtin_openapi.definition_name(resource.group, resource.version, resource.kind)
+        if not resource.builtin or published is None:
+            return kind_schema(resource)
+        definitions = builtin_openapi.definitions_of(published, V3_REF_PREFIX, wrap_refs=True)
+        for name, schema in definitions.items():
+            self.schemas.setdefault(name, schema)
+        return definitions[published]
 
     def _op(
         self, action: str, op_id: str, kind_gvk: dict[str, str], method: str, response: Schema, **kw: Any
@@ -277,59 +288,12 @@ def openapi_v3_index(registry: Registry) -> Schema:
     return OpenAPICache(registry).index()
 
 
-def _v2_shallow(schema: Schema) -> Schema:
-    """Top-level fields only, type and description: Swagger 2.0 has no anyOf/nullable and the v2 doc is a fallback."""
-    node: Schema = {"type": schema.get("type", "object")} if "type" in schema or "properties" in schema else {}
-    if "description" in schema:
-        node["description"] = schema["description"]
-    return node
-
-
 def openapi_v2(registry: Registry) -> Schema:
-    """A minimal Swagger 2.0 document (/openapi/v2): kinds with their GVK and each kind's PATCH operation."""
-    definitions: dict[str, Schema] = {
-        OBJECT_META: {"type": "object", "description": meta_schemas()[OBJECT_META]["description"]},
-        PATCH: {"type": "object", "description": "The body of a PATCH request."},
-    }
-    paths: dict[str, Schema] = {}
-    for resource in sorted(registry.all(), key=lambda r: (r.group, r.version, r.plural)):
-        published = kind_schema(resource)
-        properties = {k: _v2_shallow(v) for k, v in published.get("properties", {}).items() if k != "metadata"}
-        properties["metadata"] = ref(OBJECT_META, V2_REF_PREFIX)
-        name = resource_schema_name(resource)
-        definitions[name] = {
-            "type": "object",
-            "description": published.get("description", resource.kind),
-            "properties": properties,
-            "x-kubernetes-group-version-kind": [gvk(resource.group, resource.version, resource.kind)],
-        }
-        if "patch" not in resource.verbs:
-            continue
-        prefix = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
-        ns_part = "/namespaces/{namespace}" if resource.namespaced else ""
-        names = ("name", "namespace") if resource.namespaced else ("name",)
-        params = [{"name": n, "in": "path", "required": True, "type": "string"} for n in names]
-        query = [{"name": p["name"], "in": "query", "type": p["schema"]["type"]} for p in (*WRITE_PARAMS, FORCE)]
-        body = {"name": "body", "in": "body", "required": True, "schema": ref(PATCH, V2_REF_PREFIX)}
-        paths[f"{prefix}{ns_part}/{resource.plural}/{{name}}"] = {
-            "patch": {
-                "consumes": list(PATCH_CONTENT_TYPES),
-                "produces": ["application/json"],
-                "parameters": [body, *query],
-                "responses": {"200": {"description": "OK", "schema": ref(name, V2_REF_PREFIX)}},
-                "x-kubernetes-action": "patch",
-                "x-kubernetes-group-version-kind": gvk(resource.group, resource.version, resource.kind),
-            },
-            "parameters": params,
-        }
-    return {
-        "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": GIT_VERSION},
-        "paths": paths,
-        "definitions": definitions,
-        "securityDefinitions": {"BearerToken": {"type": "apiKey", "name": "authorization", "in": "header"}},
-        "security": [{"BearerToken": []}],
-    }
+    """The Swagger 2.0 document (/openapi/v2): every group-version's operations and definitions."""
+    documents = (openapi_v3_document(registry, group, version) for group, version in _group_versions(registry))
+    return openapi_v2_conversion.swagger(
+        (d for d in documents if d is not None), {"title": "Kubernetes", "version": GIT_VERSION}
+    )
 
 
 class OpenAPICache:
