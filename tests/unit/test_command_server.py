@@ -10,6 +10,7 @@ from typing import Any
 from pykubevirt.launcher import protocol
 from pykubevirt.launcher.command_server import CommandServer
 from pykubevirt.launcher.protocol import Command, Request
+from tests.support.waiting import consistently
 
 
 async def test_stop_waits_for_the_command_under_way_and_ends_the_connection(tmp_path: Path) -> None:
@@ -32,8 +33,8 @@ async def test_stop_waits_for_the_command_under_way_and_ends_the_connection(tmp_
     await started.wait()
 
     stopping = asyncio.create_task(server.stop())
-    await asyncio.sleep(0)
-    assert not stopping.done(), "stop() returned while a command was still being answered"
+    # stop() must not return while a command is still being answered.
+    await consistently(lambda: not stopping.done(), for_=0.2)
     release.set()
     await asyncio.wait_for(stopping, 5)
     assert closed_after == ["answered"]

@@ -14,6 +14,7 @@ from pykubevirt.client.workqueue import (
     ShutDown,
     WorkQueue,
 )
+from tests.support.waiting import consistently
 
 
 async def test_bursts_coalesce_into_one_item() -> None:
@@ -72,7 +73,7 @@ def test_combined_limiter_takes_the_larger_delay() -> None:
 async def test_shutdown_releases_waiting_workers() -> None:
     queue: WorkQueue[str] = WorkQueue()
     waiter = asyncio.create_task(queue.get())
-    await asyncio.sleep(0)
+    await consistently(lambda: not waiter.done(), for_=0.05)  # the worker is waiting in get()
     queue.shutdown()
     with pytest.raises(ShutDown):
         await waiter
