@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from pykubevirt.client.api import JSON_PATCH, Object
+from pykubevirt.client.api import JSON_PATCH, STRATEGIC_MERGE_PATCH, Object
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
@@ -114,6 +114,63 @@ async def test_launcher_pod_is_rendered_and_handed_over(cp: ControlPlane) -> Non
     assert vmi["status"]["qosClass"] == "Burstable"
     gate = next(c for c in pod["status"]["conditions"] if c["type"] == "kubevirt.io/virtual-machine-unpaused")
     assert gate["status"] == "True" and gate["reason"] == "NotPaused"
+
+
+async def test_unpaused_gate_keeps_pod_conditions_the_controller_has_not_seen(
+    cp: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate is written with a test of the pod's conditions: another writer's newer condition is never lost."""
+    ns = await cp.namespace()
+    await create_vm(cp, ns, "gated")
+    vmi = await cp.wait_vmi_phase(ns, "gated", "Running")
+    (pod,) = (await cp.admin.list(PODS, ns, label_selector=f"kubevirt.io/created-by={vmi['metadata']['uid']}"))["items"]
+    name = pod["metadata"]["name"]
+    informer = cp.controller.pods
+    store = informer._store
+    held = f"{ns}/{name}"
+
+    def hold_back(obj: Object) -> tuple[Object | None, Object]:
+        # The controller's pod cache stays as it was while another writer adds a condition.
+        cached = informer.get(held)
+        if cached is not None and f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}" == held:
+            return cached, cached
+        return store(obj)
+
+    client = cp.controller.vmi_reconciler.client
+    patch = client.patch
+    gate_writes: list[str] = []
+
+    async def spy(resource: object, target: str, body: object, namespace: str | None = None, **kw: object) -> Object:
+        if resource == PODS and target == name and kw.get("subresource") == "status":
+            gate_writes.append(target)
+        return await patch(resource, target, body, namespace, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(informer, "_store", hold_back)
+    monkeypatch.setattr(client, "patch", spy)
+    other = {"type": "example.com/other", "status": "True"}
+    await cp.admin.patch(
+        PODS, name, {"status": {"conditions": [other]}}, ns, patch_type=STRATEGIC_MERGE_PATCH, subresource="status"
+    )
+    await cp.node.set_paused(f"{ns}/gated", True)
+    await eventually(lambda: gate_writes)
+    current = await cp.admin.get(PODS, name, ns)
+    assert other in current["status"]["conditions"], "the gate write dropped a condition it had not seen"
+
+    # Once the cache catches up, the gate follows the pause and the other writer's condition stays.
+    monkeypatch.setattr(informer, "_store", store)
+    second = {"type": "example.com/second", "status": "True"}
+    await cp.admin.patch(
+        PODS, name, {"status": {"conditions": [second]}}, ns, patch_type=STRATEGIC_MERGE_PATCH, subresource="status"
+    )
+
+    async def gate_closed() -> Object | None:
+        pod = await cp.admin.get(PODS, name, ns)
+        conditions = pod["status"]["conditions"]
+        gate = next(c for c in conditions if c["type"] == "kubevirt.io/virtual-machine-unpaused")
+        return pod if gate["status"] == "False" else None
+
+    pod = await eventually(gate_closed)
+    assert other in pod["status"]["conditions"] and second in pod["status"]["conditions"]
 
 
 async def test_paused_vmi_is_not_ready_and_vm_shows_paused(cp: ControlPlane) -> None:

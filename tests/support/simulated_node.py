@@ -157,7 +157,9 @@ class SimulatedNode:
             return
         if not spec.get("nodeName"):
             if self.unschedulable_message:
-                if status.get("phase") != "Pending" or not status.get("conditions"):
+                conditions = status.get("conditions") or []
+                # Other writers' conditions (virt-controller's unpaused gate) may be there already; keep them.
+                if status.get("phase") != "Pending" or not any(c.get("type") == "PodScheduled" for c in conditions):
                     condition = {
                         "type": "PodScheduled",
                         "status": "False",
@@ -165,7 +167,8 @@ class SimulatedNode:
                         "message": self.unschedulable_message,
                         "lastTransitionTime": _now(),
                     }
-                    await self._put_status(pod, {"phase": "Pending", "conditions": [condition]})
+                    others = [c for c in conditions if c.get("type") != "PodScheduled"]
+                    await self._put_status(pod, {"phase": "Pending", "conditions": [*others, condition]})
                 return
             if not await self._fits(pod):
                 # As a scheduler does: an unschedulable pod is tried again, since the node's labels may change

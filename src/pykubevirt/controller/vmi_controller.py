@@ -167,12 +167,30 @@ class VMIController:
         conditions = unpaused_gate_conditions(vmi, pod, now)
         if conditions is None:
             return
-        patch = {"status": {"conditions": conditions}}
+        # Guarded by the conditions as cached (upstream's preparePodPatch): the list is replaced whole, so a
+        # condition another writer added since must not be dropped. A failed test means the pod changed; its
+        # update event brings the VMI back here.
+        before = (pod.get("status") or {}).get("conditions")
+        if "status" in pod:
+            ops = [
+                {"op": "test", "path": "/status/conditions", "value": before},
+                {"op": "add", "path": "/status/conditions", "value": conditions},
+            ]
+        else:
+            ops = [
+                {"op": "test", "path": "/status", "value": None},
+                {"op": "add", "path": "/status", "value": {"conditions": conditions}},
+            ]
         try:
             await self.client.patch(
-                PODS, pod["metadata"]["name"], patch, pod["metadata"]["namespace"], subresource="status"
+                PODS,
+                pod["metadata"]["name"],
+                ops,
+                pod["metadata"]["namespace"],
+                patch_type=JSON_PATCH,
+                subresource="status",
             )
-        except NotFound:
+        except (NotFound, Invalid):
             return
 
     async def _write(self, vmi: Object) -> None:
