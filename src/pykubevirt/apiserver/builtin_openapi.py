@@ -27,6 +27,11 @@ def _definitions() -> dict[str, Any]:
     return defs
 
 
+def definitions() -> dict[str, Any]:
+    """Every definition by name, as shipped (loaded once and shared: server-side apply compiles its types from it)."""
+    return _definitions()
+
+
 @cache
 def _by_kind() -> dict[tuple[str, str, str], str]:
     index = {}

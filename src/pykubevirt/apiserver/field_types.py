@@ -7,16 +7,11 @@ Nodes compile lazily, so a write only pays for the paths it touches.
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from importlib import resources
 from typing import Any
 
+from pykubevirt.apiserver.builtin_openapi import definition_name, definitions
 from pykubevirt.apiserver.resources import Resource
 
-# The Kubernetes version whose OpenAPI is used: the minor version the server reports in /version.
-SCHEMA_VERSION = "1.32.0"
-_DEFINITIONS = f"kubernetes-json-schema/v{SCHEMA_VERSION}-local-strict/_definitions.json"
 _REF_PREFIX = "#/$defs/"
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
@@ -96,22 +91,6 @@ _DEDUCED_MAP = FieldType(MAP)
 _DEDUCED_LIST = FieldType(LIST, atomic=True)
 
 
-@cache
-def _definitions() -> dict[str, Any]:
-    data = resources.files("kubernetes_validate").joinpath(_DEFINITIONS).read_text()
-    definitions: dict[str, Any] = json.loads(data)["$defs"]
-    return definitions
-
-
-@cache
-def _kind_definitions() -> dict[tuple[str, str, str], str]:
-    index: dict[tuple[str, str, str], str] = {}
-    for name, schema in _definitions().items():
-        for gvk in schema.get("x-kubernetes-group-version-kind") or ():
-            index.setdefault((gvk.get("group", ""), gvk.get("version", ""), gvk.get("kind", "")), name)
-    return index
-
-
 _compiled_definitions: dict[str, FieldType] = {}
 
 
@@ -120,7 +99,7 @@ def _definition(name: str) -> FieldType:
     if found is None:
         # Registered before it is filled: definitions refer to themselves (JSONSchemaProps).
         found = _compiled_definitions[name] = FieldType(DEDUCED)
-        _fill(found, _definitions().get(name) or {}, name)
+        _fill(found, definitions().get(name) or {}, name)
     return found
 
 
@@ -178,7 +157,7 @@ def _fill_list(node: FieldType, schema: dict[str, Any]) -> None:
     if node.keys:
         item = schema.get("items")
         item_name = _ref_name(item)
-        item_schema = _definitions().get(item_name, {}) if item_name else item if isinstance(item, dict) else {}
+        item_schema = definitions().get(item_name, {}) if item_name else item if isinstance(item, dict) else {}
         properties = item_schema.get("properties") or {}
         for key in node.keys:
             default = (properties.get(key) or {}).get("default", _KEY_DEFAULTS.get((item_name, key)))
@@ -218,7 +197,7 @@ def kind_type(resource: Resource) -> FieldType:
         key = (resource.group, resource.version, resource.kind)
         root = _builtin_roots.get(key)
         if root is None:
-            definition = _kind_definitions().get(key)
+            definition = definition_name(*key)
             schema = {"$ref": _REF_PREFIX + definition} if definition else {"type": "object"}
             root = _builtin_roots[key] = _root(schema)
         return root
@@ -233,7 +212,7 @@ def kind_type(resource: Resource) -> FieldType:
 def _root(schema: dict[str, Any]) -> FieldType:
     """A kind's schema with apiVersion, kind and ObjectMeta declared, whatever the schema says about them."""
     name = _ref_name(schema)
-    body = _definitions().get(name, {}) if name else schema
+    body = definitions().get(name, {}) if name else schema
     properties = dict(body.get("properties") or {})
     properties.setdefault("apiVersion", {"type": "string"})
     properties.setdefault("kind", {"type": "string"})
