@@ -702,13 +702,17 @@ async def test_posting_a_crd_serves_its_kind(api: APIClient, namespace: str) -> 
     assert [c["name"] for c in table.body["columnDefinitions"]] == ["Name", "Color"]
     assert table.body["rows"][0]["cells"] == ["w", "blue"]
 
-    # Custom resource names are not DNS-checked; a single-object watch must still select exactly the one named.
-    odd = "size=3,color=red"
-    assert (await api.post(path, {"metadata": {"name": odd}, "spec": {}})).status == 201
-    stream = api.watch(f"{path}/{odd}", resourceVersion="0", timeoutSeconds="1")
+    # Custom resource names are DNS subdomains, as apiextensions-apiserver validates them.
+    rejected = await api.post(path, {"metadata": {"name": "size=3,color=red"}, "spec": {}})
+    assert rejected.status == 422, rejected.body
+    assert rejected.body["details"]["causes"][0]["field"] == "metadata.name"
+    # A single-object watch selects exactly the one named.
+    dotted = "w.x"
+    assert (await api.post(path, {"metadata": {"name": dotted}, "spec": {}})).status == 201
+    stream = api.watch(f"{path}/{dotted}", resourceVersion="0", timeoutSeconds="1")
     async with contextlib.aclosing(stream):
         events = [event async for event in stream]
-    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", odd)]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", dotted)]
 
     assert (await api.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}")).status == 200
     assert (await api.get(f"/apis/{group}/v1")).status == 404

@@ -64,3 +64,14 @@ def test_merge_patch() -> None:
     assert result["metadata"]["labels"] == {"c": "2"}
     assert result["spec"] == {"list": [7], "runStrategy": "Halted"}
     assert apply_merge_patch(DOC, make_merge_patch(DOC, result)) == result
+
+
+def test_json_patch_copies_are_bounded_in_total() -> None:
+    doc = {"a": "x" * 1000}
+    ops = [{"op": "copy", "from": "/a", "path": f"/b{i}"} for i in range(5)]
+    assert len(apply_patch(doc, ops, copy_limit=10_000)) == 6
+    doubling = [{"op": "copy", "from": "", "path": "/c"}] * 40
+    with pytest.raises(JSONPatchError, match="accumulated size increase of copy"):
+        apply_patch(doc, doubling, copy_limit=100_000)
+    with pytest.raises(JSONPatchError, match="maximum operations"):
+        apply_patch(doc, [{"op": "test", "path": "/a", "value": doc["a"]}] * 10_001)

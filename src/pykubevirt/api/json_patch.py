@@ -103,10 +103,41 @@ def _remove(doc: Any, path: str) -> tuple[Any, Any]:
     raise JSONPatchError(f"path {path!r} does not exist")
 
 
-def apply_patch(document: Any, patch: Any) -> Any:
-    """Apply `patch` to a copy of `document` and return the result."""
+# kube-apiserver's bounds on a JSON patch (maxJSONPatchOperations, and its request size for what `copy` adds).
+MAX_OPERATIONS = 10000
+DEFAULT_COPY_LIMIT = 3 * 1024 * 1024
+
+
+def _encoded_size(value: Any, limit: int) -> int:
+    """About the bytes of `value` as JSON, counting no further than just past `limit`."""
+    if isinstance(value, dict):
+        total = 2
+        for key, child in value.items():
+            total += len(key) + 4 + _encoded_size(child, limit - total)
+            if total > limit:
+                break
+        return total
+    if isinstance(value, list):
+        total = 2
+        for child in value:
+            total += 1 + _encoded_size(child, limit - total)
+            if total > limit:
+                break
+        return total
+    return len(value) + 2 if isinstance(value, str) else 8
+
+
+def apply_patch(document: Any, patch: Any, *, copy_limit: int = DEFAULT_COPY_LIMIT) -> Any:
+    """Apply `patch` to a copy of `document` and return the result.
+
+    `copy` operations together may add at most `copy_limit` bytes, so a small patch cannot double an object forty
+    times (evanphx/json-patch's AccumulatedCopySizeLimit, which kube-apiserver sets).
+    """
     if not isinstance(patch, list):
         raise JSONPatchError("a JSON patch must be a list of operations")
+    if len(patch) > MAX_OPERATIONS:
+        raise JSONPatchError(f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, got {len(patch)}")
+    copied = 0
     doc = copy_json(document)
     for op in patch:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
@@ -140,7 +171,14 @@ def apply_patch(document: Any, patch: Any) -> Any:
             if kind == "move":
                 doc, value = _remove(doc, source)
             else:
-                value = copy_json(_get(doc, source))
+                source_value = _get(doc, source)
+                copied += _encoded_size(source_value, copy_limit - copied)
+                if copied > copy_limit:
+                    raise JSONPatchError(
+                        "Unable to complete the copy, the accumulated size increase of copy is "
+                        f"{copied}, exceeding the limit {copy_limit}"
+                    )
+                value = copy_json(source_value)
             doc = _add(doc, path, value)
         elif kind == "test":
             try:

@@ -142,7 +142,8 @@ class LabelSelector:
     def matches(self, labels: Mapping[str, str] | None) -> bool:
         if self.nothing:
             return False
-        labels = labels or {}
+        if not isinstance(labels, dict):
+            labels = {}  # none, or not a map (stored before labels were validated): no labels to match
         for requirement in self.requirements:
             if not requirement.matches(labels):
                 return False

@@ -68,7 +68,14 @@ def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
                 "field": "metadata.name",
             }
         )
+    if not spec.get("versions"):
+        causes.append({"reason": "FieldValueRequired", "message": "Required value", "field": "spec.versions"})
     for i, version in enumerate(spec.get("versions") or []):
+        if not version.get("name"):
+            # Serving the CRD (after it is stored) needs every version's name.
+            causes.append(
+                {"reason": "FieldValueRequired", "message": "Required value", "field": f"spec.versions[{i}].name"}
+            )
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
         if schema is not None:
             for problem in structural_violations(schema):
@@ -91,7 +98,14 @@ class CRDController:
 
     def load_stored(self) -> None:
         for record in self.api.store.records(CRD_COLLECTION):
-            self._register(record.value)
+            try:
+                resources = resources_of(record.value)
+            except Exception:
+                # Stored before CRDs were validated as they are now: serve the rest rather than fail to start.
+                log.exception("not serving the stored CRD %s", record.key)
+                continue
+            for resource in resources:
+                self.api.registry.add(resource)
 
     def _register(self, crd: dict[str, Any]) -> None:
         for resource in resources_of(crd):

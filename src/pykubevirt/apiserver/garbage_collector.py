@@ -32,7 +32,24 @@ Ref = tuple[str, str]
 
 
 def _owner_uids(obj: dict[str, Any]) -> list[str]:
-    return [str(o.get("uid")) for o in (obj.get("metadata") or {}).get("ownerReferences") or [] if o.get("uid")]
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if not isinstance(refs, list):
+        return []
+    return [str(o["uid"]) for o in refs if isinstance(o, dict) and o.get("uid")]
+
+
+def malformed_metadata(obj: dict[str, Any]) -> str:
+    """Why the collector cannot follow this object's metadata ("" when it can): stored by an older version."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return "metadata is not an object"
+    refs = meta.get("ownerReferences")
+    if refs is not None and not (isinstance(refs, list) and all(isinstance(o, dict) for o in refs)):
+        return "metadata.ownerReferences is not a list of objects"
+    if not isinstance(meta.get("uid", ""), str):
+        return "metadata.uid is not a string"
+    return ""
 
 
 class GarbageCollector:
@@ -51,16 +68,22 @@ class GarbageCollector:
     # --------------------------------------------------------------------------------------------- index
 
     def _build_index(self) -> None:
+        indexed: list[dict[str, Any]] = []
         for collection in self.store.collections():
             for record in self.store.records(collection):
+                problem = malformed_metadata(record.value)
+                if problem:
+                    # Written before writes were validated; serving it beats refusing to start.
+                    log.warning("not collecting %s %s: %s", collection, record.key, problem)
+                    continue
                 self._index(collection, record.key, record.value)
+                indexed.append(record.value)
         for uid, dependents in self._dependents.items():
             if uid not in self._by_uid and dependents:
                 self._enqueue("owner-gone", uid)
-        for collection in self.store.collections():
-            for record in self.store.records(collection):
-                if (record.value.get("metadata") or {}).get("deletionTimestamp"):
-                    self._enqueue("deleting", str(record.value["metadata"].get("uid")))
+        for obj in indexed:
+            if obj["metadata"].get("deletionTimestamp"):
+                self._enqueue("deleting", str(obj["metadata"].get("uid")))
 
     def _index(self, collection: str, key: str, obj: dict[str, Any]) -> None:
         uid = (obj.get("metadata") or {}).get("uid")

@@ -15,7 +15,8 @@ from aiohttp import web
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector, SelectorError, parse_label_selector
-from pykubevirt.apiserver import patching, printers, protobuf, query_options
+from pykubevirt.apiserver import body_decoding, patching, printers, protobuf, query_options
+from pykubevirt.apiserver.builtin_schemas import delete_options_body
 from pykubevirt.apiserver.deletion import DeleteOptions
 from pykubevirt.apiserver.list_streaming import STREAM_THRESHOLD, write_list
 from pykubevirt.apiserver.object_api import IGNORE, STRICT, WARN, ObjectAPI, RequestContext, UserInfo
@@ -258,7 +259,7 @@ class RestHandlers:
             return json_response(patched, 201 if created else 200, ctx.warnings)
         if method == "DELETE":
             body = await self._body(request, optional=True)
-            options = DeleteOptions.from_body(body if isinstance(body, dict) else None, dict(request.query))
+            options = DeleteOptions.from_body(delete_options_body(body), dict(request.query))
             if target.name:
                 obj, _ = self.api.delete(target.resource, target.namespace, target.name, options, ctx)
                 return json_response(obj, 200, ctx.warnings)
@@ -292,19 +293,9 @@ class RestHandlers:
         content_type = patching.media_type(request.headers.get("Content-Type")) or JSON
         if content_type == protobuf.CONTENT_TYPE:
             return protobuf.decode(raw)
-        if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
-            import yaml
-
-            try:
-                return yaml.safe_load(raw.decode("utf-8"))
-            except (yaml.YAMLError, UnicodeDecodeError) as exc:
-                raise errors.bad_request(f"error decoding YAML: {exc}") from exc
-        if content_type not in (JSON, "*/*"):
+        if content_type not in (JSON, "*/*", "application/yaml", "application/x-yaml", "text/yaml"):
             raise errors.unsupported_media_type(content_type, [JSON, YAML])
-        try:
-            return json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
+        return body_decoding.decode_body(raw, content_type, self.max_body_bytes)
 
     # --------------------------------------------------------------------------------------------------- reads
 
@@ -355,6 +346,8 @@ class RestHandlers:
             limit = int(request.query.get("limit", "0") or 0)
         except ValueError as exc:
             raise errors.bad_request("limit must be an integer") from exc
+        if limit < 0:
+            raise errors.bad_request(f"limit must be a non-negative integer, got {limit}")
         items, revision, token = self.api.list_objects(
             target.resource,
             target.namespace,
@@ -379,7 +372,7 @@ class RestHandlers:
     async def _watch(self, request: web.Request, target: Target, *, single: bool) -> web.StreamResponse:
         label, field = _selectors(request)
         if single:
-            # Names may hold characters a selector value must escape (custom resources are not DNS-checked).
+            # Names may hold characters a selector value must escape (RBAC names are only path segments).
             field = parse_field_selector("metadata.name=" + escape_field_value(target.name))
         send_initial = request.query.get("sendInitialEvents") in ("true", "1")
         if send_initial and request.query.get("resourceVersionMatch") != "NotOlderThan":
@@ -468,7 +461,7 @@ class RestHandlers:
 
     async def _evict(self, request: web.Request, target: Target, ctx: RequestContext) -> web.Response:
         body = await self._body(request, optional=True)
-        delete_options = (body or {}).get("deleteOptions") if isinstance(body, dict) else None
-        options = DeleteOptions.from_body(delete_options, {})
+        eviction = delete_options_body(body, kind="Eviction")
+        options = DeleteOptions.from_body(eviction.get("deleteOptions") if eviction else None, {})
         self.api.delete(target.resource, target.namespace, target.name, options, ctx)
         return json_response(CREATED_STATUS, 201)

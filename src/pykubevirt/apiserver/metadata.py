@@ -7,7 +7,6 @@ import uuid
 from typing import Any
 
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.api.name_validation import dns1123_subdomain_errors
 from pykubevirt.api.timestamps import now_rfc3339
 
 # Kubernetes' generateName alphabet: no vowels (no words), no confusable characters.
@@ -29,21 +28,6 @@ SYSTEM_FIELDS = (
 
 def generate_name(prefix: str) -> str:
     return prefix[:_MAX_GENERATE_PREFIX] + "".join(random.choices(_NAME_ALPHABET, k=_RANDOM_LENGTH))
-
-
-def name_problems(name: str, *, dns_subdomain: bool) -> list[str]:
-    """Why `name` is not a valid object name (empty when valid)."""
-    if not name:
-        return ["name or generateName is required"]
-    problems = []
-    if name in (".", ".."):
-        problems.append(f'may not be "{name}"')
-    for bad in ("/", "%"):
-        if bad in name:
-            problems.append(f"may not contain '{bad}'")
-    if dns_subdomain:
-        problems += dns1123_subdomain_errors(name)
-    return problems
 
 
 def stamp_new(obj: dict[str, Any], *, track_generation: bool) -> None:

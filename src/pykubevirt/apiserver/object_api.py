@@ -18,7 +18,7 @@ from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.api.structural import apply_defaults, prune, unknown_fields, validate
 from pykubevirt.api.timestamps import format_time
-from pykubevirt.apiserver import managed_fields, metadata, patching, server_side_apply
+from pykubevirt.apiserver import body_decoding, managed_fields, metadata, patching, server_side_apply, write_validation
 from pykubevirt.apiserver.deletion import (
     PROTECTED_NAMESPACES,
     DeleteOptions,
@@ -104,11 +104,14 @@ class ObjectAPI:
         *,
         admission: list[AdmissionPlugin] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        max_object_bytes: int = 3 * 1024 * 1024,
     ) -> None:
         self.store = store
         self.registry = registry
         self.admission = admission or []
         self.clock = clock
+        # What a stored object may grow to once decoded or patched (the request body limit, as kube-apiserver's).
+        self.max_object_bytes = max_object_bytes
         # Called after a write that changes the set of served resources (CRDs).
         self.on_crd_change: list[Callable[[dict[str, Any], str], None]] = []
 
@@ -164,8 +167,8 @@ class ObjectAPI:
     ) -> dict[str, Any]:
         """Create an object; `track=False` keeps the managedFields it carries (a server-side apply made them)."""
         managed_fields.options_error("CreateOptions", ctx.field_manager)
-        obj = self._decode_object(resource, body)
-        meta = obj.setdefault("metadata", {})
+        obj = self._decode_object(resource, body, ctx)
+        meta = obj["metadata"]
         if resource.namespaced:
             body_ns = meta.get("namespace")
             if namespace is None:
@@ -181,16 +184,6 @@ class ObjectAPI:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = metadata.generate_name(str(meta["generateName"]))
         name = str(meta.get("name") or "")
-        problems = metadata.name_problems(name, dns_subdomain=resource.builtin and resource.kind != "Event")
-        if problems:
-            detail = "; ".join(problems)
-            if name:
-                raise errors.invalid_field(
-                    resource.kind, resource.group, name, "metadata.name", f'Invalid value: "{name}": {detail}'
-                )
-            raise errors.invalid_field(
-                resource.kind, resource.group, name, "metadata.name", f"Required value: {detail}", "FieldValueRequired"
-            )
         if meta.get("deletionTimestamp"):
             meta.pop("deletionTimestamp")
         if resource.has_status and not resource.builtin:
@@ -201,6 +194,7 @@ class ObjectAPI:
             obj = managed_fields.track(resource, None, obj, manager=ctx.manager, subresource="", now=self._now())
         metadata.stamp_new(obj, track_generation=not resource.builtin or resource.kind == "CustomResourceDefinition")
         obj = self._mutate(resource, "CREATE", obj, None, ctx)
+        write_validation.validate_metadata(resource, obj)
         self._validate_schema(resource, obj, name)
         self._validate_admission(resource, "CREATE", obj, None, ctx)
         if resource.ttl_seconds and not lease:
@@ -229,10 +223,10 @@ class ObjectAPI:
         subresource: str = "",
     ) -> dict[str, Any]:
         managed_fields.options_error("UpdateOptions", ctx.field_manager)
-        new = self._decode_object(resource, body)
         current = self.store.get(resource.collection, resource.key(namespace, name))
         if current is None:
             raise errors.not_found(resource.plural, resource.group, name)
+        new = self._decode_object(resource, body, ctx, old=current.value)
         body_name = (new.get("metadata") or {}).get("name")
         if body_name and body_name != name:
             raise errors.bad_request(
@@ -285,6 +279,7 @@ class ObjectAPI:
         # Admission (KubeVirt's webhooks, built-in strategies) is registered for main resources, not subresources.
         if not subresource:
             new = self._mutate(resource, "UPDATE", new, old, ctx)
+        write_validation.validate_metadata(resource, new, old)
         self._validate_schema(resource, new, name)
         if not subresource:
             self._validate_admission(resource, "UPDATE", new, old, ctx)
@@ -344,7 +339,7 @@ class ObjectAPI:
             raise errors.unsupported_media_type(patch_type, accepted)
         applying = patch_type == patching.APPLY_PATCH
         managed_fields.options_error("PatchOptions", ctx.field_manager, apply=applying, force=ctx.force)
-        patch = patching.decode_patch(body, patch_type)
+        patch = patching.decode_patch(body, patch_type, self.max_object_bytes)
         current = self.store.get(resource.collection, resource.key(namespace, name))
         if applying:
             return self._apply(resource, namespace, name, patch, current, ctx, subresource)
@@ -364,6 +359,7 @@ class ObjectAPI:
         tracked: bool,
     ) -> dict[str, Any]:
         name = str(current.value["metadata"]["name"])
+        patched = self._decode_object(resource, patched, ctx, old=current.value, patched=True)
         expected = _parse_resource_version((patched.get("metadata") or {}).get("resourceVersion"), resource, name)
         if expected is not None and str(expected) == current.value["metadata"].get("resourceVersion"):
             expected = current.revision
@@ -384,6 +380,8 @@ class ObjectAPI:
         """Server-side apply; a missing object is created (not through a subresource)."""
         if not isinstance(patch, dict):
             raise errors.bad_request("an apply patch must be an object")
+        # The applied configuration is decoded like any body before it is merged (types, unknown fields).
+        patch = write_validation.decode_fields(resource, patch, ctx.field_validation, ctx.warnings)
         if current is None and subresource:
             raise errors.not_found(resource.plural, resource.group, name)
         applied = server_side_apply.apply(
@@ -494,9 +492,24 @@ class ObjectAPI:
 
     # ------------------------------------------------------------------------------------------------- helpers
 
-    def _decode_object(self, resource: Resource, body: Any) -> dict[str, Any]:
+    def _decode_object(
+        self,
+        resource: Resource,
+        body: Any,
+        ctx: RequestContext,
+        *,
+        old: dict[str, Any] | None = None,
+        patched: bool = False,
+    ) -> dict[str, Any]:
+        """The body as the kind's decoder leaves it (see write_validation), with the resource's kind and version."""
         if not isinstance(body, dict):
             raise errors.bad_request(f"the request body must be a JSON object, not {type(body).__name__}")
+        if patched:
+            # A patch is bounded on the wire, not in what it makes (JSON patch `copy`, merges into a large object).
+            try:
+                body_decoding.check_value(body, self.max_object_bytes)
+            except body_decoding.DecodeError as exc:
+                raise body_decoding.as_api_error(exc, yaml_body=False, max_bytes=self.max_object_bytes) from exc
         obj = copy_json(body)
         kind = obj.get("kind")
         api_version = obj.get("apiVersion")
@@ -514,9 +527,7 @@ class ObjectAPI:
             )
         obj["kind"] = resource.kind
         obj["apiVersion"] = resource.api_version
-        if not isinstance(obj.get("metadata", {}), dict):
-            raise errors.bad_request("metadata must be an object")
-        return obj
+        return write_validation.decode_fields(resource, obj, ctx.field_validation, ctx.warnings, old=old)
 
     def _now(self) -> str:
         return format_time(self.clock())

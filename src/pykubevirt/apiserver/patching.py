@@ -5,14 +5,12 @@ Server-side apply patches are decoded here and applied by server_side_apply.
 
 from __future__ import annotations
 
-import json
 from typing import Any
-
-import yaml
 
 from pykubevirt.api import errors
 from pykubevirt.api.json_patch import JSONPatchError, JSONPatchTestFailed, apply_patch
 from pykubevirt.api.merge_patch import apply_merge_patch
+from pykubevirt.apiserver import body_decoding
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -41,12 +39,15 @@ def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
-def decode_patch(body: bytes, patch_type: str) -> Any:
+def decode_patch(body: bytes, patch_type: str, max_bytes: int = 3 * 1024 * 1024) -> Any:
+    """The patch body as a value within body_decoding's limits (depth, size once decoded, no NaN)."""
     try:
         if patch_type == APPLY_PATCH:
-            return yaml.safe_load(body.decode("utf-8"))
-        return json.loads(body)
-    except (ValueError, yaml.YAMLError) as exc:
+            return body_decoding.load_yaml(body, max_bytes)
+        return body_decoding.load_json(body, max_bytes)
+    except body_decoding.DecodeError as exc:
+        if exc.too_large:
+            raise errors.too_large(max_bytes) from exc
         raise errors.bad_request(f"error decoding patch: {exc}") from exc
 
 

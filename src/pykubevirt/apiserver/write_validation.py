@@ -1,0 +1,128 @@
+"""The checks every write makes before anything is stored: decoding into the kind's types, then ObjectMeta's rules.
+
+`decode_fields` does what kube-apiserver's decoder does to a body: a built-in kind's fields must have the types of
+Kubernetes' OpenAPI (else 400) and unknown fields are dropped with a warning (400 under fieldValidation=Strict); a
+custom resource's metadata fields of the wrong type are dropped, as apiextensions-apiserver drops them.
+`validate_metadata` is ValidateObjectMetaAccessor (422 Invalid with a cause per problem).
+
+Objects stored by an older version may already break these rules. An update is not refused for what it did not
+change (the rules ratchet, as kube's do for fields that became stricter): a malformed field the stored object already
+had is dropped, and a metadata problem it already had is not reported again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pykubevirt.api import errors
+from pykubevirt.api.field_hints import strict_decoding_error, unknown_field_messages
+from pykubevirt.apiserver import builtin_schemas
+from pykubevirt.apiserver.object_meta_validation import (
+    Cause,
+    NameRule,
+    dns_subdomain_name,
+    invalid,
+    name_rule,
+    object_meta_causes,
+    path_segment_name,
+    required,
+)
+from pykubevirt.apiserver.resources import Resource
+
+STRICT = "Strict"
+WARN = "Warn"
+# Bounds the repair loop of a stored object with many malformed fields.
+_MAX_DROPPED_FIELDS = 64
+
+
+def decode_fields(
+    resource: Resource,
+    obj: dict[str, Any],
+    field_validation: str,
+    warnings: list[str],
+    *,
+    old: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`obj` as the kind's decoder would leave it; 400 for values of the wrong type (or unknown fields, if Strict).
+
+    `obj` is not changed; a copy is returned when something is dropped.
+    """
+    if obj.get("metadata") is None:
+        obj = {**obj, "metadata": {}}
+    node = builtin_schemas.kind_node(resource.group, resource.version, resource.kind) if resource.builtin else None
+    if node is None:
+        return _drop_malformed_metadata(obj)
+    for _ in range(_MAX_DROPPED_FIELDS):
+        result = builtin_schemas.decode_check(obj, node)
+        error = result.type_error
+        if error is None:
+            break
+        if old is None or not _has_type_error_at(old, node, error.keys):
+            raise errors.bad_request(
+                f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: '
+                + error.message()
+            )
+        obj = builtin_schemas.without_fields(obj, [error.keys])
+    else:
+        raise errors.bad_request(f"{resource.kind} has too many malformed fields")
+    if result.unknown:
+        paths = [builtin_schemas.unknown_path(keys) for _, keys in result.unknown]
+        if field_validation == STRICT:
+            raise errors.bad_request(strict_decoding_error(resource.kind, resource.version, paths))
+        if field_validation == WARN:
+            warnings.extend(unknown_field_messages(paths))
+        obj = builtin_schemas.without_fields(obj, [keys for _, keys in result.unknown])
+    return obj
+
+
+def _has_type_error_at(old: dict[str, Any], node: builtin_schemas.Node, keys: tuple[str | int, ...]) -> bool:
+    value: Any = old
+    for key in keys:
+        if isinstance(value, dict) and isinstance(key, str) and key in value:
+            value = value[key]
+        elif isinstance(value, list) and isinstance(key, int) and key < len(value):
+            value = value[key]
+        else:
+            return False
+    result = builtin_schemas.decode_check(old, node)
+    return result.type_error is not None and result.type_error.keys == keys
+
+
+def _drop_malformed_metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    """apiextensions' GetObjectMeta with dropMalformedFields: each metadata field of the wrong type goes."""
+    meta = obj["metadata"]
+    if not isinstance(meta, dict):
+        raise errors.bad_request("metadata must be an object")
+    fields = builtin_schemas.definition_node(builtin_schemas.OBJECT_META).properties or {}
+    malformed = [
+        key
+        for key, value in meta.items()
+        if key in fields and builtin_schemas.decode_check(value, fields[key]).type_error is not None
+    ]
+    if not malformed:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k not in malformed}}
+
+
+def metadata_causes(resource: Resource, obj: dict[str, Any]) -> list[Cause]:
+    """ValidateObjectMetaAccessor with the kind's name rule (custom resources: DNS subdomain, as for CRDs' kinds)."""
+    meta = obj.get("metadata") or {}
+    rule: NameRule | None = name_rule(resource.group, resource.kind) if resource.builtin else dns_subdomain_name
+    if rule is not None:
+        return object_meta_causes(meta, rule, namespaced=resource.namespaced)
+    # Kinds kube does not validate still need a name that can be a path segment.
+    name = meta.get("name")
+    if not name:
+        return [required("metadata.name", "name or generateName is required")]
+    return [invalid("metadata.name", name, m) for m in path_segment_name(str(name), False)]
+
+
+def validate_metadata(resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
+    """422 Invalid when the object's metadata breaks apimachinery's rules (those `old` already broke excepted)."""
+    causes = metadata_causes(resource, obj)
+    if causes and old is not None:
+        before = {(c["field"], c["message"]) for c in metadata_causes(resource, old)}
+        causes = [c for c in causes if (c["field"], c["message"]) not in before]
+    if causes:
+        name = (obj.get("metadata") or {}).get("name")
+        raise errors.invalid(resource.kind, resource.group, name if isinstance(name, str) else "", causes)

@@ -1,0 +1,109 @@
+"""Request bodies within kube-apiserver's limits: no NaN, bounded alias expansion and nesting, size after decoding."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pykubevirt.api import errors
+from pykubevirt.apiserver import patching
+from pykubevirt.apiserver.body_decoding import MAX_DEPTH, DecodeError, decode_body, load_json, load_yaml
+
+LIMIT = 3 * 1024 * 1024
+
+
+def billion_laughs(levels: int) -> bytes:
+    """A YAML body whose every level references the one before ten times."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for level in range(1, levels + 1):
+        refs = ",".join(f"*a{level - 1}" for _ in range(10))
+        lines.append(f"a{level}: &a{level} [{refs}]")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_yaml_aliases_cannot_expand_past_the_request_limit() -> None:
+    body = billion_laughs(6)
+    assert len(body) < 1000
+    with pytest.raises(DecodeError) as caught:
+        load_yaml(body, LIMIT)
+    assert caught.value.too_large
+    with pytest.raises(errors.APIError) as reply:
+        decode_body(billion_laughs(8), "application/yaml", LIMIT)
+    assert reply.value.code == 413
+
+
+def test_yaml_aliases_within_the_limit_are_fine() -> None:
+    assert load_yaml(b"a: &x {k: v}\nb: *x\n", LIMIT) == {"a": {"k": "v"}, "b": {"k": "v"}}
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_json_rejects_nan_and_infinity(constant: str) -> None:
+    with pytest.raises(errors.APIError) as caught:
+        decode_body(f'{{"data": {{"a": {constant}}}}}'.encode(), "application/json", LIMIT)
+    assert caught.value.code == 400
+    assert "invalid character 'N'" in caught.value.message or "invalid character 'I'" in caught.value.message
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_yaml_rejects_nan_and_infinity(value: str) -> None:
+    with pytest.raises(errors.APIError) as caught:
+        decode_body(f"data: {value}\n".encode(), "application/yaml", LIMIT)
+    assert caught.value.code == 400
+    assert "json: unsupported value" in caught.value.message
+
+
+def test_yaml_values_without_a_json_form_are_rejected() -> None:
+    with pytest.raises(errors.APIError) as caught:
+        decode_body(b"when: 2024-01-01 10:00:00\n", "application/yaml", LIMIT)
+    assert caught.value.code == 400
+    with pytest.raises(errors.APIError):
+        decode_body(b"{1: a}\n", "application/yaml", LIMIT)
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 10_000, 100_000])
+def test_json_nesting_is_bounded(depth: int) -> None:
+    body = ("[" * depth + "]" * depth).encode()
+    with pytest.raises(errors.APIError) as caught:
+        decode_body(body, "application/json", LIMIT)
+    assert caught.value.code == 400
+    assert "exceeded max depth" in caught.value.message
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 10_000])
+def test_yaml_nesting_is_bounded(depth: int) -> None:
+    body = ("[" * depth + "]" * depth).encode()
+    with pytest.raises(errors.APIError) as caught:
+        decode_body(body, "application/yaml", LIMIT)
+    assert caught.value.code == 400
+
+
+def test_nesting_up_to_the_limit_decodes() -> None:
+    body = ('{"a":' * MAX_DEPTH + "1" + "}" * MAX_DEPTH).encode()
+    assert isinstance(load_json(body, LIMIT), dict)
+
+
+@pytest.mark.parametrize("patch_type", [patching.MERGE_PATCH, patching.STRATEGIC_MERGE_PATCH, patching.JSON_PATCH])
+def test_patch_bodies_have_the_same_limits(patch_type: str) -> None:
+    deep = ('{"a":' * 10_000 + "1" + "}" * 10_000).encode()
+    with pytest.raises(errors.APIError) as caught:
+        patching.decode_patch(deep, patch_type)
+    assert caught.value.code == 400
+    with pytest.raises(errors.APIError) as caught:
+        patching.decode_patch(b'{"a": NaN}', patch_type)
+    assert caught.value.code == 400
+
+
+def test_apply_patches_have_the_yaml_limits() -> None:
+    with pytest.raises(errors.APIError) as caught:
+        patching.decode_patch(billion_laughs(8), patching.APPLY_PATCH)
+    assert caught.value.code == 413
+
+
+def test_the_size_limit_counts_the_decoded_value() -> None:
+    value = {"data": {f"k{i}": "v" * 1000 for i in range(100)}}
+    raw = json.dumps(value).encode()
+    assert load_json(raw, LIMIT) == value
+    with pytest.raises(DecodeError) as caught:
+        load_json(raw, 50_000)
+    assert caught.value.too_large
