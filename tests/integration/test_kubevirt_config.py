@@ -1,14 +1,19 @@
-"""The cluster's KubeVirt object configures KubeVirt, as in KubeVirt: its feature gates decide what admission allows."""
+"""The cluster's KubeVirt object configures KubeVirt, as in KubeVirt: admission and virt-controller follow it."""
 
 from __future__ import annotations
 
 import copy
 from pathlib import Path
 
+from pykubevirt.client.resources import KUBEVIRTS as KUBEVIRTS_REF
+from pykubevirt.client.resources import PODS, VIRTUAL_MACHINES
 from tests.integration.conftest import VM_API, vm_manifest
 from tests.integration.test_admission_webhooks import admission_review
 from tests.support.apiserver_process import APIServerProcess, kubectl
+from tests.support.control_plane import start_control_plane
+from tests.support.control_plane import vm_manifest as control_plane_vm
 from tests.support.http_client import APIClient
+from tests.support.waiting import eventually
 
 KUBEVIRTS = f"{VM_API}/namespaces/kubevirt/kubevirts"
 GATE_MESSAGE = "Reserved overhead memlock feature gate is not enabled in kubevirt-config"
@@ -48,3 +53,37 @@ async def test_feature_gates_follow_the_kubevirt_object(fresh_apiserver: APIServ
 
     listed = kubectl(fresh_apiserver, home, "get", "kv", "-n", "kubevirt", "-o", "name").stdout
     assert listed.strip() == "kubevirt.kubevirt.io/kubevirt"
+
+
+async def test_virt_controller_follows_the_kubevirt_object(fresh_apiserver: APIServerProcess) -> None:
+    """disableSerialConsoleLog in the object drops the guest-console-log container from launcher pods made after."""
+    plane = await start_control_plane(fresh_apiserver)
+    try:
+        ns = await plane.namespace()
+
+        async def launcher_containers(name: str) -> list[str]:
+            vmi = await plane.wait_vmi_phase(ns, name, "Running")
+            selector = f"kubevirt.io/created-by={vmi['metadata']['uid']}"
+            (pod,) = (await plane.admin.list(PODS, ns, label_selector=selector))["items"]
+            return [c["name"] for c in [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]]
+
+        await plane.admin.create(VIRTUAL_MACHINES, control_plane_vm("logged"), ns)
+        assert "guest-console-log" in await launcher_containers("logged")
+
+        kubevirt = {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "KubeVirt",
+            "metadata": {"name": "kubevirt"},
+            "spec": {"configuration": {"virtualMachineOptions": {"disableSerialConsoleLog": {}}}},
+        }
+        await plane.admin.create(KUBEVIRTS_REF, kubevirt, "kubevirt")
+
+        async def applied() -> bool:
+            return plane.controller.config.disable_serial_console_log
+
+        await eventually(applied)
+        await plane.admin.create(VIRTUAL_MACHINES, control_plane_vm("quiet"), ns)
+        containers = await launcher_containers("quiet")
+        assert "compute" in containers and "guest-console-log" not in containers
+    finally:
+        await plane.stop()

@@ -6,13 +6,8 @@ import argparse
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
 
 from pykubevirt.cli.component_client import add_client_flags, cancel_on_signals, connect
-
-if TYPE_CHECKING:
-    from pykubevirt.client.api import KubeClient
-    from pykubevirt.config.cluster_config import ClusterConfig
 
 logger = logging.getLogger("pykubevirt.controller")
 
@@ -25,7 +20,8 @@ async def serve(args: argparse.Namespace) -> int:
     client = connect(args, "virt-controller")
     if client is None:
         return 1
-    cluster = await read_cluster_config(client, ClusterConfig())
+    # The KubeVirt object's configuration is layered over this as virt-controller runs (VirtController.config).
+    cluster = ClusterConfig()
     options = ControllerOptions(
         workers=args.workers,
         config=cluster,
@@ -50,20 +46,6 @@ async def serve(args: argparse.Namespace) -> int:
             await controller.shutdown()
         await client.close()
     return code
-
-
-async def read_cluster_config(client: KubeClient, defaults: ClusterConfig) -> ClusterConfig:
-    """The KubeVirt object's configuration over `defaults`, read once at start (upstream watches it)."""
-    from pykubevirt.client.errors import NotFound
-    from pykubevirt.client.resources import KUBEVIRTS
-    from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
-
-    try:
-        objects, _ = await client.list_all(KUBEVIRTS)
-    except NotFound:
-        # No KubeVirt CRD on this cluster: the command line's configuration is all there is.
-        return defaults
-    return cluster_config(active_kubevirt(objects), defaults)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
 from dataclasses import dataclass, field
 
 from pykubevirt.api import constants as c
-from pykubevirt.client.api import KubeClient
+from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Controller, own_key, owner_keys, run_until_failure
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, field_index, owner_uid_index
@@ -17,6 +18,7 @@ from pykubevirt.client.leader_election import LeaderElector
 from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
     DATA_VOLUMES,
+    KUBEVIRTS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
@@ -24,6 +26,7 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINES,
 )
 from pykubevirt.config.cluster_config import ClusterConfig
+from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
 from pykubevirt.controller.launcher_pod import LauncherSettings
 from pykubevirt.controller.node_controller import (
     DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
@@ -43,9 +46,14 @@ LEASE_NAMESPACE = "kubevirt"
 _node_of_vmi = field_index("status.nodeName")
 
 
+def _no_keys(obj: Object) -> list[str]:
+    return []
+
+
 @dataclass(slots=True)
 class ControllerOptions:
     workers: int = 10
+    # The command line's configuration; the cluster's KubeVirt object overrides what it sets.
     config: ClusterConfig = field(default_factory=ClusterConfig)
     launcher: LauncherSettings | None = None
     heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT_SECONDS
@@ -74,6 +82,7 @@ class VirtController:
         self.revisions = Informer(client, CONTROLLER_REVISIONS)
         self.nodes = Informer(client, NODES)
         self.pvcs = Informer(client, PERSISTENT_VOLUME_CLAIMS)
+        self.kubevirts = Informer(client, KUBEVIRTS)
         self.pods.add_indexer(POD_OWNER_INDEX, controller_uid_index)
         self.pods.add_indexer(POD_NODE_INDEX, field_index("spec.nodeName"))
         self.vmis.add_indexer(VMI_NODE_INDEX, _node_of_vmi)
@@ -109,7 +118,10 @@ class VirtController:
         self.vmi_controller = Controller("virtualmachineinstance", self.vmi_reconciler, workers=opts.workers)
         self.node_controller = Controller("node", self.node_reconciler, workers=1)
         self._wire()
-        self.informers = [self.vms, self.vmis, self.pods, self.data_volumes, self.revisions, self.nodes, self.pvcs]
+        self.informers = [
+            *(self.vms, self.vmis, self.pods, self.data_volumes, self.revisions, self.nodes, self.pvcs),
+            self.kubevirts,
+        ]
 
     def _wire(self) -> None:
         vm = self.vm_reconciler
@@ -123,6 +135,29 @@ class VirtController:
         self.pods.add_handler(EventHandler(on_add=vmi.on_pod_add, on_delete=vmi.on_pod_delete))
         self.vmi_controller.watch(self.vmis, own_key).watch(self.pods, owner_keys(c.VMI_KIND)).watch(self.vms, own_key)
         self.node_controller.watch(self.nodes).watch(self.vmis, _node_of_vmi)
+        # The KubeVirt object's configuration, followed as virt-config's informer does; the VM and VMI controllers
+        # wait for this cache too, so they never act on the command line's values alone when an object exists.
+        apply = EventHandler(
+            on_add=lambda _: self._apply_config(),
+            on_update=lambda _old, _new: self._apply_config(),
+            on_delete=lambda _: self._apply_config(),
+        )
+        self.kubevirts.add_handler(apply)
+        self.vm_controller.watch(self.kubevirts, _no_keys)
+        self.vmi_controller.watch(self.kubevirts, _no_keys)
+
+    @property
+    def config(self) -> ClusterConfig:
+        """The cluster configuration in effect."""
+        return self.vm_reconciler.config
+
+    def _apply_config(self) -> None:
+        config = cluster_config(active_kubevirt(self.kubevirts.items()), self.options.config)
+        if config == self.vm_reconciler.config:
+            return
+        log.info("cluster configuration changed: %s", config)
+        self.vm_reconciler.config = config
+        self.vmi_reconciler.settings = dataclasses.replace(self.vmi_reconciler.settings, cluster=config)
 
     async def run_controllers(self) -> None:
         """Informers and controllers until cancelled (the leader's work)."""
