@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pykubevirt.config.cluster_config import ClusterConfig, MigrationConfig
-from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
+from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt, active_kubevirt, cluster_config
 
 FLAGS = ClusterConfig(feature_gates=frozenset({"FromFlag"}))
 
@@ -128,3 +128,14 @@ def test_an_invalid_configuration_is_not_applied_at_all() -> None:
         {"memBalloonStatsPeriod": -5},
     ):
         assert cluster_config(kubevirt(bad), FLAGS) == FLAGS, bad
+
+
+def test_the_configuration_is_parsed_again_only_when_the_object_changes() -> None:
+    config = ConfigFromKubeVirt(FLAGS)
+    first = kubevirt({"evictionStrategy": "None"}, uid="u1", resourceVersion="5")
+    parsed = config([first])
+    assert parsed.eviction_strategy == "None"
+    assert config([first]) is parsed
+    changed = kubevirt({"evictionStrategy": "LiveMigrate"}, uid="u1", resourceVersion="6")
+    assert config([changed]).eviction_strategy == "LiveMigrate"
+    assert config([]) is FLAGS

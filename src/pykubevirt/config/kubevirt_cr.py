@@ -125,3 +125,26 @@ def cluster_config(kubevirt: Mapping[str, Any] | None, defaults: ClusterConfig) 
         fields["migrations"] = _migrations(conf["migrations"], defaults.migrations)
     config = dataclasses.replace(defaults, **{k: v for k, v in fields.items() if v is not None})
     return defaults if invalid_reason(config) is not None else config
+
+
+class ConfigFromKubeVirt:
+    """`cluster_config` of the KubeVirt object in effect, parsed again only when that object changes.
+
+    As upstream's `GetConfig`, which keeps the configuration of the last resourceVersion it parsed.
+    """
+
+    def __init__(self, defaults: ClusterConfig) -> None:
+        self.defaults = defaults
+        self._parsed: tuple[str, str] | None = None
+        self._config = defaults
+
+    def __call__(self, objects: Iterable[Mapping[str, Any]]) -> ClusterConfig:
+        kubevirt = active_kubevirt(objects)
+        if kubevirt is None:
+            self._parsed, self._config = None, self.defaults
+            return self.defaults
+        meta = metadata(kubevirt)
+        parsed = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+        if parsed != self._parsed or not parsed[1]:
+            self._parsed, self._config = parsed, cluster_config(kubevirt, self.defaults)
+        return self._config

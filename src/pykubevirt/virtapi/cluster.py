@@ -38,7 +38,7 @@ from pykubevirt.client.resources import (
     ResourceRef,
 )
 from pykubevirt.config.cluster_config import ClusterConfig
-from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
+from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.handler_client import HandlerClient
@@ -270,12 +270,11 @@ async def serve(client: KubeClient, options: ClusterOptions, stop: asyncio.Event
     handler_ssl = ssl.create_default_context(cafile=str(options.handler_ca_file)) if options.handler_ca_file else None
     lookup = InformerLookup(client)
     tasks = [asyncio.create_task(informer.run()) for informer in lookup.informers.values()]
-    defaults = ClusterConfig(feature_gates=options.feature_gates)
+    config = ConfigFromKubeVirt(ClusterConfig(feature_gates=options.feature_gates))
 
     def admission() -> AdmissionContext:
         # The KubeVirt object in the informer's cache, over the command line's values, as virt-api's virt-config.
-        config = cluster_config(active_kubevirt(lookup.list(c.KUBEVIRT_KIND, None)), defaults)
-        return AdmissionContext(config=config, lookup=lookup)
+        return AdmissionContext(config=config(lookup.list(c.KUBEVIRT_KIND, None)), lookup=lookup)
 
     api = SubresourceAPI(client, HandlerClient(client, handler_ssl))
     middleware = authorization_middleware(client, auth) if auth is not None else None

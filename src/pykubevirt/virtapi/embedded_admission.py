@@ -14,7 +14,7 @@ from pykubevirt.apiserver.object_api import RequestContext
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.store import Store
 from pykubevirt.config.cluster_config import ClusterConfig
-from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
+from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
 
 
 class StoreLookup:
@@ -48,11 +48,11 @@ class KubeVirtAdmission:
 
     def __init__(self, store: Store, registry: Registry, defaults: ClusterConfig | None = None) -> None:
         self.lookup = StoreLookup(store, registry)
-        self.defaults = defaults or ClusterConfig()
+        self._config = ConfigFromKubeVirt(defaults or ClusterConfig())
 
     def config(self) -> ClusterConfig:
-        """The KubeVirt object's configuration over the command line's, read afresh for each request."""
-        return cluster_config(active_kubevirt(self.lookup.list(KUBEVIRT_KIND, None)), self.defaults)
+        """The KubeVirt object's configuration over the command line's, as the store holds it now."""
+        return self._config(self.lookup.list(KUBEVIRT_KIND, None))
 
     def handles(self, resource: Resource) -> bool:
         return resource.group in OUR_GROUPS and chain.handles(resource.kind)
