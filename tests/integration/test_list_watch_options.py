@@ -8,6 +8,7 @@ import json
 import time
 from typing import Any
 
+from pykubevirt.apiserver.list_streaming import STREAM_THRESHOLD
 from tests.integration.conftest import configmap
 from tests.support.http_client import APIClient
 
@@ -112,3 +113,25 @@ async def test_a_watch_from_a_revision_reached_within_the_wait_starts_there(api:
     # Whatever other tests wrote meanwhile, the watch never reports anything at or before the revision it named.
     assert all(int(e["object"]["metadata"]["resourceVersion"]) > current + 2 for e in events), events
     assert written[2]["metadata"]["name"] in [e["object"]["metadata"]["name"] for e in events]
+
+
+async def test_a_large_list_is_streamed_whole_and_in_order(api: APIClient, namespace: str) -> None:
+    """Lists over STREAM_THRESHOLD items are written in chunks (so they do not stall other requests): same body."""
+    names = [f"cm-{i:04d}" for i in range(STREAM_THRESHOLD + 150)]
+    semaphore = asyncio.Semaphore(16)
+
+    async def create(name: str) -> None:
+        async with semaphore:
+            assert (await api.post(cms(namespace), configmap(name, app="many"))).status == 201
+
+    await asyncio.gather(*(create(n) for n in names))
+    reply = await api.get(cms(namespace))
+    assert reply.status == 200
+    assert reply.headers.get("Transfer-Encoding") == "chunked"
+    assert reply.body["kind"] == "ConfigMapList" and reply.body["apiVersion"] == "v1"
+    assert [i["metadata"]["name"] for i in reply.body["items"]] == names
+    assert int(reply.body["metadata"]["resourceVersion"]) >= max(
+        int(i["metadata"]["resourceVersion"]) for i in reply.body["items"]
+    )
+    paged = await api.get(cms(namespace), limit=str(STREAM_THRESHOLD + 100), labelSelector="app=many")
+    assert len(paged.body["items"]) == STREAM_THRESHOLD + 100 and paged.body["metadata"]["continue"]

@@ -14,7 +14,7 @@ from aiohttp import web
 
 # Lists up to this many items are encoded at once; longer ones are streamed.
 STREAM_THRESHOLD = 500
-ITEMS_PER_CHUNK = 100
+ITEMS_PER_CHUNK = 50
 
 
 async def write_list(request: web.Request, head: dict[str, Any], items: list[dict[str, Any]]) -> web.StreamResponse:
