@@ -21,7 +21,14 @@ import pytest_asyncio
 
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import BadRequest, NotFound
-from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES, NODES, PODS
+from pykubevirt.client.resources import (
+    CONFIG_MAPS,
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+)
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
 from pykubevirt.node.agent import DataDirError, NodeAgent
 from pykubevirt.node.env import expand
@@ -437,8 +444,64 @@ async def test_commands_and_volumes_that_cannot_work_are_reported_clearly(env: E
     assert missing["message"] == 'exec: "no-such-binary-pykubevirt": executable file not found in $PATH'
     claims = state(pod, "claims")["waiting"]
     assert claims["reason"] == "CreateContainerConfigError"
-    assert "persistentVolumeClaim volumes are not supported" in claims["message"]
+    assert claims["message"] == 'persistentvolumeclaim "pvc" not found'
     assert phase(pod) == "Pending"
+
+
+async def test_a_bound_claim_is_its_volume_directory_and_a_block_claim_its_file(env: Env, tmp_path: Path) -> None:
+    ns = await env.namespace()
+    block_file = tmp_path / "block.img"
+    block_file.write_bytes(b"\0" * 4096)
+    for name, mode, path in (("fs", "Filesystem", tmp_path / "fs"), ("blk", "Block", block_file)):
+        volume = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{ns}-{name}"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "capacity": {"storage": "1Gi"},
+                "hostPath": {"path": str(path)},
+                "volumeMode": mode,
+            },
+        }
+        await env.client.create(PERSISTENT_VOLUMES, volume)
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": "",
+                "volumeMode": mode,
+            },
+        }
+        await env.client.create(PERSISTENT_VOLUME_CLAIMS, claim, ns)
+        # What the PV controller writes when it binds (it does not run here).
+        await env.client.patch(PERSISTENT_VOLUME_CLAIMS, name, {"spec": {"volumeName": f"{ns}-{name}"}}, ns)
+        await env.client.patch(PERSISTENT_VOLUME_CLAIMS, name, {"status": {"phase": "Bound"}}, ns, subresource="status")
+    writer = (
+        "import json, os, pathlib\n"
+        "mounts = json.loads(os.environ['PYKUBEVIRT_MOUNTS'])\n"
+        "pathlib.Path(mounts['/data'], 'note').write_text(str(os.path.getsize(mounts['/dev/blk'])))\n"
+    )
+    body = pod_manifest(
+        "claims",
+        env.node,
+        py(
+            "main",
+            writer,
+            volumeMounts=[{"name": "fs", "mountPath": "/data"}],
+            volumeDevices=[{"name": "blk", "devicePath": "/dev/blk"}],
+        ),
+        volumes=[
+            {"name": "fs", "persistentVolumeClaim": {"claimName": "fs"}},
+            {"name": "blk", "persistentVolumeClaim": {"claimName": "blk"}},
+        ],
+    )
+    await env.client.create(PODS, body, ns)
+    await wait_pod(env.client, ns, "claims", lambda pod: phase(pod) == "Succeeded")
+    assert (tmp_path / "fs" / "note").read_text() == "4096"
 
 
 # ------------------------------------------------------------------------------------------------------ readiness

@@ -19,7 +19,7 @@ ROOT_PACKAGE = "pykubevirt"
 # Top to bottom: a package may import its own layer and the layers below it, never one above.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli", "virtctl"}),
-    frozenset({"virtapi", "controller", "node", "handler", "apiserver"}),
+    frozenset({"virtapi", "controller", "node", "handler", "apiserver", "storage"}),
     frozenset({"launcher", "client", "admission"}),
     frozenset({"instancetype", "config"}),
     frozenset({"api", "log"}),
@@ -32,6 +32,7 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "controller": frozenset({"apiserver"}),
     "handler": frozenset({"apiserver"}),
     "node": frozenset({"apiserver"}),
+    "storage": frozenset({"apiserver", "controller", "node", "handler", "virtapi"}),
     "launcher": frozenset({"controller", "client", "apiserver", "handler"}),
     "virtctl": frozenset({"apiserver", "controller"}),
     "apiserver": frozenset({"controller", "virtapi"}),

@@ -30,6 +30,7 @@ from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, js
 from pykubevirt.apiserver.https_site import HTTPSOnlySite
 from pykubevirt.apiserver.object_api import SYSTEM_USER, AdmissionPlugin, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
+from pykubevirt.apiserver.storage_admission import StorageAdmission
 from pykubevirt.apiserver.store import Store, StoreError
 from pykubevirt.apiserver.watch import WatchHub
 
@@ -99,7 +100,9 @@ class EmbeddedAPIServer:
             dataclasses.replace(r, ttl_seconds=options.event_ttl_seconds) if r.ttl_seconds else r
             for r in BUILTIN_RESOURCES
         )
-        self.api = ObjectAPI(self.store, self.registry, admission=[BuiltinDefaults(), CRDAdmission()])
+        self.api = ObjectAPI(
+            self.store, self.registry, admission=[BuiltinDefaults(), StorageAdmission(self.store), CRDAdmission()]
+        )
         self.hub = WatchHub(self.store)
         self.crds = CRDController(self.api)
         self.openapi = openapi.OpenAPICache(self.registry)

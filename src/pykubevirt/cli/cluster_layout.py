@@ -71,6 +71,11 @@ class ClusterLayout:
         return self.data_dir / "images"
 
     @property
+    def storage_dir(self) -> Path:
+        """Where the local-path provisioner keeps volumes: `<node>/<pv>_<namespace>_<claim>` and `shared/…`."""
+        return self.data_dir / "storage"
+
+    @property
     def logs_dir(self) -> Path:
         return self.data_dir / "logs"
 
@@ -114,7 +119,8 @@ class ClusterLayout:
     def controller(self) -> Component:
         pod = self._pod("kubevirt", "virt-controller", self.control_plane_node, **{"kubevirt.io": "virt-controller"})
         kubeconfig = str(self.component_kubeconfig("virt-controller"))
-        return self._component("virt-controller", "virt-controller", "--kubeconfig", kubeconfig, pod=pod)
+        storage = ("--embedded-storage", str(self.storage_dir))
+        return self._component("virt-controller", "virt-controller", "--kubeconfig", kubeconfig, *storage, pod=pod)
 
     def scheduler(self) -> Component:
         labels = {"component": "kube-scheduler", "tier": "control-plane"}

@@ -22,6 +22,13 @@ async def serve(args: argparse.Namespace) -> int:
         return 1
     # The KubeVirt object's configuration is layered over this as virt-controller runs (VirtController.config).
     cluster = ClusterConfig()
+    extra = []
+    if args.embedded_storage:
+        from pathlib import Path
+
+        from pykubevirt.storage.app import StorageController
+
+        extra.append(StorageController(client, Path(args.embedded_storage)).run)
     options = ControllerOptions(
         workers=args.workers,
         config=cluster,
@@ -29,6 +36,7 @@ async def serve(args: argparse.Namespace) -> int:
         heartbeat_timeout=args.heartbeat_timeout,
         leader_election=not args.no_leader_election,
         identity=args.identity,
+        extra=tuple(extra),
     )
     controller = VirtController(client, options)
     task = asyncio.create_task(controller.run())
@@ -72,6 +80,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--launcher-libvirt-uri",
         default="",
         help="developer setting: launchers use this libvirt URI (e.g. test:///default) instead of embedded QEMU",
+    )
+    parser.add_argument(
+        "--embedded-storage",
+        default="",
+        metavar="DIR",
+        help="embedded cluster only: run the PV controller and the local-path provisioner, volumes under DIR",
     )
     parser.add_argument(
         "--no-leader-election", action="store_true", help="run the controllers without electing a leader"

@@ -7,7 +7,9 @@ import dataclasses
 import logging
 import os
 import socket
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.client.api import KubeClient, Object
@@ -63,6 +65,8 @@ class ControllerOptions:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     leader_election: bool = True
+    # More work the leader runs beside the controllers (the embedded cluster's storage controllers).
+    extra: tuple[Callable[[], Coroutine[Any, Any, None]], ...] = ()
 
 
 class VirtController:
@@ -167,6 +171,7 @@ class VirtController:
             asyncio.create_task(self.vmi_controller.run(), name="vmi-controller"),
             asyncio.create_task(self.node_controller.run(), name="node-controller"),
         ]
+        tasks += [asyncio.create_task(run(), name=f"extra-{i}") for i, run in enumerate(self.options.extra)]
         await run_until_failure(tasks)
 
     async def run(self) -> None:

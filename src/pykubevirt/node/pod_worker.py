@@ -19,7 +19,7 @@ from pykubevirt.api.timestamps import now_rfc3339, parse_time
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
-from pykubevirt.client.resources import CONFIG_MAPS, PODS, SECRETS
+from pykubevirt.client.resources import CONFIG_MAPS, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SECRETS
 from pykubevirt.log import object_fields
 from pykubevirt.node import containers as runtime_mod
 from pykubevirt.node import pod_status, processes
@@ -500,11 +500,17 @@ class PodWorker:
 
 
 def api_fetch(client: KubeClient) -> Fetch:
-    """A Fetch reading ConfigMaps and Secrets straight from the API (volumes and env are built once per start)."""
+    """A Fetch reading ConfigMaps, Secrets and claims straight from the API (volumes and env are built per start)."""
+    kinds = {
+        "ConfigMap": CONFIG_MAPS,
+        "Secret": SECRETS,
+        "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIMS,
+        "PersistentVolume": PERSISTENT_VOLUMES,
+    }
 
     async def fetch(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return await client.get(CONFIG_MAPS if kind == "ConfigMap" else SECRETS, name, namespace)
+            return await client.get(kinds[kind], name, namespace or None)
         except NotFound:
             return None
 

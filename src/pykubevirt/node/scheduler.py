@@ -18,12 +18,13 @@ from typing import Any
 
 from pykubevirt.api import objects
 from pykubevirt.api.timestamps import now_rfc3339
+from pykubevirt.api.volume_binding import SELECTED_NODE
 from pykubevirt.client.api import STRATEGIC_MERGE_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Controller, Result
 from pykubevirt.client.errors import Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, field_index, object_key
-from pykubevirt.client.resources import NODES, PODS
+from pykubevirt.client.resources import NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, STORAGE_CLASSES
 from pykubevirt.node.scheduling_predicates import (
     NodeInfo,
     PodUsage,
@@ -33,6 +34,7 @@ from pykubevirt.node.scheduling_predicates import (
     select_node,
     unschedulable_message,
 )
+from pykubevirt.node.volume_scheduling import ERR_NO_VOLUME, PodClaims, node_volume_reasons, pod_claims
 
 log = logging.getLogger("pykubevirt.node.scheduler")
 
@@ -94,10 +96,15 @@ class Scheduler:
         self.clock = clock
         self.pods = Informer(client, PODS)
         self.nodes = Informer(client, NODES)
+        self.claims = Informer(client, PERSISTENT_VOLUME_CLAIMS)
+        self.volumes = Informer(client, PERSISTENT_VOLUMES)
+        self.classes = Informer(client, STORAGE_CLASSES)
         self.pods.add_indexer(_NODE_INDEX, field_index("spec.nodeName"))
         # One worker: decisions are serial so each one accounts for the pods placed before it.
         self.controller = Controller("scheduler", self, workers=1)
-        self.controller.informers += [self.pods, self.nodes]
+        self.controller.informers += [self.pods, self.nodes, self.claims, self.volumes, self.classes]
+        # Pods whose WaitForFirstConsumer claims were given a node and are not bound yet (PreBind waits for them).
+        self._waiting_for_volumes: set[str] = set()
         self._assumed: dict[str, _Assumed] = {}
         self._unschedulable: set[str] = set()
         self._usage: dict[str, PodUsage] = {}
@@ -108,12 +115,16 @@ class Scheduler:
             )
         )
         self.nodes.add_handler(EventHandler(on_add=lambda n: self._wake_unschedulable(), on_update=self._node_changed))
+        for storage in (self.claims, self.volumes, self.classes):
+            storage.add_handler(
+                EventHandler(on_add=lambda o: self._storage_changed(), on_update=lambda o, n: self._storage_changed())
+            )
 
     async def run(self) -> None:
         """Run the informers and the scheduling loop until cancelled."""
         tasks = [
-            asyncio.create_task(self.pods.run(), name="scheduler-pods"),
-            asyncio.create_task(self.nodes.run(), name="scheduler-nodes"),
+            asyncio.create_task(informer.run(), name=f"scheduler-{informer.resource.plural}")
+            for informer in self.controller.informers
         ]
         try:
             await self.controller.run()
@@ -150,6 +161,7 @@ class Scheduler:
         uid = str(_meta(pod).get("uid", ""))
         self._usage.pop(uid, None)
         self._unschedulable.discard(key)
+        self._waiting_for_volumes.discard(key)
         assumed = self._assumed.get(key)
         if assumed is not None and assumed.uid == uid:
             del self._assumed[key]
@@ -162,6 +174,12 @@ class Scheduler:
 
     def _wake_unschedulable(self) -> None:
         for key in list(self._unschedulable):
+            self.controller.queue.add(key)
+
+    def _storage_changed(self) -> None:
+        """A claim, volume or class changed: pods waiting for a binding or for a claim may go on."""
+        self._wake_unschedulable()
+        for key in list(self._waiting_for_volumes):
             self.controller.queue.add(key)
 
     # ------------------------------------------------------------------------------------------------ decisions
@@ -210,7 +228,10 @@ class Scheduler:
             return None
         usage = self._usage_of(pod)
         infos = self.node_infos()
-        decision = select_node(pod, infos, usage)
+        needs = pod_claims(pod, self.claims.get, self.volumes.get, self.classes.get)
+        if needs.error:
+            return await self._unschedulable_pod(key, pod, f"0/{len(infos)} nodes are available: {needs.error}.")
+        decision = select_node(pod, infos, usage, self._volume_filter(needs))
         if decision.node is None:
             self._unschedulable.add(key)
             message = unschedulable_message(len(infos), decision.reasons)
@@ -219,8 +240,48 @@ class Scheduler:
                 self.recorder.event(pod, WARNING, "FailedScheduling", message)
                 log.info("pod %s is unschedulable: %s", key, message, extra={"pod": key})
             return Result(requeue_after=self.retry_interval)
+        if needs.delayed and not await self._volumes_bound(needs, decision.node):
+            self._waiting_for_volumes.add(key)
+            return Result(requeue_after=self.retry_interval)
+        self._waiting_for_volumes.discard(key)
         await self._bind(key, pod, uid, decision.node, usage)
         return None
+
+    def _volume_filter(self, needs: PodClaims) -> Callable[[NodeInfo], list[str]] | None:
+        if not needs.bound_volumes and not needs.delayed:
+            return None
+        # A claim given a node already stays with it until bound, whatever else changed meanwhile.
+        chosen = {
+            str(annotation)
+            for pvc in needs.delayed
+            if (annotation := ((pvc.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE))
+        }
+
+        def reasons(info: NodeInfo) -> list[str]:
+            if chosen and info.name not in chosen:
+                return [ERR_NO_VOLUME]
+            return node_volume_reasons(info.node, needs, self.volumes.items(), self.classes.get)
+
+        return reasons
+
+    async def _volumes_bound(self, needs: PodClaims, node: str) -> bool:
+        """PreBind: give each delayed claim the node, then wait (woken by claim events) until all are bound."""
+        for pvc in needs.delayed:
+            meta = _meta(pvc)
+            if (meta.get("annotations") or {}).get(SELECTED_NODE) == node:
+                continue
+            patch = {"metadata": {"annotations": {SELECTED_NODE: node}}}
+            with contextlib.suppress(NotFound):
+                await self.client.patch(PERSISTENT_VOLUME_CLAIMS, str(meta["name"]), patch, str(meta["namespace"]))
+                log.info("claim %s/%s: selected node %s", meta["namespace"], meta["name"], node)
+        return False
+
+    async def _unschedulable_pod(self, key: str, pod: Object, message: str) -> Result:
+        self._unschedulable.add(key)
+        if await self._set_condition(pod, REASON_UNSCHEDULABLE, message):
+            self.recorder.event(pod, WARNING, "FailedScheduling", message)
+            log.info("pod %s is unschedulable: %s", key, message, extra={"pod": key})
+        return Result(requeue_after=self.retry_interval)
 
     async def _bind(self, key: str, pod: Object, uid: str, node: str, usage: PodUsage) -> None:
         meta = _meta(pod)

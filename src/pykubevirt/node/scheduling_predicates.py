@@ -7,7 +7,7 @@ TaintToleration, node readiness, NodeAffinity (nodeSelector + required affinity)
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -357,13 +357,20 @@ class Decision:
     scores: dict[str, int]
 
 
-def select_node(pod: Object, infos: Sequence[NodeInfo], usage: PodUsage | None = None) -> Decision:
-    """Filter every node, then pick the highest least-allocated score; ties go to the first name."""
+def select_node(
+    pod: Object,
+    infos: Sequence[NodeInfo],
+    usage: PodUsage | None = None,
+    extra_filter: Callable[[NodeInfo], list[str]] | None = None,
+) -> Decision:
+    """Filter every node (`extra_filter` after the built-in filters), then pick the highest least-allocated score."""
     usage = usage or PodUsage.of(pod)
     reasons: dict[str, list[str]] = {}
     scores: dict[str, int] = {}
     for info in infos:
         rejected = filter_node(pod, info, usage)
+        if not rejected and extra_filter is not None:
+            rejected = extra_filter(info)
         if rejected:
             reasons[info.name] = rejected
         else:

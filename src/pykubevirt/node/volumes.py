@@ -1,8 +1,8 @@
 """Pod volumes as host paths: emptyDir → a directory, hostPath → the path, configMap/secret/downwardAPI → files.
 
-There are no mount namespaces: a container learns where its volumeMounts are from `PYKUBEVIRT_MOUNTS` (container
-path → host path, api.pod_layout). A volume of another kind (persistentVolumeClaim, …) is reported as the error of
-every container that mounts it.
+There are no mount namespaces: a container learns where its volumeMounts and volumeDevices are from
+`PYKUBEVIRT_MOUNTS` (container path → host path, api.pod_layout). A persistentVolumeClaim is the host path of its
+bound volume (hostPath or local). A volume of another kind is reported as the error of every container that mounts it.
 """
 
 from __future__ import annotations
@@ -124,6 +124,28 @@ def _host_path(source: Mapping[str, Any]) -> str:
     return path
 
 
+async def _claim_path(pod: Mapping[str, Any], claim: str, fetch: Fetch) -> str:
+    """The host path of the volume bound to the claim (the kubelet waits for the binding, as this does)."""
+    namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+    pvc = await fetch("PersistentVolumeClaim", namespace, claim)
+    if pvc is None:
+        raise ConfigError(f'persistentvolumeclaim "{claim}" not found')
+    volume_name = str((pvc.get("spec") or {}).get("volumeName") or "")
+    if not volume_name or (pvc.get("status") or {}).get("phase") != "Bound":
+        raise ConfigError(f"PersistentVolumeClaim {namespace}/{claim} is not bound")
+    pv = await fetch("PersistentVolume", "", volume_name)
+    if pv is None:
+        raise ConfigError(f'persistentvolume "{volume_name}" not found')
+    spec = pv.get("spec") or {}
+    source = spec.get("hostPath") or spec.get("local")
+    if not source or not source.get("path"):
+        kinds = ", ".join(sorted(k for k in spec if isinstance(spec[k], dict) and k not in ("capacity", "claimRef")))
+        raise ConfigError(f"volume {volume_name}: {kinds} volumes are not supported by the pykubevirt node agent")
+    if spec.get("volumeMode") == "Block":
+        return _host_path({"path": source["path"], "type": "File"})
+    return _host_path({"path": source["path"], "type": "DirectoryOrCreate"})
+
+
 async def prepare_volumes(pod: Mapping[str, Any], pod_dir: PodDir, fetch: Fetch) -> PreparedVolumes:
     """Create or refresh every volume of the pod; a volume that fails is recorded, not raised."""
     prepared = PreparedVolumes()
@@ -147,6 +169,8 @@ async def _prepare_one(
         return str(target)
     if (host := volume.get("hostPath")) is not None:
         return _host_path(host)
+    if (claim := volume.get("persistentVolumeClaim")) is not None:
+        return await _claim_path(pod, str(claim.get("claimName") or ""), fetch)
     files: dict[str, tuple[bytes, int]]
     if (source := volume.get("configMap")) is not None:
         files = await _source_files(
@@ -197,4 +221,13 @@ def container_mounts(container: Mapping[str, Any], prepared: PreparedVolumes) ->
                 # The kubelet creates a missing subPath as a directory.
                 Path(host).mkdir(parents=True, exist_ok=True)
         mounts[str(mount.get("mountPath") or "")] = host
+    for device in container.get("volumeDevices") or []:
+        name = str(device.get("name") or "")
+        if name in prepared.errors:
+            raise ConfigError(prepared.errors[name])
+        if name not in prepared.host_paths:
+            raise ConfigError(
+                f'volumeDevice "{name}" of container "{container.get("name")}" names no volume of the pod'
+            )
+        mounts[str(device.get("devicePath") or "")] = prepared.host_paths[name]
     return mounts

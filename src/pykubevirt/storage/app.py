@@ -1,0 +1,97 @@
+"""The embedded cluster's storage: informers, the PV controller and the local-path provisioner, wired together.
+
+Only an embedded cluster runs this (`pykubevirt virt-controller --embedded-storage DIR`); on a real cluster the
+kube-controller-manager, the CSI driver and its sidecars do the same jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.controller import Controller, run_until_failure
+from pykubevirt.client.errors import AlreadyExists
+from pykubevirt.client.events import EventRecorder
+from pykubevirt.client.informer import Informer, object_key
+from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, STORAGE_CLASSES
+from pykubevirt.storage.local_provisioner import LocalPathProvisioner, default_classes
+from pykubevirt.storage.pv_controller import CLAIM, CLAIM_INDEX, VOLUME, PVController, claims_of_pod
+
+log = logging.getLogger("pykubevirt.storage")
+
+
+def _claim_key(obj: Object) -> list[str]:
+    return [CLAIM + object_key(obj)]
+
+
+def _volume_key(obj: Object) -> list[str]:
+    return [VOLUME + object_key(obj)]
+
+
+def _claim_ref_key(obj: Object) -> list[str]:
+    ref = (obj.get("spec") or {}).get("claimRef") or {}
+    return [f"{CLAIM}{ref.get('namespace', '')}/{ref.get('name', '')}"] if ref else []
+
+
+def _bound_volume_key(obj: Object) -> list[str]:
+    name = (obj.get("spec") or {}).get("volumeName")
+    return [VOLUME + str(name)] if name else []
+
+
+class StorageController:
+    """PV binding, provisioning, reclaim, protection and expansion for one embedded cluster."""
+
+    def __init__(self, client: KubeClient, storage_dir: Path | None) -> None:
+        self.client = client
+        self.claims = Informer(client, PERSISTENT_VOLUME_CLAIMS)
+        self.volumes = Informer(client, PERSISTENT_VOLUMES)
+        self.classes = Informer(client, STORAGE_CLASSES)
+        self.pods = Informer(client, PODS)
+        self.pods.add_indexer(CLAIM_INDEX, claims_of_pod)
+        self.recorder = EventRecorder(client, "persistentvolume-controller")
+        self.provisioner = LocalPathProvisioner(storage_dir) if storage_dir is not None else None
+        self.reconciler = PVController(
+            client,
+            claims=self.claims,
+            volumes=self.volumes,
+            classes=self.classes,
+            pods=self.pods,
+            recorder=self.recorder,
+            provisioner=self.provisioner,
+        )
+        self.controller = Controller("persistentvolume", self.reconciler, workers=1)
+        self.controller.watch(self.claims, _claim_key).watch(self.claims, _bound_volume_key)
+        self.controller.watch(self.volumes, _volume_key).watch(self.volumes, _claim_ref_key)
+        # A volume without a claim may be what a pending claim waits for.
+        self.controller.watch(self.volumes, self._unbound_claims)
+        self.controller.watch(self.pods, lambda pod: [CLAIM + key for key in claims_of_pod(pod)])
+        # A new class can make pending claims provisionable.
+        self.controller.watch(self.classes, lambda sc: [CLAIM + key for key in self.claims.keys()])
+        self.informers = [self.claims, self.volumes, self.classes, self.pods]
+
+    def _unbound_claims(self, pv: Object) -> list[str]:
+        if (pv.get("spec") or {}).get("claimRef"):
+            return []
+        return [CLAIM + object_key(c) for c in self.claims.items() if not (c.get("spec") or {}).get("volumeName")]
+
+    async def ensure_default_classes(self) -> None:
+        """Create the `local` and `shared` classes unless they exist (an administrator may have changed them)."""
+        if self.provisioner is None:
+            return
+        for sc in default_classes():
+            try:
+                await self.client.create(STORAGE_CLASSES, sc)
+            except AlreadyExists:
+                continue
+            log.info("created StorageClass %s", sc["metadata"]["name"])
+
+    async def run(self) -> None:
+        await self.ensure_default_classes()
+        tasks = [asyncio.create_task(i.run(), name=f"storage-informer-{i.resource.plural}") for i in self.informers]
+        tasks.append(asyncio.create_task(self.controller.run(), name="persistentvolume-controller"))
+        try:
+            await run_until_failure(tasks)
+        finally:
+            await self.recorder.flush()

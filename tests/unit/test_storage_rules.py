@@ -1,0 +1,150 @@
+"""Kubernetes' storage rules as pure functions: PV/PVC/StorageClass validation, which volume a claim binds, and the
+sizes KubeVirt gives a PVC's disk.img."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykubevirt.api import storage_validation as sv
+from pykubevirt.api import volume_binding as vb
+from pykubevirt.api.quantity import MI
+from pykubevirt.launcher.pvc_disks import (
+    PVCDiskError,
+    claim_disk_capacity,
+    creation_size,
+    possible_guest_size,
+)
+
+
+def pvc(size: str = "1Gi", modes: tuple[str, ...] = ("ReadWriteOnce",), **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "ns", "name": "c", "uid": "u1"},
+        "spec": {"accessModes": list(modes), "resources": {"requests": {"storage": size}}, **spec},
+    }
+
+
+def pv(name: str, size: str, modes: tuple[str, ...] = ("ReadWriteOnce",), **extra: Any) -> dict[str, Any]:
+    labels = extra.pop("labels", {})
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"accessModes": list(modes), "capacity": {"storage": size}, "hostPath": {"path": "/x"}, **extra},
+        "status": {"phase": "Available"},
+    }
+
+
+def messages(causes: list[Any]) -> list[str]:
+    return [f"{c.field}: {c.message}" for c in causes]
+
+
+def test_claim_validation_messages() -> None:
+    assert messages(sv.validate_pvc(pvc(modes=()))) == [
+        "spec.accessModes: Required value: at least 1 access mode is required"
+    ]
+    assert messages(sv.validate_pvc(pvc(modes=("ReadWriteOncePod", "ReadWriteOnce")))) == [
+        "spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes"
+    ]
+    assert messages(sv.validate_pvc(pvc(size="0"))) == [
+        'spec.resources[storage]: Invalid value: "0": must be greater than zero'
+    ]
+    assert messages(sv.validate_pvc(pvc(volumeMode="Raw"))) == [
+        'spec.volumeMode: Unsupported value: "Raw": supported values: "Block", "Filesystem"'
+    ]
+
+
+def test_claim_updates_only_grow_a_bound_claim() -> None:
+    old = pvc("1Gi")
+    old["status"] = {"phase": "Bound", "capacity": {"storage": "1Gi"}}
+    assert sv.validate_pvc_update(pvc("2Gi"), old) == []
+    unbound = pvc("1Gi")
+    assert messages(sv.validate_pvc_update(pvc("2Gi"), unbound))[0].startswith(
+        "spec: Forbidden: spec is immutable after creation"
+    )
+    # Binding records spec.volumeName: not a user's change.
+    assert sv.validate_pvc_update(pvc("1Gi", volumeName="pv1"), unbound) == []
+    assert messages(sv.validate_pvc_update(pvc("512Mi"), old)) == [
+        "spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"
+    ]
+
+
+def test_volume_and_class_validation_messages() -> None:
+    both = pv("p", "1Gi", local={"path": "/y"})
+    assert messages(sv.validate_pv(both)) == [
+        "spec.local: Forbidden: may not specify more than 1 volume type",
+        "spec.nodeAffinity: Required value: Local volume requires node affinity",
+    ]
+    assert messages(sv.validate_pv(pv("p", "1Gi", persistentVolumeReclaimPolicy="Keep"))) == [
+        'spec.persistentVolumeReclaimPolicy: Unsupported value: "Keep": supported values: "Delete", "Recycle", "Retain"'
+    ]
+    sc = {"provisioner": "a.io/b", "volumeBindingMode": "Immediate", "reclaimPolicy": "Delete"}
+    assert sv.validate_storage_class(sc) == []
+    assert messages(sv.validate_storage_class_update(dict(sc, volumeBindingMode="WaitForFirstConsumer"), sc)) == [
+        'volumeBindingMode: Invalid value: "WaitForFirstConsumer": field is immutable'
+    ]
+
+
+@pytest.mark.parametrize(
+    ("claim", "expected"),
+    [
+        (pvc("1Gi"), "small"),  # the smallest that fits
+        (pvc("3Gi"), "big"),
+        (pvc("1Gi", modes=("ReadWriteMany",)), "rwx"),  # access modes must all be offered
+        (pvc("1Gi", selector={"matchLabels": {"tier": "gold"}}), "gold"),
+        (pvc("1Gi", volumeMode="Block"), "block"),  # the volume mode must match
+        (pvc("1Gi", storageClassName="fast"), "fast"),  # so must the class
+        (pvc("100Gi"), None),
+    ],
+)
+def test_find_matching_volume(claim: dict[str, Any], expected: str | None) -> None:
+    volumes = [
+        pv("big", "4Gi"),
+        pv("small", "2Gi"),
+        pv("rwx", "8Gi", ("ReadWriteOnce", "ReadWriteMany")),
+        pv("gold", "10Gi", labels={"tier": "gold"}),
+        pv("block", "10Gi", volumeMode="Block"),
+        pv("fast", "10Gi", storageClassName="fast"),
+        pv("taken", "1Gi", claimRef={"namespace": "other", "name": "x", "uid": "u9"}),
+    ]
+    found = vb.find_matching_volume(claim, volumes)
+    assert (found["metadata"]["name"] if found else None) == expected
+
+
+def test_a_volume_pre_bound_to_the_claim_wins_and_node_affinity_filters() -> None:
+    mine = pv("mine", "10Gi", claimRef={"namespace": "ns", "name": "c"})
+    assert vb.find_matching_volume(pvc("1Gi"), [pv("small", "1Gi"), mine]) is mine
+    on_n2 = pv("n2", "1Gi", nodeAffinity=vb.hostname_affinity("n2"))
+    assert vb.find_matching_volume(pvc("1Gi"), [on_n2], lambda v: "n1" in str(v["spec"]["nodeAffinity"])) is None
+
+
+def test_default_class_is_the_newest_marked_one() -> None:
+    def sc(name: str, created: str, default: bool) -> dict[str, Any]:
+        annotations = {vb.DEFAULT_CLASS_ANNOTATIONS[0]: "true"} if default else {}
+        return {"metadata": {"name": name, "creationTimestamp": created, "annotations": annotations}}
+
+    classes = [sc("a", "2026-01-01T00:00:00Z", True), sc("b", "2026-02-01T00:00:00Z", True), sc("c", "2027", False)]
+    assert vb.default_class(classes) == classes[1]
+    assert vb.default_class([classes[2]]) is None
+
+
+def test_disk_img_sizes_follow_kubevirt() -> None:
+    # The request unless the capacity is known and smaller; aligned down to 1 MiB.
+    assert claim_disk_capacity("v", {"storage": "2Gi"}, {"storage": "1Gi"}) == 1024 * MI
+    assert claim_disk_capacity("v", {"storage": "1000Mi"}, {"storage": "1Gi"}) == 1000 * MI
+    assert claim_disk_capacity("v", None, {"storage": "1500000000"}) == 1430 * MI
+    with pytest.raises(PVCDiskError, match="must be at least 1MiB"):
+        claim_disk_capacity("v", None, {"storage": "1000Ki"})
+    with pytest.raises(PVCDiskError, match="provides no storage capacity or requests"):
+        claim_disk_capacity("v", None, None)
+    # Short of space: within 10 % the available space is used (ToleratedSmallPV), beyond it creation fails.
+    assert creation_size(Path("d"), 100 * MI, 200 * MI) == (100 * MI, "")
+    size, message = creation_size(Path("d"), 100 * MI, 95 * MI)
+    assert size == 95 * MI
+    assert message == (
+        f"PV size too small: expected {100 * MI} B, found {95 * MI} B. Using it anyway, it is within 10 % toleration"
+    )
+    with pytest.raises(PVCDiskError, match="not enough space, demanded size"):
+        creation_size(Path("d"), 100 * MI, 80 * MI)
+    # The guest's share of a grown claim after the filesystem overhead.
+    assert possible_guest_size(10 * 1024 * MI, 0.055) == 9676 * MI
