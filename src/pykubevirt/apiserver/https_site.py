@@ -106,14 +106,15 @@ class HTTPSOnlySite(web.BaseSite):
     async def _connect(self, conn: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         conn.setblocking(False)
+        handed_over = False
         try:
             first = await asyncio.wait_for(_peek(conn), FIRST_BYTES_TIMEOUT_SECONDS)
             if first and first[0] == TLS_HANDSHAKE_RECORD:
                 await loop.connect_accepted_socket(
                     self._protocol, conn, ssl=self._ssl_context, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_SECONDS
                 )
-                return
-            if first[:1].isalpha():
+                handed_over = True  # the TLS transport owns the socket now
+            elif first[:1].isalpha():
                 # Consume what was peeked, or closing with unread data would reset the connection before the
                 # client reads the answer.
                 conn.recv(65536)
@@ -121,7 +122,9 @@ class HTTPSOnlySite(web.BaseSite):
                 conn.shutdown(socket.SHUT_WR)
         except (OSError, TimeoutError):
             pass  # a failed handshake or a client that went away: nothing to answer
-        conn.close()
+        finally:
+            if not handed_over:
+                conn.close()
 
 
 async def _peek(conn: socket.socket) -> bytes:
