@@ -43,6 +43,7 @@ class Node:
     items: Node | None = None
     closed: bool = False  # additionalProperties: false
     integer: bool = False
+    only_strings: bool = False  # a string and nothing else (the walk skips such values without a call)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,7 @@ def _fill(node: Node, schema: dict[str, Any], definition: str) -> None:
     if names:
         node.types = tuple(dict.fromkeys(t for n in sorted(names) for t in _PY_TYPES[n]))
         node.integer = names == {"integer"}
+        node.only_strings = names == {"string"}
     properties = schema.get("properties")
     if isinstance(properties, dict):
         node.properties = {k: _compile(v) for k, v in properties.items()}
@@ -163,61 +165,74 @@ def _json_type(value: Any) -> str:
 def decode_check(value: Any, node: Node, *, struct: str = "") -> DecodeResult:
     """Type errors and unknown fields of `value` decoded as `node` (kube's JSON decoding into the Go struct)."""
     result = DecodeResult()
-    _walk(value, node, [], "", struct or node.struct, result)
+    if value is not None:  # null decodes to any type's zero value
+        _walk(value, node, [], struct or node.struct, result)
     return result
 
 
-def _walk(value: Any, node: Node, keys: list[str | int], path: str, struct: str, result: DecodeResult) -> None:
-    if value is None:
-        return  # null decodes to the zero value of any Go type
+# The way to the value being walked: (key or index, whether Go's error path names it). Paths are only rendered for
+# an error or an unknown field, so the walk itself allocates nothing per field.
+Stack = list[tuple[str | int, bool]]
+
+
+def _walk(value: Any, node: Node, stack: Stack, struct: str, result: DecodeResult) -> None:
     types = node.types
     if types is not None:
         if isinstance(value, bool) and bool not in types:
-            _type_error(result, "bool", struct, path, node, keys)
+            _type_error(result, "bool", struct, node, stack)
             return
         if node.integer and isinstance(value, float):
             # Go parses an integer field's number as an integer: `1.5` and `1.0` both fail.
-            _type_error(result, f"number {value!r}", struct, path, node, keys)
+            _type_error(result, f"number {value!r}", struct, node, stack)
             return
         if not isinstance(value, types):
-            _type_error(result, _json_type(value), struct, path, node, keys)
+            _type_error(result, _json_type(value), struct, node, stack)
             return
     if isinstance(value, float) and not math.isfinite(value):
-        _type_error(result, f"number {value!r}", struct, path, node, keys)
+        _type_error(result, f"number {value!r}", struct, node, stack)
         return
     if isinstance(value, dict):
         properties = node.properties
         inner = node.struct or struct
         for key, child in value.items():
             child_node = properties.get(key) if properties is not None else None
+            named = True
             if child_node is None:
                 child_node = node.values
                 if child_node is None:
                     if node.closed:
-                        result.unknown.append((_join(path, key), [*keys, key]))
+                        stack.append((key, True))
+                        result.unknown.append((_path(stack), [k for k, _ in stack]))
+                        stack.pop()
                     continue
-                # Go's error context does not name map keys: the path stays the map's.
-                _walk(child, child_node, [*keys, key], path, inner, result)
-            else:
-                _walk(child, child_node, [*keys, key], _join(path, key), inner, result)
+                named = False  # Go's error context does not name map keys: the path stays the map's
+            if child is None or (child_node.only_strings and type(child) is str):
+                continue  # null decodes to any type's zero value; most fields are strings
+            stack.append((key, named))
+            _walk(child, child_node, stack, inner, result)
+            stack.pop()
             if result.type_error is not None:
                 return
     elif isinstance(value, list) and node.items is not None:
+        items = node.items
         for index, item in enumerate(value):
-            _walk(item, node.items, [*keys, index], path, struct, result)
+            if item is None or (items.only_strings and type(item) is str):
+                continue
+            stack.append((index, False))
+            _walk(item, items, stack, struct, result)
+            stack.pop()
             if result.type_error is not None:
                 return
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+def _path(stack: Stack) -> str:
+    return ".".join(str(key) for key, named in stack if named)
 
 
-def _type_error(
-    result: DecodeResult, json_type: str, struct: str, path: str, node: Node, keys: list[str | int]
-) -> None:
+def _type_error(result: DecodeResult, json_type: str, struct: str, node: Node, stack: Stack) -> None:
     if result.type_error is None:
-        result.type_error = TypeError_(json_type, struct, path, node.go_type, tuple(keys))
+        keys = tuple(k for k, _ in stack)
+        result.type_error = TypeError_(json_type, struct, _path(stack), node.go_type, keys)
 
 
 def unknown_path(keys: list[str | int]) -> str:
