@@ -167,9 +167,11 @@ class Store:
         self._leases: dict[tuple[str, str], float] = {}
         self.revision = 0
         self.compact_revision = 0
-        # The open group commit: its events (told to listeners once committed) and the future its writers await.
+        # The open group commit: its events (told to listeners once committed) and the requests awaiting it, each
+        # with a future of its own so that one cancelled request cancels nothing else.
         self._pending: list[Event] = []
-        self._batch: asyncio.Future[None] | None = None
+        self._batch_open = False
+        self._waiters: list[asyncio.Future[None]] = []
         self._failure: str = ""
         # Committed transactions and the writes in them, for measuring the group commit.
         self.commits = 0
@@ -289,7 +291,7 @@ class Store:
             return  # no event loop: _commit flushes right after the write
         if not self._fsync:
             return
-        self._batch = loop.create_future()
+        self._batch_open = True
         # Callbacks scheduled in this turn run in the next one, in order: every write of this turn is in the batch,
         # and any task woken by one of them runs after the commit.
         loop.call_soon(self._flush)
@@ -297,7 +299,8 @@ class Store:
     def _flush(self) -> None:
         """Commit the open transaction (one fsync), then tell the listeners and wake the writers waiting on it."""
         events, self._pending = self._pending, []
-        batch, self._batch = self._batch, None
+        waiters, self._waiters = self._waiters, []
+        self._batch_open = False
         if self._db.in_transaction:
             try:
                 self._db.execute("COMMIT")
@@ -306,8 +309,9 @@ class Store:
                 # as if they were stored. A restart loads the committed state.
                 self._failure = f"the store could not commit and refuses writes until restarted: {exc}"
                 log.critical("%s", self._failure)
-                if batch is not None and not batch.done():
-                    batch.set_exception(StoreError(self._failure))
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_exception(StoreError(self._failure))
                 return
             self.commits += 1
             self.committed_writes += len(events)
@@ -317,16 +321,18 @@ class Store:
                     listener(event)
                 except Exception:
                     log.exception("a store listener failed on %s %s", event.type, event.key)
-        if batch is not None and not batch.done():
-            batch.set_result(None)
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def durable(self) -> None:
         """Return once every write made so far is committed to disk; StoreError if its commit failed."""
         if self._failure:
             raise StoreError(self._failure)
-        if self._batch is not None:
-            # Shielded: one waiter's cancellation (its client went away) must not cancel the others' batch.
-            await asyncio.shield(self._batch)
+        if self._batch_open:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
 
     def _track_lease(self, collection: str, key: str, lease: float) -> None:
         if lease:
@@ -355,7 +361,7 @@ class Store:
         event = Event(kind, collection, key, revision, obj, current.value if current is not None else None)
         self._ring.append(event)
         self._pending.append(event)
-        if self._batch is None:
+        if not self._batch_open:
             self._flush()
         return record
 
