@@ -12,6 +12,7 @@ from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
     EVENTS,
+    PERSISTENT_VOLUME_CLAIMS,
     PODS,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
@@ -635,8 +636,53 @@ async def test_data_volume_templates_are_created_and_waited_for(cp: ControlPlane
     assert dv["metadata"]["ownerReferences"][0]["uid"] == vm["metadata"]["uid"]
     await cp.wait_printable(ns, "withdv", "Provisioning")
     assert await cp.vmi(ns, "withdv") is None
+    # What CDI does: the DV's claim, populated, then the DV Succeeded.
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "withdv-root"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    await cp.admin.create(PERSISTENT_VOLUME_CLAIMS, claim, ns)
     await cp.admin.patch(
         DATA_VOLUMES, "withdv-root", {"status": {"phase": "Succeeded", "progress": "100.0%"}}, ns, subresource="status"
     )
     await cp.wait_vmi_phase(ns, "withdv", "Running")
     await cp.wait_printable(ns, "withdv", "Running")
+
+
+async def test_a_missing_claim_holds_the_launcher_pod_until_it_appears(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    body = vm_manifest("claimed", "Always")
+    body["spec"]["template"]["spec"]["volumes"] = [{"name": "root", "persistentVolumeClaim": {"claimName": "later"}}]
+    await cp.admin.create(VIRTUAL_MACHINES, body, ns)
+
+    async def waiting_event() -> bool:
+        items = (await cp.admin.list(EVENTS, ns, field_selector="involvedObject.name=claimed"))["items"]
+        return any(
+            e.get("reason") == "FailedPvcNotFound"
+            and e.get("message") == f"PVC {ns}/later does not exist, waiting for it to appear"
+            for e in items
+        )
+
+    await eventually(waiting_event)
+    assert not (await cp.admin.list(PODS, ns))["items"]
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "later"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    await cp.admin.create(PERSISTENT_VOLUME_CLAIMS, claim, ns)
+    vmi = await cp.wait_vmi_phase(ns, "claimed", "Running")
+    (status,) = vmi["status"]["volumeStatus"]
+    assert status["persistentVolumeClaimInfo"] == {
+        "claimName": "later",
+        "accessModes": ["ReadWriteMany"],
+        "volumeMode": "Filesystem",
+        "requests": {"storage": "1Gi"},
+        "filesystemOverhead": "0.055",
+    }
+    (pod,) = (await cp.admin.list(PODS, ns))["items"]
+    compute = next(c for c in pod["spec"]["containers"] if c["name"] == "compute")
+    assert {"name": "root", "mountPath": "/var/run/kubevirt-private/vmi-disks/root"} in compute["volumeMounts"]

@@ -148,3 +148,50 @@ def test_disk_img_sizes_follow_kubevirt() -> None:
         creation_size(Path("d"), 100 * MI, 80 * MI)
     # The guest's share of a grown claim after the filesystem overhead.
     assert possible_guest_size(10 * 1024 * MI, 0.055) == 9676 * MI
+
+
+def test_volume_status_has_every_volume_and_what_is_known_of_claims() -> None:
+    from pykubevirt.controller.volume_status import volume_statuses
+
+    vmi = {
+        "metadata": {"namespace": "ns"},
+        "spec": {
+            "volumes": [
+                {"name": "root", "dataVolume": {"name": "dv"}},
+                {"name": "cidata", "cloudInitNoCloud": {"userData": "x"}},
+                {"name": "gone", "persistentVolumeClaim": {"claimName": "missing"}},
+            ]
+        },
+        "status": {"volumeStatus": [{"name": "cidata", "target": "vdb"}]},
+    }
+    claim = pvc("2Gi")
+    claim["metadata"] = {"name": "dv", "annotations": {"cdi.kubevirt.io/storage.preallocation.requested": "true"}}
+    claim["status"] = {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"]}
+    found = volume_statuses(vmi, {"ns/dv": claim}.get)
+    assert found == [
+        {"name": "cidata", "target": "vdb"},
+        {"name": "gone", "target": ""},
+        {
+            "name": "root",
+            "target": "",
+            "persistentVolumeClaimInfo": {
+                "claimName": "dv",
+                "accessModes": ["ReadWriteOnce"],
+                "volumeMode": "Filesystem",
+                "capacity": {"storage": "2Gi"},
+                "requests": {"storage": "2Gi"},
+                "filesystemOverhead": "0.055",
+                "preallocated": True,
+            },
+        },
+    ]
+
+
+async def test_host_disks_are_created_sparse_only_for_disk_or_create(tmp_path: Path) -> None:
+    from pykubevirt.launcher.pvc_disks import prepare_host_disk
+
+    with pytest.raises(PVCDiskError, match="does not exist"):
+        await prepare_host_disk(tmp_path / "a.img", "Disk", None)
+    await prepare_host_disk(tmp_path / "b.img", "DiskOrCreate", "10Mi")
+    assert (tmp_path / "b.img").stat().st_size == 10 * MI
+    assert (tmp_path / "b.img").stat().st_blocks * 512 < MI

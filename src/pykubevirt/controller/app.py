@@ -15,7 +15,7 @@ from pykubevirt.api import constants as c
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Controller, own_key, owner_keys, run_until_failure
 from pykubevirt.client.events import EventRecorder
-from pykubevirt.client.informer import EventHandler, Informer, field_index, owner_uid_index
+from pykubevirt.client.informer import EventHandler, Informer, field_index, object_key, owner_uid_index
 from pykubevirt.client.leader_election import LeaderElector
 from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
@@ -39,6 +39,7 @@ from pykubevirt.controller.node_controller import (
 from pykubevirt.controller.vm_controller import VMController
 from pykubevirt.controller.vm_revisions import OWNER_INDEX
 from pykubevirt.controller.vmi_controller import POD_OWNER_INDEX, VMIController, controller_uid_index
+from pykubevirt.controller.volume_status import claim_names
 
 log = logging.getLogger("pykubevirt.controller")
 
@@ -46,6 +47,12 @@ LEASE_NAME = "virt-controller"
 LEASE_NAMESPACE = "kubevirt"
 
 _node_of_vmi = field_index("status.nodeName")
+VMI_CLAIM_INDEX = "claims"
+
+
+def _claims_of_vmi(vmi: Object) -> list[str]:
+    namespace = (vmi.get("metadata") or {}).get("namespace", "")
+    return [f"{namespace}/{name}" for name in claim_names(vmi)]
 
 
 def _no_keys(obj: Object) -> list[str]:
@@ -90,6 +97,7 @@ class VirtController:
         self.pods.add_indexer(POD_OWNER_INDEX, controller_uid_index)
         self.pods.add_indexer(POD_NODE_INDEX, field_index("spec.nodeName"))
         self.vmis.add_indexer(VMI_NODE_INDEX, _node_of_vmi)
+        self.vmis.add_indexer(VMI_CLAIM_INDEX, _claims_of_vmi)
         self.revisions.add_indexer(OWNER_INDEX, owner_uid_index)
         self.vm_reconciler = VMController(
             client,
@@ -108,6 +116,7 @@ class VirtController:
             vms=self.vms,
             recorder=self.recorder,
             settings=opts.launcher or LauncherSettings(cluster=opts.config),
+            claims=self.pvcs,
         )
         self.node_reconciler = NodeController(
             client,
@@ -138,6 +147,10 @@ class VirtController:
         vmi = self.vmi_reconciler
         self.pods.add_handler(EventHandler(on_add=vmi.on_pod_add, on_delete=vmi.on_pod_delete))
         self.vmi_controller.watch(self.vmis, own_key).watch(self.pods, owner_keys(c.VMI_KIND)).watch(self.vms, own_key)
+        # A claim appearing, binding or growing concerns the VMIs that use it (pod creation, volumeStatus).
+        self.vmi_controller.watch(
+            self.pvcs, lambda pvc: [object_key(vmi) for vmi in self.vmis.by_index(VMI_CLAIM_INDEX, object_key(pvc))]
+        )
         self.node_controller.watch(self.nodes).watch(self.vmis, _node_of_vmi)
         # The KubeVirt object's configuration, followed as virt-config's informer does; the VM and VMI controllers
         # wait for this cache too, so they never act on the command line's values alone when an object exists.

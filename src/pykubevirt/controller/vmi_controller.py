@@ -21,12 +21,14 @@ from pykubevirt.controller import pod_state
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vmi_status import unpaused_gate_conditions, vmi_status
+from pykubevirt.controller.volume_status import claim_names, volume_statuses
 from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.controller.vmi")
 
 POD_OWNER_INDEX = "controller-uid"
 FAILED_CREATE_POD = "FailedCreate"
+FAILED_PVC_NOT_FOUND = "FailedPvcNotFound"
 SUCCESSFUL_CREATE_POD = "SuccessfulCreate"
 FAILED_DELETE_POD = "FailedDelete"
 SUCCESSFUL_DELETE_POD = "SuccessfulDelete"
@@ -48,12 +50,14 @@ class VMIController:
         vms: Informer,
         recorder: EventRecorder,
         settings: LauncherSettings,
+        claims: Informer | None = None,
         clock: Any = now_rfc3339,
     ) -> None:
         self.client = client
         self.vmis = vmis
         self.pods = pods
         self.vms = vms
+        self.claims = claims
         self.recorder = recorder
         self.settings = settings
         self.clock = clock
@@ -117,9 +121,31 @@ class VMIController:
             return await self._create_pod(vmi, key)
         return None, pod
 
+    def _claim(self, key: str) -> Object | None:
+        return self.claims.get(key) if self.claims is not None else None
+
+    def _claims_of(self, vmi: Object) -> dict[str, Object] | None:
+        """The VMI's claims by name (None when claims are not watched: all are then filesystem claims)."""
+        if self.claims is None:
+            return None
+        namespace = vmi["metadata"]["namespace"]
+        found = {}
+        for name in claim_names(vmi):
+            if (pvc := self.claims.get(f"{namespace}/{name}")) is not None:
+                found[name] = pvc
+        return found
+
     async def _create_pod(self, vmi: Object, key: str) -> tuple[SyncError | None, Object | None]:
+        claims = self._claims_of(vmi)
+        missing = [name for name in claim_names(vmi) if claims is not None and name not in claims]
+        if missing:
+            # The claim may still come: wait for it (a claim event requeues the VMI) rather than fail.
+            namespace = vmi["metadata"]["namespace"]
+            message = f"PVC {namespace}/{missing[0]} does not exist, waiting for it to appear"
+            self.recorder.event(vmi, WARNING, FAILED_PVC_NOT_FOUND, message)
+            return SyncError(message, FAILED_PVC_NOT_FOUND), None
         try:
-            template = render_launcher_pod(vmi, self.settings)
+            template = render_launcher_pod(vmi, self.settings, pvcs=claims)
         except (ValueError, KeyError) as exc:
             return SyncError(f"failed to render launch manifest: {exc}", FAILED_CREATE_POD), None
         try:
@@ -153,6 +179,10 @@ class VMIController:
         """Write the status `vmi_status` computes: the pod's unpaused gate first, then the VMI."""
         now = self.clock()
         update = vmi_status(cached, pod, owned, sync_error, owner_vm_exists=self._has_owner_vm(cached), now=now)
+        if self.claims is not None and (cached.get("spec") or {}).get("volumes"):
+            statuses = volume_statuses(update.vmi, self._claim)
+            if statuses != (update.vmi.get("status") or {}).get("volumeStatus"):
+                update.vmi.setdefault("status", {})["volumeStatus"] = statuses
         if pod is not None:
             await self._sync_paused_condition_to_pod(cached, pod, now)
         for reason, message in update.warnings:
@@ -207,7 +237,7 @@ class VMIController:
         ops: list[dict[str, Any]] = []
         old_status = old.get("status") or {}
         new_status = new.get("status") or {}
-        for field in ("conditions", "activePods", "phase", "launcherContainerImageVersion"):
+        for field in ("conditions", "activePods", "phase", "launcherContainerImageVersion", "volumeStatus"):
             before, after = old_status.get(field), new_status.get(field)
             if before == after or after is None:
                 continue

@@ -22,6 +22,7 @@ from typing import Any
 
 from pykubevirt.api import pod_layout
 from pykubevirt.launcher import capabilities_cache, disks
+from pykubevirt.launcher.claim_volumes import prepare_claim_volumes
 from pykubevirt.launcher.command_server import CommandServer
 from pykubevirt.launcher.converter import ConverterContext, convert
 from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_source, empty_disk_path, ephemeral_overlay
@@ -39,6 +40,7 @@ from pykubevirt.launcher.protocol import (
     Status,
     domain_name,
 )
+from pykubevirt.launcher.pvc_disks import PVCDiskError
 
 log = logging.getLogger("pykubevirt.launcher")
 
@@ -286,12 +288,18 @@ class Launcher:
             elif cloud_init is not None:
                 target = Path(cloud_init_iso(vmi, cloud_init, ctx))
                 await disks.prepare_cloud_init(vmi, cloud_init, target, self._secrets(volume))
-            elif volume.get("persistentVolumeClaim") is not None or volume.get("dataVolume") is not None:
-                raise disks.DiskError(
-                    f"volume {name}: PersistentVolumeClaim and DataVolume volumes need storage the embedded node "
-                    "does not provide yet"
-                )
-        xml = convert(vmi, replace(ctx, container_disks=container_disks))
+        try:
+            claims = await prepare_claim_volumes(vmi, self.host, self.runtime)
+        except PVCDiskError as exc:
+            raise disks.DiskError(str(exc)) from exc
+        ctx = replace(
+            ctx,
+            container_disks=container_disks,
+            pvc_disk_dir=claims.pvc_disk_dir,
+            block_device_dir=claims.block_device_dir,
+            block_volumes=frozenset(claims.block_volumes),
+        )
+        xml = convert(vmi, ctx)
         (self.runtime / "domain.xml").write_text(xml)
         return xml
 

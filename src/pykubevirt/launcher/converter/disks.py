@@ -255,7 +255,10 @@ def volume_source(vmi: v.Obj, volume: v.Obj, ctx: ConverterContext, device: str,
         base = posixpath.basename(str(host_disk.get("path") or ""))
         return _Disk(source={"file": posixpath.join(ctx.pvc_disk_dir, name, base)})
     if volume.get("persistentVolumeClaim") is not None or volume.get("dataVolume") is not None:
-        return _pvc_source(name, ctx, hotplug=False)
+        src = _pvc_source(name, ctx, hotplug=False)
+        # A claim mounted readOnly is a read-only disk to the guest (KubeVirt's Convert_v1_Volume_To_api_Disk).
+        src.readonly = bool((volume.get("persistentVolumeClaim") or {}).get("readOnly"))
+        return src
     if volume.get("ephemeral") is not None:
         backing = _pvc_source(name, ctx, hotplug=False)
         path = backing.source.get("file") or backing.source["dev"]

@@ -1,0 +1,117 @@
+"""Persistent disks on a real guest: a VM boots from a PVC the test fills with the demo image (class `shared`,
+Immediate), with a second, blank PVC of the default class `local` (WaitForFirstConsumer: provisioned on the node the
+launcher pod is scheduled to, its disk.img created sparse by the launcher); a marker the guest writes to that disk
+is still there after the VM restarts."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykubevirt.api import pod_layout
+from pykubevirt.api.quantity import MI
+from pykubevirt.client.resources import (
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+)
+from tests.e2e.test_vm_lifecycle import DEMO
+from tests.support.cluster import ClusterView
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.e2e
+
+MARKER_SCRIPT = """#!/bin/sh
+if [ "$(head -c 14 /dev/vdb)" = persist-marker ]; then
+  echo found-persisted-marker >/dev/console
+else
+  printf persist-marker >/dev/vdb && sync && echo wrote-persisted-marker >/dev/console
+fi
+"""
+
+
+def claim(name: str, size: str, class_name: str, modes: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {"accessModes": modes, "resources": {"requests": {"storage": size}}, "storageClassName": class_name},
+    }
+
+
+def pvc_vm(name: str) -> dict[str, Any]:
+    vm = copy.deepcopy(DEMO)
+    vm["metadata"] = {"name": name}
+    spec = vm["spec"]["template"]["spec"]
+    spec["domain"]["devices"]["disks"] = [
+        {"name": "rootdisk", "disk": {"bus": "virtio"}},
+        {"name": "datadisk", "disk": {"bus": "virtio"}, "serial": "data-0001", "cache": "writethrough"},
+        {"name": "cloudinitdisk", "disk": {"bus": "virtio"}},
+    ]
+    spec["volumes"] = [
+        {"name": "rootdisk", "persistentVolumeClaim": {"claimName": f"{name}-boot"}},
+        {"name": "datadisk", "persistentVolumeClaim": {"claimName": f"{name}-data"}},
+        {"name": "cloudinitdisk", "cloudInitNoCloud": {"userData": MARKER_SCRIPT}},
+    ]
+    return vm
+
+
+async def test_a_vm_boots_from_a_pvc_and_its_data_survives_a_restart(kube: ClusterView, guest_image: Path) -> None:
+    ns = await kube.namespace()
+    admin = kube.admin
+    await admin.create(PERSISTENT_VOLUME_CLAIMS, claim("pvm-boot", "64Mi", "shared", ["ReadWriteMany"]), ns)
+    await admin.create(PERSISTENT_VOLUME_CLAIMS, claim("pvm-data", "16Mi", "local", ["ReadWriteOnce"]), ns)
+
+    async def boot_volume() -> Path | None:
+        pvc = await admin.get(PERSISTENT_VOLUME_CLAIMS, "pvm-boot", ns)
+        if (pvc.get("status") or {}).get("phase") != "Bound":
+            return None
+        pv = await admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"])
+        return Path(pv["spec"]["hostPath"]["path"])
+
+    directory = await eventually(boot_volume, timeout=30)
+    # What an import would do: the raw demo image as the volume's disk.img.
+    shutil.copyfile(guest_image, directory / "disk.img")
+    assert (await admin.get(PERSISTENT_VOLUME_CLAIMS, "pvm-data", ns))["status"]["phase"] == "Pending"
+
+    await admin.create(VIRTUAL_MACHINES, pvc_vm("pvm"), ns)
+    first = await kube.wait_vmi_phase(ns, "pvm", "Running", timeout=120)
+    pod = await kube.launcher_pod(first)
+    await kube.wait_serial(kube.node, pod, first, "wrote-persisted-marker", timeout=120)
+
+    # The blank claim was provisioned on the launcher's node, and its disk.img created sparse at the claim's size.
+    data = await admin.get(PERSISTENT_VOLUME_CLAIMS, "pvm-data", ns)
+    assert data["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == kube.node.name
+    data_pv = await admin.get(PERSISTENT_VOLUMES, data["spec"]["volumeName"])
+    data_image = Path(data_pv["spec"]["hostPath"]["path"]) / "disk.img"
+    assert data_image.stat().st_size == 16 * MI
+    assert data_image.read_bytes()[:14] == b"persist-marker"
+    # The controller tells the launcher what it knows of each claim.
+    statuses = {s["name"]: s for s in first["status"].get("volumeStatus") or []}
+    assert statuses["datadisk"]["persistentVolumeClaimInfo"]["capacity"] == {"storage": "16Mi"}
+    xml = pod_runtime_xml(pod).read_text()
+    assert "<serial>data-0001</serial>" in xml
+    assert 'cache="writethrough"' in xml or "cache='writethrough'" in xml
+
+    # Restart: a new VMI, a new launcher pod, the same disks.
+    await admin.delete(VIRTUAL_MACHINE_INSTANCES, "pvm", ns)
+
+    async def restarted() -> dict[str, Any] | None:
+        vmi = await kube.vmi(ns, "pvm")
+        if vmi is None or vmi["metadata"]["uid"] == first["metadata"]["uid"]:
+            return None
+        return vmi if (vmi.get("status") or {}).get("phase") == "Running" else None
+
+    second = await eventually(restarted, timeout=180, interval=0.5)
+    pod = await kube.launcher_pod(second)
+    await kube.wait_serial(kube.node, pod, second, "found-persisted-marker", timeout=120)
+
+
+def pod_runtime_xml(pod: dict[str, Any]) -> Path:
+    """The domain XML the launcher wrote in its short runtime directory."""
+    return Path(pod_layout.short_runtime_dir(pod["metadata"]["uid"])) / "domain.xml"
