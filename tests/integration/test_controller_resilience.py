@@ -95,6 +95,39 @@ async def test_unresponsive_node_fails_its_vmis_and_always_vms_move(fast_failove
         await second.stop()
 
 
+async def test_out_of_service_taint_fails_vmis_at_once_and_force_deletes_their_pods(cp: ControlPlane) -> None:
+    """Non-graceful node shutdown: the node's pods still look Running and its heartbeat is fresh (the default 60 s
+    timeout is far away), yet the taint alone fails every VMI there and removes their launcher pods."""
+    ns = await cp.namespace()
+    await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("always", "Always"), ns)
+    await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("rerun", "RerunOnFailure"), ns)
+    bare = {**vm_manifest("bare")["spec"]["template"], "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance"}
+    bare["metadata"] = {"name": "bare"}
+    await cp.admin.create(VIRTUAL_MACHINE_INSTANCES, bare, ns)
+    first = {name: await cp.wait_vmi_phase(ns, name, "Running") for name in ("always", "rerun", "bare")}
+    await cp.node.stop()  # partitioned: nothing reports the pods dead
+    second = await SimulatedNode(cp.handler_client, "node02").start()
+    try:
+        taint = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
+        await cp.admin.patch(NODES, "node01", {"spec": {"taints": [taint]}})
+        for name in ("always", "rerun"):
+            moved = await cp.wait_vmi_phase(
+                ns, name, "Running", other_than_uid=first[name]["metadata"]["uid"], timeout=30
+            )
+            assert moved["status"]["nodeName"] == "node02"
+        vmi = await cp.vmi(ns, "bare")
+        assert vmi is not None and vmi["metadata"]["uid"] == first["bare"]["metadata"]["uid"]
+        assert (vmi["status"]["phase"], vmi["status"].get("reason")) == ("Failed", "NodeUnresponsive")
+
+        async def no_pods_left_on_node01() -> bool:
+            pods = (await cp.admin.list(PODS, ns))["items"]
+            return not [p for p in pods if p["spec"].get("nodeName") == "node01"]
+
+        await eventually(no_pods_left_on_node01, timeout=10)
+    finally:
+        await second.stop()
+
+
 def _controller_process(server: APIServerProcess, identity: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
