@@ -3,6 +3,7 @@ restarts any that exits, keeps each one's mirror pod up to date, and stops them 
 
 Guests are not components: launchers belong to the node agents' pods and outlive the supervisor, so `down`/`up`
 leaves running VMs running. `down --all` (a `stop-all` marker next to the pid file) also kills every pod and guest.
+A node that stops heartbeating is fenced (cli/node_fence.py): its processes are killed before its guests move.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pykubevirt.cli.cluster_layout import ClusterLayout, Component
 from pykubevirt.cli.component_client import set_on_signals
 from pykubevirt.cli.component_process import ComponentProcess
 from pykubevirt.cli.mirror_pods import MirrorPods
+from pykubevirt.cli.node_fence import DEFAULT_FENCE_GRACE_SECONDS, NodeFencer
 
 log = logging.getLogger("pykubevirt.supervisor")
 
@@ -45,6 +47,8 @@ class Supervised:
     failures_in_a_row: int = 0
     next_start: float = 0.0
     last_exit: dict[str, Any] = field(default_factory=dict)
+    # Held down by a fence: not restarted until the fencer lets go.
+    held: bool = False
 
     def state(self) -> dict[str, Any]:
         running = self.process.running()
@@ -55,6 +59,7 @@ class Supervised:
             "startedAt": self.started_at,
             "lastExit": self.last_exit,
             "node": self.component.node,
+            "fenced": self.held,
             "log": str(self.component.log_file),
         }
 
@@ -62,10 +67,12 @@ class Supervised:
 class Supervisor:
     """Runs the layout's components until stopped."""
 
-    def __init__(self, layout: ClusterLayout) -> None:
+    def __init__(self, layout: ClusterLayout, *, fence_grace: float = DEFAULT_FENCE_GRACE_SECONDS) -> None:
         self.layout = layout
         self.components = [Supervised(c, ComponentProcess(c)) for c in layout.components()]
         self.mirror_pods = MirrorPods(layout)
+        # A grace of 0 turns fencing off: silent nodes are then only marked unresponsive, as in KubeVirt.
+        self.fencer = NodeFencer(layout, self.components, grace=fence_grace) if fence_grace > 0 else None
         self._stop = asyncio.Event()
         self._lock: IO[str] | None = None
 
@@ -115,13 +122,16 @@ class Supervisor:
             for entry in others:
                 self._start(entry)
             self._write_state()
-            mirror_task = asyncio.create_task(self.mirror_pods.run(self.states))
+            tasks = [asyncio.create_task(self.mirror_pods.run(self.states))]
+            if self.fencer is not None:
+                tasks.append(asyncio.create_task(self.fencer.run()))
             try:
                 await self._watch()
             finally:
-                mirror_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await mirror_task
+                for task in tasks:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
         finally:
             await self._shutdown()
         return 0
@@ -145,7 +155,7 @@ class Supervisor:
             changed = False
             now = time.monotonic()
             for entry in self.components:
-                if entry.process.running():
+                if entry.process.running() or entry.held:
                     continue
                 if entry.next_start == 0.0:
                     changed = True

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.cli.cluster_layout import DEFAULT_DATA_DIR, DEFAULT_LISTEN, ClusterLayout, pykubevirt_argv
+from pykubevirt.cli.node_fence import DEFAULT_FENCE_GRACE_SECONDS
 
 READY_TIMEOUT_SECONDS = 120.0
 
@@ -63,7 +64,8 @@ def up(args: argparse.Namespace) -> int:
         return 0
     layout.logs_dir.mkdir(parents=True, exist_ok=True)
     argv = pykubevirt_argv(
-        "supervise", "--data-dir", str(layout.data_dir), "--nodes", str(layout.node_count), "--listen", layout.listen
+        *("supervise", "--data-dir", str(layout.data_dir), "--nodes", str(layout.node_count)),
+        *("--listen", layout.listen, "--fence-grace", str(args.fence_grace)),
     )
     with (layout.logs_dir / "supervisor.log").open("ab") as log:
         process = subprocess.Popen(
@@ -233,7 +235,7 @@ def supervise(args: argparse.Namespace) -> int:
 
     log.configure("supervisor")
     try:
-        return asyncio.run(Supervisor(_layout(args)).run())
+        return asyncio.run(Supervisor(_layout(args), fence_grace=args.fence_grace).run())
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
@@ -241,10 +243,15 @@ def supervise(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     data_help = f"where the cluster keeps its state (default {DEFAULT_DATA_DIR})"
+    fence_help = (
+        "seconds without any heartbeat from a node before the supervisor kills its processes and its VMs move "
+        f"(default {DEFAULT_FENCE_GRACE_SECONDS:.0f}; 0: never fence, the node is only marked unresponsive)"
+    )
     parser = sub.add_parser("up", help="start the embedded cluster (API server, controllers, nodes) in the background")
     parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help=data_help)
     parser.add_argument("--nodes", type=int, default=1, help="how many nodes (node agent + virt-handler each)")
     parser.add_argument("--listen", default=DEFAULT_LISTEN, help="HOST:PORT of the API server")
+    parser.add_argument("--fence-grace", type=float, default=DEFAULT_FENCE_GRACE_SECONDS, help=fence_help)
     parser.set_defaults(func=up)
 
     parser = sub.add_parser("down", help="stop the embedded cluster; running guests keep running unless --all")
@@ -260,4 +267,5 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help=data_help)
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--listen", default=DEFAULT_LISTEN)
+    parser.add_argument("--fence-grace", type=float, default=DEFAULT_FENCE_GRACE_SECONDS, help=fence_help)
     parser.set_defaults(func=supervise)

@@ -16,7 +16,7 @@ from typing import Any
 
 from pykubevirt import __version__
 from pykubevirt.api.timestamps import now_rfc3339
-from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.api import STRATEGIC_MERGE_PATCH, KubeClient, Object
 from pykubevirt.client.errors import AlreadyExists, ApiError, NotFound
 from pykubevirt.client.resources import NODES
 
@@ -172,8 +172,13 @@ class NodeRegistration:
     async def heartbeat(self) -> None:
         """Renew the conditions; re-register when the Node was deleted meanwhile."""
         try:
+            # Strategic merge, as the kubelet's: conditions others own (the supervisor's Fenced) stay.
             await self.client.patch(
-                NODES, self.name, {"status": {"conditions": self.conditions()}}, subresource="status"
+                NODES,
+                self.name,
+                {"status": {"conditions": self.conditions()}},
+                subresource="status",
+                patch_type=STRATEGIC_MERGE_PATCH,
             )
         except NotFound:
             log.warning("node %s was deleted; registering it again", self.name, extra={"node": self.name})

@@ -1,0 +1,257 @@
+"""A node dies, for real: `pykubevirt up --nodes 2`, guests on one node, that node's agent and virt-handler stopped
+(SIGSTOP) and its launchers and QEMUs killed. The supervisor fences the node, the Always VMs boot on the other node
+within 90 s, the bare VMI stays Failed, and the node rejoins without touching the other node's guests. The partition
+variant leaves QEMU running: the fence kills it before the guest starts elsewhere, never two QEMUs for one VMI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pykubevirt.node.pod_dirs import existing_pod_dirs
+from tests.e2e.conftest import UpCluster, free_port, wait_for
+from tests.e2e.test_acceptance import wait_booted
+from tests.support.cluster import DEMO_IMAGE
+from tests.support.waiting import consistently_sync
+
+pytestmark = pytest.mark.e2e
+
+FAILOVER_AIM_SECONDS = 90.0
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory: pytest.TempPathFactory, guest_image: Path) -> Iterator[UpCluster]:
+    """`pykubevirt up --nodes 2` with default settings (fence grace, heartbeats), shared by the module."""
+    root = tmp_path_factory.mktemp("nodes2")
+    cluster = UpCluster(root / "data", f"127.0.0.1:{free_port()}", root / "home")
+    cluster.home.mkdir()
+    cluster.run("pykubevirt", "image", "import", DEMO_IMAGE, str(guest_image))
+    cluster.run("pykubevirt", "up", "--nodes", "2", timeout=180)
+    yield cluster
+    cluster.run("pykubevirt", "down", "--all", check=False)
+
+
+def guest(name: str, kind: str = "VirtualMachine") -> str:
+    """A demo guest (32 MiB less than the demo VM: three boot at once on a busy host) as JSON for `kubectl apply`."""
+    template = {
+        "metadata": {"labels": {"kubevirt.io/domain": name}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "domain": {
+                "memory": {"guest": "96Mi"},
+                "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]},
+            },
+            "volumes": [{"name": "root", "containerDisk": {"image": DEMO_IMAGE}}],
+        },
+    }
+    if kind == "VirtualMachineInstance":
+        metadata = {"name": name, **template["metadata"]}
+        body = {"apiVersion": "kubevirt.io/v1", "kind": kind, "metadata": metadata, "spec": template["spec"]}
+    else:
+        spec = {"runStrategy": "Always", "template": template}
+        body = {"apiVersion": "kubevirt.io/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+    return json.dumps(body)
+
+
+def qemus() -> Counter[str]:
+    """Live QEMU processes per domain (`guest=<namespace>_<name>` on their command line), from /proc."""
+    found: Counter[str] = Counter()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv or b"qemu-system" not in argv[0]:
+            continue
+        for arg in argv:
+            if arg.startswith(b"guest="):
+                found[arg.split(b",")[0][len(b"guest=") :].decode()] += 1
+    return found
+
+
+def qemu_pids(domain: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                if argv and b"qemu-system" in argv[0] and any(a.startswith(f"guest={domain},".encode()) for a in argv):
+                    pids.append(int(entry))
+    return pids
+
+
+class QemuCensus:
+    """Polls the process table in a thread; `most` is the largest number of QEMUs one domain ever had."""
+
+    def __init__(self) -> None:
+        self.most: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.1):
+            for domain, count in qemus().items():
+                self.most[domain] = max(self.most[domain], count)
+
+    def stop(self) -> Counter[str]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.most
+
+
+def node_of(cluster: UpCluster, name: str) -> str:
+    return cluster.jsonpath("vmi", name, "{.status.nodeName}")
+
+
+def other(node: str) -> str:
+    return "node02" if node == "node01" else "node01"
+
+
+def place_on(cluster: UpCluster, node: str, manifests: list[str]) -> None:
+    """Create guests while the other node is cordoned, so they land on `node`; then uncordon it."""
+    cluster.run("kubectl", "cordon", other(node))
+    try:
+        for manifest in manifests:
+            cluster.run("kubectl", "apply", "-f", "-", stdin=manifest)
+        for manifest in manifests:
+            name = json.loads(manifest)["metadata"]["name"]
+            wait_for(lambda n=name: cluster.jsonpath("vmi", n, "{.status.phase}") == "Running", f"{name} Running", 180)
+            assert node_of(cluster, name) == node
+    finally:
+        cluster.run("kubectl", "uncordon", other(node))
+
+
+def stop_node(cluster: UpCluster, node: str) -> list[int]:
+    """SIGSTOP the node's agent and virt-handler, as a dead or partitioned host looks to the others."""
+    components = cluster.state()["components"]
+    pids = [components[f"node-{node}"]["pid"], components[f"virt-handler-{node}"]["pid"]]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    return pids
+
+
+def kill_pods_and_guests(cluster: UpCluster, node: str, domains: list[str]) -> None:
+    """SIGKILL the node's pod processes (launchers) and QEMUs, as a host losing power."""
+    for pod_dir in existing_pod_dirs(cluster.data_dir / "nodes" / node / "pods"):
+        for record in pod_dir.load_records().values():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(record.pid, signal.SIGKILL)
+    for domain in domains:
+        for pid in qemu_pids(domain):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def moved(cluster: UpCluster, name: str, old_uid: str, node: str) -> bool:
+    fields = cluster.jsonpath("vmi", name, "{.metadata.uid} {.status.phase} {.status.nodeName}").split()
+    return len(fields) == 3 and fields[0] != old_uid and fields[1:] == ["Running", node]
+
+
+def wait_rejoined(cluster: UpCluster, node: str, stopped: list[int]) -> None:
+    """The fenced node heartbeats again: Fenced False, no out-of-service taint, schedulable, Ready."""
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)  # the fence has killed them; the node comes back with new processes
+
+    def rejoined() -> bool:
+        node_object = json.loads(cluster.run("kubectl", "get", "node", node, "-o", "json").stdout)
+        conditions = {c["type"]: c for c in node_object["status"].get("conditions") or []}
+        taints = [t["key"] for t in node_object["spec"].get("taints") or []]
+        labels = node_object["metadata"].get("labels") or {}
+        return (
+            conditions.get("Fenced", {}).get("reason") == "NodeRecovered"
+            and conditions["Fenced"]["status"] == "False"
+            and conditions["Ready"]["status"] == "True"
+            and OUT_OF_SERVICE not in taints
+            and labels.get("kubevirt.io/schedulable") == "true"
+        )
+
+    wait_for(rejoined, f"{node} to rejoin after its fence", timeout=120)
+    components = cluster.state()["components"]
+    for component in (f"node-{node}", f"virt-handler-{node}"):
+        assert components[component]["running"] and components[component]["pid"] not in stopped
+
+
+def test_host_death_is_fenced_and_always_vms_boot_on_the_other_node(two_nodes: UpCluster) -> None:
+    cluster = two_nodes
+    names = ["fo-a", "fo-b"]
+    place_on(cluster, "node01", [guest(n) for n in names] + [guest("fo-bare", "VirtualMachineInstance")])
+    uids = {n: cluster.jsonpath("vmi", n, "{.metadata.uid}") for n in [*names, "fo-bare"]}
+
+    stopped = stop_node(cluster, "node01")
+    kill_pods_and_guests(cluster, "node01", [f"default_{n}" for n in [*names, "fo-bare"]])
+    dead_at = time.monotonic()
+
+    def fenced() -> bool:
+        return OUT_OF_SERVICE in cluster.jsonpath("node", "node01", "{.spec.taints[*].key}")
+
+    wait_for(fenced, "node01 to be fenced", timeout=FAILOVER_AIM_SECONDS)
+    fenced_after = time.monotonic() - dead_at
+    for name in names:
+        wait_for(lambda n=name: moved(cluster, n, uids[n], "node02"), f"{name} Running on node02", 120)
+        wait_booted(cluster, "vm", name)
+    failover = time.monotonic() - dead_at
+    print(f"\nhost death: fenced after {fenced_after:.1f} s, both guests booted on node02 after {failover:.1f} s")
+    assert failover <= FAILOVER_AIM_SECONDS, f"failover took {failover:.1f} s"
+
+    bare = cluster.jsonpath("vmi", "fo-bare", "{.metadata.uid} {.status.phase} {.status.reason}").split()
+    assert bare == [uids["fo-bare"], "Failed", "NodeUnresponsive"]
+    reason = cluster.jsonpath("node", "node01", '{.status.conditions[?(@.type=="Fenced")].reason}')
+    assert reason == "NodeUnresponsive"
+
+    survivors = {n: qemu_pids(f"default_{n}") for n in names}
+    assert all(len(pids) == 1 for pids in survivors.values()), survivors
+    wait_rejoined(cluster, "node01", stopped)
+    # node01 cleared its stale pods (their directories) and left node02's guests alone; the bare VMI stays Failed.
+    wait_for(lambda: not existing_pod_dirs(cluster.data_dir / "nodes" / "node01" / "pods"), "node01's stale pods")
+
+    def untouched() -> None:
+        for name in names:
+            assert moved(cluster, name, uids[name], "node02")
+            assert qemu_pids(f"default_{name}") == survivors[name]
+        assert cluster.jsonpath("vmi", "fo-bare", "{.metadata.uid} {.status.phase}").split() == [
+            uids["fo-bare"],
+            "Failed",
+        ]
+
+    consistently_sync(untouched, for_=5, interval=1.0)
+    cluster.run("kubectl", "delete", "vm", "fo-b", "--wait=false")
+    cluster.run("kubectl", "delete", "vmi", "fo-bare", "--wait=false")
+
+
+def test_partitioned_node_is_fenced_before_its_guest_runs_elsewhere(two_nodes: UpCluster) -> None:
+    """The agent and virt-handler stop but QEMU keeps running: the fence must kill it before the VM starts again."""
+    cluster = two_nodes
+    name = "fo-part"
+    place_on(cluster, "node01", [guest(name)])
+    domain = f"default_{name}"
+    old_uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
+    (old_qemu,) = qemu_pids(domain)
+    census = QemuCensus()
+    try:
+        stopped = stop_node(cluster, "node01")
+        dead_at = time.monotonic()
+        wait_for(lambda: moved(cluster, name, old_uid, "node02"), f"{name} Running on node02", 150)
+        wait_booted(cluster, "vm", name)
+        failover = time.monotonic() - dead_at
+        print(f"\npartition: guest booted on node02 after {failover:.1f} s")
+        assert not Path(f"/proc/{old_qemu}/cmdline").exists() or not qemu_pids(domain).count(old_qemu)
+        wait_rejoined(cluster, "node01", stopped)
+    finally:
+        most = census.stop()
+    assert most[domain] == 1, f"{domain} had {most[domain]} QEMUs at once"
+    assert failover <= FAILOVER_AIM_SECONDS, f"failover took {failover:.1f} s"
