@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pykubevirt.node.pod_dirs import existing_pod_dirs
+from pykubevirt.node.processes import kill_group
 from tests.e2e.conftest import UpCluster, free_port, wait_for
 from tests.e2e.test_acceptance import wait_booted
 from tests.support.cluster import DEMO_IMAGE
@@ -148,8 +149,8 @@ def kill_pods_and_guests(cluster: UpCluster, node: str, domains: list[str]) -> N
     """SIGKILL the node's pod processes (launchers) and QEMUs, as a host losing power."""
     for pod_dir in existing_pod_dirs(cluster.data_dir / "nodes" / node / "pods"):
         for record in pod_dir.load_records().values():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(record.pid, signal.SIGKILL)
+            # Checked by pid and start time; records of containers without a process have pid 0 (never killpg 0).
+            kill_group(record.pid, record.ticks)
     for domain in domains:
         for pid in qemu_pids(domain):
             with contextlib.suppress(ProcessLookupError):

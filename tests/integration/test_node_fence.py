@@ -124,6 +124,9 @@ async def test_one_hung_component_is_restarted_not_fenced(admin: KubeClient, ent
     fencer = NodeFencer(ClusterLayout(tmp_path / "data"), list(supervised.values()), grace=GRACE)
     await register(admin)
     now = datetime.now(UTC)
+    await beat(admin, agent=now, handler=now - timedelta(seconds=GRACE + 10))
+    await fencer.check(admin)  # as when the whole node stopped and the agent's last beat was a little later
+    assert all(entry.process.running() for entry in supervised.values())
     await beat(admin, agent=now, handler=now - timedelta(minutes=5))
     await fencer.check(admin)
     handler, agent = supervised["virt-handler-node01"], supervised["node-node01"]

@@ -10,8 +10,8 @@ virt-controller honours: VMIs failed, launcher pods force-deleted) and sets the 
 launcher pod is left on the node, its agent and virt-handler start again (the node has rebooted); when both beat, the
 taint goes and Fenced turns False.
 
-Only one of the two silent is a hung component, not a dead node: that process is SIGKILLed and restarted, and the
-guests keep running.
+Only one of the two silent (for twice the grace, while the other beats) is a hung component, not a dead node: that
+process is SIGKILLed and restarted, and the guests keep running.
 """
 
 from __future__ import annotations
@@ -137,16 +137,20 @@ class NodeFencer:
             if self._up_for("apiserver") <= self.grace:
                 continue
             agent, handler = f"node-{name}", f"virt-handler-{name}"
-            agent_silent = self._up_for(agent) > self.grace and silent(agent_heartbeat(node), now, self.grace)
-            handler_silent = self._up_for(handler) > self.grace and silent(handler_heartbeat(node), now, self.grace)
-            if agent_silent and handler_silent:
+            beats = {agent: agent_heartbeat(node), handler: handler_heartbeat(node)}
+            quiet = {x: self._up_for(x) > self.grace and silent(beats[x], now, self.grace) for x in beats}
+            if all(quiet.values()):
                 await self._fence(client, name, node, now)
-            elif agent_silent or handler_silent:
-                await self._restart_hung(agent if agent_silent else handler)
+                continue
+            # When a node dies its two heartbeats stop at once but go stale up to an interval apart: a component is
+            # hung, not the node dead, only when it stays silent twice the grace while the other one beats.
+            for component, other in ((agent, handler), (handler, agent)):
+                if quiet[component] and not quiet[other] and silent(beats[component], now, 2 * self.grace):
+                    await self._restart_hung(component)
 
     async def _restart_hung(self, name: str) -> None:
         entry = self.entries[name]
-        log.warning("%s has not heartbeated for %.0fs: killing it to restart it", name, self.grace)
+        log.warning("%s has not heartbeated for %.0fs: killing it to restart it", name, 2 * self.grace)
         await asyncio.to_thread(entry.process.stop, signal.SIGKILL, 5.0)
 
     async def _fence(self, client: KubeClient, name: str, node: Object, now: datetime) -> None:
