@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pykubevirt.api import errors
-from pykubevirt.apiserver import managed_fields, server_side_apply
+from pykubevirt.apiserver import managed_fields, protobuf, server_side_apply
 from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES
 from pykubevirt.apiserver.field_sets import (
     difference,
@@ -529,3 +529,16 @@ def test_request_options_are_checked_as_kube_does(
     assert (excinfo.value.code, excinfo.value.reason, excinfo.value.message) == (422, "Invalid", message)
     assert excinfo.value.details == {"group": "meta.k8s.io", "kind": options, "causes": [cause]}
     managed_fields.options_error(options, "kubectl")
+
+
+def test_protobuf_bodies_carry_fields_v1_as_its_json() -> None:
+    entry = {
+        "manager": "importer",
+        "operation": "Apply",
+        "apiVersion": "v1",
+        "time": T0,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:data": {"f:a": {}}},
+    }
+    body = configmap({"a": "1"}, managedFields=[entry])
+    assert protobuf.decode(protobuf.encode(body))["metadata"]["managedFields"] == [entry]

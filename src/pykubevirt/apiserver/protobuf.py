@@ -258,6 +258,9 @@ def decode_message(data: bytes, table: dict[int, Field]) -> dict[str, Any]:
             if not isinstance(value, bytes):
                 raise ProtobufError(f"{field.name}: expected a message")
             decoded: Any = decode_message(value, MESSAGES[field.message])
+            if field.message == "FieldsV1":
+                # FieldsV1 is its raw JSON in the JSON form of an object (metadata.managedFields[].fieldsV1).
+                decoded = decoded.get("Raw") or {}
         else:
             decoded = _scalar(field.kind, wire, value)
         if field.repeated:
@@ -325,7 +328,9 @@ def encode_message(obj: dict[str, Any], table: dict[int, Field]) -> bytes:
                 out += _length_field(number, entry)
             continue
         for item in values:
-            if field.kind == "message":
+            if field.kind == "message" and field.message == "FieldsV1":
+                out += _length_field(number, encode_message({"Raw": item}, MESSAGES["FieldsV1"]))
+            elif field.kind == "message":
                 out += _length_field(number, encode_message(item, MESSAGES[field.message]))
             elif field.kind == "string":
                 out += _length_field(number, str(item).encode())
