@@ -181,6 +181,27 @@ def test_keyed_lists_of_a_crd_are_owned_item_by_item(k: Kubectl, ns: str, tmp_pa
     assert [(c["topologyKey"], c["maxSkew"]) for c in constraints] == [("rack", 2)]
 
 
+def test_status_is_applied_through_its_subresource(k: Kubectl, ns: str) -> None:
+    k("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(vm_manifest("st", ns)))
+    status = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "st", "namespace": ns}}
+    status["status"] = {"printableStatus": "Provisioning"}
+    k(
+        "apply",
+        "--server-side",
+        "--subresource=status",
+        "--field-manager=reporter",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump(status),
+    )
+    stored = get(k, "vm", "st", "-n", ns)
+    assert stored["status"] == {"printableStatus": "Provisioning"}
+    [entry] = [e for e in stored["metadata"]["managedFields"] if e["manager"] == "reporter"]
+    assert (entry["operation"], entry["subresource"]) == ("Apply", "status")
+    assert entry["fieldsV1"] == {"f:status": {"f:printableStatus": {}}}
+    assert ("kubectl", "Apply") in managers(stored)
+
+
 async def test_apply_patches_need_a_field_manager(api: APIClient, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps/nomanager"
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nomanager"}, "data": {"k": "v"}}

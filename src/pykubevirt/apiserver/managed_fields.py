@@ -209,6 +209,15 @@ def store(obj: dict[str, Any], managed: Managed) -> None:
         meta.pop("managedFields", None)
 
 
+def restore(obj: dict[str, Any], entries: list[dict[str, Any]] | None) -> None:
+    """Put back the entries an apply computed (in place) after a step that rebuilt the object's metadata."""
+    meta = obj.setdefault("metadata", {})
+    if entries:
+        meta["managedFields"] = entries
+    else:
+        meta.pop("managedFields", None)
+
+
 # ------------------------------------------------------------------------------------------------- resources
 
 

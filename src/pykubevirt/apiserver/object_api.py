@@ -258,6 +258,8 @@ class ObjectAPI:
         name = str(old["metadata"]["name"])
         if expected is not None and expected != current.revision:
             raise errors.conflict(resource.plural, resource.group, name, errors.MODIFIED_CONFLICT)
+        # An apply computed its managedFields already; a write to /status takes everything else from storage.
+        applied_fields = (new.get("metadata") or {}).get("managedFields") if tracked else None
         if subresource == "status":
             new = metadata.only_status_changes(new, old)
         elif subresource == "finalize":
@@ -272,7 +274,9 @@ class ObjectAPI:
             new["metadata"]["namespace"] = old["metadata"]["namespace"]
         self._check_finalizers(resource, new, old)
         new = self._schema_pass(resource, new, ctx, "UPDATE")
-        if not tracked:
+        if tracked:
+            managed_fields.restore(new, applied_fields)
+        else:
             new = managed_fields.track(
                 resource, old, new, manager=ctx.manager, subresource=subresource, now=self._now()
             )
@@ -394,6 +398,10 @@ class ObjectAPI:
             now=self._now(),
         )
         meta = applied.setdefault("metadata", {})
+        if resource.namespaced and namespace and meta.get("namespace", namespace) != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
         if meta.get("name") != name:
             raise errors.bad_request(
                 f"the name of the object ({meta.get('name') or ''}) does not match the name on the URL ({name})"
