@@ -351,3 +351,19 @@ async def test_names_of_generated_objects_are_checked_too(api: APIClient, namesp
     assert reply.body["metadata"]["name"].startswith("gen-")
     name = unique("ok")
     assert (await api.post(cms(namespace), configmap(name))).status == 201
+
+
+async def test_badly_typed_binding_and_eviction_bodies_are_400(api: APIClient, namespace: str) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "b"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
+    assert (await api.post(pods(namespace), pod)).status == 201
+    async with nothing_stored(api, pods(namespace)):
+        reply = await api.post(f"{pods(namespace)}/b/binding", {"target": "node-1"})
+        assert_status(reply, 400, "BadRequest")
+        assert reply.body["message"].endswith("Go struct field Binding.target of type v1.ObjectReference")
+        reply = await api.post(f"{pods(namespace)}/b/eviction", {"deleteOptions": {"preconditions": "x"}})
+        assert_status(reply, 400, "BadRequest")

@@ -10,8 +10,8 @@ from pykubevirt.api import errors
 from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES
 from pykubevirt.apiserver.builtin_schemas import (
     decode_check,
-    delete_options_body,
     kind_node,
+    typed_request_body,
     unknown_path,
     without_fields,
 )
@@ -153,12 +153,12 @@ def test_custom_resources_lose_malformed_metadata_fields() -> None:
 
 
 def test_delete_options_are_typed() -> None:
-    assert delete_options_body(None) is None
-    assert delete_options_body({"gracePeriodSeconds": 0, "preconditions": {"uid": "u"}}) is not None
+    assert typed_request_body(None) is None
+    assert typed_request_body({"gracePeriodSeconds": 0, "preconditions": {"uid": "u"}}) is not None
     for bad in ({"preconditions": "x"}, {"gracePeriodSeconds": "soon"}, {"orphanDependents": "yes"}, ["x"]):
         with pytest.raises(errors.APIError) as caught:
-            delete_options_body(bad)
+            typed_request_body(bad)
         assert caught.value.code == 400
         assert caught.value.message.startswith('DeleteOptions in version "v1" cannot be handled as a DeleteOptions')
     with pytest.raises(errors.APIError):
-        delete_options_body({"deleteOptions": {"preconditions": 1}}, kind="Eviction")
+        typed_request_body({"deleteOptions": {"preconditions": 1}}, kind="Eviction")

@@ -268,17 +268,24 @@ def _without(value: Any, keys: list[str | int] | tuple[str | int, ...]) -> Any:
     return value
 
 
-def delete_options_body(body: Any, *, kind: str = "DeleteOptions", version: str = "v1") -> dict[str, Any] | None:
-    """A DELETE body (or an Eviction) decoded as kube does: None when absent, 400 when a field has the wrong type."""
+_REQUEST_KINDS = {
+    "DeleteOptions": DELETE_OPTIONS,
+    "Eviction": "io.k8s.api.policy.v1.Eviction",
+    "Binding": "io.k8s.api.core.v1.Binding",
+}
+
+
+def typed_request_body(body: Any, *, kind: str = "DeleteOptions", version: str = "v1") -> dict[str, Any] | None:
+    """A DELETE, eviction or binding body decoded as kube does: None when absent, 400 for a field of the wrong type."""
     if body is None:
         return None
-    node = definition_node(DELETE_OPTIONS) if kind == "DeleteOptions" else kind_node("policy", "v1", kind)
+    node = definition_node(_REQUEST_KINDS[kind])
     problem = (
         f"json: cannot unmarshal {_json_type(body)} into Go value of type v1.{kind}"
         if not isinstance(body, dict)
         else None
     )
-    if problem is None and node is not None:
+    if problem is None:
         error = decode_check(body, node).type_error
         problem = error.message() if error is not None else None
     if problem is not None:

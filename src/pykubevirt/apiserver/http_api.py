@@ -16,7 +16,7 @@ from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector, SelectorError, parse_label_selector
 from pykubevirt.apiserver import body_decoding, patching, printers, protobuf, query_options
-from pykubevirt.apiserver.builtin_schemas import delete_options_body
+from pykubevirt.apiserver.builtin_schemas import typed_request_body
 from pykubevirt.apiserver.deletion import DeleteOptions
 from pykubevirt.apiserver.list_streaming import STREAM_THRESHOLD, write_list
 from pykubevirt.apiserver.object_api import IGNORE, STRICT, WARN, ObjectAPI, RequestContext, UserInfo
@@ -259,7 +259,7 @@ class RestHandlers:
             return json_response(patched, 201 if created else 200, ctx.warnings)
         if method == "DELETE":
             body = await self._body(request, optional=True)
-            options = DeleteOptions.from_body(delete_options_body(body), dict(request.query))
+            options = DeleteOptions.from_body(typed_request_body(body), dict(request.query))
             if target.name:
                 obj, _ = self.api.delete(target.resource, target.namespace, target.name, options, ctx)
                 return json_response(obj, 200, ctx.warnings)
@@ -440,8 +440,8 @@ class RestHandlers:
     # --------------------------------------------------------------------------------------------------- pods
 
     async def _bind(self, request: web.Request, target: Target, ctx: RequestContext) -> web.Response:
-        body = await self._body(request)
-        node = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
+        binding = typed_request_body(await self._body(request), kind="Binding") or {}
+        node = (binding.get("target") or {}).get("name")
         if not node:
             raise errors.invalid_field(
                 "Binding", "", target.name, "target.name", "Required value", "FieldValueRequired"
@@ -461,7 +461,7 @@ class RestHandlers:
 
     async def _evict(self, request: web.Request, target: Target, ctx: RequestContext) -> web.Response:
         body = await self._body(request, optional=True)
-        eviction = delete_options_body(body, kind="Eviction")
+        eviction = typed_request_body(body, kind="Eviction")
         options = DeleteOptions.from_body(eviction.get("deleteOptions") if eviction else None, {})
         self.api.delete(target.resource, target.namespace, target.name, options, ctx)
         return json_response(CREATED_STATUS, 201)
