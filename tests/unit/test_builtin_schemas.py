@@ -162,3 +162,14 @@ def test_delete_options_are_typed() -> None:
         assert caught.value.message.startswith('DeleteOptions in version "v1" cannot be handled as a DeleteOptions')
     with pytest.raises(errors.APIError):
         typed_request_body({"deleteOptions": {"preconditions": 1}}, kind="Eviction")
+
+
+def test_null_structs_maps_and_lists_are_dropped_and_null_scalars_kept() -> None:
+    namespaces = next(r for r in BUILTIN_RESOURCES if r.kind == "Namespace")
+    body = {"metadata": {"name": "n", "labels": None, "annotations": {"a": "b"}}, "spec": None}
+    decoded = decode_fields(namespaces, body, "Warn", [])
+    assert decoded == {"metadata": {"name": "n", "annotations": {"a": "b"}}}
+    pods = next(r for r in BUILTIN_RESOURCES if r.kind == "Pod")
+    condition = {"type": "Ready", "status": "True", "lastProbeTime": None}
+    decoded = decode_fields(pods, {"metadata": {"name": "p"}, "status": {"conditions": [condition]}}, "Warn", [])
+    assert decoded["status"]["conditions"] == [condition]

@@ -44,6 +44,7 @@ class Node:
     closed: bool = False  # additionalProperties: false
     integer: bool = False
     only_strings: bool = False  # a string and nothing else (the walk skips such values without a call)
+    container: bool = False  # an object or an array
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,9 @@ class DecodeResult:
 
     type_error: TypeError_ | None = None
     unknown: list[tuple[str, list[str | int]]] = field(default_factory=list)
+    # Struct, map and list fields whose value is null: Go decodes them to an empty value the stored object omits
+    # (a null time or string stays, as kube answers `lastProbeTime: null`).
+    nulls: list[list[str | int]] = field(default_factory=list)
 
 
 def _go_name(definition: str) -> str:
@@ -109,6 +113,7 @@ def _fill(node: Node, schema: dict[str, Any], definition: str) -> None:
         node.types = tuple(dict.fromkeys(t for n in sorted(names) for t in _PY_TYPES[n]))
         node.integer = names == {"integer"}
         node.only_strings = names == {"string"}
+        node.container = bool(names & {"object", "array"})
     properties = schema.get("properties")
     if isinstance(properties, dict):
         node.properties = {k: _compile(v) for k, v in properties.items()}
@@ -206,8 +211,12 @@ def _walk(value: Any, node: Node, stack: Stack, struct: str, result: DecodeResul
                         stack.pop()
                     continue
                 named = False  # Go's error context does not name map keys: the path stays the map's
-            if child is None or (child_node.only_strings and type(child) is str):
-                continue  # null decodes to any type's zero value; most fields are strings
+            if child is None:
+                if child_node.container:
+                    result.nulls.append([*(k for k, _ in stack), key])
+                continue
+            if child_node.only_strings and type(child) is str:
+                continue  # most fields are strings: no call for them
             stack.append((key, named))
             _walk(child, child_node, stack, inner, result)
             stack.pop()

@@ -65,6 +65,8 @@ def decode_fields(
         obj = builtin_schemas.without_fields(obj, [error.keys])
     else:
         raise errors.bad_request(f"{resource.kind} has too many malformed fields")
+    if result.nulls:
+        obj = builtin_schemas.without_fields(obj, result.nulls)
     if result.unknown:
         paths = [builtin_schemas.unknown_path(keys) for _, keys in result.unknown]
         if field_validation == STRICT:
@@ -97,7 +99,7 @@ def _drop_malformed_metadata(obj: dict[str, Any]) -> dict[str, Any]:
     malformed = [
         key
         for key, value in meta.items()
-        if key in fields and builtin_schemas.decode_check(value, fields[key]).type_error is not None
+        if value is None or (key in fields and builtin_schemas.decode_check(value, fields[key]).type_error is not None)
     ]
     if not malformed:
         return obj
