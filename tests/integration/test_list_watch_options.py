@@ -135,3 +135,11 @@ async def test_a_large_list_is_streamed_whole_and_in_order(api: APIClient, names
     )
     paged = await api.get(cms(namespace), limit=str(STREAM_THRESHOLD + 100), labelSelector="app=many")
     assert len(paged.body["items"]) == STREAM_THRESHOLD + 100 and paged.body["metadata"]["continue"]
+    # kubectl get asks for a Table: its rows are streamed the same way.
+    table = await api.request("GET", cms(namespace), headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    assert table.headers.get("Transfer-Encoding") == "chunked"
+    assert table.body["kind"] == "Table" and table.body["apiVersion"] == "meta.k8s.io/v1"
+    assert [c["name"] for c in table.body["columnDefinitions"]][:2] == ["Name", "Data"]
+    assert int(table.body["metadata"]["resourceVersion"]) >= int(reply.body["metadata"]["resourceVersion"])
+    assert [row["cells"][0] for row in table.body["rows"]] == names
+    assert table.body["rows"][0]["object"]["metadata"]["name"] == names[0]

@@ -306,10 +306,15 @@ class RestHandlers:
         return {"kind": f"{resource.kind}List", "apiVersion": resource.api_version, "metadata": meta, "items": items}
 
     def _table(
-        self, request: web.Request, resource: Resource, objects: list[dict[str, Any]], list_meta: dict[str, Any] | None
+        self,
+        request: web.Request,
+        resource: Resource,
+        objects: list[dict[str, Any]],
+        list_meta: dict[str, Any] | None,
+        now: datetime | None = None,
     ) -> dict[str, Any]:
         version = table_version(request.headers.get("Accept", "")) or "v1"
-        now = self.clock()
+        now = now or self.clock()
         if resource.table is not None:
             columns, rows = resource.table(objects, now)
         else:
@@ -357,15 +362,27 @@ class RestHandlers:
             continue_token=continue_token,
             exact_revision=exact_revision,
         )
+        streamed = len(items) > STREAM_THRESHOLD
+        if streamed:
+            # Only once what it lists is on disk, as the middleware would wait for a response it returns.
+            await store.durable()
         if table_version(request.headers.get("Accept", "")):
             meta: dict[str, Any] = {"resourceVersion": str(revision)}
             if token:
                 meta["continue"] = token
-            return json_response(self._table(request, target.resource, items, meta))
+            if not streamed:
+                return json_response(self._table(request, target.resource, items, meta))
+            # The rows are printed a chunk at a time too, all at the same moment (ages agree).
+            now = self.clock()
+            head = {k: v for k, v in self._table(request, target.resource, [], meta, now).items() if k != "rows"}
+
+            def rows(chunk: list[dict[str, Any]]) -> list[Any]:
+                table_rows: list[Any] = self._table(request, target.resource, chunk, None, now)["rows"]
+                return table_rows
+
+            return await write_list(request, head, items, field="rows", convert=rows)
         body = self._list_body(target.resource, items, revision, token)
-        if len(items) > STREAM_THRESHOLD:
-            # Only once what it lists is on disk, as the middleware would wait for a response it returns.
-            await store.durable()
+        if streamed:
             return await write_list(request, {k: v for k, v in body.items() if k != "items"}, items)
         return json_response(body)
 

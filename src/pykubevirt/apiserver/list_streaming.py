@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -17,16 +18,28 @@ STREAM_THRESHOLD = 500
 ITEMS_PER_CHUNK = 50
 
 
-async def write_list(request: web.Request, head: dict[str, Any], items: list[dict[str, Any]]) -> web.StreamResponse:
-    """Send `{**head, "items": items}` as JSON, `ITEMS_PER_CHUNK` items at a time (chunked transfer encoding)."""
+async def write_list(
+    request: web.Request,
+    head: dict[str, Any],
+    items: list[dict[str, Any]],
+    *,
+    field: str = "items",
+    convert: Callable[[list[dict[str, Any]]], list[Any]] | None = None,
+) -> web.StreamResponse:
+    """Send `{**head, field: items}` as JSON, `ITEMS_PER_CHUNK` items at a time (chunked transfer encoding).
+
+    `convert` turns each chunk of items into the entries written for it (a Table's rows).
+    """
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     await response.prepare(request)
-    opening = json.dumps(head, separators=(",", ":"))[:-1] + (',"items":[' if head else '"items":[')
+    opening = json.dumps(head, separators=(",", ":"))[:-1] + ("," if head else "") + f'"{field}":['
+
     try:
         await response.write(opening.encode())
         for start in range(0, len(items), ITEMS_PER_CHUNK):
             # One C call per chunk: the list's brackets are dropped and the chunks joined with commas.
-            chunk = json.dumps(items[start : start + ITEMS_PER_CHUNK], separators=(",", ":"))[1:-1]
+            entries = items[start : start + ITEMS_PER_CHUNK]
+            chunk = json.dumps(convert(entries) if convert else entries, separators=(",", ":"))[1:-1]
             await response.write((chunk if start == 0 else "," + chunk).encode())
             # Let requests that arrived meanwhile run before the next chunk.
             await asyncio.sleep(0)
