@@ -158,4 +158,5 @@ async def test_a_poisoned_store_starts_and_serves_everything_else(fresh_apiserve
         assert "ownerReferences" not in reply.body["metadata"]
         for name in ("owner-list", "not-a-number", "expanded", "five", "finalizer-string", "data-ints"):
             assert (await api.delete(f"{CMS}/{name}")).status == 200, name
+            assert (await api.get(f"{CMS}/{name}")).status == 404, name
         assert (await api.delete(f"{VMS}/vm-labels-list")).status == 200

@@ -7,6 +7,7 @@ Each test sends what an attacker or a sloppy client sent; before validation, eac
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from pykubevirt.apiserver.body_decoding import MAX_DEPTH
 from tests.integration.conftest import VM_API, configmap, unique, vm_manifest
 from tests.integration.test_apiserver_semantics import assert_status, cms, nothing_stored, pods, vms
-from tests.support.apiserver_process import APIServerProcess
+from tests.support.apiserver_process import APIServerProcess, kubectl
 from tests.support.http_client import APIClient
 
 SUBDOMAIN_MSG = (
@@ -367,3 +368,20 @@ async def test_badly_typed_binding_and_eviction_bodies_are_400(api: APIClient, n
         assert reply.body["message"].endswith("Go struct field Binding.target of type v1.ObjectReference")
         reply = await api.post(f"{pods(namespace)}/b/eviction", {"deleteOptions": {"preconditions": "x"}})
         assert_status(reply, 400, "BadRequest")
+
+
+@pytest.mark.kubectl
+def test_kubectl_shows_kube_apiservers_messages(apiserver: APIServerProcess, tmp_path: Path) -> None:
+    """What kubectl prints for a refused object: kube-apiserver's words, through kubectl's own formatting."""
+    created = kubectl(apiserver, tmp_path, "create", "configmap", "Bad", check=False)
+    assert created.returncode != 0
+    assert f'ConfigMap "Bad" is invalid: metadata.name: Invalid value: "Bad": {SUBDOMAIN_MSG}' in created.stderr
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": unique("k")}, "spec": {"x": 1}}
+    applied = kubectl(apiserver, tmp_path, "apply", "-f", "-", stdin=json.dumps(manifest), check=False)
+    assert applied.returncode != 0
+    assert 'strict decoding error: unknown field "spec"' in applied.stderr
+    typed = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": unique("k")}, "data": {"n": "1"}}
+    typed_body = json.dumps(typed).replace('"1"', "1")
+    refused = kubectl(apiserver, tmp_path, "create", "-f", "-", "--validate=false", stdin=typed_body, check=False)
+    assert refused.returncode != 0
+    assert "cannot unmarshal number into Go struct field ConfigMap.data of type string" in refused.stderr

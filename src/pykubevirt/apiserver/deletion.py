@@ -69,7 +69,9 @@ def check_preconditions(resource: Resource, name: str, meta: dict[str, Any], opt
 
 def propagation_finalizers(meta: dict[str, Any], options: DeleteOptions) -> list[str]:
     """The object's finalizers plus the one its propagation policy asks of the garbage collector."""
-    finalizers = list(meta.get("finalizers") or [])
+    stored = meta.get("finalizers")
+    # Only a list is finalizers (an older version may have stored a string); anything else counts as none.
+    finalizers = [f for f in stored if isinstance(f, str)] if isinstance(stored, list) else []
     if options.propagation_policy == ORPHAN and ORPHAN_FINALIZER not in finalizers:
         finalizers.append(ORPHAN_FINALIZER)
     if options.propagation_policy == FOREGROUND and FOREGROUND_FINALIZER not in finalizers:
