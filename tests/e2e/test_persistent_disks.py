@@ -15,6 +15,7 @@ import pytest
 from pykubevirt.api import pod_layout
 from pykubevirt.api.quantity import MI
 from pykubevirt.client.resources import (
+    DATA_VOLUMES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     VIRTUAL_MACHINE_INSTANCES,
@@ -110,6 +111,91 @@ async def test_a_vm_boots_from_a_pvc_and_its_data_survives_a_restart(kube: Clust
     second = await eventually(restarted, timeout=180, interval=0.5)
     pod = await kube.launcher_pod(second)
     await kube.wait_serial(kube.node, pod, second, "found-persisted-marker", timeout=120)
+
+
+SIZE_SCRIPT = """#!/bin/sh
+echo "vdb-sectors $(cat /sys/block/vdb/size)" >/dev/console
+"""
+
+
+def dv_vm(name: str, namespace: str, source_claim: str) -> dict[str, Any]:
+    """A VM whose dataVolumeTemplates clone `source_claim` as its root disk and add a blank 16Mi disk."""
+    vm = pvc_vm(name)
+    vm["spec"]["dataVolumeTemplates"] = [
+        {
+            "metadata": {"name": f"{name}-root"},
+            "spec": {
+                "source": {"pvc": {"namespace": namespace, "name": source_claim}},
+                "storage": {"resources": {"requests": {"storage": "64Mi"}}},
+            },
+        },
+        {
+            "metadata": {"name": f"{name}-blank"},
+            "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "16Mi"}}}},
+        },
+    ]
+    spec = vm["spec"]["template"]["spec"]
+    spec["volumes"] = [
+        {"name": "rootdisk", "dataVolume": {"name": f"{name}-root"}},
+        {"name": "datadisk", "dataVolume": {"name": f"{name}-blank"}},
+        {"name": "cloudinitdisk", "cloudInitNoCloud": {"userData": SIZE_SCRIPT}},
+    ]
+    return vm
+
+
+async def boot_claim(kube: ClusterView, ns: str, name: str, guest_image: Path) -> Path:
+    """A `shared` claim holding the demo image as disk.img; returns its directory."""
+    await kube.admin.create(PERSISTENT_VOLUME_CLAIMS, claim(name, "64Mi", "shared", ["ReadWriteMany"]), ns)
+
+    async def bound() -> Path | None:
+        pvc = await kube.admin.get(PERSISTENT_VOLUME_CLAIMS, name, ns)
+        if (pvc.get("status") or {}).get("phase") != "Bound":
+            return None
+        pv = await kube.admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"])
+        return Path(pv["spec"]["hostPath"]["path"])
+
+    directory = await eventually(bound, timeout=30)
+    shutil.copyfile(guest_image, directory / "disk.img")
+    return directory
+
+
+async def test_data_volume_templates_clone_a_claim_and_add_a_blank_disk(kube: ClusterView, guest_image: Path) -> None:
+    ns = await kube.namespace()
+    admin = kube.admin
+    await boot_claim(kube, ns, "golden", guest_image)
+    await admin.create(VIRTUAL_MACHINES, dv_vm("dvm", ns, "golden"), ns)
+    vmi = await kube.wait_vmi_phase(ns, "dvm", "Running", timeout=180)
+    for name in ("dvm-root", "dvm-blank"):
+        dv = await admin.get(DATA_VOLUMES, name, ns)
+        assert dv["status"]["phase"] == "Succeeded"
+        assert dv["status"]["progress"] == "100.0%"
+        conditions = {c["type"]: (c["status"], c.get("reason")) for c in dv["status"]["conditions"]}
+        assert conditions["Bound"] == ("True", "Bound")
+        assert conditions["Ready"][0] == "True"
+        pvc = await admin.get(PERSISTENT_VOLUME_CLAIMS, name, ns)
+        assert pvc["metadata"]["ownerReferences"][0]["uid"] == dv["metadata"]["uid"]
+        assert pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.pod.phase"] == "Succeeded"
+    blank = await admin.get(PERSISTENT_VOLUME_CLAIMS, "dvm-blank", ns)
+    # CDI's filesystem overhead: the claim asks for 16Mi * 1.06, the image gets the 16Mi.
+    assert blank["spec"]["resources"]["requests"]["storage"] == "17783849"
+    ready = {c["type"]: c for c in vmi["status"]["conditions"]}["DataVolumesReady"]
+    assert (ready["status"], ready["reason"]) == ("True", "AllDVsReady")
+    pod = await kube.launcher_pod(vmi)
+    await kube.wait_serial(kube.node, pod, vmi, f"vdb-sectors {16 * MI // 512}", timeout=120)
+    await kube.wait_serial(kube.node, pod, vmi, "pykubevirt-guest: booted", timeout=60)
+
+    # Deleting the VM deletes its DataVolumes, their claims and (reclaim Delete) their volumes; the golden claim stays.
+    volumes = [
+        (await admin.get(PERSISTENT_VOLUME_CLAIMS, n, ns))["spec"]["volumeName"] for n in ("dvm-root", "dvm-blank")
+    ]
+    await admin.delete(VIRTUAL_MACHINES, "dvm", ns)
+
+    async def reclaimed() -> bool:
+        names = {pv["metadata"]["name"] for pv in (await admin.list(PERSISTENT_VOLUMES))["items"]}
+        claims = {c["metadata"]["name"] for c in (await admin.list(PERSISTENT_VOLUME_CLAIMS, ns))["items"]}
+        return not names & set(volumes) and claims == {"golden"}
+
+    await eventually(reclaimed, timeout=120, interval=0.5)
 
 
 def pod_runtime_xml(pod: dict[str, Any]) -> Path:

@@ -195,3 +195,56 @@ async def test_host_disks_are_created_sparse_only_for_disk_or_create(tmp_path: P
     await prepare_host_disk(tmp_path / "b.img", "DiskOrCreate", "10Mi")
     assert (tmp_path / "b.img").stat().st_size == 10 * MI
     assert (tmp_path / "b.img").stat().st_blocks * 512 < MI
+
+
+def test_cdi_sizes_and_claims_of_data_volumes() -> None:
+    from pykubevirt.storage import datavolume_claim as dvc
+
+    # CDI's own example: a 10Gi filesystem DataVolume asks for 11381663335 bytes; the image then gets 10Gi back.
+    assert dvc.required_space(10 * 1024 * MI, 0.06) == 11381663335
+    assert dvc.usable_space(11381663335, 0.06) == 10 * 1024 * MI
+    dv = {
+        "metadata": {"name": "d", "namespace": "ns", "uid": "u"},
+        "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "1Gi"}}}},
+    }
+    claim = dvc.new_claim(dv)
+    assert claim["spec"] == {
+        "resources": {"requests": {"storage": str(dvc.required_space(1024 * MI, 0.06))}},
+        "accessModes": ["ReadWriteOnce"],
+        "volumeMode": "Filesystem",
+    }
+    assert claim["metadata"]["annotations"]["cdi.kubevirt.io/storage.import.source"] == "none"
+    assert claim["metadata"]["ownerReferences"][0]["kind"] == "DataVolume"
+    pod = dvc.importer_pod(dict(claim, metadata=dict(claim["metadata"], uid="pvc-uid")), dv)
+    assert pod["metadata"]["name"] == "importer-d"
+    assert pod["spec"]["restartPolicy"] == "OnFailure"
+    with pytest.raises(dvc.ClaimSpecError, match="datavolume one of"):
+        dvc.claim_spec({"spec": {"source": {"blank": {}}}})
+    with pytest.raises(dvc.ClaimSpecError, match="at least 1MiB"):
+        dvc.claim_spec({"spec": {"storage": {"resources": {"requests": {"storage": "1Ki"}}}}})
+    # spec.pvc is used as written, never inflated.
+    assert dvc.claim_spec({"spec": {"pvc": {"resources": {"requests": {"storage": "1Gi"}}}}}) == {
+        "resources": {"requests": {"storage": "1Gi"}}
+    }
+
+
+@pytest.mark.parametrize(
+    ("pvc_phase", "pod_phase", "source", "expected"),
+    [
+        (None, None, "blank", "Pending"),
+        ("Pending", None, "blank", "Pending"),
+        ("Bound", None, "blank", "PVCBound"),
+        ("Bound", "Pending", "blank", "ImportScheduled"),
+        ("Bound", "Running", "blank", "ImportInProgress"),
+        ("Bound", "Running", "pvc", "CloneInProgress"),
+        ("Bound", "Succeeded", "pvc", "Succeeded"),
+        ("Lost", None, "blank", "Failed"),
+    ],
+)
+def test_data_volume_phase(pvc_phase: str | None, pod_phase: str | None, source: str, expected: str) -> None:
+    from pykubevirt.storage.datavolume_claim import dv_phase
+
+    dv = {"spec": {"source": {source: {}}}}
+    claim = None if pvc_phase is None else {"metadata": {}, "status": {"phase": pvc_phase}}
+    pod = None if pod_phase is None else {"status": {"phase": pod_phase}}
+    assert dv_phase(dv, claim, pod) == expected

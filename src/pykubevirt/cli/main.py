@@ -41,6 +41,12 @@ def _virt_launcher(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _cdi_importer(args: argparse.Namespace) -> int:
+    from pykubevirt.storage.importer import run
+
+    return run()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pykubevirt", description="KubeVirt's VM lifecycle, in Python.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -99,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     handler_command.add_parser(sub)
     image_command.add_parser(sub)
     virtapi_command.add_parser(sub)
+
+    importer = sub.add_parser(
+        "cdi-importer", help="fill a DataVolume's claim (the importer pod's command; reads CDI's IMPORTER_* variables)"
+    )
+    importer.add_argument("-v", default="1", help="log verbosity (accepted for CDI's argument)")
+    importer.set_defaults(func=_cdi_importer)
 
     launcher = sub.add_parser("virt-launcher", help="run virt-launcher for one VMI (the compute container's command)")
     _launcher_arguments(launcher)

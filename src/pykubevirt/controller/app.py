@@ -117,6 +117,7 @@ class VirtController:
             recorder=self.recorder,
             settings=opts.launcher or LauncherSettings(cluster=opts.config),
             claims=self.pvcs,
+            data_volumes=self.data_volumes,
         )
         self.node_reconciler = NodeController(
             client,
@@ -148,9 +149,11 @@ class VirtController:
         self.pods.add_handler(EventHandler(on_add=vmi.on_pod_add, on_delete=vmi.on_pod_delete))
         self.vmi_controller.watch(self.vmis, own_key).watch(self.pods, owner_keys(c.VMI_KIND)).watch(self.vms, own_key)
         # A claim appearing, binding or growing concerns the VMIs that use it (pod creation, volumeStatus).
-        self.vmi_controller.watch(
-            self.pvcs, lambda pvc: [object_key(vmi) for vmi in self.vmis.by_index(VMI_CLAIM_INDEX, object_key(pvc))]
-        )
+
+        def by_claim(obj: Object) -> list[str]:
+            return [object_key(vmi) for vmi in self.vmis.by_index(VMI_CLAIM_INDEX, object_key(obj))]
+
+        self.vmi_controller.watch(self.pvcs, by_claim).watch(self.data_volumes, by_claim)
         self.node_controller.watch(self.nodes).watch(self.vmis, _node_of_vmi)
         # The KubeVirt object's configuration, followed as virt-config's informer does; the VM and VMI controllers
         # wait for this cache too, so they never act on the command line's values alone when an object exists.

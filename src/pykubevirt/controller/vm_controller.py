@@ -48,6 +48,11 @@ log = logging.getLogger("pykubevirt.controller.vm")
 
 FAILED_DELETE = "FailedDelete"
 SUCCESSFUL_CREATE = "SuccessfulCreate"
+SUCCESSFUL_DATA_VOLUME_CREATE = "SuccessfulDataVolumeCreate"
+ALLOW_CLAIM_ADOPTION = "cdi.kubevirt.io/allowClaimAdoption"
+# A VMI may start once its DataVolumes are populated, or wait for it as their first consumer (KubeVirt's
+# dataVolumeReady / IsSucceededOrPendingPopulation).
+DATA_VOLUME_READY_PHASES = ("Succeeded", "WaitForFirstConsumer", "PendingPopulation")
 SUCCESSFUL_DELETE = "SuccessfulDelete"
 API_VERSION_VALUE = c.KUBEVIRT_VERSION
 
@@ -395,14 +400,14 @@ class VMController:
             name = str((template.get("metadata") or {}).get("name"))
             dv = self.data_volumes.get_by_name(namespace, name)
             if dv is None:
+                metadata = copy_json(template.get("metadata") or {})
+                # GenerateDataVolumeFromTemplate: the DV may adopt a claim of its name; it records the VM that made it.
+                metadata["annotations"] = {**(metadata.get("annotations") or {}), ALLOW_CLAIM_ADOPTION: "true"}
+                metadata["labels"] = {**(metadata.get("labels") or {}), c.CREATED_BY_LABEL: vm["metadata"]["uid"]}
                 body = {
                     "apiVersion": c.CDI_API_VERSION,
                     "kind": c.DATA_VOLUME_KIND,
-                    "metadata": {
-                        **copy_json(template.get("metadata") or {}),
-                        "namespace": namespace,
-                        "ownerReferences": [controller_ref(vm)],
-                    },
+                    "metadata": {**metadata, "namespace": namespace, "ownerReferences": [controller_ref(vm)]},
                     "spec": copy_json(template.get("spec") or {}),
                 }
                 try:
@@ -413,9 +418,9 @@ class VMController:
                     return False, SyncError(
                         f"Error encountered while creating DataVolumes: {exc.message}", FAILED_CREATE
                     )
-                self.recorder.event(vm, NORMAL, SUCCESSFUL_CREATE, f"Created DataVolume {name}")
+                self.recorder.event(vm, NORMAL, SUCCESSFUL_DATA_VOLUME_CREATE, f"Created DataVolume {name}")
                 ready = False
-            elif (dv.get("status") or {}).get("phase") != "Succeeded":
+            elif (dv.get("status") or {}).get("phase") not in DATA_VOLUME_READY_PHASES:
                 ready = False
         return ready, None
 

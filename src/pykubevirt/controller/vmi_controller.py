@@ -21,7 +21,13 @@ from pykubevirt.controller import pod_state
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vmi_status import unpaused_gate_conditions, vmi_status
-from pykubevirt.controller.volume_status import claim_names, volume_statuses
+from pykubevirt.controller.volume_status import (
+    DATA_VOLUMES_READY,
+    claim_names,
+    data_volumes_pending,
+    data_volumes_ready,
+    volume_statuses,
+)
 from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.controller.vmi")
@@ -51,6 +57,7 @@ class VMIController:
         recorder: EventRecorder,
         settings: LauncherSettings,
         claims: Informer | None = None,
+        data_volumes: Informer | None = None,
         clock: Any = now_rfc3339,
     ) -> None:
         self.client = client
@@ -58,6 +65,7 @@ class VMIController:
         self.pods = pods
         self.vms = vms
         self.claims = claims
+        self.data_volumes = data_volumes
         self.recorder = recorder
         self.settings = settings
         self.clock = clock
@@ -124,6 +132,9 @@ class VMIController:
     def _claim(self, key: str) -> Object | None:
         return self.claims.get(key) if self.claims is not None else None
 
+    def _data_volume(self, key: str) -> Object | None:
+        return self.data_volumes.get(key) if self.data_volumes is not None else None
+
     def _claims_of(self, vmi: Object) -> dict[str, Object] | None:
         """The VMI's claims by name (None when claims are not watched: all are then filesystem claims)."""
         if self.claims is None:
@@ -136,6 +147,8 @@ class VMIController:
         return found
 
     async def _create_pod(self, vmi: Object, key: str) -> tuple[SyncError | None, Object | None]:
+        if data_volumes_pending(vmi, self._data_volume):
+            return None, None  # populated first; a DataVolume event brings the VMI back
         claims = self._claims_of(vmi)
         missing = [name for name in claim_names(vmi) if claims is not None and name not in claims]
         if missing:
@@ -183,6 +196,13 @@ class VMIController:
             statuses = volume_statuses(update.vmi, self._claim)
             if statuses != (update.vmi.get("status") or {}).get("volumeStatus"):
                 update.vmi.setdefault("status", {})["volumeStatus"] = statuses
+        condition = data_volumes_ready(update.vmi, self._data_volume, now) if self.data_volumes is not None else None
+        if condition is not None:
+            status = update.vmi.setdefault("status", {})
+            others = [c for c in status.get("conditions") or [] if c.get("type") != DATA_VOLUMES_READY]
+            current = [c for c in status.get("conditions") or [] if c.get("type") == DATA_VOLUMES_READY]
+            if current != [condition]:
+                status["conditions"] = [*others, condition]
         if pod is not None:
             await self._sync_paused_condition_to_pod(cached, pod, now)
         for reason, message in update.warnings:

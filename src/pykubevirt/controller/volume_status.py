@@ -61,3 +61,61 @@ def volume_statuses(vmi: Mapping[str, Any], claims: Lookup) -> list[dict[str, An
     names = {entry["name"] for entry in result}
     result += [dict(s) for name, s in existing.items() if name not in names and s.get("hotplugVolume")]
     return sorted(result, key=lambda entry: str(entry["name"]))
+
+
+DATA_VOLUMES_READY = "DataVolumesReady"
+
+
+def data_volume_names(vmi: Mapping[str, Any]) -> list[str]:
+    return [
+        str(v["dataVolume"].get("name") or "")
+        for v in (vmi.get("spec") or {}).get("volumes") or []
+        if v.get("dataVolume") is not None
+    ]
+
+
+def _ready_status(dv: Mapping[str, Any] | None) -> str:
+    if dv is None:
+        return "Unknown"
+    for condition in (dv.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return str(condition.get("status") or "Unknown")
+    return "Unknown"
+
+
+def data_volumes_ready(vmi: Mapping[str, Any], data_volumes: Lookup, now: str) -> dict[str, Any] | None:
+    """The VMI's DataVolumesReady condition (only for a VMI with DataVolumes; KubeVirt's vmi/datavolumes.go)."""
+    names = data_volume_names(vmi)
+    if not names:
+        return None
+    namespace = str((vmi.get("metadata") or {}).get("namespace") or "")
+    states = [_ready_status(data_volumes(f"{namespace}/{name}")) for name in names]
+    if all(state == "True" for state in states):
+        status, reason, message = "True", "AllDVsReady", "All of the VMI's DVs are bound and ready"
+    else:
+        status = "False" if "False" in states else "Unknown"
+        reason, message = "NotAllDVsReady", "Not all of the VMI's DVs are ready"
+    previous: Mapping[str, Any] = next(
+        (c for c in (vmi.get("status") or {}).get("conditions") or [] if c.get("type") == DATA_VOLUMES_READY), {}
+    )
+    transition = previous.get("lastTransitionTime") if previous.get("status") == status else now
+    return {
+        "type": DATA_VOLUMES_READY,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": None,
+        "lastTransitionTime": transition,
+    }
+
+
+def data_volumes_pending(vmi: Mapping[str, Any], data_volumes: Lookup) -> list[str]:
+    """DataVolumes the launcher pod must wait for: not Succeeded, PendingPopulation or WaitForFirstConsumer."""
+    namespace = str((vmi.get("metadata") or {}).get("namespace") or "")
+    waiting = []
+    for name in data_volume_names(vmi):
+        dv = data_volumes(f"{namespace}/{name}")
+        phase = (dv.get("status") or {}).get("phase") if dv is not None else None
+        if dv is not None and phase not in ("Succeeded", "PendingPopulation", "WaitForFirstConsumer"):
+            waiting.append(name)
+    return waiting

@@ -15,7 +15,15 @@ from pykubevirt.client.controller import Controller, run_until_failure
 from pykubevirt.client.errors import AlreadyExists
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import Informer, object_key
-from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, STORAGE_CLASSES
+from pykubevirt.client.resources import (
+    DATA_VOLUMES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    STORAGE_CLASSES,
+)
+from pykubevirt.storage.datavolume_claim import CDI_LABEL
+from pykubevirt.storage.datavolume_controller import DataVolumeController
 from pykubevirt.storage.local_provisioner import LocalPathProvisioner, default_classes
 from pykubevirt.storage.pv_controller import CLAIM, CLAIM_INDEX, VOLUME, PVController, claims_of_pod
 
@@ -38,6 +46,20 @@ def _claim_ref_key(obj: Object) -> list[str]:
 def _bound_volume_key(obj: Object) -> list[str]:
     name = (obj.get("spec") or {}).get("volumeName")
     return [VOLUME + str(name)] if name else []
+
+
+def _owning_data_volume(pvc: Object) -> list[str]:
+    namespace = (pvc.get("metadata") or {}).get("namespace", "")
+    refs = (pvc.get("metadata") or {}).get("ownerReferences") or []
+    return [f"{namespace}/{r['name']}" for r in refs if r.get("kind") == "DataVolume" and r.get("controller")]
+
+
+def _importer_claim(pod: Object) -> list[str]:
+    meta = pod.get("metadata") or {}
+    if (meta.get("labels") or {}).get(CDI_LABEL) != "importer":
+        return []
+    refs = meta.get("ownerReferences") or []
+    return [f"{meta.get('namespace', '')}/{r['name']}" for r in refs if r.get("kind") == "PersistentVolumeClaim"]
 
 
 class StorageController:
@@ -69,7 +91,16 @@ class StorageController:
         self.controller.watch(self.pods, lambda pod: [CLAIM + key for key in claims_of_pod(pod)])
         # A new class can make pending claims provisionable.
         self.controller.watch(self.classes, lambda sc: [CLAIM + key for key in self.claims.keys()])
-        self.informers = [self.claims, self.volumes, self.classes, self.pods]
+        # CDI's part: DataVolumes, their claims and importer pods.
+        self.data_volumes = Informer(client, DATA_VOLUMES)
+        self.dv_recorder = EventRecorder(client, "datavolume-controller")
+        self.dv_reconciler = DataVolumeController(
+            client, data_volumes=self.data_volumes, claims=self.claims, pods=self.pods, recorder=self.dv_recorder
+        )
+        self.dv_controller = Controller("datavolume", self.dv_reconciler, workers=2)
+        self.dv_controller.watch(self.data_volumes).watch(self.claims, _owning_data_volume)
+        self.dv_controller.watch(self.pods, _importer_claim)
+        self.informers = [self.claims, self.volumes, self.classes, self.pods, self.data_volumes]
 
     def _unbound_claims(self, pv: Object) -> list[str]:
         if (pv.get("spec") or {}).get("claimRef"):
@@ -91,7 +122,9 @@ class StorageController:
         await self.ensure_default_classes()
         tasks = [asyncio.create_task(i.run(), name=f"storage-informer-{i.resource.plural}") for i in self.informers]
         tasks.append(asyncio.create_task(self.controller.run(), name="persistentvolume-controller"))
+        tasks.append(asyncio.create_task(self.dv_controller.run(), name="datavolume-controller"))
         try:
             await run_until_failure(tasks)
         finally:
             await self.recorder.flush()
+            await self.dv_recorder.flush()

@@ -1,0 +1,257 @@
+"""What CDI makes of a DataVolume: its claim, its importer pod, and its status from theirs. Pure.
+
+Upstream (containerized-data-importer): `pkg/controller/datavolume/util.go` (renderPvcSpec, pvcFromStorage),
+`pkg/controller/datavolume/controller-base.go` (newPersistentVolumeClaim, updateStatus),
+`pkg/controller/datavolume/conditions.go`, `pkg/controller/import-controller.go` (makeImporterPodSpec) and
+`pkg/util/util.go` (GetRequiredSpace). Sources handled here: `blank` and `pvc` (host-assisted clone).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pykubevirt import __version__
+from pykubevirt.api import constants as c
+from pykubevirt.api.quantity import MI
+from pykubevirt.api.volume_binding import to_bytes
+
+ANN = "cdi.kubevirt.io/"
+CONTENT_TYPE = ANN + "storage.contentType"
+POD_RESTARTS = ANN + "storage.pod.restarts"
+POD_PHASE = ANN + "storage.pod.phase"
+CREATED_FOR = ANN + "createdForDataVolume"
+IMPORT_SOURCE = ANN + "storage.import.source"
+IMPORT_POD_NAME = ANN + "storage.import.importPodName"
+PREALLOCATION_REQUESTED = ANN + "storage.preallocation.requested"
+CLONE_REQUEST = "k8s.io/CloneRequest"
+CDI_LABEL = "cdi.kubevirt.io"
+APP_LABEL_VALUE = "containerized-data-importer"
+DEFAULT_OVERHEAD = 0.06
+IMPORTER_COMMAND = ("pykubevirt", "cdi-importer")
+DATA_DIR = "/data"
+SOURCE_DIR = "/source"
+NO_CLAIM_SPEC = "datavolume one of {pvc, storage} field is required"
+MISSING_SIZE = "PVC Spec is not valid - missing storage size"
+TOO_SMALL = "PVC Spec is not valid - storage size should be at least 1MiB"
+
+
+class ClaimSpecError(ValueError):
+    """The DataVolume cannot become a claim (CDI's ErrClaimNotValid)."""
+
+
+def required_space(request: int, overhead: float) -> int:
+    """GetRequiredSpace: the image (rounded up to 1 MiB) plus the filesystem's share, for a filesystem claim."""
+    aligned = -(-request // MI) * MI
+    return math.ceil(aligned * (1 + overhead))
+
+
+def usable_space(available: int, overhead: float) -> int:
+    """GetUsableSpace: what of a filesystem volume the image may take, rounded down to 1 MiB."""
+    space = math.ceil(available / (1 + overhead))
+    return space - space % MI
+
+
+def source_kind(dv: Mapping[str, Any]) -> str:
+    """`blank`, `pvc`, another source's name, or "" when none is given."""
+    source = (dv.get("spec") or {}).get("source") or {}
+    return next(iter(source), "")
+
+
+def claim_spec(dv: Mapping[str, Any]) -> dict[str, Any]:
+    """spec.pvc verbatim; spec.storage with CDI's defaults and the filesystem overhead added to the request."""
+    spec = dv.get("spec") or {}
+    if spec.get("pvc") is not None:
+        return dict(spec["pvc"])
+    storage = spec.get("storage")
+    if storage is None:
+        raise ClaimSpecError(NO_CLAIM_SPEC)
+    claim = {k: v for k, v in storage.items() if v is not None}
+    request = to_bytes(((storage.get("resources") or {}).get("requests") or {}).get("storage"))
+    if not request:
+        if source_kind(dv) != "pvc":
+            raise ClaimSpecError(MISSING_SIZE)
+        return claim
+    if request < MI:
+        raise ClaimSpecError(TOO_SMALL)
+    # The embedded provisioner has no StorageProfile: ReadWriteOnce filesystem volumes unless the DV says otherwise.
+    claim.setdefault("accessModes", ["ReadWriteOnce"])
+    mode = claim.get("volumeMode") or "Filesystem"
+    claim["volumeMode"] = "Filesystem" if mode == "FromStorageProfile" else mode
+    if claim["volumeMode"] == "Filesystem":
+        resources = dict(claim.get("resources") or {})
+        resources["requests"] = dict(
+            resources.get("requests") or {}, storage=str(required_space(request, DEFAULT_OVERHEAD))
+        )
+        claim["resources"] = resources
+    return claim
+
+
+def new_claim(dv: Mapping[str, Any], source_request: str = "") -> dict[str, Any]:
+    """newPersistentVolumeClaim: named after the DV, owned by it, with the annotations the import controller reads."""
+    meta = dv.get("metadata") or {}
+    kind = source_kind(dv)
+    annotations = {
+        CONTENT_TYPE: str((dv.get("spec") or {}).get("contentType") or "kubevirt"),
+        POD_RESTARTS: "0",
+        CREATED_FOR: str(meta.get("uid", "")),
+        PREALLOCATION_REQUESTED: "true" if (dv.get("spec") or {}).get("preallocation") else "false",
+    }
+    if kind == "blank":
+        annotations[IMPORT_SOURCE] = "none"
+    elif kind == "pvc":
+        source = (dv.get("spec") or {}).get("source", {}).get("pvc") or {}
+        annotations[CLONE_REQUEST] = f"{source.get('namespace') or meta.get('namespace')}/{source.get('name', '')}"
+    labels = dict(meta.get("labels") or {}, app=APP_LABEL_VALUE)
+    owner = {
+        "apiVersion": c.CDI_API_VERSION,
+        "kind": c.DATA_VOLUME_KIND,
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner],
+        },
+        "spec": claim_spec(dv),
+    }
+
+
+def importer_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any], source_claim: str = "") -> dict[str, Any]:
+    """makeImporterPodSpec: `importer-<claim>`, owned by the claim, the claim at /data (a clone's source at /source)."""
+    meta = pvc.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    claim_spec_ = pvc.get("spec") or {}
+    source = "none" if source_kind(dv) == "blank" else "pvc"
+    env = [
+        {"name": "IMPORTER_SOURCE", "value": source},
+        {"name": "IMPORTER_CONTENTTYPE", "value": "kubevirt"},
+        {
+            "name": "IMPORTER_IMAGE_SIZE",
+            "value": str(((claim_spec_.get("resources") or {}).get("requests") or {}).get("storage", "")),
+        },
+        {"name": "OWNER_UID", "value": str((dv.get("metadata") or {}).get("uid", ""))},
+        {
+            "name": "FILESYSTEM_OVERHEAD",
+            "value": "0" if claim_spec_.get("volumeMode") == "Block" else str(DEFAULT_OVERHEAD),
+        },
+        {"name": "PREALLOCATION", "value": "false"},
+    ]
+    volumes = [{"name": "cdi-data-vol", "persistentVolumeClaim": {"claimName": name}}]
+    mounts: list[dict[str, Any]] = [{"name": "cdi-data-vol", "mountPath": DATA_DIR}]
+    if source_claim:
+        volumes.append(
+            {"name": "cdi-source-vol", "persistentVolumeClaim": {"claimName": source_claim, "readOnly": True}}
+        )
+        mounts.append({"name": "cdi-source-vol", "mountPath": SOURCE_DIR, "readOnly": True})
+    container: dict[str, Any] = {
+        "name": "importer",
+        "image": f"pykubevirt/cdi-importer:{__version__}",
+        "command": list(IMPORTER_COMMAND),
+        "args": ["-v=1"],
+        "env": env,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if claim_spec_.get("volumeMode") == "Block":
+        container["volumeDevices"] = [{"name": "cdi-data-vol", "devicePath": "/dev/cdi-block-volume"}]
+        mounts = mounts[1:]
+    container["volumeMounts"] = mounts
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"importer-{name}"[:253],
+            "namespace": meta.get("namespace"),
+            "labels": {"app": APP_LABEL_VALUE, CDI_LABEL: "importer", "prometheus.cdi.kubevirt.io": "true"},
+            "annotations": {ANN + "storage.createdByController": "yes"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "name": name,
+                    "uid": meta.get("uid"),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "restartPolicy": "OnFailure",
+            "enableServiceLinks": False,
+            "containers": [container],
+            "volumes": volumes,
+        },
+    }
+
+
+def _condition(type_: str, status: str, reason: str = "", message: str = "") -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": message}
+
+
+def dv_phase(dv: Mapping[str, Any], pvc: Mapping[str, Any] | None, pod: Mapping[str, Any] | None) -> str:
+    """updateStatus: the DataVolume's phase from its claim and its importer pod."""
+    current = str((dv.get("status") or {}).get("phase") or "")
+    if current in ("Succeeded", "Failed"):
+        return current
+    if pvc is None:
+        return "Pending"
+    pvc_phase = (pvc.get("status") or {}).get("phase")
+    if pvc_phase == "Lost":
+        return "Failed"
+    pod_phase = str(((pvc.get("metadata") or {}).get("annotations") or {}).get(POD_PHASE) or "")
+    if pod is not None:
+        pod_phase = str((pod.get("status") or {}).get("phase") or pod_phase)
+    clone = source_kind(dv) == "pvc"
+    if pod_phase == "Succeeded":
+        return "Succeeded"
+    if pod_phase == "Running":
+        return "CloneInProgress" if clone else "ImportInProgress"
+    if pvc_phase != "Bound":
+        return "Pending"
+    if pod is not None or pod_phase == "Pending":
+        return "CloneScheduled" if clone else "ImportScheduled"
+    return "PVCBound"
+
+
+def dv_conditions(
+    name: str, phase: str, pvc: Mapping[str, Any] | None, pod: Mapping[str, Any] | None
+) -> list[dict[str, Any]]:
+    """conditions.go: Bound from the claim, Ready from the phase, Running from the importer pod."""
+    if pvc is None:
+        bound = _condition("Bound", "False", "NotFound", "No PVC found")
+    elif (pvc.get("status") or {}).get("phase") == "Bound":
+        bound = _condition("Bound", "True", "Bound", f"PVC {name} Bound")
+    elif (pvc.get("status") or {}).get("phase") == "Lost":
+        bound = _condition("Bound", "False", "ClaimLost", "Claim Lost")
+    else:
+        bound = _condition("Bound", "False", "Pending", f"PVC {name} Pending")
+    if phase == "Succeeded":
+        ready = _condition("Ready", "True")
+    elif phase in ("ImportInProgress", "CloneInProgress"):
+        ready = _condition("Ready", "False", "TransferRunning")
+    else:
+        ready = _condition("Ready", "False")
+    running = _condition("Running", "False")
+    if phase == "Succeeded":
+        running = _condition("Running", "False", "Completed", "Import Complete")
+    elif pod is not None:
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        state = (statuses[0].get("state") or {}) if statuses else {}
+        if "running" in state:
+            running = _condition("Running", "True", "Pod is running")
+        elif "waiting" in state:
+            waiting = state["waiting"]
+            running = _condition("Running", "False", str(waiting.get("reason", "")), str(waiting.get("message", "")))
+        elif "terminated" in state:
+            ended = state["terminated"]
+            running = _condition("Running", "False", str(ended.get("reason", "")), str(ended.get("message", "")))
+    return [bound, ready, running]

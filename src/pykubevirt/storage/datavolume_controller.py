@@ -1,0 +1,199 @@
+"""A CDI-compatible DataVolume controller for the embedded cluster (`blank` and host-assisted `pvc` clone sources).
+
+As CDI's legacy (non-populator) path without the HonorWaitForFirstConsumer gate: the DataVolume's claim is created
+with the import annotations, an importer pod that mounts it (and, for a clone, the source claim) is its first
+consumer, so the scheduler picks the node a WaitForFirstConsumer volume is provisioned on. The pod runs
+`pykubevirt cdi-importer` through the node agent, and is deleted once it succeeded.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pykubevirt.api import objects
+from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.timestamps import now_rfc3339
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.controller import Result
+from pykubevirt.client.errors import AlreadyExists, NotFound
+from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
+from pykubevirt.client.informer import Informer, object_key
+from pykubevirt.client.resources import DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS
+from pykubevirt.storage import datavolume_claim as dvc
+
+log = logging.getLogger("pykubevirt.storage.datavolume")
+
+SUPPORTED_SOURCES = ("blank", "pvc")
+
+
+class DataVolumeController:
+    """Reconciles DataVolumes (keys `namespace/name`): claim, importer pod, phase, progress and conditions."""
+
+    def __init__(
+        self, client: KubeClient, *, data_volumes: Informer, claims: Informer, pods: Informer, recorder: EventRecorder
+    ) -> None:
+        self.client = client
+        self.data_volumes = data_volumes
+        self.claims = claims
+        self.pods = pods
+        self.recorder = recorder
+
+    async def reconcile(self, key: str) -> Result | None:
+        dv = self.data_volumes.get(key)
+        if dv is None or objects.is_marked_for_deletion(dv):
+            return None
+        namespace, name = key.split("/", 1)
+        kind = dvc.source_kind(dv)
+        if kind not in SUPPORTED_SOURCES:
+            message = f"the embedded CDI does not import {kind or 'DataVolumes without a source'} yet"
+            await self._status(dv, "Failed", None, None, message)
+            return None
+        pvc = self.claims.get(key)
+        if pvc is None:
+            pvc = await self._create_claim(dv)
+            if pvc is None:
+                return None
+        elif not _owned_by(pvc, dv):
+            await self._status(dv, "Failed", pvc, None, f"PVC {name} already exists and is not owned by the DataVolume")
+            return None
+        pod = self.pods.get(f"{namespace}/importer-{name}")
+        current = (dv.get("status") or {}).get("phase")
+        if current not in ("Succeeded", "Failed"):
+            result = await self._drive_pod(dv, pvc, pod)
+            if result is not None:
+                return result
+        await self._status(dv, dvc.dv_phase(dv, pvc, pod), pvc, pod)
+        return None
+
+    async def _create_claim(self, dv: Object) -> Object | None:
+        try:
+            claim = dvc.new_claim(dv)
+        except dvc.ClaimSpecError as exc:
+            self.recorder.event(dv, WARNING, "ErrClaimNotValid", str(exc))
+            await self._status(dv, "Pending", None, None, str(exc))
+            return None
+        try:
+            created = await self.client.create(PERSISTENT_VOLUME_CLAIMS, claim)
+        except AlreadyExists:
+            return None  # the claim's informer event brings us back
+        await self._status(dv, "Pending", created, None)
+        return created
+
+    async def _drive_pod(self, dv: Object, pvc: Object, pod: Object | None) -> Result | None:
+        """Create the importer pod while there is work; record and clean up once it succeeded."""
+        meta = pvc["metadata"]
+        name = str(meta["name"])
+        annotations = meta.get("annotations") or {}
+        if pod is None:
+            if annotations.get(dvc.POD_PHASE) == "Succeeded":
+                return None
+            source_claim = self._clone_source(dv)
+            if source_claim is None:
+                return Result(requeue_after=5.0)
+            body = dvc.importer_pod(pvc, dv, source_claim)
+            try:
+                await self.client.create(PODS, body)
+            except AlreadyExists:
+                return None
+            event = "CloneScheduled" if source_claim else "ImportScheduled"
+            self.recorder.event(dv, NORMAL, event, f"{'Cloning' if source_claim else 'Import'} into {name} scheduled")
+            await self._annotate(pvc, {dvc.IMPORT_POD_NAME: body["metadata"]["name"], dvc.POD_PHASE: "Pending"})
+            return None
+        phase = str((pod.get("status") or {}).get("phase") or "")
+        restarts = max(
+            [int(s.get("restartCount") or 0) for s in (pod.get("status") or {}).get("containerStatuses") or []] or [0]
+        )
+        wanted = {
+            dvc.POD_PHASE: phase,
+            dvc.POD_RESTARTS: str(max(restarts, int(annotations.get(dvc.POD_RESTARTS) or 0))),
+        }
+        if any(annotations.get(k) != v for k, v in wanted.items()):
+            await self._annotate(pvc, wanted)
+        if phase == "Succeeded":
+            self.recorder.event(pvc, NORMAL, "ImportSucceeded", "Import Successful")
+            self.recorder.event(dv, NORMAL, "ImportSucceeded", f"Successfully imported into PVC {name}")
+            try:
+                await self.client.delete(PODS, str(pod["metadata"]["name"]), str(meta["namespace"]))
+            except NotFound:
+                pass
+        return None
+
+    def _clone_source(self, dv: Object) -> str | None:
+        """The source claim of a clone ("" for other sources); None while it does not exist (the clone waits)."""
+        if dvc.source_kind(dv) != "pvc":
+            return ""
+        source = dv["spec"]["source"]["pvc"]
+        namespace = str(source.get("namespace") or dv["metadata"]["namespace"])
+        if namespace != dv["metadata"]["namespace"]:
+            # A pod mounts claims of its own namespace only; CDI clones across namespaces with a second pod.
+            return None
+        if self.claims.get(f"{namespace}/{source.get('name')}") is None:
+            target = dv["metadata"]["name"]
+            message = (
+                f"Source PVC {source.get('name')} not available: Target PVC {target} will remain unpopulated until "
+                "source is created"
+            )
+            self.recorder.event(dv, WARNING, "SourcePVCNotAvailabe", message)
+            return None
+        return str(source.get("name"))
+
+    async def _annotate(self, pvc: Object, annotations: dict[str, str]) -> None:
+        meta = pvc["metadata"]
+        patch = {"metadata": {"annotations": annotations}}
+        try:
+            await self.client.patch(PERSISTENT_VOLUME_CLAIMS, str(meta["name"]), patch, str(meta["namespace"]))
+        except NotFound:
+            return
+
+    async def _status(self, dv: Object, phase: str, pvc: Object | None, pod: Object | None, message: str = "") -> None:
+        old = dv.get("status") or {}
+        name = str(dv["metadata"]["name"])
+        annotations = ((pvc or {}).get("metadata") or {}).get("annotations") or {}
+        status: dict[str, Any] = {
+            "phase": phase,
+            "progress": "100.0%" if phase == "Succeeded" else old.get("progress") or "N/A",
+            "restartCount": int(annotations.get(dvc.POD_RESTARTS) or old.get("restartCount") or 0),
+            "conditions": _merge_conditions(old.get("conditions") or [], dvc.dv_conditions(name, phase, pvc, pod)),
+        }
+        if pvc is not None:
+            status["claimName"] = pvc["metadata"]["name"]
+        if message and phase == "Failed":
+            status["conditions"] = _merge_conditions(
+                status["conditions"], [{"type": "Running", "status": "False", "reason": "Error", "message": message}]
+            )
+        if all(old.get(k) == v for k, v in status.items()):
+            return
+        if phase != old.get("phase"):
+            log.info("DataVolume %s: %s", object_key(dv), phase)
+            if phase == "Failed" and message:
+                self.recorder.event(dv, WARNING, "Failed", message)
+        body = copy_json(dv)
+        body["status"] = dict(old, **status)
+        try:
+            await self.client.update_status(DATA_VOLUMES, body)
+        except NotFound:
+            return
+
+
+def _owned_by(pvc: Object, dv: Object) -> bool:
+    uid = dv["metadata"].get("uid")
+    refs = pvc["metadata"].get("ownerReferences") or []
+    annotations = pvc["metadata"].get("annotations") or {}
+    return any(r.get("uid") == uid for r in refs) or annotations.get(dvc.CREATED_FOR) == uid
+
+
+def _merge_conditions(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Keep lastTransitionTime while a condition's status stays; heartbeats are not written (no churn)."""
+    by_type = {c.get("type"): c for c in old}
+    now = now_rfc3339()
+    merged = []
+    for condition in new:
+        before = by_type.get(condition["type"]) or {}
+        same = {k: before.get(k) for k in condition} == condition
+        if same:
+            merged.append(before)
+            continue
+        transition = before.get("lastTransitionTime") if before.get("status") == condition["status"] else now
+        merged.append({**condition, "lastTransitionTime": transition, "lastHeartbeatTime": now})
+    return merged
