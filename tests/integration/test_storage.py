@@ -322,3 +322,26 @@ async def test_immediate_shared_class_and_expansion_grows_disk_img(cluster: Kube
         "only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support "
         "resize"
     )
+
+
+async def test_a_claim_larger_than_the_free_space_is_refused_with_an_event(
+    cluster: KubeClient, storage_dir: Path
+) -> None:
+    admin = cluster
+    ns = await new_namespace(admin, "st-full")
+    await eventually(lambda: admin.get(STORAGE_CLASSES, "shared"))
+    await admin.create(PVCS, claim("huge", "100Ti", storageClassName="shared", accessModes=["ReadWriteMany"]), ns)
+
+    async def refused() -> str | None:
+        for reason, message in await events_of(admin, ns, "huge"):
+            if reason == "ProvisioningFailed":
+                return message
+        return None
+
+    message = await eventually(refused)
+    assert message.startswith(
+        f'failed to provision volume with StorageClass "shared": not enough free space under {storage_dir}: '
+        "the claim requests 109951162777600 bytes, "
+    )
+    assert await phase_of(admin, PVCS, "huge", ns) == "Pending"
+    assert not any((storage_dir / "shared").glob(f"*_{ns}_huge"))

@@ -726,6 +726,18 @@ def test_io_mode_and_error_policy() -> None:
     assert disks["file"].find("source").get("file") == "/var/run/kubevirt-private/vmi-disks/file/disk.img"
 
 
+def test_a_read_only_claim_is_a_read_only_disk() -> None:
+    disk_specs = [{"name": n, "disk": {"bus": "virtio"}, "serial": f"s-{n}"} for n in ("ro", "rw")]
+    volumes = [
+        {"name": "ro", "persistentVolumeClaim": {"claimName": "ro", "readOnly": True}},
+        {"name": "rw", "persistentVolumeClaim": {"claimName": "rw"}},
+    ]
+    disks = disks_of(dom_of(new_vmi({"devices": {"disks": disk_specs}}, volumes=volumes)))
+    assert disks["ro"].find("readonly") is not None
+    assert disks["rw"].find("readonly") is None
+    assert disks["ro"].find("serial").text == "s-ro"
+
+
 def test_volume_sources() -> None:
     disk_specs = [
         {"name": n, "disk": {"bus": "virtio"}} for n in ("cd", "empty", "host", "nocloud", "cfg", "dv", "sec")
