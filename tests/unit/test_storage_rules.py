@@ -248,3 +248,48 @@ def test_data_volume_phase(pvc_phase: str | None, pod_phase: str | None, source:
     claim = None if pvc_phase is None else {"metadata": {}, "status": {"phase": pvc_phase}}
     pod = None if pod_phase is None else {"status": {"phase": pod_phase}}
     assert dv_phase(dv, claim, pod) == expected
+
+
+async def test_the_launcher_links_claims_and_prepares_their_images(tmp_path: Path) -> None:
+    from pykubevirt.launcher import disks
+    from pykubevirt.launcher.claim_volumes import prepare_claim_volumes
+
+    volumes = {name: tmp_path / "volumes" / name for name in ("fs", "host", "eph")}
+    for directory in volumes.values():
+        directory.mkdir(parents=True)
+    (volumes["eph"] / "disk.img").write_bytes(b"\0" * MI)
+    block = tmp_path / "block.img"
+    block.write_bytes(b"\0" * MI)
+    mounts = {f"/var/run/kubevirt-private/vmi-disks/{n}": str(p) for n, p in volumes.items()}
+    mounts["/dev/blk"] = str(block)
+    vmi = {
+        "spec": {
+            "volumes": [
+                {"name": "fs", "persistentVolumeClaim": {"claimName": "fs"}},
+                {"name": "blk", "persistentVolumeClaim": {"claimName": "blk"}},
+                {"name": "host", "hostDisk": {"path": "/x/y/h.img", "type": "DiskOrCreate", "capacity": "2Mi"}},
+                {"name": "eph", "ephemeral": {"persistentVolumeClaim": {"claimName": "eph"}}},
+            ]
+        },
+        "status": {
+            "volumeStatus": [
+                {
+                    "name": "fs",
+                    "persistentVolumeClaimInfo": {"capacity": {"storage": "8Mi"}, "requests": {"storage": "8Mi"}},
+                }
+            ]
+        },
+    }
+    from pykubevirt.api.pod_layout import host_path
+
+    runtime = tmp_path / "runtime"
+    claims = await prepare_claim_volumes(vmi, lambda p: Path(host_path(p, mounts)), runtime)
+    assert (volumes["fs"] / "disk.img").stat().st_size == 8 * MI
+    assert (runtime / "vmi-disks" / "fs" / "disk.img").exists()
+    # A block claim backed by a file is handed to QEMU as a raw file.
+    assert (runtime / "vmi-disks" / "blk" / "disk.img").resolve() == block
+    assert (volumes["host"] / "h.img").stat().st_size == 2 * MI
+    assert claims.ephemeral == {"eph"}
+    overlay = tmp_path / "overlay.qcow2"
+    await disks.prepare_container_disk(runtime / "vmi-disks" / "eph" / "disk.img", overlay)
+    assert await disks.image_format(overlay) == "qcow2"

@@ -299,6 +299,9 @@ class Launcher:
             block_device_dir=claims.block_device_dir,
             block_volumes=frozenset(claims.block_volumes),
         )
+        for name in sorted(claims.ephemeral):
+            base = Path(claims.pvc_disk_dir) / name / "disk.img"
+            await disks.prepare_container_disk(base, Path(ephemeral_overlay(name, ctx)), str(base))
         xml = convert(vmi, ctx)
         (self.runtime / "domain.xml").write_text(xml)
         return xml

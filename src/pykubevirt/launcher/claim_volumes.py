@@ -40,6 +40,7 @@ class ClaimVolumes:
     block_device_dir: str
     block_volumes: set[str] = field(default_factory=set)
     read_only: set[str] = field(default_factory=set)
+    ephemeral: set[str] = field(default_factory=set)
     messages: list[str] = field(default_factory=list)
 
 
@@ -78,6 +79,14 @@ async def prepare_claim_volumes(vmi: Mapping[str, Any], host: Callable[[str], Pa
             if claim.get("readOnly"):
                 prepared.read_only.add(name)
             await _prepare_claim(prepared, name, infos.get(name) or {}, host, runtime)
+        elif (ephemeral := volume.get("ephemeral")) is not None:
+            # The claim is a read-only base under a local overlay the launcher writes (KubeVirt's ephemeral disk).
+            directory = host(f"{PVC_DISK_DIR}/{name}")
+            if not (directory / DISK_IMG).exists():
+                claim_name = (ephemeral.get("persistentVolumeClaim") or {}).get("claimName")
+                raise PVCDiskError(f"volume {name}: claim {claim_name} has no {DISK_IMG} to use as a base")
+            _link(directory, runtime / "vmi-disks" / name)
+            prepared.ephemeral.add(name)
         elif (host_disk := volume.get("hostDisk")) is not None:
             directory = host(f"{PVC_DISK_DIR}/{name}")
             _link(directory, runtime / "vmi-disks" / name)
