@@ -345,3 +345,36 @@ async def test_a_claim_larger_than_the_free_space_is_refused_with_an_event(
     )
     assert await phase_of(admin, PVCS, "huge", ns) == "Pending"
     assert not any((storage_dir / "shared").glob(f"*_{ns}_huge"))
+
+
+async def test_kubectl_prints_claims_and_volumes_as_kube(
+    cluster: KubeClient, storage_server: APIServerProcess, tmp_path: Path
+) -> None:
+    admin = cluster
+    ns = await new_namespace(admin, "st-print")
+    await admin.create(PVS, volume("st-print-pv", tmp_path / "v", "2Gi", "manual-print"))
+    await admin.create(PVCS, claim("shown", "1Gi", storageClassName="manual-print"), ns)
+    await wait_phase(admin, PVCS, "shown", "Bound", ns)
+    out = kubectl(storage_server, tmp_path, "get", "pvc", "-n", ns, "-o", "wide").stdout.splitlines()
+    assert out[0].split() == [
+        "NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "AGE",
+        "VOLUMEMODE",
+    ]  # fmt: skip
+    row = out[1].split()
+    assert row[:7] == ["shown", "Bound", "st-print-pv", "2Gi", "RWO", "manual-print", "<unset>"]
+    assert row[-1] == "Filesystem"
+    out = kubectl(storage_server, tmp_path, "get", "pv", "st-print-pv").stdout.splitlines()
+    assert out[0].split() == [
+        "NAME", "CAPACITY", "ACCESS", "MODES", "RECLAIM", "POLICY", "STATUS", "CLAIM", "STORAGECLASS",
+        "VOLUMEATTRIBUTESCLASS", "REASON", "AGE",
+    ]  # fmt: skip
+    assert out[1].split()[:8] == [
+        "st-print-pv",
+        "2Gi",
+        "RWO",
+        "Retain",
+        "Bound",
+        f"{ns}/shown",
+        "manual-print",
+        "<unset>",
+    ]

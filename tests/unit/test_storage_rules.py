@@ -293,3 +293,17 @@ async def test_the_launcher_links_claims_and_prepares_their_images(tmp_path: Pat
     overlay = tmp_path / "overlay.qcow2"
     await disks.prepare_container_disk(runtime / "vmi-disks" / "eph" / "disk.img", overlay)
     assert await disks.image_format(overlay) == "qcow2"
+
+
+def test_data_sources_of_a_claim() -> None:
+    clone = pvc(dataSource={"kind": "PersistentVolumeClaim", "name": "golden"})
+    sv.normalize_data_sources(clone)
+    assert clone["spec"]["dataSourceRef"] == {"kind": "PersistentVolumeClaim", "name": "golden"}
+    assert sv.validate_pvc(clone) == []
+    bad = pvc(dataSource={"kind": "Snapshot"}, dataSourceRef={"kind": "PersistentVolumeClaim", "name": "x"})
+    assert messages(sv.validate_pvc(bad)) == [
+        "spec.dataSource.name: Required value",
+        "spec.dataSource: Invalid value: \"Snapshot\": must be 'PersistentVolumeClaim' when referencing the default "
+        "apiGroup",
+        "spec.dataSource: Invalid value: must match dataSourceRef",
+    ]

@@ -96,6 +96,16 @@ def default_pvc(pvc: dict[str, Any]) -> None:
     status.setdefault("phase", "Pending")
 
 
+def normalize_data_sources(pvc: dict[str, Any]) -> None:
+    """NormalizeDataSources (PVC PrepareForCreate): dataSource and dataSourceRef each fill the other when unset."""
+    spec = pvc.setdefault("spec", {})
+    source, ref = spec.get("dataSource"), spec.get("dataSourceRef")
+    if source is not None and ref is None:
+        spec["dataSourceRef"] = dict(source)
+    elif ref is not None and source is None and not ref.get("namespace"):
+        spec["dataSource"] = {k: v for k, v in ref.items() if k != "namespace"}
+
+
 def default_storage_class(sc: dict[str, Any]) -> None:
     """SetDefaults_StorageClass: reclaim Delete and binding Immediate when unset."""
     sc.setdefault("reclaimPolicy", "Delete")
@@ -138,6 +148,23 @@ def _volume_mode_causes(path: str, mode: Any) -> list[Cause]:
     return []
 
 
+def _data_source_causes(path: str, source: Mapping[str, Any]) -> list[Cause]:
+    found = []
+    if not source.get("name"):
+        found.append(_required(f"{path}.name"))
+    if not source.get("kind"):
+        found.append(_required(f"{path}.kind"))
+    if not source.get("apiGroup") and source.get("kind") != "PersistentVolumeClaim":
+        message = "must be 'PersistentVolumeClaim' when referencing the default apiGroup"
+        found.append(_invalid(path, source.get("kind", ""), message))
+    return found
+
+
+def _data_sources_match(source: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
+    keys = ("apiGroup", "kind", "name")
+    return not ref.get("namespace") and all((source.get(k) or "") == (ref.get(k) or "") for k in keys)
+
+
 def validate_pvc(pvc: Mapping[str, Any]) -> list[Cause]:
     """ValidatePersistentVolumeClaim (its spec)."""
     spec = pvc.get("spec") or {}
@@ -149,6 +176,13 @@ def validate_pvc(pvc: Mapping[str, Any]) -> list[Cause]:
         found += _positive_quantity("spec.resources[storage]", request)
     found += _class_name_causes("spec.storageClassName", spec.get("storageClassName"))
     found += _volume_mode_causes("spec.volumeMode", spec.get("volumeMode"))
+    source, ref = spec.get("dataSource"), spec.get("dataSourceRef")
+    if isinstance(source, Mapping):
+        found += _data_source_causes("spec.dataSource", source)
+    if isinstance(ref, Mapping):
+        found += _data_source_causes("spec.dataSourceRef", ref)
+    if isinstance(source, Mapping) and isinstance(ref, Mapping) and not _data_sources_match(source, ref):
+        found.append(causes.invalid("spec.dataSource", "Invalid value: must match dataSourceRef"))
     return found
 
 

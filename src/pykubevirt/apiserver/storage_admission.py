@@ -67,6 +67,7 @@ class StorageAdmission:
             obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
             if operation == "CREATE":
                 sv.default_pvc(obj)
+                sv.normalize_data_sources(obj)
                 self._default_class(obj)
                 _add_finalizer(obj, vb.PVC_PROTECTION)
         return obj
