@@ -692,3 +692,22 @@ async def test_a_missing_claim_holds_the_launcher_pod_until_it_appears(cp: Contr
     (pod,) = (await cp.admin.list(PODS, ns))["items"]
     compute = next(c for c in pod["spec"]["containers"] if c["name"] == "compute")
     assert {"name": "root", "mountPath": "/var/run/kubevirt-private/vmi-disks/root"} in compute["volumeMounts"]
+
+
+async def test_a_vm_waits_for_volume_binding_while_its_claim_is_unbound(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "disk"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    await cp.admin.create(PERSISTENT_VOLUME_CLAIMS, claim, ns)
+    body = vm_manifest("binding", "Always")
+    body["spec"]["template"]["spec"]["volumes"] = [{"name": "root", "persistentVolumeClaim": {"claimName": "disk"}}]
+    await cp.admin.create(VIRTUAL_MACHINES, body, ns)
+    await cp.wait_printable(ns, "binding", "WaitingForVolumeBinding")
+    # What the PV controller writes once it binds: the VM's status follows the claim.
+    await cp.admin.patch(PERSISTENT_VOLUME_CLAIMS, "disk", {"spec": {"volumeName": "pv-disk"}}, ns)
+    await cp.admin.patch(PERSISTENT_VOLUME_CLAIMS, "disk", {"status": {"phase": "Bound"}}, ns, subresource="status")
+    await cp.wait_printable(ns, "binding", "Running")

@@ -50,6 +50,15 @@ _node_of_vmi = field_index("status.nodeName")
 VMI_CLAIM_INDEX = "claims"
 
 
+VM_CLAIM_INDEX = "claims"
+
+
+def _claims_of_vm(vm: Object) -> list[str]:
+    namespace = (vm.get("metadata") or {}).get("namespace", "")
+    template = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return [f"{namespace}/{name}" for name in claim_names({"spec": template})]
+
+
 def _claims_of_vmi(vmi: Object) -> list[str]:
     namespace = (vmi.get("metadata") or {}).get("namespace", "")
     return [f"{namespace}/{name}" for name in claim_names(vmi)]
@@ -98,6 +107,7 @@ class VirtController:
         self.pods.add_indexer(POD_NODE_INDEX, field_index("spec.nodeName"))
         self.vmis.add_indexer(VMI_NODE_INDEX, _node_of_vmi)
         self.vmis.add_indexer(VMI_CLAIM_INDEX, _claims_of_vmi)
+        self.vms.add_indexer(VM_CLAIM_INDEX, _claims_of_vm)
         self.revisions.add_indexer(OWNER_INDEX, owner_uid_index)
         self.vm_reconciler = VMController(
             client,
@@ -145,6 +155,10 @@ class VirtController:
         )
         vm_key = owner_keys(c.VM_KIND)
         self.vm_controller.watch(self.vms).watch(self.vmis, vm_key).watch(self.data_volumes, vm_key)
+        # A VM's printable status follows its claims (WaitingForVolumeBinding until they bind).
+        self.vm_controller.watch(
+            self.pvcs, lambda pvc: [object_key(vm) for vm in self.vms.by_index(VM_CLAIM_INDEX, object_key(pvc))]
+        )
         vmi = self.vmi_reconciler
         self.pods.add_handler(EventHandler(on_add=vmi.on_pod_add, on_delete=vmi.on_pod_delete))
         self.vmi_controller.watch(self.vmis, own_key).watch(self.pods, owner_keys(c.VMI_KIND)).watch(self.vms, own_key)
