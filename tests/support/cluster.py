@@ -13,6 +13,7 @@ from pathlib import Path
 from pykubevirt.api import pod_layout
 from pykubevirt.cli.cluster_layout import ClusterLayout
 from pykubevirt.cli.component_process import ComponentProcess
+from pykubevirt.cli.kubeconfig_command import write_node_kubeconfig
 from pykubevirt.cli.up_command import node_schedulable
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.resources import EVENTS, NODES, PODS, VIRTUAL_MACHINE_INSTANCES
@@ -71,7 +72,8 @@ class EmbeddedCluster:
 
     def add_node(self, name: str) -> Node:
         data_dir = self.layout.node_dir(name)
-        agent = NodeAgentProcess(self.server.kubeconfig, name, data_dir, self.layout.images_dir).start()
+        kubeconfig = write_node_kubeconfig(self.layout, name)
+        agent = NodeAgentProcess(kubeconfig, name, data_dir, self.layout.images_dir).start()
         handler = ComponentProcess(self.layout.handler(name)).start()
         node = Node(name, data_dir, agent, handler)
         self.nodes.append(node)

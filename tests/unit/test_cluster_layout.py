@@ -35,7 +35,8 @@ def test_command_lines_use_this_interpreter_and_the_component_kubeconfigs() -> N
         "--kubeconfig", "/data/apiserver/virt-controller.kubeconfig", "--embedded-storage", "/data/storage",
     )  # fmt: skip
     assert agent.argv[3:] == (
-        "node", "--name", "node01", "--data-dir", "/data/nodes/node01", "--kubeconfig", "/data/apiserver/kubeconfig",
+        "node", "--name", "node01", "--data-dir", "/data/nodes/node01",
+        "--kubeconfig", "/data/apiserver/node-node01.kubeconfig",
         "--images-dir", "/data/images", "--max-pods", "9",
     )  # fmt: skip
     assert handler.argv[-2:] == ("--kubeconfig", "/data/apiserver/virt-handler.kubeconfig")

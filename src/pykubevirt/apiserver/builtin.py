@@ -220,6 +220,40 @@ BUILTIN_RESOURCES: tuple[Resource, ...] = (
     ),
 )
 
+RBAC_GROUP = "rbac.authorization.k8s.io"
+_CREATED_AT = ({"name": "Created At", "type": "date", "jsonPath": ".metadata.creationTimestamp"},)
+_ROLE_REF = (
+    {"name": "Role", "type": "string", "jsonPath": ".roleRef.name"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+)
+
+
+def _rbac(kind: str, namespaced: bool, columns: tuple[dict[str, str], ...]) -> Resource:
+    plural = kind.lower() + "s"
+    return Resource(
+        RBAC_GROUP, "v1", kind, plural, kind.lower(), namespaced, OPEN_SCHEMA, builtin=True, printer_columns=columns
+    )
+
+
+def _review(group: str, kind: str, namespaced: bool = False) -> Resource:
+    """A create-only kind answered on the spot (access reviews, whoami); nothing is stored."""
+    plural = kind.lower() + "s"
+    return Resource(group, "v1", kind, plural, kind.lower(), namespaced, OPEN_SCHEMA, verbs=("create",), builtin=True)
+
+
+AUTHORIZATION_RESOURCES: tuple[Resource, ...] = (
+    _rbac("ClusterRole", False, _CREATED_AT),
+    _rbac("Role", True, _CREATED_AT),
+    _rbac("ClusterRoleBinding", False, _ROLE_REF),
+    _rbac("RoleBinding", True, _ROLE_REF),
+    _review("authorization.k8s.io", "SubjectAccessReview"),
+    _review("authorization.k8s.io", "SelfSubjectAccessReview"),
+    _review("authorization.k8s.io", "LocalSubjectAccessReview", namespaced=True),
+    _review("authorization.k8s.io", "SelfSubjectRulesReview"),
+    _review("authentication.k8s.io", "SelfSubjectReview"),
+    _review("authentication.k8s.io", "TokenReview"),
+)
+
 # Namespaces that exist from the first start, as in a fresh cluster.
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "kubevirt")
 

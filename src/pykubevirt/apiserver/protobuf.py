@@ -147,6 +147,77 @@ MESSAGES: dict[str, dict[int, Field]] = {
         1: _f("metadata", "message", message="ObjectMeta"),
         2: _f("deleteOptions", "message", message="DeleteOptions"),
     },
+    # authorization.k8s.io/v1 and authentication.k8s.io/v1: what `kubectl auth can-i|whoami` sends.
+    "SubjectAccessReview": {
+        1: _f("metadata", "message", message="ObjectMeta"),
+        2: _f("spec", "message", message="SubjectAccessReviewSpec"),
+    },
+    "SubjectAccessReviewSpec": {
+        1: _f("resourceAttributes", "message", message="ResourceAttributes"),
+        2: _f("nonResourceAttributes", "message", message="NonResourceAttributes"),
+        3: _f("user"),
+        4: _f("groups", repeated=True),
+        6: _f("uid"),
+    },
+    "SelfSubjectAccessReview": {
+        1: _f("metadata", "message", message="ObjectMeta"),
+        2: _f("spec", "message", message="SelfSubjectAccessReviewSpec"),
+    },
+    "SelfSubjectAccessReviewSpec": {
+        1: _f("resourceAttributes", "message", message="ResourceAttributes"),
+        2: _f("nonResourceAttributes", "message", message="NonResourceAttributes"),
+    },
+    "ResourceAttributes": {
+        1: _f("namespace"),
+        2: _f("verb"),
+        3: _f("group"),
+        4: _f("version"),
+        5: _f("resource"),
+        6: _f("subresource"),
+        7: _f("name"),
+    },
+    "NonResourceAttributes": {1: _f("path"), 2: _f("verb")},
+    "SelfSubjectRulesReview": {
+        1: _f("metadata", "message", message="ObjectMeta"),
+        2: _f("spec", "message", message="SelfSubjectRulesReviewSpec"),
+    },
+    "SelfSubjectRulesReviewSpec": {1: _f("namespace")},
+    "SelfSubjectReview": {1: _f("metadata", "message", message="ObjectMeta")},
+    "TokenReview": {
+        1: _f("metadata", "message", message="ObjectMeta"),
+        2: _f("spec", "message", message="TokenReviewSpec"),
+    },
+    "TokenReviewSpec": {1: _f("token"), 2: _f("audiences", repeated=True)},
+    # rbac.authorization.k8s.io/v1: what `kubectl create role|clusterrole|rolebinding|clusterrolebinding` sends.
+    "Role": {
+        1: _f("metadata", "message", message="ObjectMeta"),
+        2: _f("rules", "message", message="PolicyRule", repeated=True),
+    },
+    "ClusterRole": {
+        1: _f("metadata", "message", message="ObjectMeta"),
+        2: _f("rules", "message", message="PolicyRule", repeated=True),
+        3: _f("aggregationRule", "message", message="AggregationRule"),
+    },
+    "PolicyRule": {
+        1: _f("verbs", repeated=True),
+        2: _f("apiGroups", repeated=True),
+        3: _f("resources", repeated=True),
+        4: _f("resourceNames", repeated=True),
+        5: _f("nonResourceURLs", repeated=True),
+    },
+    "AggregationRule": {1: _f("clusterRoleSelectors", "message", message="LabelSelector", repeated=True)},
+    "LabelSelector": {
+        1: _f("matchLabels", "map"),
+        2: _f("matchExpressions", "message", message="LabelSelectorRequirement", repeated=True),
+    },
+    "LabelSelectorRequirement": {1: _f("key"), 2: _f("operator"), 3: _f("values", repeated=True)},
+    "RoleBinding": {
+        1: _f("metadata", "message", message="ObjectMeta"),
+        2: _f("subjects", "message", message="Subject", repeated=True),
+        3: _f("roleRef", "message", message="RoleRef"),
+    },
+    "Subject": {1: _f("kind"), 2: _f("apiGroup"), 3: _f("name"), 4: _f("namespace")},
+    "RoleRef": {1: _f("apiGroup"), 2: _f("kind"), 3: _f("name")},
 }
 
 # The kinds a protobuf body may carry: (apiVersion, kind) → message table.
@@ -158,6 +229,16 @@ KINDS: dict[tuple[str, str], str] = {
     ("meta.k8s.io/v1", "DeleteOptions"): "DeleteOptions",
     ("v1", "DeleteOptions"): "DeleteOptions",
     ("policy/v1", "Eviction"): "Eviction",
+    ("authorization.k8s.io/v1", "SubjectAccessReview"): "SubjectAccessReview",
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview"): "SubjectAccessReview",
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): "SelfSubjectRulesReview",
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): "SelfSubjectReview",
+    ("authentication.k8s.io/v1", "TokenReview"): "TokenReview",
+    ("rbac.authorization.k8s.io/v1", "Role"): "Role",
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): "ClusterRole",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "RoleBinding",
 }
 
 

@@ -309,7 +309,9 @@ class TokenTable:
         # Looked up by SHA-256 of the token: the dict lookup then reveals nothing about the token through timing.
         self._by_digest: dict[bytes, _TokenEntry] = {}
         self._by_user: dict[str, _TokenEntry] = {}
+        self._mtime = 0
         if path.exists():
+            self._mtime = path.stat().st_mtime_ns
             self._load()
 
     def _load(self) -> None:
@@ -329,9 +331,11 @@ class TokenTable:
         for entry in self._by_digest.values():
             writer.writerow([entry.token, entry.user.username, entry.user.uid, ",".join(entry.user.groups)])
         _write(self.path, out.getvalue().encode(), 0o600)
+        self._mtime = self.path.stat().st_mtime_ns
 
     def ensure(self, user: str, groups: Iterable[str] = ()) -> str:
         """The token of `user`, created (and persisted) with `groups` when it has none yet."""
+        self._reload_if_changed()
         with self._lock:
             entry = self._by_user.get(user)
             if entry is None:
@@ -347,6 +351,23 @@ class TokenTable:
         entry = self._by_user.get(user)
         return entry.token if entry else None
 
+    def uid_of(self, user: str) -> str:
+        entry = self._by_user.get(user)
+        return entry.user.uid if entry else ""
+
+    def _reload_if_changed(self) -> bool:
+        """Pick up tokens another process (`pykubevirt kubeconfig`) added to the file; True when it changed."""
+        try:
+            mtime = self.path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return False
+        with self._lock:
+            if mtime == self._mtime:
+                return False
+            self._mtime = mtime
+            self._load()
+        return True
+
     @property
     def admin_token(self) -> str:
         return self.ensure(ADMIN_USER, ADMIN_GROUPS)
@@ -360,6 +381,8 @@ class TokenTable:
         if scheme.lower() != "bearer" or not token:
             return None
         entry = self._by_digest.get(_digest(token))
+        if entry is None and self._reload_if_changed():
+            entry = self._by_digest.get(_digest(token))
         if entry is None or not hmac.compare_digest(entry.token.encode(), token.encode()):
             return None
         groups = entry.user.groups
@@ -430,3 +453,18 @@ def write_kubeconfig(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write(path, yaml.safe_dump(document, sort_keys=False).encode(), 0o600)
+
+
+def write_user_kubeconfig(
+    apiserver_dir: Path, path: Path, user: str, groups: Iterable[str] = (), *, namespace: str = "default"
+) -> Path:
+    """A kubeconfig for `user` (in `groups`) of the server whose data is in `apiserver_dir`, next to its admin one.
+
+    The token is added to the server's tokens.csv, which the running server re-reads when it meets an unknown token.
+    """
+    admin = yaml.safe_load((Path(apiserver_dir) / "kubeconfig").read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    token = TokenTable(Path(apiserver_dir) / "tokens.csv").ensure(user, groups)
+    ca_pem = base64.b64decode(cluster["certificate-authority-data"])
+    write_kubeconfig(path, cluster["server"], ca_pem, token, user_name=user, namespace=namespace)
+    return Path(path)

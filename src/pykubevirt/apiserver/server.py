@@ -23,7 +23,19 @@ from aiohttp import web
 
 from pykubevirt.api import errors
 from pykubevirt.apiserver import discovery, openapi, pod_logs, security
-from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES, EVENT_TTL_SECONDS, INITIAL_NAMESPACES, BuiltinDefaults
+from pykubevirt.apiserver.authorization.access_reviews import AccessReviews
+from pykubevirt.apiserver.authorization.aggregation import AggregationController
+from pykubevirt.apiserver.authorization.bootstrap_roles import reconcile_bootstrap_policy
+from pykubevirt.apiserver.authorization.policy_store import StorePolicy
+from pykubevirt.apiserver.authorization.rbac import Authorizer
+from pykubevirt.apiserver.authorization.request_filter import RequestAuthorizer
+from pykubevirt.apiserver.builtin import (
+    AUTHORIZATION_RESOURCES,
+    BUILTIN_RESOURCES,
+    EVENT_TTL_SECONDS,
+    INITIAL_NAMESPACES,
+    BuiltinDefaults,
+)
 from pykubevirt.apiserver.crds import CRDController, validate_crd
 from pykubevirt.apiserver.garbage_collector import GarbageCollector
 from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, json_response
@@ -100,6 +112,7 @@ class EmbeddedAPIServer:
             dataclasses.replace(r, ttl_seconds=options.event_ttl_seconds) if r.ttl_seconds else r
             for r in BUILTIN_RESOURCES
         )
+        self.registry.extend(AUTHORIZATION_RESOURCES)
         self.api = ObjectAPI(
             self.store, self.registry, admission=[BuiltinDefaults(), StorageAdmission(self.store), CRDAdmission()]
         )
@@ -115,6 +128,12 @@ class EmbeddedAPIServer:
         self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self.pki = security.ensure_pki(self.data_dir, list(options.extra_hostnames), [])
         self.tokens = security.ensure_tokens(self.data_dir)
+        self.authorizer = Authorizer(StorePolicy(self.store))
+        self.request_authorizer = RequestAuthorizer(self.authorizer)
+        AccessReviews(self.authorizer, self.tokens).install(self.rest)
+        cluster_roles = self.registry.get("rbac.authorization.k8s.io", "v1", "clusterroles")
+        assert cluster_roles is not None
+        self.aggregation = AggregationController(self.api, cluster_roles)
         self.gc: GarbageCollector | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._cleanups: list[Callable[[], Awaitable[None]]] = []
@@ -173,6 +192,8 @@ class EmbeddedAPIServer:
                     {"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}},
                     ctx,
                 )
+        reconcile_bootstrap_policy(self.api, self.registry)
+        self.aggregation.sync()
 
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[self._authenticate], client_max_size=security.MAX_BODY_BYTES + 1024 * 1024)
@@ -207,8 +228,8 @@ class EmbeddedAPIServer:
         user = self.tokens.authenticate(request.headers.get("Authorization"))
         if user is None:
             return error_response(errors.unauthorized())
-        request[USER] = UserInfo(user.username, tuple(user.groups))
         try:
+            request[USER] = self.request_authorizer.admit(request, UserInfo(user.username, tuple(user.groups)))
             response = await handler(request)
         except errors.APIError as exc:
             response = error_response(exc)
@@ -329,6 +350,7 @@ class EmbeddedAPIServer:
             asyncio.create_task(self._supervise("garbage-collector", self.gc.run)),
             asyncio.create_task(self._supervise("event-expiry", self._expire_events)),
             asyncio.create_task(self._supervise("compaction", self._compact)),
+            asyncio.create_task(self._supervise("clusterrole-aggregation", self.aggregation.run)),
         ]
         app = self.build_app()
         # handler_cancellation: a client that disconnects cancels its request, as kube-apiserver cancels the

@@ -66,6 +66,10 @@ class ClusterLayout:
     def component_kubeconfig(self, component: str) -> Path:
         return self.apiserver_dir / f"{component}.kubeconfig"
 
+    def node_kubeconfig(self, node: str) -> Path:
+        """The node agent's credentials: user system:node:<node> in system:nodes, as a kubelet's."""
+        return self.apiserver_dir / f"node-{node}.kubeconfig"
+
     @property
     def images_dir(self) -> Path:
         return self.data_dir / "images"
@@ -132,7 +136,7 @@ class ClusterLayout:
         return self._component(
             f"node-{node}",
             *("node", "--name", node, "--data-dir", str(self.node_dir(node))),
-            *("--kubeconfig", str(self.kubeconfig), "--images-dir", str(self.images_dir)),
+            *("--kubeconfig", str(self.node_kubeconfig(node)), "--images-dir", str(self.images_dir)),
             node=node,
             kind="node",
         )

@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         controller_command,
         handler_command,
         image_command,
+        kubeconfig_command,
         node_command,
         scheduler_command,
         up_command,
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     node_command.add_parser(sub)
     handler_command.add_parser(sub)
     image_command.add_parser(sub)
+    kubeconfig_command.add_parser(sub)
     virtapi_command.add_parser(sub)
 
     importer = sub.add_parser(

@@ -24,6 +24,7 @@ from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.cli.cluster_layout import ClusterLayout, Component
 from pykubevirt.cli.component_client import set_on_signals
 from pykubevirt.cli.component_process import ComponentProcess
+from pykubevirt.cli.kubeconfig_command import write_node_kubeconfig
 from pykubevirt.cli.mirror_pods import MirrorPods
 from pykubevirt.cli.node_fence import DEFAULT_FENCE_GRACE_SECONDS, NodeFencer
 
@@ -119,6 +120,8 @@ class Supervisor:
             await self._wait_for_apiserver(apiserver)
             if self._stop.is_set():
                 return 0
+            for node in self.layout.node_names:
+                write_node_kubeconfig(self.layout, node)
             for entry in others:
                 self._start(entry)
             self._write_state()

@@ -1,0 +1,1 @@
+"""Authorization of API requests: kube's request attributes, RBAC, impersonation and access reviews."""
