@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pykubevirt.apiserver.security import write_user_kubeconfig
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.config import load_kubeconfig
-from pykubevirt.client.errors import NotFound
+from pykubevirt.client.errors import AlreadyExists, NotFound
 from pykubevirt.client.resources import EVENTS, NAMESPACES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.controller.app import ControllerOptions, VirtController
 from tests.support.apiserver_process import APIServerProcess
@@ -23,6 +24,33 @@ from tests.support.waiting import eventually
 def client_for(server: APIServerProcess, component: str = "") -> KubeClient:
     path = server.data_dir / (f"{component}.kubeconfig" if component else "kubeconfig")
     return KubeClient(load_kubeconfig(Path(path)), qps=0)
+
+
+SIMULATED_NODE_USER = "system:node:simulated"
+SIMULATED_NODE_GROUP = "pykubevirt:simulated-nodes"
+# The simulated node plays the scheduler, a kubelet and virt-handler: it holds those roles and no more.
+SIMULATED_NODE_ROLES = ("system:kube-scheduler", "system:volume-scheduler", "kubevirt-handler")
+
+
+async def simulated_node_client(server: APIServerProcess, admin: KubeClient) -> KubeClient:
+    """A client for the simulated node's identity (a node, bound to the scheduler's and virt-handler's roles too)."""
+    path = write_user_kubeconfig(
+        server.data_dir,
+        server.data_dir / "simulated-node.kubeconfig",
+        SIMULATED_NODE_USER,
+        ("system:nodes", SIMULATED_NODE_GROUP),
+    )
+    for role in SIMULATED_NODE_ROLES:
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"simulated-node:{role}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": SIMULATED_NODE_GROUP}],
+        }
+        with contextlib.suppress(AlreadyExists):
+            await admin.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body=binding)
+    return KubeClient(load_kubeconfig(path), qps=0)
 
 
 class VMReads:
@@ -128,7 +156,7 @@ class ControlPlane(VMReads):
     server: APIServerProcess
     admin: KubeClient
     controller_client: KubeClient
-    handler_client: KubeClient
+    node_client: KubeClient
     controller: VirtController
     node: SimulatedNode
     task: asyncio.Task[None]
@@ -146,19 +174,19 @@ class ControlPlane(VMReads):
             await self.task
         await self.node.stop()
         await self.controller.recorder.flush()
-        for client in (self.admin, self.controller_client, self.handler_client):
+        for client in (self.admin, self.controller_client, self.node_client):
             await client.close()
 
 
 async def start_control_plane(server: APIServerProcess, **options: Any) -> ControlPlane:
     admin = client_for(server)
     controller_client = client_for(server, "virt-controller")
-    handler_client = client_for(server, "virt-handler")
+    node_client = await simulated_node_client(server, admin)
     opts = ControllerOptions(workers=4, leader_election=False, node_recheck=0.5, **options)
     controller = VirtController(controller_client, opts)
     task = asyncio.create_task(controller.run())
-    node = await SimulatedNode(handler_client).start()
-    return ControlPlane(server, admin, controller_client, handler_client, controller, node, task)
+    node = await SimulatedNode(node_client).start()
+    return ControlPlane(server, admin, controller_client, node_client, controller, node, task)
 
 
 def vm_manifest(name: str, run_strategy: str | None = "Always", **spec: Any) -> Object:

@@ -26,6 +26,7 @@ from pykubevirt.apiserver import discovery, openapi, pod_logs, security
 from pykubevirt.apiserver.authorization.access_reviews import AccessReviews
 from pykubevirt.apiserver.authorization.aggregation import AggregationController
 from pykubevirt.apiserver.authorization.bootstrap_roles import reconcile_bootstrap_policy
+from pykubevirt.apiserver.authorization.escalation import RBACAdmission
 from pykubevirt.apiserver.authorization.policy_store import StorePolicy
 from pykubevirt.apiserver.authorization.rbac import Authorizer
 from pykubevirt.apiserver.authorization.request_filter import RequestAuthorizer
@@ -130,6 +131,7 @@ class EmbeddedAPIServer:
         self.tokens = security.ensure_tokens(self.data_dir)
         self.authorizer = Authorizer(StorePolicy(self.store))
         self.request_authorizer = RequestAuthorizer(self.authorizer)
+        self.api.admission.append(RBACAdmission(self.authorizer))
         AccessReviews(self.authorizer, self.tokens).install(self.rest)
         cluster_roles = self.registry.get("rbac.authorization.k8s.io", "v1", "clusterroles")
         assert cluster_roles is not None

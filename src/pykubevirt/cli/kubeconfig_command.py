@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,9 @@ def add_parser(sub: Any) -> None:
     parser = sub.add_parser("kubeconfig", help="mint a kubeconfig for a user, optionally bound to admin, edit or view")
     parser.add_argument("--user", required=True, help="the user name the API server will know the holder as")
     parser.add_argument("--group", action="append", default=[], help="a group of the user (repeatable)")
-    parser.add_argument("--namespace", default="", help="the kubeconfig's namespace, and where --role is granted")
+    parser.add_argument(
+        "--namespace", default="", help="the kubeconfig's namespace, where --role is granted (created if missing)"
+    )
     parser.add_argument("--role", choices=ROLES, help="bind this ClusterRole to the user (in --namespace if given)")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="the cluster's data directory")
     parser.add_argument("-o", "--output", type=Path, help="write the kubeconfig here (mode 0600) instead of stdout")
@@ -51,15 +54,20 @@ async def _create_binding(admin_kubeconfig: Path, body: dict[str, Any]) -> None:
     from pykubevirt.client.api import KubeClient
     from pykubevirt.client.config import load_kubeconfig
     from pykubevirt.client.errors import AlreadyExists
+    from pykubevirt.client.resources import NAMESPACES
 
     namespace = body["metadata"].get("namespace")
     path = f"/apis/{RBAC_API_VERSION}" + (f"/namespaces/{namespace}" if namespace else "")
     path += "/rolebindings" if namespace else "/clusterrolebindings"
     async with KubeClient(load_kubeconfig(admin_kubeconfig), qps=0, user_agent="pykubevirt-kubeconfig") as client:
-        try:
+        if namespace:
+            # The user's namespace is created with the grant, so the kubeconfig works at once.
+            with contextlib.suppress(AlreadyExists):
+                await client.create(
+                    NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+                )
+        with contextlib.suppress(AlreadyExists):
             await client.request("POST", path, body=body)
-        except AlreadyExists:
-            pass
 
 
 def run(args: argparse.Namespace) -> int:

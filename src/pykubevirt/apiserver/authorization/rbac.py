@@ -186,6 +186,9 @@ class Authorizer:
         self._generation = -1
         self._cache: dict[tuple[str, tuple[str, ...], str], list[Grant]] = {}
 
+    def policy(self) -> Policy:
+        return self._policy()[1]
+
     def _grants(self, user: UserInfo, namespace: str) -> list[Grant]:
         generation, policy = self._policy()
         if generation != self._generation:
