@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from tests.support.apiserver_process import APIServerProcess
-from tests.support.control_plane import client_for
+from tests.support.control_plane import client_for, simulated_node_client
 from tests.support.simulated_node import SimulatedNode
 
 from bench.harness import log, machine, percentile, rss_mib, start_apiserver
@@ -58,7 +58,8 @@ async def run(args: argparse.Namespace, server: APIServerProcess) -> dict[str, A
         ),
         stderr=(server.data_dir.parent / "virt-controller.log").open("w"),
     )
-    node = await SimulatedNode(handler, "node01", heartbeat=10.0).start()
+    node_client = await simulated_node_client(server, admin)
+    node = await SimulatedNode(node_client, "node01", heartbeat=10.0, handler=handler).start()
     created: dict[str, float] = {}
     running: dict[str, float] = {}
     vmis = Informer(admin, VIRTUAL_MACHINE_INSTANCES, namespace="bench")
@@ -110,6 +111,7 @@ async def run(args: argparse.Namespace, server: APIServerProcess) -> dict[str, A
     await node.stop()
     await admin.close()
     await handler.close()
+    await node_client.close()
     writes = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     started = max(1, len(running))
     # The simulated node signs in as virt-handler, but binding pods and reporting pod status are the scheduler's and

@@ -70,7 +70,7 @@ async def test_unresponsive_node_fails_its_vmis_and_always_vms_move(fast_failove
     await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("mover", "Always"), ns)
     first = await cp.wait_vmi_phase(ns, "mover", "Running")
     assert first["status"]["nodeName"] == "node01"
-    second = await SimulatedNode(cp.node_client, "node02").start()
+    second = await SimulatedNode(cp.node_client, "node02", handler=cp.handler_client).start()
     try:
         # node01 dies: no more heartbeats, and its pods are gone with it.
         await cp.node.stop()

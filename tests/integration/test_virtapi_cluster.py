@@ -37,7 +37,7 @@ PROXY_CN = "front-proxy-client"
 
 
 class ReviewingClient(KubeClient):
-    """The API client of virt-api, answering SubjectAccessReviews itself (the embedded server has no authorizer)."""
+    """The API client of virt-api, answering SubjectAccessReviews itself: the test decides who may start VMs."""
 
     reviews: list[dict[str, Any]]
 
@@ -85,11 +85,15 @@ def _free_port() -> int:
 
 
 class Cluster:
-    def __init__(self, url: str, ca: bytes, client_cert: tuple[Path, Path], client: ReviewingClient) -> None:
+    def __init__(
+        self, url: str, ca: bytes, client_cert: tuple[Path, Path], client: ReviewingClient, admin: KubeClient
+    ) -> None:
         self.url = url
         self.ca = ca
         self.client_cert = client_cert
         self.client = client
+        # Sets the scene (namespaces, VMs, the request-header configmap); virt-api's own client may not.
+        self.admin = admin
 
     def session(self, *, with_cert: bool) -> aiohttp.ClientSession:
         context = ssl.create_default_context(cadata=self.ca.decode())
@@ -114,6 +118,7 @@ async def cluster(apiserver: APIServerProcess, tmp_path_factory: pytest.TempPath
     )
     client = ReviewingClient(load_kubeconfig(apiserver.data_dir / "virt-api.kubeconfig"), qps=0)
     client.reviews = []
+    admin = KubeClient(load_kubeconfig(apiserver.kubeconfig), qps=0)
     data = {
         "requestheader-client-ca-file": _pem(proxy_ca).decode(),
         "requestheader-allowed-names": json.dumps([PROXY_CN]),
@@ -123,10 +128,10 @@ async def cluster(apiserver: APIServerProcess, tmp_path_factory: pytest.TempPath
     }
     configmap = {"metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"}, "data": data}
     try:
-        await client.delete(CONFIG_MAPS, "extension-apiserver-authentication", "kube-system")
+        await admin.delete(CONFIG_MAPS, "extension-apiserver-authentication", "kube-system")
     except NotFound:
         pass
-    await client.create(CONFIG_MAPS, configmap, "kube-system")
+    await admin.create(CONFIG_MAPS, configmap, "kube-system")
     pki = ensure_pki(tmp / "serving")
     port = _free_port()
     options = ClusterOptions("127.0.0.1", port, pki.cert_path, pki.key_path, frozenset(), None)
@@ -142,10 +147,11 @@ async def cluster(apiserver: APIServerProcess, tmp_path_factory: pytest.TempPath
             return False
 
     await eventually(listening, timeout=5)
-    yield Cluster(url, pki.ca_pem, (cert_path, key_path), client)
+    yield Cluster(url, pki.ca_pem, (cert_path, key_path), client, admin)
     stop.set()
     await task
     await client.close()
+    await admin.close()
 
 
 async def _namespace(client: KubeClient) -> str:
@@ -175,8 +181,8 @@ async def _put(cluster: Cluster, path: str, headers: Mapping[str, str], *, with_
 
 
 async def test_subresources_need_the_proxy_certificate_and_a_review(cluster: Cluster) -> None:
-    ns = await _namespace(cluster.client)
-    await cluster.client.create(VIRTUAL_MACHINES, vm_manifest("ca", "Halted"), ns)
+    ns = await _namespace(cluster.admin)
+    await cluster.admin.create(VIRTUAL_MACHINES, vm_manifest("ca", "Halted"), ns)
     path = start_path(ns, "ca")
     assert await _put(cluster, path, {"X-Remote-User": "alice"}, with_cert=False) == (
         401,
@@ -188,7 +194,7 @@ async def test_subresources_need_the_proxy_certificate_and_a_review(cluster: Clu
     alice = {"X-Remote-User": "alice", "X-Remote-Group": "devs", "X-Remote-Extra-Scopes": "a"}
     status, _ = await _put(cluster, path, alice, with_cert=True)
     assert status == 202
-    assert (await cluster.client.get(VIRTUAL_MACHINES, "ca", ns))["spec"]["runStrategy"] == "Always"
+    assert (await cluster.admin.get(VIRTUAL_MACHINES, "ca", ns))["spec"]["runStrategy"] == "Always"
     review = cluster.client.reviews[-1]["spec"]
     assert review["user"] == "alice" and review["groups"] == ["devs"] and review["extra"] == {"scopes": ["a"]}
     assert review["resourceAttributes"] == {

@@ -28,12 +28,12 @@ def client_for(server: APIServerProcess, component: str = "") -> KubeClient:
 
 SIMULATED_NODE_USER = "system:node:simulated"
 SIMULATED_NODE_GROUP = "pykubevirt:simulated-nodes"
-# The simulated node plays the scheduler, a kubelet and virt-handler: it holds those roles and no more.
-SIMULATED_NODE_ROLES = ("system:kube-scheduler", "system:volume-scheduler", "kubevirt-handler")
+# The simulated node plays the scheduler and a kubelet (and writes VMIs as virt-handler): it holds those roles.
+SIMULATED_NODE_ROLES = ("system:kube-scheduler", "system:volume-scheduler")
 
 
 async def simulated_node_client(server: APIServerProcess, admin: KubeClient) -> KubeClient:
-    """A client for the simulated node's identity (a node, bound to the scheduler's and virt-handler's roles too)."""
+    """A client for the simulated node's identity (a node, bound to the scheduler's roles too)."""
     path = write_user_kubeconfig(
         server.data_dir,
         server.data_dir / "simulated-node.kubeconfig",
@@ -157,6 +157,7 @@ class ControlPlane(VMReads):
     admin: KubeClient
     controller_client: KubeClient
     node_client: KubeClient
+    handler_client: KubeClient
     controller: VirtController
     node: SimulatedNode
     task: asyncio.Task[None]
@@ -174,7 +175,7 @@ class ControlPlane(VMReads):
             await self.task
         await self.node.stop()
         await self.controller.recorder.flush()
-        for client in (self.admin, self.controller_client, self.node_client):
+        for client in (self.admin, self.controller_client, self.node_client, self.handler_client):
             await client.close()
 
 
@@ -182,11 +183,12 @@ async def start_control_plane(server: APIServerProcess, **options: Any) -> Contr
     admin = client_for(server)
     controller_client = client_for(server, "virt-controller")
     node_client = await simulated_node_client(server, admin)
+    handler_client = client_for(server, "virt-handler")
     opts = ControllerOptions(workers=4, leader_election=False, node_recheck=0.5, **options)
     controller = VirtController(controller_client, opts)
     task = asyncio.create_task(controller.run())
-    node = await SimulatedNode(node_client).start()
-    return ControlPlane(server, admin, controller_client, node_client, controller, node, task)
+    node = await SimulatedNode(node_client, handler=handler_client).start()
+    return ControlPlane(server, admin, controller_client, node_client, handler_client, controller, node, task)
 
 
 def vm_manifest(name: str, run_strategy: str | None = "Always", **spec: Any) -> Object:

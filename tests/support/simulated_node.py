@@ -40,14 +40,17 @@ class SimulatedNode:
         auto_run: bool = True,
         heartbeat: float = 2.0,
         workers: int = 8,
+        handler: KubeClient | None = None,
     ):
         self.client = client
+        # VMI writes go out as virt-handler (KubeVirt's admission lets only KubeVirt's accounts set VMI status).
+        self.handler = handler or client
         self.name = name
         self.auto_run = auto_run
         self.heartbeat_interval = heartbeat
         self.heartbeating = True
         self.pods = Informer(client, PODS, label_selector="kubevirt.io=virt-launcher")
-        self.vmis = Informer(client, VIRTUAL_MACHINE_INSTANCES)
+        self.vmis = Informer(self.handler, VIRTUAL_MACHINE_INSTANCES)
         # Keys are processed by several workers, one worker per key at a time, as a real node's pod workers are.
         self._queue: WorkQueue[tuple[str, str]] = WorkQueue()
         self.workers = workers
@@ -298,7 +301,7 @@ class SimulatedNode:
 
     async def _set_phase(self, key: str, phase: str, reason: str) -> None:
         namespace, name = key.split("/", 1)
-        vmi = await self.client.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
+        vmi = await self.handler.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
         status = copy.deepcopy(vmi.get("status") or {})
         if status.get("phase") == phase:
             return
@@ -319,7 +322,7 @@ class SimulatedNode:
             {"op": "test", "path": "/metadata/resourceVersion", "value": vmi["metadata"]["resourceVersion"]},
             {"op": "replace" if "status" in vmi else "add", "path": "/status", "value": status},
         ]
-        await self.client.patch(VIRTUAL_MACHINE_INSTANCES, name, ops, namespace, patch_type=JSON_PATCH)
+        await self.handler.patch(VIRTUAL_MACHINE_INSTANCES, name, ops, namespace, patch_type=JSON_PATCH)
         self.writes += 1
 
     async def set_paused(self, key: str, paused: bool) -> None:
@@ -327,7 +330,7 @@ class SimulatedNode:
 
     async def _set_paused(self, key: str, paused: bool) -> None:
         namespace, name = key.split("/", 1)
-        vmi = await self.client.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
+        vmi = await self.handler.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
         conditions = [c for c in (vmi.get("status") or {}).get("conditions") or [] if c.get("type") != "Paused"]
         if paused:
             conditions.append(
@@ -343,7 +346,7 @@ class SimulatedNode:
             {"op": "test", "path": "/metadata/resourceVersion", "value": vmi["metadata"]["resourceVersion"]},
             {"op": "add", "path": "/status/conditions", "value": conditions},
         ]
-        await self.client.patch(VIRTUAL_MACHINE_INSTANCES, name, ops, namespace, patch_type=JSON_PATCH)
+        await self.handler.patch(VIRTUAL_MACHINE_INSTANCES, name, ops, namespace, patch_type=JSON_PATCH)
 
     async def kill_pod_of(self, vmi_uid: str, *, exit_code: int = 1) -> None:
         """The launcher process died: its pod's compute container terminated and the pod failed."""
