@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from pykubevirt.apiserver import errors
+from pykubevirt.api import errors
 from pykubevirt.apiserver.authorization.aggregation import aggregate
 from pykubevirt.apiserver.authorization.attributes import Attributes, request_attributes
 from pykubevirt.apiserver.authorization.bootstrap_roles import bootstrap_policy

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pykubevirt.apiserver import errors
+from pykubevirt.api import errors
 from pykubevirt.apiserver.authorization.attributes import Attributes
 from pykubevirt.apiserver.authorization.rbac import RBAC_GROUP, SYSTEM_MASTERS, Authorizer, Rule
 from pykubevirt.apiserver.object_api import RequestContext, UserInfo
