@@ -542,3 +542,23 @@ def test_protobuf_bodies_carry_fields_v1_as_its_json() -> None:
     }
     body = configmap({"a": "1"}, managedFields=[entry])
     assert protobuf.decode(protobuf.encode(body))["metadata"]["managedFields"] == [entry]
+
+
+def test_broken_stored_managed_fields_are_dropped_not_fatal() -> None:
+    broken = configmap({"key": "a"})
+    entry = {"manager": "old", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1"}
+    broken["metadata"]["managedFields"] = [{**entry, "fieldsV1": {"f:data": 5}}]
+    updated = track(CONFIG_MAPS, broken, configmap({"key": "b"}), "writer", T1)
+    assert updated["metadata"]["managedFields"] == [
+        {
+            "manager": "writer",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": T1,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {"f:key": {}}},
+        }
+    ]
+    # An apply does not trust them either: it starts afresh.
+    applied = apply(CONFIG_MAPS, broken, configmap({"key": "c"}), "a")
+    assert list(entries(applied)) == [("a", "Apply")]

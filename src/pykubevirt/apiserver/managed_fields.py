@@ -255,25 +255,30 @@ def track(
 ) -> dict[str, Any]:
     """The new object with managedFields updated for an Update by `manager` (in place, and returned).
 
-    As UpdateNoErrors: a failure to track drops managedFields rather than failing the write.
+    Stored entries that turn out broken are started afresh, as kube does with undecodable ones; should tracking still
+    fail, managedFields are dropped rather than the write (UpdateNoErrors).
     """
-    try:
-        managed = live_or_new(live, new, subresource=subresource)
-        before = without_managed_fields(live) if live is not None else empty_object(resource)
-        managed = update(
-            managed,
-            before,
-            without_managed_fields(new),
-            kind_type(resource),
-            manager=manager,
-            api_version=resource.api_version,
-            subresource=subresource,
-            now=now,
-            ignored=reset_fields(resource, subresource),
-        )
-    except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as exc:
-        log.error("failed to update managedFields of %s %s: %s", resource.kind, new.get("metadata", {}), exc)
-        managed = {}
+    before = without_managed_fields(live) if live is not None else empty_object(resource)
+    after = without_managed_fields(new)
+    managed: Managed = {}
+    for fresh in (False, True):
+        try:
+            managed = update(
+                {} if fresh else live_or_new(live, new, subresource=subresource),
+                before,
+                after,
+                kind_type(resource),
+                manager=manager,
+                api_version=resource.api_version,
+                subresource=subresource,
+                now=now,
+                ignored=reset_fields(resource, subresource),
+            )
+            break
+        except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as exc:
+            name = (new.get("metadata") or {}).get("name")
+            log.error("[SHOULD NOT HAPPEN] failed to update managedFields of %s %r: %s", resource.kind, name, exc)
+            managed = {}
     store(new, managed)
     return new
 
