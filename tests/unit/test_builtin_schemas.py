@@ -16,7 +16,7 @@ from pykubevirt.apiserver.builtin_schemas import (
     without_fields,
 )
 from pykubevirt.apiserver.resources import Resource
-from pykubevirt.apiserver.write_validation import decode_fields
+from pykubevirt.apiserver.write_validation import decode_fields, validate_metadata
 
 
 def configmap(**fields: Any) -> dict[str, Any]:
@@ -173,3 +173,12 @@ def test_null_structs_maps_and_lists_are_dropped_and_null_scalars_kept() -> None
     condition = {"type": "Ready", "status": "True", "lastProbeTime": None}
     decoded = decode_fields(pods, {"metadata": {"name": "p"}, "status": {"conditions": [condition]}}, "Warn", [])
     assert decoded["status"]["conditions"] == [condition]
+
+
+def test_metadata_rules_ratchet_on_update() -> None:
+    stored = configmap(metadata={"name": "c", "namespace": "d", "labels": {"bad key": "v"}})
+    validate_metadata(CONFIGMAPS, configmap(metadata={**stored["metadata"], "annotations": {"a": "b"}}), stored)
+    with pytest.raises(errors.APIError) as caught:
+        validate_metadata(CONFIGMAPS, configmap(metadata={**stored["metadata"], "finalizers": ["bad one"]}), stored)
+    assert caught.value.code == 422
+    assert [c["field"] for c in caught.value.details["causes"]] == ["metadata.finalizers"]
