@@ -3,6 +3,7 @@ sizes KubeVirt gives a PVC's disk.img."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -307,3 +308,28 @@ def test_data_sources_of_a_claim() -> None:
         "apiGroup",
         "spec.dataSource: Invalid value: must match dataSourceRef",
     ]
+
+
+def test_the_importer_makes_blank_images_and_clones_that_fit(tmp_path: Path) -> None:
+    import json as json_
+
+    from pykubevirt.storage.importer import ImporterError, import_volume
+
+    data, source = tmp_path / "data", tmp_path / "source"
+    data.mkdir()
+    source.mkdir()
+    mounts = json_.dumps({"/data": str(data), "/source": str(source)})
+    size = str(17783849)  # a 16Mi DataVolume's claim with CDI's 6 % overhead
+    env = {"PYKUBEVIRT_MOUNTS": mounts, "IMPORTER_IMAGE_SIZE": size, "FILESYSTEM_OVERHEAD": "0.06"}
+    assert import_volume({**env, "IMPORTER_SOURCE": "none"}) == "Import Complete"
+    assert (data / "disk.img").stat().st_size == 16 * MI
+    (data / "disk.img").unlink()
+    (source / "disk.img").write_bytes(b"x" * MI)
+    os.truncate(source / "disk.img", 32 * MI)
+    with pytest.raises(ImporterError, match="is larger than the reported available storage"):
+        import_volume({**env, "IMPORTER_SOURCE": "pvc"})
+    assert list(data.iterdir()) == []  # nothing left behind that could pass for an image
+    os.truncate(source / "disk.img", 8 * MI)
+    assert import_volume({**env, "IMPORTER_SOURCE": "pvc"}) == "Clone Complete"
+    image = (data / "disk.img").read_bytes()
+    assert len(image) == 16 * MI and image[:MI] == b"x" * MI

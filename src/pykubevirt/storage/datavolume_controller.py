@@ -41,15 +41,19 @@ class DataVolumeController:
 
     async def reconcile(self, key: str) -> Result | None:
         dv = self.data_volumes.get(key)
+        namespace, name = key.split("/", 1)
+        pvc = self.claims.get(key)
+        if pvc is not None and objects.is_marked_for_deletion(pvc):
+            # A claim being deleted keeps its protection while the importer uses it: stop the import (as CDI does).
+            await self._delete_importer(namespace, name)
+            return None
         if dv is None or objects.is_marked_for_deletion(dv):
             return None
-        namespace, name = key.split("/", 1)
         kind = dvc.source_kind(dv)
         if kind not in SUPPORTED_SOURCES:
             message = f"the embedded CDI does not import {kind or 'DataVolumes without a source'} yet"
             await self._status(dv, "Failed", None, None, message)
             return None
-        pvc = self.claims.get(key)
         if pvc is None:
             pvc = await self._create_claim(dv)
             if pvc is None:
@@ -113,11 +117,16 @@ class DataVolumeController:
         if phase == "Succeeded":
             self.recorder.event(pvc, NORMAL, "ImportSucceeded", "Import Successful")
             self.recorder.event(dv, NORMAL, "ImportSucceeded", f"Successfully imported into PVC {name}")
-            try:
-                await self.client.delete(PODS, str(pod["metadata"]["name"]), str(meta["namespace"]))
-            except NotFound:
-                pass
+            await self._delete_importer(str(meta["namespace"]), name)
         return None
+
+    async def _delete_importer(self, namespace: str, claim: str) -> None:
+        if self.pods.get(f"{namespace}/importer-{claim}") is None:
+            return
+        try:
+            await self.client.delete(PODS, f"importer-{claim}", namespace)
+        except NotFound:
+            pass
 
     def _clone_source(self, dv: Object) -> str | None:
         """The source claim of a clone ("" for other sources); None while it does not exist (the clone waits)."""
