@@ -99,11 +99,12 @@ def _definition(name: str) -> FieldType:
     if found is None:
         # Registered before it is filled: definitions refer to themselves (JSONSchemaProps).
         found = _compiled_definitions[name] = FieldType(DEDUCED)
-        _fill(found, definitions().get(name) or {}, name)
+        _fill(found, definitions().get(name) or {})
     return found
 
 
-def compile_schema(schema: Any, definition: str = "") -> FieldType:
+def compile_schema(schema: Any) -> FieldType:
+    """The type a schema node describes (a `$ref` to kube's definitions is shared, not recompiled)."""
     if not isinstance(schema, dict):
         return DEDUCED_TYPE
     ref = schema.get("$ref")
@@ -113,7 +114,7 @@ def compile_schema(schema: Any, definition: str = "") -> FieldType:
     if isinstance(all_of, list) and len(all_of) == 1 and "properties" not in schema and "type" not in schema:
         return compile_schema(all_of[0])
     node = FieldType(DEDUCED)
-    _fill(node, schema, definition)
+    _fill(node, schema)
     return node
 
 
@@ -124,14 +125,14 @@ def _type_names(schema: dict[str, Any]) -> set[str]:
     return names
 
 
-def _fill(node: FieldType, schema: dict[str, Any], definition: str) -> None:
+def _fill(node: FieldType, schema: dict[str, Any]) -> None:
     names = _type_names(schema)
     if schema.get("x-kubernetes-int-or-string") or "oneOf" in schema or "anyOf" in schema:
         node.kind = SCALAR
     elif "array" in names or ("items" in schema and not names):
         _fill_list(node, schema)
     elif "object" in names or "properties" in schema or "additionalProperties" in schema:
-        _fill_map(node, schema, definition)
+        _fill_map(node, schema)
     elif names:
         node.kind = SCALAR
     else:
@@ -173,7 +174,7 @@ def _ref_name(schema: Any) -> str:
     return ""
 
 
-def _fill_map(node: FieldType, schema: dict[str, Any], definition: str) -> None:
+def _fill_map(node: FieldType, schema: dict[str, Any]) -> None:
     node.kind = MAP
     node.atomic = schema.get("x-kubernetes-map-type") == "atomic"
     properties = dict(schema.get("properties") or {})
