@@ -79,6 +79,7 @@ class PVController:
         self.pods = pods
         self.recorder = recorder
         self.provisioner = provisioner
+        self._told_waiting: set[str] = set()
 
     async def reconcile(self, key: str) -> Result | None:
         if key.startswith(CLAIM):
@@ -91,6 +92,8 @@ class PVController:
         pvc = self.claims.get(key)
         if pvc is None:
             return None
+        if objects.spec(pvc).get("volumeName"):
+            self._told_waiting.discard(objects.uid_of(pvc))
         if objects.is_marked_for_deletion(pvc):
             await self._release_claim_protection(pvc)
             return None
@@ -128,7 +131,10 @@ class PVController:
         if delayed and not node:
             # The scheduler binds or asks for provisioning once a pod uses the claim.
             await self._claim_status(pvc, "Pending")
-            self.recorder.event(pvc, NORMAL, "WaitForFirstConsumer", WAIT_FOR_CONSUMER_MESSAGE)
+            # Said once per claim: every volume event re-syncs pending claims, and each repeat would be a write.
+            if objects.uid_of(pvc) not in self._told_waiting:
+                self._told_waiting.add(objects.uid_of(pvc))
+                self.recorder.event(pvc, NORMAL, "WaitForFirstConsumer", WAIT_FOR_CONSUMER_MESSAGE)
             return None
         node_allows = (lambda pv: _allows_node(pv, node)) if delayed else None
         pv = vb.find_matching_volume(pvc, self.volumes.items(), node_allows)
