@@ -106,7 +106,7 @@ async def test_out_of_service_taint_fails_vmis_at_once_and_force_deletes_their_p
     await cp.admin.create(VIRTUAL_MACHINE_INSTANCES, bare, ns)
     first = {name: await cp.wait_vmi_phase(ns, name, "Running") for name in ("always", "rerun", "bare")}
     await cp.node.stop()  # partitioned: nothing reports the pods dead
-    second = await SimulatedNode(cp.handler_client, "node02").start()
+    second = await SimulatedNode(cp.node_client, "node02", handler=cp.handler_client).start()
     try:
         taint = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
         await cp.admin.patch(NODES, "node01", {"spec": {"taints": [taint]}})
