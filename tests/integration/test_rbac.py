@@ -263,3 +263,9 @@ def test_a_namespace_admin_cannot_grant_what_it_does_not_hold(
     ), escalated.stderr
     role = _kubectl(server, home, carol, "create", "role", "nodes", "--verb=get", "--resource=secrets")
     assert role.returncode == 0, role.stderr
+    table = _kubectl(server, home, carol, "get", "rolebindings", "-o", "wide").stdout.splitlines()
+    assert table[0].split() == ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
+    assert any(line.split()[:2] == ["dave-edit", "ClusterRole/edit"] and "dave" in line for line in table[1:])
+    roles = _kubectl(server, home, server.kubeconfig, "get", "clusterrole", "view").stdout.splitlines()
+    assert roles[0].split() == ["NAME", "CREATED", "AT"]
+    assert roles[1].split()[1].endswith("Z")

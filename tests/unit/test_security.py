@@ -204,6 +204,32 @@ def test_tokens_persist_and_node_tokens_on_demand(tmp_path: Path) -> None:
     assert row[3] == "g1,g2"
 
 
+def test_a_running_server_sees_tokens_another_process_added(tmp_path: Path) -> None:
+    serving = ensure_tokens(tmp_path)
+    # `pykubevirt kubeconfig` writes through a table of its own, as another process would.
+    minted = security.TokenTable(tmp_path / "tokens.csv").ensure("alice", ["team"])
+    info = serving.authenticate(f"Bearer {minted}")
+    assert info is not None and info.username == "alice"
+    assert info.groups == ("team", "system:authenticated")
+    assert serving.uid_of("alice")
+    # Tokens the server adds later keep the other process's.
+    serving.ensure("bob")
+    assert ensure_tokens(tmp_path).authenticate(f"Bearer {minted}") is not None
+
+
+def test_write_user_kubeconfig_uses_the_admin_kubeconfigs_server(tmp_path: Path) -> None:
+    pki = ensure_pki(tmp_path)
+    table = ensure_tokens(tmp_path)
+    write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:7443", pki.ca_pem, table.admin_token, user_name="a")
+    path = security.write_user_kubeconfig(tmp_path, tmp_path / "u.kubeconfig", "system:node:n1", ["system:nodes"])
+    config = yaml.safe_load(path.read_text())
+    assert config["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:7443"
+    assert config["users"][0]["name"] == "system:node:n1"
+    assert _mode(path) == 0o600
+    info = table.authenticate(f"Bearer {config['users'][0]['user']['token']}")
+    assert info is not None and info.groups == ("system:nodes", "system:authenticated")
+
+
 def test_kubeconfig_fields(tmp_path: Path) -> None:
     ca_pem = ensure_pki(tmp_path).ca_pem
     path = tmp_path / "sub" / "admin.kubeconfig"

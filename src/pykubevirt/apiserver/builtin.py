@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pykubevirt.api.pod_qos import qos_class
+from pykubevirt.apiserver.authorization.rbac_printers import binding_table, role_table
 from pykubevirt.apiserver.printers import (
     configmap_table,
     controllerrevision_table,
@@ -17,7 +18,7 @@ from pykubevirt.apiserver.printers import (
     secret_table,
     serviceaccount_table,
 )
-from pykubevirt.apiserver.resources import Resource
+from pykubevirt.apiserver.resources import Resource, TableRows
 from pykubevirt.apiserver.storage_printers import pv_table, pvc_table, storageclass_table
 
 if TYPE_CHECKING:
@@ -221,18 +222,11 @@ BUILTIN_RESOURCES: tuple[Resource, ...] = (
 )
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
-_CREATED_AT = ({"name": "Created At", "type": "date", "jsonPath": ".metadata.creationTimestamp"},)
-_ROLE_REF = (
-    {"name": "Role", "type": "string", "jsonPath": ".roleRef.name"},
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-)
 
 
-def _rbac(kind: str, namespaced: bool, columns: tuple[dict[str, str], ...]) -> Resource:
+def _rbac(kind: str, namespaced: bool, table: TableRows) -> Resource:
     plural = kind.lower() + "s"
-    return Resource(
-        RBAC_GROUP, "v1", kind, plural, kind.lower(), namespaced, OPEN_SCHEMA, builtin=True, printer_columns=columns
-    )
+    return Resource(RBAC_GROUP, "v1", kind, plural, kind.lower(), namespaced, OPEN_SCHEMA, builtin=True, table=table)
 
 
 def _review(group: str, kind: str, namespaced: bool = False) -> Resource:
@@ -242,10 +236,10 @@ def _review(group: str, kind: str, namespaced: bool = False) -> Resource:
 
 
 AUTHORIZATION_RESOURCES: tuple[Resource, ...] = (
-    _rbac("ClusterRole", False, _CREATED_AT),
-    _rbac("Role", True, _CREATED_AT),
-    _rbac("ClusterRoleBinding", False, _ROLE_REF),
-    _rbac("RoleBinding", True, _ROLE_REF),
+    _rbac("ClusterRole", False, role_table),
+    _rbac("Role", True, role_table),
+    _rbac("ClusterRoleBinding", False, binding_table),
+    _rbac("RoleBinding", True, binding_table),
     _review("authorization.k8s.io", "SubjectAccessReview"),
     _review("authorization.k8s.io", "SelfSubjectAccessReview"),
     _review("authorization.k8s.io", "LocalSubjectAccessReview", namespaced=True),
