@@ -23,11 +23,21 @@ import aiohttp
 import pytest
 
 from pykubevirt.api import constants as c
-from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.api import pod_layout
+from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.errors import NotFound
-from pykubevirt.client.resources import EVENTS, NAMESPACES, NODES, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.client.resources import (
+    EVENTS,
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    VIRTUAL_MACHINE_INSTANCES,
+)
+from pykubevirt.controller.volume_status import volume_statuses
 from pykubevirt.handler.app import HandlerOptions, VirtHandler
 from pykubevirt.launcher.protocol import PROTOCOL_VERSION
+from pykubevirt.virtapi.volumes import parse_add, parse_remove, spec_patch, verify
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for, eventually
 from tests.support.launcher_process import LauncherProcess, small_vmi, start_launcher
@@ -258,3 +268,99 @@ async def test_a_launcher_of_another_protocol_version_shows_on_the_vmi(node: Nod
     assert found["status"]["phase"] == c.PHASE_SCHEDULED
     event = await node.wait_event("mismatch", "SyncFailed")
     assert event[0] == "Warning" and "must be upgraded together" in event[2]
+
+
+async def _bound_claim(node: Node, name: str) -> Path:
+    """A filesystem claim bound by hand to a hostPath volume in the test's directory (no PV controller runs here)."""
+    path = node.tmp_path / "volumes" / name
+    path.mkdir(parents=True)
+    pv_name = f"{node.namespace}-{name}"
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": pv_name},
+        "spec": {
+            "capacity": {"storage": "16Mi"},
+            "accessModes": ["ReadWriteOnce"],
+            "hostPath": {"path": str(path)},
+            "claimRef": {"namespace": node.namespace, "name": name},
+        },
+    }
+    await node.admin.create(PERSISTENT_VOLUMES, pv)
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": node.namespace},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "16Mi"}},
+            "volumeName": pv_name,
+            "storageClassName": "",
+        },
+    }
+    created = await node.admin.create(PERSISTENT_VOLUME_CLAIMS, pvc, node.namespace)
+    created["status"] = {"phase": "Bound", "capacity": {"storage": "16Mi"}, "accessModes": ["ReadWriteOnce"]}
+    await node.admin.update_status(PERSISTENT_VOLUME_CLAIMS, created)
+    return path
+
+
+async def _play_controller(node: Node, name: str) -> None:
+    """virt-controller's part: the hotplugged volume's status entry, AttachedToNode once the claim is bound."""
+    vmi = await node.vmi(name)
+    claims = {f"{node.namespace}/data": await node.admin.get(PERSISTENT_VOLUME_CLAIMS, "data", node.namespace)}
+    statuses = volume_statuses(vmi, claims.get)
+    ops = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": vmi["metadata"]["resourceVersion"]},
+        {"op": "add", "path": "/status/volumeStatus", "value": statuses},
+    ]
+    await node.controller.patch(VIRTUAL_MACHINE_INSTANCES, name, ops, node.namespace, patch_type=JSON_PATCH)
+
+
+async def test_a_hotplugged_claim_is_mounted_into_the_launcher_offered_to_libvirt_then_unplugged(node: Node) -> None:
+    """The handler↔launcher hotplug path; libvirt's test driver cannot attach devices, so e2e covers the guest."""
+    vmi, launcher = await node.run_vmi("hp")
+    claim_dir = await _bound_claim(node, "data")
+
+    # virt-api's addvolume on the VMI: the spec gains a hotpluggable volume and its SCSI disk.
+    body = {
+        "name": "data",
+        "disk": {"disk": {"bus": "scsi"}, "serial": "data"},
+        "volumeSource": {"persistentVolumeClaim": {"claimName": "data"}},
+    }
+    add = parse_add(json.dumps(body).encode())
+    assert verify(vmi["spec"]["volumes"], add) is None
+    patch = spec_patch("", vmi["spec"], add)
+    await node.controller.patch(VIRTUAL_MACHINE_INSTANCES, "hp", patch, node.namespace, patch_type=JSON_PATCH)
+    await _play_controller(node, "hp")
+
+    def phase_of(vmi: Object) -> str:
+        entry = next((s for s in vmi["status"].get("volumeStatus") or [] if s["name"] == "data"), {})
+        return str(entry.get("phase") or "")
+
+    mounted = await node.wait_vmi("hp", lambda v: phase_of(v) == "MountedToPod", "with data MountedToPod")
+    entry = next(s for s in mounted["status"]["volumeStatus"] if s["name"] == "data")
+    assert entry["hotplugVolume"] == {} and entry["reason"] == "VolumeMountedToPod"
+    assert entry["message"] == "Volume data has been mounted in virt-launcher pod"
+    # Mounting made the claim's disk.img (16Mi, sparse) and linked it where the domain's disk will point.
+    assert (claim_dir / "disk.img").stat().st_size == 16 * 1024 * 1024
+    link = Path(pod_layout.short_runtime_dir(launcher.pod_uid)) / "hotplug-disks" / "data.img"
+    assert link.resolve() == (claim_dir / "disk.img").resolve()
+    # The launcher then asked libvirt to attach the disk to the live domain: the test driver refuses.
+    failed = await node.wait_event("hp", "SyncFailed")
+    assert failed[0] == "Warning" and "attaching volume data failed" in failed[2]
+    assert "virDomainAttachDeviceFlags" in failed[2]
+
+    # removevolume: the volume leaves the spec; the handler detaches and unmounts it, and the entry goes.
+    latest = await node.vmi("hp")
+    remove = parse_remove(b'{"name": "data"}')
+    assert verify(latest["spec"]["volumes"], remove) is None
+    patch = spec_patch("", latest["spec"], remove)
+    await node.controller.patch(VIRTUAL_MACHINE_INSTANCES, "hp", patch, node.namespace, patch_type=JSON_PATCH)
+    gone = await node.wait_vmi("hp", lambda v: phase_of(v) == "", "without data")
+    assert gone["status"]["phase"] == c.PHASE_RUNNING
+    assert not link.is_symlink()
+    events = await node.events("hp")
+    assert ("Normal", "VolumeDetaching", "Volume data is being detached from the VM") in events
+    assert ("Normal", "VolumeUnplugged", "Volume data has been unplugged") in events
+    # The data stays on the claim.
+    assert (claim_dir / "disk.img").exists()

@@ -44,6 +44,43 @@ def claim_info(pvc: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in info.items() if value not in ({}, None)}
 
 
+def is_hotplug_volume(volume: Mapping[str, Any]) -> bool:
+    """A dataVolume or persistentVolumeClaim volume marked hotpluggable (KubeVirt's storagetypes.IsHotplugVolume)."""
+    return any(bool((volume.get(key) or {}).get("hotpluggable")) for key in ("dataVolume", "persistentVolumeClaim"))
+
+
+# Phases virt-handler owns once it has reached them; the controller leaves them alone.
+HANDLER_HOTPLUG_PHASES = ("MountedToPod", "Ready", "Detaching", "UnMountedFromPod")
+
+
+def hotplug_entry(entry: Mapping[str, Any], claim: str, pvc: Mapping[str, Any] | None, node: str) -> dict[str, Any]:
+    """processHotplugVolumeStatus: Pending or Bound from the claim, AttachedToNode once its volume can be reached.
+
+    There is no attachment pod here: a bound claim of a VMI placed on a node is reachable by that node's
+    virt-handler, which mounts it into the launcher (so attachPodName/attachPodUID stay empty).
+    """
+    result = dict(entry)
+    result.setdefault("hotplugVolume", {})
+    if result.get("phase") in HANDLER_HOTPLUG_PHASES:
+        return result
+    phase = ((pvc or {}).get("status") or {}).get("phase")
+    if pvc is None:
+        result.update(phase="Pending", reason="FailedPvcNotFound", message=f"PVC {claim} not found")
+    elif phase == "Bound" and node:
+        result.update(
+            phase="AttachedToNode",
+            reason="AttachedToNode",
+            message=f"Volume {entry.get('name')} of PVC {claim} is reachable on node {node}",
+        )
+    elif phase == "Bound":
+        result.update(phase="Bound", reason="PVCNotReady", message="PVC is in phase Bound")
+    elif phase == "Lost":
+        result.update(phase="Pending", reason="PVCNotReady", message="PVC is in phase Lost")
+    else:
+        result.update(phase="Pending", reason="PVCNotReady", message="PVC is in phase ClaimPending")
+    return result
+
+
 def volume_statuses(vmi: Mapping[str, Any], claims: Lookup) -> list[dict[str, Any]]:
     """Every volume's entry, sorted by name: kept fields from virt-handler (target, hotplug), claims' info refreshed."""
     namespace = str((vmi.get("metadata") or {}).get("namespace") or "")
@@ -56,10 +93,12 @@ def volume_statuses(vmi: Mapping[str, Any], claims: Lookup) -> list[dict[str, An
         pvc = claims(f"{namespace}/{claim}") if claim else None
         if pvc is not None:
             entry["persistentVolumeClaimInfo"] = claim_info(pvc)
+        if is_hotplug_volume(volume) or entry.get("hotplugVolume") is not None:
+            entry = hotplug_entry(entry, claim, pvc, str((vmi.get("status") or {}).get("nodeName") or ""))
         result.append(entry)
     # Hotplugged volumes leave the spec before their status entry goes; virt-handler removes those.
     names = {entry["name"] for entry in result}
-    result += [dict(s) for name, s in existing.items() if name not in names and s.get("hotplugVolume")]
+    result += [dict(s) for name, s in existing.items() if name not in names and s.get("hotplugVolume") is not None]
     return sorted(result, key=lambda entry: str(entry["name"]))
 
 

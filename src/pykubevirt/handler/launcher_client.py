@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from pykubevirt.api import pod_layout
 from pykubevirt.launcher import protocol
-from pykubevirt.launcher.protocol import Command, PingReply, ProtocolMismatch, ShutdownReply, Status
+from pykubevirt.launcher.protocol import Command, HotplugReply, PingReply, ProtocolMismatch, ShutdownReply, Status
 
 REQUEST_TIMEOUT = 60.0
 PEER = "virt-launcher"
@@ -75,11 +75,17 @@ class LauncherClient:
         except (ConnectionRefusedError, OSError) as exc:
             raise LauncherUnavailable(f"launcher on {path} does not answer: {exc}", initializing=False) from exc
 
-    async def request(self, command: Command | str, *, vmi: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def request(
+        self,
+        command: Command | str,
+        *,
+        vmi: dict[str, Any] | None = None,
+        hotplug: dict[str, dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         """Send one command and return the launcher's answer (CommandFailed when it answers with an error)."""
         reader, writer = await self._open()
         try:
-            writer.write(protocol.encode(protocol.request(command, vmi=vmi, request_id=1)))
+            writer.write(protocol.encode(protocol.request(command, vmi=vmi, request_id=1, hotplug=hotplug)))
             await writer.drain()
             line = await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT)
         except (ConnectionError, TimeoutError) as exc:
@@ -103,6 +109,10 @@ class LauncherClient:
     async def sync(self, vmi: dict[str, Any]) -> Status:
         """Define and start the domain of `vmi` unless it exists."""
         return cast(Status, await self.request(Command.SYNC, vmi=vmi))
+
+    async def hotplug(self, vmi: dict[str, Any], mounts: dict[str, dict[str, Any]]) -> HotplugReply:
+        """Mount `mounts` (volume → {"path"}) into the launcher and attach/detach hotplugged disks as `vmi` says."""
+        return cast(HotplugReply, await self.request(Command.HOTPLUG, vmi=vmi, hotplug=mounts))
 
     async def shutdown(self) -> ShutdownReply:
         """Press the guest's ACPI power button."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import constants as c
-from pykubevirt.api import pod_layout
+from pykubevirt.api import objects, pod_layout
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result
@@ -28,6 +28,7 @@ from pykubevirt.client.errors import ApiError, Invalid, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.handler.hotplug import after_sync, claim_mounts, mark_detaching, wants_launcher
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
 from pykubevirt.handler.phase import Observed, observed_domain, phase_for
 from pykubevirt.handler.records import NodeRecords
@@ -158,11 +159,37 @@ class VMIReconciler:
             observed = observed_domain(status)
             new_phase = phase_for(vmi, observed)
             self._watch(key, vmi_uid, pod_uid)
-        await self._report(vmi, observed, status, new_phase)
+        reported = await self._report(vmi, observed, status, new_phase)
         if observed.launcher_initializing:
             # The launcher's socket appears a fraction of a second after its process starts; this is a stat().
             return Result(requeue_after=0.1)
+        if not reported and observed.defined and objects.vmi_phase(vmi) == c.PHASE_RUNNING and wants_launcher(vmi):
+            return await self._hotplug(vmi, pod_uid)
         return None
+
+    # ------------------------------------------------------------------------------------------------ hotplug
+
+    async def _hotplug(self, vmi: Object, pod_uid: str) -> Result | None:
+        """Mount, attach, detach and unmount hotplugged volumes, then report their phases (one step a sync)."""
+        update = mark_detaching(vmi)
+        if update is None:
+            mounts = await claim_mounts(self.client, vmi)
+            try:
+                reply = await self.launcher(pod_uid).hotplug(vmi, mounts)
+            except (CommandFailed, LauncherUnavailable) as exc:
+                log.warning("hotplug: %s", exc, extra=object_fields(vmi))
+                self.recorder.event(vmi, WARNING, "SyncFailed", str(exc))
+                return Result(requeue_after=5.0)
+            for error in reply.get("errors") or []:
+                # KubeVirt reports a failed hotplug as a failed domain sync.
+                self.recorder.event(vmi, WARNING, "SyncFailed", error)
+            update = after_sync(vmi, set(reply["mounted"]), reply["attached"])
+        if update.statuses != (vmi.get("status") or {}).get("volumeStatus"):
+            if await self._patch(vmi, {"volumeStatus": update.statuses}):
+                for reason, message in update.events:
+                    self.recorder.event(vmi, NORMAL, reason, message)
+        # KubeVirt's handler looks again a second later while a volume is on its way.
+        return Result(requeue_after=1.0) if update.pending else None
 
     # ------------------------------------------------------------------------------------------------ shutdown
 
@@ -237,13 +264,14 @@ class VMIReconciler:
         conditions = sync_failed_conditions(vmi.get("status") or {}, message, now_rfc3339())
         await self._patch(vmi, {"conditions": conditions})
 
-    async def _report(self, vmi: Object, observed: Observed, status: Status | None, new_phase: str) -> None:
+    async def _report(self, vmi: Object, observed: Observed, status: Status | None, new_phase: str) -> bool:
+        """Write what the domain shows; True when the VMI was patched (or had moved on) and so is now stale."""
         current = vmi.get("status") or {}
         interfaces = status.get("interfaces") if status is not None else None
         changes = status_changes(current, observed, interfaces, new_phase, now_rfc3339())
         phase = current.get("phase") or ""
         if not changes:
-            return
+            return False
         if await self._patch(vmi, changes):
             if changes.get("phase") == c.PHASE_RUNNING:
                 self.recorder.event(vmi, NORMAL, "Started", "VirtualMachineInstance started.")
@@ -253,6 +281,7 @@ class VMIReconciler:
                 self.recorder.event(vmi, WARNING, "Stopped", "The VirtualMachineInstance crashed.")
             if "phase" in changes:
                 log.info("VMI phase %s → %s", phase or "-", changes["phase"], extra=object_fields(vmi))
+        return True
 
     async def _patch(self, vmi: Object, changes: dict[str, Any]) -> bool:
         """A JSON patch guarded by the resourceVersion the decision was made on; False when the VMI moved on."""

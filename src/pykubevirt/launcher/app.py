@@ -28,12 +28,14 @@ from pykubevirt.launcher.converter import ConverterContext, convert
 from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_source, empty_disk_path, ephemeral_overlay
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
 from pykubevirt.launcher.domain_state import DomainState
+from pykubevirt.launcher.hotplug import sync_hotplug
 from pykubevirt.launcher.kvm_probe import cached_probe
 from pykubevirt.launcher.protocol import (
     NO_STATE,
     PROTOCOL_VERSION,
     UNKNOWN_REASON,
     Command,
+    HotplugReply,
     PingReply,
     Request,
     ShutdownReply,
@@ -86,6 +88,7 @@ class Launcher:
                 Command.UNPAUSE: self._unpause,
                 Command.SOFT_REBOOT: self._softreboot,
                 Command.DELETE: self._delete,
+                Command.HOTPLUG: self._hotplug,
             },
             self.status,
         )
@@ -305,6 +308,20 @@ class Launcher:
         xml = convert(vmi, ctx)
         (self.runtime / "domain.xml").write_text(xml)
         return xml
+
+    async def _hotplug(self, request: Request) -> HotplugReply:
+        """Bring the running domain's hotplugged disks in line with the VMI and the claims virt-handler mounted."""
+        assert self.domain is not None
+        vmi = request.get("vmi")
+        if not isinstance(vmi, dict) or (vmi.get("metadata") or {}).get("uid") != self.vmi_uid:
+            raise ValueError("hotplug needs this launcher's VMI")
+        if not self.defined:
+            raise RuntimeError("the domain is not running; nothing can be hotplugged")
+        self.vmi = vmi
+        ctx = self.converter_context({}, True)
+        result = await sync_hotplug(self.domain, vmi, request.get("hotplug") or {}, self.runtime, ctx)
+        status = await self._refreshed_status()
+        return {**status, "mounted": result.mounted, "attached": result.attached, "errors": result.errors}
 
     def _secrets(self, volume: dict[str, Any]) -> dict[str, dict[str, bytes]]:
         """Secrets referenced by cloud-init, from the files the runtime mounted for them (if any)."""

@@ -69,11 +69,14 @@ async def prepare_claim_volumes(vmi: Mapping[str, Any], host: Callable[[str], Pa
     """Link every claim and hostDisk into `runtime`, creating or growing disk images; PVCDiskError says why not."""
     prepared = ClaimVolumes(str(runtime / "vmi-disks"), str(runtime / "dev"))
     infos = _claim_infos(vmi)
-    hotplugged = {s.get("name") for s in (vmi.get("status") or {}).get("volumeStatus") or [] if s.get("hotplugVolume")}
+    hotplugged = {
+        s.get("name") for s in (vmi.get("status") or {}).get("volumeStatus") or [] if s.get("hotplugVolume") is not None
+    }
     for volume in (vmi.get("spec") or {}).get("volumes") or []:
         name = str(volume["name"])
-        if name in hotplugged:
-            continue
+        claim = volume.get("persistentVolumeClaim") or volume.get("dataVolume") or {}
+        if name in hotplugged or claim.get("hotpluggable"):
+            continue  # mounted later, through virt-handler's hotplug command
         claim = volume.get("persistentVolumeClaim") or volume.get("dataVolume")
         if claim is not None:
             if claim.get("readOnly"):

@@ -182,6 +182,14 @@ class DomainManager:
 
         return await self._act(undefine)
 
+    async def attach_device(self, xml: str) -> bool:
+        """Hot-plug a device into the running guest only (the persistent definition keeps its own disks)."""
+        return await self._act(lambda d: d.attachDeviceFlags(xml, libvirt.VIR_DOMAIN_AFFECT_LIVE))
+
+    async def detach_device(self, xml: str) -> bool:
+        """Unplug a device from the running guest; libvirt waits a few seconds for the guest to let it go."""
+        return await self._act(lambda d: d.detachDeviceFlags(xml, libvirt.VIR_DOMAIN_AFFECT_LIVE))
+
     async def xml(self) -> str:
         def read() -> str:
             domain = self._domain()

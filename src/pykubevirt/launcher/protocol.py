@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any, Final, NotRequired, TypedDict
 
 # Bump when a command, a request field or a reply field changes meaning; both sides must then be upgraded together.
+# Adding a command does not: a launcher that lacks it answers "unknown command" (`hotplug` was added in version 1).
 PROTOCOL_VERSION: Final = 1
 # The longest line either side reads: a request carries a whole VMI.
 MAX_LINE: Final = 4 * 1024 * 1024
@@ -31,6 +32,8 @@ class Command(StrEnum):
     DELETE = "delete"
     # Keeps the connection open; the launcher streams a Status on every domain change.
     WATCH = "watch"
+    # Mount the hotplugged claims handed over, attach those ready to the running domain, detach those gone.
+    HOTPLUG = "hotplug"
 
 
 # Domain states by the names KubeVirt reports them (virtwrap/api LifeCycle).
@@ -79,6 +82,15 @@ class ShutdownReply(Status):
     signaled: bool
 
 
+class HotplugReply(Status):
+    """`hotplug`: the volumes now mounted into the launcher, and the hotplugged disks of the domain by target."""
+
+    mounted: list[str]
+    attached: dict[str, str]
+    # Attachments or detachments that failed (libvirt's reasons); the rest was done.
+    errors: list[str]
+
+
 class PingReply(TypedDict):
     protocolVersion: int
     pid: int
@@ -88,8 +100,10 @@ class Request(TypedDict):
     cmd: str
     protocolVersion: int
     id: NotRequired[int]
-    # `sync` only: the VMI the domain is made from.
+    # `sync` and `hotplug`: the VMI the domain is made from.
     vmi: NotRequired[dict[str, Any]]
+    # `hotplug` only: volume name → {"path": host path of the claim's directory, file or device}.
+    hotplug: NotRequired[dict[str, dict[str, Any]]]
 
 
 class ErrorReply(TypedDict):
@@ -111,13 +125,21 @@ class ProtocolMismatch(Exception):
         self.version = version
 
 
-def request(command: Command | str, *, vmi: dict[str, Any] | None = None, request_id: int | None = None) -> Request:
+def request(
+    command: Command | str,
+    *,
+    vmi: dict[str, Any] | None = None,
+    request_id: int | None = None,
+    hotplug: dict[str, dict[str, Any]] | None = None,
+) -> Request:
     """A request of this protocol version."""
     message: Request = {"cmd": str(command), "protocolVersion": PROTOCOL_VERSION}
     if request_id is not None:
         message["id"] = request_id
     if vmi is not None:
         message["vmi"] = vmi
+    if hotplug is not None:
+        message["hotplug"] = hotplug
     return message
 
 
@@ -148,6 +170,9 @@ def parse_request(message: dict[str, Any]) -> Request:
         request["id"] = message["id"]
     if isinstance(message.get("vmi"), dict):
         request["vmi"] = message["vmi"]
+    hotplug = message.get("hotplug")
+    if isinstance(hotplug, dict):
+        request["hotplug"] = {str(k): v for k, v in hotplug.items() if isinstance(v, dict)}
     return request
 
 

@@ -30,6 +30,7 @@ from pykubevirt.virtapi.lifecycle import (
     decide_start,
     decide_stop,
     vm_conflict,
+    vmi_conflict,
 )
 from pykubevirt.virtapi.options import is_dry_run, parse_pause, parse_restart, parse_stop
 from pykubevirt.virtapi.vmi_checks import (
@@ -41,6 +42,15 @@ from pykubevirt.virtapi.vmi_checks import (
     check_unpause,
     check_unpause_vm,
     check_vnc,
+)
+from pykubevirt.virtapi.volumes import (
+    VMI_NOT_RUNNING,
+    VolumeRequest,
+    parse_add,
+    parse_remove,
+    request_present,
+    spec_patch,
+    verify,
 )
 
 log = logging.getLogger("pykubevirt.virtapi")
@@ -74,6 +84,10 @@ class SubresourceAPI:
             ("virtualmachines", "start"): ("PUT", self._start),
             ("virtualmachines", "stop"): ("PUT", self._stop),
             ("virtualmachines", "restart"): ("PUT", self._restart),
+            ("virtualmachines", "addvolume"): ("PUT", self._vm_volume),
+            ("virtualmachines", "removevolume"): ("PUT", self._vm_volume),
+            ("virtualmachineinstances", "addvolume"): ("PUT", self._vmi_volume),
+            ("virtualmachineinstances", "removevolume"): ("PUT", self._vmi_volume),
             ("virtualmachineinstances", "pause"): ("PUT", self._vmi_command),
             ("virtualmachineinstances", "unpause"): ("PUT", self._vmi_command),
             ("virtualmachineinstances", "softreboot"): ("PUT", self._vmi_command),
@@ -206,6 +220,68 @@ class SubresourceAPI:
             if is_test_failure(exc):
                 raise vm_conflict(name, _message(exc)) from exc
             raise errors.internal(_message(exc)) from exc
+        return web.Response(status=202)
+
+    # ------------------------------------------------------------------------------------------------ volumes
+
+    @staticmethod
+    async def _volume_request(request: web.Request) -> VolumeRequest:
+        action = request.path.rstrip("/").rsplit("/", 1)[1]
+        body = await request.read()
+        return parse_add(body) if action == "addvolume" else parse_remove(body)
+
+    async def _vmi_volume(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        """Hotplug into (or unplug from) the running VMI only: the VM, if any, keeps its spec."""
+        volume_request = await self._volume_request(request)
+        vmi = await self._vmi(namespace, name)
+        await self._patch_vmi_volumes(namespace, name, vmi, volume_request)
+        return web.Response(status=202)
+
+    async def _patch_vmi_volumes(
+        self, namespace: str, name: str, vmi: dict[str, Any], volume_request: VolumeRequest
+    ) -> None:
+        if (vmi.get("status") or {}).get("phase") != c.PHASE_RUNNING:
+            raise vmi_conflict(name, VMI_NOT_RUNNING)
+        spec = vmi.get("spec") or {}
+        if (why := verify(spec.get("volumes") or [], volume_request)) is not None:
+            raise vmi_conflict(name, why)
+        try:
+            await self._patch_vmi(namespace, vmi, spec_patch("", spec, volume_request), volume_request.dry_run)
+        except (ApiError, OSError) as exc:
+            if is_test_failure(exc):
+                raise vmi_conflict(name, _message(exc)) from exc
+            if isinstance(exc, ApiError) and exc.code == 422:
+                raise errors.APIError(422, "Invalid", exc.message) from exc
+            raise errors.internal(f"unable to patch vmi: {_message(exc)}") from exc
+
+    async def _vm_volume(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        """Persist the change in the VM's template, and apply it to the VM's running VMI too."""
+        volume_request = await self._volume_request(request)
+        vm = await self._vm(namespace, name)
+        template = (vm.get("spec") or {}).get("template") or {}
+        spec = template.get("spec") or {}
+        if (why := verify(spec.get("volumes") or [], volume_request)) is not None:
+            raise vm_conflict(name, why)
+        try:
+            await self.client.patch(
+                VIRTUAL_MACHINES,
+                name,
+                spec_patch("/spec/template", spec, volume_request),
+                namespace,
+                patch_type=JSON_PATCH,
+                dry_run=volume_request.dry_run,
+            )
+        except (ApiError, OSError) as exc:
+            if is_test_failure(exc):
+                raise vm_conflict(name, _message(exc)) from exc
+            if isinstance(exc, ApiError) and exc.code == 422:
+                raise errors.APIError(422, "Invalid", exc.message) from exc
+            raise errors.internal(f"unable to patch vm: {_message(exc)}") from exc
+        vmi = await self._vmi_or_none(namespace, name)
+        running = vmi is not None and (vmi.get("status") or {}).get("phase") == c.PHASE_RUNNING
+        if vmi is not None and running and not (vmi["metadata"].get("deletionTimestamp")):
+            if not request_present(vmi.get("spec") or {}, volume_request):
+                await self._patch_vmi_volumes(namespace, name, vmi, volume_request)
         return web.Response(status=202)
 
     # ------------------------------------------------------------------------------------------------ VMI, via handler

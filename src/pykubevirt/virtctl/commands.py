@@ -10,6 +10,7 @@ from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINES
 from pykubevirt.virtapi.discovery import version_info
+from pykubevirt.virtctl import volumes
 from pykubevirt.virtctl.client import VirtctlError, put_subresource, server_version
 
 DRY_RUN_ALL = ["All"]
@@ -63,6 +64,10 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
         await _stop_or_restart(api, namespace, args)
     elif command in ("pause", "unpause"):
         await _pause_or_unpause(api, namespace, command, args)
+    elif command == "addvolume":
+        await volumes.add_volume(api, namespace, args)
+    elif command == "removevolume":
+        await volumes.remove_volume(api, namespace, args)
     elif command == "soft-reboot":
         try:
             await put_subresource(api, namespace, "virtualmachineinstances", args.name, "softreboot", None)

@@ -17,9 +17,10 @@ from pykubevirt.client.config import ConfigError, load_config
 from pykubevirt.client.errors import ApiError
 from pykubevirt.virtctl import commands
 from pykubevirt.virtctl.client import VirtctlError
+from pykubevirt.virtctl.volumes import add_arguments as add_volume_arguments
 
 # pflag booleans take `--flag`, `--flag=true` or `--flag=false`, never a separate value.
-BOOL_FLAGS = ("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client")
+BOOL_FLAGS = ("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client", "--persist")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     vnc.add_argument("--port", type=int, default=0, help="port of the local proxy (default: a free one)")
     vnc.add_argument("--proxy-only", action="store_true", help="only run the proxy and print its port")
     vnc.add_argument("--preserve-session", action="store_true", help="keep an existing VNC session")
+    add_volume_arguments(sub, command)
     version = command("version", "Print the client and server version information.")
     version.add_argument("-c", "--client", action="store_true", help="client version only")
     return parser
