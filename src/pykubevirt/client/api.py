@@ -147,6 +147,24 @@ class KubeClient:
 
     # --------------------------------------------------------------------------------------------------- verbs
 
+    async def read_text(self, path: str, params: Mapping[str, str] | None = None, request_timeout: float = 5.0) -> str:
+        """GET a plain-text answer (a pod's log); errors as `request`."""
+        await self._limiter.acquire()
+        try:
+            async with self.session.get(
+                self.config.server + path,
+                params=params,
+                headers=self._headers(),
+                timeout=aiohttp.ClientTimeout(total=request_timeout),
+            ) as response:
+                payload = await response.read()
+                status = response.status
+        except aiohttp.ClientError as exc:
+            raise ConnectionError(f"GET {path}: {exc}") from exc
+        if status >= 400:
+            raise error_for(_status_of(payload, status), status)
+        return payload.decode("utf-8", "replace")
+
     async def get(self, resource: ResourceRef, name: str, namespace: str | None = None) -> Object:
         result: Object = await self.request("GET", resource.path(namespace, name))
         return result

@@ -3,7 +3,7 @@
 Upstream (containerized-data-importer): `pkg/controller/datavolume/util.go` (renderPvcSpec, pvcFromStorage),
 `pkg/controller/datavolume/controller-base.go` (newPersistentVolumeClaim, updateStatus),
 `pkg/controller/datavolume/conditions.go`, `pkg/controller/import-controller.go` (makeImporterPodSpec) and
-`pkg/util/util.go` (GetRequiredSpace). Sources handled here: `blank` and `pvc` (host-assisted clone).
+`pkg/util/util.go` (GetRequiredSpace). Sources handled here: `blank`, `http` and `pvc` (host-assisted clone).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pykubevirt import __version__
 from pykubevirt.api import constants as c
 from pykubevirt.api.quantity import MI
 from pykubevirt.api.volume_binding import to_bytes
+from pykubevirt.storage import import_sources
 
 ANN = "cdi.kubevirt.io/"
 CONTENT_TYPE = ANN + "storage.contentType"
@@ -100,6 +101,9 @@ def new_claim(dv: Mapping[str, Any], source_request: str = "") -> dict[str, Any]
     }
     if kind == "blank":
         annotations[IMPORT_SOURCE] = "none"
+    elif kind == "http":
+        annotations[IMPORT_SOURCE] = "http"
+        annotations.update(import_sources.http_annotations((dv.get("spec") or {}).get("source", {}).get("http") or {}))
     elif kind == "pvc":
         source = (dv.get("spec") or {}).get("source", {}).get("pvc") or {}
         annotations[CLONE_REQUEST] = f"{source.get('namespace') or meta.get('namespace')}/{source.get('name', '')}"
@@ -131,7 +135,8 @@ def importer_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any], source_claim: st
     meta = pvc.get("metadata") or {}
     name = str(meta.get("name", ""))
     claim_spec_ = pvc.get("spec") or {}
-    source = "none" if source_kind(dv) == "blank" else "pvc"
+    kind = source_kind(dv)
+    source = {"blank": "none", "http": "http"}.get(kind, "pvc")
     env = [
         {"name": "IMPORTER_SOURCE", "value": source},
         {"name": "IMPORTER_CONTENTTYPE", "value": "kubevirt"},
@@ -148,6 +153,11 @@ def importer_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any], source_claim: st
     ]
     volumes = [{"name": "cdi-data-vol", "persistentVolumeClaim": {"claimName": name}}]
     mounts: list[dict[str, Any]] = [{"name": "cdi-data-vol", "mountPath": DATA_DIR}]
+    if kind == "http":
+        extra_env, extra_volumes, extra_mounts = import_sources.http_pod_parts(meta.get("annotations") or {})
+        env.extend(extra_env)
+        volumes.extend(extra_volumes)
+        mounts.extend(extra_mounts)
     if source_claim:
         volumes.append(
             {"name": "cdi-source-vol", "persistentVolumeClaim": {"claimName": source_claim, "readOnly": True}}
@@ -223,9 +233,10 @@ def dv_phase(dv: Mapping[str, Any], pvc: Mapping[str, Any] | None, pod: Mapping[
 
 
 def dv_conditions(
-    name: str, phase: str, pvc: Mapping[str, Any] | None, pod: Mapping[str, Any] | None
+    name: str, phase: str, pvc: Mapping[str, Any] | None, pod: Mapping[str, Any] | None, failure: str = ""
 ) -> list[dict[str, Any]]:
-    """conditions.go: Bound from the claim, Ready from the phase, Running from the importer pod."""
+    """conditions.go: Bound from the claim, Ready from the phase, Running from the importer pod (`failure` is the
+    message of its last failed attempt, CDI's termination message)."""
     if pvc is None:
         bound = _condition("Bound", "False", "NotFound", "No PVC found")
     elif (pvc.get("status") or {}).get("phase") == "Bound":
@@ -246,6 +257,9 @@ def dv_conditions(
     elif pod is not None:
         statuses = (pod.get("status") or {}).get("containerStatuses") or []
         state = (statuses[0].get("state") or {}) if statuses else {}
+        if "waiting" in state and state["waiting"].get("reason") == "CrashLoopBackOff":
+            # CDI keeps what the ended attempt reported while the kubelet backs off (setAnnotationsFromPodWithPrefix).
+            state = (statuses[0].get("lastState") or {}) or state
         if "running" in state:
             running = _condition("Running", "True", "Pod is running")
         elif "waiting" in state:
@@ -253,5 +267,6 @@ def dv_conditions(
             running = _condition("Running", "False", str(waiting.get("reason", "")), str(waiting.get("message", "")))
         elif "terminated" in state:
             ended = state["terminated"]
-            running = _condition("Running", "False", str(ended.get("reason", "")), str(ended.get("message", "")))
+            message = failure or str(ended.get("message", ""))
+            running = _condition("Running", "False", str(ended.get("reason", "")), message)
     return [bound, ready, running]

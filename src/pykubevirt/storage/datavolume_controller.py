@@ -1,9 +1,11 @@
-"""A CDI-compatible DataVolume controller for the embedded cluster (`blank` and host-assisted `pvc` clone sources).
+"""A CDI-compatible DataVolume controller for the embedded cluster (`blank`, `http` and host-assisted `pvc` clones).
 
 As CDI's legacy (non-populator) path without the HonorWaitForFirstConsumer gate: the DataVolume's claim is created
 with the import annotations, an importer pod that mounts it (and, for a clone, the source claim) is its first
 consumer, so the scheduler picks the node a WaitForFirstConsumer volume is provisioned on. The pod runs
-`pykubevirt cdi-importer` through the node agent, and is deleted once it succeeded.
+`pykubevirt cdi-importer` through the node agent, and is deleted once it succeeded. While it runs, progress and the
+last attempt's failure come from the tail of its log (see import_progress), polled every second as CDI scrapes
+its importer's metrics every 2 s.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Result
-from pykubevirt.client.errors import AlreadyExists, NotFound
+from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS
 from pykubevirt.storage import datavolume_claim as dvc
+from pykubevirt.storage import import_progress
 
 log = logging.getLogger("pykubevirt.storage.datavolume")
 
-SUPPORTED_SOURCES = ("blank", "pvc")
+SUPPORTED_SOURCES = ("blank", "http", "pvc")
+PROGRESS_POLL_SECONDS = 1.0
+LOG_TAIL_LINES = "40"
 
 
 class DataVolumeController:
@@ -67,8 +72,25 @@ class DataVolumeController:
             result = await self._drive_pod(dv, pvc, pod)
             if result is not None:
                 return result
-        await self._status(dv, dvc.dv_phase(dv, pvc, pod), pvc, pod)
-        return None
+        phase = dvc.dv_phase(dv, pvc, pod)
+        importing = pod is not None and phase not in ("Succeeded", "Failed")
+        progress, failure = await self._importer_report(dv, pod) if importing else (None, "")
+        await self._status(dv, phase, pvc, pod, progress=progress, failure=failure)
+        return Result(requeue_after=PROGRESS_POLL_SECONDS) if importing else None
+
+    async def _importer_report(self, dv: Object, pod: Object | None) -> tuple[str | None, str]:
+        """Progress and the last failed attempt's message, from the tail of the importer's log."""
+        if pod is None:
+            return None, ""
+        meta = pod["metadata"]
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log"
+        try:
+            text = await self.client.read_text(path, {"tailLines": LOG_TAIL_LINES})
+        except (ApiError, ConnectionError, TimeoutError) as exc:
+            log.debug("no log of %s yet: %s", meta["name"], exc)
+            return None, ""
+        uid = str(dv["metadata"].get("uid", ""))
+        return import_progress.progress_from_log(text, uid), import_progress.failure_from_log(text) or ""
 
     async def _create_claim(self, dv: Object) -> Object | None:
         try:
@@ -155,15 +177,26 @@ class DataVolumeController:
         except NotFound:
             return
 
-    async def _status(self, dv: Object, phase: str, pvc: Object | None, pod: Object | None, message: str = "") -> None:
+    async def _status(
+        self,
+        dv: Object,
+        phase: str,
+        pvc: Object | None,
+        pod: Object | None,
+        message: str = "",
+        *,
+        progress: str | None = None,
+        failure: str = "",
+    ) -> None:
         old = dv.get("status") or {}
         name = str(dv["metadata"]["name"])
         annotations = ((pvc or {}).get("metadata") or {}).get("annotations") or {}
+        conditions = dvc.dv_conditions(name, phase, pvc, pod, failure)
         status: dict[str, Any] = {
             "phase": phase,
-            "progress": "100.0%" if phase == "Succeeded" else old.get("progress") or "N/A",
+            "progress": "100.0%" if phase == "Succeeded" else progress or old.get("progress") or "N/A",
             "restartCount": int(annotations.get(dvc.POD_RESTARTS) or old.get("restartCount") or 0),
-            "conditions": _merge_conditions(old.get("conditions") or [], dvc.dv_conditions(name, phase, pvc, pod)),
+            "conditions": _merge_conditions(old.get("conditions") or [], conditions),
         }
         if pvc is not None:
             status["claimName"] = pvc["metadata"]["name"]
@@ -181,7 +214,8 @@ class DataVolumeController:
         body["status"] = dict(old, **status)
         try:
             await self.client.update_status(DATA_VOLUMES, body)
-        except NotFound:
+        except (NotFound, Conflict):
+            # A newer DataVolume is on its way through the informer; its event (or the progress poll) comes back.
             return
 
 

@@ -1,22 +1,30 @@
-"""`pykubevirt cdi-importer`: the importer pod's process, after CDI's `cmd/cdi-importer` for `blank` and clones.
+"""`pykubevirt cdi-importer`: the importer pod's process, after CDI's `cmd/cdi-importer` (blank, pvc clone, http).
 
 It finds its volumes through PYKUBEVIRT_MOUNTS: the target claim at /data (`disk.img`) or /dev/cdi-block-volume,
 a clone's source claim at /source. Blank filesystem volumes get a sparse raw `disk.img` of the usable space
-(the claim's size less CDI's filesystem overhead); clones are copied with `qemu-img convert` and then grown to
-the usable space, never shrunk. Failures exit 1 with `Unable to process data: …`, and the pod restarts (OnFailure).
+(the claim's size less CDI's filesystem overhead); clones and http images are converted to raw with
+`qemu-img convert` and then grown to the usable space, never shrunk. The image is written to a hidden sibling and
+renamed to `disk.img` only once complete. Progress is printed as CDI's metric line (see import_progress).
+Failures exit 1 with `Unable to process data: …`, and the pod restarts (OnFailure): that is CDI's retry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from pykubevirt.api import pod_layout
 from pykubevirt.api.volume_binding import to_bytes
+from pykubevirt.storage import http_source
 from pykubevirt.storage.datavolume_claim import DATA_DIR, SOURCE_DIR, usable_space
+from pykubevirt.storage.import_progress import FAILURE_PREFIX, QEMU_PROGRESS, ProgressReporter
 
 DISK_IMG = "disk.img"
 BLOCK_DEVICE = "/dev/cdi-block-volume"
@@ -45,6 +53,93 @@ def _target(mounts: dict[str, str]) -> tuple[Path, bool]:
     return Path(mounts[DATA_DIR]) / DISK_IMG, False
 
 
+def _too_large(needed: int, usable: int) -> ImporterError:
+    return ImporterError(
+        f"virtual image size {needed} is larger than the reported available storage {usable}. A larger PVC is required"
+    )
+
+
+def _convert(source: Path, fmt: str, dest: Path, on_progress: Callable[[float], None]) -> None:
+    """qemu-img convert to raw, reporting its `-p` percentages; qemu-img's own words on failure."""
+    argv = ["qemu-img", "convert", "-t", "writeback", "-p", "-f", fmt, "-O", "raw", str(source), str(dest)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    pending = b""
+    while chunk := os.read(process.stdout.fileno(), 4096):
+        pending += chunk
+        *done, pending = re.split(rb"[\r\n]", pending)
+        for line in done:
+            if found := QEMU_PROGRESS.search(line.decode(errors="replace")):
+                on_progress(float(found.group(1)))
+    stderr = process.stderr.read().decode(errors="replace").strip()
+    if process.wait() != 0:
+        raise ImporterError(f"qemu-img convert failed: {stderr}")
+
+
+def _image_info(path: Path, fmt: str) -> dict[str, object]:
+    info = json.loads(_qemu_img("info", "--output=json", "-f", fmt, str(path)))
+    if info.get("backing-filename"):
+        raise ImporterError(f"Image {path.name} is invalid because it has a backing file")
+    return dict(info)
+
+
+def _finish(partial: Path, target: Path, usable: int) -> None:
+    """Grow to the usable space (never shrink), make it durable, and only then call it disk.img."""
+    if usable > _virtual_size(partial):
+        _qemu_img("resize", "-f", "raw", str(partial), str(usable))
+    os.chmod(partial, 0o660)
+    with open(partial, "rb+") as image:
+        os.fsync(image.fileno())
+    os.replace(partial, target)
+
+
+def _import_http(environ: dict[str, str], mounts: dict[str, str], target: Path, block: bool, usable: int) -> None:
+    url = environ.get("IMPORTER_ENDPOINT", "")
+    if not url.startswith(("http://", "https://")):
+        raise ImporterError(f"unsupported endpoint {url!r}: only http and https")
+    work = Path(tempfile.mkdtemp(prefix="cdi-scratch-")) if block else target.parent
+    download_path = work / f".{DISK_IMG}.download"
+    partial = target if block else target.with_name(f".{target.name}.partial")
+    with ProgressReporter(environ.get("OWNER_UID", "")) as progress:
+        try:
+            download = http_source.open_url(url, environ, mounts)
+            try:
+                fmt, stream, close = http_source.unwrap(download)
+                # Conversion is the second half of the work when there is one.
+                share = 100.0 if fmt == "raw" else 50.0
+
+                def on_chunk(_: int) -> None:
+                    if download.total:
+                        progress.set(share * download.read / download.total)
+
+                if fmt == "raw" and not block:
+                    written = http_source.write_sparse(stream, partial, usable, on_chunk)
+                    if written > usable:
+                        raise _too_large(download.total or written, usable)
+                else:
+                    http_source.write_sparse(stream, download_path, 1 << 62, on_chunk)
+                close()
+            finally:
+                download.stream.close()
+            if fmt != "raw" or block:
+                needed = int(str(_image_info(download_path, fmt)["virtual-size"]))
+                if needed > usable:
+                    raise _too_large(needed, usable)
+                _convert(download_path, fmt, partial, lambda p: progress.set(100.0 - share + share * p / 100))
+            if not block:
+                _finish(partial, target, usable)
+            progress.set(100.0)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                download_path.unlink()
+            if not block:
+                with contextlib.suppress(FileNotFoundError):
+                    partial.unlink()
+            if block:
+                with contextlib.suppress(OSError):
+                    work.rmdir()
+
+
 def import_volume(environ: dict[str, str]) -> str:
     """Fill the target volume as IMPORTER_SOURCE says; returns the completion message."""
     mounts = pod_layout.mounts_from_env(environ)
@@ -62,6 +157,12 @@ def import_volume(environ: dict[str, str]) -> str:
         if not block:
             _qemu_img("create", "-f", "raw", str(target), str(usable))
         return "Import Complete"
+    if source == "http":
+        try:
+            _import_http(environ, mounts, target, block, usable)
+        except http_source.SourceError as exc:
+            raise ImporterError(str(exc)) from exc
+        return "Import Complete"
     if source != "pvc":
         raise ImporterError(f"unknown source {source}")
     if SOURCE_DIR not in mounts:
@@ -70,26 +171,20 @@ def import_volume(environ: dict[str, str]) -> str:
     origin = origin / DISK_IMG if origin.is_dir() else origin
     needed = _virtual_size(origin)
     if needed > usable:
-        raise ImporterError(
-            f"virtual image size {needed} is larger than the reported available storage {usable}. "
-            "A larger PVC is required"
-        )
+        raise _too_large(needed, usable)
     partial = target.with_name(f".{target.name}.partial") if not block else target
     _qemu_img("convert", "-p", "-O", "raw", str(origin), str(partial))
     if not block:
-        if usable > _virtual_size(partial):
-            _qemu_img("resize", "-f", "raw", str(partial), str(usable))
-        os.chmod(partial, 0o660)
         # Only a complete copy becomes disk.img, so a failed clone never leaves a good-looking image behind.
-        os.replace(partial, target)
+        _finish(partial, target, usable)
     return "Clone Complete"
 
 
 def run() -> int:
     try:
         message = import_volume(dict(os.environ))
-    except (ImporterError, OSError, ValueError) as exc:
-        print(f"Unable to process data: {exc}", file=sys.stderr, flush=True)
+    except (ImporterError, OSError, ValueError, EOFError) as exc:
+        print(f"{FAILURE_PREFIX}{exc}", file=sys.stderr, flush=True)
         return 1
     print(json.dumps({"scratchSpaceRequired": False, "preallocationApplied": False, "message": message}), flush=True)
     return 0

@@ -1,0 +1,302 @@
+"""DataVolume http imports end to end without a guest: a real API server process, the storage controller (PV and
+DataVolume controllers) as virt-controller's identity, the scheduler, and a real node agent running the importer
+pod's `pykubevirt cdi-importer` process, against an HTTP server this module starts on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.server
+import itertools
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from pykubevirt.api.quantity import MI
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.errors import NotFound
+from pykubevirt.client.resources import DATA_VOLUMES, NAMESPACES, NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
+from pykubevirt.node.agent import NodeAgent
+from pykubevirt.node.image_store import ImageStore
+from pykubevirt.node.scheduler import Scheduler
+from pykubevirt.storage.app import StorageController
+from tests.support.apiserver_process import APIServerProcess, kubectl
+from tests.support.control_plane import client_for
+from tests.support.node_agent_process import kill_leftover_pods
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+Handler = Callable[[http.server.BaseHTTPRequestHandler], None]
+
+
+@dataclass
+class ImageServer:
+    """A loopback HTTP server answering each path with the next of its handlers (the last one repeats)."""
+
+    routes: dict[str, list[Handler]] = field(default_factory=dict)
+    hits: dict[str, int] = field(default_factory=dict)
+    port: int = 0
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    def serve(self, path: str, *handlers: Handler) -> str:
+        self.routes[path] = list(handlers)
+        return self.url(path)
+
+
+def send(body: bytes, rate: int = 0) -> Handler:
+    """Answer 200 with `body`, at `rate` bytes a second when given (a slow source)."""
+
+    def handle(request: http.server.BaseHTTPRequestHandler) -> None:
+        request.send_response(200)
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        step = max(rate // 10, 1) if rate else len(body)
+        for offset in range(0, len(body), step):
+            request.wfile.write(body[offset : offset + step])
+            request.wfile.flush()
+            if rate:
+                time.sleep(0.1)  # the server's pace, not a wait in the test
+
+    return handle
+
+
+def status(code: int) -> Handler:
+    def handle(request: http.server.BaseHTTPRequestHandler) -> None:
+        request.send_error(code)
+
+    return handle
+
+
+@pytest.fixture(scope="module")
+def image_server() -> Iterator[ImageServer]:
+    server = ImageServer()
+
+    class Handle(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.lstrip("/")
+            handlers = server.routes.get(path)
+            if not handlers:
+                self.send_error(404)
+                return
+            count = server.hits.get(path, 0)
+            server.hits[path] = count + 1
+            handlers[min(count, len(handlers) - 1)](self)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handle)
+    server.port = httpd.server_address[1]
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@dataclass
+class Env:
+    server: APIServerProcess
+    admin: KubeClient
+    root: Path
+
+    async def namespace(self) -> str:
+        name = f"dvi-{uuid.uuid4().hex[:6]}"
+        await self.admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        return name
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
+    root = tmp_path_factory.mktemp("dv-import")
+    server = APIServerProcess(root / "apiserver").start()
+    admin = client_for(server)
+    agent = NodeAgent(client_for(server), "dv-node", root / "node", ImageStore(root / "images"), heartbeat_interval=1.0)
+    await agent.start()
+    storage = StorageController(client_for(server, "virt-controller"), root / "volumes")
+    scheduler = Scheduler(client_for(server, "scheduler"))
+    tasks = [asyncio.create_task(storage.run()), asyncio.create_task(scheduler.run())]
+    informers = [*storage.informers, *scheduler.controller.informers]
+    await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in informers)), 30)
+    try:
+        yield Env(server, admin, root)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await agent.stop()
+        kill_leftover_pods(root / "node")
+        with contextlib.suppress(NotFound):
+            await admin.delete(NODES, "dv-node")
+        for client in (storage.client, scheduler.client, agent.client, admin):
+            await client.close()
+        server.stop()
+
+
+def http_dv(name: str, url: str, size: str = "32Mi") -> Object:
+    return {
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "source": {"http": {"url": url, "extraHeaders": ["X-Test: dv"]}},
+            "storage": {"resources": {"requests": {"storage": size}}},
+        },
+    }
+
+
+def running_condition(dv: Object) -> dict[str, Any]:
+    return next(c for c in (dv.get("status") or {}).get("conditions") or [] if c["type"] == "Running")
+
+
+async def volume_dir(admin: KubeClient, namespace: str, claim: str) -> Path:
+    pvc = await admin.get(PERSISTENT_VOLUME_CLAIMS, claim, namespace)
+    pv = await admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"])
+    return Path(pv["spec"]["hostPath"]["path"])
+
+
+def qemu_img(*args: str) -> None:
+    subprocess.run(["qemu-img", *args], check=True, capture_output=True)
+
+
+def pattern(size: int) -> bytes:
+    """Data that is not all zeros in every MiB, so a sparse copy still has to carry it."""
+    block = bytes(range(256)) * 4096
+    return (block * (size // len(block) + 1))[:size]
+
+
+async def test_a_slow_http_import_goes_through_its_phases_with_progress_at_least_every_2s(
+    env: Env, image_server: ImageServer, tmp_path: Path
+) -> None:
+    ns = await env.namespace()
+    body = pattern(6 * MI)
+    url = image_server.serve(f"{ns}/slow.img", send(body, rate=MI))
+    seen: list[tuple[float, str, str]] = []
+
+    async def record() -> None:
+        async for event in env.admin.watch(DATA_VOLUMES, ns, timeout_seconds=120):
+            status_ = event.object.get("status") or {}
+            seen.append((time.monotonic(), str(status_.get("phase", "")), str(status_.get("progress", ""))))
+            if status_.get("phase") == "Succeeded":
+                return
+
+    watcher = asyncio.create_task(record())
+    await env.admin.create(DATA_VOLUMES, http_dv("slow", url), ns)
+    await asyncio.wait_for(watcher, 120)
+
+    phases = [phase for _, phase, _ in seen]
+    assert phases[0] in ("", "Pending")
+    assert "ImportInProgress" in phases and phases[-1] == "Succeeded"
+    assert phases.index("ImportInProgress") < phases.index("Succeeded")
+    progress = [(at, float(p.rstrip("%"))) for at, phase, p in seen if phase == "ImportInProgress" and p != "N/A"]
+    values = [v for _, v in progress]
+    assert values == sorted(values), values
+    assert len({v for v in values if 0 < v < 100}) >= 3, seen
+    changes = [at for i, (at, v) in enumerate(progress) if i == 0 or v != progress[i - 1][1]]
+    gaps = [b - a for a, b in itertools.pairwise(changes)]
+    # The importer prints every 0.5 s and the controller reads it every 1 s; a poll's latency may add to the 2 s.
+    assert max(gaps) <= 2.5, gaps
+    assert seen[-1][2] == "100.0%"
+
+    image = (await volume_dir(env.admin, ns, "slow")) / "disk.img"
+    with image.open("rb") as disk:
+        assert disk.read(len(body)) == body
+    assert image.stat().st_size >= 30 * MI  # grown to the usable space
+    table = (await asyncio.to_thread(kubectl, env.server, tmp_path / "home", "get", "dv", "slow", "-n", ns)).stdout
+    assert table.split("\n")[0].split() == ["NAME", "PHASE", "PROGRESS", "RESTARTS", "AGE"]
+    assert table.split("\n")[1].split()[:4] == ["slow", "Succeeded", "100.0%", "0"]
+
+
+async def test_an_import_retries_after_404_and_500_then_succeeds(
+    env: Env, image_server: ImageServer, tmp_path: Path
+) -> None:
+    ns = await env.namespace()
+    raw = tmp_path / "disk.raw"
+    raw.write_bytes(pattern(2 * MI))
+    qcow2 = tmp_path / "disk.qcow2"
+    qemu_img("convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2))
+    url = image_server.serve(f"{ns}/flaky.qcow2", status(404), status(500), send(qcow2.read_bytes()))
+    messages: list[str] = []
+
+    async def record() -> None:
+        async for event in env.admin.watch(DATA_VOLUMES, ns, timeout_seconds=120):
+            with contextlib.suppress(StopIteration):
+                messages.append(running_condition(event.object).get("message", ""))
+            if (event.object.get("status") or {}).get("phase") == "Succeeded":
+                return
+
+    watcher = asyncio.create_task(record())
+    await env.admin.create(DATA_VOLUMES, http_dv("flaky", url), ns)
+    await asyncio.wait_for(watcher, 120)
+
+    dv = await env.admin.get(DATA_VOLUMES, "flaky", ns)
+    assert dv["status"]["restartCount"] >= 2
+    assert image_server.hits[f"{ns}/flaky.qcow2"] == 3
+    # The first restart comes at once (the kubelet's back-off starts at the second), so only the 500 is sure to show.
+    assert "Unable to process data: expected status code 200, got 500. Status: 500 Internal Server Error" in messages
+    with ((await volume_dir(env.admin, ns, "flaky")) / "disk.img").open("rb") as disk:
+        assert disk.read(2 * MI) == raw.read_bytes()
+
+
+async def failing_import(env: Env, ns: str, name: str, url: str, size: str, expected: str) -> Object:
+    """Create the DV and wait until its importer's failure shows; the DV stays in ImportInProgress (CDI retries)."""
+    await env.admin.create(DATA_VOLUMES, http_dv(name, url, size), ns)
+
+    async def failed() -> Object | None:
+        dv = await env.admin.get(DATA_VOLUMES, name, ns)
+        with contextlib.suppress(StopIteration):
+            if expected in running_condition(dv).get("message", ""):
+                return dv
+        return None
+
+    dv = await eventually(failed, timeout=60)
+    assert dv["status"]["phase"] == "ImportInProgress"
+    running = running_condition(dv)
+    assert (running["status"], running["reason"]) == ("False", "Error")
+    assert running["message"].startswith("Unable to process data: ")
+    leftovers = sorted(p.name for p in (await volume_dir(env.admin, ns, name)).iterdir())
+    assert leftovers == [], leftovers  # no disk.img, no partial image
+    return dv
+
+
+async def test_an_unreachable_url_keeps_the_dv_importing_with_the_importers_message(env: Env) -> None:
+    ns = await env.namespace()
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/disk.img"  # bound, never listening: refused
+        await failing_import(env, ns, "unreachable", url, "16Mi", f'Get "{url}"')
+    dv = await env.admin.get(DATA_VOLUMES, "unreachable", ns)
+    assert "Connection refused" in running_condition(dv)["message"]
+
+
+async def test_a_corrupt_image_fails_with_qemu_imgs_reason(env: Env, image_server: ImageServer) -> None:
+    ns = await env.namespace()
+    url = image_server.serve(f"{ns}/corrupt.qcow2", send(b"QFI\xfb" + b"\xff" * 4092))
+    dv = await failing_import(env, ns, "corrupt", url, "16Mi", "qemu-img")
+    assert "qemu-img info failed: qemu-img: Could not open" in running_condition(dv)["message"]
+
+
+async def test_an_image_larger_than_the_volume_is_refused_with_cdis_message(
+    env: Env, image_server: ImageServer, tmp_path: Path
+) -> None:
+    ns = await env.namespace()
+    big = tmp_path / "big.qcow2"
+    qemu_img("create", "-f", "qcow2", str(big), "64M")
+    url = image_server.serve(f"{ns}/big.qcow2", send(big.read_bytes()))
+    expected = (
+        f"virtual image size {64 * MI} is larger than the reported available storage {16 * MI}. "
+        "A larger PVC is required"
+    )
+    await failing_import(env, ns, "big", url, "16Mi", expected)

@@ -1,0 +1,135 @@
+"""The importer's http source on its own (`import_volume` with CDI's environment), against a loopback HTTP server:
+the compressed and archived layouts CDI unwraps, extra headers and basic credentials, the raw size check."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import http.server
+import io
+import json
+import lzma
+import subprocess
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykubevirt.api.quantity import MI
+from pykubevirt.storage.importer import ImporterError, import_volume
+
+PAYLOAD = bytes(range(256)) * 4096 * 3  # 3 MiB
+
+
+@pytest.fixture(scope="module")
+def files() -> Iterator[tuple[str, dict[str, bytes], list[dict[str, str]]]]:
+    """(base URL, path → body, the headers of each request)."""
+    bodies: dict[str, bytes] = {}
+    seen: list[dict[str, str]] = []
+
+    class Handle(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(dict(self.headers.items()))
+            body = bodies.get(self.path.lstrip("/"))
+            if body is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handle)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", bodies, seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def tar_of(name: str, data: bytes) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def qcow2_of(tmp: Path, data: bytes) -> bytes:
+    raw, qcow2 = tmp / "src.raw", tmp / "src.qcow2"
+    raw.write_bytes(data)
+    subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2)], check=True)
+    return qcow2.read_bytes()
+
+
+def environ(data_dir: Path, url: str, size: str = "16Mi", **extra: str) -> dict[str, str]:
+    return {
+        "PYKUBEVIRT_MOUNTS": json.dumps({"/data": str(data_dir)}),
+        "IMPORTER_SOURCE": "http",
+        "IMPORTER_ENDPOINT": url,
+        "IMPORTER_IMAGE_SIZE": size,
+        "FILESYSTEM_OVERHEAD": "0.06",
+        "OWNER_UID": "uid-1",
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("layout", ["raw", "iso", "qcow2", "qcow2.gz", "raw.xz", "qcow2.tar", "raw.tar.gz"])
+def test_each_layout_becomes_the_same_raw_disk(
+    layout: str, files: tuple[str, dict[str, bytes], list[dict[str, str]]], tmp_path: Path
+) -> None:
+    base, bodies, _ = files
+    body = qcow2_of(tmp_path, PAYLOAD) if layout.startswith("qcow2") else PAYLOAD
+    for wrapper in layout.split(".")[1:]:
+        body = {"gz": gzip.compress, "xz": lzma.compress, "tar": lambda b: tar_of("disk.img", b)}[wrapper](body)
+    bodies[f"{tmp_path.name}/{layout}"] = body
+    data = tmp_path / "data"
+    data.mkdir()
+    assert import_volume(environ(data, f"{base}/{tmp_path.name}/{layout}")) == "Import Complete"
+    assert sorted(p.name for p in data.iterdir()) == ["disk.img"]
+    disk = data / "disk.img"
+    with disk.open("rb") as image:
+        assert image.read(len(PAYLOAD)) == PAYLOAD
+    # 16Mi less CDI's 6 % overhead, rounded down to 1 MiB.
+    assert disk.stat().st_size == 15 * MI
+
+
+def test_extra_headers_and_basic_credentials_are_sent(
+    files: tuple[str, dict[str, bytes], list[dict[str, str]]], tmp_path: Path
+) -> None:
+    base, bodies, seen = files
+    bodies["auth.img"] = PAYLOAD
+    data = tmp_path / "data"
+    data.mkdir()
+    env = environ(
+        data,
+        f"{base}/auth.img",
+        IMPORTER_EXTRA_HEADER_0="X-First: one",
+        IMPORTER_ACCESS_KEY_ID="user",
+        IMPORTER_SECRET_KEY="secret",
+    )
+    import_volume(env)
+    assert seen[-1]["X-First"] == "one"
+    assert seen[-1]["Authorization"] == "Basic " + base64.b64encode(b"user:secret").decode()
+
+
+def test_a_raw_image_larger_than_the_volume_is_refused_and_nothing_is_left(
+    files: tuple[str, dict[str, bytes], list[dict[str, str]]], tmp_path: Path
+) -> None:
+    base, bodies, _ = files
+    bodies["big.img"] = PAYLOAD * 2
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(ImporterError) as failure:
+        import_volume(environ(data, f"{base}/big.img", size="4Mi"))
+    usable = 3 * MI  # 4Mi / 1.06 rounded down to 1 MiB
+    assert str(failure.value) == (
+        f"virtual image size {6 * MI} is larger than the reported available storage {usable}. A larger PVC is required"
+    )
+    assert list(data.iterdir()) == []
