@@ -111,6 +111,7 @@ class Env:
     server: APIServerProcess
     admin: KubeClient
     root: Path
+    images: ImageStore
 
     async def namespace(self) -> str:
         name = f"dvi-{uuid.uuid4().hex[:6]}"
@@ -123,7 +124,8 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     root = tmp_path_factory.mktemp("dv-import")
     server = APIServerProcess(root / "apiserver").start()
     admin = client_for(server)
-    agent = NodeAgent(client_for(server), "dv-node", root / "node", ImageStore(root / "images"), heartbeat_interval=1.0)
+    images = ImageStore(root / "images")
+    agent = NodeAgent(client_for(server), "dv-node", root / "node", images, heartbeat_interval=1.0)
     await agent.start()
     storage = StorageController(client_for(server, "virt-controller"), root / "volumes")
     scheduler = Scheduler(client_for(server, "scheduler"))
@@ -131,7 +133,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     informers = [*storage.informers, *scheduler.controller.informers]
     await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in informers)), 30)
     try:
-        yield Env(server, admin, root)
+        yield Env(server, admin, root, images)
     finally:
         for task in tasks:
             task.cancel()
@@ -300,3 +302,21 @@ async def test_an_image_larger_than_the_volume_is_refused_with_cdis_message(
         "A larger PVC is required"
     )
     await failing_import(env, ns, "big", url, "16Mi", expected)
+
+
+async def test_a_registry_import_of_a_local_image_reads_it_from_the_nodes_store(env: Env, tmp_path: Path) -> None:
+    ns = await env.namespace()
+    raw, qcow2 = tmp_path / "disk.raw", tmp_path / "disk.qcow2"
+    raw.write_bytes(pattern(2 * MI))
+    qemu_img("convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2))
+    env.images.import_file("pykubevirt.local/dv-disk:1.0", qcow2)
+    dv = http_dv("local", "")
+    dv["spec"]["source"] = {"registry": {"url": "docker://pykubevirt.local/dv-disk:1.0"}}
+    await env.admin.create(DATA_VOLUMES, dv, ns)
+
+    async def succeeded() -> bool:
+        return (await env.admin.get(DATA_VOLUMES, "local", ns)).get("status", {}).get("phase") == "Succeeded"
+
+    await eventually(succeeded, timeout=60)
+    with ((await volume_dir(env.admin, ns, "local")) / "disk.img").open("rb") as disk:
+        assert disk.read(2 * MI) == raw.read_bytes()

@@ -3,7 +3,7 @@
 Upstream (containerized-data-importer): `pkg/controller/datavolume/util.go` (renderPvcSpec, pvcFromStorage),
 `pkg/controller/datavolume/controller-base.go` (newPersistentVolumeClaim, updateStatus),
 `pkg/controller/datavolume/conditions.go`, `pkg/controller/import-controller.go` (makeImporterPodSpec) and
-`pkg/util/util.go` (GetRequiredSpace). Sources handled here: `blank`, `http` and `pvc` (host-assisted clone).
+`pkg/util/util.go` (GetRequiredSpace). Sources: `blank`, `http`, `registry` and `pvc` (host-assisted clone).
 """
 
 from __future__ import annotations
@@ -104,6 +104,10 @@ def new_claim(dv: Mapping[str, Any], source_request: str = "") -> dict[str, Any]
     elif kind == "http":
         annotations[IMPORT_SOURCE] = "http"
         annotations.update(import_sources.http_annotations((dv.get("spec") or {}).get("source", {}).get("http") or {}))
+    elif kind == "registry":
+        annotations[IMPORT_SOURCE] = "registry"
+        source_spec = (dv.get("spec") or {}).get("source", {}).get("registry") or {}
+        annotations.update(import_sources.registry_annotations(source_spec))
     elif kind == "pvc":
         source = (dv.get("spec") or {}).get("source", {}).get("pvc") or {}
         annotations[CLONE_REQUEST] = f"{source.get('namespace') or meta.get('namespace')}/{source.get('name', '')}"
@@ -136,7 +140,7 @@ def importer_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any], source_claim: st
     name = str(meta.get("name", ""))
     claim_spec_ = pvc.get("spec") or {}
     kind = source_kind(dv)
-    source = {"blank": "none", "http": "http"}.get(kind, "pvc")
+    source = {"blank": "none", "http": "http", "registry": "registry"}.get(kind, "pvc")
     env = [
         {"name": "IMPORTER_SOURCE", "value": source},
         {"name": "IMPORTER_CONTENTTYPE", "value": "kubevirt"},
@@ -153,11 +157,10 @@ def importer_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any], source_claim: st
     ]
     volumes = [{"name": "cdi-data-vol", "persistentVolumeClaim": {"claimName": name}}]
     mounts: list[dict[str, Any]] = [{"name": "cdi-data-vol", "mountPath": DATA_DIR}]
-    if kind == "http":
-        extra_env, extra_volumes, extra_mounts = import_sources.http_pod_parts(meta.get("annotations") or {})
-        env.extend(extra_env)
-        volumes.extend(extra_volumes)
-        mounts.extend(extra_mounts)
+    parts = import_sources.pod_parts(kind, meta.get("annotations") or {})
+    env.extend(parts.env)
+    volumes.extend(parts.volumes)
+    mounts.extend(parts.mounts)
     if source_claim:
         volumes.append(
             {"name": "cdi-source-vol", "persistentVolumeClaim": {"claimName": source_claim, "readOnly": True}}
@@ -198,6 +201,7 @@ def importer_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any], source_claim: st
             "restartPolicy": "OnFailure",
             "enableServiceLinks": False,
             "containers": [container],
+            **({"initContainers": parts.init_containers} if parts.init_containers else {}),
             "volumes": volumes,
         },
     }

@@ -1,4 +1,4 @@
-"""A CDI-compatible DataVolume controller for the embedded cluster (`blank`, `http` and host-assisted `pvc` clones).
+"""A CDI-compatible DataVolume controller for the embedded cluster (blank, http, registry, pvc clones).
 
 As CDI's legacy (non-populator) path without the HonorWaitForFirstConsumer gate: the DataVolume's claim is created
 with the import annotations, an importer pod that mounts it (and, for a clone, the source claim) is its first
@@ -27,7 +27,7 @@ from pykubevirt.storage import import_progress
 
 log = logging.getLogger("pykubevirt.storage.datavolume")
 
-SUPPORTED_SOURCES = ("blank", "http", "pvc")
+SUPPORTED_SOURCES = ("blank", "http", "registry", "pvc")
 PROGRESS_POLL_SECONDS = 1.0
 LOG_TAIL_LINES = "40"
 

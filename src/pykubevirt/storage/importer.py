@@ -1,11 +1,12 @@
-"""`pykubevirt cdi-importer`: the importer pod's process, after CDI's `cmd/cdi-importer` (blank, pvc clone, http).
+"""`pykubevirt cdi-importer`: the importer pod's process, after CDI's `cmd/cdi-importer` (blank, clone, http, registry).
 
 It finds its volumes through PYKUBEVIRT_MOUNTS: the target claim at /data (`disk.img`) or /dev/cdi-block-volume,
-a clone's source claim at /source. Blank filesystem volumes get a sparse raw `disk.img` of the usable space
-(the claim's size less CDI's filesystem overhead); clones and http images are converted to raw with
-`qemu-img convert` and then grown to the usable space, never shrunk. The image is written to a hidden sibling and
-renamed to `disk.img` only once complete. Progress is printed as CDI's metric line (see import_progress).
-Failures exit 1 with `Unable to process data: …`, and the pod restarts (OnFailure): that is CDI's retry.
+a clone's source claim at /source, a node-pulled registry image's disk under /shared. Blank filesystem volumes get
+a sparse raw `disk.img` of the usable space (the claim's size less CDI's filesystem overhead); clones, http and
+registry images (see http_source, registry_source) are converted to raw with `qemu-img convert` and then grown to
+the usable space, never shrunk. The image is written to a hidden sibling and renamed to `disk.img` only once
+complete. Progress is printed as CDI's metric line (see import_progress). Failures exit 1 with
+`Unable to process data: …`, and the pod restarts (OnFailure): that is CDI's retry.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from pykubevirt.api import pod_layout
 from pykubevirt.api.volume_binding import to_bytes
-from pykubevirt.storage import http_source
+from pykubevirt.storage import http_source, registry_source
 from pykubevirt.storage.datavolume_claim import DATA_DIR, SOURCE_DIR, usable_space
 from pykubevirt.storage.import_progress import FAILURE_PREFIX, QEMU_PROGRESS, ProgressReporter
 
@@ -140,6 +142,31 @@ def _import_http(environ: dict[str, str], mounts: dict[str, str], target: Path, 
                     work.rmdir()
 
 
+def _import_registry(environ: dict[str, str], mounts: dict[str, str], target: Path, block: bool, usable: int) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix=".registry-", dir=None if block else target.parent))
+    partial = target if block else target.with_name(f".{target.name}.partial")
+    with ProgressReporter(environ.get("OWNER_UID", "")) as progress:
+        try:
+            if registry_source.SHARED_DIR in mounts:
+                disk = registry_source.node_disk(Path(mounts[registry_source.SHARED_DIR]))
+            else:
+                disk = registry_source.pull_disk(environ.get("IMPORTER_ENDPOINT", ""), environ, mounts, scratch)
+            with open(disk, "rb") as head:
+                fmt = http_source.qemu_format(head.read(http_source.HEAD_BYTES))
+            needed = int(str(_image_info(disk, fmt)["virtual-size"]))
+            if needed > usable:
+                raise _too_large(needed, usable)
+            _convert(disk, fmt, partial, progress.set)
+            if not block:
+                _finish(partial, target, usable)
+            progress.set(100.0)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            if not block:
+                with contextlib.suppress(FileNotFoundError):
+                    partial.unlink()
+
+
 def import_volume(environ: dict[str, str]) -> str:
     """Fill the target volume as IMPORTER_SOURCE says; returns the completion message."""
     mounts = pod_layout.mounts_from_env(environ)
@@ -161,6 +188,12 @@ def import_volume(environ: dict[str, str]) -> str:
         try:
             _import_http(environ, mounts, target, block, usable)
         except http_source.SourceError as exc:
+            raise ImporterError(str(exc)) from exc
+        return "Import Complete"
+    if source == "registry":
+        try:
+            _import_registry(environ, mounts, target, block, usable)
+        except registry_source.RegistryError as exc:
             raise ImporterError(str(exc)) from exc
         return "Import Complete"
     if source != "pvc":

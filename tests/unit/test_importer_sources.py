@@ -1,5 +1,6 @@
-"""The importer's http source on its own (`import_volume` with CDI's environment), against a loopback HTTP server:
-the compressed and archived layouts CDI unwraps, extra headers and basic credentials, the raw size check."""
+"""The importer's http and registry sources on their own (`import_volume` with CDI's environment): against a
+loopback HTTP server, the compressed and archived layouts CDI unwraps, extra headers and basic credentials, the raw
+size check; containerDisk images through the real skopeo (oci-archive) and from a node's shared directory."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 
 from pykubevirt.api.quantity import MI
 from pykubevirt.storage.importer import ImporterError, import_volume
+from tests.unit.test_image_store import oci_image
 
 PAYLOAD = bytes(range(256)) * 4096 * 3  # 3 MiB
 
@@ -133,3 +135,51 @@ def test_a_raw_image_larger_than_the_volume_is_refused_and_nothing_is_left(
         f"virtual image size {6 * MI} is larger than the reported available storage {usable}. A larger PVC is required"
     )
     assert list(data.iterdir()) == []
+
+
+def registry_environ(data_dir: Path, endpoint: str, shared: Path | None = None) -> dict[str, str]:
+    mounts = {"/data": str(data_dir), **({"/shared": str(shared)} if shared else {})}
+    return {**environ(data_dir, endpoint), "IMPORTER_SOURCE": "registry", "PYKUBEVIRT_MOUNTS": json.dumps(mounts)}
+
+
+def test_a_registry_image_is_pulled_with_skopeo_and_its_disk_converted(tmp_path: Path) -> None:
+    layout = tmp_path / "layout"
+    qcow2 = qcow2_of(tmp_path, PAYLOAD)
+    oci_image(layout, "v1", [("disk/", None, ""), ("disk/rhel.qcow2", qcow2, "")])
+    archive = tmp_path / "image.tar"
+    with tarfile.open(archive, "w") as out:
+        for child in sorted(layout.iterdir()):
+            out.add(child, arcname=child.name)
+    data = tmp_path / "data"
+    data.mkdir()
+    assert import_volume(registry_environ(data, f"oci-archive://{archive}")) == "Import Complete"
+    assert sorted(p.name for p in data.iterdir()) == ["disk.img"]
+    with (data / "disk.img").open("rb") as image:
+        assert image.read(len(PAYLOAD)) == PAYLOAD
+
+
+def test_a_registry_image_without_a_disk_is_refused_with_kubevirts_message(tmp_path: Path) -> None:
+    layout = tmp_path / "layout"
+    oci_image(layout, "v1", [("etc/", None, ""), ("etc/motd", b"hello", "")])
+    archive = tmp_path / "image.tar"
+    with tarfile.open(archive, "w") as out:
+        for child in sorted(layout.iterdir()):
+            out.add(child, arcname=child.name)
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(ImporterError, match="no file found in folder /disk, no disk present"):
+        import_volume(registry_environ(data, f"oci-archive://{archive}"))
+    assert list(data.iterdir()) == []
+
+
+def test_a_node_pulled_image_is_read_from_the_shared_directory(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    blob = tmp_path / "blob.qcow2"
+    blob.write_bytes(qcow2_of(tmp_path, PAYLOAD))
+    (shared / "disk.img").symlink_to(blob)
+    data = tmp_path / "data"
+    data.mkdir()
+    assert import_volume(registry_environ(data, "docker://pykubevirt.local/x:1", shared)) == "Import Complete"
+    with (data / "disk.img").open("rb") as image:
+        assert image.read(len(PAYLOAD)) == PAYLOAD
