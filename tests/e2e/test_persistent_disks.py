@@ -5,8 +5,11 @@ is still there after the VM restarts."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
 )
+from pykubevirt.handler.launcher_client import connectable
 from tests.e2e.test_vm_lifecycle import DEMO
 from tests.support.cluster import ClusterView
 from tests.support.waiting import eventually
@@ -201,3 +205,134 @@ async def test_data_volume_templates_clone_a_claim_and_add_a_blank_disk(kube: Cl
 def pod_runtime_xml(pod: dict[str, Any]) -> Path:
     """The domain XML the launcher wrote in its short runtime directory."""
     return Path(pod_layout.short_runtime_dir(pod["metadata"]["uid"])) / "domain.xml"
+
+
+class Console:
+    """The guest's serial console, held open while the test types, as `virtctl console` holds it."""
+
+    def __init__(self, kube: ClusterView, pod: dict[str, Any], vmi: dict[str, Any]) -> None:
+        self.kube, self.pod, self.vmi = kube, pod, vmi
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def __aenter__(self) -> Console:
+        path = pod_layout.serial_socket(
+            str(self.kube.node.pods_dir), self.pod["metadata"]["uid"], self.vmi["metadata"]["uid"]
+        )
+        _, self.writer = await asyncio.open_unix_connection(connectable(path))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.writer is not None
+        self.writer.close()
+        await self.writer.wait_closed()
+
+    async def type(self, line: str) -> None:
+        """One line, a few bytes at a time: the guest's UART takes 16 bytes at once and QEMU holds the rest."""
+        assert self.writer is not None
+        data = line.encode() + b"\n"
+        for start in range(0, len(data), 8):
+            self.writer.write(data[start : start + 8])
+            await self.writer.drain()
+            await asyncio.sleep(0.02)
+
+    async def answer(self, tag: str, command: str) -> str:
+        """Type `echo "<tag>:$(<command>):end"` and return what the shell printed between the markers."""
+        await self.type(f'echo "{tag}:$({command}):end"')
+        # The typed line is echoed too, with `$(` in it; the answer is the line without it.
+        pattern = re.compile(rf"{tag}:([^$:]*):end")
+        log = self.kube.serial_log(self.kube.node, self.pod, self.vmi)
+
+        async def answer() -> str | None:
+            found = pattern.findall(log.read_text(errors="replace"))
+            return found[-1] if found else None
+
+        try:
+            return await eventually(answer, timeout=60, interval=0.2)
+        except AssertionError:
+            raise AssertionError(
+                f"no {tag} answer on the console:\n{log.read_text(errors='replace')[-2000:]}"
+            ) from None
+
+    async def block_devices_until(self, tag: str, wanted: Callable[[list[str]], bool]) -> list[str]:
+        """Ask for /sys/block again until `wanted` holds: the guest scans a hotplugged disk on its own time."""
+        devices: list[str] = []
+        for attempt in range(30):
+            devices = (await self.answer(f"{tag}{attempt}", BLOCK_DEVICES)).split()
+            if wanted(devices):
+                return devices
+        raise AssertionError(f"/sys/block never became what {tag} wanted: {devices}")
+
+
+BLOCK_DEVICES = "ls /sys/block | tr '\\n' ' '"
+
+
+def blank_dv(name: str, size: str) -> dict[str, Any]:
+    """A blank DataVolume of class `shared` (Immediate: bound and filled before any pod uses it)."""
+    return {
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "source": {"blank": {}},
+            "storage": {
+                "storageClassName": "shared",
+                "accessModes": ["ReadWriteMany"],
+                "resources": {"requests": {"storage": size}},
+            },
+        },
+    }
+
+
+async def test_a_blank_disk_is_hotplugged_into_the_running_guest_then_unplugged(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    admin = kube.admin
+    vm = copy.deepcopy(DEMO)
+    vm["metadata"] = {"name": "hpvm"}
+    await admin.create(VIRTUAL_MACHINES, vm, ns)
+    await admin.create(DATA_VOLUMES, blank_dv("hp-blank", "16Mi"), ns)
+    vmi = await kube.wait_vmi_phase(ns, "hpvm", "Running", timeout=120)
+    pod = await kube.launcher_pod(vmi)
+    await kube.wait_serial(kube.node, pod, vmi, "pykubevirt-guest: ready", timeout=120)
+    async with Console(kube, pod, vmi) as console:
+        before = (await console.answer("before-plug", BLOCK_DEVICES)).split()
+        assert "sda" not in before and "vda" in before
+        await hotplug_and_unplug(kube, ns, console)
+    reasons = [reason for _, reason in await kube.events(ns, "hpvm")]
+    assert "VolumeReady" in reasons and "VolumeUnplugged" in reasons
+
+
+async def hotplug_and_unplug(kube: ClusterView, ns: str, console: Console) -> None:
+    """virtctl addvolume, the disk in the guest, virtctl removevolume, the disk gone."""
+    admin = kube.admin
+
+    async def succeeded() -> bool:
+        dv = await admin.get(DATA_VOLUMES, "hp-blank", ns)
+        return (dv.get("status") or {}).get("phase") == "Succeeded"
+
+    await eventually(succeeded, timeout=60, interval=0.5)
+    _, out, _ = await kube.run("virtctl", "-n", ns, "addvolume", "hpvm", "--volume-name=hp-blank", "--serial=hp0001")
+    assert out.strip() == "Successfully submitted add volume request to VM hpvm for volume hp-blank"
+
+    async def volume(phase: str | None) -> dict[str, Any] | None:
+        current = await kube.vmi(ns, "hpvm")
+        assert current is not None
+        entry = next((s for s in current["status"].get("volumeStatus") or [] if s["name"] == "hp-blank"), None)
+        if phase is None:
+            return current if entry is None else None
+        return entry if entry is not None and entry.get("phase") == phase else None
+
+    ready = await eventually(lambda: volume("Ready"), timeout=60, interval=0.5)
+    assert ready["target"] == "sda" and ready["hotplugVolume"] == {}
+    # Without --persist only the VMI has it: the VM's template is unchanged.
+    template = (await admin.get(VIRTUAL_MACHINES, "hpvm", ns))["spec"]["template"]["spec"]
+    assert [v["name"] for v in template["volumes"]] == ["rootdisk", "cloudinitdisk"]
+
+    # The guest sees a 16Mi SCSI disk appear.
+    await console.block_devices_until("after-plug", lambda devices: "sda" in devices)
+    assert await console.answer("sda-size", "cat /sys/block/sda/size") == str(16 * MI // 512)
+
+    _, out, _ = await kube.run("virtctl", "-n", ns, "removevolume", "hpvm", "--volume-name=hp-blank")
+    assert out.strip() == "Successfully submitted remove volume request to VM hpvm for volume hp-blank"
+    await eventually(lambda: volume(None), timeout=60, interval=0.5)
+    unplugged = await console.block_devices_until("after-unplug", lambda devices: "sda" not in devices)
+    assert "vda" in unplugged
