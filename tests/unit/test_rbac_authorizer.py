@@ -17,6 +17,7 @@ from pykubevirt.apiserver.authorization.impersonation import impersonate
 from pykubevirt.apiserver.authorization.rbac import Authorizer, Policy, rule_allows
 from pykubevirt.apiserver.object_api import UserInfo
 from pykubevirt.apiserver.security import CONTROLLER_USER, HANDLER_USER, SCHEDULER_USER, VIRT_API_USER
+from pykubevirt.virtapi.rbac_policy import kubevirt_policy
 
 AUTHENTICATED = "system:authenticated"
 
@@ -30,7 +31,7 @@ def _user(name: str, *groups: str) -> UserInfo:
 
 def _bootstrap_authorizer(*extra: dict[str, Any]) -> Authorizer:
     """The shipped policy with aggregated roles filled in, as the server runs it, plus `extra` objects."""
-    objects = [*bootstrap_policy(), *extra]
+    objects = [*bootstrap_policy(), *kubevirt_policy(), *extra]
     kinds: dict[str, list[dict[str, Any]]] = {
         "ClusterRole": [],
         "Role": [],
@@ -169,7 +170,7 @@ def test_role_binding_to_a_namespaced_role_and_service_account_subjects() -> Non
 
 
 def test_aggregation_reaches_admin_through_view_and_edit() -> None:
-    roles = [r for r in bootstrap_policy() if r["kind"] == "ClusterRole"]
+    roles = [r for r in (*bootstrap_policy(), *kubevirt_policy()) if r["kind"] == "ClusterRole"]
     filled = aggregate(roles)
     vm_read = {"apiGroups": [KV], "resources": ["virtualmachines", "virtualmachineinstances",
                "virtualmachineinstancepresets", "virtualmachineinstancereplicasets",

@@ -141,6 +141,7 @@ class EmbeddedAPIServer:
         self._cleanups: list[Callable[[], Awaitable[None]]] = []
         self._crd_manifests: list[dict[str, Any]] = []
         self._route_adders: list[Callable[[web.Application], None]] = []
+        self._policy: list[dict[str, Any]] = []
         self._startups: list[Callable[[], Awaitable[None]]] = []
         self._runner: web.AppRunner | None = None
         self.port = options.port
@@ -172,6 +173,10 @@ class EmbeddedAPIServer:
         """Install these CRDs at start (created, or updated when their spec changed)."""
         self._crd_manifests.extend(manifests)
 
+    def add_bootstrap_policy(self, objects: Iterable[dict[str, Any]]) -> None:
+        """Create these RBAC objects at start and keep them as shipped while they carry the autoupdate annotation."""
+        self._policy.extend(objects)
+
     def add_routes(self, add: Callable[[web.Application], None]) -> None:
         """Have `add` put its routes on the application before it serves."""
         self._route_adders.append(add)
@@ -194,7 +199,7 @@ class EmbeddedAPIServer:
                     {"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}},
                     ctx,
                 )
-        reconcile_bootstrap_policy(self.api, self.registry)
+        reconcile_bootstrap_policy(self.api, self.registry, self._policy)
         self.aggregation.sync()
 
     def build_app(self) -> web.Application:

@@ -17,6 +17,7 @@ from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.embedded_admission import KubeVirtAdmission
 from pykubevirt.virtapi.handler_client import HandlerClient
+from pykubevirt.virtapi.rbac_policy import kubevirt_policy
 from pykubevirt.virtapi.webhooks import add_webhook_routes
 
 KUBECONFIG_NAME = "virt-api.kubeconfig"
@@ -28,6 +29,7 @@ def extension(config: ClusterConfig) -> Extension:
     def install(server: EmbeddedAPIServer) -> None:
         admission = KubeVirtAdmission(server.store, server.registry, config)
         server.add_crds(crd_manifest(kind) for kind in ALL_KINDS)
+        server.add_bootstrap_policy(kubevirt_policy())
         server.add_admission(admission)
         # The webhook endpoints let a real kube-apiserver call the same chain (cluster mode, or tests of it).
         server.add_routes(lambda app: add_webhook_routes(app, admission.context))

@@ -1,4 +1,4 @@
-"""The roles and bindings the server creates at start (kube's bootstrap policy, KubeVirt's roles, the components').
+"""The roles and bindings the server creates at start: kube's bootstrap policy, plus what extensions hand in.
 
 Like kube-apiserver's RBAC post-start hook: missing objects are created, and objects still carrying the
 `rbac.authorization.kubernetes.io/autoupdate: "true"` annotation are brought back to the shipped rules and
@@ -8,8 +8,10 @@ subjects. Removing the annotation keeps an administrator's edits.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 import yaml
@@ -23,7 +25,7 @@ log = logging.getLogger("pykubevirt.apiserver.rbac")
 
 AUTOUPDATE_ANNOTATION = "rbac.authorization.kubernetes.io/autoupdate"
 BOOTSTRAPPING_LABEL = "kubernetes.io/bootstrapping"
-POLICY_FILES = ("kubernetes.yaml", "kubevirt.yaml", "components.yaml")
+POLICY_FILES = ("kubernetes.yaml", "nodes.yaml")
 PLURALS = {
     "ClusterRole": "clusterroles",
     "Role": "roles",
@@ -34,13 +36,11 @@ PLURALS = {
 OWNED_FIELDS = ("rules", "aggregationRule", "subjects")
 
 
-@cache
-def bootstrap_policy() -> tuple[dict[str, Any], ...]:
-    """Every shipped object, labelled and annotated as kube's bootstrap objects are."""
+def load_policy(folder: Traversable, names: Iterable[str]) -> tuple[dict[str, Any], ...]:
+    """The RBAC objects in these YAML files, labelled and annotated as kube's bootstrap objects are."""
     found: list[dict[str, Any]] = []
-    package = resources.files("pykubevirt.apiserver.authorization") / "policy"
-    for name in POLICY_FILES:
-        for document in yaml.safe_load_all((package / name).read_text()):
+    for name in names:
+        for document in yaml.safe_load_all((folder / name).read_text()):
             if not document:
                 continue
             meta = document.setdefault("metadata", {})
@@ -50,10 +50,16 @@ def bootstrap_policy() -> tuple[dict[str, Any], ...]:
     return tuple(found)
 
 
-def reconcile_bootstrap_policy(api: ObjectAPI, registry: Registry) -> None:
-    """Create missing bootstrap objects and restore those still marked for automatic update."""
+@cache
+def bootstrap_policy() -> tuple[dict[str, Any], ...]:
+    """Kube's own shipped objects (the roles every cluster has, and the node agents' bindings)."""
+    return load_policy(resources.files("pykubevirt.apiserver.authorization") / "policy", POLICY_FILES)
+
+
+def reconcile_bootstrap_policy(api: ObjectAPI, registry: Registry, extra: Iterable[dict[str, Any]] = ()) -> None:
+    """Create missing bootstrap objects (kube's and `extra`) and restore those still marked for automatic update."""
     ctx = RequestContext(user=SYSTEM_USER)
-    for shipped in bootstrap_policy():
+    for shipped in (*bootstrap_policy(), *extra):
         resource = registry.get("rbac.authorization.k8s.io", "v1", PLURALS[shipped["kind"]])
         assert resource is not None
         meta = shipped["metadata"]
