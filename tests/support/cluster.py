@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pykubevirt.api import pod_layout
 from pykubevirt.cli.cluster_layout import ClusterLayout
+from pykubevirt.cli.cluster_network import choose_cluster_cidr, release_cluster_network
 from pykubevirt.cli.component_process import ComponentProcess
 from pykubevirt.cli.kubeconfig_command import write_node_kubeconfig
 from pykubevirt.cli.up_command import node_schedulable
@@ -58,7 +59,8 @@ class EmbeddedCluster:
     def start(cls, root: Path, images_dir: Path, node_count: int = 1) -> EmbeddedCluster:
         """`pykubevirt up`'s components under `root`, with the demo image store at `images_dir`."""
         root.mkdir(parents=True, exist_ok=True)
-        layout = ClusterLayout(root, node_count, extra_args=TEST_FLAGS)
+        # Every pod but the host-network ones gets a namespace on the cluster's CNI bridges, as `pykubevirt up` does.
+        layout = ClusterLayout(root, node_count, extra_args=TEST_FLAGS, cluster_cidr=choose_cluster_cidr(root))
         images = layout.images_dir
         if not images.exists():
             images.symlink_to(images_dir)
@@ -73,7 +75,7 @@ class EmbeddedCluster:
     def add_node(self, name: str) -> Node:
         data_dir = self.layout.node_dir(name)
         kubeconfig = write_node_kubeconfig(self.layout, name)
-        agent = NodeAgentProcess(kubeconfig, name, data_dir, self.layout.images_dir).start()
+        agent = NodeAgentProcess(kubeconfig, name, data_dir, self.layout.images_dir, self.layout.network_args).start()
         handler = ComponentProcess(self.layout.handler(name)).start()
         node = Node(name, data_dir, agent, handler)
         self.nodes.append(node)
@@ -93,6 +95,7 @@ class EmbeddedCluster:
         self.server.stop()
         for node in self.nodes:
             kill_node_pods(node.data_dir)
+        release_cluster_network(self.root)
 
 
 class ClusterView(VMReads):

@@ -14,8 +14,11 @@ from tests.support.apiserver_process import wait_for_banner
 class NodeAgentProcess:
     """One node agent process named `name`, keeping its pods under `data_dir`."""
 
-    def __init__(self, kubeconfig: Path, name: str, data_dir: Path, images_dir: Path) -> None:
+    def __init__(
+        self, kubeconfig: Path, name: str, data_dir: Path, images_dir: Path, extra: tuple[str, ...] = ()
+    ) -> None:
         self.kubeconfig = kubeconfig
+        self.extra = extra
         self.name = name
         self.data_dir = data_dir
         self.images_dir = images_dir
@@ -28,6 +31,7 @@ class NodeAgentProcess:
             *("node", "--name", self.name, "--data-dir", str(self.data_dir)),
             *("--kubeconfig", str(self.kubeconfig), "--images-dir", str(self.images_dir)),
             *("--heartbeat-interval", "2"),
+            *self.extra,
         )
         with self.log_path.open("a") as log:
             self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True)

@@ -54,6 +54,12 @@ class ClusterLayout:
     listen: str = DEFAULT_LISTEN
     # Extra flags per component name (e.g. {"virt-controller": ("--launcher-libvirt-uri", "test:///default")}).
     extra_args: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The pod network's CIDR (cli/cluster_network.py); empty: pods share the host's network.
+    cluster_cidr: str = ""
+
+    @property
+    def network_args(self) -> tuple[str, ...]:
+        return ("--cluster-cidr", self.cluster_cidr) if self.cluster_cidr else ()
 
     @property
     def apiserver_dir(self) -> Path:
@@ -124,7 +130,9 @@ class ClusterLayout:
         pod = self._pod("kubevirt", "virt-controller", self.control_plane_node, **{"kubevirt.io": "virt-controller"})
         kubeconfig = str(self.component_kubeconfig("virt-controller"))
         storage = ("--embedded-storage", str(self.storage_dir))
-        return self._component("virt-controller", "virt-controller", "--kubeconfig", kubeconfig, *storage, pod=pod)
+        return self._component(
+            "virt-controller", "virt-controller", "--kubeconfig", kubeconfig, *storage, *self.network_args, pod=pod
+        )
 
     def scheduler(self) -> Component:
         labels = {"component": "kube-scheduler", "tier": "control-plane"}
@@ -137,6 +145,7 @@ class ClusterLayout:
             f"node-{node}",
             *("node", "--name", node, "--data-dir", str(self.node_dir(node))),
             *("--kubeconfig", str(self.node_kubeconfig(node)), "--images-dir", str(self.images_dir)),
+            *self.network_args,
             node=node,
             kind="node",
         )

@@ -29,6 +29,10 @@ async def serve(args: argparse.Namespace) -> int:
         from pykubevirt.storage.app import StorageController
 
         extra.append(StorageController(client, Path(args.embedded_storage)).run)
+    if args.cluster_cidr:
+        from pykubevirt.controller.node_ipam import NodeIpamController
+
+        extra.append(NodeIpamController(client, args.cluster_cidr).run)
     options = ControllerOptions(
         workers=args.workers,
         config=cluster,
@@ -86,6 +90,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default="",
         metavar="DIR",
         help="embedded cluster only: run the PV controller and the local-path provisioner, volumes under DIR",
+    )
+    parser.add_argument(
+        "--cluster-cidr",
+        default="",
+        help="allocate each Node a /24 podCIDR from this CIDR (kube-controller-manager's --allocate-node-cidrs)",
     )
     parser.add_argument(
         "--no-leader-election", action="store_true", help="run the controllers without electing a leader"

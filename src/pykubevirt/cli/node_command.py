@@ -35,6 +35,7 @@ def _capacity_overrides(args: argparse.Namespace) -> dict[str, str]:
 async def serve(args: argparse.Namespace) -> int:
     from pykubevirt.node.agent import DataDirError, NodeAgent
     from pykubevirt.node.image_store import ImageStore
+    from pykubevirt.node.pod_network import PodNetwork
 
     try:
         overrides = _capacity_overrides(args)
@@ -53,6 +54,9 @@ async def serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         heartbeat_interval=args.heartbeat_interval,
         capacity_overrides=overrides,
+        network=PodNetwork(args.cluster_cidr, args.name, Path(args.data_dir), pod_cidr=args.pod_cidr)
+        if args.cluster_cidr
+        else None,
     )
     task = asyncio.create_task(agent.run())
     cancel_on_signals(task)
@@ -109,4 +113,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="developer setting: report this capacity instead of the host's (e.g. memory=400Gi for test-driver runs)",
     )
     parser.add_argument("--heartbeat-interval", type=float, default=10.0, help="seconds between Node heartbeats")
+    parser.add_argument(
+        "--cluster-cidr",
+        default="",
+        help="the cluster's pod CIDR: pods get their own network namespaces through CNI (empty: they share the host's)",
+    )
+    parser.add_argument(
+        "--pod-cidr", default="", help="this node's podCIDR, as the kubelet's flag (default: the Node's spec.podCIDR)"
+    )
     parser.set_defaults(func=run)

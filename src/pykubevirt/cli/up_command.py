@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pykubevirt.cli import cluster_network
 from pykubevirt.cli.cluster_layout import DEFAULT_DATA_DIR, DEFAULT_LISTEN, ClusterLayout, pykubevirt_argv
 from pykubevirt.cli.node_fence import DEFAULT_FENCE_GRACE_SECONDS
 
@@ -24,8 +25,12 @@ READY_TIMEOUT_SECONDS = 120.0
 
 
 def _layout(args: argparse.Namespace) -> ClusterLayout:
+    data_dir = Path(args.data_dir).resolve()
     return ClusterLayout(
-        Path(args.data_dir).resolve(), getattr(args, "nodes", 1), getattr(args, "listen", DEFAULT_LISTEN)
+        data_dir,
+        getattr(args, "nodes", 1),
+        getattr(args, "listen", DEFAULT_LISTEN),
+        cluster_cidr=cluster_network.recorded_cidr(data_dir),
     )
 
 
@@ -62,6 +67,13 @@ def up(args: argparse.Namespace) -> int:
         print(f"pykubevirt is already running (supervisor pid {pid}, nodes: {nodes}); nothing to do")
         _print_next_steps(layout)
         return 0
+    if not args.no_pod_network:
+        try:
+            cluster_network.choose_cluster_cidr(layout.data_dir)
+        except (OSError, RuntimeError, subprocess.CalledProcessError) as exc:
+            print(f"error: cannot set up the pod network ({exc}); --no-pod-network runs without", file=sys.stderr)
+            return 1
+        layout = _layout(args)
     layout.logs_dir.mkdir(parents=True, exist_ok=True)
     argv = pykubevirt_argv(
         *("supervise", "--data-dir", str(layout.data_dir), "--nodes", str(layout.node_count)),
@@ -146,6 +158,7 @@ def down(args: argparse.Namespace) -> int:
             killed = sum(kill_node_pods(node) for node in (layout.data_dir / "nodes").glob("*") if node.is_dir())
             if killed:
                 print(f"stopped {killed} pod processes and guests left running")
+            cluster_network.release_cluster_network(layout.data_dir)
         return 0
     if args.all:
         layout.run_dir.mkdir(parents=True, exist_ok=True)
@@ -155,6 +168,8 @@ def down(args: argparse.Namespace) -> int:
     while time.monotonic() < deadline:
         if not Path(f"/proc/{pid}").exists() or supervisor_pid(layout) != pid:
             what = "the cluster and every guest" if args.all else "the cluster (running guests keep running)"
+            if args.all:
+                cluster_network.release_cluster_network(layout.data_dir)
             print(f"stopped {what}")
             return 0
         time.sleep(0.1)
@@ -252,6 +267,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     parser.add_argument("--nodes", type=int, default=1, help="how many nodes (node agent + virt-handler each)")
     parser.add_argument("--listen", default=DEFAULT_LISTEN, help="HOST:PORT of the API server")
     parser.add_argument("--fence-grace", type=float, default=DEFAULT_FENCE_GRACE_SECONDS, help=fence_help)
+    parser.add_argument(
+        "--no-pod-network",
+        action="store_true",
+        help="pods share the host's network instead of getting their own namespaces on a CNI bridge",
+    )
     parser.set_defaults(func=up)
 
     parser = sub.add_parser("down", help="stop the embedded cluster; running guests keep running unless --all")

@@ -20,7 +20,7 @@ from pykubevirt.api import pod_layout
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, object_key
-from pykubevirt.client.resources import PODS
+from pykubevirt.client.resources import NODES, PODS
 from pykubevirt.client.workqueue import ShutDown, WorkQueue
 from pykubevirt.log import object_fields
 from pykubevirt.node import pod_status
@@ -28,6 +28,7 @@ from pykubevirt.node.containers import ProcessRuntime
 from pykubevirt.node.image_store import ImageStore
 from pykubevirt.node.log_server import LogError, LogServer, LogTarget
 from pykubevirt.node.pod_dirs import PodDir, existing_pod_dirs
+from pykubevirt.node.pod_network import PodNetwork
 from pykubevirt.node.pod_worker import NodeContext, PodWorker, api_fetch
 from pykubevirt.node.registration import HEARTBEAT_INTERVAL_SECONDS, NodeRegistration
 from pykubevirt.node.virtual_containers import ImagePuller
@@ -60,6 +61,7 @@ class NodeAgent:
         workers: int = DEFAULT_WORKERS,
         heartbeat_interval: float = HEARTBEAT_INTERVAL_SECONDS,
         capacity_overrides: dict[str, str] | None = None,
+        network: PodNetwork | None = None,
     ) -> None:
         self.client = client
         self.capacity_overrides = dict(capacity_overrides or {})
@@ -77,6 +79,7 @@ class NodeAgent:
         self.puller = ImagePuller(images, self.enqueue)
         self.recorder = EventRecorder(client, "kubelet", host=name)
         self.log_server = LogServer(self, log_port)
+        self.network = network
         self.registration: NodeRegistration | None = None
         self.context = NodeContext(
             client=client,
@@ -86,6 +89,7 @@ class NodeAgent:
             recorder=self.recorder,
             fetch=api_fetch(client),
             enqueue=self.enqueue,
+            network=network,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._lock: IO[str] | None = None
@@ -112,7 +116,15 @@ class NodeAgent:
         )
         self.context.node_capacity = dict(self.registration.capacity)
         await self.registration.register()
+        if self.network is not None:
+            node = await self.client.get(NODES, self.name)
+            await self.network.start(self.network.pod_cidr or str((node.get("spec") or {}).get("podCIDR") or ""))
         adopted = self._adopt()
+        if self.network is not None:
+            # Sandboxes of pods whose directory is gone: a crash came between the two removals.
+            removed = await self.network.collect_garbage(set(adopted))
+            if removed:
+                log.info("removed %d stale pod networks", removed, extra={"node": self.name, "count": removed})
         self.pods.add_handler(
             EventHandler(on_add=self._pod_event, on_update=self._pod_update, on_delete=self._pod_gone)
         )

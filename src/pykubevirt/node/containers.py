@@ -23,6 +23,7 @@ from pykubevirt.api import pod_layout
 from pykubevirt.api.pod_layout import MOUNTS_ENV
 from pykubevirt.node import processes
 from pykubevirt.node.env import expand
+from pykubevirt.node.netns import enter_argv
 
 log = logging.getLogger("pykubevirt.node.containers")
 
@@ -116,8 +117,10 @@ class ProcessRuntime:
         cwd: str,
         log_file: Path,
         exit_file: Path,
+        netns: str | None = None,
     ) -> Started:
-        """Run argv under the exit recorder, detached; raises StartError when it cannot be started."""
+        """Run argv under the exit recorder, detached (in the pod's network namespace, if it has one); raises
+        StartError when it cannot be started."""
         executable = resolve_command(argv[0], env.get("PATH", ""))
         exit_file.unlink(missing_ok=True)
         log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -131,6 +134,9 @@ class ProcessRuntime:
             executable,
             *argv[1:],
         ]
+        if netns is not None:
+            # nsenter execs the recorder in place: the pid recorded is still the process group's leader.
+            wrapper = [*enter_argv(netns), *wrapper]
         try:
             with log_file.open("ab") as output:
                 child = subprocess.Popen(

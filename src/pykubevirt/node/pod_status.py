@@ -195,6 +195,7 @@ def desired_status(
     killed: bool,
     sandbox_ready: bool,
     now: str,
+    pod_ips: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Every status field the node agent owns, for this moment; phase and conditions look at `gating_inits` only
     (the init statuses initialization waits for), initContainerStatuses reports them all."""
@@ -207,12 +208,15 @@ def desired_status(
         ),
         "hostIP": NODE_IP,
         "hostIPs": [{"ip": NODE_IP}],
-        "podIP": NODE_IP,
-        "podIPs": [{"ip": NODE_IP}],
         "startTime": current.get("startTime") or now,
         "qosClass": reported_qos_class(pod),
         "containerStatuses": statuses,
     }
+    # None: the pod shares the node's network (hostNetwork, or no pod network); empty: its sandbox has none yet.
+    ips = [NODE_IP] if pod_ips is None else list(pod_ips)
+    if ips:
+        status["podIP"] = ips[0]
+        status["podIPs"] = [{"ip": ip} for ip in ips]
     if (pod.get("spec") or {}).get("initContainers"):
         status["initContainerStatuses"] = init_statuses
     return status

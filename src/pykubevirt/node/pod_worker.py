@@ -19,7 +19,7 @@ from pykubevirt.api.timestamps import now_rfc3339, parse_time
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
-from pykubevirt.client.resources import CONFIG_MAPS, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SECRETS
+from pykubevirt.client.resources import CONFIG_MAPS, NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SECRETS
 from pykubevirt.log import object_fields
 from pykubevirt.node import containers as runtime_mod
 from pykubevirt.node import pod_status, processes
@@ -27,12 +27,15 @@ from pykubevirt.node import virtual_containers as virtual
 from pykubevirt.node.container_statuses import container_statuses, gating_init_statuses, sidecar_names, terminated_state
 from pykubevirt.node.containers import ProcessRuntime, StartError
 from pykubevirt.node.env import ConfigError, Fetch, container_env
+from pykubevirt.node.netns import NetworkError
 from pykubevirt.node.pod_dirs import ContainerRecord, PodDir
+from pykubevirt.node.pod_network import NetworkNotReady, PodNetwork, host_network
 from pykubevirt.node.volumes import PreparedVolumes, container_mounts, prepare_volumes
 
 log = logging.getLogger("pykubevirt.node.pod_worker")
 
 RESYNC_SECONDS = 10.0
+NETWORK_RETRY_SECONDS = 1.0
 RESTART_BACKOFF_INITIAL_SECONDS = 10.0
 RESTART_BACKOFF_MAX_SECONDS = 300.0
 # A container that ran this long before it ended restarts without back-off (the kubelet forgets its back-off).
@@ -65,6 +68,7 @@ class NodeContext:
     fetch: Fetch
     enqueue: Callable[[str], None]
     node_capacity: dict[str, str] = field(default_factory=dict)
+    network: PodNetwork | None = None
 
 
 @dataclass
@@ -93,6 +97,10 @@ class PodWorker:
         self.sigkill_sent = False
         self.delete_sent = False
         self.finished = False
+        # The pod's IPs once its sandbox network is up (None until then, or for ever without a pod network).
+        self.pod_ips: list[str] | None = ctx.network.recorded_ips(self.uid) if ctx.network is not None else None
+        self.host_network = False
+        self.network_problem = ""
         for record in self.records.values():
             self._watch(record)
 
@@ -131,6 +139,7 @@ class PodWorker:
         if self.latest is not None and _resource_version(self.latest) > _resource_version(pod):
             if self.latest["metadata"].get("uid") == self.uid:
                 pod = self.latest
+        self.host_network = host_network(pod)
         self._refresh()
         if pod["metadata"].get("deletionTimestamp"):
             return await self._sync_terminating(pod)
@@ -139,7 +148,10 @@ class PodWorker:
             self.volumes = await prepare_volumes(pod, self.dir, self.ctx.fetch)
         plan = _Plan()
         if (pod.get("status") or {}).get("phase") not in pod_status.TERMINAL_PHASES:
-            await self._run_containers(pod, plan)
+            if await self._ensure_network(pod):
+                await self._run_containers(pod, plan)
+            else:
+                plan.requeue.append(NETWORK_RETRY_SECONDS)
         else:
             self._end_sidecars(pod)
         await self._report(pod, plan, killed=False)
@@ -165,6 +177,48 @@ class PodWorker:
         runtime = pod_layout.short_runtime_dir(self.uid)
         if processes.kill_pod_strays(runtime + "/"):
             log.info("killed processes the pod's containers left behind", extra={"pod": self.uid})
+
+    # ------------------------------------------------------------------------------------------------ network
+
+    async def _ensure_network(self, pod: Object) -> bool:
+        """The pod's sandbox network, before any container starts (the kubelet's RunPodSandbox); False: not yet."""
+        network = self.ctx.network
+        if network is None or self.host_network or self.pod_ips is not None:
+            return True
+        try:
+            if not network.pod_cidr:
+                node = await self.ctx.client.get(NODES, self.ctx.node_name)
+                cidr = str((node.get("spec") or {}).get("podCIDR") or "")
+                if cidr:
+                    network.set_pod_cidr(cidr)
+            self.pod_ips = await network.setup(pod)
+        except (NetworkNotReady, NetworkError, OSError) as exc:
+            message = str(exc)
+            if message != self.network_problem:
+                reason = "NetworkNotReady" if isinstance(exc, NetworkNotReady) else "FailedCreatePodSandBox"
+                self.ctx.recorder.event(pod, WARNING, reason, f"Failed to create pod sandbox: {message}")
+                log.warning("pod sandbox network: %s", message, extra=object_fields(pod, node=self.ctx.node_name))
+            self.network_problem = message
+            return False
+        self.network_problem = ""
+        return True
+
+    def _netns(self) -> str | None:
+        """The network namespace the pod's processes run in (None: the node's)."""
+        if self.ctx.network is None or self.pod_ips is None:
+            return None
+        return self.ctx.network.netns_of(self.uid)
+
+    async def _teardown_network(self) -> None:
+        """CNI DEL and the namespace, once nothing of the pod runs (the kubelet's StopPodSandbox)."""
+        if self.ctx.network is not None:
+            await self.ctx.network.teardown(self.uid)
+            self.pod_ips = None
+
+    def _reported_ips(self) -> list[str] | None:
+        if self.ctx.network is None or self.host_network:
+            return None
+        return self.pod_ips or []
 
     # ------------------------------------------------------------------------------------------------ running
 
@@ -293,6 +347,7 @@ class PodWorker:
             cwd=cwd,
             log_file=self.dir.log_file(name),
             exit_file=self.dir.exit_file(name, attempt),
+            netns=self._netns(),
         )
         record = ContainerRecord(
             name=name,
@@ -419,6 +474,7 @@ class PodWorker:
             return RESYNC_SECONDS
         self._end_sidecars(pod)
         await self._report(pod, _Plan(), killed=True)
+        await self._teardown_network()
         try:
             await self.ctx.client.delete(
                 PODS, meta["name"], meta.get("namespace"), grace_period_seconds=0, preconditions={"uid": self.uid}
@@ -445,6 +501,7 @@ class PodWorker:
                 self.ctx.runtime.reap(record.pid)
         self._kill_strays()
         self.ctx.puller.forget(self.uid)
+        await self._teardown_network()
         self.dir.remove()
         shutil.rmtree(pod_layout.short_runtime_dir(self.uid), ignore_errors=True)
         self.finished = True
@@ -467,8 +524,9 @@ class PodWorker:
                 mains,
                 gating_inits=gating_init_statuses(pod, inits),
                 killed=killed,
-                sandbox_ready=self.dir.exists(),
+                sandbox_ready=self.dir.exists() and not self.network_problem,
                 now=now_rfc3339(),
+                pod_ips=self._reported_ips(),
             )
             if not pod_status.status_differs(pod.get("status") or {}, desired):
                 return

@@ -7,11 +7,13 @@ from pathlib import Path
 
 from pykubevirt.api import pod_layout
 from pykubevirt.node.pod_dirs import existing_pod_dirs
+from pykubevirt.node.pod_network import remove_node_networks
 from pykubevirt.node.processes import kill_group, kill_pod_strays
 
 
 def kill_node_pods(node_data_dir: Path) -> int:
-    """SIGKILL every pod process recorded under a node's data dir, and the QEMUs that left their groups."""
+    """SIGKILL every pod process recorded under a node's data dir, and the QEMUs that left their groups; then
+    remove the pods' network namespaces and free their IPs."""
     killed = 0
     for pod_dir in existing_pod_dirs(Path(node_data_dir) / "pods"):
         for record in pod_dir.load_records().values():
@@ -20,4 +22,5 @@ def kill_node_pods(node_data_dir: Path) -> int:
         runtime = pod_layout.short_runtime_dir(pod_dir.uid)
         killed += kill_pod_strays(runtime + "/")
         shutil.rmtree(runtime, ignore_errors=True)
+    remove_node_networks(Path(node_data_dir))
     return killed

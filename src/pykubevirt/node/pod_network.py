@@ -1,0 +1,285 @@
+"""The embedded cluster's pod network: each pod that is not hostNetwork gets a network namespace whose `eth0` is on
+its node's bridge, with an IP from the node's podCIDR, through the real CNI plugins (bridge, host-local, portmap).
+
+All node bridges of a cluster live in one cluster namespace (`pkvnet-<key>`, standing for the nodes' shared L3
+network), so pods reach each other across nodes. One veth joins it to the host, with a route for the cluster CIDR
+only: the host reaches pods, and nothing is routed or NATed off the host. Every name is generated here and removed
+by that name: a pod's namespace at its deletion (or at the next start after a crash), the cluster's by `down`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import ipaddress
+import json
+import logging
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pykubevirt.node import cni, netns
+from pykubevirt.node.netns import IP, NetworkError
+
+log = logging.getLogger("pykubevirt.node.pod_network")
+
+NETWORK_NAME = "pykubevirt"
+POD_NETNS_PREFIX = "pkvpod-"
+HOST_IFNAME = "host0"
+DEFAULT_MTU = 1500
+LOCK_DIR = "/run/lock"
+
+
+class NetworkNotReady(Exception):
+    """The node has no podCIDR yet (the kubelet's NetworkPluginNotReady)."""
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterNetwork:
+    """The names and host link of one cluster CIDR (one embedded cluster on this host)."""
+
+    cidr: str
+
+    @property
+    def netns(self) -> str:
+        return f"pkvnet-{_key(self.cidr)}"
+
+    @property
+    def host_veth(self) -> str:
+        return f"pkvh{_key(self.cidr)}"
+
+    @property
+    def host_link(self) -> ipaddress.IPv4Network:
+        """The last /30 of the cluster CIDR joins the host and the cluster namespace (never a node's podCIDR)."""
+        network = ipaddress.IPv4Network(self.cidr)
+        return ipaddress.IPv4Network(f"{network.broadcast_address - 3}/30")
+
+    @property
+    def host_address(self) -> str:
+        return str(self.host_link.network_address + 1)
+
+    @property
+    def inner_address(self) -> str:
+        return str(self.host_link.network_address + 2)
+
+    async def ensure(self) -> None:
+        """Create the cluster namespace and its link to the host (idempotent; agents of a cluster race safely)."""
+        lock = await asyncio.to_thread(_locked, os.path.join(LOCK_DIR, f"pykubevirt-{self.netns}.lock"))
+        with lock:
+            await netns.add(self.netns)
+            prefix = self.host_link.prefixlen
+            if not netns.link_exists(self.host_veth):
+                await netns.run(
+                    [
+                        IP,
+                        "link",
+                        "add",
+                        self.host_veth,
+                        "type",
+                        "veth",
+                        "peer",
+                        "name",
+                        HOST_IFNAME,
+                        "netns",
+                        self.netns,
+                    ]
+                )
+                await netns.run([IP, "addr", "add", f"{self.host_address}/{prefix}", "dev", self.host_veth])
+                await netns.run(
+                    [IP, "-n", self.netns, "addr", "add", f"{self.inner_address}/{prefix}", "dev", HOST_IFNAME]
+                )
+                await netns.run([IP, "-n", self.netns, "link", "set", HOST_IFNAME, "up"])
+                await netns.run([IP, "link", "set", self.host_veth, "up"])
+            await netns.run([IP, "route", "replace", self.cidr, "via", self.inner_address, "dev", self.host_veth])
+            await netns.run([*netns.enter_argv(self.netns), "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+
+    async def remove(self) -> None:
+        """Delete the cluster namespace: its bridges and the host veth (and so the host route) go with it."""
+        await netns.delete(self.netns)
+        if netns.link_exists(self.host_veth):
+            # The kernel removes the veth when it destroys the namespace, asynchronously: either may come first.
+            try:
+                await netns.run([IP, "link", "delete", self.host_veth])
+            except NetworkError:
+                if netns.link_exists(self.host_veth):
+                    raise
+
+
+def _locked(path: str) -> IO[str]:
+    """An exclusive flock on `path`, held until the returned file is closed."""
+    lock = open(path, "a+")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
+
+
+def pod_netns(uid: str) -> str:
+    return POD_NETNS_PREFIX + uid
+
+
+def host_network(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("hostNetwork"))
+
+
+class PodNetwork:
+    """One node's side of the pod network: its bridge, IPAM store and the sandboxes of its pods."""
+
+    def __init__(self, cluster_cidr: str, node_name: str, data_dir: Path, *, pod_cidr: str = "", mtu: int = 0) -> None:
+        self.cluster = ClusterNetwork(cluster_cidr)
+        self.node_name = node_name
+        self.dir = Path(data_dir) / "cni"
+        self.pod_cidr = pod_cidr
+        self.mtu = mtu or DEFAULT_MTU
+        self.bridge = f"cni{_key(node_name)}"
+        self.conf_file = self.dir / "net.d" / "10-pykubevirt.conflist"
+        self.records = self.dir / "pods"
+
+    @property
+    def ipam_dir(self) -> Path:
+        """host-local's store (one file per leased IP): on disk under the data dir, so it survives restarts."""
+        return self.dir / "ipam"
+
+    async def start(self, pod_cidr: str = "") -> None:
+        """Make the cluster namespace; write the conflist once the podCIDR is known."""
+        self.records.mkdir(parents=True, exist_ok=True)
+        await self.cluster.ensure()
+        if pod_cidr:
+            self.set_pod_cidr(pod_cidr)
+
+    def set_pod_cidr(self, pod_cidr: str) -> None:
+        if pod_cidr == self.pod_cidr and self.conf_file.exists():
+            return
+        self.pod_cidr = pod_cidr
+        conflist = cni.bridge_conflist(NETWORK_NAME, self.bridge, pod_cidr, self.ipam_dir, self.mtu)
+        cni.write_conflist(self.conf_file, conflist)
+        log.info("pod network ready: podCIDR %s on bridge %s", pod_cidr, self.bridge, extra={"node": self.node_name})
+
+    def _conflist(self) -> dict[str, Any]:
+        if not self.pod_cidr or not self.conf_file.exists():
+            raise NetworkNotReady("network is not ready: the node has no podCIDR yet")
+        conflist: dict[str, Any] = json.loads(self.conf_file.read_text())
+        return conflist
+
+    def _record_file(self, uid: str) -> Path:
+        return self.records / f"{uid}.json"
+
+    def _read_record(self, uid: str) -> dict[str, Any] | None:
+        try:
+            record: dict[str, Any] = json.loads(self._record_file(uid).read_text())
+        except (OSError, ValueError):
+            return None
+        return record
+
+    def _write_record(self, uid: str, record: Mapping[str, Any]) -> None:
+        path = self._record_file(uid)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record, sort_keys=True))
+        os.replace(tmp, path)
+
+    def recorded_ips(self, uid: str) -> list[str] | None:
+        """The pod's IPs when its sandbox is complete (after an agent restart too)."""
+        record = self._read_record(uid)
+        if record and record.get("ips") and netns.exists(str(record["netns"])):
+            return [str(ip) for ip in record["ips"]]
+        return None
+
+    def netns_of(self, uid: str) -> str | None:
+        record = self._read_record(uid)
+        return str(record["netns"]) if record and record.get("ips") and netns.exists(str(record["netns"])) else None
+
+    async def setup(self, pod: Mapping[str, Any]) -> list[str]:
+        """The pod's sandbox network (idempotent): its namespace, lo, eth0 by CNI ADD; its IPs."""
+        meta = pod["metadata"]
+        uid = str(meta["uid"])
+        ips = self.recorded_ips(uid)
+        if ips is not None:
+            return ips
+        conflist = self._conflist()
+        name = pod_netns(uid)
+        call = self._invocation(uid, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        runtime = {"portMappings": list(cni.ports_of(pod))}
+        if self._read_record(uid) is not None:
+            # A set-up that a crash interrupted: undo what it did before doing it again.
+            await cni.del_network(conflist, call, run_in=self.cluster.netns, runtime=runtime)
+        # The intent is on disk before anything exists, so a crash at any point leaves something to clean up.
+        record = {"netns": name, "namespace": meta.get("namespace"), "name": meta.get("name"), "ips": []}
+        self._write_record(uid, record)
+        await netns.add(name)
+        await cni.add_loopback(netns.netns_path(name), uid, run_in=self.cluster.netns)
+        result = await cni.add_network(conflist, call, run_in=self.cluster.netns, runtime=runtime)
+        ips = cni.result_ips(result)
+        if not ips:
+            raise NetworkError(f"CNI ADD gave pod {meta.get('namespace')}/{meta.get('name')} no address")
+        self._write_record(uid, {**record, "ips": ips, "runtime": runtime})
+        log.info("pod network set up: %s", ", ".join(ips), extra={"uid": uid, "node": self.node_name})
+        return ips
+
+    def _invocation(self, uid: str, namespace: str, name: str) -> cni.Invocation:
+        return cni.Invocation(uid, netns.netns_path(pod_netns(uid)), "eth0", cni.pod_args(namespace, name, uid))
+
+    async def teardown(self, uid: str) -> None:
+        """CNI DEL (frees the IP, removes the veth) and the namespace; no-op for a pod without a sandbox."""
+        record = self._read_record(uid)
+        if record is None:
+            return
+        if self.conf_file.exists():
+            call = self._invocation(uid, str(record.get("namespace") or ""), str(record.get("name") or ""))
+            runtime = record.get("runtime") or {}
+            await cni.del_network(self._conflist_file(), call, run_in=self.cluster.netns, runtime=runtime)
+        await netns.delete(str(record["netns"]))
+        self._record_file(uid).unlink(missing_ok=True)
+        log.info("pod network torn down", extra={"uid": uid, "node": self.node_name})
+
+    def _conflist_file(self) -> dict[str, Any]:
+        conflist: dict[str, Any] = json.loads(self.conf_file.read_text())
+        return conflist
+
+    def recorded_uids(self) -> list[str]:
+        return sorted(p.stem for p in self.records.glob("*.json")) if self.records.is_dir() else []
+
+    async def collect_garbage(self, live: set[str]) -> int:
+        """Tear down the sandboxes of pods this node no longer has (left by a crash); how many."""
+        removed = 0
+        for uid in self.recorded_uids():
+            if uid in live:
+                continue
+            try:
+                await self.teardown(uid)
+            except NetworkError as exc:
+                log.warning("could not remove a stale pod network: %s", exc, extra={"uid": uid})
+                continue
+            removed += 1
+        return removed
+
+
+def remove_node_networks(node_data_dir: Path) -> int:
+    """Delete every pod sandbox a node recorded and free its IPs, at once and without CNI (a power cut's clean-up:
+    `down --all`, tests); the veths die with the namespaces. How many."""
+    base = Path(node_data_dir) / "cni"
+    records = sorted((base / "pods").glob("*.json")) if (base / "pods").is_dir() else []
+    leases = base / "ipam" / NETWORK_NAME
+    removed = 0
+    for path in records:
+        uid = path.stem
+        try:
+            name = str(json.loads(path.read_text()).get("netns") or pod_netns(uid))
+        except (OSError, ValueError):
+            name = pod_netns(uid)
+        if netns.exists(name):
+            subprocess.run([IP, "netns", "delete", name], check=False, capture_output=True)
+        if leases.is_dir():
+            for lease in leases.iterdir():
+                with contextlib.suppress(OSError):
+                    if lease.read_text().split("\n", 1)[0].strip() == uid:
+                        lease.unlink()
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
