@@ -60,6 +60,8 @@ class NodeIpamController:
         if spec.get("podCIDR"):
             self.allocated[key] = str(spec["podCIDR"])
             return None
+        if key in self.allocated:
+            return None  # given already; the cache has not seen that write yet (a podCIDR is never changed)
         taken = {str((n.get("spec") or {}).get("podCIDR") or "") for n in self.nodes.items()}
         try:
             subnet = free_subnet(self.cluster_cidr, taken | set(self.allocated.values()), self.mask)
