@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from pykubevirt.client.resources import VIRTUAL_MACHINES
+from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS, VIRTUAL_MACHINES
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
 from tests.support.fake_handler import CONSOLE_GREETING, RFB_BANNER, FakeHandler
@@ -538,3 +538,104 @@ async def test_start_paused(cp: ControlPlane, http: APIClient) -> None:
     vmi = await eventually(started)
     assert vmi["spec"]["startStrategy"] == "Paused"
     assert (await cp.vm(ns, "sp") or {})["spec"]["runStrategy"] == "Always"
+
+
+# ------------------------------------------------------------------------------------------------------ volumes
+
+
+def _volume_names(spec: dict[str, Any]) -> list[str]:
+    return [v["name"] for v in spec.get("volumes") or []]
+
+
+async def test_virtctl_addvolume_and_removevolume(
+    cp: ControlPlane, apiserver: APIServerProcess, tmp_path: Path
+) -> None:
+    ns = await cp.namespace()
+    await running_vm(cp, ns, "hp")
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "disk1"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}},
+    }
+    await cp.admin.create(PERSISTENT_VOLUME_CLAIMS, claim, ns)
+    run = lambda *args: virtctl(apiserver, tmp_path, "-n", ns, *args)  # noqa: E731
+
+    async def specs() -> tuple[dict[str, Any], dict[str, Any]]:
+        vm, vmi = await cp.vm(ns, "hp"), await cp.vmi(ns, "hp")
+        assert vm is not None and vmi is not None
+        return vm["spec"]["template"]["spec"], vmi["spec"]
+
+    assert await run("addvolume", "hp", "--volume-name=nothing") == (
+        1,
+        "",
+        "error adding volume, Volume nothing is not a DataVolume or PersistentVolumeClaim\n",
+    )
+    assert await run("addvolume", "hp", "--volume-name=disk1", "--dry-run") == (
+        0,
+        "Dry Run execution\nSuccessfully submitted add volume request to VM hp for volume disk1\n",
+        "",
+    )
+    assert _volume_names((await specs())[1]) == ["root"]
+
+    # Without --persist: the VMI only.
+    ok = (0, "Successfully submitted add volume request to VM hp for volume disk1\n", "")
+    assert await run("addvolume", "hp", "--volume-name=disk1", "--cache=writethrough") == ok
+    template, spec = await specs()
+    assert _volume_names(template) == ["root"]
+    assert spec["volumes"][-1] == {
+        "name": "disk1",
+        "persistentVolumeClaim": {"claimName": "disk1", "hotpluggable": True},
+    }
+    disk = spec["domain"]["devices"]["disks"][-1]
+    assert (disk["name"], disk["disk"], disk["serial"], disk["cache"]) == (
+        "disk1",
+        {"bus": "scsi"},
+        "disk1",
+        "writethrough",
+    )
+    exists = conflict(
+        "hp", "Unable to add volume [disk1] because volume with that name already exists", "virtualmachineinstance"
+    )
+    assert await run("addvolume", "hp", "--volume-name=disk1") == (1, "", f"error adding volume, {exists}\n")
+    not_hotplug = conflict(
+        "hp", "Unable to remove volume [root] because it is not hotpluggable", "virtualmachineinstance"
+    )
+    assert await run("removevolume", "hp", "--volume-name=root") == (1, "", f"error removing volume, {not_hotplug}\n")
+    removed = (0, "Successfully submitted remove volume request to VM hp for volume disk1\n", "")
+    assert await run("removevolume", "hp", "--volume-name=disk1") == removed
+    assert _volume_names((await specs())[1]) == ["root"]
+    missing = conflict("hp", "Unable to remove volume [disk1] because it does not exist", "virtualmachineinstance")
+    assert await run("removevolume", "hp", "--volume-name=disk1") == (1, "", f"error removing volume, {missing}\n")
+
+    # With --persist: the VM's template and its running VMI.
+    assert await run("addvolume", "hp", "--volume-name=disk1", "--persist", "--serial=s-1", "--bus=virtio") == ok
+    template, spec = await specs()
+    assert _volume_names(template) == _volume_names(spec) == ["root", "disk1"]
+    assert template["domain"]["devices"]["disks"][-1] == {"name": "disk1", "disk": {"bus": "virtio"}, "serial": "s-1"}
+    assert await run("removevolume", "hp", "--volume-name=disk1", "--persist") == removed
+    template, spec = await specs()
+    assert _volume_names(template) == _volume_names(spec) == ["root"]
+
+
+async def test_volume_subresource_refusals(cp: ControlPlane, http: APIClient) -> None:
+    ns = await cp.namespace()
+    await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("hpr", "Halted"), ns)
+    reply = await http.put(vmi_path(ns, "hpr", "addvolume"), None)
+    assert_status(reply, 400, "Request with no body, a new name is expected as the request body")
+    reply = await http.put(vm_path(ns, "hpr", "addvolume"), {"name": "x", "volumeSource": {}})
+    assert_status(reply, 400, "AddVolumeOptions requires disk to not be nil")
+    reply = await http.put(vm_path(ns, "hpr", "removevolume"), {})
+    assert_status(reply, 400, "RemoveVolumeOptions requires name to be set")
+    reply = await http.put(vmi_path(ns, "hpr", "removevolume"), {"name": "x"})
+    assert_status(reply, 404, 'virtualmachineinstance.kubevirt.io "hpr" not found')
+    # A stopped VM's template still takes the volume (it is attached at the next start).
+    body = {
+        "name": "x",
+        "disk": {"disk": {"bus": "scsi"}},
+        "volumeSource": {"persistentVolumeClaim": {"claimName": "x"}},
+    }
+    reply = await http.put(vm_path(ns, "hpr", "addvolume"), body)
+    assert reply.status == 202, reply.body
+    vm = await cp.vm(ns, "hpr")
+    assert vm is not None and _volume_names(vm["spec"]["template"]["spec"]) == ["root", "x"]
