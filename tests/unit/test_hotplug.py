@@ -15,7 +15,7 @@ import pytest
 
 from pykubevirt.api import errors
 from pykubevirt.api.json_patch import apply_patch
-from pykubevirt.controller.volume_status import hotplug_entry, volume_statuses
+from pykubevirt.controller.volume_status import hotplug_entry, volume_statuses, without_hotplug_volumes
 from pykubevirt.handler.hotplug import after_sync, mark_detaching
 from pykubevirt.launcher.converter import ConverterContext
 from pykubevirt.launcher.converter.hotplug import LiveDisk, disk_xml, plan
@@ -260,3 +260,12 @@ def test_the_hotplugged_disk_takes_a_target_and_scsi_unit_the_domain_does_not_us
     assert disk.find("address").attrib == {"type": "drive", "controller": "0", "bus": "0", "unit": "2"}
     assert disk.find("source").get("file") == "/run/x/hotplug-disks/data.img"
     assert disk.find("serial").text == "data" and disk.find("alias").get("name") == "ua-data"
+
+
+def test_hotplugged_volumes_do_not_make_a_restart_required() -> None:
+    spec = _spec({"name": "boot", "emptyDisk": {"capacity": "1Gi"}})
+    with_hotplug = apply_patch({"spec": spec}, spec_patch("", spec, parse_add(_add())))["spec"]
+    assert without_hotplug_volumes(with_hotplug) == spec
+    # Another change still counts.
+    spec_changed = {**spec, "volumes": [{"name": "boot", "emptyDisk": {"capacity": "2Gi"}}]}
+    assert without_hotplug_volumes(spec_changed) != spec

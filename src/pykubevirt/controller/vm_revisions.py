@@ -12,6 +12,7 @@ from pykubevirt.client.errors import AlreadyExists, NotFound
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import CONTROLLER_REVISIONS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller.vmi_from_vm import controller_ref
+from pykubevirt.controller.volume_status import without_hotplug_volumes
 
 OWNER_INDEX = "owner-uid"
 
@@ -113,7 +114,7 @@ class StartRevisions:
             # Copied only here: this runs on every reconcile and the specs are the cache's.
             before = copy_json(before)
             before.setdefault("domain", {}).setdefault("firmware", {})["uuid"] = now_uuid
-        return before != now
+        return without_hotplug_volumes(before) != without_hotplug_volumes(now)
 
     async def bump_generation_annotation(self, vm: Object, vmi: Object) -> Object:
         """Point the VMI's vm-generation at the VM's generation when only non-template fields changed."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pykubevirt.api.json_copy import copy_json
+
 # KubeVirt's filesystem overhead when CDI does not give one (pkg/storage/types/cdi.go DefaultFSOverhead).
 DEFAULT_FS_OVERHEAD = "0.055"
 
@@ -47,6 +49,24 @@ def claim_info(pvc: Mapping[str, Any]) -> dict[str, Any]:
 def is_hotplug_volume(volume: Mapping[str, Any]) -> bool:
     """A dataVolume or persistentVolumeClaim volume marked hotpluggable (KubeVirt's storagetypes.IsHotplugVolume)."""
     return any(bool((volume.get(key) or {}).get("hotpluggable")) for key in ("dataVolume", "persistentVolumeClaim"))
+
+
+def without_hotplug_volumes(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A VMI spec without its hotpluggable volumes and their disks: what a restart would be needed to change.
+
+    Hotplugged volumes are applied to the running VMI as they are added to or removed from the VM, so a VM whose
+    template differs from its VMI's only in those does not need a restart (KubeVirt's RestartRequired ignores them).
+    """
+    volumes = [v for v in spec.get("volumes") or [] if not is_hotplug_volume(v)]
+    hotplugged = {v.get("name") for v in spec.get("volumes") or [] if is_hotplug_volume(v)}
+    if not hotplugged:
+        return dict(spec)
+    result = copy_json(dict(spec))
+    result["volumes"] = copy_json(volumes)
+    devices = (result.get("domain") or {}).get("devices")
+    if isinstance(devices, dict) and devices.get("disks") is not None:
+        devices["disks"] = [d for d in devices["disks"] if d.get("name") not in hotplugged]
+    return result
 
 
 # Phases virt-handler owns once it has reached them; the controller leaves them alone.
