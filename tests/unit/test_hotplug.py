@@ -9,17 +9,27 @@ from __future__ import annotations
 import argparse
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from pykubevirt.api import errors
 from pykubevirt.api.json_patch import apply_patch
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.volume_status import hotplug_entry, volume_statuses, without_hotplug_volumes
 from pykubevirt.handler.hotplug import after_sync, mark_detaching
 from pykubevirt.launcher.converter import ConverterContext
 from pykubevirt.launcher.converter.hotplug import LiveDisk, disk_xml, plan
-from pykubevirt.virtapi.volumes import parse_add, parse_remove, request_present, spec_patch, verify
+from pykubevirt.virtapi.volumes import (
+    HOTPLUG_NOT_ENABLED,
+    hotplug_enabled,
+    parse_add,
+    parse_remove,
+    request_present,
+    spec_patch,
+    verify,
+)
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.volumes import add_options
 
@@ -269,3 +279,11 @@ def test_hotplugged_volumes_do_not_make_a_restart_required() -> None:
     # Another change still counts.
     spec_changed = {**spec, "volumes": [{"name": "boot", "emptyDisk": {"capacity": "2Gi"}}]}
     assert without_hotplug_volumes(spec_changed) != spec
+
+
+def test_the_api_is_served_while_either_hotplug_gate_is_on() -> None:
+    assert hotplug_enabled(ClusterConfig())  # DeclarativeHotplugVolumes is Beta: on by default
+    off = ClusterConfig(disabled_feature_gates=frozenset({"DeclarativeHotplugVolumes"}))
+    assert not hotplug_enabled(off)
+    assert hotplug_enabled(replace(off, feature_gates=frozenset({"HotplugVolumes"})))
+    assert HOTPLUG_NOT_ENABLED == "Enable DeclarativeHotplugVolumes or HotplugVolumes feature gate to use this API."

@@ -19,6 +19,7 @@ from pykubevirt.client.api import JSON_PATCH, KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.client.streams import STREAM_PROTOCOL, pump_websockets
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.handler_client import HandlerClient
 from pykubevirt.virtapi.lifecycle import (
@@ -44,8 +45,10 @@ from pykubevirt.virtapi.vmi_checks import (
     check_vnc,
 )
 from pykubevirt.virtapi.volumes import (
+    HOTPLUG_NOT_ENABLED,
     VMI_NOT_RUNNING,
     VolumeRequest,
+    hotplug_enabled,
     parse_add,
     parse_remove,
     request_present,
@@ -77,9 +80,13 @@ def is_test_failure(exc: BaseException) -> bool:
 class SubresourceAPI:
     """Handles every request under /apis/subresources.kubevirt.io/<version>/; `close()` releases its connections."""
 
-    def __init__(self, client: KubeClient, handlers: HandlerClient) -> None:
+    def __init__(
+        self, client: KubeClient, handlers: HandlerClient, config: Callable[[], ClusterConfig] | None = None
+    ) -> None:
         self.client = client
         self.handlers = handlers
+        # The cluster configuration in effect (feature gates); None serves as KubeVirt's defaults do.
+        self.config = config
         self._routes: dict[tuple[str, str], tuple[str, Route]] = {
             ("virtualmachines", "start"): ("PUT", self._start),
             ("virtualmachines", "stop"): ("PUT", self._stop),
@@ -224,8 +231,9 @@ class SubresourceAPI:
 
     # ------------------------------------------------------------------------------------------------ volumes
 
-    @staticmethod
-    async def _volume_request(request: web.Request) -> VolumeRequest:
+    async def _volume_request(self, request: web.Request) -> VolumeRequest:
+        if self.config is not None and not hotplug_enabled(self.config()):
+            raise errors.bad_request(HOTPLUG_NOT_ENABLED)
         action = request.path.rstrip("/").rsplit("/", 1)[1]
         body = await request.read()
         return parse_add(body) if action == "addvolume" else parse_remove(body)

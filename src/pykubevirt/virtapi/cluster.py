@@ -276,7 +276,7 @@ async def serve(client: KubeClient, options: ClusterOptions, stop: asyncio.Event
         # The KubeVirt object in the informer's cache, over the command line's values, as virt-api's virt-config.
         return AdmissionContext(config=config(lookup.list(c.KUBEVIRT_KIND, None)), lookup=lookup)
 
-    api = SubresourceAPI(client, HandlerClient(client, handler_ssl))
+    api = SubresourceAPI(client, HandlerClient(client, handler_ssl), lambda: config(lookup.list(c.KUBEVIRT_KIND, None)))
     middleware = authorization_middleware(client, auth) if auth is not None else None
     app = build_app(api, admission, middleware)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)

@@ -4,6 +4,8 @@ subresource group served in-process, as an aggregated API would be.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import web
 
 from pykubevirt.api.crd import crd_manifest
@@ -33,19 +35,19 @@ def extension(config: ClusterConfig) -> Extension:
         server.add_admission(admission)
         # The webhook endpoints let a real kube-apiserver call the same chain (cluster mode, or tests of it).
         server.add_routes(lambda app: add_webhook_routes(app, admission.context))
-        server.on_start(lambda: serve_subresources(server))
+        server.on_start(lambda: serve_subresources(server, admission.config))
 
     return install
 
 
-async def serve_subresources(server: EmbeddedAPIServer) -> None:
+async def serve_subresources(server: EmbeddedAPIServer, config: Callable[[], ClusterConfig] | None = None) -> None:
     """Serve subresources.kubevirt.io/{v1,v1alpha3} from `server` once it has started (its kubeconfigs exist).
 
     Writes go back through the server's HTTPS API as virt-api's service account, passing admission like any client's.
     """
     client = KubeClient(load_kubeconfig(server.data_dir / KUBECONFIG_NAME), qps=0, user_agent="virt-api")
     # Handlers that serve https in embedded mode use a certificate of the server's CA.
-    api = SubresourceAPI(client, HandlerClient(client, server.pki.client_ssl_context()))
+    api = SubresourceAPI(client, HandlerClient(client, server.pki.client_ssl_context()), config)
 
     async def handle(request: web.Request, user: UserInfo) -> web.StreamResponse:
         # The server's middleware has authenticated the caller; virt-api acts as itself from here.

@@ -13,11 +13,13 @@ from typing import Any
 
 from pykubevirt.admission.validation.volume_requests import apply_volume_request
 from pykubevirt.api import errors
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi.options import _bad, _dry_run, decode_body
 
 Patch = list[dict[str, Any]]
 NO_BODY = "Request with no body, a new name is expected as the request body"
 VMI_NOT_RUNNING = "VMI is not running"
+HOTPLUG_NOT_ENABLED = "Enable DeclarativeHotplugVolumes or HotplugVolumes feature gate to use this API."
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,11 @@ class VolumeRequest:
 
     def as_request(self) -> dict[str, Any]:
         return {"addVolumeOptions": self.add} if self.add is not None else {"removeVolumeOptions": self.remove}
+
+
+def hotplug_enabled(config: ClusterConfig) -> bool:
+    """The API is served while either gate is on (DeclarativeHotplugVolumes is Beta, so on unless disabled)."""
+    return config.gate_enabled("DeclarativeHotplugVolumes") or config.gate_enabled("HotplugVolumes")
 
 
 def _options(body: bytes, type_name: str) -> dict[str, Any]:
