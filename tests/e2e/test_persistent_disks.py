@@ -300,6 +300,27 @@ async def test_a_blank_disk_is_hotplugged_into_the_running_guest_then_unplugged(
     reasons = [reason for _, reason in await kube.events(ns, "hpvm")]
     assert "VolumeReady" in reasons and "VolumeUnplugged" in reasons
 
+    # --persist: the VM's template keeps the volume, so the guest of the restarted VM gets it again.
+    await kube.run("virtctl", "-n", ns, "addvolume", "hpvm", "--volume-name=hp-blank", "--persist")
+    template = (await admin.get(VIRTUAL_MACHINES, "hpvm", ns))["spec"]["template"]["spec"]
+    assert [v["name"] for v in template["volumes"]] == ["rootdisk", "cloudinitdisk", "hp-blank"]
+    await kube.run("virtctl", "-n", ns, "restart", "hpvm")
+
+    async def restarted() -> dict[str, Any] | None:
+        current = await kube.vmi(ns, "hpvm")
+        if current is None or current["metadata"]["uid"] == vmi["metadata"]["uid"]:
+            return None
+        entry = next(
+            (s for s in (current.get("status") or {}).get("volumeStatus") or [] if s["name"] == "hp-blank"), {}
+        )
+        return current if entry.get("phase") == "Ready" else None
+
+    second = await eventually(restarted, timeout=180, interval=0.5)
+    pod = await kube.launcher_pod(second)
+    await kube.wait_serial(kube.node, pod, second, "pykubevirt-guest: ready", timeout=120)
+    async with Console(kube, pod, second) as console:
+        await console.block_devices_until("restarted", lambda devices: "sda" in devices)
+
 
 async def hotplug_and_unplug(kube: ClusterView, ns: str, console: Console) -> None:
     """virtctl addvolume, the disk in the guest, virtctl removevolume, the disk gone."""
