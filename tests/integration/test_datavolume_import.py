@@ -1,6 +1,7 @@
 """DataVolume http imports end to end without a guest: a real API server process, the storage controller (PV and
 DataVolume controllers) as virt-controller's identity, the scheduler, and a real node agent running the importer
-pod's `pykubevirt cdi-importer` process, against an HTTP server this module starts on 127.0.0.1."""
+pod's `pykubevirt cdi-importer` (and the upload pod's `cdi-uploadserver`) process, against an HTTP server this
+module starts on 127.0.0.1; uploads through `virtctl image-upload` and the API server's upload proxy."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -29,6 +31,7 @@ from pykubevirt.node.agent import NodeAgent
 from pykubevirt.node.image_store import ImageStore
 from pykubevirt.node.scheduler import Scheduler
 from pykubevirt.storage.app import StorageController
+from tests.integration.test_subresources import virtctl
 from tests.support.apiserver_process import APIServerProcess, kubectl
 from tests.support.control_plane import client_for
 from tests.support.node_agent_process import kill_leftover_pods
@@ -320,3 +323,57 @@ async def test_a_registry_import_of_a_local_image_reads_it_from_the_nodes_store(
     await eventually(succeeded, timeout=60)
     with ((await volume_dir(env.admin, ns, "local")) / "disk.img").open("rb") as disk:
         assert disk.read(2 * MI) == raw.read_bytes()
+
+
+async def test_virtctl_image_upload_creates_the_dv_and_uploads_through_the_proxy(env: Env, tmp_path: Path) -> None:
+    ns = await env.namespace()
+    raw, qcow2 = tmp_path / "disk.raw", tmp_path / "disk.qcow2"
+    raw.write_bytes(pattern(3 * MI))
+    qemu_img("convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2))
+    code, out, err = await virtctl(
+        env.server, tmp_path / "home", "-n", ns, "image-upload", "dv", "up", "--size=32Mi",
+        f"--image-path={qcow2}", "--insecure",
+    )  # fmt: skip
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[:4] == [
+        f"DataVolume {ns}/up created",
+        "Waiting for PVC up upload pod to be ready...",
+        "Pod now ready",
+        f"Uploading data to {env.server.url}",
+    ]
+    assert any(line.endswith("(100%)") for line in lines)  # plain progress lines: stdout is not a terminal
+    assert lines[-2:] == ["Processing completed successfully", f"Uploading {qcow2} completed successfully"]
+    dv = await eventually(lambda: succeeded(env.admin, ns, "up"), timeout=30)
+    assert dv["status"]["progress"] == "100.0%"
+    with ((await volume_dir(env.admin, ns, "up")) / "disk.img").open("rb") as disk:
+        assert disk.read(3 * MI) == raw.read_bytes()
+
+    code, out, err = await virtctl(
+        env.server, tmp_path / "home", "-n", ns, "image-upload", "dv", "up", "--no-create",
+        f"--image-path={qcow2}", "--insecure",
+    )  # fmt: skip
+    assert (code, err.strip()) == (1, "PVC up already successfully imported/cloned/updated")
+
+
+async def succeeded(admin: KubeClient, ns: str, name: str) -> Object | None:
+    dv = await admin.get(DATA_VOLUMES, name, ns)
+    return dv if (dv.get("status") or {}).get("phase") == "Succeeded" else None
+
+
+async def test_the_upload_proxy_checks_its_token_as_cdis(env: Env) -> None:
+    ns = await env.namespace()
+    path = f"/apis/upload.cdi.kubevirt.io/v1beta1/namespaces/{ns}/uploadtokenrequests"
+    body = {"apiVersion": "upload.cdi.kubevirt.io/v1beta1", "kind": "UploadTokenRequest", "spec": {"pvcName": "nope"}}
+    answer = await env.admin.request("POST", path, body={**body, "metadata": {"generateName": "token-for-virtctl-"}})
+    assert answer["metadata"]["name"].startswith("token-for-virtctl-")
+    token = answer["status"]["token"]
+    url = f"{env.server.url}/v1beta1/upload"
+    async with aiohttp.ClientSession() as session:
+        for headers, code, text in (
+            ({}, 400, "missing auth header"),
+            ({"Authorization": "Bearer a.b.c"}, 401, "invalid token"),
+            ({"Authorization": f"Bearer {token}"}, 503, "rejecting Upload Request for PVC nope that doesn't exist"),
+        ):
+            async with session.post(url, data=b"x", headers=headers, ssl=False) as response:
+                assert (response.status, (await response.text()).strip()) == (code, text)

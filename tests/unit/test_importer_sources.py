@@ -21,6 +21,7 @@ import pytest
 
 from pykubevirt.api.quantity import MI
 from pykubevirt.storage.importer import ImporterError, import_volume
+from pykubevirt.virtctl.image_upload import Progress
 from tests.unit.test_image_store import oci_image
 
 PAYLOAD = bytes(range(256)) * 4096 * 3  # 3 MiB
@@ -183,3 +184,31 @@ def test_a_node_pulled_image_is_read_from_the_shared_directory(tmp_path: Path) -
     assert import_volume(registry_environ(data, "docker://pykubevirt.local/x:1", shared)) == "Import Complete"
     with (data / "disk.img").open("rb") as image:
         assert image.read(len(PAYLOAD)) == PAYLOAD
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_virtctl_upload_progress_is_a_bar_on_a_terminal_and_lines_otherwise() -> None:
+    terminal, pipe = _Terminal(), io.StringIO()
+    for out in (terminal, pipe):
+        progress = Progress(4 * MI, out)
+        for sent in range(MI // 2, 4 * MI + 1, MI // 2):
+            progress.update(sent)
+        progress.finish()
+    assert terminal.getvalue().startswith("\r 512.00 KiB / 4.00 MiB [")
+    assert (
+        terminal.getvalue()
+        .rstrip("\n")
+        .rsplit("\r", 1)[1]
+        .startswith(" 4.00 MiB / 4.00 MiB [" + "=" * 40 + "] 100.00%")
+    )
+    assert pipe.getvalue().splitlines() == [
+        f"{size} / 4.00 MiB ({percent}%)"
+        for size, percent in (
+            ("512.00 KiB", 12), ("1.00 MiB", 25), ("1.50 MiB", 38), ("2.00 MiB", 50),
+            ("2.50 MiB", 62), ("3.00 MiB", 75), ("3.50 MiB", 88), ("4.00 MiB", 100),
+        )
+    ]  # fmt: skip

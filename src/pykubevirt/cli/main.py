@@ -47,6 +47,12 @@ def _cdi_importer(args: argparse.Namespace) -> int:
     return run()
 
 
+def _cdi_uploadserver(args: argparse.Namespace) -> int:
+    from pykubevirt.storage.upload_server import run
+
+    return run()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pykubevirt", description="KubeVirt's VM lifecycle, in Python.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -113,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     importer.add_argument("-v", default="1", help="log verbosity (accepted for CDI's argument)")
     importer.set_defaults(func=_cdi_importer)
+    uploader = sub.add_parser(
+        "cdi-uploadserver", help="take one upload into a DataVolume's claim (the upload pod's command)"
+    )
+    uploader.add_argument("-v", default="1", help="log verbosity (accepted for CDI's argument)")
+    uploader.set_defaults(func=_cdi_uploadserver)
 
     launcher = sub.add_parser("virt-launcher", help="run virt-launcher for one VMI (the compute container's command)")
     _launcher_arguments(launcher)

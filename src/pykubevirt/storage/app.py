@@ -56,7 +56,7 @@ def _owning_data_volume(pvc: Object) -> list[str]:
 
 def _importer_claim(pod: Object) -> list[str]:
     meta = pod.get("metadata") or {}
-    if (meta.get("labels") or {}).get(CDI_LABEL) != "importer":
+    if (meta.get("labels") or {}).get(CDI_LABEL) not in ("importer", "cdi-upload-server"):
         return []
     refs = meta.get("ownerReferences") or []
     return [f"{meta.get('namespace', '')}/{r['name']}" for r in refs if r.get("kind") == "PersistentVolumeClaim"]

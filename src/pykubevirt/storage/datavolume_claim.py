@@ -26,11 +26,16 @@ CREATED_FOR = ANN + "createdForDataVolume"
 IMPORT_SOURCE = ANN + "storage.import.source"
 IMPORT_POD_NAME = ANN + "storage.import.importPodName"
 PREALLOCATION_REQUESTED = ANN + "storage.preallocation.requested"
+POD_READY = ANN + "storage.pod.ready"
+UPLOAD_TARGET = ANN + "storage.upload.target"
+# Where the upload proxy finds the upload server: CDI's Service URL, for a pod that has no network of its own.
+UPLOAD_URL = "upload.pykubevirt.io/server-url"
 CLONE_REQUEST = "k8s.io/CloneRequest"
 CDI_LABEL = "cdi.kubevirt.io"
 APP_LABEL_VALUE = "containerized-data-importer"
 DEFAULT_OVERHEAD = 0.06
 IMPORTER_COMMAND = ("pykubevirt", "cdi-importer")
+UPLOAD_SERVER_COMMAND = ("pykubevirt", "cdi-uploadserver")
 DATA_DIR = "/data"
 SOURCE_DIR = "/source"
 NO_CLAIM_SPEC = "datavolume one of {pvc, storage} field is required"
@@ -104,6 +109,8 @@ def new_claim(dv: Mapping[str, Any], source_request: str = "") -> dict[str, Any]
     elif kind == "http":
         annotations[IMPORT_SOURCE] = "http"
         annotations.update(import_sources.http_annotations((dv.get("spec") or {}).get("source", {}).get("http") or {}))
+    elif kind == "upload":
+        annotations[UPLOAD_TARGET] = ""
     elif kind == "registry":
         annotations[IMPORT_SOURCE] = "registry"
         source_spec = (dv.get("spec") or {}).get("source", {}).get("registry") or {}
@@ -132,6 +139,27 @@ def new_claim(dv: Mapping[str, Any], source_request: str = "") -> dict[str, Any]
         },
         "spec": claim_spec(dv),
     }
+
+
+def pod_name(dv: Mapping[str, Any], claim: str) -> str:
+    """`cdi-upload-<claim>` for an upload, `importer-<claim>` otherwise."""
+    return f"cdi-upload-{claim}"[:253] if source_kind(dv) == "upload" else f"importer-{claim}"[:253]
+
+
+def upload_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any]) -> dict[str, Any]:
+    """upload-controller.go's pod: the upload server with the claim at /data, owned by the claim."""
+    pod = importer_pod(pvc, dv)
+    meta = pod["metadata"]
+    meta["name"] = pod_name(dv, str((pvc.get("metadata") or {}).get("name", "")))
+    meta["labels"] = {"app": APP_LABEL_VALUE, CDI_LABEL: "cdi-upload-server"}
+    container = pod["spec"]["containers"][0]
+    container.update(name="cdi-upload-server", command=list(UPLOAD_SERVER_COMMAND))
+    container["env"] = [
+        {"name": "UPLOAD_IMAGE_SIZE" if e["name"] == "IMPORTER_IMAGE_SIZE" else e["name"], "value": e["value"]}
+        for e in container["env"]
+        if e["name"] in ("IMPORTER_IMAGE_SIZE", "OWNER_UID", "FILESYSTEM_OVERHEAD", "PREALLOCATION")
+    ]
+    return pod
 
 
 def importer_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any], source_claim: str = "") -> dict[str, Any]:
@@ -225,14 +253,18 @@ def dv_phase(dv: Mapping[str, Any], pvc: Mapping[str, Any] | None, pod: Mapping[
     if pod is not None:
         pod_phase = str((pod.get("status") or {}).get("phase") or pod_phase)
     clone = source_kind(dv) == "pvc"
+    upload = source_kind(dv) == "upload"
+    ready = ((pvc.get("metadata") or {}).get("annotations") or {}).get(POD_READY) == "true"
     if pod_phase == "Succeeded":
         return "Succeeded"
+    if pod_phase == "Running" and upload:
+        return "UploadReady" if ready else "UploadScheduled"
     if pod_phase == "Running":
         return "CloneInProgress" if clone else "ImportInProgress"
     if pvc_phase != "Bound":
         return "Pending"
     if pod is not None or pod_phase == "Pending":
-        return "CloneScheduled" if clone else "ImportScheduled"
+        return "CloneScheduled" if clone else "UploadScheduled" if upload else "ImportScheduled"
     return "PVCBound"
 
 

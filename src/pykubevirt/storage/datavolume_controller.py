@@ -1,4 +1,4 @@
-"""A CDI-compatible DataVolume controller for the embedded cluster (blank, http, registry, pvc clones).
+"""A CDI-compatible DataVolume controller for the embedded cluster (blank, http, registry, upload, pvc).
 
 As CDI's legacy (non-populator) path without the HonorWaitForFirstConsumer gate: the DataVolume's claim is created
 with the import annotations, an importer pod that mounts it (and, for a clone, the source claim) is its first
@@ -27,7 +27,7 @@ from pykubevirt.storage import import_progress
 
 log = logging.getLogger("pykubevirt.storage.datavolume")
 
-SUPPORTED_SOURCES = ("blank", "http", "registry", "pvc")
+SUPPORTED_SOURCES = ("blank", "http", "registry", "upload", "pvc")
 PROGRESS_POLL_SECONDS = 1.0
 LOG_TAIL_LINES = "40"
 
@@ -66,7 +66,7 @@ class DataVolumeController:
         elif not _owned_by(pvc, dv):
             await self._status(dv, "Failed", pvc, None, f"PVC {name} already exists and is not owned by the DataVolume")
             return None
-        pod = self.pods.get(f"{namespace}/importer-{name}")
+        pod = self.pods.get(f"{namespace}/{dvc.pod_name(dv, name)}")
         current = (dv.get("status") or {}).get("phase")
         if current not in ("Succeeded", "Failed"):
             result = await self._drive_pod(dv, pvc, pod)
@@ -74,23 +74,46 @@ class DataVolumeController:
                 return result
         phase = dvc.dv_phase(dv, pvc, pod)
         importing = pod is not None and phase not in ("Succeeded", "Failed")
-        progress, failure = await self._importer_report(dv, pod) if importing else (None, "")
+        progress, failure = None, ""
+        if importing:
+            progress, failure, pvc = await self._importer_report(dv, pvc, pod)
+            phase = dvc.dv_phase(dv, pvc, pod)
         await self._status(dv, phase, pvc, pod, progress=progress, failure=failure)
         return Result(requeue_after=PROGRESS_POLL_SECONDS) if importing else None
 
-    async def _importer_report(self, dv: Object, pod: Object | None) -> tuple[str | None, str]:
-        """Progress and the last failed attempt's message, from the tail of the importer's log."""
+    async def _importer_report(self, dv: Object, pvc: Object, pod: Object | None) -> tuple[str | None, str, Object]:
+        """Progress and the last failed attempt's message, from the tail of the importer's log; an upload server's
+        address, recorded on the claim with CDI's pod.ready (the upload proxy waits for it)."""
         if pod is None:
-            return None, ""
+            return None, "", pvc
         meta = pod["metadata"]
         path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log"
         try:
             text = await self.client.read_text(path, {"tailLines": LOG_TAIL_LINES})
         except (ApiError, ConnectionError, TimeoutError) as exc:
             log.debug("no log of %s yet: %s", meta["name"], exc)
-            return None, ""
+            return None, "", pvc
         uid = str(dv["metadata"].get("uid", ""))
-        return import_progress.progress_from_log(text, uid), import_progress.failure_from_log(text) or ""
+        if dvc.source_kind(dv) == "upload":
+            pvc = await self._record_upload_server(dv, pvc, pod, text)
+        return import_progress.progress_from_log(text, uid), import_progress.failure_from_log(text) or "", pvc
+
+    async def _record_upload_server(self, dv: Object, pvc: Object, pod: Object, log_text: str) -> Object:
+        """The claim with pod.ready and the server's address as the upload server's log tells them."""
+        annotations = pvc["metadata"].get("annotations") or {}
+        running = (pod.get("status") or {}).get("phase") == "Running"
+        url = import_progress.upload_server_url(log_text) if running else None
+        if running and url is None and annotations.get(dvc.POD_READY) == "true":
+            return pvc  # the address has scrolled out of the tail; it was recorded
+        wanted = {dvc.POD_READY: "true" if url else "false", dvc.UPLOAD_URL: url or ""}
+        if all(annotations.get(k) == v for k, v in wanted.items()):
+            return pvc
+        await self._annotate(pvc, wanted)
+        if url:
+            self.recorder.event(dv, NORMAL, "UploadReady", f"Upload into {pvc['metadata']['name']} ready")
+        updated = copy_json(pvc)
+        updated["metadata"]["annotations"] = {**annotations, **wanted}
+        return updated
 
     async def _create_claim(self, dv: Object) -> Object | None:
         try:
@@ -117,13 +140,15 @@ class DataVolumeController:
             source_claim = self._clone_source(dv)
             if source_claim is None:
                 return Result(requeue_after=5.0)
-            body = dvc.importer_pod(pvc, dv, source_claim)
+            upload = dvc.source_kind(dv) == "upload"
+            body = dvc.upload_pod(pvc, dv) if upload else dvc.importer_pod(pvc, dv, source_claim)
             try:
                 await self.client.create(PODS, body)
             except AlreadyExists:
                 return None
-            event = "CloneScheduled" if source_claim else "ImportScheduled"
-            self.recorder.event(dv, NORMAL, event, f"{'Cloning' if source_claim else 'Import'} into {name} scheduled")
+            event = "CloneScheduled" if source_claim else "UploadScheduled" if upload else "ImportScheduled"
+            what = "Cloning" if source_claim else "Upload" if upload else "Import"
+            self.recorder.event(dv, NORMAL, event, f"{what} into {name} scheduled")
             await self._annotate(pvc, {dvc.IMPORT_POD_NAME: body["metadata"]["name"], dvc.POD_PHASE: "Pending"})
             return None
         phase = str((pod.get("status") or {}).get("phase") or "")
@@ -137,18 +162,22 @@ class DataVolumeController:
         if any(annotations.get(k) != v for k, v in wanted.items()):
             await self._annotate(pvc, wanted)
         if phase == "Succeeded":
-            self.recorder.event(pvc, NORMAL, "ImportSucceeded", "Import Successful")
-            self.recorder.event(dv, NORMAL, "ImportSucceeded", f"Successfully imported into PVC {name}")
+            if dvc.source_kind(dv) == "upload":
+                self.recorder.event(dv, NORMAL, "UploadSucceeded", f"Successfully uploaded into {name}")
+            else:
+                self.recorder.event(pvc, NORMAL, "ImportSucceeded", "Import Successful")
+                self.recorder.event(dv, NORMAL, "ImportSucceeded", f"Successfully imported into PVC {name}")
             await self._delete_importer(str(meta["namespace"]), name)
         return None
 
     async def _delete_importer(self, namespace: str, claim: str) -> None:
-        if self.pods.get(f"{namespace}/importer-{claim}") is None:
-            return
-        try:
-            await self.client.delete(PODS, f"importer-{claim}", namespace)
-        except NotFound:
-            pass
+        for pod in (f"importer-{claim}", f"cdi-upload-{claim}"):
+            if self.pods.get(f"{namespace}/{pod}") is None:
+                continue
+            try:
+                await self.client.delete(PODS, pod, namespace)
+            except NotFound:
+                pass
 
     def _clone_source(self, dv: Object) -> str | None:
         """The source claim of a clone ("" for other sources); None while it does not exist (the clone waits)."""

@@ -36,6 +36,12 @@ def progress_from_log(text: str, owner_uid: str) -> str | None:
     return f"{float(found[-1][1]):.2f}%" if found else None
 
 
+def upload_server_url(text: str) -> str | None:
+    """Where the upload server of this log listens, once it does."""
+    found = re.findall(r"Upload server listening on (http://\S+)", text)
+    return found[-1] if found else None
+
+
 def failure_from_log(text: str) -> str | None:
     """The message of the importer's last failed attempt, if its log ends with one."""
     lines = [line for line in text.splitlines() if line.strip()]

@@ -99,12 +99,23 @@ def _import_http(environ: dict[str, str], mounts: dict[str, str], target: Path, 
     url = environ.get("IMPORTER_ENDPOINT", "")
     if not url.startswith(("http://", "https://")):
         raise ImporterError(f"unsupported endpoint {url!r}: only http and https")
+
+    def opener() -> http_source.Download:
+        return http_source.open_url(url, environ, mounts)
+
+    import_stream(opener, target, block, usable, environ.get("OWNER_UID", ""))
+
+
+def import_stream(
+    open_body: Callable[[], http_source.Download], target: Path, block: bool, usable: int, owner_uid: str
+) -> None:
+    """Unwrap, convert and size one image body (an http download, an upload) into the target volume."""
     work = Path(tempfile.mkdtemp(prefix="cdi-scratch-")) if block else target.parent
     download_path = work / f".{DISK_IMG}.download"
     partial = target if block else target.with_name(f".{target.name}.partial")
-    with ProgressReporter(environ.get("OWNER_UID", "")) as progress:
+    with ProgressReporter(owner_uid) as progress:
         try:
-            download = http_source.open_url(url, environ, mounts)
+            download = open_body()
             try:
                 fmt, stream, close = http_source.unwrap(download)
                 # Conversion is the second half of the work when there is one.
@@ -167,18 +178,22 @@ def _import_registry(environ: dict[str, str], mounts: dict[str, str], target: Pa
                     partial.unlink()
 
 
+def volume_target(environ: dict[str, str], mounts: dict[str, str], size_env: str) -> tuple[Path, bool, int]:
+    """(disk.img or the block device, whether it is a block device, the usable space for the image)."""
+    target, block = _target(mounts)
+    size = to_bytes(environ.get(size_env))
+    overhead = float(environ.get("FILESYSTEM_OVERHEAD") or "0")
+    if block:
+        return target, True, os.path.getsize(target) or size
+    stats = os.statvfs(target.parent)
+    available = min(size, stats.f_bavail * stats.f_frsize) if size else stats.f_bavail * stats.f_frsize
+    return target, False, usable_space(available, overhead)
+
+
 def import_volume(environ: dict[str, str]) -> str:
     """Fill the target volume as IMPORTER_SOURCE says; returns the completion message."""
     mounts = pod_layout.mounts_from_env(environ)
-    target, block = _target(mounts)
-    size = to_bytes(environ.get("IMPORTER_IMAGE_SIZE"))
-    overhead = float(environ.get("FILESYSTEM_OVERHEAD") or "0")
-    if block:
-        usable = os.path.getsize(target) or size
-    else:
-        stats = os.statvfs(target.parent)
-        available = min(size, stats.f_bavail * stats.f_frsize) if size else stats.f_bavail * stats.f_frsize
-        usable = usable_space(available, overhead)
+    target, block, usable = volume_target(environ, mounts, "IMPORTER_IMAGE_SIZE")
     source = environ.get("IMPORTER_SOURCE", "none")
     if source == "none":
         if not block:

@@ -15,7 +15,7 @@ import tarfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from pykubevirt.node.image_store import DiskImageError, disk_entry, read_oci_layers, replay_layers
+from pykubevirt.launcher.containerdisk_layout import DiskImageError, disk_entry, read_oci_layers, replay_layers
 
 SHARED_DIR = "/shared"
 SCHEMES = ("docker://", "oci-archive://")

@@ -15,7 +15,7 @@ from pykubevirt.apiserver.server import EmbeddedAPIServer, Extension
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import load_kubeconfig
 from pykubevirt.config.cluster_config import ClusterConfig
-from pykubevirt.virtapi import discovery
+from pykubevirt.virtapi import discovery, upload_proxy
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.embedded_admission import KubeVirtAdmission
 from pykubevirt.virtapi.handler_client import HandlerClient
@@ -35,12 +35,20 @@ def extension(config: ClusterConfig) -> Extension:
         server.add_admission(admission)
         # The webhook endpoints let a real kube-apiserver call the same chain (cluster mode, or tests of it).
         server.add_routes(lambda app: add_webhook_routes(app, admission.context))
-        server.on_start(lambda: serve_subresources(server, admission.config))
+        # CDI's upload proxy: its own token checks, on the server's port.
+        uploads = upload_proxy.UploadAPI(upload_proxy.UploadTokens(server.data_dir))
+        server.public_paths.update([*upload_proxy.PROXY_PATHS, "/v1beta1/upload-async"])
+        server.add_routes(lambda app: upload_proxy.add_proxy_routes(app, uploads))
+        server.on_start(lambda: serve_subresources(server, admission.config, uploads))
 
     return install
 
 
-async def serve_subresources(server: EmbeddedAPIServer, config: Callable[[], ClusterConfig] | None = None) -> None:
+async def serve_subresources(
+    server: EmbeddedAPIServer,
+    config: Callable[[], ClusterConfig] | None = None,
+    uploads: upload_proxy.UploadAPI | None = None,
+) -> None:
     """Serve subresources.kubevirt.io/{v1,v1alpha3} from `server` once it has started (its kubeconfigs exist).
 
     Writes go back through the server's HTTPS API as virt-api's service account, passing admission like any client's.
@@ -55,9 +63,15 @@ async def serve_subresources(server: EmbeddedAPIServer, config: Callable[[], Clu
 
     for version in discovery.VERSIONS:
         server.extra_groups[(discovery.GROUP, version)] = (handle, discovery.resource_list(version))
+    if uploads is not None:
+        uploads.client = client
+        key = (upload_proxy.GROUP, upload_proxy.VERSION)
+        server.extra_groups[key] = (uploads.token_request, upload_proxy.resource_list())
 
     async def close() -> None:
         await api.close()
+        if uploads is not None:
+            await uploads.close()
         await client.close()
 
     server.add_cleanup(close)

@@ -10,7 +10,7 @@ from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINES
 from pykubevirt.virtapi.discovery import version_info
-from pykubevirt.virtctl import volumes
+from pykubevirt.virtctl import image_upload, volumes
 from pykubevirt.virtctl.client import VirtctlError, put_subresource, server_version
 
 DRY_RUN_ALL = ["All"]
@@ -64,6 +64,8 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
         await _stop_or_restart(api, namespace, args)
     elif command in ("pause", "unpause"):
         await _pause_or_unpause(api, namespace, command, args)
+    elif command == "image-upload":
+        await image_upload.image_upload(api, namespace, args)
     elif command == "addvolume":
         await volumes.add_volume(api, namespace, args)
     elif command == "removevolume":

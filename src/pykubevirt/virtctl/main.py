@@ -17,10 +17,14 @@ from pykubevirt.client.config import ConfigError, load_config
 from pykubevirt.client.errors import ApiError
 from pykubevirt.virtctl import commands
 from pykubevirt.virtctl.client import VirtctlError
+from pykubevirt.virtctl.image_upload import add_arguments as add_upload_arguments
 from pykubevirt.virtctl.volumes import add_arguments as add_volume_arguments
 
 # pflag booleans take `--flag`, `--flag=true` or `--flag=false`, never a separate value.
-BOOL_FLAGS = ("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client", "--persist")
+BOOL_FLAGS = (
+    *("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client", "--persist"),
+    *("--insecure", "--no-create", "--force-bind"),
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     vnc.add_argument("--proxy-only", action="store_true", help="only run the proxy and print its port")
     vnc.add_argument("--preserve-session", action="store_true", help="keep an existing VNC session")
     add_volume_arguments(sub, command)
+    add_upload_arguments(command)
     version = command("version", "Print the client and server version information.")
     version.add_argument("-c", "--client", action="store_true", help="client version only")
     return parser
