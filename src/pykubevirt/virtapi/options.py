@@ -37,7 +37,8 @@ class PauseOptions:
     dry_run: tuple[str, ...] = ()
 
 
-def _bad(message: str) -> errors.APIError:
+def unmarshal_error(message: str) -> errors.APIError:
+    """virt-api's 400 for a body that does not decode into the options struct."""
     return errors.bad_request(UNMARSHAL_ERROR % message)
 
 
@@ -52,11 +53,11 @@ def decode_body(body: bytes, type_name: str) -> dict[str, Any]:
         try:
             value = yaml.safe_load(body.decode("utf-8", "replace"))
         except yaml.YAMLError as exc:
-            raise _bad(f"error converting YAML to JSON: {exc}") from exc
+            raise unmarshal_error(f"error converting YAML to JSON: {exc}") from exc
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise _bad(f"json: cannot unmarshal {_json_type(value)} into Go value of type v1.{type_name}")
+        raise unmarshal_error(f"json: cannot unmarshal {_json_type(value)} into Go value of type v1.{type_name}")
     return value
 
 
@@ -76,16 +77,17 @@ def _field(body: dict[str, Any], key: str, kind: type, type_name: str, go_type: 
         return None
     # bool is an int in Python; Go keeps them apart.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise _bad(
+        raise unmarshal_error(
             f"json: cannot unmarshal {_json_type(value)} into Go struct field {type_name}.{key} of type {go_type}"
         )
     return value
 
 
-def _dry_run(body: dict[str, Any], type_name: str) -> tuple[str, ...]:
+def dry_run_values(body: dict[str, Any], type_name: str) -> tuple[str, ...]:
+    """The options' `dryRun`, each value checked to be `All`."""
     values = _field(body, "dryRun", list, type_name, "[]string") or []
     if not all(isinstance(v, str) for v in values):
-        raise _bad(f"json: cannot unmarshal number into Go struct field {type_name}.dryRun of type string")
+        raise unmarshal_error(f"json: cannot unmarshal number into Go struct field {type_name}.dryRun of type string")
     for value in values:
         if value != DRY_RUN_ALL:
             raise errors.bad_request(f'dryRun: Unsupported value: "{value}": supported values: "{DRY_RUN_ALL}"')
@@ -95,14 +97,15 @@ def _dry_run(body: dict[str, Any], type_name: str) -> tuple[str, ...]:
 def parse_start(body: bytes) -> StartOptions:
     data = decode_body(body, "StartOptions")
     return StartOptions(
-        paused=bool(_field(data, "paused", bool, "StartOptions", "bool")), dry_run=_dry_run(data, "StartOptions")
+        paused=bool(_field(data, "paused", bool, "StartOptions", "bool")), dry_run=dry_run_values(data, "StartOptions")
     )
 
 
 def parse_stop(body: bytes) -> StopOptions:
     data = decode_body(body, "StopOptions")
     return StopOptions(
-        grace_period=_field(data, "gracePeriod", int, "StopOptions", "int64"), dry_run=_dry_run(data, "StopOptions")
+        grace_period=_field(data, "gracePeriod", int, "StopOptions", "int64"),
+        dry_run=dry_run_values(data, "StopOptions"),
     )
 
 
@@ -110,12 +113,12 @@ def parse_restart(body: bytes) -> RestartOptions:
     data = decode_body(body, "RestartOptions")
     return RestartOptions(
         grace_period_seconds=_field(data, "gracePeriodSeconds", int, "RestartOptions", "int64"),
-        dry_run=_dry_run(data, "RestartOptions"),
+        dry_run=dry_run_values(data, "RestartOptions"),
     )
 
 
 def parse_pause(body: bytes, type_name: str = "PauseOptions") -> PauseOptions:
-    return PauseOptions(dry_run=_dry_run(decode_body(body, type_name), type_name))
+    return PauseOptions(dry_run=dry_run_values(decode_body(body, type_name), type_name))
 
 
 def is_dry_run(dry_run: tuple[str, ...]) -> bool:

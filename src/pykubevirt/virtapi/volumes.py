@@ -14,7 +14,7 @@ from typing import Any
 from pykubevirt.admission.validation.volume_requests import apply_volume_request
 from pykubevirt.api import errors
 from pykubevirt.config.cluster_config import ClusterConfig
-from pykubevirt.virtapi.options import _bad, _dry_run, decode_body
+from pykubevirt.virtapi.options import decode_body, dry_run_values, unmarshal_error
 
 Patch = list[dict[str, Any]]
 NO_BODY = "Request with no body, a new name is expected as the request body"
@@ -48,14 +48,14 @@ def _options(body: bytes, type_name: str) -> dict[str, Any]:
         raise errors.bad_request(NO_BODY)
     data = decode_body(body, type_name)
     if data.get("name") is not None and not isinstance(data["name"], str):
-        raise _bad(f"json: cannot unmarshal number into Go struct field {type_name}.name of type string")
+        raise unmarshal_error(f"json: cannot unmarshal number into Go struct field {type_name}.name of type string")
     return data
 
 
 def parse_add(body: bytes) -> VolumeRequest:
     """AddVolumeOptions: name, disk and volumeSource required; the disk takes the name, the source is hotpluggable."""
     opts = _options(body, "AddVolumeOptions")
-    dry_run = bool(_dry_run(opts, "AddVolumeOptions"))
+    dry_run = bool(dry_run_values(opts, "AddVolumeOptions"))
     if not opts.get("name"):
         raise errors.bad_request("AddVolumeOptions requires name to be set")
     if not isinstance(opts.get("disk"), dict):
@@ -75,7 +75,7 @@ def parse_add(body: bytes) -> VolumeRequest:
 
 def parse_remove(body: bytes) -> VolumeRequest:
     opts = _options(body, "RemoveVolumeOptions")
-    dry_run = bool(_dry_run(opts, "RemoveVolumeOptions"))
+    dry_run = bool(dry_run_values(opts, "RemoveVolumeOptions"))
     if not opts.get("name"):
         raise errors.bad_request("RemoveVolumeOptions requires name to be set")
     opts = copy.deepcopy(opts)
