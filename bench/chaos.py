@@ -32,6 +32,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tests.support.cluster_qemus import ClusterQemus
+
 from bench.harness import log
 from pykubevirt.api import pod_layout
 from pykubevirt.node.pod_dirs import existing_pod_dirs
@@ -71,24 +73,6 @@ def vm_manifest(name: str) -> str:
     return json.dumps(body)
 
 
-def qemus(prefix: str = "default_chaos-") -> Counter[str]:
-    """Live QEMU processes per libvirt domain of the soak's VMs (`guest=default_chaos-N` on their command line;
-    other clusters on the host have guests of their own)."""
-    found: Counter[str] = Counter()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and b"qemu-system" in argv[0]:
-            for arg in argv:
-                if arg.startswith(f"guest={prefix}".encode()):
-                    found[arg.split(b",")[0][len(b"guest=") :].decode()] += 1
-    return found
-
-
 class Soak:
     """One soak: the cluster, the fault injector, the VM operations, the writes and the QEMU census."""
 
@@ -106,6 +90,7 @@ class Soak:
         self.most_qemus: Counter[str] = Counter()
         self.stopped: dict[int, float] = {}  # pid → when to SIGCONT it
         self.seen_pods: set[str] = set()  # every pod directory the nodes had: their runtime dirs must go with them
+        self.qemus = ClusterQemus(self.data_dir)  # this cluster's only: other clusters on the host have guests too
         self._done = threading.Event()
 
     # ------------------------------------------------------------------------------------------------ commands
@@ -223,7 +208,7 @@ class Soak:
 
     def _census_loop(self) -> None:
         while not self._done.wait(0.5):
-            for domain, count in qemus().items():
+            for domain, count in self.qemus.count().items():
                 self.most_qemus[domain] = max(self.most_qemus[domain], count)
             for node in ("node01", "node02"):
                 self.seen_pods.update(d.uid for d in existing_pod_dirs(self.data_dir / "nodes" / node / "pods"))
@@ -277,7 +262,7 @@ class Soak:
         pod_uids = {p["metadata"]["uid"] for p in pods}
         vmis = (self.get("vmi") or {"items": []})["items"]
         live = {f"default_{v['metadata']['name']}" for v in vmis if (v.get("status") or {}).get("phase") == "Running"}
-        broken["qemu_without_vmi"] = [d for d in qemus() if d not in live]
+        broken["qemu_without_vmi"] = [d for d in self.qemus.count() if d not in live]
         launchers, leaked = [], []
         for node in ("node01", "node02"):
             for pod_dir in existing_pod_dirs(self.data_dir / "nodes" / node / "pods"):

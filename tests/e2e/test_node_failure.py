@@ -10,9 +10,7 @@ import contextlib
 import json
 import os
 import signal
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from pykubevirt.node.processes import kill_group
 from tests.e2e.conftest import UpCluster, free_port, wait_for
 from tests.e2e.test_acceptance import wait_booted
 from tests.support.cluster import DEMO_IMAGE
+from tests.support.cluster_qemus import ClusterQemus, QemuCensus
 from tests.support.waiting import consistently_sync
 
 pytestmark = pytest.mark.e2e
@@ -65,53 +64,17 @@ def guest(name: str, kind: str = "VirtualMachine") -> str:
     return json.dumps(body)
 
 
-def qemus() -> Counter[str]:
-    """Live QEMU processes per domain (`guest=<namespace>_<name>` on their command line), from /proc."""
-    found: Counter[str] = Counter()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if not argv or b"qemu-system" not in argv[0]:
-            continue
-        for arg in argv:
-            if arg.startswith(b"guest="):
-                found[arg.split(b",")[0][len(b"guest=") :].decode()] += 1
-    return found
-
-
-def qemu_pids(domain: str) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
+def describe(pids: dict[str, list[int]]) -> str:
+    """Each QEMU's parent, start time and runtime directory, to tell where an extra one came from."""
+    lines = []
+    for name, found in pids.items():
+        for pid in found:
             with contextlib.suppress(OSError):
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-                if argv and b"qemu-system" in argv[0] and any(a.startswith(f"guest={domain},".encode()) for a in argv):
-                    pids.append(int(entry))
-    return pids
-
-
-class QemuCensus:
-    """Polls the process table in a thread; `most` is the largest number of QEMUs one domain ever had."""
-
-    def __init__(self) -> None:
-        self.most: Counter[str] = Counter()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-
-    def _poll(self) -> None:
-        while not self._stop.wait(0.1):
-            for domain, count in qemus().items():
-                self.most[domain] = max(self.most[domain], count)
-
-    def stop(self) -> Counter[str]:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        return self.most
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+                runtime = next((a for a in argv if "/run/pkv/" in a), "")[:120]
+                lines.append(f"{name}: pid {pid} ppid {stat[1]} start {stat[19]} {runtime}")
+    return "\n".join(lines)
 
 
 def node_of(cluster: UpCluster, name: str) -> str:
@@ -145,6 +108,10 @@ def stop_node(cluster: UpCluster, node: str) -> list[int]:
     return pids
 
 
+def qemu_pids(cluster: UpCluster, domain: str) -> list[int]:
+    return ClusterQemus(cluster.data_dir).pids().get(domain, [])
+
+
 def kill_pods_and_guests(cluster: UpCluster, node: str, domains: list[str]) -> None:
     """SIGKILL the node's pod processes (launchers) and QEMUs, as a host losing power."""
     for pod_dir in existing_pod_dirs(cluster.data_dir / "nodes" / node / "pods"):
@@ -152,7 +119,7 @@ def kill_pods_and_guests(cluster: UpCluster, node: str, domains: list[str]) -> N
             # Checked by pid and start time; records of containers without a process have pid 0 (never killpg 0).
             kill_group(record.pid, record.ticks)
     for domain in domains:
-        for pid in qemu_pids(domain):
+        for pid in qemu_pids(cluster, domain):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -221,8 +188,8 @@ def test_host_death_is_fenced_and_always_vms_boot_on_the_other_node(two_nodes: U
     bare = cluster.jsonpath("vmi", "fo-bare", "{.metadata.uid} {.status.phase} {.status.reason}").split()
     assert bare == [uids["fo-bare"], "Failed", "NodeUnresponsive"]
 
-    survivors = {n: qemu_pids(f"default_{n}") for n in names}
-    assert all(len(pids) == 1 for pids in survivors.values()), survivors
+    survivors = {n: qemu_pids(cluster, f"default_{n}") for n in names}
+    assert all(len(pids) == 1 for pids in survivors.values()), describe(survivors)
     wait_rejoined(cluster, "node01", stopped)
     # node01 cleared its stale pods (their directories) and left node02's guests alone; the bare VMI stays Failed.
     wait_for(lambda: not stale & {d.uid for d in existing_pod_dirs(pods_dir)}, "node01 to clean up its stale pods")
@@ -230,7 +197,7 @@ def test_host_death_is_fenced_and_always_vms_boot_on_the_other_node(two_nodes: U
     def untouched() -> bool:
         for name in names:
             assert moved(cluster, name, uids[name])
-            assert qemu_pids(f"default_{name}") == survivors[name]
+            assert qemu_pids(cluster, f"default_{name}") == survivors[name]
         assert cluster.jsonpath("vmi", "fo-bare", "{.metadata.uid} {.status.phase}").split() == [
             uids["fo-bare"],
             "Failed",
@@ -249,8 +216,8 @@ def test_partitioned_node_is_fenced_before_its_guest_runs_elsewhere(two_nodes: U
     place_on(cluster, "node01", [guest(name)])
     domain = f"default_{name}"
     old_uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
-    (old_qemu,) = qemu_pids(domain)
-    census = QemuCensus()
+    (old_qemu,) = qemu_pids(cluster, domain)
+    census = QemuCensus(ClusterQemus(cluster.data_dir))
     try:
         stopped = stop_node(cluster, "node01")
         dead_at = time.monotonic()
@@ -258,7 +225,7 @@ def test_partitioned_node_is_fenced_before_its_guest_runs_elsewhere(two_nodes: U
         wait_booted(cluster, "vm", name)
         failover = time.monotonic() - dead_at
         print(f"\npartition: guest booted on {node_of(cluster, name)} after {failover:.1f} s")
-        assert old_qemu not in qemu_pids(domain)
+        assert old_qemu not in qemu_pids(cluster, domain)
         wait_rejoined(cluster, "node01", stopped)
     finally:
         most = census.stop()
