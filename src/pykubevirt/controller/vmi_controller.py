@@ -194,8 +194,13 @@ class VMIController:
         update = vmi_status(cached, pod, owned, sync_error, owner_vm_exists=self._has_owner_vm(cached), now=now)
         if self.claims is not None and (cached.get("spec") or {}).get("volumes"):
             statuses = volume_statuses(update.vmi, self._claim)
+            before = {s.get("name"): s.get("phase") for s in (update.vmi.get("status") or {}).get("volumeStatus") or []}
             if statuses != (update.vmi.get("status") or {}).get("volumeStatus"):
                 update.vmi.setdefault("status", {})["volumeStatus"] = statuses
+            for entry in statuses:
+                # KubeVirt records the move to AttachedToNode (its attachment pod's creation) as an event.
+                if entry.get("phase") == "AttachedToNode" and before.get(entry["name"]) != "AttachedToNode":
+                    self.recorder.event(update.vmi, NORMAL, str(entry["reason"]), str(entry["message"]))
         condition = data_volumes_ready(update.vmi, self._data_volume, now) if self.data_volumes is not None else None
         if condition is not None:
             status = update.vmi.setdefault("status", {})
