@@ -83,9 +83,8 @@ class _Peeked(io.RawIOBase):
             buffer[:n] = self.head[:n]
             self.head = self.head[n:]
             return n
-        data = self.rest.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
+        count: int = self.rest.readinto(buffer)  # type: ignore[attr-defined]
+        return count
 
 
 def _headers(environ: Mapping[str, str], mounts: Mapping[str, str]) -> dict[str, str]:
@@ -184,6 +183,18 @@ def unwrap(download: Download) -> tuple[str, IO[bytes], Callable[[], None]]:
             item.close()
 
     return qemu_format(head), stream, close
+
+
+def write_scratch(stream: IO[bytes], dest: Path, on_chunk: Callable[[int], None]) -> None:
+    """Copy `stream` to a scratch file qemu-img reads next (no hole punching, no fsync: it is thrown away)."""
+    size = 0
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
+    with open(dest, "wb") as out:
+        while n := stream.readinto(view):  # type: ignore[attr-defined]
+            out.write(view[:n])
+            size += n
+            on_chunk(size)
 
 
 def write_sparse(stream: IO[bytes], dest: Path, limit: int, on_chunk: Callable[[int], None]) -> int:

@@ -130,7 +130,7 @@ def import_stream(
                     if written > usable:
                         raise _too_large(download.total or written, usable)
                 else:
-                    http_source.write_sparse(stream, download_path, 1 << 62, on_chunk)
+                    http_source.write_scratch(stream, download_path, on_chunk)
                 close()
             finally:
                 download.stream.close()

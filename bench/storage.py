@@ -1,0 +1,218 @@
+"""DataVolume import throughput: a sparse qcow2 served over http on loopback, DataVolume create → Succeeded (the
+storage controller, the scheduler and a node agent running the real importer pod), against fetching the same file
+with curl and converting it with `qemu-img convert` in the same run (qcow2 needs random access, so qemu-img cannot
+read it from a pipe: the baseline downloads, then converts, as CDI's scratch-space path does). Also the peak RSS
+of the import pod's processes (the importer and its qemu-img), sampled twice a second.
+
+Run: .venv/bin/python -m bench.storage [--size-mib 1024 --data-mib 128]
+Prints progress on stderr and one JSON line with the figures on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.support.apiserver_process import APIServerProcess
+from tests.support.control_plane import client_for
+from tests.support.node_agent_process import kill_leftover_pods
+
+from bench.harness import log, machine, rss_mib
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.errors import NotFound
+from pykubevirt.client.resources import DATA_VOLUMES, NAMESPACES, NODES
+from pykubevirt.node.agent import NodeAgent
+from pykubevirt.node.image_store import ImageStore
+from pykubevirt.node.scheduler import Scheduler
+from pykubevirt.storage.app import StorageController
+
+MI = 1024 * 1024
+
+
+def make_image(root: Path, size_mib: int, data_mib: int) -> Path:
+    """A sparse qcow2 of `size_mib` virtual MiB holding `data_mib` MiB of data spread over it."""
+    raw = root / "source.raw"
+    with raw.open("wb") as out:
+        out.truncate(size_mib * MI)
+        step = max(size_mib // max(data_mib, 1), 1)
+        block = os.urandom(MI)
+        for i in range(0, size_mib, step)[:data_mib]:
+            out.seek(i * MI)
+            out.write(block)
+    image = root / "source.qcow2"
+    subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(raw), str(image)], check=True)
+    raw.unlink()
+    return image
+
+
+def baseline(url: str, root: Path) -> float:
+    """curl the image, then qemu-img convert it to raw: seconds."""
+    download, out = root / "baseline.qcow2", root / "baseline.raw"
+    started = time.perf_counter()
+    subprocess.run(["curl", "-sSf", "-o", str(download), url], check=True)
+    subprocess.run(["qemu-img", "convert", "-t", "writeback", "-O", "raw", str(download), str(out)], check=True)
+    with out.open("rb+") as disk:
+        os.fsync(disk.fileno())  # the importer makes its image durable before calling it disk.img
+    elapsed = time.perf_counter() - started
+    download.unlink()
+    out.unlink()
+    return elapsed
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def pod_processes(marker: str) -> list[int]:
+    """The processes whose command line mentions `marker` (the importer) and their children (its qemu-img)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    importers = {pid for pid in parents if marker in _cmdline(pid)}
+    return [pid for pid, parent in parents.items() if pid in importers or parent in importers]
+
+
+async def sample_rss(stop: asyncio.Event, peaks: dict[str, float]) -> None:
+    """Peak RSS of the import pod's processes; /proc is scanned twice a second (the scan itself costs CPU)."""
+    while not stop.is_set():
+        total = importer = qemu = 0.0
+        for pid in await asyncio.to_thread(pod_processes, "cdi-importer"):
+            with contextlib.suppress(OSError):
+                rss = rss_mib(pid)
+                command = _cmdline(pid)
+                total += rss
+                if "qemu-img" in command:
+                    qemu += rss
+                elif "exit_recorder" not in command:
+                    importer += rss
+        peaks["pod"] = max(peaks.get("pod", 0.0), total)
+        peaks["importer"] = max(peaks.get("importer", 0.0), importer)
+        peaks["qemu_img"] = max(peaks.get("qemu_img", 0.0), qemu)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.5)
+
+
+def file_server(directory: Path) -> tuple[subprocess.Popen[str], int]:
+    """`python -m http.server` on a free loopback port, as its own process (stopped by its PID)."""
+    process = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(directory)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    return process, int(process.stdout.readline().split("port ")[1].split()[0])
+
+
+async def import_once(admin: KubeClient, url: str, size_mib: int, name: str) -> float:
+    dv = {
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "source": {"http": {"url": url}},
+            "storage": {"resources": {"requests": {"storage": f"{size_mib}Mi"}}},
+        },
+    }
+    started = time.perf_counter()
+    await admin.create(DATA_VOLUMES, dv, "bench")
+    phase = ""
+    while True:
+        status = (await admin.get(DATA_VOLUMES, name, "bench")).get("status") or {}
+        if status.get("phase") != phase:
+            phase = str(status.get("phase"))
+            log(f"  {time.perf_counter() - started:6.2f}s {phase} {status.get('progress', '')}")
+        if phase == "Succeeded":
+            return time.perf_counter() - started
+        await asyncio.sleep(0.05)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="pykubevirt-bench-storage-"))
+    log(f"making a {args.size_mib} MiB qcow2 with {args.data_mib} MiB of data under {root}")
+    image = make_image(root, args.size_mib, args.data_mib)
+    serve = root / "serve"
+    serve.mkdir()
+    image.rename(serve / image.name)
+    server_process, port = file_server(serve)
+    url = f"http://127.0.0.1:{port}/{image.name}"
+    server = APIServerProcess(root / "apiserver").start()
+    admin = client_for(server)
+    agent = NodeAgent(client_for(server), "bench-node", root / "node", ImageStore(root / "images"))
+    storage = StorageController(client_for(server, "virt-controller"), root / "volumes")
+    scheduler = Scheduler(client_for(server, "scheduler"))
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await agent.start()
+        tasks = [asyncio.create_task(storage.run()), asyncio.create_task(scheduler.run())]
+        await asyncio.gather(*(i.synced.wait() for i in [*storage.informers, *scheduler.controller.informers]))
+        await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
+        figures: dict[str, Any] = {"size_mib": args.size_mib, "data_mib": args.data_mib}
+        figures["qcow2_file_mib"] = round((serve / image.name).stat().st_size / MI, 1)
+        baselines, imports = [], []
+        peaks: dict[str, float] = {}
+        for attempt in range(args.repeat):
+            log(f"baseline {attempt + 1}: curl + qemu-img convert")
+            baselines.append(await asyncio.to_thread(baseline, url, root))
+            log(f"import {attempt + 1}: DataVolume create → Succeeded")
+            stop = asyncio.Event()
+            sampler = asyncio.create_task(sample_rss(stop, peaks))
+            imports.append(await import_once(admin, url, args.size_mib, f"bench-{attempt}"))
+            stop.set()
+            await sampler
+            await admin.delete(DATA_VOLUMES, f"bench-{attempt}", "bench")
+        best_baseline, best_import = min(baselines), min(imports)
+        figures.update(
+            baseline_curl_convert_s=round(best_baseline, 2),
+            dv_import_s=round(best_import, 2),
+            dv_import_mib_per_s=round(args.size_mib / best_import, 1),
+            baseline_mib_per_s=round(args.size_mib / best_baseline, 1),
+            dv_vs_baseline=round(best_baseline / best_import, 2),
+            import_pod_peak_rss_mib=round(peaks.get("pod", 0.0), 1),
+            importer_peak_rss_mib=round(peaks.get("importer", 0.0), 1),
+            qemu_img_peak_rss_mib=round(peaks.get("qemu_img", 0.0), 1),
+        )
+        return figures
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await agent.stop()
+        kill_leftover_pods(root / "node")
+        with contextlib.suppress(NotFound):
+            await admin.delete(NODES, "bench-node")
+        for client in (storage.client, scheduler.client, agent.client, admin):
+            await client.close()
+        server.stop()
+        server_process.terminate()
+        server_process.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--size-mib", type=int, default=1024, help="virtual size of the qcow2 (and of the DataVolume)")
+    parser.add_argument("--data-mib", type=int, default=128, help="MiB of data in it, spread over the virtual size")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each; the best is reported")
+    args = parser.parse_args()
+    figures = asyncio.run(run(args))
+    print(json.dumps({"benchmark": "storage", "machine": machine(), **figures}))
+
+
+if __name__ == "__main__":
+    main()
