@@ -122,6 +122,23 @@ echo "pykubevirt-guest: crashing" >/dev/console
 echo c >/proc/sysrq-trigger
 EOF
 
+mkdir -p "$INITRD_DIR/etc/udhcpc" "$INITRD_DIR/www"
+cat >"$INITRD_DIR/etc/udhcpc/default.script" <<'EOF'
+#!/bin/sh
+# busybox udhcpc's hook: the lease's address, default route and MTU on the NIC (KubeVirt's masquerade DHCP gives
+# 10.0.2.2/24 via 10.0.2.1), announced on the console so tests and users see the guest's address.
+case "$1" in
+  deconfig) ip addr flush dev "$interface"; ip link set "$interface" up ;;
+  bound|renew)
+    ip addr flush dev "$interface"
+    ip addr add "$ip/${mask:-24}" dev "$interface"
+    [ -n "$mtu" ] && ip link set "$interface" mtu "$mtu"
+    [ -n "$router" ] && ip route replace default via "${router%% *}" dev "$interface"
+    echo "pykubevirt-guest: $interface $ip" >/dev/console ;;
+esac
+exit 0
+EOF
+
 cat >"$INITRD_DIR/etc/profile" <<'EOF'
 export PATH=/usr/local/sbin:/sbin:/bin:/usr/sbin:/usr/bin HOME=/root
 PS1='\h:\w# '
@@ -156,6 +173,14 @@ while read -r mod; do
   [ "$mod" = scsi_mod ] && args=scan=sync
   insmod "/lib/modules/$mod.ko" $args 2>/dev/null || say "insmod $mod failed"
 done </etc/modules.load
+
+# Every NIC asks for DHCP in the background (udhcpc retries until the launcher's server answers), so boot never waits.
+ip link set lo up
+for nic in /sys/class/net/eth*; do
+  [ -e "$nic" ] || continue
+  ip link set "${nic##*/}" up
+  udhcpc -f -i "${nic##*/}" -t 0 -T 1 -A 1 -S >/dev/null 2>&1 </dev/null &
+done
 
 # button + evdev expose the power button as /dev/input/event*; acpid runs /etc/acpi/PWRF/00000080 for it.
 acpid -f -c /etc/acpi -l /run/acpid.log &
@@ -269,6 +294,9 @@ if [ -n "$hostname_from" ]; then
   hostname "$hostname_from" && echo "$hostname_from" >/etc/hostname
   say "hostname $hostname_from"
 fi
+# busybox httpd on port 80 with a page naming the guest: what a host reaches through the pod IP.
+echo "pykubevirt-guest $(hostname)" >/www/index.html
+httpd -p 80 -h /www
 while IFS= read -r cmd; do
   case $cmd in
     poweroff) power poweroff ;;
@@ -283,7 +311,8 @@ say ready
 # PID 1 must never exit; waiting (rather than sleeping) lets the traps above run as soon as a signal arrives.
 while :; do wait; sleep 1; done
 EOF
-chmod 0755 "$INITRD_DIR/init" "$INITRD_DIR/etc/acpi/PWRF/00000080" "$INITRD_DIR"/usr/local/sbin/*
+chmod 0755 "$INITRD_DIR/init" "$INITRD_DIR/etc/acpi/PWRF/00000080" "$INITRD_DIR"/usr/local/sbin/* \
+  "$INITRD_DIR/etc/udhcpc/default.script"
 if [ "$(id -u)" = 0 ]; then mknod -m 600 "$INITRD_DIR/dev/console" c 5 1; fi
 
 INITRD=$WORK/initrd.gz

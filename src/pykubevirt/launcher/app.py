@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import pod_layout
-from pykubevirt.launcher import capabilities_cache, disks
+from pykubevirt.launcher import capabilities_cache, disks, masquerade
 from pykubevirt.launcher.claim_volumes import prepare_claim_volumes
 from pykubevirt.launcher.command_server import CommandServer
 from pykubevirt.launcher.converter import ConverterContext, convert
+from pykubevirt.launcher.converter.context import NetworkMode
 from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_source, empty_disk_path, ephemeral_overlay
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
 from pykubevirt.launcher.domain_state import DomainState
@@ -76,6 +77,9 @@ class Launcher:
         self.deleted = asyncio.Event()
         self.stopped_at: float | None = None
         self._warm_up: asyncio.Task[None] | None = None
+        # The launcher's DHCP server for a masquerade guest, and the pod IPs status reports for it.
+        self._dhcp: asyncio.DatagramTransport | None = None
+        self.pod_ips: tuple[str, ...] = ()
         self.server = CommandServer(
             self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
             {
@@ -191,14 +195,18 @@ class Launcher:
         return status
 
     def _interfaces(self) -> list[dict[str, Any]]:
-        # User-mode networking gives the guest slirp's fixed address; KubeVirt reports the guest's address too.
+        # Masquerade reports the pod IP (KubeVirt's pod-interface cache); user-mode networking only slirp's fixed one.
+        if not self.pod_ips and os.path.exists(f"/sys/class/net/{masquerade.BRIDGE}"):
+            pod = masquerade.pod_interface()
+            self.pod_ips = pod.ipv4 if pod is not None else ()
+        ips = list(self.pod_ips) or ["10.0.2.15"]
         interfaces = []
         for iface in (self.vmi or {}).get("spec", {}).get("domain", {}).get("devices", {}).get("interfaces") or []:
             entry: dict[str, Any] = {"name": iface["name"], "infoSource": "domain", "linkState": "up"}
             if iface.get("macAddress"):
                 entry["mac"] = iface["macAddress"]
-            entry["ipAddress"] = "10.0.2.15"
-            entry["ipAddresses"] = ["10.0.2.15"]
+            entry["ipAddress"] = ips[0]
+            entry["ipAddresses"] = ips
             interfaces.append(entry)
         return interfaces
 
@@ -305,6 +313,7 @@ class Launcher:
         for name in sorted(claims.ephemeral):
             base = Path(claims.pvc_disk_dir) / name / "disk.img"
             await disks.prepare_container_disk(base, Path(ephemeral_overlay(name, ctx)), str(base))
+        ctx = replace(ctx, network_mode=await self._plumb_network(vmi))
         xml = convert(vmi, ctx)
         (self.runtime / "domain.xml").write_text(xml)
         return xml
@@ -322,6 +331,19 @@ class Launcher:
         result = await sync_hotplug(self.domain, vmi, request.get("hotplug") or {}, self.runtime, ctx)
         status = await self._refreshed_status()
         return {**status, "mounted": result.mounted, "attached": result.attached, "errors": result.errors}
+
+    async def _plumb_network(self, vmi: dict[str, Any]) -> NetworkMode:
+        """A masquerade guest on a tap in the pod's namespace; QEMU user networking where the pod has none."""
+        iface = masquerade.masquerade_interface(vmi)
+        pod = masquerade.pod_interface()
+        if iface is None or pod is None:
+            if iface is not None:
+                log.warning("the pod has no network namespace of its own: the guest uses QEMU user networking")
+            return "user"
+        hostname = str((vmi.get("spec") or {}).get("hostname") or self.name.split(".")[0])
+        self._dhcp = await masquerade.plumb(iface, pod, hostname)
+        self.pod_ips = pod.ipv4
+        return "kubevirt"
 
     def _secrets(self, volume: dict[str, Any]) -> dict[str, dict[str, bytes]]:
         """Secrets referenced by cloud-init, from the files the runtime mounted for them (if any)."""

@@ -1,0 +1,125 @@
+"""The launcher's DHCP server for one guest interface, as KubeVirt's virt-launcher runs (`pkg/network/dhcp`): it
+listens on UDP 67 of the in-pod bridge, answers any client (masquerade) with one fixed lease, and never ends."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+log = logging.getLogger("pykubevirt.launcher.dhcp")
+
+SERVER_PORT = 67
+CLIENT_PORT = 68
+MAGIC = b"\x63\x82\x53\x63"
+DISCOVER, OFFER, REQUEST, DECLINE, ACK, NAK, RELEASE, INFORM = 1, 2, 3, 4, 5, 6, 7, 8
+# KubeVirt's lease: 999 days ("infinite" for a guest whose address never changes).
+LEASE_SECONDS = 999 * 24 * 3600
+OPT_SUBNET, OPT_ROUTER, OPT_DNS, OPT_HOSTNAME, OPT_DOMAIN, OPT_MTU = 1, 3, 6, 12, 15, 26
+OPT_LEASE, OPT_MESSAGE_TYPE, OPT_SERVER_ID, OPT_END = 51, 53, 54, 255
+HEADER = struct.Struct("!BBBBIHH4s4s4s4s16s64s128s")
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """What the guest is given."""
+
+    address: str
+    prefix: int
+    router: str
+    server_id: str
+    mtu: int
+    dns: Sequence[str] = field(default_factory=tuple)
+    hostname: str = ""
+    domain: str = ""
+
+
+def _option(code: int, value: bytes) -> bytes:
+    return bytes([code, len(value)]) + value
+
+
+def _options(data: bytes) -> dict[int, bytes]:
+    found: dict[int, bytes] = {}
+    index = 0
+    while index < len(data):
+        code = data[index]
+        if code == OPT_END:
+            break
+        if code == 0:
+            index += 1
+            continue
+        if index + 1 >= len(data):
+            break
+        length = data[index + 1]
+        found[code] = data[index + 2 : index + 2 + length]
+        index += 2 + length
+    return found
+
+
+def reply(request: bytes, lease: Lease) -> bytes | None:
+    """The OFFER for a DISCOVER, the ACK for a REQUEST, None for anything else (or a malformed packet)."""
+    if len(request) < HEADER.size + 4 or request[0] != 1 or request[HEADER.size : HEADER.size + 4] != MAGIC:
+        return None
+    _op, htype, hlen, _hops, xid, _secs, flags, _ci, _yi, _si, giaddr, chaddr, _sname, _file = HEADER.unpack_from(
+        request
+    )
+    kind = _options(request[HEADER.size + 4 :]).get(OPT_MESSAGE_TYPE, b"\0")[0]
+    if kind not in (DISCOVER, REQUEST):
+        return None
+    answer = OFFER if kind == DISCOVER else ACK
+    mask = ipaddress.IPv4Network(f"0.0.0.0/{lease.prefix}").netmask.packed
+    header = HEADER.pack(
+        2, htype, hlen, 0, xid, 0, flags, b"\0" * 4,
+        socket.inet_aton(lease.address), socket.inet_aton(lease.server_id), giaddr, chaddr, b"", b"",
+    )  # fmt: skip
+    options = [
+        _option(OPT_MESSAGE_TYPE, bytes([answer])),
+        _option(OPT_SERVER_ID, socket.inet_aton(lease.server_id)),
+        _option(OPT_LEASE, struct.pack("!I", LEASE_SECONDS)),
+        _option(OPT_SUBNET, mask),
+        _option(OPT_ROUTER, socket.inet_aton(lease.router)),
+        _option(OPT_MTU, struct.pack("!H", lease.mtu)),
+    ]
+    if lease.dns:
+        options.append(_option(OPT_DNS, b"".join(socket.inet_aton(d) for d in lease.dns)))
+    if lease.hostname:
+        options.append(_option(OPT_HOSTNAME, lease.hostname.encode()[:63]))
+    if lease.domain:
+        options.append(_option(OPT_DOMAIN, lease.domain.encode()[:255]))
+    return header + MAGIC + b"".join(options) + bytes([OPT_END])
+
+
+class _Protocol(asyncio.DatagramProtocol):
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        answer = reply(data, self.lease)
+        if answer is None or self.transport is None:
+            return
+        # The client has no address yet: the answer is broadcast on the bridge the socket is bound to.
+        self.transport.sendto(answer, ("255.255.255.255", CLIENT_PORT))
+        log.info(
+            "DHCP %s: %s to the guest", "offered" if answer[HEADER.size + 6] == OFFER else "acked", self.lease.address
+        )
+
+
+async def serve(device: str, lease: Lease) -> asyncio.DatagramTransport:
+    """Answer DHCP on `device` until the transport is closed."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, device.encode() + b"\0")
+    sock.bind(("0.0.0.0", SERVER_PORT))
+    transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(lambda: _Protocol(lease), sock=sock)
+    log.info("DHCP server on %s: %s/%d via %s", device, lease.address, lease.prefix, lease.router)
+    return transport

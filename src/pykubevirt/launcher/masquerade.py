@@ -1,0 +1,171 @@
+"""The `masquerade` binding inside the launcher's pod network namespace, as KubeVirt plumbs it
+(`pkg/network/setup/netpod`, `masquerade/masquerade.go`): bridge `k6t-eth0` (10.0.2.1/24) with tap `tap0` for the
+guest (10.0.2.2 by the launcher's DHCP), and nftables NAT so the pod IP's inbound traffic (only `ports`, when given)
+reaches the guest and the guest's outbound traffic leaves as the pod IP.
+
+Everything is created inside the pod's own namespace and dies with it; nothing here touches the host's namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pykubevirt.launcher import dhcp_server
+
+log = logging.getLogger("pykubevirt.launcher.masquerade")
+
+POD_IFACE = "eth0"
+BRIDGE = "k6t-eth0"
+TAP = "tap0"
+GATEWAY = "10.0.2.1"
+GUEST = "10.0.2.2"
+PREFIX = 24
+BRIDGE_MAC = "02:00:00:00:00:00"
+LOOPBACK = "127.0.0.1"
+
+
+class PlumbingError(Exception):
+    """The pod's network could not be plumbed for the guest."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodInterface:
+    """The pod's primary interface as CNI left it."""
+
+    name: str
+    mtu: int
+    ipv4: tuple[str, ...]
+
+
+# The kernel's fixed inode number of the initial PID namespace (PROC_PID_INIT_INO).
+INITIAL_PID_NAMESPACE = 0xEFFFFFFC
+
+
+def in_host_network() -> bool:
+    """Whether this process shares the host's network namespace (a launcher the embedded node ran without a pod
+    network): then PID 1 is the host's init and our namespace is its. Nothing is ever plumbed there."""
+    try:
+        pid_ns = os.stat("/proc/self/ns/pid").st_ino
+        return (
+            pid_ns == INITIAL_PID_NAMESPACE and os.stat("/proc/self/ns/net").st_ino == os.stat("/proc/1/ns/net").st_ino
+        )
+    except OSError:
+        return True
+
+
+def pod_interface(name: str = POD_IFACE) -> PodInterface | None:
+    """The pod interface with its IPv4 addresses, None when this namespace has none (no pod network, or the host's)."""
+    if in_host_network() or not os.path.exists(f"/sys/class/net/{name}"):
+        return None
+    out = subprocess.run(["ip", "-j", "-4", "addr", "show", "dev", name], capture_output=True, text=True, check=False)
+    try:
+        entries: list[dict[str, Any]] = json.loads(out.stdout or "[]")
+    except ValueError:
+        return None
+    addresses = tuple(
+        str(info["local"]) for entry in entries for info in entry.get("addr_info") or [] if info.get("local")
+    )
+    if not addresses:
+        return None
+    with open(f"/sys/class/net/{name}/mtu") as mtu:
+        return PodInterface(name, int(mtu.read().strip()), addresses)
+
+
+def nft_commands(ports: Sequence[Mapping[str, Any]], pod_iface: str = POD_IFACE) -> list[str]:
+    """KubeVirt's IPv4 masquerade rules, in its order (`masquerade.go`), as `nft` command lines."""
+    fam, lo = "ip", LOOPBACK
+    commands = [
+        f"add table {fam} nat",
+        f"add chain {fam} nat prerouting {{ type nat hook prerouting priority -100; }}",
+        f"add chain {fam} nat input {{ type nat hook input priority 100; }}",
+        f"add chain {fam} nat output {{ type nat hook output priority -100; }}",
+        f"add chain {fam} nat postrouting {{ type nat hook postrouting priority 100; }}",
+        f"add chain {fam} nat KUBEVIRT_PREINBOUND",
+        f"add chain {fam} nat KUBEVIRT_POSTINBOUND",
+        f"add rule {fam} nat postrouting {fam} saddr {GUEST} counter masquerade",
+        f"add rule {fam} nat prerouting iifname {pod_iface} counter jump KUBEVIRT_PREINBOUND",
+        f"add rule {fam} nat postrouting oifname {BRIDGE} counter jump KUBEVIRT_POSTINBOUND",
+    ]
+    if not ports:
+        return [
+            *commands,
+            f"add rule {fam} nat KUBEVIRT_PREINBOUND counter dnat to {GUEST}",
+            f"add rule {fam} nat KUBEVIRT_POSTINBOUND {fam} saddr {{ {lo} }} counter snat to {GATEWAY}",
+            f"add rule {fam} nat output {fam} daddr {{ {lo} }} counter dnat to {GUEST}",
+        ]
+    for port in ports:
+        proto = str(port.get("protocol") or "TCP").lower()
+        number = int(port["port"])
+        commands += [
+            f"add rule {fam} nat KUBEVIRT_PREINBOUND {proto} dport {{ {number} }} counter dnat to {GUEST}",
+            f"add rule {fam} nat KUBEVIRT_POSTINBOUND {proto} dport {number} {fam} saddr {{ {lo} }} "
+            f"counter snat to {GATEWAY}",
+            f"add rule {fam} nat output {fam} daddr {{ {lo} }} {proto} dport {number} counter dnat to {GUEST}",
+        ]
+    return commands
+
+
+def masquerade_interface(vmi: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The VMI's interface on the pod network when its binding is masquerade."""
+    spec = vmi.get("spec") or {}
+    pod_networks = {str(n.get("name")) for n in spec.get("networks") or [] if n.get("pod") is not None}
+    for iface in ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []:
+        if iface.get("name") in pod_networks and iface.get("masquerade") is not None:
+            return dict(iface)
+    return None
+
+
+def _resolv_conf(path: str = "/etc/resolv.conf") -> tuple[list[str], str]:
+    servers, search = [], ""
+    try:
+        with open(path) as conf:
+            for line in conf:
+                words = line.split()
+                if len(words) >= 2 and words[0] == "nameserver" and ":" not in words[1]:
+                    servers.append(words[1])
+                elif len(words) >= 2 and words[0] == "search":
+                    search = max(words[1:], key=len)
+    except OSError:
+        pass
+    return servers, search
+
+
+async def _run(argv: Sequence[str], stdin: str | None = None) -> None:
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await process.communicate(stdin.encode() if stdin is not None else None)
+    if process.returncode != 0:
+        raise PlumbingError(f"{' '.join(argv)}: {err.decode(errors='replace').strip()}")
+
+
+async def plumb(iface: Mapping[str, Any], pod: PodInterface, hostname: str) -> asyncio.DatagramTransport:
+    """Bridge, tap, sysctls, nft rules (once: a restarted launcher finds them) and the DHCP server (every start)."""
+    if not os.path.exists(f"/sys/class/net/{BRIDGE}"):
+        mtu = str(pod.mtu)
+        steps = [
+            ["ip", "link", "add", BRIDGE, "type", "bridge"],
+            ["ip", "link", "set", BRIDGE, "mtu", mtu, "address", BRIDGE_MAC],
+            ["ip", "addr", "add", f"{GATEWAY}/{PREFIX}", "dev", BRIDGE],
+            ["ip", "tuntap", "add", "mode", "tap", "name", TAP],
+            ["ip", "link", "set", TAP, "mtu", mtu, "master", BRIDGE, "up"],
+            ["ip", "link", "set", BRIDGE, "up"],
+            ["sysctl", "-qw", f"net.ipv4.conf.{BRIDGE}.route_localnet=1", "net.ipv4.ip_forward=1"],
+        ]
+        for argv in steps:
+            await _run(argv)
+        await _run(["nft", "-f", "-"], "\n".join(nft_commands(iface.get("ports") or [], pod.name)) + "\n")
+        log.info("masquerade plumbed: pod %s %s, guest %s on %s", pod.name, pod.ipv4[0], GUEST, TAP)
+    servers, search = _resolv_conf()
+    lease = dhcp_server.Lease(GUEST, PREFIX, GATEWAY, GATEWAY, pod.mtu, tuple(servers), hostname[:63], search)
+    return await dhcp_server.serve(BRIDGE, lease)

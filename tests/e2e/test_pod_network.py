@@ -1,0 +1,90 @@
+"""A real guest on the embedded pod network: masquerade inside the launcher pod's namespace (k6t-eth0, tap0, the
+launcher's DHCP, KubeVirt's nft rules), reached from the host at the pod IP on the ports listed only."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import pytest
+
+from pykubevirt.client.errors import NotFound
+from pykubevirt.client.resources import PODS, VIRTUAL_MACHINES
+from pykubevirt.node import netns
+from pykubevirt.node.pod_network import pod_netns
+from tests.e2e.test_vm_lifecycle import delete_vm, demo_vm
+from tests.support.cluster import ClusterView
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.e2e
+
+
+def masquerade_vm(name: str, ports: list[dict[str, Any]]) -> dict[str, Any]:
+    """The demo VM with a masquerade interface; its guest also serves its page on 8080, which `ports` leaves out."""
+    vm = demo_vm(name, user_data=f"#cloud-config\nhostname: {name}\nruncmd:\n  - httpd -p 8080 -h /www\n")
+    spec = vm["spec"]["template"]["spec"]
+    spec["domain"]["devices"]["interfaces"] = [{"name": "default", "masquerade": {}, "ports": ports}]
+    spec["networks"] = [{"name": "default", "pod": {}}]
+    return vm
+
+
+async def http_get(host: str, port: int) -> str:
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5.0)
+    writer.write(f"GET / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+    await writer.drain()
+    body = await asyncio.wait_for(reader.read(), 10.0)
+    writer.close()
+    return body.decode(errors="replace")
+
+
+async def refused(host: str, port: int) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5.0)
+    except ConnectionRefusedError:
+        return True
+    writer.close()
+    return False
+
+
+async def test_masquerade_forwards_the_listed_port_to_the_guest_and_refuses_the_others(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    await kube.admin.create(VIRTUAL_MACHINES, masquerade_vm("web", [{"name": "http", "port": 80}]), ns)
+    vmi = await kube.wait_vmi_phase(ns, "web", "Running")
+    pod = await kube.launcher_pod(vmi)
+    pod_ip = pod["status"]["podIP"]
+    assert pod_ip != "127.0.0.1" and netns.exists(pod_netns(pod["metadata"]["uid"]))
+
+    async def reported() -> bool:
+        current = await kube.vmi(ns, "web")
+        return bool(current) and (current["status"].get("interfaces") or [{}])[0].get("ipAddress") == pod_ip
+
+    await eventually(reported, timeout=30)
+    _, out, _ = await kube.run("kubectl", "get", "vmi", "web", "-n", ns, "--no-headers")
+    assert pod_ip in out.split()
+    console = await kube.wait_serial(kube.node, pod, vmi, "pykubevirt-guest: ready")
+    await kube.wait_serial(kube.node, pod, vmi, "pykubevirt-guest: eth0 10.0.2.2")
+    assert "hostname web" in console
+
+    async def page() -> str | None:
+        with contextlib.suppress(OSError, TimeoutError):
+            return await http_get(pod_ip, 80)
+        return None
+
+    assert "pykubevirt-guest web" in await eventually(page, timeout=60, interval=0.5)
+    # The guest listens on 8080 too, but only 80 is forwarded: the pod itself refuses 8080.
+    assert await refused(pod_ip, 8080)
+
+    uid = pod["metadata"]["uid"]
+    await delete_vm(kube, ns, "web")
+
+    async def pod_gone() -> bool:
+        with contextlib.suppress(NotFound):
+            await kube.admin.get(PODS, pod["metadata"]["name"], ns)
+            return False
+        return True
+
+    await eventually(pod_gone, timeout=60)
+    assert not netns.exists(pod_netns(uid))
+    leases = kube.node.data_dir / "cni" / "ipam" / "pykubevirt"
+    assert not (leases / pod_ip).exists()
