@@ -55,15 +55,17 @@ async def run(runs: int) -> dict[str, Any]:
             uid = str(uuid.uuid4())
             pod = {"metadata": {"uid": uid, "name": f"bench-{index}", "namespace": "bench"}, "spec": {}}
             started = time.monotonic()
-            await network.setup(pod)
-            set_up = time.monotonic() - started
-            name = network.netns_of(uid)
-            assert name is not None
-            out = await netns.run([*netns.enter_argv(name), sys.executable, "-c", PLUMB])
-            plumbed = float(out.decode().strip().splitlines()[-1])
-            started = time.monotonic()
-            await network.teardown(uid)
-            torn = time.monotonic() - started
+            try:
+                await network.setup(pod)
+                set_up = time.monotonic() - started
+                name = network.netns_of(uid)
+                assert name is not None
+                out = await netns.run([*netns.enter_argv(name), sys.executable, "-c", PLUMB])
+                plumbed = float(out.decode().strip().splitlines()[-1])
+            finally:
+                started = time.monotonic()
+                await network.teardown(uid)
+                torn = time.monotonic() - started
             if index == 0:
                 continue  # warm-up: the node's bridge is made by the first ADD
             sandbox.append(set_up)

@@ -47,15 +47,16 @@ async def run(argv: Sequence[str], *, stdin: bytes | None = None, env: dict[str,
     return out
 
 
-async def add(name: str) -> None:
-    """Create the namespace (no-op when it exists) with its loopback up."""
+async def add(name: str, *, loopback_up: bool = True) -> None:
+    """Create the namespace (no-op when it exists), with its loopback up unless the caller does that itself."""
     if not exists(name):
         try:
             await run([IP, "netns", "add", name])
         except NetworkError:
             if not exists(name):  # another agent of the cluster made it first
                 raise
-    await run([IP, "-n", name, "link", "set", "lo", "up"])
+    if loopback_up:
+        await run([IP, "-n", name, "link", "set", "lo", "up"])
 
 
 async def delete(name: str) -> None:

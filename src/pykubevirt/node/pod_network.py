@@ -212,7 +212,7 @@ class PodNetwork:
         # The intent is on disk before anything exists, so a crash at any point leaves something to clean up.
         record = {"netns": name, "namespace": meta.get("namespace"), "name": meta.get("name"), "ips": []}
         self._write_record(uid, record)
-        await netns.add(name)
+        await netns.add(name, loopback_up=False)  # the loopback plugin brings `lo` up
         await cni.add_loopback(netns.netns_path(name), uid, run_in=self.cluster.netns)
         result = await cni.add_network(conflist, call, run_in=self.cluster.netns, runtime=runtime)
         ips = cni.result_ips(result)
