@@ -227,6 +227,9 @@ def importer_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any], source_claim: st
         },
         "spec": {
             "restartPolicy": "OnFailure",
+            # Unlike CDI's, in the node's network: an image served on the host's loopback is reachable, and so is the
+            # upload server (on loopback) from the API server's upload proxy.
+            "hostNetwork": True,
             "enableServiceLinks": False,
             "containers": [container],
             **({"initContainers": parts.init_containers} if parts.init_containers else {}),
