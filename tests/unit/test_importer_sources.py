@@ -1,6 +1,7 @@
 """The importer's http and registry sources on their own (`import_volume` with CDI's environment): against a
 loopback HTTP server, the compressed and archived layouts CDI unwraps, extra headers and basic credentials, the raw
-size check; containerDisk images through the real skopeo (oci-archive) and from a node's shared directory."""
+size check, https against a certConfigMap's CA; containerDisk images through the real skopeo (oci-archive) and from a
+node's shared directory; what each source puts on the claim and the importer or upload pod; virtctl's progress."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 
 from pykubevirt.api.quantity import MI
+from pykubevirt.apiserver.security import ensure_pki
+from pykubevirt.storage import datavolume_claim as dvc
 from pykubevirt.storage.importer import ImporterError, import_volume
 from pykubevirt.virtctl.image_upload import Progress
 from tests.unit.test_image_store import oci_image
@@ -212,3 +215,132 @@ def test_virtctl_upload_progress_is_a_bar_on_a_terminal_and_lines_otherwise() ->
             ("2.50 MiB", 62), ("3.00 MiB", 75), ("3.50 MiB", 88), ("4.00 MiB", 100),
         )
     ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def https_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """(URL of PAYLOAD over https on 127.0.0.1, a certConfigMap directory holding the server's CA)."""
+    root = tmp_path_factory.mktemp("https")
+    pki = ensure_pki(root / "pki", ["localhost"], ["127.0.0.1"])
+    certs = root / "certs"
+    certs.mkdir()
+    (certs / "ca.crt").write_bytes(pki.ca_pem)
+
+    class Handle(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(PAYLOAD)))
+            self.end_headers()
+            self.wfile.write(PAYLOAD)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handle)
+    httpd.socket = pki.server_ssl_context().wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{httpd.server_address[1]}/disk.img", certs
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_https_is_verified_against_the_cert_config_map(https_files: tuple[str, Path], tmp_path: Path) -> None:
+    url, certs = https_files
+    for name, extra, mounts in (
+        ("with-ca", {}, {"/certs": str(certs)}),
+        ("insecure", {"INSECURE_TLS": "true"}, {}),
+    ):
+        data = tmp_path / name
+        data.mkdir()
+        env = {**environ(data, url), **extra, "PYKUBEVIRT_MOUNTS": json.dumps({"/data": str(data), **mounts})}
+        assert import_volume(env) == "Import Complete"
+        with (data / "disk.img").open("rb") as image:
+            assert image.read(len(PAYLOAD)) == PAYLOAD
+    data = tmp_path / "unverified"
+    data.mkdir()
+    with pytest.raises(ImporterError, match="CERTIFICATE_VERIFY_FAILED"):
+        import_volume(environ(data, url))
+    assert list(data.iterdir()) == []
+
+
+def data_volume(source: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": "dv", "namespace": "ns", "uid": "dv-uid"},
+        "spec": {"source": source, "storage": {"resources": {"requests": {"storage": "1Gi"}}}},
+    }
+
+
+def claim_and_pod(dv: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    pvc = dvc.new_claim(dv)
+    pvc["metadata"]["uid"] = "pvc-uid"
+    kind = dvc.source_kind(dv)
+    return pvc, dvc.upload_pod(pvc, dv) if kind == "upload" else dvc.importer_pod(pvc, dv)
+
+
+def test_an_http_source_is_recorded_on_the_claim_and_handed_to_the_importer_as_cdi_does() -> None:
+    source = {
+        "url": "https://example.test/disk.qcow2",
+        "secretRef": "creds",
+        "certConfigMap": "ca",
+        "extraHeaders": ["X-A: 1", "X-B: 2"],
+        "secretExtraHeaders": ["hdr"],
+        "insecureSkipVerify": True,
+    }
+    pvc, pod = claim_and_pod(data_volume({"http": source}))
+    annotations = pvc["metadata"]["annotations"]
+    assert {k: v for k, v in annotations.items() if k.startswith("cdi.kubevirt.io/storage.import.")} == {
+        "cdi.kubevirt.io/storage.import.source": "http",
+        "cdi.kubevirt.io/storage.import.endpoint": "https://example.test/disk.qcow2",
+        "cdi.kubevirt.io/storage.import.secretName": "creds",
+        "cdi.kubevirt.io/storage.import.certConfigMap": "ca",
+        "cdi.kubevirt.io/storage.import.insecureSkipVerify": "true",
+        "cdi.kubevirt.io/storage.import.extraHeaders.0": "X-A: 1",
+        "cdi.kubevirt.io/storage.import.extraHeaders.1": "X-B: 2",
+        "cdi.kubevirt.io/storage.import.secretExtraHeaders.0": "hdr",
+    }
+    container = pod["spec"]["containers"][0]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert env["IMPORTER_SOURCE"] == "http"
+    assert env["IMPORTER_ENDPOINT"] == "https://example.test/disk.qcow2"
+    assert env["IMPORTER_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "creds", "key": "accessKeyId"}}
+    assert env["IMPORTER_SECRET_KEY"] == {"secretKeyRef": {"name": "creds", "key": "secretKey"}}
+    assert (env["INSECURE_TLS"], env["IMPORTER_EXTRA_HEADER_0"], env["IMPORTER_EXTRA_HEADER_1"]) == (
+        "true",
+        "X-A: 1",
+        "X-B: 2",
+    )
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes[mounts["/certs"]]["configMap"] == {"name": "ca"}
+    assert volumes[mounts["/extraheaders/secret0"]]["secret"] == {"secretName": "hdr"}
+    assert pod["metadata"]["name"] == "importer-dv"
+    assert pod["spec"]["hostNetwork"] is True
+
+
+def test_a_local_registry_image_comes_from_the_node_as_a_container_disk_sidecar() -> None:
+    _, pod = claim_and_pod(data_volume({"registry": {"url": "docker://pykubevirt.local/demo-guest:1.0"}}))
+    (server,) = pod["spec"]["initContainers"]
+    assert server["image"] == "pykubevirt.local/demo-guest:1.0"
+    assert server["command"] == ["/usr/bin/container-disk", "--copy-path", "/shared/disk"]
+    assert server["restartPolicy"] == "Always"
+    assert {m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]} == {"/data", "/shared"}
+    _, remote = claim_and_pod(data_volume({"registry": {"url": "docker://quay.io/x/y:1"}}))
+    assert "initContainers" not in remote["spec"]
+
+
+def test_an_upload_gets_cdis_upload_target_and_upload_server_pod() -> None:
+    pvc, pod = claim_and_pod(data_volume({"upload": {}}))
+    assert pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.upload.target"] == ""
+    assert pod["metadata"]["name"] == "cdi-upload-dv"
+    assert pod["metadata"]["labels"]["cdi.kubevirt.io"] == "cdi-upload-server"
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["pykubevirt", "cdi-uploadserver"]
+    assert {e["name"] for e in container["env"]} == {
+        "UPLOAD_IMAGE_SIZE", "OWNER_UID", "FILESYSTEM_OVERHEAD", "PREALLOCATION",
+    }  # fmt: skip
+    ready = dict(pvc, metadata={**pvc["metadata"], "annotations": {dvc.POD_READY: "true"}}, status={"phase": "Bound"})
+    running = {"status": {"phase": "Running"}}
+    assert dvc.dv_phase(data_volume({"upload": {}}), ready, running) == "UploadReady"
+    assert dvc.dv_phase(data_volume({"upload": {}}), {**ready, "metadata": {}}, running) == "UploadScheduled"
