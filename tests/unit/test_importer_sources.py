@@ -344,3 +344,26 @@ def test_an_upload_gets_cdis_upload_target_and_upload_server_pod() -> None:
     running = {"status": {"phase": "Running"}}
     assert dvc.dv_phase(data_volume({"upload": {}}), ready, running) == "UploadReady"
     assert dvc.dv_phase(data_volume({"upload": {}}), {**ready, "metadata": {}}, running) == "UploadScheduled"
+
+
+def test_an_image_the_node_cannot_pull_shows_as_cdis_image_pull_failure() -> None:
+    pod = {
+        "status": {
+            "phase": "Pending",
+            "initContainerStatuses": [
+                {
+                    "name": "server",
+                    "image": "pykubevirt.local/missing:1",
+                    "state": {"waiting": {"reason": "ErrImagePull"}},
+                }
+            ],
+            "containerStatuses": [{"name": "importer", "state": {"waiting": {"reason": "PodInitializing"}}}],
+        }
+    }
+    running = dvc.dv_conditions("dv", "ImportScheduled", None, pod)[2]
+    assert running == {
+        "type": "Running",
+        "status": "False",
+        "reason": "ImagePullFailed",
+        "message": "failed to pull image: pykubevirt.local/missing:1",
+    }

@@ -271,6 +271,16 @@ def dv_phase(dv: Mapping[str, Any], pvc: Mapping[str, Any] | None, pod: Mapping[
     return "PVCBound"
 
 
+def _failed_pull(pod: Mapping[str, Any]) -> str:
+    """The image a container of the pod cannot pull (a registry import's `server` sidecar), or ""."""
+    status = pod.get("status") or {}
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        reason = ((container.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason in ("ErrImagePull", "ImagePullBackOff"):
+            return str(container.get("image") or "")
+    return ""
+
+
 def dv_conditions(
     name: str, phase: str, pvc: Mapping[str, Any] | None, pod: Mapping[str, Any] | None, failure: str = ""
 ) -> list[dict[str, Any]]:
@@ -293,6 +303,8 @@ def dv_conditions(
     running = _condition("Running", "False")
     if phase == "Succeeded":
         running = _condition("Running", "False", "Completed", "Import Complete")
+    elif pod is not None and (image := _failed_pull(pod)):
+        running = _condition("Running", "False", "ImagePullFailed", f"failed to pull image: {image}")
     elif pod is not None:
         statuses = (pod.get("status") or {}).get("containerStatuses") or []
         state = (statuses[0].get("state") or {}) if statuses else {}
