@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import PODS, VIRTUAL_MACHINES
 from pykubevirt.node import netns
-from pykubevirt.node.pod_network import pod_netns
+from pykubevirt.node.pod_network import ClusterNetwork, pod_netns
 from tests.e2e.test_vm_lifecycle import delete_vm, demo_vm
 from tests.support.cluster import ClusterView
 from tests.support.waiting import eventually
@@ -76,6 +77,7 @@ async def test_masquerade_forwards_the_listed_port_to_the_guest_and_refuses_the_
     assert await refused(pod_ip, 8080)
 
     uid = pod["metadata"]["uid"]
+    links_before = cluster_links(kube)
     await delete_vm(kube, ns, "web")
 
     async def pod_gone() -> bool:
@@ -88,3 +90,28 @@ async def test_masquerade_forwards_the_listed_port_to_the_guest_and_refuses_the_
     assert not netns.exists(pod_netns(uid))
     leases = kube.node.data_dir / "cni" / "ipam" / "pykubevirt"
     assert not (leases / pod_ip).exists()
+    # The pod's veth went with its namespace; its nft rules and k6t-eth0 lived inside it.
+    assert len(cluster_links(kube)) == len(links_before) - 1
+
+
+async def test_masquerade_without_ports_forwards_everything(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    await kube.admin.create(VIRTUAL_MACHINES, masquerade_vm("open", []), ns)
+    vmi = await kube.wait_vmi_phase(ns, "open", "Running")
+    pod = await kube.launcher_pod(vmi)
+    await kube.wait_serial(kube.node, pod, vmi, "pykubevirt-guest: ready")
+
+    async def page() -> str | None:
+        with contextlib.suppress(OSError, TimeoutError):
+            return await http_get(pod["status"]["podIP"], 8080)
+        return None
+
+    assert "pykubevirt-guest open" in await eventually(page, timeout=60, interval=0.5)
+    await delete_vm(kube, ns, "open")
+
+
+def cluster_links(kube: ClusterView) -> list[str]:
+    """The devices of the cluster's namespace (node bridges, the host link, one veth per pod)."""
+    name = ClusterNetwork(kube.cluster.layout.cluster_cidr).netns
+    out = subprocess.run(["ip", "-n", name, "-o", "link"], capture_output=True, text=True, check=True).stdout
+    return [line.split(":")[1].strip() for line in out.splitlines()]
