@@ -364,3 +364,14 @@ async def test_a_hotplugged_claim_is_mounted_into_the_launcher_offered_to_libvir
     assert ("Normal", "VolumeUnplugged", "Volume data has been unplugged") in events
     # The data stays on the claim.
     assert (claim_dir / "disk.img").exists()
+
+
+async def test_a_masquerade_guest_without_a_pod_network_falls_back_to_user_networking_with_a_warning(
+    node: Node,
+) -> None:
+    domain = small_vmi("x")["spec"]["domain"]
+    domain["devices"]["interfaces"] = [{"name": "default", "masquerade": {}}]
+    vmi, _ = await node.run_vmi("fallback", domain=domain, networks=[{"name": "default", "pod": {}}])
+    assert vmi["status"]["interfaces"][0]["ipAddress"] == "10.0.2.15"
+    warning = await node.wait_event("fallback", "NetworkFallback")
+    assert warning[0] == "Warning" and "QEMU user networking" in warning[2]

@@ -275,6 +275,8 @@ class VMIReconciler:
         if await self._patch(vmi, changes):
             if changes.get("phase") == c.PHASE_RUNNING:
                 self.recorder.event(vmi, NORMAL, "Started", "VirtualMachineInstance started.")
+                if status is not None and status.get("networkFallback"):
+                    self.recorder.event(vmi, WARNING, "NetworkFallback", str(status["networkFallback"]))
             elif changes.get("phase") == c.PHASE_SUCCEEDED:
                 self.recorder.event(vmi, NORMAL, "Stopped", "The VirtualMachineInstance was shut down.")
             elif changes.get("phase") == c.PHASE_FAILED:

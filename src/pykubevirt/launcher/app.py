@@ -80,6 +80,7 @@ class Launcher:
         # The launcher's DHCP server for a masquerade guest, and the pod IPs status reports for it.
         self._dhcp: asyncio.DatagramTransport | None = None
         self.pod_ips: tuple[str, ...] = ()
+        self.network_fallback = ""
         self.server = CommandServer(
             self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
             {
@@ -190,6 +191,8 @@ class Launcher:
         }
         if event:
             status["event"] = event
+        if self.network_fallback:
+            status["networkFallback"] = self.network_fallback
         if self.vmi is not None and self.defined:
             status["interfaces"] = self._interfaces()
         return status
@@ -338,7 +341,11 @@ class Launcher:
         pod = masquerade.pod_interface()
         if iface is None or pod is None:
             if iface is not None:
-                log.warning("the pod has no network namespace of its own: the guest uses QEMU user networking")
+                self.network_fallback = (
+                    f"interface {iface.get('name')}: the pod has no network namespace of its own, "
+                    "so the guest uses QEMU user networking (10.0.2.15) and is not reachable at a pod IP"
+                )
+                log.warning("%s", self.network_fallback)
             return "user"
         hostname = str((vmi.get("spec") or {}).get("hostname") or self.name.split(".")[0])
         self._dhcp = await masquerade.plumb(iface, pod, hostname)

@@ -74,6 +74,8 @@ class Status(TypedDict):
     event: NotRequired[str]
     # Only once the domain is defined.
     interfaces: NotRequired[list[dict[str, Any]]]
+    # Why a masquerade interface fell back to QEMU user networking (the pod has no network namespace of its own).
+    networkFallback: NotRequired[str]
 
 
 class ShutdownReply(Status):
