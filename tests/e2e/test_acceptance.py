@@ -1,8 +1,8 @@
 """The specification's commands, verbatim, against a cluster started with `pykubevirt up`: kubectl for VMIs, VMs,
 pods, events and logs, virtctl for start/stop/restart/pause; the STATUS column walks through KubeVirt's values.
 
-The manifests are the seeds with the substitutions the README lists (the demo containerDisk for registry images and
-PersistentVolumeClaims): tests/data/acceptance/.
+The manifests are the seeds with the substitutions the README lists (the demo containerDisk for registry images):
+tests/data/acceptance/; vm-centos01.yaml is the seed as written, its claim uploaded with virtctl image-upload.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import re
 import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -158,7 +159,14 @@ def test_vm_lifecycle_with_kubectl_and_virtctl(up_cluster: UpCluster, watch_my_v
     assert in_order(watch_my_vm.seen, expected), watch_my_vm.seen
 
 
-def test_centos_vm_from_the_spec_runs_with_its_config_drive(up_cluster: UpCluster) -> None:
+def test_centos_vm_from_the_spec_runs_with_its_config_drive(up_cluster: UpCluster, guest_image: Path) -> None:
+    # The seed as written: its claim pvc-centos01-bootdisk comes from the demo image through virtctl image-upload.
+    upload = up_cluster.run(
+        "virtctl", "image-upload", "dv", "pvc-centos01-bootdisk", "--size=64Mi", f"--image-path={guest_image}",
+        timeout=300,
+    )  # fmt: skip
+    assert "Processing completed successfully" in upload.stdout
+    assert up_cluster.jsonpath("dv", "pvc-centos01-bootdisk", "{.status.phase}") == "Succeeded"
     up_cluster.run("kubectl", "apply", "-f", str(DATA / "vm-centos01.yaml"))
     # The hostname line follows "booted" on the console: wait for it rather than read the log once.
     wait_booted(up_cluster, "vm", "vm-centos01", "pykubevirt-guest: hostname vm-centos01")
@@ -167,6 +175,7 @@ def test_centos_vm_from_the_spec_runs_with_its_config_drive(up_cluster: UpCluste
     assert "pykubevirt-guest: cloud-init ConfigDrive on" in console
     assert up_cluster.jsonpath("vm", "vm-centos01", "{.status.printableStatus}") == "Running"
     up_cluster.run("kubectl", "delete", "vm", "vm-centos01", timeout=120)
+    up_cluster.run("kubectl", "delete", "dv", "pvc-centos01-bootdisk", timeout=120)
 
 
 def test_virtctl_console_through_a_pipe(up_cluster: UpCluster) -> None:
