@@ -367,3 +367,23 @@ def test_an_image_the_node_cannot_pull_shows_as_cdis_image_pull_failure() -> Non
         "reason": "ImagePullFailed",
         "message": "failed to pull image: pykubevirt.local/missing:1",
     }
+
+
+def test_an_import_out_of_space_says_the_data_volume_is_too_small_as_cdi() -> None:
+    pod = {
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "importer",
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
+                }
+            ],
+        }
+    }
+    failure = "Unable to process data: [Errno 28] No space left on device"
+    running = dvc.dv_conditions("dv", "ImportInProgress", None, pod, failure)[2]
+    assert (running["reason"], running["message"]) == ("Error", "DataVolume too small to contain image")
+    other = dvc.dv_conditions("dv", "ImportInProgress", None, pod, "Unable to process data: boom")[2]
+    assert other["message"] == "Unable to process data: boom"

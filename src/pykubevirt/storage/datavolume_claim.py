@@ -271,6 +271,16 @@ def dv_phase(dv: Mapping[str, Any], pvc: Mapping[str, Any] | None, pod: Mapping[
     return "PVCBound"
 
 
+# CDI's simplifyKnownMessage: out-of-space failures, whatever wrote them, say what the user must change.
+SPACE_ERRORS = ("no space left on device", "disk quota exceeded", "file too large")
+TOO_SMALL_MESSAGE = "DataVolume too small to contain image"
+
+
+def simplify_message(message: str) -> str:
+    lowered = message.lower()
+    return TOO_SMALL_MESSAGE if any(error in lowered for error in SPACE_ERRORS) else message
+
+
 def _failed_pull(pod: Mapping[str, Any]) -> str:
     """The image a container of the pod cannot pull (a registry import's `server` sidecar), or ""."""
     status = pod.get("status") or {}
@@ -318,6 +328,6 @@ def dv_conditions(
             running = _condition("Running", "False", str(waiting.get("reason", "")), str(waiting.get("message", "")))
         elif "terminated" in state:
             ended = state["terminated"]
-            message = failure or str(ended.get("message", ""))
+            message = simplify_message(failure or str(ended.get("message", "")))
             running = _condition("Running", "False", str(ended.get("reason", "")), message)
     return [bound, ready, running]
