@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import http.server
 import itertools
+import json
 import socket
 import subprocess
 import threading
@@ -377,3 +378,28 @@ async def test_the_upload_proxy_checks_its_token_as_cdis(env: Env) -> None:
         ):
             async with session.post(url, data=b"x", headers=headers, ssl=False) as response:
                 assert (response.status, (await response.text()).strip()) == (code, text)
+
+
+async def test_a_checksum_mismatch_fails_the_dv_without_retries(env: Env, image_server: ImageServer) -> None:
+    ns = await env.namespace()
+    url = image_server.serve(f"{ns}/summed.img", send(pattern(MI)))
+    dv = http_dv("summed", url, "16Mi")
+    dv["spec"]["source"]["http"]["checksum"] = "sha256:" + "0" * 64
+    await env.admin.create(DATA_VOLUMES, dv, ns)
+
+    async def failed() -> Object | None:
+        current = await env.admin.get(DATA_VOLUMES, "summed", ns)
+        return current if (current.get("status") or {}).get("phase") == "Failed" else None
+
+    try:
+        current = await eventually(failed, timeout=30)
+    except AssertionError:
+        raise AssertionError(json.dumps(await env.admin.get(DATA_VOLUMES, "summed", ns))) from None
+    running = running_condition(current)
+    assert (running["status"], running["reason"]) == ("False", "ChecksumError")
+    assert running["message"].startswith("Unable to process data: checksum mismatch: expected sha256:000")
+    pvc = await env.admin.get(PERSISTENT_VOLUME_CLAIMS, "summed", ns)
+    assert pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.import.fatalError"] == "true"
+    assert pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.import.checksum"] == "sha256:" + "0" * 64
+    assert image_server.hits[f"{ns}/summed.img"] == 1
+    assert list((await volume_dir(env.admin, ns, "summed")).iterdir()) == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import http.server
 import io
 import json
@@ -387,3 +388,23 @@ def test_an_import_out_of_space_says_the_data_volume_is_too_small_as_cdi() -> No
     assert (running["reason"], running["message"]) == ("Error", "DataVolume too small to contain image")
     other = dvc.dv_conditions("dv", "ImportInProgress", None, pod, "Unable to process data: boom")[2]
     assert other["message"] == "Unable to process data: boom"
+
+
+@pytest.mark.parametrize("layout", ["raw", "qcow2.tar"])
+def test_a_checksum_is_verified_over_the_whole_body(
+    layout: str, files: tuple[str, dict[str, bytes], list[dict[str, str]]], tmp_path: Path
+) -> None:
+    base, bodies, _ = files
+    body = PAYLOAD if layout == "raw" else tar_of("disk.img", qcow2_of(tmp_path, PAYLOAD)) + tar_of("x", b"y")
+    bodies[f"sum/{layout}"] = body
+    good = "sha256:" + hashlib.sha256(body).hexdigest()
+    data = tmp_path / "good"
+    data.mkdir()
+    assert import_volume(environ(data, f"{base}/sum/{layout}", IMPORTER_CHECKSUM=good)) == "Import Complete"
+    bad = "md5:" + "0" * 32
+    data = tmp_path / "bad"
+    data.mkdir()
+    with pytest.raises(ImporterError) as failure:
+        import_volume(environ(data, f"{base}/sum/{layout}", IMPORTER_CHECKSUM=bad))
+    assert str(failure.value) == f"checksum mismatch: expected {bad}, got md5:{hashlib.md5(body).hexdigest()}"
+    assert list(data.iterdir()) == []

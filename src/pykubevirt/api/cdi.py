@@ -108,6 +108,8 @@ DATA_VOLUME_SOURCE: Schema = obj(
             "Import from an HTTP(S) URL.",
             extraHeaders=array(string(), "Extra request headers, as 'Name: value'."),
             secretExtraHeaders=array(string(), "Secrets holding extra request headers."),
+            checksum=string("Expected digest of the body: md5:, sha1:, sha256: or sha512: and the hex digest."),
+            insecureSkipVerify=boolean("Skip TLS verification."),
         ),
         "imageio": _url_source(
             "Import from oVirt imageio.",

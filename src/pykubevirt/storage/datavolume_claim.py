@@ -27,6 +27,7 @@ IMPORT_SOURCE = ANN + "storage.import.source"
 IMPORT_POD_NAME = ANN + "storage.import.importPodName"
 PREALLOCATION_REQUESTED = ANN + "storage.preallocation.requested"
 POD_READY = ANN + "storage.pod.ready"
+FATAL_ERROR = ANN + "storage.import.fatalError"
 UPLOAD_TARGET = ANN + "storage.upload.target"
 # Where the upload proxy finds the upload server: CDI's Service URL, for a pod that has no network of its own.
 UPLOAD_URL = "upload.pykubevirt.io/server-url"

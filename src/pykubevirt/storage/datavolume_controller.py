@@ -78,6 +78,12 @@ class DataVolumeController:
         if importing:
             progress, failure, pvc = await self._importer_report(dv, pvc, pod)
             phase = dvc.dv_phase(dv, pvc, pod)
+        if import_progress.CHECKSUM_MISMATCH in failure:
+            # CDI's one fatal import error: no more attempts, the DataVolume fails.
+            await self._annotate(pvc, {dvc.FATAL_ERROR: "true"})
+            await self._delete_importer(namespace, name)
+            await self._status(dv, "Failed", pvc, None, failure, reason="ChecksumError")
+            return None
         await self._status(dv, phase, pvc, pod, progress=progress, failure=failure)
         return Result(requeue_after=PROGRESS_POLL_SECONDS) if importing else None
 
@@ -216,6 +222,7 @@ class DataVolumeController:
         *,
         progress: str | None = None,
         failure: str = "",
+        reason: str = "Error",
     ) -> None:
         old = dv.get("status") or {}
         name = str(dv["metadata"]["name"])
@@ -231,7 +238,7 @@ class DataVolumeController:
             status["claimName"] = pvc["metadata"]["name"]
         if message and phase == "Failed":
             status["conditions"] = _merge_conditions(
-                status["conditions"], [{"type": "Running", "status": "False", "reason": "Error", "message": message}]
+                status["conditions"], [{"type": "Running", "status": "False", "reason": reason, "message": message}]
             )
         if all(old.get(k) == v for k, v in status.items()):
             return

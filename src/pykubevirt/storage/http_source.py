@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import io
 import lzma
 import os
@@ -21,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from pykubevirt.storage.import_progress import CHECKSUM_MISMATCH
 
 CERTS_DIR = "/certs"
 EXTRA_HEADERS_DIR = "/extraheaders"
@@ -42,6 +45,33 @@ class SourceError(Exception):
     """The source cannot be read; the message is the importer's failure reason."""
 
 
+class ChecksumError(SourceError):
+    """The body is not what the DataVolume's checksum says: fatal, CDI does not retry it."""
+
+
+CHECKSUM_ALGORITHMS = ("md5", "sha1", "sha256", "sha512")
+
+
+def start_checksum(download: Download, checksum: str) -> None:
+    """Hash the body as it is read, for `algorithm:hex` (CDI's md5, sha1, sha256 and sha512)."""
+    algorithm, _, expected = checksum.partition(":")
+    if algorithm not in CHECKSUM_ALGORITHMS or not expected:
+        raise ChecksumError(f"invalid checksum {checksum!r}: want one of {'/'.join(CHECKSUM_ALGORITHMS)}:<hex>")
+    download.hasher = hashlib.new(algorithm)
+
+
+def verify_checksum(download: Download, checksum: str) -> None:
+    """Read what the image layers left unread (a tar's other members) and compare the body's digest."""
+    if download.hasher is None:
+        return
+    while data := download.stream.read1(CHUNK):  # type: ignore[attr-defined]
+        download.hasher.update(data)
+    algorithm, _, expected = checksum.partition(":")
+    actual = download.hasher.hexdigest()
+    if actual != expected.lower():
+        raise ChecksumError(f"{CHECKSUM_MISMATCH}: expected {checksum}, got {algorithm}:{actual}")
+
+
 @dataclass
 class Download:
     """An open HTTP body: `stream` to read, `total` its Content-Length (0 when unknown), `read` bytes so far."""
@@ -49,6 +79,8 @@ class Download:
     stream: IO[bytes]
     total: int
     read: int = 0
+    # hashlib object fed every byte of the body, when the DataVolume gives a checksum.
+    hasher: Any = None
 
 
 class _Counting(io.RawIOBase):
@@ -64,6 +96,8 @@ class _Counting(io.RawIOBase):
         data = self.download.stream.read1(len(buffer))  # type: ignore[attr-defined]
         buffer[: len(data)] = data
         self.download.read += len(data)
+        if self.download.hasher is not None:
+            self.download.hasher.update(data)
         return len(data)
 
 

@@ -15,6 +15,8 @@ from typing import TextIO
 
 METRIC = "kubevirt_cdi_import_progress_total"
 FAILURE_PREFIX = "Unable to process data: "
+# A failure CDI does not retry (its importer's checksum check): the DataVolume fails.
+CHECKSUM_MISMATCH = "checksum mismatch"
 # How often the importer prints a changed value (twice as often as CDI's 1 s ticker: the log is polled, not scraped).
 REPORT_INTERVAL_SECONDS = 0.5
 # qemu-img convert -p (cdi:pkg/image/qemu.go reportProgress).

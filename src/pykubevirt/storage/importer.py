@@ -103,11 +103,16 @@ def _import_http(environ: dict[str, str], mounts: dict[str, str], target: Path, 
     def opener() -> http_source.Download:
         return http_source.open_url(url, environ, mounts)
 
-    import_stream(opener, target, block, usable, environ.get("OWNER_UID", ""))
+    import_stream(opener, target, block, usable, environ.get("OWNER_UID", ""), environ.get("IMPORTER_CHECKSUM", ""))
 
 
 def import_stream(
-    open_body: Callable[[], http_source.Download], target: Path, block: bool, usable: int, owner_uid: str
+    open_body: Callable[[], http_source.Download],
+    target: Path,
+    block: bool,
+    usable: int,
+    owner_uid: str,
+    checksum: str = "",
 ) -> None:
     """Unwrap, convert and size one image body (an http download, an upload) into the target volume."""
     work = Path(tempfile.mkdtemp(prefix="cdi-scratch-")) if block else target.parent
@@ -117,6 +122,8 @@ def import_stream(
         try:
             download = open_body()
             try:
+                if checksum:
+                    http_source.start_checksum(download, checksum)
                 fmt, stream, close = http_source.unwrap(download)
                 # Conversion is the second half of the work when there is one.
                 share = 100.0 if fmt == "raw" else 50.0
@@ -131,6 +138,8 @@ def import_stream(
                         raise _too_large(download.total or written, usable)
                 else:
                     http_source.write_scratch(stream, download_path, on_chunk)
+                # Before the layers close the body: what they left unread counts for the digest too.
+                http_source.verify_checksum(download, checksum)
                 close()
             finally:
                 download.stream.close()
