@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.apiserver import protobuf
-from pykubevirt.apiserver.security import CONTROLLER_USER
 from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
+from pykubevirt.virtapi.identities import CONTROLLER_USER
 from tests.integration.conftest import VM_API, configmap, pod_manifest, unique, vm_manifest, vmi_manifest
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.http_client import APIClient

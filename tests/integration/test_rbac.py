@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from pykubevirt.apiserver.security import CONTROLLER_USER, HANDLER_USER, SCHEDULER_USER, VIRT_API_USER
+from pykubevirt.apiserver.security import SCHEDULER_USER
 from pykubevirt.cli.cluster_layout import ClusterLayout, pykubevirt_argv
 from pykubevirt.cli.kubeconfig_command import write_node_kubeconfig
+from pykubevirt.virtapi.identities import CONTROLLER_USER, HANDLER_USER, VIRT_API_USER
 from tests.integration.conftest import unique, vm_manifest
 from tests.support.apiserver_process import KUBECTL, APIServerProcess, kubectl_env
 from tests.support.http_client import APIClient

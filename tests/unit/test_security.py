@@ -19,14 +19,12 @@ from cryptography import x509
 from pykubevirt.apiserver import discovery, security
 from pykubevirt.apiserver.security import (
     ADMIN_USER,
-    CONTROLLER_USER,
-    HANDLER_USER,
     SCHEDULER_USER,
-    VIRT_API_USER,
     ensure_pki,
     ensure_tokens,
     write_kubeconfig,
 )
+from pykubevirt.virtapi.identities import CONTROLLER_USER, HANDLER_USER, VIRT_API_USER
 
 
 def _mode(path: Path) -> int:
@@ -147,6 +145,9 @@ def test_server_context_settings(tmp_path: Path) -> None:
 
 def test_tokens_file_created_with_components(tmp_path: Path) -> None:
     table = ensure_tokens(tmp_path)
+    # Extensions name their own components' service accounts; the server mints their tokens at start.
+    for user in (CONTROLLER_USER, HANDLER_USER, VIRT_API_USER):
+        table.ensure(user, security.service_account_groups(security.service_account_namespace(user)))
     path = tmp_path / "tokens.csv"
     assert _mode(path) == 0o600
     rows = list(csv.reader(path.read_text().splitlines()))
@@ -168,8 +169,8 @@ def test_authenticate(tmp_path: Path) -> None:
     assert "system:masters" in user.groups and "system:authenticated" in user.groups
     assert user.uid
     assert table.authenticate(f"bearer  {table.admin_token} ") is not None
-    controller = table.token_for(CONTROLLER_USER)
-    assert controller is not None
+    controller = table.ensure(CONTROLLER_USER, security.service_account_groups("kubevirt"))
+    assert table.token_for(CONTROLLER_USER) == controller
     info = table.authenticate(f"Bearer {controller}")
     assert info is not None and info.username == CONTROLLER_USER
 

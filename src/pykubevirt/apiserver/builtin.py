@@ -249,7 +249,7 @@ AUTHORIZATION_RESOURCES: tuple[Resource, ...] = (
 )
 
 # Namespaces that exist from the first start, as in a fresh cluster.
-INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "kubevirt")
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
 class BuiltinDefaults:

@@ -51,9 +51,6 @@ DEFAULT_IPS = ("127.0.0.1", "::1")
 
 ADMIN_USER = "kubernetes-admin"
 ADMIN_GROUPS = ("system:masters",)
-CONTROLLER_USER = "system:serviceaccount:kubevirt:kubevirt-controller"
-HANDLER_USER = "system:serviceaccount:kubevirt:kubevirt-handler"
-VIRT_API_USER = "system:serviceaccount:kubevirt:kubevirt-apiserver"
 SCHEDULER_USER = "system:serviceaccount:kube-system:scheduler"
 AUTHENTICATED_GROUP = "system:authenticated"
 NODES_GROUP = "system:nodes"
@@ -288,12 +285,17 @@ def service_account_groups(namespace: str) -> tuple[str, ...]:
     return ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")
 
 
+def service_account_user(namespace: str, name: str) -> str:
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+def service_account_namespace(user: str) -> str:
+    """The namespace of a `system:serviceaccount:NS:NAME` user name."""
+    return user.split(":")[2]
+
+
 def _default_users() -> list[tuple[str, tuple[str, ...]]]:
-    users: list[tuple[str, tuple[str, ...]]] = [(ADMIN_USER, ADMIN_GROUPS)]
-    for user in (CONTROLLER_USER, HANDLER_USER, VIRT_API_USER, SCHEDULER_USER):
-        namespace = user.split(":")[2]
-        users.append((user, service_account_groups(namespace)))
-    return users
+    return [(ADMIN_USER, ADMIN_GROUPS), (SCHEDULER_USER, service_account_groups("kube-system"))]
 
 
 def _digest(token: str) -> bytes:
@@ -392,7 +394,7 @@ class TokenTable:
 
 
 def ensure_tokens(data_dir: Path) -> TokenTable:
-    """Load `tokens.csv`, creating it with the admin and component tokens at first start."""
+    """Load `tokens.csv`, creating it with the admin's and the scheduler's tokens at first start."""
     Path(data_dir).mkdir(parents=True, exist_ok=True)
     table = TokenTable(Path(data_dir) / "tokens.csv")
     for user, groups in _default_users():

@@ -51,13 +51,6 @@ log = logging.getLogger("pykubevirt.apiserver")
 
 # system:public-info-viewer's paths.
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
-COMPONENT_USERS = {
-    "virt-controller": security.CONTROLLER_USER,
-    "virt-handler": security.HANDLER_USER,
-    "virt-api": security.VIRT_API_USER,
-    "scheduler": security.SCHEDULER_USER,
-}
-COMPONENT_BY_USER = {user: component for component, user in COMPONENT_USERS.items()}
 
 
 class CRDAdmission:
@@ -142,6 +135,9 @@ class EmbeddedAPIServer:
         self._crd_manifests: list[dict[str, Any]] = []
         self._route_adders: list[Callable[[web.Application], None]] = []
         self._policy: list[dict[str, Any]] = []
+        self._namespaces: list[str] = list(INITIAL_NAMESPACES)
+        # Each component gets its own identity (its service account's, in a cluster) and a kubeconfig at start.
+        self._component_users: dict[str, str] = {"scheduler": security.SCHEDULER_USER}
         self._startups: list[Callable[[], Awaitable[None]]] = []
         self._runner: web.AppRunner | None = None
         self.port = options.port
@@ -179,6 +175,15 @@ class EmbeddedAPIServer:
         """Create these RBAC objects at start and keep them as shipped while they carry the autoupdate annotation."""
         self._policy.extend(objects)
 
+    def add_namespace(self, name: str) -> None:
+        """Create this namespace at start, as the initial ones (an extension's own, say)."""
+        if name not in self._namespaces:
+            self._namespaces.append(name)
+
+    def add_component(self, name: str, service_account_user: str) -> None:
+        """Mint a token for this service account at start and write `<name>.kubeconfig` for the component."""
+        self._component_users[name] = service_account_user
+
     def add_routes(self, add: Callable[[web.Application], None]) -> None:
         """Have `add` put its routes on the application before it serves."""
         self._route_adders.append(add)
@@ -193,7 +198,7 @@ class EmbeddedAPIServer:
         namespaces = self.registry.get("", "v1", "namespaces")
         assert namespaces is not None
         ctx = RequestContext(user=SYSTEM_USER)
-        for name in INITIAL_NAMESPACES:
+        for name in self._namespaces:
             if self.api.find(namespaces, None, name) is None:
                 self.api.create(
                     namespaces,
@@ -318,7 +323,7 @@ class EmbeddedAPIServer:
     def _count_write(self, request: web.Request) -> None:
         """Successful writes per component and resource, for measuring what a flow costs (GET /debug/writes)."""
         user = request[USER].username
-        component = COMPONENT_BY_USER.get(user, "other")
+        component = next((name for name, known in self._component_users.items() if known == user), "other")
         parts = [p for p in request.path.split("/") if p]
         tail = parts[2:] if parts[0] == "api" else parts[3:]
         if len(tail) >= 2 and tail[0] == "namespaces":
@@ -377,9 +382,8 @@ class EmbeddedAPIServer:
         security.write_kubeconfig(
             self.kubeconfig_path, self.url, self.pki.ca_pem, self.tokens.admin_token, user_name="admin"
         )
-        # Each component gets its own identity, as its service account would in a cluster.
-        for component, user in COMPONENT_USERS.items():
-            token = self.tokens.ensure(user, security.service_account_groups(user.split(":")[2]))
+        for component, user in self._component_users.items():
+            token = self.tokens.ensure(user, security.service_account_groups(security.service_account_namespace(user)))
             security.write_kubeconfig(
                 self.data_dir / f"{component}.kubeconfig", self.url, self.pki.ca_pem, token, user_name=component
             )

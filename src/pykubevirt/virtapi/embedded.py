@@ -19,6 +19,7 @@ from pykubevirt.virtapi import discovery, upload_proxy
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.embedded_admission import KubeVirtAdmission
 from pykubevirt.virtapi.handler_client import HandlerClient
+from pykubevirt.virtapi.identities import COMPONENTS, KUBEVIRT_NAMESPACE
 from pykubevirt.virtapi.rbac_policy import kubevirt_policy
 from pykubevirt.virtapi.webhooks import add_webhook_routes
 
@@ -32,6 +33,9 @@ def extension(config: ClusterConfig) -> Extension:
         admission = KubeVirtAdmission(server.store, server.registry, config)
         server.add_crds(crd_manifest(kind) for kind in ALL_KINDS)
         server.add_bootstrap_policy(kubevirt_policy())
+        server.add_namespace(KUBEVIRT_NAMESPACE)
+        for component, user in COMPONENTS.items():
+            server.add_component(component, user)
         server.add_admission(admission)
         # The webhook endpoints let a real kube-apiserver call the same chain (cluster mode, or tests of it).
         server.add_routes(lambda app: add_webhook_routes(app, admission.context))
