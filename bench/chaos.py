@@ -316,6 +316,10 @@ class Soak:
         self.run("pykubevirt", "down", "--all", timeout=120)
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0)
@@ -325,6 +329,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--image", type=Path, default=GUEST_IMAGE, help="the demo guest image (make guest-image)")
     args = parser.parse_args()
+    # A SIGTERM (a test's timeout, say) ends the soak through the `finally` below, which takes the cluster down.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     with tempfile.TemporaryDirectory(prefix="pykubevirt-chaos-") as root:
         soak = Soak(args, Path(root))
         try:

@@ -705,9 +705,16 @@ async def test_a_vm_waits_for_volume_binding_while_its_claim_is_unbound(cp: Cont
     await cp.admin.create(PERSISTENT_VOLUME_CLAIMS, claim, ns)
     body = vm_manifest("binding", "Always")
     body["spec"]["template"]["spec"]["volumes"] = [{"name": "root", "persistentVolumeClaim": {"claimName": "disk"}}]
-    await cp.admin.create(VIRTUAL_MACHINES, body, ns)
-    await cp.wait_printable(ns, "binding", "WaitingForVolumeBinding")
-    # What the PV controller writes once it binds: the VM's status follows the claim.
-    await cp.admin.patch(PERSISTENT_VOLUME_CLAIMS, "disk", {"spec": {"volumeName": "pv-disk"}}, ns)
-    await cp.admin.patch(PERSISTENT_VOLUME_CLAIMS, "disk", {"status": {"phase": "Bound"}}, ns, subresource="status")
+    # The simulated node would run the guest at once, claim or not (a real scheduler holds such a pod back), and
+    # Running outranks WaitingForVolumeBinding: keep the VMI short of Running until the claim binds.
+    cp.node.auto_run = False
+    try:
+        await cp.admin.create(VIRTUAL_MACHINES, body, ns)
+        await cp.wait_printable(ns, "binding", "WaitingForVolumeBinding")
+        # What the PV controller writes once it binds: the VM's status follows the claim.
+        await cp.admin.patch(PERSISTENT_VOLUME_CLAIMS, "disk", {"spec": {"volumeName": "pv-disk"}}, ns)
+        await cp.admin.patch(PERSISTENT_VOLUME_CLAIMS, "disk", {"status": {"phase": "Bound"}}, ns, subresource="status")
+    finally:
+        cp.node.auto_run = True
+        cp.node.resync()
     await cp.wait_printable(ns, "binding", "Running")

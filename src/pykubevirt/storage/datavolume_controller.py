@@ -68,14 +68,18 @@ class DataVolumeController:
             return None
         pod = self.pods.get(f"{namespace}/{dvc.pod_name(dv, name)}")
         current = (dv.get("status") or {}).get("phase")
-        if current not in ("Succeeded", "Failed"):
-            result = await self._drive_pod(dv, pvc, pod)
-            if result is not None:
-                return result
+        if current in ("Succeeded", "Failed"):
+            # Final: a status recomputed now would lose why it failed (the fatal ChecksumError condition, say).
+            return None
+        result = await self._drive_pod(dv, pvc, pod)
+        if result is not None:
+            return result
         phase = dvc.dv_phase(dv, pvc, pod)
         importing = pod is not None and phase not in ("Succeeded", "Failed")
         progress, failure = None, ""
-        if importing:
+        if pod is not None:
+            # Also once the importer has ended: its last lines say why (a checksum mismatch is fatal), and the pod
+            # may have gone from Running to Failed between two polls.
             progress, failure, pvc = await self._importer_report(dv, pvc, pod)
             phase = dvc.dv_phase(dv, pvc, pod)
         if import_progress.CHECKSUM_MISMATCH in failure:
