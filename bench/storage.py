@@ -24,17 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.apiserver_process import APIServerProcess
-from tests.support.control_plane import client_for
-from tests.support.node_agent_process import kill_leftover_pods
+from tests.support.storage_plane import storage_plane
 
 from bench.harness import log, machine, rss_mib
 from pykubevirt.client.api import KubeClient
-from pykubevirt.client.errors import NotFound
-from pykubevirt.client.resources import DATA_VOLUMES, NAMESPACES, NODES
-from pykubevirt.node.agent import NodeAgent
-from pykubevirt.node.image_store import ImageStore
-from pykubevirt.node.scheduler import Scheduler
-from pykubevirt.storage.app import StorageController
+from pykubevirt.client.resources import DATA_VOLUMES, NAMESPACES
 
 MI = 1024 * 1024
 
@@ -152,52 +146,37 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     server_process, port = file_server(serve)
     url = f"http://127.0.0.1:{port}/{image.name}"
     server = APIServerProcess(root / "apiserver").start()
-    admin = client_for(server)
-    agent = NodeAgent(client_for(server), "bench-node", root / "node", ImageStore(root / "images"))
-    storage = StorageController(client_for(server, "virt-controller"), root / "volumes")
-    scheduler = Scheduler(client_for(server, "scheduler"))
-    tasks: list[asyncio.Task[None]] = []
     try:
-        await agent.start()
-        tasks = [asyncio.create_task(storage.run()), asyncio.create_task(scheduler.run())]
-        await asyncio.gather(*(i.synced.wait() for i in [*storage.informers, *scheduler.controller.informers]))
-        await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
-        figures: dict[str, Any] = {"size_mib": args.size_mib, "data_mib": args.data_mib}
-        figures["qcow2_file_mib"] = round((serve / image.name).stat().st_size / MI, 1)
-        baselines, imports = [], []
-        peaks: dict[str, float] = {}
-        for attempt in range(args.repeat):
-            log(f"baseline {attempt + 1}: curl + qemu-img convert")
-            baselines.append(await asyncio.to_thread(baseline, url, root))
-            log(f"import {attempt + 1}: DataVolume create → Succeeded")
-            stop = asyncio.Event()
-            sampler = asyncio.create_task(sample_rss(stop, peaks))
-            imports.append(await import_once(admin, url, args.size_mib, f"bench-{attempt}"))
-            stop.set()
-            await sampler
-            await admin.delete(DATA_VOLUMES, f"bench-{attempt}", "bench")
-        best_baseline, best_import = min(baselines), min(imports)
-        figures.update(
-            baseline_curl_convert_s=round(best_baseline, 2),
-            dv_import_s=round(best_import, 2),
-            dv_import_mib_per_s=round(args.size_mib / best_import, 1),
-            baseline_mib_per_s=round(args.size_mib / best_baseline, 1),
-            dv_vs_baseline=round(best_baseline / best_import, 2),
-            import_pod_peak_rss_mib=round(peaks.get("pod", 0.0), 1),
-            importer_peak_rss_mib=round(peaks.get("importer", 0.0), 1),
-            qemu_img_peak_rss_mib=round(peaks.get("qemu_img", 0.0), 1),
-        )
-        return figures
+        async with storage_plane(server, root, "bench-node") as plane:
+            admin = plane.admin
+            await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
+            figures: dict[str, Any] = {"size_mib": args.size_mib, "data_mib": args.data_mib}
+            figures["qcow2_file_mib"] = round((serve / image.name).stat().st_size / MI, 1)
+            baselines, imports = [], []
+            peaks: dict[str, float] = {}
+            for attempt in range(args.repeat):
+                log(f"baseline {attempt + 1}: curl + qemu-img convert")
+                baselines.append(await asyncio.to_thread(baseline, url, root))
+                log(f"import {attempt + 1}: DataVolume create → Succeeded")
+                stop = asyncio.Event()
+                sampler = asyncio.create_task(sample_rss(stop, peaks))
+                imports.append(await import_once(admin, url, args.size_mib, f"bench-{attempt}"))
+                stop.set()
+                await sampler
+                await admin.delete(DATA_VOLUMES, f"bench-{attempt}", "bench")
+            best_baseline, best_import = min(baselines), min(imports)
+            figures.update(
+                baseline_curl_convert_s=round(best_baseline, 2),
+                dv_import_s=round(best_import, 2),
+                dv_import_mib_per_s=round(args.size_mib / best_import, 1),
+                baseline_mib_per_s=round(args.size_mib / best_baseline, 1),
+                dv_vs_baseline=round(best_baseline / best_import, 2),
+                import_pod_peak_rss_mib=round(peaks.get("pod", 0.0), 1),
+                importer_peak_rss_mib=round(peaks.get("importer", 0.0), 1),
+                qemu_img_peak_rss_mib=round(peaks.get("qemu_img", 0.0), 1),
+            )
+            return figures
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await agent.stop()
-        kill_leftover_pods(root / "node")
-        with contextlib.suppress(NotFound):
-            await admin.delete(NODES, "bench-node")
-        for client in (storage.client, scheduler.client, agent.client, admin):
-            await client.close()
         server.stop()
         server_process.terminate()
         server_process.wait()

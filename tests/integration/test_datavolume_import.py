@@ -26,16 +26,11 @@ import pytest_asyncio
 
 from pykubevirt.api.quantity import MI
 from pykubevirt.client.api import KubeClient, Object
-from pykubevirt.client.errors import NotFound
-from pykubevirt.client.resources import DATA_VOLUMES, NAMESPACES, NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
-from pykubevirt.node.agent import NodeAgent
+from pykubevirt.client.resources import DATA_VOLUMES, NAMESPACES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 from pykubevirt.node.image_store import ImageStore
-from pykubevirt.node.scheduler import Scheduler
-from pykubevirt.storage.app import StorageController
 from tests.integration.test_subresources import virtctl
 from tests.support.apiserver_process import APIServerProcess, kubectl
-from tests.support.control_plane import client_for
-from tests.support.node_agent_process import kill_leftover_pods
+from tests.support.storage_plane import storage_plane
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -127,27 +122,10 @@ class Env:
 async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     root = tmp_path_factory.mktemp("dv-import")
     server = APIServerProcess(root / "apiserver").start()
-    admin = client_for(server)
-    images = ImageStore(root / "images")
-    agent = NodeAgent(client_for(server), "dv-node", root / "node", images, heartbeat_interval=1.0)
-    await agent.start()
-    storage = StorageController(client_for(server, "virt-controller"), root / "volumes")
-    scheduler = Scheduler(client_for(server, "scheduler"))
-    tasks = [asyncio.create_task(storage.run()), asyncio.create_task(scheduler.run())]
-    informers = [*storage.informers, *scheduler.controller.informers]
-    await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in informers)), 30)
     try:
-        yield Env(server, admin, root, images)
+        async with storage_plane(server, root, "dv-node") as plane:
+            yield Env(server, plane.admin, root, plane.images)
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await agent.stop()
-        kill_leftover_pods(root / "node")
-        with contextlib.suppress(NotFound):
-            await admin.delete(NODES, "dv-node")
-        for client in (storage.client, scheduler.client, agent.client, admin):
-            await client.close()
         server.stop()
 
 

@@ -1,0 +1,54 @@
+"""The embedded storage in the caller's event loop: a node agent, the storage controller and the scheduler against a
+real API server process, for DataVolume tests and bench/storage.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.errors import NotFound
+from pykubevirt.client.resources import NODES
+from pykubevirt.node.agent import NodeAgent
+from pykubevirt.node.image_store import ImageStore
+from pykubevirt.node.scheduler import Scheduler
+from pykubevirt.storage.app import StorageController
+from tests.support.apiserver_process import APIServerProcess
+from tests.support.control_plane import client_for
+from tests.support.node_agent_process import kill_leftover_pods
+
+
+@dataclass
+class StoragePlane:
+    admin: KubeClient
+    images: ImageStore
+
+
+@contextlib.asynccontextmanager
+async def storage_plane(server: APIServerProcess, root: Path, node: str) -> AsyncIterator[StoragePlane]:
+    """Node `node` (data under `root/node`, images under `root/images`) and volumes under `root/volumes`."""
+    admin = client_for(server)
+    images = ImageStore(root / "images")
+    agent = NodeAgent(client_for(server), node, root / "node", images, heartbeat_interval=1.0)
+    storage = StorageController(client_for(server, "virt-controller"), root / "volumes")
+    scheduler = Scheduler(client_for(server, "scheduler"))
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await agent.start()
+        tasks = [asyncio.create_task(storage.run()), asyncio.create_task(scheduler.run())]
+        informers = [*storage.informers, *scheduler.controller.informers]
+        await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in informers)), 30)
+        yield StoragePlane(admin, images)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await agent.stop()
+        kill_leftover_pods(root / "node")
+        with contextlib.suppress(NotFound):
+            await admin.delete(NODES, node)
+        for client in (storage.client, scheduler.client, agent.client, admin):
+            await client.close()
