@@ -21,7 +21,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tests.support.cluster import DEMO_IMAGE
 from tests.support.cluster_qemus import ClusterQemus
+from tests.support.ports import free_port
+from tests.support.small_guest import small_guest
 
 from bench.harness import log
 from pykubevirt.api import pod_layout
@@ -41,36 +43,8 @@ from pykubevirt.node.processes import is_alive, kill_group
 
 REPO = Path(__file__).resolve().parent.parent
 GUEST_IMAGE = REPO / "_output" / "guest" / "demo-guest.img"
-DEMO_IMAGE = "pykubevirt.local/demo-guest:1.0"
 CONTROL_PLANE = ("apiserver", "virt-controller", "scheduler")
 FAULTS = ("apiserver", "virt-controller", "scheduler", "node-agent", "virt-handler", "launcher", "node-stop")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def vm_manifest(name: str) -> str:
-    template = {
-        "metadata": {"labels": {"kubevirt.io/domain": name}},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "domain": {
-                "memory": {"guest": "96Mi"},
-                "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]},
-            },
-            "volumes": [{"name": "root", "containerDisk": {"image": DEMO_IMAGE}}],
-        },
-    }
-    body = {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {"name": name},
-        "spec": {"runStrategy": "Always", "template": template},
-    }
-    return json.dumps(body)
 
 
 class Soak:
@@ -137,7 +111,7 @@ class Soak:
             if result.returncode != 0:
                 raise RuntimeError(f"{' '.join(argv)}: {result.stdout}{result.stderr}")
         for name in self.vms:
-            self.run("kubectl", "apply", "-f", "-", stdin=vm_manifest(name))
+            self.run("kubectl", "apply", "-f", "-", stdin=small_guest(name))
         self.wait_converged(300)
         log(f"{len(self.vms)} VMs Running")
 

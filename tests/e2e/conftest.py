@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 from pykubevirt.cli.cluster_layout import pykubevirt_argv
 from tests.paths import REPO
 from tests.support.cluster import DEMO_IMAGE, ClusterView, EmbeddedCluster
+from tests.support.ports import free_port
 
 SCRIPT = REPO / "scripts" / "build-guest-image.sh"
 PREBUILT = REPO / "_output" / "guest" / "demo-guest.img"
@@ -65,12 +65,6 @@ async def kube(cluster: EmbeddedCluster) -> AsyncIterator[ClusterView]:
 
 
 # ------------------------------------------------------------------------------------------------ `pykubevirt up`
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

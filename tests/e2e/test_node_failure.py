@@ -22,6 +22,7 @@ from tests.e2e.conftest import UpCluster, free_port, wait_for
 from tests.e2e.test_acceptance import wait_booted
 from tests.support.cluster import DEMO_IMAGE
 from tests.support.cluster_qemus import ClusterQemus, QemuCensus
+from tests.support.small_guest import small_guest
 from tests.support.waiting import consistently_sync
 
 pytestmark = pytest.mark.e2e
@@ -40,28 +41,6 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory, guest_image: Path) -> It
     cluster.run("pykubevirt", "up", "--nodes", "2", timeout=180)
     yield cluster
     cluster.run("pykubevirt", "down", "--all", check=False)
-
-
-def guest(name: str, kind: str = "VirtualMachine") -> str:
-    """A demo guest (32 MiB less than the demo VM: three boot at once on a busy host) as JSON for `kubectl apply`."""
-    template = {
-        "metadata": {"labels": {"kubevirt.io/domain": name}},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "domain": {
-                "memory": {"guest": "96Mi"},
-                "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]},
-            },
-            "volumes": [{"name": "root", "containerDisk": {"image": DEMO_IMAGE}}],
-        },
-    }
-    if kind == "VirtualMachineInstance":
-        metadata = {"name": name, **template["metadata"]}
-        body = {"apiVersion": "kubevirt.io/v1", "kind": kind, "metadata": metadata, "spec": template["spec"]}
-    else:
-        spec = {"runStrategy": "Always", "template": template}
-        body = {"apiVersion": "kubevirt.io/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
-    return json.dumps(body)
 
 
 def describe(pids: dict[str, list[int]]) -> str:
@@ -158,7 +137,7 @@ def wait_rejoined(cluster: UpCluster, node: str, stopped: list[int]) -> None:
 def test_host_death_is_fenced_and_always_vms_boot_on_the_other_node(two_nodes: UpCluster) -> None:
     cluster = two_nodes
     names = ["fo-a", "fo-b"]
-    place_on(cluster, "node01", [guest(n) for n in names] + [guest("fo-bare", "VirtualMachineInstance")])
+    place_on(cluster, "node01", [small_guest(n) for n in names] + [small_guest("fo-bare", "VirtualMachineInstance")])
     uids = {n: cluster.jsonpath("vmi", n, "{.metadata.uid}") for n in [*names, "fo-bare"]}
 
     pods_dir = cluster.data_dir / "nodes" / "node01" / "pods"
@@ -213,7 +192,7 @@ def test_partitioned_node_is_fenced_before_its_guest_runs_elsewhere(two_nodes: U
     """The agent and virt-handler stop but QEMU keeps running: the fence must kill it before the VM starts again."""
     cluster = two_nodes
     name = "fo-part"
-    place_on(cluster, "node01", [guest(name)])
+    place_on(cluster, "node01", [small_guest(name)])
     domain = f"default_{name}"
     old_uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
     (old_qemu,) = qemu_pids(cluster, domain)
