@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykubevirt.api import errors
+from pykubevirt.api.go_json import go_json_value
 from pykubevirt.apiserver import builtin_openapi
 
 _REF_PREFIX = "#/$defs/"
@@ -155,18 +156,6 @@ def kind_node(group: str, version: str, kind: str) -> Node | None:
     return definition_node(definition) if definition else None
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def decode_check(value: Any, node: Node, *, struct: str = "") -> DecodeResult:
     """Type errors and unknown fields of `value` decoded as `node` (kube's JSON decoding into the Go struct)."""
     result = DecodeResult()
@@ -191,7 +180,7 @@ def _walk(value: Any, node: Node, stack: Stack, struct: str, result: DecodeResul
             _type_error(result, f"number {value!r}", struct, node, stack)
             return
         if not isinstance(value, types):
-            _type_error(result, _json_type(value), struct, node, stack)
+            _type_error(result, go_json_value(value), struct, node, stack)
             return
     if isinstance(value, float) and not math.isfinite(value):
         _type_error(result, f"number {value!r}", struct, node, stack)
@@ -290,7 +279,7 @@ def typed_request_body(body: Any, *, kind: str = "DeleteOptions", version: str =
         return None
     node = definition_node(_REQUEST_KINDS[kind])
     problem = (
-        f"json: cannot unmarshal {_json_type(body)} into Go value of type v1.{kind}"
+        f"json: cannot unmarshal {go_json_value(body)} into Go value of type v1.{kind}"
         if not isinstance(body, dict)
         else None
     )

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from pykubevirt.api import errors
+from pykubevirt.api.go_json import go_json_value
 
 UNMARSHAL_ERROR = "Can not unmarshal Request body to struct, error: %s"
 DRY_RUN_ALL = "All"
@@ -57,18 +58,8 @@ def decode_body(body: bytes, type_name: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise unmarshal_error(f"json: cannot unmarshal {_json_type(value)} into Go value of type v1.{type_name}")
+        raise unmarshal_error(f"json: cannot unmarshal {go_json_value(value)} into Go value of type v1.{type_name}")
     return value
-
-
-def _json_type(value: object) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def _field(body: dict[str, Any], key: str, kind: type, type_name: str, go_type: str) -> Any:
@@ -78,7 +69,7 @@ def _field(body: dict[str, Any], key: str, kind: type, type_name: str, go_type: 
     # bool is an int in Python; Go keeps them apart.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise unmarshal_error(
-            f"json: cannot unmarshal {_json_type(value)} into Go struct field {type_name}.{key} of type {go_type}"
+            f"json: cannot unmarshal {go_json_value(value)} into Go struct field {type_name}.{key} of type {go_type}"
         )
     return value
 
