@@ -18,6 +18,7 @@ import yaml
 
 from pykubevirt.apiserver import security
 from pykubevirt.cli.cluster_layout import DEFAULT_DATA_DIR, ClusterLayout
+from pykubevirt.client.errors import AlreadyExists, ApiError
 
 ROLES = ("admin", "edit", "view")
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
@@ -53,7 +54,6 @@ def binding(user: str, role: str, namespace: str) -> dict[str, Any]:
 async def _create_binding(admin_kubeconfig: Path, body: dict[str, Any]) -> None:
     from pykubevirt.client.api import KubeClient
     from pykubevirt.client.config import load_kubeconfig
-    from pykubevirt.client.errors import AlreadyExists
     from pykubevirt.client.resources import NAMESPACES
 
     namespace = body["metadata"].get("namespace")
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if args.role:
         try:
             asyncio.run(_create_binding(layout.kubeconfig, binding(args.user, args.role, args.namespace)))
-        except Exception as exc:
+        except (ApiError, OSError) as exc:
             print(f"could not bind {args.role} to {args.user}: {exc}", file=sys.stderr)
             return 1
     if args.output:
