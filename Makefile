@@ -25,7 +25,7 @@ typecheck: setup
 test: setup guest-image
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=30
 
 # The integration and e2e suites RUNS times with both cores loaded by busy loops (races show up under load).
 RUNS ?= 5
