@@ -18,7 +18,7 @@ from pykubevirt.apiserver.http_api import error_response, json_response
 from pykubevirt.client.api import JSON_PATCH, KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
-from pykubevirt.client.streams import STREAM_PROTOCOL, pump_websockets
+from pykubevirt.client.streams import STREAM_PROTOCOL, pump_websocket_stream, pump_websockets
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.handler_client import HandlerClient
@@ -34,6 +34,7 @@ from pykubevirt.virtapi.lifecycle import (
     vmi_conflict,
 )
 from pykubevirt.virtapi.options import is_dry_run, parse_pause, parse_restart, parse_stop
+from pykubevirt.virtapi.portforward import check_port_forward, dial, parse_target
 from pykubevirt.virtapi.vmi_checks import (
     check_console,
     check_guest_agent,
@@ -101,6 +102,8 @@ class SubresourceAPI:
             ("virtualmachineinstances", "guestosinfo"): ("GET", self._guest_os_info),
             ("virtualmachineinstances", "console"): ("GET", self._stream),
             ("virtualmachineinstances", "vnc"): ("GET", self._stream),
+            ("virtualmachineinstances", "portforward"): ("GET", self._port_forward),
+            ("virtualmachines", "portforward"): ("GET", self._port_forward),
         }
 
     async def close(self) -> None:
@@ -124,7 +127,8 @@ class SubresourceAPI:
             if request.method not in ("GET", "HEAD"):
                 raise errors.method_not_allowed(request.method)
             return json_response(discovery.version_info()) if rest == ["version"] else await self._healthz()
-        if len(rest) != 5 or rest[0] != "namespaces":
+        # Only portforward takes path parameters after its name: `portforward/PORT[/PROTOCOL]`.
+        if len(rest) < 5 or rest[0] != "namespaces" or (len(rest) > 5 and rest[4] != "portforward"):
             raise errors.resource_not_found()
         namespace, resource, name, subresource = rest[1], rest[2], rest[3], rest[4]
         route = self._routes.get((resource, subresource))
@@ -166,6 +170,17 @@ class SubresourceAPI:
         if vmi is None:
             raise errors.not_found(VMI_RESOURCE, c.KUBEVIRT_GROUP, name)
         return vmi
+
+    async def _vmi_of_vm(self, namespace: str, name: str) -> dict[str, Any]:
+        """FetchVirtualMachineInstanceForVM: the VM's own VMI (owned by it), once the VM has created one."""
+        vm = await self._vm(namespace, name)
+        if not (vm.get("status") or {}).get("created"):
+            raise vm_conflict(name, "VMI is not started")
+        vmi = await self._vmi(namespace, name)
+        uid = vm["metadata"].get("uid")
+        if any(ref.get("uid") == uid for ref in vmi["metadata"].get("ownerReferences") or []):
+            return vmi
+        raise errors.internal(f"unable to retrieve vmi [{name}] for vm: <nil>")
 
     # ------------------------------------------------------------------------------------------------ VM lifecycle
 
@@ -345,6 +360,30 @@ class SubresourceAPI:
             # Runs on cancellation too (the embedded server cancels handlers of clients that went away).
             with contextlib.suppress(Exception):
                 await upstream.close()
+            with contextlib.suppress(Exception):
+                await client.close()
+        return client
+
+    async def _port_forward(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+        """Dial the guest's port, then accept the client's websocket and pump bytes (upstream's order)."""
+        parts = [p for p in request.path.split("/") if p]
+        target = parse_target(parts[8:])
+        resource = parts[5]
+        vmi = await (self._vmi_of_vm if resource == "virtualmachines" else self._vmi)(namespace, name)
+        if (problem := check_port_forward(vmi)) is not None:
+            raise problem
+        reader, writer = await dial(vmi, target)
+        client = web.WebSocketResponse(protocols=(STREAM_PROTOCOL,), max_msg_size=0, heartbeat=30)
+        try:
+            if not client.can_prepare(request).ok:
+                raise errors.bad_request(NOT_WEBSOCKET)
+            await client.prepare(request)
+            log.info("port-forward to %s/%s port %d connected", namespace, name, target.port)
+            await pump_websocket_stream(client, reader, writer)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
             with contextlib.suppress(Exception):
                 await client.close()
         return client

@@ -27,6 +27,7 @@ SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("virtualmachineinstances/guestosinfo", ("get",)),
     ("virtualmachineinstances/console", ("get",)),
     ("virtualmachineinstances/vnc", ("get",)),
+    ("virtualmachineinstances/portforward", ("get",)),
 )
 
 

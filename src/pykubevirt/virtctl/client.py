@@ -76,10 +76,16 @@ async def _refusal(client: KubeClient, path: str, params: dict[str, str], status
 
 
 async def open_stream(
-    client: KubeClient, namespace: str, name: str, subresource: str, params: dict[str, str] | None = None
+    client: KubeClient,
+    namespace: str,
+    name: str,
+    subresource: str,
+    params: dict[str, str] | None = None,
+    *,
+    resource: str = "virtualmachineinstances",
 ) -> aiohttp.ClientWebSocketResponse:
-    """The websocket of a VMI stream (console, vnc); raises the server's ApiError when refused."""
-    path = subresource_path(namespace, "virtualmachineinstances", name, subresource)
+    """A VMI (or VM) stream's websocket (console, vnc, portforward/…); raises the server's ApiError if refused."""
+    path = subresource_path(namespace, resource, name, subresource)
     params = params or {}
     try:
         return await client.session.ws_connect(

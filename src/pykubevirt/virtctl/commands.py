@@ -80,6 +80,24 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
         from pykubevirt.virtctl.console import run_console
 
         await run_console(api, namespace, args.name, args.timeout)
+    elif command == "port-forward":
+        from pykubevirt.virtctl.portforward import run_port_forward
+
+        if len(args.ports) < 1:
+            raise VirtctlError(
+                f"argument validation failed: port-forward requires at least 2 arg(s), received {1 + len(args.ports)}"
+            )
+        await run_port_forward(api, namespace, args.target, args.ports, address=args.address, stdio=args.stdio)
+    elif command == "ssh":
+        from pykubevirt.virtctl.ssh import run_ssh
+
+        flags = [*(["--kubeconfig", args.kubeconfig] if args.kubeconfig else [])]
+        flags += ["--context", args.context] if args.context else []
+        run_ssh(namespace, args, flags)
+    elif command == "expose":
+        from pykubevirt.virtctl.expose import expose
+
+        await expose(api, namespace, args)
     elif command == "vnc":
         from pykubevirt.virtctl.vnc import run_vnc
 

@@ -17,6 +17,7 @@ from aiohttp import WSCloseCode
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.streams import websocket_bytes
 from pykubevirt.virtctl.client import VirtctlError, open_stream_waiting
+from pykubevirt.virtctl.stdio import StdinChunks
 
 ESCAPE = 0x1D  # Ctrl+] (Ctrl+5 sends the same byte on most terminals)
 CONNECTED = "Successfully connected to {name} console. Press Ctrl+] or Ctrl+5 to exit console.\n"
@@ -39,41 +40,6 @@ async def run_console(client: KubeClient, namespace: str, name: str, timeout_min
         await ws.close()
 
 
-class _Stdin:
-    """Chunks of stdin as they arrive, without a thread (a blocked reader thread would hold the process at exit)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
-        self.loop = asyncio.get_running_loop()
-        try:
-            self.loop.add_reader(fd, self._readable)
-            self.polled = True
-        except (PermissionError, ValueError):
-            # Regular files cannot be polled; reading them never blocks for long.
-            self.polled = False
-
-    def _readable(self) -> None:
-        try:
-            data = os.read(self.fd, READ_SIZE)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        self.queue.put_nowait(data)
-        if not data:
-            self.loop.remove_reader(self.fd)
-
-    async def read(self) -> bytes:
-        if self.polled:
-            return await self.queue.get()
-        return await asyncio.to_thread(os.read, self.fd, READ_SIZE)
-
-    def close(self) -> None:
-        if self.polled:
-            self.loop.remove_reader(self.fd)
-
-
 async def attach(ws: Any, name: str) -> None:
     """Pump stdin to the guest and the guest to stdout until Ctrl+], end of input, interrupt or disconnection."""
     fd = sys.stdin.fileno()
@@ -83,7 +49,7 @@ async def attach(ws: Any, name: str) -> None:
     sys.stderr.flush()
     if is_tty:
         tty.setraw(fd)
-    stdin = _Stdin(fd)
+    stdin = StdinChunks(fd, READ_SIZE)
     last_output = time.monotonic()
     interrupted = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -17,13 +17,15 @@ from pykubevirt.client.config import ConfigError, load_config
 from pykubevirt.client.errors import ApiError
 from pykubevirt.virtctl import commands
 from pykubevirt.virtctl.client import VirtctlError
+from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
 from pykubevirt.virtctl.image_upload import add_arguments as add_upload_arguments
+from pykubevirt.virtctl.ssh import add_arguments as add_ssh_arguments
 from pykubevirt.virtctl.volumes import add_arguments as add_volume_arguments
 
 # pflag booleans take `--flag`, `--flag=true` or `--flag=false`, never a separate value.
 BOOL_FLAGS = (
     *("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client", "--persist"),
-    *("--insecure", "--no-create", "--force-bind"),
+    *("--insecure", "--no-create", "--force-bind", "--stdio"),
 )
 
 
@@ -77,6 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
     vnc.add_argument("--port", type=int, default=0, help="port of the local proxy (default: a free one)")
     vnc.add_argument("--proxy-only", action="store_true", help="only run the proxy and print its port")
     vnc.add_argument("--preserve-session", action="store_true", help="keep an existing VNC session")
+    forward = command("port-forward", "Forward local ports to a virtualmachine or virtualmachineinstance.")
+    forward.add_argument("target", metavar="TYPE/NAME[/NAMESPACE]")
+    forward.add_argument("ports", metavar="[PROTOCOL/]LOCAL[:REMOTE]", nargs="*")
+    forward.add_argument("--address", default="127.0.0.1", help="the address the local ports are opened on")
+    forward.add_argument("--stdio", action="store_true", help="forward a single port to stdin/stdout")
+    add_ssh_arguments(command("ssh", "Open a SSH connection to a virtual machine instance."))
+    add_expose_arguments(
+        command("expose", "Expose a virtual machine instance, virtual machine, or replica set as a new service.")
+    )
     add_volume_arguments(sub, command)
     add_upload_arguments(command)
     version = command("version", "Print the client and server version information.")

@@ -1,0 +1,187 @@
+"""`virtctl port-forward TYPE/NAME[/NAMESPACE] [PROTOCOL/]LOCAL[:REMOTE]...` (pkg/virtctl/portforward).
+
+Each accepted local connection gets its own websocket on the VMI's (or VM's) `portforward/PORT/PROTOCOL`
+subresource; `--stdio` carries a single port over stdin and stdout instead (what `virtctl ssh` uses as ProxyCommand).
+Since KubeVirt 1.7 a dot in the target is part of the name, never a namespace separator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from dataclasses import dataclass
+
+import aiohttp
+
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.streams import pump, pump_websocket_stream, websocket_bytes
+from pykubevirt.virtctl.client import VirtctlError, open_stream
+from pykubevirt.virtctl.stdio import StdinChunks, write_all
+
+VM, VMI = "vm", "vmi"
+KINDS = {
+    **dict.fromkeys(("vm", "vms", "virtualmachine", "virtualmachines"), VM),
+    **dict.fromkeys(("vmi", "vmis", "virtualmachineinstance", "virtualmachineinstances"), VMI),
+}
+RESOURCES = {VM: "virtualmachines", VMI: "virtualmachineinstances"}
+PROTOCOLS = ("tcp", "udp")
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardTarget:
+    kind: str
+    name: str
+    namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardedPort:
+    local: int
+    remote: int
+    protocol: str = "tcp"
+
+
+def normalize_kind(kind: str) -> str:
+    found = KINDS.get(kind.lower())
+    if found is None:
+        raise VirtctlError(f"unsupported resource type '{kind}'")
+    return found
+
+
+def parse_target(target: str) -> ForwardTarget:
+    """`type/name[/namespace]`, with upstream's error texts."""
+    if not target:
+        raise VirtctlError("target cannot be empty")
+    parts = target.split("/")
+    if len(parts) == 1:
+        raise VirtctlError("target must contain type and name separated by '/'")
+    if len(parts) > 3:
+        raise VirtctlError("target is not valid with more than two '/'")
+    namespace = ""
+    if len(parts) == 3:
+        namespace = parts[2]
+        if not namespace:
+            raise VirtctlError("namespace cannot be empty")
+    kind = normalize_kind(parts[0])
+    if not parts[1]:
+        raise VirtctlError("name cannot be empty")
+    return ForwardTarget(kind, parts[1], namespace)
+
+
+def _port_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise VirtctlError(f'strconv.Atoi: parsing "{text}": invalid syntax') from None
+
+
+def parse_port(arg: str) -> ForwardedPort:
+    """`[protocol/]local[:remote]`; the remote port defaults to the local one, the protocol to tcp."""
+    protocol = "tcp"
+    if "/" in arg:
+        protocol, arg = arg.split("/", 1)[0], arg.split("/", 1)[1]
+    ports = [p for p in arg.split(":") if p]
+    if not ports:
+        raise VirtctlError("invalid port, missing local and/or remote port")
+    local = _port_number(ports[0])
+    remote = _port_number(ports[1]) if len(ports) > 1 else local
+    return ForwardedPort(local, remote, protocol)
+
+
+def stream_path(port: ForwardedPort) -> str:
+    return f"portforward/{port.remote}/{port.protocol}"
+
+
+def log(message: str) -> None:
+    """Progress goes to stderr: with --stdio, stdout carries the tunnel."""
+    print(message, file=sys.stderr, flush=True)
+
+
+class PortForwarder:
+    """Opens one websocket per connection to the target's portforward subresource."""
+
+    def __init__(self, client: KubeClient, namespace: str, target: ForwardTarget) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.target = target
+
+    async def open(self, port: ForwardedPort) -> aiohttp.ClientWebSocketResponse:
+        resource = RESOURCES[self.target.kind]
+        return await open_stream(self.client, self.namespace, self.target.name, stream_path(port), resource=resource)
+
+    async def stdio(self, port: ForwardedPort) -> None:
+        """One tunnel between this process's stdin/stdout and the guest port, until either side ends."""
+        ws = await self.open(port)
+        stdin = StdinChunks(sys.stdin.fileno())
+        out = sys.stdout.fileno()
+
+        async def send_out(data: bytes) -> None:
+            await write_all(out, data)
+
+        try:
+            await pump(stdin.chunks(), send_out, websocket_bytes(ws), ws.send_bytes)
+        finally:
+            stdin.close()
+            await ws.close()
+
+    async def _connection(
+        self, port: ForwardedPort, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        log(f"opening new tcp tunnel to {port.remote}")
+        try:
+            ws = await self.open(port)
+        except Exception as exc:
+            target = self.target
+            log(f"can't access {target.kind}/{target.name}.{self.namespace}: {exc}")
+            writer.close()
+            return
+        log(f"handling tcp connection for {port.local}")
+        try:
+            await pump_websocket_stream(ws, reader, writer)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            await ws.close()
+
+    async def listen(self, address: str, port: ForwardedPort) -> asyncio.Server:
+        if port.protocol != "tcp":
+            raise VirtctlError(f"unknown protocol: {port.protocol}")
+        log(f"forwarding {port.protocol} {address}:{port.local} to {port.remote}")
+
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._connection(port, reader, writer)
+
+        try:
+            return await asyncio.start_server(accept, address, port.local)
+        except OSError as exc:
+            raise VirtctlError(
+                f"listen tcp {address}:{port.local}: bind: {(exc.strerror or str(exc)).lower()}"
+            ) from exc
+
+
+async def run_port_forward(
+    client: KubeClient, namespace: str, target_arg: str, port_args: list[str], *, address: str, stdio: bool
+) -> None:
+    target = parse_target(target_arg)
+    ports = [parse_port(arg) for arg in port_args]
+    forwarder = PortForwarder(client, target.namespace or namespace, target)
+    if stdio:
+        if len(ports) != 1:
+            raise VirtctlError("only one port supported when forwarding to stdout")
+        await forwarder.stdio(ports[0])
+        return
+    servers = [await forwarder.listen(address, port) for port in ports]
+    interrupted = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, interrupted.set)
+    try:
+        await interrupted.wait()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        for server in servers:
+            server.close()
