@@ -34,6 +34,7 @@ from pykubevirt.controller.launcher_volumes import (
     render_volumes,
     without_none,
 )
+from pykubevirt.controller.multus_annotations import multus_annotations
 from pykubevirt.launcher.protocol import domain_name
 
 NON_ROOT_UID = 107
@@ -383,6 +384,7 @@ def _annotations(vmi: Mapping[str, Any], overhead_bytes: int | None) -> dict[str
     annotations[EVICT_ONLY_ANNOTATION] = ""
     if overhead_bytes is not None:
         annotations[c.MEMORY_OVERHEAD_ANNOTATION] = str(overhead_bytes)
+    annotations.update(multus_annotations(vmi))
     return annotations
 
 

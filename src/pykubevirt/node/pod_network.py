@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pykubevirt.node import cni, netns
+from pykubevirt.node import cni, multus, netns
 from pykubevirt.node.netns import IP, NetworkError
 
 log = logging.getLogger("pykubevirt.node.pod_network")
@@ -141,6 +141,7 @@ class PodNetwork:
         self.bridge = f"cni{_key(node_name)}"
         self.conf_file = self.dir / "net.d" / "10-pykubevirt.conflist"
         self.records = self.dir / "pods"
+        self.multus = multus.Delegator(self.dir, self.cluster.netns)
 
     @property
     def ipam_dir(self) -> Path:
@@ -186,6 +187,9 @@ class PodNetwork:
 
     def recorded_ips(self, uid: str) -> list[str] | None:
         """The pod's IPs when its sandbox is complete (after an agent restart too)."""
+        return None if self.multus.pending(uid) else self._primary_ips(uid)
+
+    def _primary_ips(self, uid: str) -> list[str] | None:
         record = self._read_record(uid)
         if record and record.get("ips") and netns.exists(str(record["netns"])):
             return [str(ip) for ip in record["ips"]]
@@ -195,22 +199,41 @@ class PodNetwork:
         record = self._read_record(uid)
         return str(record["netns"]) if record and record.get("ips") and netns.exists(str(record["netns"])) else None
 
-    async def setup(self, pod: Mapping[str, Any]) -> list[str]:
-        """The pod's sandbox network (idempotent): its namespace, lo, eth0 by CNI ADD; its IPs."""
+    def default_attachment(self, uid: str) -> multus.Attachment | None:
+        """The pod's `eth0` as network-status reports the cluster's default network."""
+        record = self._read_record(uid)
+        if not record or not record.get("ips"):
+            return None
+        name = str(record.get("network") or NETWORK_NAME)
+        return multus.Attachment(name, "eth0", tuple(record["ips"]), str(record.get("mac") or ""))
+
+    async def setup(
+        self, pod: Mapping[str, Any], default: Mapping[str, Any] | None = None, default_name: str = ""
+    ) -> list[str]:
+        """The pod's sandbox network (idempotent): its namespace, lo, eth0 by CNI ADD (of the node's network, or the
+        `default` configuration list that replaces it); its IPs."""
         meta = pod["metadata"]
         uid = str(meta["uid"])
-        ips = self.recorded_ips(uid)
+        ips = self._primary_ips(uid)
         if ips is not None:
             return ips
-        conflist = self._conflist()
+        conflist = dict(default) if default is not None else self._conflist()
         name = pod_netns(uid)
         call = self._invocation(uid, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         runtime = {"portMappings": list(cni.ports_of(pod))}
-        if self._read_record(uid) is not None:
+        earlier = self._read_record(uid)
+        if earlier is not None:
             # A set-up that a crash interrupted: undo what it did before doing it again.
-            await cni.del_network(conflist, call, run_in=self.cluster.netns, runtime=runtime)
+            await cni.del_network(earlier.get("conflist") or conflist, call, run_in=self.cluster.netns, runtime=runtime)
         # The intent is on disk before anything exists, so a crash at any point leaves something to clean up.
-        record = {"netns": name, "namespace": meta.get("namespace"), "name": meta.get("name"), "ips": []}
+        record: dict[str, Any] = {
+            "netns": name,
+            "namespace": meta.get("namespace"),
+            "name": meta.get("name"),
+            "ips": [],
+        }
+        if default is not None:
+            record.update(conflist=conflist, network=default_name)
         self._write_record(uid, record)
         await netns.add(name, loopback_up=False)  # the loopback plugin brings `lo` up
         await cni.add_loopback(netns.netns_path(name), uid, run_in=self.cluster.netns)
@@ -218,22 +241,34 @@ class PodNetwork:
         ips = cni.result_ips(result)
         if not ips:
             raise NetworkError(f"CNI ADD gave pod {meta.get('namespace')}/{meta.get('name')} no address")
-        self._write_record(uid, {**record, "ips": ips, "runtime": runtime})
+        mac = multus.attachment_of(result, "", "eth0").mac
+        self._write_record(uid, {**record, "ips": ips, "mac": mac, "runtime": runtime})
         log.info("pod network set up: %s", ", ".join(ips), extra={"uid": uid, "node": self.node_name})
         return ips
 
     def _invocation(self, uid: str, namespace: str, name: str) -> cni.Invocation:
         return cni.Invocation(uid, netns.netns_path(pod_netns(uid)), "eth0", cni.pod_args(namespace, name, uid))
 
+    async def attach(self, pod: Mapping[str, Any], delegates: list[multus.Delegate]) -> list[multus.Attachment]:
+        """The pod's secondary networks, after its `eth0` (idempotent)."""
+        meta = pod["metadata"]
+        uid = str(meta["uid"])
+        call = self._invocation(uid, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        return await self.multus.attach(uid, call, delegates)
+
     async def teardown(self, uid: str) -> None:
         """CNI DEL (frees the IP, removes the veth) and the namespace; no-op for a pod without a sandbox."""
         record = self._read_record(uid)
         if record is None:
+            await self.multus.detach(uid, cni.Invocation(uid, netns.netns_path(pod_netns(uid)), "", ""))
             return
-        if self.conf_file.exists():
-            call = self._invocation(uid, str(record.get("namespace") or ""), str(record.get("name") or ""))
+        call = self._invocation(uid, str(record.get("namespace") or ""), str(record.get("name") or ""))
+        # Multus deletes the secondary networks before the default one.
+        await self.multus.detach(uid, call)
+        conflist = record.get("conflist") or (self._conflist_file() if self.conf_file.exists() else None)
+        if conflist is not None:
             runtime = record.get("runtime") or {}
-            await cni.del_network(self._conflist_file(), call, run_in=self.cluster.netns, runtime=runtime)
+            await cni.del_network(conflist, call, run_in=self.cluster.netns, runtime=runtime)
         await netns.delete(str(record["netns"]))
         self._record_file(uid).unlink(missing_ok=True)
         log.info("pod network torn down", extra={"uid": uid, "node": self.node_name})
@@ -243,7 +278,8 @@ class PodNetwork:
         return conflist
 
     def recorded_uids(self) -> list[str]:
-        return sorted(p.stem for p in self.records.glob("*.json")) if self.records.is_dir() else []
+        primary = {p.stem for p in self.records.glob("*.json")} if self.records.is_dir() else set()
+        return sorted(primary | set(self.multus.recorded_uids()))
 
     async def collect_garbage(self, live: set[str]) -> int:
         """Tear down the sandboxes of pods this node no longer has (left by a crash); how many."""
@@ -265,7 +301,9 @@ def remove_node_networks(node_data_dir: Path) -> int:
     `down --all`, tests); the veths die with the namespaces. How many."""
     base = Path(node_data_dir) / "cni"
     records = sorted((base / "pods").glob("*.json")) if (base / "pods").is_dir() else []
-    leases = base / "ipam" / NETWORK_NAME
+    ipam = base / "ipam"
+    # host-local keeps one directory a network: the node's own and every secondary network's.
+    networks = [d for d in ipam.iterdir() if d.is_dir()] if ipam.is_dir() else []
     removed = 0
     for path in records:
         uid = path.stem
@@ -275,11 +313,12 @@ def remove_node_networks(node_data_dir: Path) -> int:
             name = pod_netns(uid)
         if netns.exists(name):
             subprocess.run([IP, "netns", "delete", name], check=False, capture_output=True)
-        if leases.is_dir():
+        for leases in networks:
             for lease in leases.iterdir():
                 with contextlib.suppress(OSError):
                     if lease.read_text().split("\n", 1)[0].strip() == uid:
                         lease.unlink()
         path.unlink(missing_ok=True)
+        (base / "multus" / path.name).unlink(missing_ok=True)
         removed += 1
     return removed

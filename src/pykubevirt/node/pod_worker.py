@@ -22,7 +22,7 @@ from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.resources import CONFIG_MAPS, NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SECRETS
 from pykubevirt.log import object_fields
 from pykubevirt.node import containers as runtime_mod
-from pykubevirt.node import pod_status, processes
+from pykubevirt.node import multus_pod, pod_status, processes
 from pykubevirt.node import virtual_containers as virtual
 from pykubevirt.node.container_statuses import container_statuses, gating_init_statuses, sidecar_names, terminated_state
 from pykubevirt.node.containers import ProcessRuntime, StartError
@@ -191,7 +191,13 @@ class PodWorker:
                 cidr = str((node.get("spec") or {}).get("podCIDR") or "")
                 if cidr:
                     network.set_pod_cidr(cidr)
-            self.pod_ips = await network.setup(pod)
+            ips, attached = await multus_pod.setup(self.ctx.client, network, pod)
+            for added in attached:
+                addresses = ", ".join(added.ips)
+                self.ctx.recorder.event(
+                    pod, NORMAL, "AddedInterface", f"Add {added.ifname} [{addresses}] from {added.network}"
+                )
+            self.pod_ips = ips
         except (NetworkNotReady, NetworkError, OSError) as exc:
             message = str(exc)
             if message != self.network_problem:

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from pykubevirt.api.crd import crd_manifest
 from pykubevirt.api.kinds import ALL_KINDS
+from pykubevirt.api.network_attachment import NETWORK_ATTACHMENT_DEFINITION
 from pykubevirt.apiserver.object_api import UserInfo
 from pykubevirt.apiserver.server import EmbeddedAPIServer, Extension
 from pykubevirt.client.api import KubeClient
@@ -32,6 +33,8 @@ def extension(config: ClusterConfig) -> Extension:
     def install(server: EmbeddedAPIServer) -> None:
         admission = KubeVirtAdmission(server.store, server.registry, config)
         server.add_crds(crd_manifest(kind) for kind in ALL_KINDS)
+        # Multus's CRD, which a real cluster has from Multus: the node agent delegates to the networks it defines.
+        server.add_crds([crd_manifest(NETWORK_ATTACHMENT_DEFINITION)])
         server.add_bootstrap_policy(kubevirt_policy())
         server.add_namespace(KUBEVIRT_NAMESPACE)
         for component, user in COMPONENTS.items():
