@@ -5,7 +5,6 @@ Upstream: pkg/virt-controller/services/template.go: renderLaunchManifest.
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 import random as _random
 from collections.abc import Callable, Mapping
@@ -16,6 +15,7 @@ from pykubevirt import __version__
 from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.vmi_id import vmi_id
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.compute_resources import (
     console_log_resources,
@@ -105,13 +105,6 @@ class LauncherSettings:
 def is_non_root(vmi: Mapping[str, Any]) -> bool:
     annotations = (vmi.get("metadata") or {}).get("annotations") or {}
     return NON_ROOT_ANNOTATION in annotations or bool((vmi.get("status") or {}).get("runtimeUser"))
-
-
-def vmi_id(name: str) -> str:
-    """The `vmi.kubevirt.io/id` label: the name, or its first 54 characters + "-" + 8 hex of its SHA-1 if over 63."""
-    if len(name) <= 63:
-        return name
-    return f"{name[:54]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
 def sanitized_hostname(vmi: Mapping[str, Any]) -> str:

@@ -8,10 +8,10 @@ import argparse
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.vmi_id import vmi_id
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError
 from pykubevirt.client.resources import SERVICES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
-from pykubevirt.controller.launcher_pod import vmi_id
 from pykubevirt.virtctl.client import VirtctlError
 
 VMI_KINDS = ("vmi", "vmis", "virtualmachineinstance", "virtualmachineinstances")
