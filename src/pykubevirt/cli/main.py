@@ -53,10 +53,24 @@ def _cdi_uploadserver(args: argparse.Namespace) -> int:
     return run()
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The pods' commands, whose parsers this module defines: when one of them runs, the control-plane commands' modules
+# (aiohttp, cryptography: half a second of imports) are not loaded, as an importer pod's start is on its
+# DataVolume's critical path and a launcher's on its VM's.
+POD_COMMANDS = frozenset({"cdi-importer", "cdi-uploadserver", "virt-launcher"})
+
+
+def build_parser(*, pod_command: bool = False) -> argparse.ArgumentParser:
+    """Every command's parser; with `pod_command`, only the pods' commands."""
     parser = argparse.ArgumentParser(prog="pykubevirt", description="KubeVirt's VM lifecycle, in Python.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    if not pod_command:
+        _add_cluster_commands(sub)
+    _add_pod_commands(sub)
+    return parser
+
+
+def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     crds = sub.add_parser("crds", help="print the CustomResourceDefinitions generated from the API model")
     crds.add_argument("--output-dir", help="write one file per CRD into this directory instead of printing")
@@ -114,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     kubeconfig_command.add_parser(sub)
     virtapi_command.add_parser(sub)
 
+
+def _add_pod_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     importer = sub.add_parser(
         "cdi-importer", help="fill a DataVolume's claim (the importer pod's command; reads CDI's IMPORTER_* variables)"
     )
@@ -128,12 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
     launcher = sub.add_parser("virt-launcher", help="run virt-launcher for one VMI (the compute container's command)")
     _launcher_arguments(launcher)
     launcher.set_defaults(func=_virt_launcher)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(pod_command=bool(words) and words[0] in POD_COMMANDS)
+    args = parser.parse_args(words)
     func: Command = args.func
     try:
         return func(args)
