@@ -30,6 +30,7 @@ from pykubevirt.admission.defaults import mutate_vmi
 from pykubevirt.api import pod_layout
 from pykubevirt.cli.cluster_layout import ClusterLayout
 from pykubevirt.cli.component_process import ComponentProcess
+from pykubevirt.cli.kubeconfig_command import write_node_kubeconfig
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import load_kubeconfig
 from pykubevirt.client.errors import NotFound
@@ -49,6 +50,8 @@ IMAGE = str(DEMO["spec"]["template"]["spec"]["volumes"][0]["containerDisk"]["ima
 GUEST_IMAGE = REPO / "_output" / "guest" / "demo-guest.img"
 BOOTED = b"pykubevirt-guest: booted"
 KUBEVIRT_LAUNCHER_BUDGET_MIB = 240  # KubeVirt's fixed memory overhead reserved per virt-launcher pod
+# The kubeconfigs the API server writes for its components as it starts.
+COMPONENT_KUBECONFIGS = ("scheduler", "virt-api", "virt-controller", "virt-handler")
 
 
 def demo_vm(name: str) -> dict[str, Any]:
@@ -80,10 +83,17 @@ class BenchCluster:
         for component in self.layout.components():
             self.processes[component.name] = ComponentProcess(component).start()
             if component.name == "apiserver":
-                await self._wait_for(self.layout.component_kubeconfig("scheduler").exists, 30, "the API server")
+                await self._wait_for(self._apiserver_wrote_kubeconfigs, 30, "the API server")
+                # The node agents' own identities, as the supervisor writes them before it starts them; only once
+                # the API server has written its components' tokens, or its last save of tokens.csv drops them.
+                for node in self.layout.node_names:
+                    write_node_kubeconfig(self.layout, node)
         self.client = KubeClient(load_kubeconfig(self.layout.kubeconfig), qps=0)
         await self._wait_for_nodes()
         return self.client
+
+    def _apiserver_wrote_kubeconfigs(self) -> bool:
+        return all(self.layout.component_kubeconfig(c).exists() for c in COMPONENT_KUBECONFIGS)
 
     async def _wait_for(self, probe: Any, timeout: float, what: str) -> None:  # noqa: ASYNC109
         deadline = time.monotonic() + timeout
