@@ -30,6 +30,7 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINES,
 )
 from pykubevirt.handler.launcher_client import connectable
+from pykubevirt.launcher.pvc_disks import possible_guest_size
 from tests.e2e.test_vm_lifecycle import DEMO
 from tests.support.cluster import ClusterView
 from tests.support.waiting import eventually
@@ -326,6 +327,15 @@ class Console:
                 f"no {tag} answer on the console:\n{log.read_text(errors='replace')[-2000:]}"
             ) from None
 
+    async def answer_until(self, tag: str, command: str, wanted: str) -> None:
+        """Ask again until the answer is `wanted`: the guest learns of a change to its disks on its own time."""
+        answer = ""
+        for attempt in range(30):
+            answer = await self.answer(f"{tag}{attempt}", command)
+            if answer == wanted:
+                return
+        raise AssertionError(f"{command} answered {answer!r}, never {wanted!r}")
+
     async def block_devices_until(self, tag: str, wanted: Callable[[list[str]], bool]) -> list[str]:
         """Ask for /sys/block again until `wanted` holds: the guest scans a hotplugged disk on its own time."""
         devices: list[str] = []
@@ -425,6 +435,11 @@ async def hotplug_and_unplug(kube: ClusterView, ns: str, console: Console) -> No
     # The guest sees a 16Mi SCSI disk appear.
     await console.block_devices_until("after-plug", lambda devices: "sda" in devices)
     assert await console.answer("sda-size", "cat /sys/block/sda/size") == str(16 * MI // 512)
+
+    # Online expansion: the claim grows and the running guest's disk follows, KubeVirt's possibleGuestSize of it.
+    grow = {"spec": {"resources": {"requests": {"storage": "40Mi"}}}}
+    await admin.patch(PERSISTENT_VOLUME_CLAIMS, "hp-blank", grow, ns)
+    await console.answer_until("grown", "cat /sys/block/sda/size", str(possible_guest_size(40 * MI, 0.055) // 512))
 
     _, out, _ = await kube.run("virtctl", "-n", ns, "removevolume", "hpvm", "--volume-name=hp-blank")
     assert out.strip() == "Successfully submitted remove volume request to VM hpvm for volume hp-blank"

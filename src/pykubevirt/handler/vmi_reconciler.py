@@ -43,6 +43,17 @@ log = logging.getLogger("pykubevirt.handler")
 INITIALIZE_TIMEOUT_SECONDS = 180.0
 
 
+def claim_capacities(vmi: Object) -> tuple[tuple[str, str], ...]:
+    """Each claim volume's capacity as the VMI's volumeStatus tells it."""
+    return tuple(
+        sorted(
+            (str(s.get("name")), str(((s.get("persistentVolumeClaimInfo") or {}).get("capacity") or {}).get("storage")))
+            for s in (vmi.get("status") or {}).get("volumeStatus") or []
+            if s.get("persistentVolumeClaimInfo")
+        )
+    )
+
+
 def active_pod_uid(vmi: Object, node: str) -> str:
     """The launcher pod of the VMI on this node (from status.activePods)."""
     for pod_uid, pod_node in ((vmi.get("status") or {}).get("activePods") or {}).items():
@@ -76,6 +87,8 @@ class VMIReconciler:
         self.clock = clock
         self._watches: dict[str, asyncio.Task[None]] = {}
         self._first_seen: dict[str, float] = {}
+        # The claim capacities each VMI's launcher last synced with (vmi uid → sizes); a change means a claim grew.
+        self._synced_sizes: dict[str, tuple[tuple[str, str], ...]] = {}
 
     # ------------------------------------------------------------------------------------------------ launchers
 
@@ -113,6 +126,7 @@ class VMIReconciler:
         self._watches[vmi_uid] = asyncio.get_running_loop().create_task(follow())
 
     def _unwatch(self, vmi_uid: str) -> None:
+        self._synced_sizes.pop(vmi_uid, None)
         task = self._watches.pop(vmi_uid, None)
         if task is not None:
             task.cancel()
@@ -159,6 +173,9 @@ class VMIReconciler:
             observed = observed_domain(status)
             new_phase = phase_for(vmi, observed)
             self._watch(key, vmi_uid, pod_uid)
+            self._synced_sizes[vmi_uid] = claim_capacities(vmi)
+        elif observed.defined and objects.vmi_phase(vmi) == c.PHASE_RUNNING:
+            await self._expand(vmi, pod_uid)
         reported = await self._report(vmi, observed, status, new_phase)
         if observed.launcher_initializing:
             # The launcher's socket appears a fraction of a second after its process starts; this is a stat().
@@ -166,6 +183,21 @@ class VMIReconciler:
         if not reported and observed.defined and objects.vmi_phase(vmi) == c.PHASE_RUNNING and wants_launcher(vmi):
             return await self._hotplug(vmi, pod_uid)
         return None
+
+    # ------------------------------------------------------------------------------------------------ expansion
+
+    async def _expand(self, vmi: Object, pod_uid: str) -> None:
+        """Sync the running guest again when one of its claims grew: the launcher resizes its disk under it."""
+        vmi_uid = vmi["metadata"]["uid"]
+        sizes = claim_capacities(vmi)
+        if self._synced_sizes.get(vmi_uid) == sizes:
+            return
+        try:
+            await self.launcher(pod_uid).sync(vmi)
+        except (CommandFailed, LauncherUnavailable) as exc:
+            log.warning("disk expansion: %s", exc, extra=object_fields(vmi))
+            return
+        self._synced_sizes[vmi_uid] = sizes
 
     # ------------------------------------------------------------------------------------------------ hotplug
 

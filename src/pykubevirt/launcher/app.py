@@ -27,6 +27,7 @@ from pykubevirt.launcher.command_server import CommandServer
 from pykubevirt.launcher.converter import ConverterContext, convert
 from pykubevirt.launcher.converter.context import NetworkMode
 from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_source, empty_disk_path, ephemeral_overlay
+from pykubevirt.launcher.disk_expansion import expand_disks
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
 from pykubevirt.launcher.domain_state import DomainState
 from pykubevirt.launcher.hotplug import sync_hotplug
@@ -265,7 +266,7 @@ class Launcher:
         return self.status()
 
     async def _sync(self, request: Request) -> Status:
-        """Define and start the domain for the VMI, once; later syncs only refresh the VMI the launcher knows."""
+        """Define and start the domain for the VMI, once; later syncs refresh the VMI and grow grown claims."""
         assert self.domain is not None
         vmi = request.get("vmi")
         if not isinstance(vmi, dict) or (vmi.get("metadata") or {}).get("uid") != self.vmi_uid:
@@ -279,6 +280,10 @@ class Launcher:
             await self.domain.define_and_start(xml, paused=paused)
             self.defined = True
             log.info("domain defined and started%s", " paused" if paused else "")
+        elif self.defined:
+            # A later sync of the running guest: claims that grew are resized under it (KubeVirt's SyncVMI).
+            for error in await expand_disks(self.domain, vmi):
+                log.warning("%s", error)
         return await self._refreshed_status()
 
     async def _prepare(self, vmi: dict[str, Any]) -> str:

@@ -190,6 +190,19 @@ class DomainManager:
         """Unplug a device from the running guest; libvirt waits a few seconds for the guest to let it go."""
         return await self._act(lambda d: d.detachDeviceFlags(xml, libvirt.VIR_DOMAIN_AFFECT_LIVE))
 
+    async def block_capacity(self, disk: str) -> int | None:
+        """The guest-visible size of a disk (its path or target) in bytes; None when there is no domain."""
+
+        def read() -> int | None:
+            domain = self._domain()
+            return int(domain.blockInfo(disk, 0)[0]) if domain is not None else None
+
+        return await asyncio.to_thread(read)
+
+    async def block_resize(self, disk: str, size: int) -> bool:
+        """Grow a disk of the running guest to `size` bytes (QEMU's block_resize: the guest is told at once)."""
+        return await self._act(lambda d: d.blockResize(disk, size, libvirt.VIR_DOMAIN_BLOCK_RESIZE_BYTES))
+
     async def xml(self) -> str:
         def read() -> str:
             domain = self._domain()
