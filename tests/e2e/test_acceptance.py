@@ -92,7 +92,12 @@ def test_vmi_create_get_delete(up_cluster: UpCluster) -> None:
     listing = run("kubectl", "get", "vmis").stdout.splitlines()
     assert listing[0].split() == ["NAME", "AGE", "PHASE", "IP", "NODENAME", "READY"]
     row = next(line.split() for line in listing[1:] if line.startswith("my-vmi "))
-    assert row[2:] == ["Running", "10.0.2.15", "node01", "True"]
+    uid = run("kubectl", "get", "vmi", "my-vmi", "-o", "jsonpath={.metadata.uid}").stdout.strip()
+    pods = run(
+        "kubectl", "get", "pods", "-l", f"kubevirt.io/created-by={uid}", "-o", "jsonpath={.items[0].status.podIP}"
+    )
+    # The default bridge binding on the pod network: the guest holds its pod's IP.
+    assert row[2:] == ["Running", pods.stdout.strip(), "node01", "True"]
     assert run("kubectl", "get", "vmis", "my-vmi").stdout.splitlines()[1].split()[2] == "Running"
     wait_booted(up_cluster, "vmi", "my-vmi")
     deleted = run("kubectl", "delete", "-f", vmi_yaml, timeout=120).stdout

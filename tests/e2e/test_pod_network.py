@@ -1,5 +1,6 @@
 """A real guest on the embedded pod network: masquerade inside the launcher pod's namespace (k6t-eth0, tap0, the
-launcher's DHCP, KubeVirt's nft rules), reached from the host at the pod IP on the ports listed only."""
+launcher's DHCP, KubeVirt's nft rules), reached from the host at the pod IP on the ports listed only; bridge, where
+the pod's own address moves to the guest, reached at the pod IP and by another guest."""
 
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ def masquerade_vm(name: str, ports: list[dict[str, Any]]) -> dict[str, Any]:
     vm = demo_vm(name, user_data=f"#cloud-config\nhostname: {name}\nruncmd:\n  - httpd -p 8080 -h /www\n")
     spec = vm["spec"]["template"]["spec"]
     spec["domain"]["devices"]["interfaces"] = [{"name": "default", "masquerade": {}, "ports": ports}]
+    spec["networks"] = [{"name": "default", "pod": {}}]
+    return vm
+
+
+def bridge_vm(name: str, runcmd: str = "") -> dict[str, Any]:
+    """The demo VM with the bridge binding on the pod network: the guest takes the pod's IP and MAC."""
+    commands = f"runcmd:\n  - {runcmd}\n" if runcmd else ""
+    vm = demo_vm(name, user_data=f"#cloud-config\nhostname: {name}\n{commands}")
+    spec = vm["spec"]["template"]["spec"]
+    spec["domain"]["devices"]["interfaces"] = [{"name": "default", "bridge": {}}]
     spec["networks"] = [{"name": "default", "pod": {}}]
     return vm
 
@@ -108,6 +119,47 @@ async def test_masquerade_without_ports_forwards_everything(kube: ClusterView) -
 
     assert "pykubevirt-guest open" in await eventually(page, timeout=60, interval=0.5)
     await delete_vm(kube, ns, "open")
+
+
+async def test_bridge_binding_gives_the_guest_the_pod_ip_and_another_guest_reaches_it(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    await kube.admin.create(VIRTUAL_MACHINES, bridge_vm("bridged"), ns)
+    vmi = await kube.wait_vmi_phase(ns, "bridged", "Running")
+    pod = await kube.launcher_pod(vmi)
+    pod_ip = pod["status"]["podIP"]
+    # The guest's own address, as its DHCP client configured it and printed it on the serial console.
+    await kube.wait_serial(kube.node, pod, vmi, f"pykubevirt-guest: eth0 {pod_ip}")
+
+    async def reported() -> dict[str, Any] | None:
+        current = await kube.vmi(ns, "bridged")
+        interfaces = (current or {}).get("status", {}).get("interfaces") or [{}]
+        return interfaces[0] if interfaces[0].get("ipAddress") == pod_ip and interfaces[0].get("mac") else None
+
+    primary = await eventually(reported, timeout=30)
+    assert primary["name"] == "default" and primary["ipAddresses"] == [pod_ip]
+    assert primary["podInterfaceName"] == "eth0" and primary["linkState"] == "up"
+    assert "domain" in primary["infoSource"]
+    _, out, _ = await kube.run("kubectl", "get", "vmi", "bridged", "-n", ns, "--no-headers")
+    assert pod_ip in out.split()
+
+    async def page(ip: str) -> str | None:
+        with contextlib.suppress(OSError, TimeoutError):
+            return await http_get(ip, 80)
+        return None
+
+    # The host reaches the guest's httpd at the pod IP: no NAT, the guest itself holds the address.
+    assert "pykubevirt-guest bridged" in await eventually(lambda: page(pod_ip), timeout=60, interval=0.5)
+
+    # VM to VM on one node: a second bridged guest fetches the first one's page over the pod network.
+    fetch = f"while ! wget -q -O /tmp/peer http://{pod_ip}/; do sleep 1; done && echo peer-page $(cat /tmp/peer) &"
+    await kube.admin.create(VIRTUAL_MACHINES, bridge_vm("client", fetch), ns)
+    client = await kube.wait_vmi_phase(ns, "client", "Running")
+    client_pod = await kube.launcher_pod(client)
+    assert client_pod["status"]["podIP"] != pod_ip
+    await kube.wait_serial(kube.node, client_pod, client, f"pykubevirt-guest: eth0 {client_pod['status']['podIP']}")
+    await kube.wait_serial(kube.node, client_pod, client, "peer-page pykubevirt-guest bridged")
+    await delete_vm(kube, ns, "client")
+    await delete_vm(kube, ns, "bridged")
 
 
 def cluster_links(kube: ClusterView) -> list[str]:

@@ -931,6 +931,25 @@ def test_interface_options() -> None:
     assert second.find("driver").attrib == {"name": "vhost", "queues": "1"}
 
 
+def test_pod_nic_takes_the_pod_interface_mac_and_mtu_unless_the_spec_names_a_mac() -> None:
+    networks = [{"name": "default", "pod": {}}]
+    macs, mtus = {"default": "0a:58:0a:f4:00:05"}, {"default": 1400}
+    plain = nic_vmi([{"name": "default", "bridge": {}}], networks)
+    iface = dom_of(plain, interface_macs=macs, interface_mtus=mtus).find("devices/interface")
+    assert iface.find("mac").get("address") == "0a:58:0a:f4:00:05"
+    assert iface.find("mtu").get("size") == "1400"
+    named = nic_vmi([{"name": "default", "bridge": {}, "macAddress": "02:00:00:00:00:07"}], networks)
+    iface = dom_of(named, interface_macs=macs).find("devices/interface")
+    assert iface.find("mac").get("address") == "02:00:00:00:00:07"
+    assert iface.find("mtu") is None
+
+
+@pytest.mark.parametrize("model", ["e1000e", "rtl8139", "e1000", "pcnet", "ne2k_pci"])
+def test_interface_models_other_than_virtio_are_passed_through(model: str) -> None:
+    vmi = nic_vmi([{"name": "default", "bridge": {}, "model": model}], [{"name": "default", "pod": {}}])
+    assert dom_of(vmi).find("devices/interface/model").get("type") == model
+
+
 def test_user_network_mode(test_conn: libvirt.virConnect) -> None:
     interfaces: list[Obj] = [
         {"name": "default", "masquerade": {}, "macAddress": "02:00:00:00:00:02", "bootOrder": 3},

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import socket
 import struct
+from typing import Any
 
-from pykubevirt.launcher import dhcp_server, masquerade
+from pykubevirt.launcher import dhcp_server, masquerade, primary_network
 from pykubevirt.launcher.dhcp_server import HEADER, MAGIC, Lease
 
 LEASE = Lease("10.0.2.2", 24, "10.0.2.1", "10.0.2.1", 1400, ("10.96.0.10",), "web", "cluster.local")
@@ -71,13 +72,28 @@ def test_ports_restrict_the_dnat_to_the_listed_ports() -> None:
     ]
 
 
-def test_only_a_masquerade_interface_on_the_pod_network_is_plumbed() -> None:
-    vmi = {
+def test_the_pod_network_interface_and_its_binding_are_what_the_launcher_plumbs() -> None:
+    vmi: dict[str, Any] = {
         "spec": {
-            "domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}]}},
-            "networks": [{"name": "default", "pod": {}}],
+            "domain": {
+                "devices": {
+                    "interfaces": [
+                        {"name": "blue", "bridge": {}},
+                        {"name": "gone", "masquerade": {}, "state": "absent"},
+                        {"name": "default", "masquerade": {}},
+                    ]
+                }
+            },
+            "networks": [
+                {"name": "blue", "multus": {"networkName": "blue"}},
+                {"name": "gone", "pod": {}},
+                {"name": "default", "pod": {}},
+            ],
         }
     }
-    assert masquerade.masquerade_interface(vmi) == {"name": "default", "masquerade": {}}
-    vmi["spec"]["domain"]["devices"]["interfaces"] = [{"name": "default", "bridge": {}}]
-    assert masquerade.masquerade_interface(vmi) is None
+    found = primary_network.pod_network_interface(vmi)
+    assert found == (2, {"name": "default", "masquerade": {}})
+    assert primary_network.binding_of(found[1]) == "masquerade"
+    assert primary_network.binding_of({"name": "x", "bridge": {}}) == "bridge"
+    vmi["spec"]["networks"] = [{"name": "blue", "multus": {"networkName": "blue"}}]
+    assert primary_network.pod_network_interface(vmi) is None

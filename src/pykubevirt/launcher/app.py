@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import pod_layout
-from pykubevirt.launcher import capabilities_cache, disks, masquerade
+from pykubevirt.launcher import capabilities_cache, disks, interface_status, primary_network
 from pykubevirt.launcher.claim_volumes import prepare_claim_volumes
 from pykubevirt.launcher.command_server import CommandServer
 from pykubevirt.launcher.converter import ConverterContext, convert
-from pykubevirt.launcher.converter.context import NetworkMode
 from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_source, empty_disk_path, ephemeral_overlay
 from pykubevirt.launcher.disk_expansion import expand_disks
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
@@ -78,10 +77,10 @@ class Launcher:
         self.deleted = asyncio.Event()
         self.stopped_at: float | None = None
         self._warm_up: asyncio.Task[None] | None = None
-        # The launcher's DHCP server for a masquerade guest, and the pod IPs status reports for it.
-        self._dhcp: asyncio.DatagramTransport | None = None
-        self.pod_ips: tuple[str, ...] = ()
+        # The pod network's plumbing (its DHCP server, the pod IPs status reports) and the domain's NICs.
+        self.network = primary_network.PrimaryNetwork()
         self.network_fallback = ""
+        self.domain_interfaces: list[interface_status.DomainInterface] | None = None
         self.server = CommandServer(
             self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
             {
@@ -199,20 +198,16 @@ class Launcher:
         return status
 
     def _interfaces(self) -> list[dict[str, Any]]:
-        # Masquerade reports the pod IP (KubeVirt's pod-interface cache); user-mode networking only slirp's fixed one.
-        if not self.pod_ips and os.path.exists(f"/sys/class/net/{masquerade.BRIDGE}"):
-            pod = masquerade.pod_interface()
-            self.pod_ips = pod.ipv4 if pod is not None else ()
-        ips = list(self.pod_ips) or ["10.0.2.15"]
-        interfaces = []
-        for iface in (self.vmi or {}).get("spec", {}).get("domain", {}).get("devices", {}).get("interfaces") or []:
-            entry: dict[str, Any] = {"name": iface["name"], "infoSource": "domain", "linkState": "up"}
-            if iface.get("macAddress"):
-                entry["mac"] = iface["macAddress"]
-            entry["ipAddress"] = ips[0]
-            entry["ipAddresses"] = ips
-            interfaces.append(entry)
-        return interfaces
+        """KubeVirt's join of the pod-interface cache and the domain's NICs (netstat.go)."""
+        return interface_status.interface_statuses(self.vmi or {}, self.domain_interfaces or [], self.network.pod_ips)
+
+    async def _read_network(self, vmi: dict[str, Any]) -> None:
+        """The domain's NICs, and the pod IPs of a network a previous launcher of this pod plumbed."""
+        assert self.domain is not None
+        with contextlib.suppress(Exception):  # a domain that is gone has no NICs to report
+            self.domain_interfaces = interface_status.domain_interfaces(await self.domain.xml())
+        if not self.network.pod_ips:
+            self.network.pod_ips = primary_network.recorded_pod_ips(vmi, self.runtime)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -284,6 +279,8 @@ class Launcher:
             # A later sync of the running guest: claims that grew are resized under it (KubeVirt's SyncVMI).
             for error in await expand_disks(self.domain, vmi):
                 log.warning("%s", error)
+        if self.domain_interfaces is None:
+            await self._read_network(vmi)
         return await self._refreshed_status()
 
     async def _prepare(self, vmi: dict[str, Any]) -> str:
@@ -321,7 +318,14 @@ class Launcher:
         for name in sorted(claims.ephemeral):
             base = Path(claims.pvc_disk_dir) / name / "disk.img"
             await disks.prepare_container_disk(base, Path(ephemeral_overlay(name, ctx)), str(base))
-        ctx = replace(ctx, network_mode=await self._plumb_network(vmi))
+        self.network = await primary_network.plumb(vmi, self.name, self.runtime)
+        self.network_fallback = self.network.fallback
+        ctx = replace(
+            ctx,
+            network_mode=self.network.mode,
+            interface_macs=self.network.macs,
+            interface_mtus=self.network.mtus,
+        )
         xml = convert(vmi, ctx)
         (self.runtime / "domain.xml").write_text(xml)
         return xml
@@ -339,23 +343,6 @@ class Launcher:
         result = await sync_hotplug(self.domain, vmi, request.get("hotplug") or {}, self.runtime, ctx)
         status = await self._refreshed_status()
         return {**status, "mounted": result.mounted, "attached": result.attached, "errors": result.errors}
-
-    async def _plumb_network(self, vmi: dict[str, Any]) -> NetworkMode:
-        """A masquerade guest on a tap in the pod's namespace; QEMU user networking where the pod has none."""
-        iface = masquerade.masquerade_interface(vmi)
-        pod = masquerade.pod_interface()
-        if iface is None or pod is None:
-            if iface is not None:
-                self.network_fallback = (
-                    f"interface {iface.get('name')}: the pod has no network namespace of its own, "
-                    "so the guest uses QEMU user networking (10.0.2.15) and is not reachable at a pod IP"
-                )
-                log.warning("%s", self.network_fallback)
-            return "user"
-        hostname = str((vmi.get("spec") or {}).get("hostname") or self.name.split(".")[0])
-        self._dhcp = await masquerade.plumb(iface, pod, hostname)
-        self.pod_ips = pod.ipv4
-        return "kubevirt"
 
     def _secrets(self, volume: dict[str, Any]) -> dict[str, dict[str, bytes]]:
         """Secrets referenced by cloud-init, from the files the runtime mounted for them (if any)."""

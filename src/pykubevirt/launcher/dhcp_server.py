@@ -1,5 +1,6 @@
 """The launcher's DHCP server for one guest interface, as KubeVirt's virt-launcher runs (`pkg/network/dhcp`): it
-listens on UDP 67 of the in-pod bridge, answers any client (masquerade) with one fixed lease, and never ends."""
+listens on UDP 67 of the in-pod bridge and answers with one fixed lease: any client for masquerade, only the guest's
+MAC for bridge (whose bridge also carries the pod network's other DHCP traffic), and never ends."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ DISCOVER, OFFER, REQUEST, DECLINE, ACK, NAK, RELEASE, INFORM = 1, 2, 3, 4, 5, 6,
 # KubeVirt's lease: 999 days ("infinite" for a guest whose address never changes).
 LEASE_SECONDS = 999 * 24 * 3600
 OPT_SUBNET, OPT_ROUTER, OPT_DNS, OPT_HOSTNAME, OPT_DOMAIN, OPT_MTU = 1, 3, 6, 12, 15, 26
-OPT_LEASE, OPT_MESSAGE_TYPE, OPT_SERVER_ID, OPT_END = 51, 53, 54, 255
+OPT_LEASE, OPT_MESSAGE_TYPE, OPT_SERVER_ID, OPT_CLASSLESS_ROUTES, OPT_END = 51, 53, 54, 121, 255
 HEADER = struct.Struct("!BBBBIHH4s4s4s4s16s64s128s")
 
 
@@ -37,10 +38,28 @@ class Lease:
     dns: Sequence[str] = field(default_factory=tuple)
     hostname: str = ""
     domain: str = ""
+    # Bridge binding: only this client hardware address is answered ("" answers anyone).
+    client_mac: str = ""
+    # RFC 3442 classless static routes (destination CIDR, next hop), the default route last as KubeVirt sends them.
+    routes: Sequence[tuple[str, str]] = field(default_factory=tuple)
 
 
 def _option(code: int, value: bytes) -> bytes:
     return bytes([code, len(value)]) + value
+
+
+def classless_routes(routes: Sequence[tuple[str, str]]) -> bytes:
+    """Option 121's value: per route the prefix length, the destination's significant octets, then the router."""
+    value = b""
+    for destination, router in routes:
+        network = ipaddress.IPv4Network(destination, strict=False)
+        octets = (network.prefixlen + 7) // 8
+        value += bytes([network.prefixlen]) + network.network_address.packed[:octets] + socket.inet_aton(router)
+    return value
+
+
+def _mac_bytes(mac: str) -> bytes:
+    return bytes.fromhex(mac.replace(":", "").replace("-", ""))
 
 
 def _options(data: bytes) -> dict[int, bytes]:
@@ -71,6 +90,8 @@ def reply(request: bytes, lease: Lease) -> bytes | None:
     kind = _options(request[HEADER.size + 4 :]).get(OPT_MESSAGE_TYPE, b"\0")[0]
     if kind not in (DISCOVER, REQUEST):
         return None
+    if lease.client_mac and chaddr[:hlen] != _mac_bytes(lease.client_mac):
+        return None
     answer = OFFER if kind == DISCOVER else ACK
     mask = ipaddress.IPv4Network(f"0.0.0.0/{lease.prefix}").netmask.packed
     header = HEADER.pack(
@@ -91,6 +112,8 @@ def reply(request: bytes, lease: Lease) -> bytes | None:
         options.append(_option(OPT_HOSTNAME, lease.hostname.encode()[:63]))
     if lease.domain:
         options.append(_option(OPT_DOMAIN, lease.domain.encode()[:255]))
+    if lease.routes:
+        options.append(_option(OPT_CLASSLESS_ROUTES, classless_routes(lease.routes)))
     return header + MAGIC + b"".join(options) + bytes([OPT_END])
 
 

@@ -42,6 +42,7 @@ class PodInterface:
     name: str
     mtu: int
     ipv4: tuple[str, ...]
+    mac: str = ""
 
 
 # The kernel's fixed inode number of the initial PID namespace (PROC_PID_INIT_INO).
@@ -68,9 +69,15 @@ def in_host_network() -> bool:
         return True
 
 
+def link_exists(name: str) -> bool:
+    """Whether this network namespace has the device. /proc/self/net is the namespace's own; /sys is not (a pod
+    entered only the network namespace, so /sys/class/net still shows the host's devices)."""
+    return name in _interface_names("self")
+
+
 def pod_interface(name: str = POD_IFACE) -> PodInterface | None:
     """The pod interface with its IPv4 addresses, None when this namespace has none (no pod network, or the host's)."""
-    if in_host_network() or not os.path.exists(f"/sys/class/net/{name}"):
+    if in_host_network() or not link_exists(name):
         return None
     out = subprocess.run(["ip", "-j", "-4", "addr", "show", "dev", name], capture_output=True, text=True, check=False)
     try:
@@ -82,8 +89,7 @@ def pod_interface(name: str = POD_IFACE) -> PodInterface | None:
     )
     if not addresses:
         return None
-    with open(f"/sys/class/net/{name}/mtu") as mtu:
-        return PodInterface(name, int(mtu.read().strip()), addresses)
+    return PodInterface(name, int(entries[0]["mtu"]), addresses, str(entries[0].get("address") or "").lower())
 
 
 def nft_commands(ports: Sequence[Mapping[str, Any]], pod_iface: str = POD_IFACE) -> list[str]:
@@ -120,17 +126,7 @@ def nft_commands(ports: Sequence[Mapping[str, Any]], pod_iface: str = POD_IFACE)
     return commands
 
 
-def masquerade_interface(vmi: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The VMI's interface on the pod network when its binding is masquerade."""
-    spec = vmi.get("spec") or {}
-    pod_networks = {str(n.get("name")) for n in spec.get("networks") or [] if n.get("pod") is not None}
-    for iface in ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []:
-        if iface.get("name") in pod_networks and iface.get("masquerade") is not None:
-            return dict(iface)
-    return None
-
-
-def _resolv_conf(path: str = "/etc/resolv.conf") -> tuple[list[str], str]:
+def resolv_conf(path: str = "/etc/resolv.conf") -> tuple[list[str], str]:
     servers, search = [], ""
     try:
         with open(path) as conf:
@@ -145,7 +141,7 @@ def _resolv_conf(path: str = "/etc/resolv.conf") -> tuple[list[str], str]:
     return servers, search
 
 
-async def _run(argv: Sequence[str], stdin: str | None = None) -> None:
+async def run_checked(argv: Sequence[str], stdin: str | None = None) -> None:
     process = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
@@ -165,7 +161,7 @@ def _sysctl_on(key: str) -> None:
 
 async def plumb(iface: Mapping[str, Any], pod: PodInterface, hostname: str) -> asyncio.DatagramTransport:
     """Bridge, tap, sysctls, nft rules (once: a restarted launcher finds them) and the DHCP server (every start)."""
-    if not os.path.exists(f"/sys/class/net/{BRIDGE}"):
+    if not link_exists(BRIDGE):
         # One `ip` process for every link step: each process start is most of the cost on a busy host.
         batch = [
             f"link add {BRIDGE} type bridge",
@@ -175,11 +171,11 @@ async def plumb(iface: Mapping[str, Any], pod: PodInterface, hostname: str) -> a
             f"link set {TAP} mtu {pod.mtu} master {BRIDGE} up",
             f"link set {BRIDGE} up",
         ]
-        await _run(["ip", "-batch", "-"], "\n".join(batch) + "\n")
+        await run_checked(["ip", "-batch", "-"], "\n".join(batch) + "\n")
         for key in (f"net/ipv4/conf/{BRIDGE}/route_localnet", "net/ipv4/ip_forward"):
             _sysctl_on(key)
-        await _run(["nft", "-f", "-"], "\n".join(nft_commands(iface.get("ports") or [], pod.name)) + "\n")
+        await run_checked(["nft", "-f", "-"], "\n".join(nft_commands(iface.get("ports") or [], pod.name)) + "\n")
         log.info("masquerade plumbed: pod %s %s, guest %s on %s", pod.name, pod.ipv4[0], GUEST, TAP)
-    servers, search = _resolv_conf()
+    servers, search = resolv_conf()
     lease = dhcp_server.Lease(GUEST, PREFIX, GATEWAY, GATEWAY, pod.mtu, tuple(servers), hostname[:63], search)
     return await dhcp_server.serve(BRIDGE, lease)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -63,6 +64,10 @@ class ConverterContext:
     free_page_reporting: bool = True
     # "kubevirt": pod-network NICs are `type="ethernet"` on a pre-created tap; "user": libvirt user-mode networking.
     network_mode: NetworkMode = "kubevirt"
+    # Interface name → the MAC and MTU of its pod interface, as the launcher's network setup found them (the domain
+    # NIC takes them unless the spec names a MAC): for bridge the pod's MAC moves to the guest.
+    interface_macs: Mapping[str, str] = field(default_factory=dict)
+    interface_mtus: Mapping[str, int] = field(default_factory=dict)
     # OVMF images for EFI guests (KubeVirt's names in its launcher image; Debian lacks OVMF_VARS.secboot.fd).
     efi_code: str = f"{OVMF_DIR}/OVMF_CODE.fd"
     efi_vars: str = f"{OVMF_DIR}/OVMF_VARS.fd"

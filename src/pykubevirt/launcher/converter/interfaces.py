@@ -72,8 +72,12 @@ def build_interfaces(vmi: v.Obj, ctx: ConverterContext) -> list[Element]:
             sub(el, "target", {"dev": tap_name(network), "managed": "no"})
         iface_model = str(iface.get("model") or "virtio")
         sub(el, "model", {"type": model if iface_model == "virtio" else iface_model})
-        if iface.get("macAddress"):
-            sub(el, "mac", {"address": str(iface["macAddress"])})
+        mac = iface.get("macAddress") or ctx.interface_macs.get(name)
+        if mac:
+            sub(el, "mac", {"address": str(mac)})
+        mtu = ctx.interface_mtus.get(name)
+        if mtu and not user_mode:
+            sub(el, "mtu", {"size": int(mtu)})
         boot_order = iface.get("bootOrder")
         if boot_order is not None:
             sub(el, "boot", {"order": int(boot_order)})
