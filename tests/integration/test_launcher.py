@@ -149,3 +149,24 @@ async def test_simulated_crash_exits_non_zero(tmp_path: Path) -> None:
     proc = start_launcher(tmp_path, "crashy", str(uuid.uuid4()), "--simulate-crash")
     assert await proc.wait_exit() == 1
     assert "simulating a crash" in proc.log()
+
+
+async def test_missing_ovmf_fails_the_sync_by_name_and_the_launcher_gives_up_after_qemu_timeout(tmp_path: Path) -> None:
+    empty = tmp_path / "no-ovmf"
+    empty.mkdir()
+    uid = str(uuid.uuid4())
+    proc = start_launcher(tmp_path, "efi", uid, "--ovmf-path", str(empty), "--qemu-timeout", "3s")
+    try:
+        await proc.wait_ready()
+        efi = {"firmware": {"bootloader": {"efi": {"secureBoot": False}}}, "memory": {"guest": "64Mi"}}
+        vmi = defaulted_vmi("efi", uid)
+        vmi["spec"]["domain"].update(efi)
+        started = time.monotonic()
+        with pytest.raises(CommandFailed, match=r"EFI OVMF rom missing .* install the ovmf package on the node"):
+            await proc.client().request("sync", vmi=vmi)
+        # No guest ever ran: like virt-launcher's process monitor, the launcher exits non-zero so its pod fails.
+        assert await proc.wait_exit() == 1
+        assert time.monotonic() - started < 10
+        assert "timed out waiting for the domain to start (qemu-timeout 3s)" in proc.log()
+    finally:
+        proc.stop()

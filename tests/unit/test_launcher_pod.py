@@ -115,7 +115,7 @@ class TestMetadata:
             *("--qemu-timeout", "247s", "--name", "testvmi", "--uid", "1234", "--namespace", "testns"),
             *("--kubevirt-share-dir", "/var/run/kubevirt", "--ephemeral-disk-dir", "/var/run/kubevirt-ephemeral-disks"),
             *("--container-disk-dir", "/var/run/kubevirt/container-disks", "--grace-period-seconds", "45"),
-            *("--hook-sidecars", "0", "--ovmf-path", "/usr/share/edk2/ovmf", "--disk-memory-limit", "2097152000"),
+            *("--hook-sidecars", "0", "--ovmf-path", "/usr/share/OVMF", "--disk-memory-limit", "2097152000"),
             *("--hypervisor", "kvm", "--allow-emulation"),
         ]
         assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]

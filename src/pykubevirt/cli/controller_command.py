@@ -6,8 +6,13 @@ import argparse
 import asyncio
 import contextlib
 import logging
+from typing import TYPE_CHECKING
 
 from pykubevirt.cli.component_client import add_client_flags, cancel_on_signals, connect
+
+if TYPE_CHECKING:
+    from pykubevirt.config.cluster_config import ClusterConfig
+    from pykubevirt.controller.launcher_pod import LauncherSettings
 
 logger = logging.getLogger("pykubevirt.controller")
 
@@ -15,7 +20,6 @@ logger = logging.getLogger("pykubevirt.controller")
 async def serve(args: argparse.Namespace) -> int:
     from pykubevirt.config.cluster_config import ClusterConfig
     from pykubevirt.controller.app import ControllerOptions, VirtController
-    from pykubevirt.controller.launcher_pod import LauncherSettings
 
     client = connect(args, "virt-controller")
     if client is None:
@@ -36,7 +40,7 @@ async def serve(args: argparse.Namespace) -> int:
     options = ControllerOptions(
         workers=args.workers,
         config=cluster,
-        launcher=LauncherSettings(cluster=cluster, libvirt_uri=args.launcher_libvirt_uri),
+        launcher=launcher_settings(args, cluster),
         heartbeat_timeout=args.heartbeat_timeout,
         leader_election=not args.no_leader_election,
         identity=args.identity,
@@ -58,6 +62,18 @@ async def serve(args: argparse.Namespace) -> int:
             await controller.shutdown()
         await client.close()
     return code
+
+
+def launcher_settings(args: argparse.Namespace, cluster: ClusterConfig) -> LauncherSettings:
+    """The launcher pods' settings from the developer flags; KubeVirt's defaults otherwise."""
+    from dataclasses import replace
+
+    from pykubevirt.controller.launcher_pod import LauncherSettings
+
+    settings = LauncherSettings(cluster=cluster, libvirt_uri=args.launcher_libvirt_uri, ovmf_path=args.ovmf_path)
+    if args.launcher_qemu_timeout is not None:
+        settings = replace(settings, qemu_timeout_seconds=args.launcher_qemu_timeout, qemu_timeout_jitter=0)
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +100,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--launcher-libvirt-uri",
         default="",
         help="developer setting: launchers use this libvirt URI (e.g. test:///default) instead of embedded QEMU",
+    )
+    parser.add_argument(
+        "--ovmf-path", default=None, help="where launchers find the OVMF images (default /usr/share/OVMF)"
+    )
+    parser.add_argument(
+        "--launcher-qemu-timeout",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="developer setting: a launcher whose guest has not started after SECONDS exits and its VMI fails "
+        "(KubeVirt: 240 plus up to 119 at random)",
     )
     parser.add_argument(
         "--embedded-storage",

@@ -72,7 +72,8 @@ _COPIED_SPEC_FIELDS = (
 )
 _PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3}
 _OVMF_PATHS = {"arm64": "/usr/share/AAVMF", "s390x": ""}
-_DEFAULT_OVMF_PATH = "/usr/share/edk2/ovmf"
+# virtconfig.DefaultARCHOVMFPath, which is also where Debian's ovmf package puts the images.
+_DEFAULT_OVMF_PATH = "/usr/share/OVMF"
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class LauncherSettings:
     # Developer knob: launchers use this libvirt instead of their embedded QEMU (test:///default for density runs).
     libvirt_uri: str = ""
     qemu_timeout_seconds: int = 240
+    qemu_timeout_jitter: int = QEMU_TIMEOUT_JITTER
     random: Callable[[int], int] = _random.randrange
     kubevirt_share_dir: str = VIRT_SHARE_DIR
     ephemeral_disk_dir: str = "/var/run/kubevirt-ephemeral-disks"
@@ -174,7 +176,8 @@ def _launcher_args(vmi: Mapping[str, Any], settings: LauncherSettings, non_root:
     annotations = meta.get("annotations") or {}
     arch = (vmi.get("spec") or {}).get("architecture") or settings.cluster.architecture
     ovmf = settings.ovmf_path if settings.ovmf_path is not None else _OVMF_PATHS.get(arch, _DEFAULT_OVMF_PATH)
-    timeout = settings.qemu_timeout_seconds + settings.random(QEMU_TIMEOUT_JITTER)
+    jitter = settings.random(settings.qemu_timeout_jitter) if settings.qemu_timeout_jitter > 0 else 0
+    timeout = settings.qemu_timeout_seconds + jitter
     args = [
         *("--qemu-timeout", f"{timeout}s", "--name", meta["name"], "--uid", str(meta.get("uid", ""))),
         *("--namespace", meta.get("namespace", ""), "--kubevirt-share-dir", settings.kubevirt_share_dir),

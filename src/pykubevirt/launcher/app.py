@@ -29,6 +29,7 @@ from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_sourc
 from pykubevirt.launcher.disk_expansion import expand_disks
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
 from pykubevirt.launcher.domain_state import DomainState
+from pykubevirt.launcher.host_firmware import HostFirmware, detect
 from pykubevirt.launcher.hotplug import sync_hotplug
 from pykubevirt.launcher.kvm_probe import cached_probe
 from pykubevirt.launcher.protocol import (
@@ -72,10 +73,15 @@ class Launcher:
         self.marked_for_graceful_shutdown = False
         self.graceful_deadline: float | None = None
         self.use_emulation = True
+        self.firmware = HostFirmware()
         self.last_state = DomainState(NO_STATE, UNKNOWN_REASON)
         self.defined = False
         self.deleted = asyncio.Event()
         self.stopped_at: float | None = None
+        # KubeVirt's qemu-timeout: a launcher whose guest never started gives up, so its pod (and VMI) fail.
+        self.started_at = time.monotonic()
+        self.ever_alive = False
+        self.exit_code = 0
         self._warm_up: asyncio.Task[None] | None = None
         # The pod network's plumbing (its DHCP server, the pod IPs status reports) and the domain's NICs.
         self.network = primary_network.PrimaryNetwork()
@@ -125,6 +131,11 @@ class Launcher:
             container_disks=container_disks,
             direct_io=direct_io,
             network_mode="user",
+            efi_code=self.firmware.efi_code,
+            efi_vars=self.firmware.efi_vars,
+            efi_secure_code=self.firmware.efi_secure_code,
+            efi_secure_vars=self.firmware.efi_secure_vars,
+            tpm_emulator=self.firmware.tpm_emulator,
         )
 
     # ------------------------------------------------------------------------------------------------ lifecycle
@@ -141,6 +152,7 @@ class Launcher:
         else:
             self.use_emulation = False
         kind = "TCG" if self.use_emulation else "KVM"
+        self.firmware = await asyncio.to_thread(detect, Path(self.args.ovmf_path))
         log.info("launcher for %s/%s uses %s (%s)", self.namespace, self.name, kind, reason)
         root = Path(pod_layout.embed_root(self.pod_uid))
         if not self.uri:
@@ -175,6 +187,7 @@ class Launcher:
     def _on_state(self, state: DomainState, event: str) -> None:
         self.last_state = state
         if state.alive:
+            self.ever_alive = True
             self.stopped_at = None
         elif self.stopped_at is None and self.defined:
             self.stopped_at = time.monotonic()
@@ -228,6 +241,10 @@ class Launcher:
                 if self.stopped_at is not None and time.monotonic() - self.stopped_at > ORPHAN_EXIT_SECONDS:
                     log.warning("domain stopped and nobody collected it; exiting")
                     break
+                if self._qemu_timed_out():
+                    log.error("timed out waiting for the domain to start (qemu-timeout %s)", self.args.qemu_timeout)
+                    self.exit_code = 1
+                    break
         finally:
             await self.server.stop()
             if self.domain is not None:
@@ -235,6 +252,13 @@ class Launcher:
             if not self.last_state.alive:
                 # The short runtime dir holds only sockets and libvirt state of a guest that is gone.
                 shutil.rmtree(self.runtime, ignore_errors=True)
+
+    def _qemu_timed_out(self) -> bool:
+        """No guest ever ran within --qemu-timeout of the launcher's start (virt-launcher's process monitor)."""
+        if self.ever_alive or self.last_state.alive or self.marked_for_graceful_shutdown:
+            self.ever_alive = self.ever_alive or self.last_state.alive
+            return False
+        return time.monotonic() - self.started_at > _seconds(self.args.qemu_timeout)
 
     def _on_sigterm(self) -> None:
         if self.marked_for_graceful_shutdown:
@@ -274,6 +298,7 @@ class Launcher:
             paused = (vmi.get("spec") or {}).get("startStrategy") == "Paused"
             await self.domain.define_and_start(xml, paused=paused)
             self.defined = True
+            self.ever_alive = True
             log.info("domain defined and started%s", " paused" if paused else "")
         elif self.defined:
             # A later sync of the running guest: claims that grew are resized under it (KubeVirt's SyncVMI).
@@ -403,4 +428,4 @@ def run(args: argparse.Namespace) -> int:
     launcher = Launcher(args, pod_layout.mounts_from_env(os.environ))
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(launcher.run())
-    return 0
+    return launcher.exit_code

@@ -68,7 +68,8 @@ class ConverterContext:
     # NIC takes them unless the spec names a MAC): for bridge the pod's MAC moves to the guest.
     interface_macs: Mapping[str, str] = field(default_factory=dict)
     interface_mtus: Mapping[str, int] = field(default_factory=dict)
-    # OVMF images for EFI guests (KubeVirt's names in its launcher image; Debian lacks OVMF_VARS.secboot.fd).
+    # OVMF images for EFI guests (KubeVirt's names in its launcher image; the launcher passes the host's, "" for a
+    # pair the host lacks, which the conversion then refuses naming the package).
     efi_code: str = f"{OVMF_DIR}/OVMF_CODE.fd"
     efi_vars: str = f"{OVMF_DIR}/OVMF_VARS.fd"
     efi_secure_code: str = f"{OVMF_DIR}/OVMF_CODE.secboot.fd"
@@ -77,6 +78,8 @@ class ConverterContext:
     efi_firmware_autoselect: bool = False
     # Non-root launchers keep NVRAM under the private dir; None means `<private_dir>/libvirt/qemu/nvram`.
     nvram_dir: str | None = None
+    # Whether swtpm (the TPM emulator libvirt runs for `devices.tpm`) is installed.
+    tpm_emulator: bool = True
     # KubeVirt CR `bochsDisplayForEFIGuests`.
     bochs_display_for_efi: bool = False
 

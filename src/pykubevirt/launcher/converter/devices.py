@@ -10,6 +10,7 @@ from pykubevirt.launcher.converter import disks as disk_devices
 from pykubevirt.launcher.converter import values as v
 from pykubevirt.launcher.converter.context import ConversionError, ConverterContext
 from pykubevirt.launcher.converter.xml import Element, element, on_off, sub
+from pykubevirt.launcher.host_firmware import TPM_PACKAGES
 
 GUEST_AGENT_CHANNEL = "org.qemu.guest_agent.0"
 DOWNWARD_METRICS_CHANNEL = "org.github.vhostmd.1"
@@ -192,10 +193,13 @@ def sound(vmi: v.Obj) -> list[Element]:
     return [el]
 
 
-def tpm(vmi: v.Obj) -> list[Element]:
+def tpm(vmi: v.Obj, ctx: ConverterContext) -> list[Element]:
     spec_tpm = get(v.devices(vmi), "tpm")
     if not isinstance(spec_tpm, dict) or not v.enabled(spec_tpm):
         return []
+    if not ctx.tpm_emulator:
+        # libvirt would only say "TPM version '2.0' is not supported".
+        raise ConversionError(f"a TPM needs the swtpm emulator: install the {TPM_PACKAGES} packages on the node")
     persistent = bool(spec_tpm.get("persistent"))
     el = element("tpm", {"model": "tpm-crb" if persistent else "tpm-tis"})
     sub(el, "backend", {"type": "emulator", "version": "2.0", "persistent_state": "yes" if persistent else None})
@@ -234,7 +238,7 @@ def build_devices(vmi: v.Obj, ctx: ConverterContext, plan: disk_devices.IOThread
         rng(vmi),
         usb_redirects(vmi, ctx),
         sound(vmi),
-        tpm(vmi),
+        tpm(vmi, ctx),
         vsock(vmi),
     ]
     for group in groups:

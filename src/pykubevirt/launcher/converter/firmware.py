@@ -8,6 +8,7 @@ from pykubevirt.api.json_lookup import get
 from pykubevirt.launcher.converter import values as v
 from pykubevirt.launcher.converter.context import ConversionError, ConverterContext
 from pykubevirt.launcher.converter.xml import Element, element, sub, yes_no
+from pykubevirt.launcher.host_firmware import OVMF_PACKAGE
 
 # How long the boot menu waits when a VMI starts paused, so a console user can pick a device.
 PAUSED_BOOT_MENU_TIMEOUT_MS = 10000
@@ -29,6 +30,13 @@ def _efi(vmi: v.Obj, ctx: ConverterContext, os_el: Element) -> None:
         sub(os_el, "nvram", {"format": "raw"}, text=nvram)
         return
     code, template = (ctx.efi_secure_code, ctx.efi_secure_vars) if secure else (ctx.efi_code, ctx.efi_vars)
+    if not (code and template):
+        # KubeVirt's launcher fails the sync with "EFI OVMF rom missing"; the package is what a node here lacks.
+        mode = "enabled" if secure else "disabled"
+        raise ConversionError(
+            f"EFI OVMF rom missing for booting in EFI mode with SecureBoot {mode}: "
+            f"install the {OVMF_PACKAGE} package on the node (make setup)"
+        )
     sub(os_el, "loader", {"readonly": "yes", "secure": yes_no(secure), "type": "pflash"}, text=code)
     sub(os_el, "nvram", {"template": template}, text=nvram)
 
