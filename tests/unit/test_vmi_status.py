@@ -113,6 +113,15 @@ def test_hand_over_sets_the_node_and_migration_transport() -> None:
     assert "migrationTransport" not in status_of(make_vmi("Scheduling"), ready_pod()).vmi["status"]
 
 
+def test_the_move_to_scheduling_carries_the_pods_qos_class() -> None:
+    # One write for Scheduling instead of a second one for the QoS class on the next loop.
+    assert status_of(make_vmi("Pending"), make_pod()).vmi["status"]["qosClass"] == "Burstable"
+    unreported = make_pod()
+    del unreported["status"]["qosClass"]
+    assert status_of(make_vmi("Pending"), unreported).vmi["status"]["qosClass"] == "BestEffort"
+    assert "qosClass" not in status_of(make_vmi("Pending"), None).vmi["status"]
+
+
 def test_dedicated_cpus_without_guaranteed_qos_are_not_handed_over() -> None:
     vmi = make_vmi("Scheduling")
     vmi["spec"]["domain"] = {"cpu": {"dedicatedCpuPlacement": True}}

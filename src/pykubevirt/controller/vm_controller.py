@@ -33,6 +33,7 @@ from pykubevirt.controller.run_strategy import (
     Act,
     decide,
 )
+from pykubevirt.controller.status_coalescing import HeldWrites, only_details_changed, vmi_awaits_ready_sync
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vm_conditions import (
     COND_MANUAL_RECOVERY_REQUIRED,
@@ -67,6 +68,12 @@ class _Outcome:
 
     sync_error: SyncError | None = None
     requeue_after: float | None = None
+    # The VMI this sync created: its status is computed from it at once instead of one write later.
+    started: Object | None = None
+
+    def look_again_within(self, seconds: float | None) -> None:
+        if seconds is not None:
+            self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
 
 class VMController:
@@ -94,6 +101,7 @@ class VMController:
         self.config = config
         self.clock = clock
         self.expectations = ControllerExpectations()
+        self.held_status = HeldWrites()
         self.start_revisions = StartRevisions(client, revisions)
         self.instancetypes = InstancetypeSync(client, revisions)
 
@@ -122,6 +130,7 @@ class VMController:
         cached = self.vms.get(key)
         if cached is None:
             self.expectations.delete(key)
+            self.held_status.release(key)
             return None
         if not await self._ensure_metadata(cached):
             return None
@@ -133,7 +142,7 @@ class VMController:
             vm, vmi = await self._sync(vm, vmi, key, outcome)
         except RunStrategyError as exc:
             outcome.sync_error = SyncError(f"Error fetching RunStrategy: {exc}", FAILED_CREATE)
-        await self._update_status(vm, cached, vmi, key, outcome.sync_error)
+        outcome.look_again_within(await self._update_status(vm, cached, vmi, key, outcome.sync_error))
         if outcome.sync_error is not None:
             log.warning("sync of the VirtualMachine failed: %s", outcome.sync_error.message, extra=object_fields(vm))
             # KubeVirt returns the sync error so the key is retried with backoff.
@@ -209,7 +218,7 @@ class VMController:
         if not ready and strategy != c.RUN_STRATEGY_HALTED:
             return vm, vmi
         await self._sync_run_strategy(vm, vmi, strategy, outcome)
-        return vm, vmi
+        return vm, outcome.started or vmi
 
     async def _still_controlled(self, vm: Object, vmi: Object) -> Object | None:
         """The VMI as the API server has it now, or None when this VM no longer controls it.
@@ -243,7 +252,7 @@ class VMController:
         """Carry out what the RunStrategy table decides."""
         action = decide(vm, vmi, strategy, backoff_left=backoff_remaining(vm, self.clock()))
         if action.act is Act.START:
-            outcome.sync_error = await self._start(vm)
+            outcome.sync_error, outcome.started = await self._start(vm)
         elif action.act is Act.WAIT_FOR_BACKOFF:
             log.info(
                 "delaying the start of the VM for %.0fs due to the start failure backoff (runStrategy %s)",
@@ -291,28 +300,28 @@ class VMController:
         vm["status"] = updated.get("status") or {}
         vm["metadata"]["resourceVersion"] = updated["metadata"]["resourceVersion"]
 
-    async def _start(self, vm: Object) -> SyncError | None:
-        """Create the VMI (KubeVirt's startVMI); the created VMI arrives through the informer."""
+    async def _start(self, vm: Object) -> tuple[SyncError | None, Object | None]:
+        """Create the VMI (KubeVirt's startVMI); the created VMI is returned and arrives through the informer too."""
         key = f"{vm['metadata']['namespace']}/{vm['metadata']['name']}"
         if condition_true(vm, COND_MANUAL_RECOVERY_REQUIRED):
-            return None
+            return None, None
         try:
             vmi = vmi_from_vm(vm, self.config)
             vmi["status"] = {"virtualMachineRevisionName": await self.start_revisions.ensure(vm)}
             self.instancetypes.apply_to_vmi(vm, vmi)
         except ApiError as exc:
-            return SyncError(f"Failure while starting VMI: {exc.message}", FAILED_CREATE)
+            return SyncError(f"Failure while starting VMI: {exc.message}", FAILED_CREATE), None
         except SyncError as exc:
             self.recorder.event(vm, WARNING, FAILED_CREATE, f"Error creating virtual machine instance: {exc.message}")
-            return SyncError(f"Failure while starting VMI: {exc.message}", FAILED_CREATE)
+            return SyncError(f"Failure while starting VMI: {exc.message}", FAILED_CREATE), None
         try:
             with self.expectations.creating(key):
                 created = await self.client.create(VIRTUAL_MACHINE_INSTANCES, vmi, vm["metadata"]["namespace"])
         except ApiError as exc:
             self.recorder.event(vm, WARNING, FAILED_CREATE, f"Error creating virtual machine instance: {exc.message}")
             if isinstance(exc, AlreadyExists):
-                return None
-            return SyncError(f"Failure while starting VMI: {exc.message}", FAILED_CREATE)
+                return None, None
+            return SyncError(f"Failure while starting VMI: {exc.message}", FAILED_CREATE), None
         log.info("started the VM by creating VMI %s", created["metadata"]["name"], extra=object_fields(vm))
         self.recorder.event(
             vm,
@@ -320,7 +329,7 @@ class VMController:
             SUCCESSFUL_CREATE,
             f"Started the virtual machine by creating the new virtual machine instance {created['metadata']['name']}",
         )
-        return None
+        return None, created
 
     async def _stop(self, vm: Object, vmi: Object, *, as_read: bool = False) -> SyncError | None:
         """Delete the VMI (KubeVirt's stopVMI); no-op while it is already terminating.
@@ -428,7 +437,8 @@ class VMController:
 
     async def _update_status(
         self, vm: Object, original: Object, vmi: Object | None, key: str, sync_error: SyncError | None
-    ) -> None:
+    ) -> float | None:
+        """Write the status if it changed; returns when to look again for a change held back (status_coalescing)."""
         status = vm.setdefault("status", {})
         now = self.clock()
         status.update(status_fields(vm, vmi))
@@ -459,17 +469,35 @@ class VMController:
             pvc_bound=lambda claim: self._pvc_bound(vm["metadata"]["namespace"], claim),
             now=now,
         )
-        if status != (original.get("status") or {}):
+        releasing = vmi is not None and (is_final(vmi) or self._receiver_deleted(vmi))
+        held = None if releasing else self._hold(key, original.get("status") or {}, status, vmi)
+        if held is None and status != (original.get("status") or {}):
             try:
                 await self.client.update_status(VIRTUAL_MACHINES, vm)
             except NotFound:
-                return
+                return None
             except Conflict:
                 # The cache is behind: the newer VM is on its way as an event and will be reconciled then.
                 log.debug("VM status update conflicted; waiting for the newer version", extra=object_fields(vm))
-                return
-        if vmi is not None and (is_final(vmi) or self._receiver_deleted(vmi)):
+                return None
+        if held is None:
+            self.held_status.release(key)
+        if releasing and vmi is not None:
             await self._remove_vmi_finalizer(vmi)
+        return held
+
+    def _hold(self, key: str, before: Object, after: Object, vmi: Object | None) -> float | None:
+        """How long the status write may wait to be merged with the next one (status_coalescing), None: write now.
+
+        Held: a change only to a condition's reason or message (Ready: VMIConditionMissing → GuestNotRunning while
+        the VMI is scheduled), and anything while the VMI has just turned Running but virt-controller has yet to
+        copy the pod's readiness onto it (Running and ready arrive in one write instead of two).
+        """
+        if after == before:
+            return None
+        if only_details_changed(before, after) or vmi_awaits_ready_sync(vmi):
+            return self.held_status.hold(key)
+        return None
 
     @staticmethod
     def _receiver_deleted(vmi: Object) -> bool:

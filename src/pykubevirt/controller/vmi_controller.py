@@ -19,6 +19,7 @@ from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
+from pykubevirt.controller.status_coalescing import HeldWrites, only_details_changed
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vmi_status import unpaused_gate_conditions, vmi_status
 from pykubevirt.controller.volume_status import (
@@ -38,6 +39,8 @@ FAILED_PVC_NOT_FOUND = "FailedPvcNotFound"
 SUCCESSFUL_CREATE_POD = "SuccessfulCreate"
 FAILED_DELETE_POD = "FailedDelete"
 SUCCESSFUL_DELETE_POD = "SuccessfulDelete"
+# Status the controller keeps for itself and for virt-handler, which reads it only once the VMI is Scheduled.
+BOOKKEEPING_FIELDS = ("activePods", "qosClass")
 
 
 def controller_uid_index(obj: Object) -> list[str]:
@@ -70,6 +73,7 @@ class VMIController:
         self.settings = settings
         self.clock = clock
         self.pod_expectations = ControllerExpectations()
+        self.held_status = HeldWrites()
 
     # ------------------------------------------------------------------------------------------------ events
 
@@ -87,16 +91,20 @@ class VMIController:
         cached = self.vmis.get(key)
         if cached is None:
             self.pod_expectations.delete(key)
+            self.held_status.release(key)
             return None
         if not self.pod_expectations.satisfied(key):
             return Result(requeue_after=5.0)
         owned = self.pods.by_index(POD_OWNER_INDEX, cached["metadata"]["uid"])
         pod = pod_state.current_pod(cached, owned)
         sync_error, pod = await self._sync(cached, pod, owned, key)
-        await self._update_status(cached, pod, owned, sync_error)
+        if pod is not None and all(p["metadata"]["uid"] != pod["metadata"]["uid"] for p in owned):
+            # The pod this sync created is not in the cache yet; counting it now saves the VMI a write for it.
+            owned = [*owned, pod]
+        held = await self._update_status(key, cached, pod, owned, sync_error)
         if sync_error is not None:
             raise sync_error
-        return None
+        return Result(requeue_after=held) if held is not None else None
 
     async def _sync(
         self, vmi: Object, pod: Object | None, owned: list[Object], key: str
@@ -187,9 +195,9 @@ class VMIController:
         return False
 
     async def _update_status(
-        self, cached: Object, pod: Object | None, owned: list[Object], sync_error: SyncError | None
-    ) -> None:
-        """Write the status `vmi_status` computes: the pod's unpaused gate first, then the VMI."""
+        self, key: str, cached: Object, pod: Object | None, owned: list[Object], sync_error: SyncError | None
+    ) -> float | None:
+        """Write what `vmi_status` computes, the pod's unpaused gate first; returns when to look at a held change."""
         now = self.clock()
         update = vmi_status(cached, pod, owned, sync_error, owner_vm_exists=self._has_owner_vm(cached), now=now)
         if self.claims is not None and (cached.get("spec") or {}).get("volumes"):
@@ -214,8 +222,19 @@ class VMIController:
             self.recorder.event(update.vmi, WARNING, reason, message)
         if update.handler_owned:
             await self._patch(cached, update.vmi)
-        elif update.vmi != cached:
+        elif update.vmi == cached:
+            self.held_status.release(key)
+        elif (
+            update.vmi["metadata"] == cached["metadata"]
+            and only_details_changed(cached.get("status") or {}, update.vmi["status"], BOOKKEEPING_FIELDS)
+            and (held := self.held_status.hold(key)) is not None
+        ):
+            # Say the pod got its node while the VMI is Scheduling: the hand-over to Scheduled writes that too.
+            return held
+        else:
             await self._write(update.vmi)
+            self.held_status.release(key)
+        return None
 
     async def _sync_paused_condition_to_pod(self, vmi: Object, pod: Object, now: str) -> None:
         """Keep the pod's readiness gate in step with the VMI's Paused condition (a paused VMI is not Ready)."""

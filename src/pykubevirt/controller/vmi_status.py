@@ -21,6 +21,7 @@ Object = dict[str, Any]
 
 FAILED_GUARANTEE = "FailedGuaranteeResources"
 READY = "Ready"
+GUEST_NOT_RUNNING = "GuestNotRunning"
 SYNCHRONIZED = "Synchronized"
 POD_SCHEDULED = "PodScheduled"
 PROVISIONING = "Provisioning"
@@ -78,7 +79,7 @@ def sync_ready_condition(vmi: Object, pod: Object | None, now: str) -> None:
     elif pod_state.is_down_or_going_down(pod):
         set_false("PodTerminating", "virt-launcher pod is terminating")
     elif phase != c.PHASE_RUNNING:
-        set_false("GuestNotRunning", "Guest VM is not reported as running")
+        set_false(GUEST_NOT_RUNNING, "Guest VM is not reported as running")
     else:
         ready = condition(pod, "Ready")
         if ready is None:
@@ -135,10 +136,15 @@ def _launcher_image(pod: Object) -> str:
     return next((x.get("image", "") for x in containers if x.get("name") == c.LAUNCHER_COMPUTE_CONTAINER), "")
 
 
+def _pod_qos(pod: Object) -> str:
+    """The pod's QoS class as its status reports it, or as its spec implies before a kubelet has reported."""
+    return str((pod.get("status") or {}).get("qosClass") or qos_class(pod.get("spec") or {}))
+
+
 def _scheduling(vmi: Object, pod: Object, sync_error: SyncError | None, update: StatusUpdate) -> SyncError | None:
     """A Scheduling VMI with a pod: QoS, PodScheduled, image errors, then hand-over to virt-handler or Failed."""
     status = vmi["status"]
-    pod_qos = (pod.get("status") or {}).get("qosClass") or qos_class(pod.get("spec") or {})
+    pod_qos = _pod_qos(pod)
     status["qosClass"] = pod_qos
     scheduled = condition(pod, POD_SCHEDULED)
     if scheduled is not None and scheduled.get("status") == "False":
@@ -223,6 +229,8 @@ def vmi_status(
     if phase in ("", c.PHASE_PENDING):
         if pod is not None:
             status["phase"] = c.PHASE_SCHEDULING
+            # Known from the pod's spec already: set with the move to Scheduling rather than in a write of its own.
+            status["qosClass"] = _pod_qos(pod)
         elif new["metadata"].get("deletionTimestamp"):
             status["phase"] = c.PHASE_FAILED
         else:

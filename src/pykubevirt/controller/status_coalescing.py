@@ -1,0 +1,68 @@
+"""Coalescing of status writes: a change nobody watches waits to ride along with the next change somebody does.
+
+A VM start passes through many reconcile steps, and most of them only touch a condition's reason or message (the
+VMI's Ready goes VMIConditionMissing → GuestNotRunning) or the controller's bookkeeping (a launcher pod's node in
+activePods). Writing each costs an API write and an event to every watcher. Such a change is held back for at most
+COALESCE_SECONDS: the next observable change (a phase, a printableStatus, a condition's status) writes it too, and
+if none comes the held change is written when the window ends, so nothing is lost, only merged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pykubevirt.api import constants as c
+from pykubevirt.controller.vmi_status import GUEST_NOT_RUNNING, READY
+
+COALESCE_SECONDS = 1.0
+
+Status = Mapping[str, Any]
+
+
+def condition_states(status: Status) -> list[tuple[str, str]]:
+    """(type, status) of each condition: what `kubectl get` columns and waits on a condition see."""
+    return sorted((str(c.get("type")), str(c.get("status"))) for c in status.get("conditions") or [])
+
+
+def only_details_changed(old: Status, new: Status, bookkeeping: Iterable[str] = ()) -> bool:
+    """True when `new` differs from `old` only in conditions' reasons, messages and times, or `bookkeeping` fields."""
+    skipped = {"conditions", *bookkeeping}
+    for key in set(old) | set(new):
+        if key not in skipped and old.get(key) != new.get(key):
+            return False
+    return condition_states(old) == condition_states(new)
+
+
+def vmi_awaits_ready_sync(vmi: Mapping[str, Any] | None) -> bool:
+    """The VMI just turned Running and virt-controller has not yet copied its pod's readiness onto it.
+
+    Its Ready condition still carries the verdict from before (GuestNotRunning); the VMI controller's next step
+    replaces it, so the VM's Running and its readiness can be written together.
+    """
+    status = (vmi or {}).get("status") or {}
+    ready: Mapping[str, Any] = next((x for x in status.get("conditions") or [] if x.get("type") == READY), {})
+    return status.get("phase") == c.PHASE_RUNNING and ready.get("reason") == GUEST_NOT_RUNNING
+
+
+class HeldWrites:
+    """Per key, since when a status change that only `only_details_changed` has been held back."""
+
+    def __init__(self, window: float = COALESCE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window = window
+        self.clock = clock
+        self._since: dict[str, float] = {}
+
+    def hold(self, key: str) -> float | None:
+        """Seconds the key's change may still wait (look again then), or None when it is due to be written now."""
+        now = self.clock()
+        remaining = self.window - (now - self._since.setdefault(key, now))
+        return remaining if remaining > 0 else None
+
+    def release(self, key: str) -> None:
+        """The key's status was written, or there is nothing left to write: start afresh."""
+        self._since.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._since)

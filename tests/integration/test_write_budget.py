@@ -1,0 +1,97 @@
+"""What one VM start → Running → stop costs in API writes, all components together, counted at the API server.
+
+virt-controller and a simulated node (scheduler, kubelet and virt-handler) against an API server of the test's own,
+so that its write counters (GET /debug/writes) hold this VM's writes only. A count, not a time: the figure is the
+issue 18 budget, and a change that adds a write shows here with its verb and resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from pykubevirt.client.api import Object
+from pykubevirt.client.informer import EventHandler, Informer
+from pykubevirt.client.resources import PODS, VIRTUAL_MACHINES
+from tests.support.apiserver_process import APIServerProcess
+from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.asyncio(loop_scope="function")
+
+# The writes one start → Running → stop may cost (31 before status writes were coalesced, issue 18).
+# Start: the VM's finalizer, the start revision, the VMI, the launcher pod, the pod's unpaused gate, the VMI's moves
+# to Scheduling and Scheduled, the binding, the kubelet's Running, virt-handler's Running, the VMI's Ready, the VM's
+# Starting and Running, and one event each for the VMI and the pod: 15.
+# Stop: the VMI's generation annotation, its delete, the pod's delete (controller and kubelet), the kubelet's
+# Succeeded, virt-handler's Succeeded, both finalizers, the VM's Stopping, Stopped and VMI-gone, two events: 13.
+WRITE_BUDGET = 28
+# The test's own writes (create the VM, set it Halted, its namespace) and the node's heartbeats are not the flow's.
+NOT_COUNTED = {("other", "POST virtualmachines"), ("other", "PATCH virtualmachines"), ("other", "POST namespaces")}
+
+
+@pytest_asyncio.fixture
+async def cp(fresh_apiserver: APIServerProcess) -> AsyncIterator[ControlPlane]:
+    plane = await start_control_plane(fresh_apiserver)
+    yield plane
+    await plane.stop()
+
+
+async def write_counts(cp: ControlPlane) -> Counter[tuple[str, str]]:
+    counts = await cp.admin.request("GET", "/debug/writes")
+    return Counter({(c["user"], c["resource"]): c["count"] for c in counts["writes"]})
+
+
+def flow_writes(before: Counter[tuple[str, str]], after: Counter[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    delta = {key: after[key] - before.get(key, 0) for key in after}
+    return {key: n for key, n in sorted(delta.items()) if n and key not in NOT_COUNTED and key[1] != "PATCH nodes"}
+
+
+def breakdown(writes: dict[tuple[str, str], int]) -> str:
+    return "\n".join(f"  {n:3d}  {user}: {resource}" for (user, resource), n in writes.items())
+
+
+async def test_one_start_to_running_and_stop_stays_within_the_write_budget(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    printable: list[str] = []
+
+    def seen(vm: Object) -> None:
+        status = str((vm.get("status") or {}).get("printableStatus") or "")
+        if status and (not printable or printable[-1] != status):
+            printable.append(status)
+
+    vms = Informer(cp.admin, VIRTUAL_MACHINES, namespace=ns)
+    vms.add_handler(EventHandler(on_add=seen, on_update=lambda _, vm: seen(vm)))
+    watching = asyncio.create_task(vms.run())
+    await vms.synced.wait()
+    before = await write_counts(cp)
+
+    await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("budget"), ns)
+    await cp.wait_printable(ns, "budget", "Running")
+    await cp.admin.patch(VIRTUAL_MACHINES, "budget", {"spec": {"runStrategy": "Halted"}}, ns)
+
+    async def stopped() -> bool:
+        vm = await cp.vm(ns, "budget")
+        status = (vm or {}).get("status") or {}
+        pods = await cp.admin.list(PODS, ns)
+        gone = await cp.vmi(ns, "budget") is None and not pods["items"]
+        return gone and status.get("printableStatus") == "Stopped" and status.get("created") is False
+
+    await eventually(stopped)
+    await cp.controller.recorder.flush()
+    writes = flow_writes(before, await write_counts(cp))
+    watching.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watching
+
+    total = sum(writes.values())
+    assert total <= WRITE_BUDGET, (
+        f"one start → Running → stop cost {total} API writes, over the budget of {WRITE_BUDGET}:\n{breakdown(writes)}"
+    )
+    # Fewer writes, the same story for `kubectl get vm -w`.
+    assert printable == ["Starting", "Running", "Stopping", "Stopped"], printable

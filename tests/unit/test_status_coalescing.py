@@ -1,0 +1,68 @@
+"""Which status changes wait to be merged with the next write, and for how long (controller/status_coalescing.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pykubevirt.controller.status_coalescing import HeldWrites, only_details_changed, vmi_awaits_ready_sync
+
+
+def ready(status: str, reason: str, message: str = "") -> dict[str, Any]:
+    return {"type": "Ready", "status": status, "reason": reason, "message": message, "lastTransitionTime": "t1"}
+
+
+def test_a_new_reason_or_message_on_a_condition_is_a_detail() -> None:
+    before = {"printableStatus": "Starting", "conditions": [ready("False", "VMIConditionMissing")]}
+    after = {"printableStatus": "Starting", "conditions": [ready("False", "GuestNotRunning", "not running")]}
+    assert only_details_changed(before, after)
+
+
+def test_a_condition_status_a_new_condition_or_any_other_field_is_not() -> None:
+    before = {"printableStatus": "Starting", "conditions": [ready("False", "GuestNotRunning")]}
+    assert not only_details_changed(before, {**before, "conditions": [ready("True", "")]})
+    failure = {"type": "Failure", "status": "True"}
+    assert not only_details_changed(before, {**before, "conditions": [*before["conditions"], failure]})
+    assert not only_details_changed(before, {**before, "conditions": []})
+    assert not only_details_changed(before, {**before, "printableStatus": "Running"})
+    assert not only_details_changed(before, {**before, "created": True})
+
+
+def test_bookkeeping_fields_count_as_details_when_named() -> None:
+    before = {"phase": "Scheduling", "activePods": {"pod": ""}}
+    after = {"phase": "Scheduling", "activePods": {"pod": "node01"}}
+    assert not only_details_changed(before, after)
+    assert only_details_changed(before, after, ["activePods"])
+    assert not only_details_changed(before, {**after, "phase": "Scheduled"}, ["activePods"])
+
+
+def test_a_running_vmi_awaits_its_ready_sync_while_its_ready_condition_predates_running() -> None:
+    assert vmi_awaits_ready_sync({"status": {"phase": "Running", "conditions": [ready("False", "GuestNotRunning")]}})
+    assert not vmi_awaits_ready_sync({"status": {"phase": "Running", "conditions": [ready("True", "")]}})
+    # The pod's own readiness (a failing probe) is a verdict to show at once.
+    assert not vmi_awaits_ready_sync({"status": {"phase": "Running", "conditions": [ready("False", "")]}})
+    assert not vmi_awaits_ready_sync(
+        {"status": {"phase": "Scheduled", "conditions": [ready("False", "GuestNotRunning")]}}
+    )
+    assert not vmi_awaits_ready_sync(None)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_held_change_waits_at_most_the_window_from_when_it_was_first_held() -> None:
+    clock = Clock()
+    held = HeldWrites(window=1.0, clock=clock)
+    assert held.hold("ns/vm") == 1.0
+    clock.now += 0.75
+    assert held.hold("ns/vm") == 0.25, "holding again does not restart the window"
+    clock.now += 0.25
+    assert held.hold("ns/vm") is None, "due: written now"
+    held.release("ns/vm")
+    assert len(held) == 0
+    assert held.hold("ns/vm") == 1.0, "a write starts the next window afresh"
+    assert held.hold("ns/other") == 1.0, "keys are held independently"
