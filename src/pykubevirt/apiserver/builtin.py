@@ -19,6 +19,7 @@ from pykubevirt.apiserver.printers import (
     serviceaccount_table,
 )
 from pykubevirt.apiserver.resources import Resource, TableRows
+from pykubevirt.apiserver.service_printers import endpoints_table, endpointslice_table, service_table
 from pykubevirt.apiserver.storage_printers import pv_table, pvc_table, storageclass_table
 
 if TYPE_CHECKING:
@@ -145,6 +146,43 @@ BUILTIN_RESOURCES: tuple[Resource, ...] = (
         short_names=("sa",),
         builtin=True,
         table=serviceaccount_table,
+    ),
+    Resource(
+        "",
+        "v1",
+        "Service",
+        "services",
+        "service",
+        True,
+        OPEN_SCHEMA,
+        short_names=("svc",),
+        categories=("all",),
+        subresources=frozenset({"status"}),
+        builtin=True,
+        table=service_table,
+    ),
+    Resource(
+        "",
+        "v1",
+        "Endpoints",
+        "endpoints",
+        "endpoints",
+        True,
+        OPEN_SCHEMA,
+        short_names=("ep",),
+        builtin=True,
+        table=endpoints_table,
+    ),
+    Resource(
+        "discovery.k8s.io",
+        "v1",
+        "EndpointSlice",
+        "endpointslices",
+        "endpointslice",
+        True,
+        OPEN_SCHEMA,
+        builtin=True,
+        table=endpointslice_table,
     ),
     Resource(
         "",

@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from pykubevirt.api import errors
+from pykubevirt.api.service_validation import DEFAULT_SERVICE_CIDR
 from pykubevirt.apiserver import discovery, openapi, pod_logs, security
 from pykubevirt.apiserver.authorization.access_reviews import AccessReviews
 from pykubevirt.apiserver.authorization.aggregation import AggregationController
@@ -43,6 +44,7 @@ from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, js
 from pykubevirt.apiserver.https_site import HTTPSOnlySite
 from pykubevirt.apiserver.object_api import SYSTEM_USER, AdmissionPlugin, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
+from pykubevirt.apiserver.service_admission import ServiceAdmission
 from pykubevirt.apiserver.storage_admission import StorageAdmission
 from pykubevirt.apiserver.store import Store, StoreError
 from pykubevirt.apiserver.watch import WatchHub
@@ -86,6 +88,8 @@ class ServerOptions:
     # False: today's pre-durability behaviour (synchronous=NORMAL, a commit per write), for benchmarks only.
     fsync: bool = True
     extra_hostnames: list[str] = field(default_factory=list)
+    # --service-cluster-ip-range: where Services get their ClusterIPs.
+    service_cidr: str = DEFAULT_SERVICE_CIDR
 
 
 ExtraHandler = Callable[[web.Request, UserInfo], Awaitable[web.StreamResponse]]
@@ -108,7 +112,14 @@ class EmbeddedAPIServer:
         )
         self.registry.extend(AUTHORIZATION_RESOURCES)
         self.api = ObjectAPI(
-            self.store, self.registry, admission=[BuiltinDefaults(), StorageAdmission(self.store), CRDAdmission()]
+            self.store,
+            self.registry,
+            admission=[
+                BuiltinDefaults(),
+                StorageAdmission(self.store),
+                ServiceAdmission(self.store, options.service_cidr),
+                CRDAdmission(),
+            ],
         )
         self.hub = WatchHub(self.store)
         self.crds = CRDController(self.api)

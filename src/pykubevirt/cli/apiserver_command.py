@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
         compact_interval_seconds=args.compact_interval,
         event_ttl_seconds=args.event_ttl,
         fsync=not args.unsafe_no_fsync,
+        service_cidr=args.service_cluster_ip_range,
     )
     asyncio.run(serve(options, ClusterConfig(feature_gates=args.feature_gates)))
     return 0

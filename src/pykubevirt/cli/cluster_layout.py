@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pykubevirt.api import pod_layout
+from pykubevirt.node.pod_network import ClusterNetwork
 
 # PYKUBEVIRT_DATA_DIR and PYKUBEVIRT_LISTEN change the defaults of every command (a second cluster, tests).
 DEFAULT_DATA_DIR = Path(os.environ.get("PYKUBEVIRT_DATA_DIR") or "/var/lib/pykubevirt")
@@ -123,7 +124,9 @@ class ClusterLayout:
     def apiserver(self) -> Component:
         # The embedded API server serves KubeVirt's subresource API too: it is this cluster's virt-api.
         pod = self._pod("kubevirt", "virt-api", self.control_plane_node, **{"kubevirt.io": "virt-api"})
-        args = ("apiserver", "--data-dir", str(self.apiserver_dir), "--listen", self.listen)
+        args: tuple[str, ...] = ("apiserver", "--data-dir", str(self.apiserver_dir), "--listen", self.listen)
+        if self.cluster_cidr:
+            args += ("--service-cluster-ip-range", ClusterNetwork(self.cluster_cidr).service_cidr)
         return self._component("apiserver", *args, pod=pod)
 
     def controller(self) -> Component:

@@ -60,7 +60,8 @@ def choose_cluster_cidr(data_dir: Path) -> str:
 
 
 def release_cluster_network(data_dir: Path) -> None:
-    """Remove the cluster's namespace (its bridges, the host veth and route go with it) and forget the CIDR."""
+    """Remove the cluster's namespace (its bridges, the host veth and route go with it) and its Service proxy's nft
+    table, and forget the CIDR."""
     cidr = recorded_cidr(data_dir)
     if not cidr:
         return
@@ -69,4 +70,6 @@ def release_cluster_network(data_dir: Path) -> None:
         subprocess.run(["ip", "netns", "delete", cluster.netns], check=False, capture_output=True)
     if netns.link_exists(cluster.host_veth):
         subprocess.run(["ip", "link", "delete", cluster.host_veth], check=False, capture_output=True)
+    # The Service proxy's rules on the host (absent when it never ran: nft then fails, harmlessly).
+    subprocess.run(["nft", "delete", "table", "ip", cluster.nft_table], check=False, capture_output=True)
     (Path(data_dir) / CIDR_FILE).unlink(missing_ok=True)

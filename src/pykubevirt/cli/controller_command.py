@@ -34,9 +34,16 @@ async def serve(args: argparse.Namespace) -> int:
 
         extra.append(StorageController(client, Path(args.embedded_storage)).run)
     if args.cluster_cidr:
+        from pykubevirt.controller.endpoints_controller import EndpointsController
         from pykubevirt.controller.node_ipam import NodeIpamController
+        from pykubevirt.node.pod_network import ClusterNetwork
+        from pykubevirt.node.service_proxy import ServiceProxy
 
         extra.append(NodeIpamController(client, args.cluster_cidr).run)
+        # The embedded cluster's kube-controller-manager endpoints controllers and its kube-proxy.
+        network = ClusterNetwork(args.cluster_cidr)
+        extra.append(EndpointsController(client).run)
+        extra.append(ServiceProxy(client, table=network.nft_table, service_cidr=network.service_cidr).run)
     options = ControllerOptions(
         workers=args.workers,
         config=cluster,
@@ -121,7 +128,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--cluster-cidr",
         default="",
-        help="allocate each Node a /24 podCIDR from this CIDR (kube-controller-manager's --allocate-node-cidrs)",
+        help=(
+            "allocate each Node a /24 podCIDR from this CIDR (kube-controller-manager's --allocate-node-cidrs); "
+            "embedded clusters also get Endpoints and the host's Service proxy (nftables)"
+        ),
     )
     parser.add_argument(
         "--no-leader-election", action="store_true", help="run the controllers without electing a leader"

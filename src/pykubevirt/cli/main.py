@@ -101,6 +101,11 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     apiserver.add_argument("--compact-interval", type=float, default=300.0, help="seconds between compactions")
     apiserver.add_argument("--event-ttl", type=int, default=3600, help="seconds an Event is kept after its last write")
     apiserver.add_argument(
+        "--service-cluster-ip-range",
+        default="10.0.0.0/24",
+        help="the IPv4 CIDR Services get their ClusterIPs from (kube-apiserver's flag and default)",
+    )
+    apiserver.add_argument(
         "--unsafe-no-fsync",
         action="store_true",
         help="commit each write without waiting for fsync, as etcd's flag of that name (benchmarks only)",

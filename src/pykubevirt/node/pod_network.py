@@ -64,6 +64,18 @@ class ClusterNetwork:
         return ipaddress.IPv4Network(f"{network.broadcast_address - 3}/30")
 
     @property
+    def nft_table(self) -> str:
+        """The host's nft table (family ip) of the cluster's Service proxy."""
+        return f"pykubevirt-{_key(self.cidr)}"
+
+    @property
+    def service_cidr(self) -> str:
+        """The Services' ClusterIP range: the first half of the /24 that holds the host link, which node IPAM never
+        gives a node; the host's route for the cluster CIDR already leads it into the cluster's namespace only."""
+        network = ipaddress.IPv4Network(self.cidr)
+        return str(ipaddress.IPv4Network(f"{network.broadcast_address - 255}/25"))
+
+    @property
     def host_address(self) -> str:
         return str(self.host_link.network_address + 1)
 
