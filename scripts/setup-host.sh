@@ -3,7 +3,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(
-  qemu-system-x86 qemu-utils libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config
+  qemu-system-x86 qemu-utils libvirt-daemon-driver-qemu libvirt-daemon libvirt-clients libvirt-dev pkg-config
   skopeo xorriso syslinux syslinux-common mtools dosfstools cpio kmod strace
   ovmf swtpm swtpm-tools
   containernetworking-plugins nftables iproute2

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +20,7 @@ from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_vmi
 from pykubevirt.api import pod_layout
 from pykubevirt.handler.launcher_client import LauncherClient, LauncherUnavailable
+from pykubevirt.node.processes import kill_pod_strays
 
 Obj = dict[str, Any]
 
@@ -99,14 +102,26 @@ class LauncherProcess:
 
     def stop(self) -> None:
         """Kill the process if it still runs and remove its runtime dir (on a node the agent does that)."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        # The whole process group, as a node agent ends a pod: a migration target's libvirtd with its launcher.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        # libvirt daemonizes QEMU out of the group; its command line names the pod.
+        kill_pod_strays(self.pod_uid)
         shutil.rmtree(pod_layout.short_runtime_dir(self.pod_uid), ignore_errors=True)
 
 
-def start_launcher(tmp_path: Path, name: str, vmi_uid: str, *extra: str, namespace: str = "default") -> LauncherProcess:
-    """`pykubevirt virt-launcher` for the VMI `namespace/name` in a new pod dir under `tmp_path/pods`."""
+def start_launcher(
+    tmp_path: Path,
+    name: str,
+    vmi_uid: str,
+    *extra: str,
+    namespace: str = "default",
+    libvirt_uri: str = "test:///default",
+) -> LauncherProcess:
+    """`pykubevirt virt-launcher` for the VMI `namespace/name` in a new pod dir under `tmp_path/pods`.
+
+    `libvirt_uri=""` gives the launcher its own embedded libvirt and real QEMU guests."""
     pod_uid = str(uuid.uuid4())
     pod_dir = tmp_path / "pods" / pod_uid
     mounts = {
@@ -123,8 +138,8 @@ def start_launcher(tmp_path: Path, name: str, vmi_uid: str, *extra: str, namespa
     command = [
         sys.executable, "-m", "pykubevirt.cli.main", "virt-launcher",
         "--name", name, "--uid", vmi_uid, "--namespace", namespace,
-        "--libvirt-uri", "test:///default", *extra,
+        *(("--libvirt-uri", libvirt_uri) if libvirt_uri else ()), *extra,
     ]  # fmt: skip
     with log_path.open("wb") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return LauncherProcess(process, pod_dir, vmi_uid, log_path)

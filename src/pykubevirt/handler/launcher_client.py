@@ -11,7 +11,15 @@ from typing import Any, cast
 
 from pykubevirt.api import pod_layout
 from pykubevirt.launcher import protocol
-from pykubevirt.launcher.protocol import Command, HotplugReply, PingReply, ProtocolMismatch, ShutdownReply, Status
+from pykubevirt.launcher.protocol import (
+    Command,
+    HotplugReply,
+    MigrationRequest,
+    PingReply,
+    ProtocolMismatch,
+    ShutdownReply,
+    Status,
+)
 
 REQUEST_TIMEOUT = 60.0
 PEER = "virt-launcher"
@@ -81,11 +89,22 @@ class LauncherClient:
         *,
         vmi: dict[str, Any] | None = None,
         hotplug: dict[str, dict[str, Any]] | None = None,
+        migration: MigrationRequest | dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Send one command and return the launcher's answer (CommandFailed when it answers with an error)."""
         reader, writer = await self._open()
         try:
-            writer.write(protocol.encode(protocol.request(command, vmi=vmi, request_id=1, hotplug=hotplug)))
+            writer.write(
+                protocol.encode(
+                    protocol.request(
+                        command,
+                        vmi=vmi,
+                        request_id=1,
+                        hotplug=hotplug,
+                        migration=protocol.parse_migration(dict(migration)) if migration is not None else None,
+                    )
+                )
+            )
             await writer.drain()
             line = await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT)
         except (ConnectionError, TimeoutError) as exc:

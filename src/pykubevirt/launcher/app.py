@@ -20,8 +20,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import libvirt
+
 from pykubevirt.api import pod_layout
-from pykubevirt.launcher import capabilities_cache, disks, interface_status, primary_network
+from pykubevirt.api.quantity import Quantity
+from pykubevirt.launcher import (
+    capabilities_cache,
+    disks,
+    interface_status,
+    migration_paths,
+    migration_target,
+    primary_network,
+)
 from pykubevirt.launcher.claim_volumes import prepare_claim_volumes
 from pykubevirt.launcher.command_server import CommandServer
 from pykubevirt.launcher.converter import ConverterContext, convert
@@ -32,12 +42,15 @@ from pykubevirt.launcher.domain_state import DomainState
 from pykubevirt.launcher.host_firmware import HostFirmware, detect
 from pykubevirt.launcher.hotplug import sync_hotplug
 from pykubevirt.launcher.kvm_probe import cached_probe
+from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
+from pykubevirt.launcher.migration_source import MigrationSource, now, progress
 from pykubevirt.launcher.protocol import (
     NO_STATE,
     PROTOCOL_VERSION,
     UNKNOWN_REASON,
     Command,
     HotplugReply,
+    MigrationStatus,
     PingReply,
     Request,
     ShutdownReply,
@@ -50,6 +63,8 @@ log = logging.getLogger("pykubevirt.launcher")
 
 # How long a launcher whose domain stopped waits for virt-handler to collect the final state before exiting anyway.
 ORPHAN_EXIT_SECONDS = 600.0
+# How long a source launcher stays after its domain migrated away, so virt-handler reads the outcome.
+MIGRATED_EXIT_SECONDS = 3.0
 
 
 def _seconds(value: str) -> float:
@@ -87,6 +102,10 @@ class Launcher:
         self.network = primary_network.PrimaryNetwork()
         self.network_fallback = ""
         self.domain_interfaces: list[interface_status.DomainInterface] | None = None
+        # Live migration: the outgoing job (source), or this pod's private daemon and what it prepared (target).
+        self.outgoing: MigrationSource | None = None
+        self.daemon: PrivateLibvirtd | None = None
+        self.incoming: MigrationStatus | None = None
         self.server = CommandServer(
             self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
             {
@@ -100,6 +119,10 @@ class Launcher:
                 Command.SOFT_REBOOT: self._softreboot,
                 Command.DELETE: self._delete,
                 Command.HOTPLUG: self._hotplug,
+                Command.PREPARE_MIGRATION_TARGET: self._prepare_migration_target,
+                Command.MIGRATE: self._migrate,
+                Command.CANCEL_MIGRATION: self._cancel_migration,
+                Command.MIGRATION_STATUS: self._migration_status,
             },
             self.status,
         )
@@ -154,17 +177,14 @@ class Launcher:
         kind = "TCG" if self.use_emulation else "KVM"
         self.firmware = await asyncio.to_thread(detect, Path(self.args.ovmf_path))
         log.info("launcher for %s/%s uses %s (%s)", self.namespace, self.name, kind, reason)
-        root = Path(pod_layout.embed_root(self.pod_uid))
-        if not self.uri:
-            capabilities_cache.seed(root)
-        uri = self.uri or embed_uri(root)
-        self.domain = DomainManager(uri, domain_name(self.namespace, self.name))
-        await self.domain.connect()
-        if not self.uri:
-            self._warm_up = asyncio.get_running_loop().create_task(self._warm_capabilities(root))
-        self.domain.add_listener(self._on_state)
-        self.last_state = await self.domain.state()
-        self.defined = await self.domain.exists()
+        # A migration target's domain arrives in the private daemon `preparemigrationtarget` starts.
+        if not self.args.migration_target:
+            root = Path(pod_layout.embed_root(self.pod_uid))
+            if not self.uri:
+                capabilities_cache.seed(root)
+            await self._connect(self.uri or embed_uri(root))
+            if not self.uri:
+                self._warm_up = asyncio.get_running_loop().create_task(self._warm_capabilities(root))
         # Only now does virt-handler see the socket: every command it sends can be served.
         await self.server.start()
         self._link(
@@ -172,6 +192,13 @@ class Launcher:
             self.host(f"{pod_layout.SOCKETS_DIR}/{pod_layout.LAUNCHER_SOCKET_NAME}"),
         )
         log.info("launcher serving on %s", self.runtime / pod_layout.LAUNCHER_SOCKET_NAME)
+
+    async def _connect(self, uri: str) -> None:
+        self.domain = DomainManager(uri, domain_name(self.namespace, self.name))
+        await self.domain.connect()
+        self.domain.add_listener(self._on_state)
+        self.last_state = await self.domain.state()
+        self.defined = await self.domain.exists()
 
     async def _warm_capabilities(self, root: Path) -> None:
         assert self.domain is not None
@@ -186,6 +213,12 @@ class Launcher:
 
     def _on_state(self, state: DomainState, event: str) -> None:
         self.last_state = state
+        if self.incoming is not None and self.incoming.get("state") == "TargetReady" and state.state == "Running":
+            # The migrated domain runs here now: from here on this is the VMI's launcher.
+            self.defined = True
+            self.incoming.update({"state": "Succeeded", "completed": True, "targetNodeDomainReadyTimestamp": now()})
+            if self.daemon is not None:
+                self.daemon.publish_capabilities()
         if state.alive:
             self.ever_alive = True
             self.stopped_at = None
@@ -208,6 +241,9 @@ class Launcher:
             status["networkFallback"] = self.network_fallback
         if self.vmi is not None and self.defined:
             status["interfaces"] = self._interfaces()
+        migration = self.outgoing.status if self.outgoing is not None else self.incoming
+        if migration is not None:
+            status["migration"] = dict(migration)  # type: ignore[typeddict-item]
         return status
 
     def _interfaces(self) -> list[dict[str, Any]]:
@@ -249,6 +285,8 @@ class Launcher:
             await self.server.stop()
             if self.domain is not None:
                 await self.domain.close()
+            if self.daemon is not None:
+                await self.daemon.stop()
             if not self.last_state.alive:
                 # The short runtime dir holds only sockets and libvirt state of a guest that is gone.
                 shutil.rmtree(self.runtime, ignore_errors=True)
@@ -280,13 +318,15 @@ class Launcher:
 
     async def _refreshed_status(self) -> Status:
         """The status after reading the domain's state again (commands that change it answer with this)."""
-        assert self.domain is not None
+        if self.domain is None:
+            return self.status()
         self.last_state = await self.domain.state()
         return self.status()
 
     async def _sync(self, request: Request) -> Status:
         """Define and start the domain for the VMI, once; later syncs refresh the VMI and grow grown claims."""
-        assert self.domain is not None
+        if self.domain is None:
+            raise RuntimeError("this launcher is a migration target; it receives its domain, it starts none")
         vmi = request.get("vmi")
         if not isinstance(vmi, dict) or (vmi.get("metadata") or {}).get("uid") != self.vmi_uid:
             raise ValueError("sync needs this launcher's VMI")
@@ -351,7 +391,7 @@ class Launcher:
             interface_macs=self.network.macs,
             interface_mtus=self.network.mtus,
         )
-        xml = convert(vmi, ctx)
+        xml = migration_paths.annotate(convert(vmi, ctx), migration_paths.of_context(ctx))
         (self.runtime / "domain.xml").write_text(xml)
         return xml
 
@@ -416,6 +456,85 @@ class Launcher:
         self.last_state = DomainState(NO_STATE, UNKNOWN_REASON)
         asyncio.get_running_loop().call_later(0.2, self.deleted.set)
         return self.status()
+
+    # ------------------------------------------------------------------------------------------------ migration
+
+    async def _prepare_migration_target(self, request: Request) -> Status:
+        """Start this pod's private libvirtd and prepare the VMI's disks for the incoming domain.
+
+        KubeVirt's SyncMigrationTarget."""
+        vmi = request.get("vmi")
+        if not isinstance(vmi, dict) or (vmi.get("metadata") or {}).get("uid") != self.vmi_uid:
+            raise ValueError("preparemigrationtarget needs this launcher's VMI")
+        if not self.args.migration_target:
+            raise RuntimeError("this launcher runs its VMI's domain; only a migration target's launcher receives one")
+        if self.incoming is not None:
+            return self.status()
+        self.vmi = vmi
+        address = (request.get("migration") or {}).get("listenAddress", "")
+        self.daemon = migration_target.daemon(self.runtime, address)
+        await self.daemon.start()
+        await self._connect(self.daemon.uri)
+        xml = await self._prepare(vmi)
+        await asyncio.to_thread(migration_target.record_paths, self.runtime, migration_paths.recorded(xml))
+        self.incoming = {
+            "role": "target",
+            "state": "TargetReady",
+            "libvirtSocket": str(self.daemon.socket),
+            "migrationAddress": address or "127.0.0.1",
+            "disksPort": migration_target.free_port(address),
+        }
+        log.info("migration target ready: libvirt at %s, streams on %s", self.daemon.socket, address or "any address")
+        return self.status()
+
+    async def _migrate(self, request: Request) -> Status:
+        """Send the running domain to a prepared target (MigrateVMI); the job runs on, `status` tells how it goes."""
+        assert self.domain is not None
+        migration = request.get("migration") or {}
+        if not migration.get("targetUri"):
+            raise ValueError("migrate needs the target's libvirt URI")
+        if not self.defined or not self.last_state.alive:
+            raise RuntimeError("the domain is not running; there is nothing to migrate")
+        if self.outgoing is not None and not self.outgoing.done:
+            raise RuntimeError("a migration of this domain is already under way")
+        handle = await asyncio.to_thread(self.domain.lookup)
+        self.outgoing = MigrationSource(handle, migration, self._migration_data_gib(), self._on_migration_update)
+        self.outgoing.start()
+        self.server.publish(self.status(event="MigrationStarted"))
+        return self.status()
+
+    def _migration_data_gib(self) -> float:
+        """KubeVirt's getVMIMigrationDataSize, memory part: the guest memory (else its request) in GiB."""
+        domain = ((self.vmi or {}).get("spec") or {}).get("domain") or {}
+        memory = (domain.get("memory") or {}).get("guest") or ((domain.get("resources") or {}).get("requests") or {})
+        text = memory if isinstance(memory, str) else memory.get("memory", "0") if isinstance(memory, dict) else "0"
+        return float(Quantity.parse(str(text)).value) / 1024**3
+
+    def _on_migration_update(self) -> None:
+        if self.outgoing is not None and self.outgoing.status.get("completed"):
+            # libvirt undefined the domain here (UNDEFINE_SOURCE); the pod's work is done.
+            self.defined = False
+            self.last_state = DomainState("Shutoff", "Migrated")
+            asyncio.get_running_loop().call_later(MIGRATED_EXIT_SECONDS, self.deleted.set)
+        self.server.publish(self.status(event="Migration"))
+
+    async def _cancel_migration(self, request: Request) -> Status:
+        """Abort the outgoing migration (CancelVirtualMachineMigration); the guest stays here."""
+        if self.outgoing is None or self.outgoing.done:
+            raise RuntimeError("no migration of this domain is under way")
+        await self.outgoing.abort()
+        return self.status()
+
+    async def _migration_status(self, request: Request) -> Status:
+        """The status with the migration job's statistics read now (libvirt's jobInfo)."""
+        if self.outgoing is not None and not self.outgoing.done:
+            try:
+                stats = await asyncio.to_thread(self.outgoing.domain.jobStats, 0)
+            except libvirt.libvirtError:
+                stats = {}  # the job ended (the domain may have left) between the check and the read
+            if stats:
+                self.outgoing.status["progress"] = progress(stats)
+        return await self._refreshed_status()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,4 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-after-failure", action="store_true")
     parser.add_argument("--simulate-crash", action="store_true")
     parser.add_argument("--libvirt-log-filters", default="")
+    parser.add_argument(
+        "--migration-target", action="store_true", help="receive the VMI's domain from a live migration"
+    )
     parser.add_argument("--libvirt-uri", default="", help="use this libvirt instead of an embedded one (tests)")

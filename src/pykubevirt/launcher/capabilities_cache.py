@@ -15,6 +15,9 @@ import tempfile
 from pathlib import Path
 
 SHARED_DIR = Path("/var/tmp/pykubevirt/qemu-capabilities")
+# A libvirtd does not accept the files an embedded driver wrote (they record the binary that probed), so the private
+# daemons of migration targets share theirs separately.
+DAEMON_SHARED_DIR = Path("/var/tmp/pykubevirt/qemu-capabilities-libvirtd")
 
 
 def _cache_dir(root: Path) -> Path:
@@ -23,9 +26,13 @@ def _cache_dir(root: Path) -> Path:
 
 def seed(root: Path, shared: Path = SHARED_DIR) -> int:
     """Copy the shared capability files into a new embed root; returns how many were copied."""
+    return seed_dir(_cache_dir(root), shared)
+
+
+def seed_dir(target: Path, shared: Path = SHARED_DIR) -> int:
+    """Copy the shared capability files into a libvirt capabilities cache directory (an embed root's or a daemon's)."""
     if not shared.is_dir():
         return 0
-    target = _cache_dir(root)
     target.mkdir(parents=True, exist_ok=True)
     copied = 0
     for source in shared.glob("*.xml"):
@@ -39,8 +46,13 @@ def seed(root: Path, shared: Path = SHARED_DIR) -> int:
 
 def publish(root: Path, shared: Path = SHARED_DIR) -> int:
     """Offer this root's capability files to later launchers (atomically, so readers never see half a file)."""
+    return publish_dir(_cache_dir(root), shared)
+
+
+def publish_dir(cache: Path, shared: Path = SHARED_DIR) -> int:
+    """Offer the capability files of a libvirt cache directory to later launchers."""
     published = 0
-    for source in _cache_dir(root).glob("*.xml"):
+    for source in cache.glob("*.xml"):
         destination = shared / source.name
         with contextlib.suppress(OSError):
             if destination.exists() and destination.read_bytes() == source.read_bytes():

@@ -100,6 +100,10 @@ class DomainManager:
         for listener in list(self._listeners):
             listener(state, event)
 
+    def lookup(self) -> Any:
+        """The libvirt domain object, or None (blocking: call it through `asyncio.to_thread`)."""
+        return self._domain()
+
     def _domain(self) -> Any:
         try:
             return self._conn.lookupByName(self.name)

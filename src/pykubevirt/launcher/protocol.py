@@ -34,6 +34,13 @@ class Command(StrEnum):
     WATCH = "watch"
     # Mount the hotplugged claims handed over, attach those ready to the running domain, detach those gone.
     HOTPLUG = "hotplug"
+    # Live migration (cmd.proto's SyncMigrationTarget, MigrateVMI, CancelVirtualMachineMigration): prepare this
+    # launcher to receive the VMI, send the domain to a prepared target, abort the outgoing migration, and read the
+    # migration job's progress (libvirt's jobInfo).
+    PREPARE_MIGRATION_TARGET = "preparemigrationtarget"
+    MIGRATE = "migrate"
+    CANCEL_MIGRATION = "cancelmigration"
+    MIGRATION_STATUS = "migrationstatus"
 
 
 # Domain states by the names KubeVirt reports them (virtwrap/api LifeCycle).
@@ -50,6 +57,49 @@ UNKNOWN_REASON: Final = "Unknown"
 # A guest is up in these states (KubeVirt's domainAlive); in STOPPED_STATES it has ended, in NO_STATE it never began.
 ALIVE_STATES: Final = frozenset({RUNNING, BLOCKED, PAUSED, SHUTTING_DOWN, PM_SUSPENDED})
 STOPPED_STATES: Final = frozenset({SHUTOFF, CRASHED})
+
+
+class MigrationRequest(TypedDict, total=False):
+    """`migrate` and `preparemigrationtarget`: where the target listens and the cluster's migration settings."""
+
+    # preparemigrationtarget: the address incoming migration streams bind (the node's migration address).
+    listenAddress: str
+    # migrate: the target's libvirt, the URI its QEMU listens on, and where its block-copy (NBD) server is.
+    targetUri: str
+    migrationUri: str
+    disksUri: str
+    blockMigration: bool
+    # Volumes on shared storage, which a block migration leaves alone.
+    sharedVolumes: list[str]
+    bandwidthMiB: int
+    completionTimeoutPerGiB: int
+    progressTimeout: int
+    allowAutoConverge: bool
+    allowPostCopy: bool
+    unsafe: bool
+
+
+class MigrationStatus(TypedDict, total=False):
+    """A launcher's side of a migration, in the words of KubeVirt's VMI migrationState where they exist."""
+
+    role: str
+    # Source: Running, Succeeded, Failed. Target: TargetReady, then Succeeded once the domain runs here.
+    state: str
+    startTimestamp: str
+    endTimestamp: str
+    completed: bool
+    failed: bool
+    failureReason: str
+    abortRequested: bool
+    abortStatus: str
+    migrateDisks: list[str]
+    # libvirt's job statistics (jobStats names).
+    progress: dict[str, int]
+    # Target: where the source sends the domain.
+    libvirtSocket: str
+    migrationAddress: str
+    disksPort: int
+    targetNodeDomainReadyTimestamp: str
 
 
 class DomainStatus(TypedDict):
@@ -76,6 +126,8 @@ class Status(TypedDict):
     interfaces: NotRequired[list[dict[str, Any]]]
     # Why a masquerade interface fell back to QEMU user networking (the pod has no network namespace of its own).
     networkFallback: NotRequired[str]
+    # Once a migration was prepared (target) or started (source).
+    migration: NotRequired[MigrationStatus]
 
 
 class ShutdownReply(Status):
@@ -106,6 +158,8 @@ class Request(TypedDict):
     vmi: NotRequired[dict[str, Any]]
     # `hotplug` only: volume name → {"path": host path of the claim's directory, file or device}.
     hotplug: NotRequired[dict[str, dict[str, Any]]]
+    # `migrate` and `preparemigrationtarget`.
+    migration: NotRequired[MigrationRequest]
 
 
 class ErrorReply(TypedDict):
@@ -133,6 +187,7 @@ def request(
     vmi: dict[str, Any] | None = None,
     request_id: int | None = None,
     hotplug: dict[str, dict[str, Any]] | None = None,
+    migration: MigrationRequest | None = None,
 ) -> Request:
     """A request of this protocol version."""
     message: Request = {"cmd": str(command), "protocolVersion": PROTOCOL_VERSION}
@@ -142,6 +197,8 @@ def request(
         message["vmi"] = vmi
     if hotplug is not None:
         message["hotplug"] = hotplug
+    if migration is not None:
+        message["migration"] = migration
     return message
 
 
@@ -175,6 +232,39 @@ def parse_request(message: dict[str, Any]) -> Request:
     hotplug = message.get("hotplug")
     if isinstance(hotplug, dict):
         request["hotplug"] = {str(k): v for k, v in hotplug.items() if isinstance(v, dict)}
+    migration = message.get("migration")
+    if isinstance(migration, dict):
+        request["migration"] = parse_migration(migration)
+    return request
+
+
+_MIGRATION_FIELDS: dict[str, type] = {
+    "listenAddress": str,
+    "targetUri": str,
+    "migrationUri": str,
+    "disksUri": str,
+    "blockMigration": bool,
+    "bandwidthMiB": int,
+    "completionTimeoutPerGiB": int,
+    "progressTimeout": int,
+    "allowAutoConverge": bool,
+    "allowPostCopy": bool,
+    "unsafe": bool,
+}
+
+
+def parse_migration(value: dict[str, Any]) -> MigrationRequest:
+    """A migration request with each field of the right type (others dropped)."""
+    checked: dict[str, Any] = {}
+    for key, kind in _MIGRATION_FIELDS.items():
+        item = value.get(key)
+        if isinstance(item, kind) and (kind is bool or not isinstance(item, bool)):
+            checked[key] = item
+    shared = value.get("sharedVolumes")
+    if isinstance(shared, list):
+        checked["sharedVolumes"] = [str(v) for v in shared]
+    request: MigrationRequest = {}
+    request.update(checked)  # type: ignore[typeddict-item]
     return request
 
 

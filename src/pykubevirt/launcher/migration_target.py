@@ -1,0 +1,45 @@
+"""The target side of a live migration: a private libvirtd that can receive the domain, and where it listens.
+
+The target launcher prepares the VMI's disks as for a start (the block copy then fills them), records its pod's
+directories for the daemon's migration hook, and reports the daemon's socket, the address incoming streams bind and
+a free port for the block-copy server.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+from pykubevirt.launcher import migration_hook
+from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
+
+# libvirt's own default range for incoming migration streams; its port allocator skips ports in use.
+MIGRATION_PORTS = (49152, 49215)
+DAEMON_DIR = "d"
+PATHS_FILE = "target-paths.json"
+
+
+def daemon(runtime: Path, listen_address: str) -> PrivateLibvirtd:
+    """The daemon of a target pod whose short runtime dir is `runtime`."""
+    directory = runtime / DAEMON_DIR
+    # libvirt refuses a `migration_address` of 127.0.0.1; the daemon then binds its default (every address).
+    address = "" if listen_address in ("", "127.0.0.1", "localhost") else listen_address
+    return PrivateLibvirtd(
+        directory,
+        migration_address=address,
+        ports=MIGRATION_PORTS,
+        hook=migration_hook.script(directory / PATHS_FILE),
+    )
+
+
+def record_paths(runtime: Path, paths: dict[str, str]) -> None:
+    """Where this pod keeps the domain's files, for the migration hook."""
+    (runtime / DAEMON_DIR / PATHS_FILE).write_text(json.dumps(paths))
+
+
+def free_port(address: str) -> int:
+    """A port the block-copy server can bind on `address` now (the source connects to it soon after)."""
+    with socket.socket() as sock:
+        sock.bind((address or "127.0.0.1", 0))
+        return int(sock.getsockname()[1])
