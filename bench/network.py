@@ -2,7 +2,13 @@
 host-local + portmap) and the launcher's masquerade plumbing in it (k6t-eth0, tap0, KubeVirt's nft rules, the DHCP
 socket), then the teardown (CNI DEL, namespace). Real plugins, real namespaces, no QEMU; nothing leaves the host.
 
-    python -m bench.network --runs 30
+With --guest, also what masquerade costs the guest's traffic: one real QEMU guest in a pod namespace has two NICs,
+tap0 behind masquerade (k6t-eth0 and KubeVirt's nft NAT) and a bare tap; the same client, in the pod's namespace,
+downloads a file from the guest's httpd and times TCP connects (SYN to SYN-ACK, one round trip) through each, in
+alternating rounds, and once more from the host at the pod IP (the whole pod network path). Ratios are masquerade
+over bare tap.
+
+    python -m bench.network --runs 30 [--guest --rounds 5]
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.guest_network import measure_guest
 from bench.harness import log, machine, percentile
 from pykubevirt.cli.cluster_network import choose_cluster_cidr, release_cluster_network
 from pykubevirt.node import netns
@@ -88,8 +95,12 @@ async def run(runs: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=30, help="measured pods (plus one warm-up)")
+    parser.add_argument("--guest", action="store_true", help="also a guest's throughput and RTT, masquerade vs tap")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds with --guest")
     args = parser.parse_args()
     figures = asyncio.run(run(args.runs))
+    if args.guest:
+        figures["guest"] = asyncio.run(measure_guest(args.rounds))
     print(json.dumps({"bench": "network", "machine": machine(), **figures}))
 
 

@@ -25,15 +25,24 @@ for _ in $(seq 1 120); do
   if kubectl logs "$pod" -c guest-console-log 2>/dev/null | grep -q "hello from pykubevirt"; then break; fi
   sleep 1
 done
+# Bridge binding on the pod network: the guest holds its pod's IP, and this host routes the pod network.
+ip=$(kubectl get vmi demo -o jsonpath='{.status.interfaces[0].ipAddress}')
+for _ in $(seq 1 60); do
+  if kubectl logs "$pod" -c guest-console-log 2>/dev/null | grep -q "pykubevirt-guest: eth0 $ip"; then break; fi
+  sleep 1
+done
 echo "---- kubectl logs $pod -c guest-console-log ----"
-kubectl logs "$pod" -c guest-console-log | grep -a "pykubevirt-guest\|hello from" | head -n 10
+kubectl logs "$pod" -c guest-console-log | grep -a "pykubevirt-guest\|hello from" | head -n 12
+echo "---- curl http://$ip/ ----"
+curl -s --max-time 5 --retry 20 --retry-delay 1 --retry-all-errors "http://$ip/" || echo "(the guest did not answer yet)"
 echo "------------------------------------------------"
 cat <<EOF
 
-The demo VM runs. To reach it:
+The demo VM runs at $ip, its pod's IP. To reach it:
+  curl http://$ip/                  # the guest's web page (busybox httpd)
   export KUBECONFIG=$KUBECONFIG
   export PATH=$BIN:\$PATH
-  kubectl get vm,vmi
+  kubectl get vm,vmi                # the IP column is the guest's address
   virtctl console demo              # the guest's shell; Ctrl+] leaves
   virtctl stop demo / virtctl start demo / virtctl pause vm demo
   pykubevirt status                 # components and nodes

@@ -59,6 +59,8 @@ def test_quick_start_commands_succeed_in_order(data_dir: Path, tmp_path: Path) -
     assert result.returncode == 0, output[-6000:]
     # What the user is told and shown along the way.
     assert "hello from pykubevirt's demo guest" in result.stdout, output[-4000:]
+    # curl to the demo VM's IP (its pod's, by the bridge binding) got the guest's own page.
+    assert "pykubevirt-guest demo" in result.stdout, output[-4000:]
     assert f"export KUBECONFIG={data_dir}/apiserver/kubeconfig" in result.stdout
     assert "virtualmachine.kubevirt.io/demo" in result.stdout
     assert "VM demo was scheduled to stop" in result.stdout

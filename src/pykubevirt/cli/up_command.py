@@ -96,6 +96,12 @@ def up(args: argparse.Namespace) -> int:
 
 def _print_next_steps(layout: ClusterLayout) -> None:
     print(f"export KUBECONFIG={layout.kubeconfig}")
+    if layout.cluster_cidr:
+        # The pod network lives only on this host, which routes the cluster CIDR to it: guests are reached directly.
+        print(
+            f"pods and VMs get IPs of {layout.cluster_cidr}, reachable from this host: "
+            "kubectl get vmi shows a VM's IP (the demo guest serves a page: curl http://IP/)"
+        )
 
 
 async def _wait_ready(layout: ClusterLayout, process: subprocess.Popen[bytes]) -> None:

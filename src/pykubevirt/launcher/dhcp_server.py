@@ -103,9 +103,10 @@ def reply(request: bytes, lease: Lease) -> bytes | None:
         _option(OPT_SERVER_ID, socket.inet_aton(lease.server_id)),
         _option(OPT_LEASE, struct.pack("!I", LEASE_SECONDS)),
         _option(OPT_SUBNET, mask),
-        _option(OPT_ROUTER, socket.inet_aton(lease.router)),
         _option(OPT_MTU, struct.pack("!H", lease.mtu)),
     ]
+    if lease.router:  # none: the guest gets no default route through this interface
+        options.append(_option(OPT_ROUTER, socket.inet_aton(lease.router)))
     if lease.dns:
         options.append(_option(OPT_DNS, b"".join(socket.inet_aton(d) for d in lease.dns)))
     if lease.hostname:
