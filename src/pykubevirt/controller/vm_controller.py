@@ -42,6 +42,14 @@ from pykubevirt.controller.vm_conditions import (
     vm_conditions,
 )
 from pykubevirt.controller.vm_revisions import StartRevisions
+from pykubevirt.controller.vm_volume_requests import (
+    remaining_requests,
+    request_error,
+    template_with_requests,
+    vmi_patch,
+    vmi_requests,
+    volume_requests,
+)
 from pykubevirt.controller.vmi_from_vm import controller_ref, vmi_from_vm
 from pykubevirt.log import object_fields
 
@@ -218,7 +226,49 @@ class VMController:
         if not ready and strategy != c.RUN_STRATEGY_HALTED:
             return vm, vmi
         await self._sync_run_strategy(vm, vmi, strategy, outcome)
-        return vm, outcome.started or vmi
+        vmi = outcome.started or vmi
+        # Again: starting or stopping may have changed the VMI the requests apply to.
+        if outcome.sync_error is None and self.expectations.satisfied(key) and volume_requests(vm):
+            outcome.sync_error = await self._handle_volume_requests(vm, vmi)
+        return vm, vmi
+
+    async def _handle_volume_requests(self, vm: Object, vmi: Object | None) -> SyncError | None:
+        """handleVolumeRequests: the VMI gets what it still lacks, then the template takes every request."""
+        for request in vmi_requests(vm, vmi):
+            assert vmi is not None
+            name = vmi["metadata"]["name"]
+            if (vmi.get("status") or {}).get("phase") != c.PHASE_RUNNING:
+                # What the VMI's addvolume subresource answers KubeVirt's controller.
+                return request_error(f'Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io "{name}": '
+                                     "VMI is not running")  # fmt: skip
+            try:
+                vmi = await self.client.patch(
+                    VIRTUAL_MACHINE_INSTANCES, name, vmi_patch(vmi, request), vmi["metadata"]["namespace"],
+                    patch_type=JSON_PATCH,
+                )  # fmt: skip
+            except ApiError as exc:
+                return request_error(exc.message)
+        template = vm["spec"]["template"]
+        spec = template_with_requests(vm)
+        current = template.get("spec") or {}
+        disks = (spec.get("domain") or {}).get("devices", {}).get("disks") or []
+        if spec.get("volumes") == current.get("volumes") and disks == (
+            (current.get("domain") or {}).get("devices") or {}
+        ).get("disks"):
+            return None
+        meta = vm["metadata"]
+        changed = {"volumes": spec.get("volumes") or [], "domain": {"devices": {"disks": disks}}}
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "spec": {"template": {"spec": changed}}}
+        try:
+            updated = await self.client.patch(VIRTUAL_MACHINES, meta["name"], patch, meta["namespace"])
+        except Conflict:
+            return None  # the newer VM comes back as an event; its requests are handled then
+        except ApiError as exc:
+            return request_error(exc.message)
+        # The status written next goes with the VM as it is now, and trims what the template now shows.
+        vm["spec"] = updated["spec"]
+        meta["resourceVersion"] = updated["metadata"]["resourceVersion"]
+        return None
 
     async def _still_controlled(self, vm: Object, vmi: Object) -> Object | None:
         """The VMI as the API server has it now, or None when this VM no longer controls it.
@@ -445,6 +495,9 @@ class VMController:
         status["stateChangeRequests"] = trim_state_change_requests(vm, vmi)
         if not status["stateChangeRequests"]:
             del status["stateChangeRequests"]
+        status["volumeRequests"] = remaining_requests(vm)
+        if not status["volumeRequests"]:
+            del status["volumeRequests"]
         strategy = run_strategy_or_none(vm)
         start_failure = sync_start_failure(vm, vmi, strategy, now)
         if start_failure is None:

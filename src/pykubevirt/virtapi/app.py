@@ -49,11 +49,14 @@ from pykubevirt.virtapi.volumes import (
     HOTPLUG_NOT_ENABLED,
     VMI_NOT_RUNNING,
     VolumeRequest,
+    ephemeral_hotplug_supported,
     hotplug_enabled,
     parse_add,
     parse_remove,
+    queued_requests,
     request_present,
     spec_patch,
+    status_patch,
     verify,
 )
 
@@ -278,13 +281,17 @@ class SubresourceAPI:
             raise errors.internal(f"unable to patch vmi: {_message(exc)}") from exc
 
     async def _vm_volume(self, request: web.Request, namespace: str, name: str) -> web.Response:
-        """Persist the change in the VM's template, and apply it to the VM's running VMI too."""
+        """Persist the change in the VM's template, and apply it to the VM's running VMI too; with the HotplugVolumes
+        gate, queue it in the VM's status.volumeRequests for the VM controller to do both."""
         volume_request = await self._volume_request(request)
         vm = await self._vm(namespace, name)
         template = (vm.get("spec") or {}).get("template") or {}
         spec = template.get("spec") or {}
         if (why := verify(spec.get("volumes") or [], volume_request)) is not None:
             raise vm_conflict(name, why)
+        if self.config is not None and ephemeral_hotplug_supported(self.config()):
+            await self._queue_vm_volume_request(namespace, name, vm, volume_request)
+            return web.Response(status=202)
         try:
             await self.client.patch(
                 VIRTUAL_MACHINES,
@@ -306,6 +313,31 @@ class SubresourceAPI:
             if not request_present(vmi.get("spec") or {}, volume_request):
                 await self._patch_vmi_volumes(namespace, name, vmi, volume_request)
         return web.Response(status=202)
+
+    async def _queue_vm_volume_request(
+        self, namespace: str, name: str, vm: dict[str, Any], volume_request: VolumeRequest
+    ) -> None:
+        requests = list((vm.get("status") or {}).get("volumeRequests") or [])
+        try:
+            queued = queued_requests(requests, volume_request)
+        except ValueError as exc:
+            raise vm_conflict(name, str(exc)) from exc
+        try:
+            await self.client.patch(
+                VIRTUAL_MACHINES,
+                name,
+                status_patch(requests, queued),
+                namespace,
+                patch_type=JSON_PATCH,
+                subresource="status",
+                dry_run=volume_request.dry_run,
+            )
+        except (ApiError, OSError) as exc:
+            if is_test_failure(exc):
+                raise vm_conflict(name, _message(exc)) from exc
+            if isinstance(exc, ApiError) and exc.code == 422:
+                raise errors.APIError(422, "Invalid", exc.message) from exc
+            raise errors.internal(f"unable to patch vm status: {_message(exc)}") from exc
 
     # ------------------------------------------------------------------------------------------------ VMI, via handler
 

@@ -134,3 +134,50 @@ def request_present(spec: dict[str, Any], request: VolumeRequest) -> bool:
     """Whether `spec` already shows the request's effect (the volume there for an add, gone for a remove)."""
     names = {v.get("name") for v in spec.get("volumes") or []}
     return (request.name in names) == (request.add is not None)
+
+
+def ephemeral_hotplug_supported(config: ClusterConfig) -> bool:
+    """With the HotplugVolumes gate, a VM's addvolume becomes a status.volumeRequests entry (KubeVirt's legacy path);
+    without it the VM's template is patched at once (DeclarativeHotplugVolumes)."""
+    return config.gate_enabled("HotplugVolumes")
+
+
+def _names(request: dict[str, Any]) -> tuple[str | None, str | None]:
+    add, remove = request.get("addVolumeOptions"), request.get("removeVolumeOptions")
+    return (add or {}).get("name") if isinstance(add, dict) else None, (
+        (remove or {}).get("name") if isinstance(remove, dict) else None
+    )
+
+
+def queued_requests(requests: list[dict[str, Any]], request: VolumeRequest) -> list[dict[str, Any]]:
+    """addAddVolumeRequests/addRemoveVolumeRequests: the VM's volumeRequests with this one appended (a removal drops
+    the pending add of its volume); a ValueError says why it cannot be queued."""
+    name = request.name
+    if request.add is not None:
+        for queued in requests:
+            added, removed = _names(queued)
+            if added == name:
+                raise ValueError(f"add volume request for volume [{name}] already exists")
+            if removed == name:
+                raise ValueError(
+                    f"unable to add volume since a remove volume request for volume [{name}] already exists and is "
+                    "still being processed"
+                )
+        return [*requests, request.as_request()]
+    kept = []
+    for queued in requests:
+        added, removed = _names(queued)
+        if added == name:
+            continue
+        if removed == name:
+            raise ValueError(f"a remove volume request for volume [{name}] already exists and is still being processed")
+        kept.append(queued)
+    return [*kept, request.as_request()]
+
+
+def status_patch(requests: list[dict[str, Any]], queued: list[dict[str, Any]]) -> Patch:
+    """generateVMVolumeRequestPatch: test the requests as read, then add or replace them."""
+    return [
+        {"op": "test", "path": "/status/volumeRequests", "value": requests or None},
+        {"op": "replace" if requests else "add", "path": "/status/volumeRequests", "value": queued},
+    ]
