@@ -154,6 +154,20 @@ def test_the_pods_address_moves_to_the_guest(namespaces: Namespaces, tmp_path: P
         assert options[dhcp_server.OPT_CLASSLESS_ROUTES] == dhcp_server.classless_routes([("0.0.0.0/0", GATEWAY)])
         assert options[dhcp_server.OPT_HOSTNAME] == b"guest"
 
+        # A restarted launcher finds the bridge, takes the pod's facts from its cache and serves the same lease.
+        launcher.kill()
+        launcher.wait()
+        launcher = subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{ns.pod}", "--", sys.executable, "-c", PLUMB, str(cache)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert launcher.stdout is not None
+        assert launcher.stdout.readline().split() == ["ready", pod_mac]
+        again = in_ns(ns.guest, sys.executable, "-c", DISCOVER, pod_mac)
+        assert json.loads(again.stdout)["yiaddr"] == POD_IP, again.stderr
+
         # The guest configures what it was given; the node reaches it at the pod IP, and it reaches the gateway.
         ip("-n", ns.guest, "addr", "add", f"{POD_IP}/{PREFIX}", "dev", "eth0")
         ip("-n", ns.guest, "route", "add", "default", "via", GATEWAY)

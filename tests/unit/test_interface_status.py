@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pykubevirt.launcher.interface_status import DomainInterface, GuestInterface, domain_interfaces, interface_statuses
+from pykubevirt.launcher.interface_status import (
+    DomainInterface,
+    GuestInterface,
+    domain_interfaces,
+    guest_interfaces,
+    interface_statuses,
+)
 
 VMI: dict[str, Any] = {
     "spec": {
@@ -90,3 +96,17 @@ def test_without_domain_or_agent_only_the_cache_speaks() -> None:
         "podInterfaceName": "eth0",
     }
     assert statuses[1] == {"name": "blue"}
+
+
+def test_the_guest_agent_answer_libvirt_gives_becomes_guest_interfaces() -> None:
+    answer = {
+        "lo": {"hwaddr": "00:00:00:00:00:00", "addrs": [{"addr": "127.0.0.1", "prefix": 8, "type": 0}]},
+        "eth0": {
+            "hwaddr": "0A:58:0A:F4:00:05",
+            "addrs": [{"addr": "10.244.0.5", "prefix": 24, "type": 0}, {"addr": "fe80::1", "prefix": 64, "type": 1}],
+        },
+    }
+    assert guest_interfaces(answer) == [
+        GuestInterface("eth0", "0a:58:0a:f4:00:05", ("10.244.0.5", "fe80::1")),
+        GuestInterface("lo", "00:00:00:00:00:00", ("127.0.0.1",)),
+    ]

@@ -28,6 +28,7 @@ from pykubevirt.launcher import (
     capabilities_cache,
     disks,
     interface_status,
+    masquerade,
     migration_paths,
     migration_target,
     primary_network,
@@ -251,11 +252,18 @@ class Launcher:
         return interface_status.interface_statuses(self.vmi or {}, self.domain_interfaces or [], self.network.pod_ips)
 
     async def _read_network(self, vmi: dict[str, Any]) -> None:
-        """The domain's NICs, and the pod IPs of a network a previous launcher of this pod plumbed."""
+        """The domain's NICs; for a domain a previous launcher of this pod started, its network's DHCP server again
+        (the plumbing stays, as KubeVirt's launcher starts DHCP on every start) and the pod IPs it recorded."""
         assert self.domain is not None
         with contextlib.suppress(Exception):  # a domain that is gone has no NICs to report
             self.domain_interfaces = interface_status.domain_interfaces(await self.domain.xml())
-        if not self.network.pod_ips:
+        if self.network.pod_ips:
+            return
+        try:
+            self.network = await primary_network.plumb(vmi, self.name, self.runtime)
+            self.network_fallback = self.network.fallback
+        except (masquerade.PlumbingError, OSError) as exc:
+            log.warning("the guest's network plumbing could not be resumed: %s", exc)
             self.network.pod_ips = primary_network.recorded_pod_ips(vmi, self.runtime)
 
     async def run(self) -> None:

@@ -62,6 +62,19 @@ def domain_interfaces(xml: str) -> list[DomainInterface]:
     return found
 
 
+def guest_interfaces(addresses: Mapping[str, Mapping[str, Any]]) -> list[GuestInterface]:
+    """The guest agent's interfaces from libvirt's `interfaceAddresses(VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT)`
+    answer (`{name: {"hwaddr": …, "addrs": [{"addr": …, "prefix": …, "type": …}]}}`), in name order."""
+    return [
+        GuestInterface(
+            name,
+            str(entry.get("hwaddr") or "").lower(),
+            tuple(str(a["addr"]) for a in entry.get("addrs") or [] if a.get("addr")),
+        )
+        for name, entry in sorted(addresses.items())
+    ]
+
+
 def info_source(*tokens: str) -> str:
     """KubeVirt's comma-space list, always in the order domain, guest-agent, multus-status."""
     return ", ".join(t for t in (DOMAIN, GUEST_AGENT, MULTUS_STATUS) if t in tokens)
