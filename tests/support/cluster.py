@@ -64,7 +64,7 @@ class EmbeddedCluster:
         images = layout.images_dir
         if not images.exists():
             images.symlink_to(images_dir)
-        server = APIServerProcess(layout.apiserver_dir).start()
+        server = APIServerProcess(layout.apiserver_dir, *layout.service_args).start()
         controller = ComponentProcess(layout.controller()).start()
         scheduler = ComponentProcess(layout.scheduler()).start()
         cluster = cls(root, layout, server, controller, scheduler)

@@ -63,6 +63,14 @@ class ClusterLayout:
         return ("--cluster-cidr", self.cluster_cidr) if self.cluster_cidr else ()
 
     @property
+    def service_args(self) -> tuple[str, ...]:
+        """The API server's Service range: the one the host's proxy owns (whatever starts the API server passes it,
+        so a ClusterIP is never an address outside this cluster's own network)."""
+        if not self.cluster_cidr:
+            return ()
+        return ("--service-cluster-ip-range", ClusterNetwork(self.cluster_cidr).service_cidr)
+
+    @property
     def apiserver_dir(self) -> Path:
         return self.data_dir / "apiserver"
 
@@ -124,9 +132,7 @@ class ClusterLayout:
     def apiserver(self) -> Component:
         # The embedded API server serves KubeVirt's subresource API too: it is this cluster's virt-api.
         pod = self._pod("kubevirt", "virt-api", self.control_plane_node, **{"kubevirt.io": "virt-api"})
-        args: tuple[str, ...] = ("apiserver", "--data-dir", str(self.apiserver_dir), "--listen", self.listen)
-        if self.cluster_cidr:
-            args += ("--service-cluster-ip-range", ClusterNetwork(self.cluster_cidr).service_cidr)
+        args = ("apiserver", "--data-dir", str(self.apiserver_dir), "--listen", self.listen, *self.service_args)
         return self._component("apiserver", *args, pod=pod)
 
     def controller(self) -> Component:

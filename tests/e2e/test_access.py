@@ -1,0 +1,133 @@
+"""Reaching a real guest from the host as a user does: `virtctl port-forward` (a local port, and --stdio) through the
+VM's portforward subresource, and `virtctl expose` plus a connection to the Service's CLUSTER-IP through the host's
+nftables proxy. One demo VM serves its page on port 80 (busybox httpd) for every test of the module."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from pykubevirt.client.resources import VIRTUAL_MACHINES
+from pykubevirt.node.pod_network import ClusterNetwork
+from tests.e2e.test_vm_lifecycle import demo_vm
+from tests.support.apiserver_process import kubectl_env
+from tests.support.cluster import ClusterView, EmbeddedCluster
+from tests.support.ports import free_port
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+NAME = "reach"
+VIRTCTL = str(Path(sys.executable).parent / "virtctl")
+REQUEST = b"GET / HTTP/1.0\r\nHost: guest\r\n\r\n"
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def guest(cluster: EmbeddedCluster) -> AsyncIterator[tuple[ClusterView, str]]:
+    """The module's VM, booted, its httpd answering; the view and its namespace."""
+    view = ClusterView(cluster)
+    await view.wait_ready()
+    ns = await view.namespace()
+    await view.admin.create(VIRTUAL_MACHINES, demo_vm(NAME, user_data=f"#cloud-config\nhostname: {NAME}\n"), ns)
+    vmi = await view.wait_vmi_phase(ns, NAME, "Running")
+    pod = await view.launcher_pod(vmi)
+    await view.wait_serial(view.node, pod, vmi, "pykubevirt-guest: ready")
+    yield view, ns
+    await view.admin.delete(VIRTUAL_MACHINES, NAME, ns)
+    await view.close()
+
+
+async def http_get(host: str, port: int) -> str | None:
+    """The page at host:port, or None while nothing answers yet."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+    except (OSError, TimeoutError):
+        return None
+    try:
+        writer.write(REQUEST)
+        await writer.drain()
+        body = await asyncio.wait_for(reader.read(), 15)
+    except (OSError, TimeoutError):
+        return None
+    finally:
+        writer.close()
+    return body.decode(errors="replace") or None
+
+
+async def test_virtctl_port_forward_reaches_the_guests_web_server(guest: tuple[ClusterView, str]) -> None:
+    view, ns = guest
+    local = free_port()
+    env = kubectl_env(view.cluster.server, view.cluster.root / "home")
+    forward = await asyncio.create_subprocess_exec(
+        *(VIRTCTL, "port-forward", "-n", ns, f"vm/{NAME}", f"{local}:80"),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert forward.stderr is not None
+        line = await asyncio.wait_for(forward.stderr.readline(), 60)
+        assert line.decode().strip() == f"forwarding tcp 127.0.0.1:{local} to 80"
+        page = await eventually(lambda: http_get("127.0.0.1", local), timeout=90, interval=0.5)
+        assert " 200 " in page.splitlines()[0] and f"pykubevirt-guest {NAME}" in page
+    finally:
+        forward.terminate()
+        await forward.wait()
+    # --stdio: the tunnel on stdin and stdout, as ssh's ProxyCommand uses it.
+    stdio = await asyncio.create_subprocess_exec(
+        *(VIRTCTL, "port-forward", "--stdio=true", f"vm/{NAME}/{ns}", "80"),
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert stdio.stdin is not None and stdio.stdout is not None
+    try:
+        stdio.stdin.write(REQUEST)
+        await stdio.stdin.drain()
+        # The guest's httpd closes after its answer, which ends the tunnel (stdin stays open meanwhile).
+        out = await asyncio.wait_for(stdio.stdout.read(), 60)
+        assert f"pykubevirt-guest {NAME}" in out.decode(errors="replace")
+        assert await asyncio.wait_for(stdio.wait(), 30) == 0
+    finally:
+        if stdio.returncode is None:
+            stdio.kill()
+            await stdio.wait()
+
+
+async def test_virtctl_expose_gives_a_cluster_ip_the_host_reaches(guest: tuple[ClusterView, str]) -> None:
+    view, ns = guest
+    _, out, _ = await view.run(
+        "virtctl", "expose", "vm", NAME, "-n", ns, "--port=8080", "--target-port=80", "--name=reach-http"
+    )
+    assert out == f"Service reach-http successfully created for vm {NAME}\n"
+    _, cluster_ip, _ = await view.run(
+        "kubectl", "get", "svc", "reach-http", "-n", ns, "-o", "jsonpath={.spec.clusterIP}"
+    )
+    _, selector, _ = await view.run("kubectl", "get", "svc", "reach-http", "-n", ns, "-o", "jsonpath={.spec.selector}")
+    assert selector == '{"vmi.kubevirt.io/id":"reach"}'
+    # Only addresses of this cluster's own network are ever dialled: the ClusterIP is in the proxy's range.
+    service_range = ipaddress.IPv4Network(ClusterNetwork(view.cluster.layout.cluster_cidr).service_cidr)
+    assert ipaddress.IPv4Address(cluster_ip) in service_range
+    page = await eventually(lambda: http_get(cluster_ip, 8080), timeout=90, interval=0.5)
+    assert f"pykubevirt-guest {NAME}" in page
+    _, endpoints, _ = await view.run("kubectl", "get", "endpoints", "reach-http", "-n", ns, "--no-headers")
+    assert ":80" in endpoints.split()[1]
+    # Deleting the Service takes its rule: the host refuses the address at once, nothing leaves it.
+    await view.run("kubectl", "delete", "svc", "reach-http", "-n", ns)
+
+    async def gone() -> bool:
+        with contextlib.suppress(OSError, TimeoutError):
+            _, writer = await asyncio.wait_for(asyncio.open_connection(cluster_ip, 8080), 5)
+            writer.close()
+            return False
+        return True
+
+    await eventually(gone, timeout=30, interval=0.5)
