@@ -36,13 +36,15 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 SUB = "/apis/subresources.kubevirt.io/v1"
 VIRTCTL = str(Path(sys.executable).parent / "virtctl")
 PORT = 7000
-# Greets each connection with the address it was reached at, then echoes what it receives, upper-cased.
+# Greets each connection with the address it was reached at, then echoes what it receives, upper-cased, until
+# end of input or a line "bye".
 ECHO = (
     "import asyncio\n"
     "async def serve(r, w):\n"
     "    w.write(('hello ' + w.get_extra_info('sockname')[0] + '\\n').encode())\n"
     "    while data := await r.read(65536):\n"
     "        w.write(data.upper()); await w.drain()\n"
+    "        if data.endswith(b'bye\\n'): break\n"
     "    w.close()\n"
     "async def main():\n"
     f"    s = await asyncio.start_server(serve, '0.0.0.0', {PORT})\n"
@@ -292,8 +294,10 @@ async def test_virtctl_port_forward_stdio_carries_one_port_on_stdin_and_stdout(
         process.stdin.write(b"over stdio\n")
         await process.stdin.drain()
         assert await asyncio.wait_for(process.stdout.readline(), 10) == b"OVER STDIO\n"
+        # End of input only stops sending, as from a pipe: the answer still arrives, and the guest's end closes it.
+        process.stdin.write(b"last words\nbye\n")
         process.stdin.close()
-        # End of input ends the tunnel.
+        assert await asyncio.wait_for(process.stdout.read(), 30) == b"LAST WORDS\nBYE\n"
         assert await asyncio.wait_for(process.wait(), 30) == 0
     finally:
         if process.returncode is None:

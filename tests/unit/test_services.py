@@ -221,3 +221,17 @@ def test_the_service_range_is_never_a_nodes_pod_cidr() -> None:
     assert not ipaddress.IPv4Network(network.service_cidr).overlaps(network.host_link)
     with pytest.raises(CIDRSetFull):
         free_subnet(network.cidr, {f"10.130.{i}.0/24" for i in range(255)})
+
+
+def test_cluster_ips_outside_the_proxys_range_are_still_kept_on_the_host() -> None:
+    # An API server started with another range must not send anything off the host: such ClusterIPs are handled
+    # (and, without endpoints, rejected) like the range's own.
+    ports = [
+        ServicePort("ns/in:", "10.250.255.2", 80, "tcp", (("10.250.0.4", 80),)),
+        ServicePort("ns/out:", "10.0.0.7", 80, "tcp", ()),
+    ]
+    script = render_table("pykubevirt-test", "10.250.255.0/25", ports)
+    assert "\t\tip daddr { 10.250.255.0/25, 10.0.0.7 } jump services" in script.splitlines()
+    assert "\t\tip daddr { 10.250.255.0/25, 10.0.0.7 } reject" in script.splitlines()
+    check = subprocess.run(["nft", "-c", "-f", "-"], input=script, capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stderr

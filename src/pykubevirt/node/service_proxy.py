@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -42,6 +43,14 @@ def _chain_id(*parts: object) -> str:
     return hashlib.sha256("/".join(str(p) for p in parts).encode()).hexdigest()[:16]
 
 
+def _is_ipv4(text: str) -> bool:
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError:
+        return False
+    return True
+
+
 def service_ports(
     services: Iterable[Mapping[str, Any]], endpoints: Mapping[str, Mapping[str, Any]]
 ) -> list[ServicePort]:
@@ -50,7 +59,7 @@ def service_ports(
     for service in services:
         meta, spec = service.get("metadata") or {}, service.get("spec") or {}
         cluster_ip = str(spec.get("clusterIP") or "")
-        if not cluster_ip or cluster_ip == "None" or ":" in cluster_ip or spec.get("type") == "ExternalName":
+        if spec.get("type") == "ExternalName" or not _is_ipv4(cluster_ip):
             continue
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         subsets = (endpoints.get(key) or {}).get("subsets") or []
@@ -75,13 +84,22 @@ def service_ports(
     return sorted(found, key=lambda p: (p.cluster_ip, p.protocol, p.port))
 
 
+def guarded(service_cidr: str, ports: list[ServicePort]) -> str:
+    """The destinations the proxy answers for: its range, and any ClusterIP outside it (an API server given another
+    range), so that no Service address is ever routed off the host, whatever the API server allocated."""
+    network = ipaddress.IPv4Network(service_cidr)
+    outside = sorted({p.cluster_ip for p in ports if ipaddress.IPv4Address(p.cluster_ip) not in network})
+    return "{ " + ", ".join([service_cidr, *outside]) + " }" if outside else service_cidr
+
+
 def render_table(table: str, service_cidr: str, ports: list[ServicePort]) -> str:
     """The nft script that replaces the table atomically with these Services' rules."""
+    destinations = guarded(service_cidr, ports)
     lines = [f"table {FAMILY} {table}", f"delete table {FAMILY} {table}", f"table {FAMILY} {table} {{"]
     lines += [
         "\tchain nat-output {",
         "\t\ttype nat hook output priority -100; policy accept;",
-        f"\t\tip daddr {service_cidr} jump services",
+        f"\t\tip daddr {destinations} jump services",
         "\t}",
         "\tchain services {",
     ]
@@ -112,8 +130,8 @@ def render_table(table: str, service_cidr: str, ports: list[ServicePort]) -> str
     lines += [
         "\tchain filter-output {",
         "\t\ttype filter hook output priority 0; policy accept;",
-        f"\t\tip daddr {service_cidr} meta l4proto tcp reject with tcp reset",
-        f"\t\tip daddr {service_cidr} reject",
+        f"\t\tip daddr {destinations} meta l4proto tcp reject with tcp reset",
+        f"\t\tip daddr {destinations} reject",
         "\t}",
         "}",
     ]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from pykubevirt.client.api import KubeClient
-from pykubevirt.client.streams import pump, pump_websocket_stream, websocket_bytes
+from pykubevirt.client.streams import pump_websocket_stream, websocket_bytes
 from pykubevirt.virtctl.client import VirtctlError, open_stream
 from pykubevirt.virtctl.stdio import StdinChunks, write_all
 
@@ -112,17 +112,30 @@ class PortForwarder:
         return await open_stream(self.client, self.namespace, self.target.name, stream_path(port), resource=resource)
 
     async def stdio(self, port: ForwardedPort) -> None:
-        """One tunnel between this process's stdin/stdout and the guest port, until either side ends."""
+        """One tunnel between this process's stdin/stdout and the guest port, until the guest's side ends.
+
+        End of input only stops sending (a websocket cannot half-close): the answer still arrives, so
+        `printf 'GET / …' | virtctl port-forward --stdio` prints the page. ssh kills its ProxyCommand when it exits.
+        """
         ws = await self.open(port)
         stdin = StdinChunks(sys.stdin.fileno())
         out = sys.stdout.fileno()
 
-        async def send_out(data: bytes) -> None:
-            await write_all(out, data)
+        async def to_guest() -> None:
+            async for data in stdin.chunks():
+                await ws.send_bytes(data)
 
+        async def to_stdout() -> None:
+            async for data in websocket_bytes(ws):
+                await write_all(out, data)
+
+        sending = asyncio.create_task(to_guest())
+        receiving = asyncio.create_task(to_stdout())
         try:
-            await pump(stdin.chunks(), send_out, websocket_bytes(ws), ws.send_bytes)
+            await receiving
         finally:
+            sending.cancel()
+            await asyncio.gather(sending, return_exceptions=True)
             stdin.close()
             await ws.close()
 
