@@ -1,6 +1,6 @@
 """The launcher pod's Multus annotations, as virt-controller writes them (`pkg/network/multus/annotation.go`,
 `pkg/network/pod/annotations/generator.go`): the secondary networks to attach, and the NAD that replaces the
-cluster's default network."""
+cluster's default network; and what it reads back from the pod's network-status (`pkg/network/controllers`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pykubevirt.api import network_attachment as nad
-from pykubevirt.api.kubevirt import network_names
+from pykubevirt.api.kubevirt import multus_status, network_names
 
 
 def _namespaced(network_name: str, vmi_namespace: str) -> tuple[str, str]:
@@ -49,3 +49,14 @@ def multus_annotations(vmi: Mapping[str, Any]) -> dict[str, str]:
     if selections:
         annotations[nad.NETWORKS_ANNOTATION] = json.dumps(selections, separators=(",", ":"))
     return annotations
+
+
+def sync_multus_status(vmi: dict[str, Any], pod: Mapping[str, Any]) -> None:
+    """Mark the VMI's secondary interfaces that the pod's network-status lists (`multus-status`, podInterfaceName)."""
+    networks = (vmi.get("spec") or {}).get("networks") or []
+    if not any(network_names.is_secondary_multus(n) for n in networks):
+        return
+    status = vmi.setdefault("status", {})
+    interfaces = multus_status.from_network_status(vmi, nad.read_network_status(pod))
+    if interfaces != (status.get("interfaces") or []):
+        status["interfaces"] = interfaces

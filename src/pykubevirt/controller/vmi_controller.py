@@ -19,6 +19,7 @@ from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
+from pykubevirt.controller.multus_annotations import sync_multus_status
 from pykubevirt.controller.status_coalescing import HeldWrites, only_details_changed
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vmi_status import unpaused_gate_conditions, vmi_status
@@ -218,6 +219,7 @@ class VMIController:
                 status["conditions"] = [*others, condition]
         if pod is not None:
             await self._sync_paused_condition_to_pod(cached, pod, now)
+            sync_multus_status(update.vmi, pod)
         for reason, message in update.warnings:
             self.recorder.event(update.vmi, WARNING, reason, message)
         if update.handler_owned:
@@ -281,7 +283,14 @@ class VMIController:
         ops: list[dict[str, Any]] = []
         old_status = old.get("status") or {}
         new_status = new.get("status") or {}
-        for field in ("conditions", "activePods", "phase", "launcherContainerImageVersion", "volumeStatus"):
+        for field in (
+            "conditions",
+            "activePods",
+            "phase",
+            "launcherContainerImageVersion",
+            "volumeStatus",
+            "interfaces",
+        ):
             before, after = old_status.get(field), new_status.get(field)
             if before == after or after is None:
                 continue

@@ -21,6 +21,7 @@ from typing import Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import objects, pod_layout
+from pykubevirt.api.kubevirt.multus_status import keep_controller_part
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result
@@ -300,6 +301,8 @@ class VMIReconciler:
         """Write what the domain shows; True when the VMI was patched (or had moved on) and so is now stale."""
         current = vmi.get("status") or {}
         interfaces = status.get("interfaces") if status is not None else None
+        if interfaces is not None:
+            interfaces = keep_controller_part(current.get("interfaces") or [], interfaces)
         changes = status_changes(current, observed, interfaces, new_phase, now_rfc3339())
         phase = current.get("phase") or ""
         if not changes:

@@ -32,6 +32,7 @@ from pykubevirt.launcher import (
     migration_paths,
     migration_target,
     primary_network,
+    secondary_bridge,
 )
 from pykubevirt.launcher.claim_volumes import prepare_claim_volumes
 from pykubevirt.launcher.command_server import CommandServer
@@ -101,6 +102,7 @@ class Launcher:
         self._warm_up: asyncio.Task[None] | None = None
         # The pod network's plumbing (its DHCP server, the pod IPs status reports) and the domain's NICs.
         self.network = primary_network.PrimaryNetwork()
+        self.secondary = secondary_bridge.SecondaryNetworks()
         self.network_fallback = ""
         self.domain_interfaces: list[interface_status.DomainInterface] | None = None
         # Live migration: the outgoing job (source), or this pod's private daemon and what it prepared (target).
@@ -265,6 +267,7 @@ class Launcher:
         except (masquerade.PlumbingError, OSError) as exc:
             log.warning("the guest's network plumbing could not be resumed: %s", exc)
             self.network.pod_ips = primary_network.recorded_pod_ips(vmi, self.runtime)
+            self.network.pod_ips.update(secondary_bridge.recorded_pod_ips(vmi, self.runtime))
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -393,11 +396,14 @@ class Launcher:
             await disks.prepare_container_disk(base, Path(ephemeral_overlay(name, ctx)), str(base))
         self.network = await primary_network.plumb(vmi, self.name, self.runtime)
         self.network_fallback = self.network.fallback
+        self.secondary.close()
+        self.secondary = await secondary_bridge.plumb(vmi, primary_network.hostname(vmi, self.name), self.runtime)
+        self.network.pod_ips.update(self.secondary.pod_ips)
         ctx = replace(
             ctx,
             network_mode=self.network.mode,
-            interface_macs=self.network.macs,
-            interface_mtus=self.network.mtus,
+            interface_macs={**self.network.macs, **self.secondary.macs},
+            interface_mtus={**self.network.mtus, **self.secondary.mtus},
         )
         xml = migration_paths.annotate(convert(vmi, ctx), migration_paths.of_context(ctx))
         (self.runtime / "domain.xml").write_text(xml)

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pykubevirt.api.kubevirt import network_names
 from pykubevirt.launcher import dhcp_server
 from pykubevirt.launcher.masquerade import PlumbingError, link_exists, resolv_conf, run_checked
 
@@ -42,12 +43,13 @@ ETHTOOL_STXCSUM = 0x00000017
 
 def bridge_name(pod_iface: str) -> str:
     """`k6t-` + the pod interface name without its `pod` prefix (KubeVirt's `GenerateBridgeName`)."""
-    return "k6t-" + pod_iface.removeprefix("pod")
+    return network_names.bridge_name(pod_iface)
 
 
 def renamed_pod_iface(pod_iface: str) -> str:
-    """The name the pod interface takes once it is a bridge port (KubeVirt's `GenerateNewBridgedVmiInterfaceName`)."""
-    return f"{pod_iface}-nic"
+    """The name the pod interface takes once it is a bridge port (KubeVirt's `GenerateNewBridgedVmiInterfaceName`:
+    `eth0-nic`, or `<hash>-nic` for a secondary network's `pod<hash>`)."""
+    return network_names.nic_name(pod_iface)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +125,7 @@ def fake_bridge_ip(index: int) -> str:
 
 def ip_batch(link: PodLink, bridge_mac: str, index: int) -> list[str]:
     """The `ip -batch` lines after the bridge exists (its MAC read back): the port and the tap, in KubeVirt's order."""
-    bridge, nic = bridge_name(link.name), renamed_pod_iface(link.name)
+    bridge, nic, tap = bridge_name(link.name), renamed_pod_iface(link.name), network_names.tap_name(link.name)
     lines = [f"addr add {fake_bridge_ip(index)}/32 dev {bridge}"] if link.ipv4 else []
     lines += [
         # The bridge's address fixed, so a port with a lower MAC never changes it.
@@ -135,8 +137,8 @@ def ip_batch(link: PodLink, bridge_mac: str, index: int) -> list[str]:
         f"addr flush dev {nic}",
         f"link set {nic} up",
         f"link set dev {nic} type bridge_slave learning off",
-        f"tuntap add mode tap name {TAP}",
-        f"link set {TAP} mtu {link.mtu} master {bridge} up",
+        f"tuntap add mode tap name {tap}",
+        f"link set {tap} mtu {link.mtu} master {bridge} up",
     ]
     return lines
 
@@ -200,7 +202,8 @@ async def plumb(
     iface: Mapping[str, Any], index: int, hostname: str, cache: Path, pod_iface: str = POD_IFACE
 ) -> tuple[PodLink, asyncio.DatagramTransport | None]:
     """Move the pod's address to the guest (once: a restarted launcher finds the bridge and its cache) and serve
-    DHCP (every start; none when the pod interface has no IPv4, KubeVirt's IPAMDisabled)."""
+    DHCP (every start; none when the pod interface has no IPv4, KubeVirt's IPAMDisabled). A secondary network's
+    guest gets a router only when its network has a gateway, so its default route stays on the pod network."""
     bridge = bridge_name(pod_iface)
     if link_exists(bridge):
         link = read_cache(cache)
@@ -231,13 +234,16 @@ async def plumb(
             await run_checked(["ip", "-batch", "-"], "\n".join(holder_batch(link, "bridge")) + "\n")
         if link.ipv4:
             _sysctl("net/ipv4/conf/all/arp_ignore", "1")
-        log.info("bridge binding plumbed: pod %s %s moves to the guest on %s", pod_iface, ", ".join(link.ips), TAP)
+        tap = network_names.tap_name(pod_iface)
+        log.info("bridge binding plumbed: pod %s %s moves to the guest on %s", pod_iface, ", ".join(link.ips), tap)
     if not link.ipv4:
         return link, None
+    primary = pod_iface == POD_IFACE
     servers, search = resolv_conf()
     guest = ipaddress.IPv4Interface(link.ipv4[0])
     lease = dhcp_server.Lease(
-        str(guest.ip), guest.network.prefixlen, link.gateway or fake_bridge_ip(index), fake_bridge_ip(index),
+        str(guest.ip), guest.network.prefixlen, link.gateway or (fake_bridge_ip(index) if primary else ""),
+        fake_bridge_ip(index),
         link.mtu, tuple(servers), hostname[:63], search,
         client_mac=guest_mac(link, iface), routes=dhcp_routes(link),
     )  # fmt: skip

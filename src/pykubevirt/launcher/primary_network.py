@@ -70,7 +70,7 @@ def recorded_pod_ips(vmi: Mapping[str, Any], cache_dir: Path) -> dict[str, list[
     return {name: list(pod.ipv4) if pod is not None else [USER_GUEST_IP]}
 
 
-def _hostname(vmi: Mapping[str, Any], name: str) -> str:
+def hostname(vmi: Mapping[str, Any], name: str) -> str:
     return str((vmi.get("spec") or {}).get("hostname") or name.split(".")[0])
 
 
@@ -92,9 +92,9 @@ async def plumb(vmi: Mapping[str, Any], name: str, cache_dir: Path) -> PrimaryNe
         )
         log.warning("%s", reason)
         return PrimaryNetwork(pod_ips={iface_name: [USER_GUEST_IP]}, fallback=reason)
-    hostname = _hostname(vmi, name)
+    guest_hostname = hostname(vmi, name)
     if binding == "bridge":
-        link, dhcp = await bridge_binding.plumb(iface, index, hostname, _cache_file(cache_dir), POD_IFACE)
+        link, dhcp = await bridge_binding.plumb(iface, index, guest_hostname, _cache_file(cache_dir), POD_IFACE)
         return PrimaryNetwork(
             "kubevirt",
             {iface_name: bridge_binding.guest_mac(link, iface)},
@@ -110,5 +110,5 @@ async def plumb(vmi: Mapping[str, Any], name: str, cache_dir: Path) -> PrimaryNe
         log.warning("%s", reason)
         return PrimaryNetwork(pod_ips={iface_name: [USER_GUEST_IP]}, fallback=reason)
     mac = str(iface.get("macAddress") or pod.mac).lower()
-    dhcp = await masquerade.plumb(iface, pod, hostname)
+    dhcp = await masquerade.plumb(iface, pod, guest_hostname)
     return PrimaryNetwork("kubevirt", {iface_name: mac}, {iface_name: pod.mtu}, {iface_name: list(pod.ipv4)}, dhcp=dhcp)
