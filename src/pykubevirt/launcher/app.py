@@ -253,6 +253,12 @@ class Launcher:
         """KubeVirt's join of the pod-interface cache and the domain's NICs (netstat.go)."""
         return interface_status.interface_statuses(self.vmi or {}, self.domain_interfaces or [], self.network.pod_ips)
 
+    async def _plumb_secondary(self, vmi: dict[str, Any]) -> None:
+        """The bridge-bound Multus interfaces (their DHCP servers again when a previous launcher plumbed them)."""
+        self.secondary.close()
+        self.secondary = await secondary_bridge.plumb(vmi, primary_network.hostname(vmi, self.name), self.runtime)
+        self.network.pod_ips.update(self.secondary.pod_ips)
+
     async def _read_network(self, vmi: dict[str, Any]) -> None:
         """The domain's NICs; for a domain a previous launcher of this pod started, its network's DHCP server again
         (the plumbing stays, as KubeVirt's launcher starts DHCP on every start) and the pod IPs it recorded."""
@@ -264,6 +270,7 @@ class Launcher:
         try:
             self.network = await primary_network.plumb(vmi, self.name, self.runtime)
             self.network_fallback = self.network.fallback
+            await self._plumb_secondary(vmi)
         except (masquerade.PlumbingError, OSError) as exc:
             log.warning("the guest's network plumbing could not be resumed: %s", exc)
             self.network.pod_ips = primary_network.recorded_pod_ips(vmi, self.runtime)
@@ -396,9 +403,7 @@ class Launcher:
             await disks.prepare_container_disk(base, Path(ephemeral_overlay(name, ctx)), str(base))
         self.network = await primary_network.plumb(vmi, self.name, self.runtime)
         self.network_fallback = self.network.fallback
-        self.secondary.close()
-        self.secondary = await secondary_bridge.plumb(vmi, primary_network.hostname(vmi, self.name), self.runtime)
-        self.network.pod_ips.update(self.secondary.pod_ips)
+        await self._plumb_secondary(vmi)
         ctx = replace(
             ctx,
             network_mode=self.network.mode,
