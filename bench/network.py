@@ -29,14 +29,20 @@ from pykubevirt.cli.cluster_network import choose_cluster_cidr, release_cluster_
 from pykubevirt.node import netns
 from pykubevirt.node.pod_network import PodNetwork
 
-# Run in the pod's namespace, as the launcher runs it; prints the seconds the plumbing took.
+# Run in the pod's namespace, as the launcher runs it; prints the seconds the plumbing of the binding took.
 PLUMB = """
-import asyncio, time
-from pykubevirt.launcher import masquerade
+import asyncio, sys, tempfile, time
+from pathlib import Path
+from pykubevirt.launcher import bridge_binding, masquerade
 async def main():
     started = time.monotonic()
-    pod = masquerade.pod_interface()
-    transport = await masquerade.plumb({"name": "default", "masquerade": {}, "ports": [{"port": 80}]}, pod, "bench")
+    if sys.argv[1] == "bridge":
+        cache = Path(tempfile.mkdtemp()) / "interface-cache-eth0.json"
+        _, transport = await bridge_binding.plumb({"name": "default", "bridge": {}}, 0, "bench", cache)
+    else:
+        pod = masquerade.pod_interface()
+        iface = {"name": "default", "masquerade": {}, "ports": [{"port": 80}]}
+        transport = await masquerade.plumb(iface, pod, "bench")
     print(time.monotonic() - started)
     transport.close()
 asyncio.run(main())
@@ -55,7 +61,8 @@ async def run(runs: int) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="bench-network-"))
     cidr = choose_cluster_cidr(root)
     network = PodNetwork(cidr, "bench-node", root / "node")
-    sandbox, plumbing, teardown, total = [], [], [], []
+    sandbox, teardown, total = [], [], []
+    plumbing: dict[str, list[float]] = {"masquerade": [], "bridge": []}
     try:
         await network.start(cidr.replace(".0.0/16", ".0.0/24"))
         for index in range(runs + 1):
@@ -67,7 +74,8 @@ async def run(runs: int) -> dict[str, Any]:
                 set_up = time.monotonic() - started
                 name = network.netns_of(uid)
                 assert name is not None
-                out = await netns.run([*netns.enter_argv(name), sys.executable, "-c", PLUMB])
+                binding = "bridge" if index % 2 == 0 else "masquerade"
+                out = await netns.run([*netns.enter_argv(name), sys.executable, "-c", PLUMB, binding])
                 plumbed = float(out.decode().strip().splitlines()[-1])
             finally:
                 started = time.monotonic()
@@ -76,7 +84,7 @@ async def run(runs: int) -> dict[str, Any]:
             if index == 0:
                 continue  # warm-up: the node's bridge is made by the first ADD
             sandbox.append(set_up)
-            plumbing.append(plumbed)
+            plumbing[binding].append(plumbed)
             teardown.append(torn)
             total.append(set_up + plumbed)
     finally:
@@ -84,7 +92,8 @@ async def run(runs: int) -> dict[str, Any]:
     figures = {
         "runs": runs,
         "sandbox_cni_add": summary(sandbox),
-        "launcher_masquerade": summary(plumbing),
+        "launcher_masquerade": summary(plumbing["masquerade"]),
+        "launcher_bridge": summary(plumbing["bridge"]),
         "added_to_vm_start": summary(total),
         "teardown_cni_del": summary(teardown),
     }

@@ -48,7 +48,13 @@ async def test_sync_defines_and_starts_the_domain_with_prepared_disks(launcher: 
     answer = await launcher.client().request("sync", vmi=vmi)
     assert answer["domain"]["state"] == "Running"
     assert answer["domain"]["name"] == "default_testvmi"
+    # This launcher runs in the host's network namespace: the bridge interface falls back, saying so, to QEMU user
+    # networking, and status still names the domain NIC libvirt gave a MAC.
     assert answer["interfaces"][0]["ipAddress"] == "10.0.2.15"
+    assert "instead of its bridge binding" in answer["networkFallback"]
+    primary = answer["interfaces"][0]
+    assert primary["mac"].startswith("52:54:00:") and primary["linkState"] == "up"
+    assert primary["infoSource"] == "domain" and primary["podInterfaceName"] == "eth0"
     volumes = launcher.pod_dir / "volumes"
     iso = volumes / "ephemeral-disks" / "cloud-init-data" / "default" / "testvmi" / "noCloud.iso"
     assert iso.stat().st_size > 0

@@ -58,7 +58,10 @@ def test_kubevirt_names_and_ip_lines() -> None:
     assert bridge_binding.bridge_name("pod0371e81cb4a") == "k6t-0371e81cb4a"
     assert bridge_binding.renamed_pod_iface("eth0") == "eth0-nic"
     lines = bridge_binding.ip_batch(LINK, "02:11:22:33:44:55", 0)
-    assert lines[0] == "addr add 169.254.75.10/32 dev k6t-eth0"
+    assert lines[:2] == [
+        "link add k6t-eth0 address 02:11:22:33:44:55 type bridge",
+        "addr add 169.254.75.10/32 dev k6t-eth0",
+    ]
     assert lines.index("link set eth0 name eth0-nic") < lines.index(
         "link set eth0-nic address 02:11:22:33:44:55 master k6t-eth0"
     )
@@ -88,3 +91,8 @@ def test_the_bridge_lease_answers_only_the_guest_mac_and_carries_classless_route
     routes = dhcp_server._options(offer[HEADER.size + 4 :])[dhcp_server.OPT_CLASSLESS_ROUTES]
     # 12-bit prefix: two significant octets; the default route: none.
     assert routes == bytes([12, 10, 96, 10, 244, 0, 1, 0, 10, 244, 0, 1])
+
+
+def test_a_random_bridge_mac_is_unicast_and_locally_administered() -> None:
+    first = int(bridge_binding.random_mac().split(":")[0], 16)
+    assert first & 0x01 == 0 and first & 0x02 == 0x02

@@ -119,17 +119,25 @@ def guest_mac(link: PodLink, iface: Mapping[str, Any]) -> str:
     return str(iface.get("macAddress") or link.mac).lower()
 
 
+def random_mac() -> str:
+    """A random unicast, locally administered MAC (what the kernel gives a new bridge)."""
+    octets = bytearray(os.urandom(6))
+    octets[0] = (octets[0] & 0xFE) | 0x02
+    return ":".join(f"{o:02x}" for o in octets)
+
+
 def fake_bridge_ip(index: int) -> str:
     return f"{FAKE_BRIDGE_IP_BASE}{index}"
 
 
 def ip_batch(link: PodLink, bridge_mac: str, index: int) -> list[str]:
-    """The `ip -batch` lines after the bridge exists (its MAC read back): the port and the tap, in KubeVirt's order."""
+    """The `ip -batch` lines of the bridge, its port and the tap, in KubeVirt's order."""
     bridge, nic, tap = bridge_name(link.name), renamed_pod_iface(link.name), network_names.tap_name(link.name)
-    lines = [f"addr add {fake_bridge_ip(index)}/32 dev {bridge}"] if link.ipv4 else []
+    # The bridge's address given, so a port with a lower MAC never changes it.
+    lines = [f"link add {bridge} address {bridge_mac} type bridge"]
+    lines += [f"addr add {fake_bridge_ip(index)}/32 dev {bridge}"] if link.ipv4 else []
     lines += [
-        # The bridge's address fixed, so a port with a lower MAC never changes it.
-        f"link set {bridge} address {bridge_mac} up",
+        f"link set {bridge} up",
         f"link set {link.name} down",
         f"link set {link.name} name {nic}",
         # Its own MAC would make the guest's frames local to the bridge: it takes the bridge's.
@@ -215,16 +223,14 @@ async def plumb(
             raise PlumbingError(f"pod link ({pod_iface}) is missing")
         link = found
         _write_cache(cache, link)
-        await run_checked(["ip", "link", "add", bridge, "type", "bridge"])
-        bridge_mac = json.loads(await _output(["ip", "-j", "link", "show", "dev", bridge]))[0]["address"]
+        if os.path.exists(f"/proc/sys/net/ipv6/conf/{pod_iface}"):
+            # Before the port comes up, so it never gets a link-local address (KubeVirt: IPv6 disabled on it).
+            _sysctl(f"net/ipv6/conf/{pod_iface}/disable_ipv6", "1")
+        await run_checked(["ip", "-batch", "-"], "\n".join(ip_batch(link, random_mac(), index)) + "\n")
         try:
             _tx_checksum_off(bridge)
         except OSError as exc:
             log.warning("could not turn tx checksum offload off on %s: %s", bridge, exc)
-        if os.path.exists(f"/proc/sys/net/ipv6/conf/{pod_iface}"):
-            # Before the port comes up, so it never gets a link-local address (KubeVirt: IPv6 disabled on it).
-            _sysctl(f"net/ipv6/conf/{pod_iface}/disable_ipv6", "1")
-        await run_checked(["ip", "-batch", "-"], "\n".join(ip_batch(link, bridge_mac, index)) + "\n")
         try:
             await run_checked(["ip", "-batch", "-"], "\n".join(holder_batch(link, "dummy")) + "\n")
         except PlumbingError:
