@@ -302,3 +302,19 @@ async def test_a_sandbox_a_crash_left_mid_delegation_is_removed_when_the_agent_s
 async def test_the_secondary_bridge_lives_in_the_clusters_namespace_only(env: Env) -> None:
     assert not netns.link_exists(env.bridge)
     assert cluster_has_link(env, env.bridge)
+
+
+async def test_a_default_network_annotation_replaces_the_pod_network_by_its_nad(env: Env) -> None:
+    manifest = pod("f", env, "")
+    manifest["metadata"]["annotations"] = {nad.DEFAULT_NETWORK_ANNOTATION: f"{env.namespace}/blue"}
+    await env.client.create(PODS, manifest, env.namespace)
+    obj = await running(env, "f")
+    uid, pod_ip = obj["metadata"]["uid"], obj["status"]["podIP"]
+    assert ipaddress.IPv4Address(pod_ip) in ipaddress.IPv4Network(SUBNET)
+    (default,) = nad.read_network_status(obj)
+    assert default == {**default, "name": f"{env.namespace}/blue", "interface": "eth0", "ips": [pod_ip]}
+    assert default["default"] is True
+    assert blue_leases(env)[pod_ip] == uid
+    await env.client.delete(PODS, "f", env.namespace, grace_period_seconds=0)
+    await gone(env, "f")
+    await eventually(lambda: not netns.exists(pod_netns(uid)) and pod_ip not in blue_leases(env), timeout=20.0)

@@ -10,7 +10,7 @@ from typing import Any
 
 from pykubevirt.api.kubevirt import multus_status, network_names
 from pykubevirt.controller.multus_annotations import sync_multus_status
-from pykubevirt.launcher import dhcp_server
+from pykubevirt.launcher import dhcp_server, primary_network, secondary_bridge
 from pykubevirt.launcher.dhcp_server import HEADER, MAGIC, Lease
 
 BLUE = network_names.hashed_interface("blue-net")
@@ -74,3 +74,12 @@ def test_a_bridge_binding_lease_answers_only_its_guest_and_may_have_no_router() 
     assert options[dhcp_server.OPT_SERVER_ID] == socket.inet_aton("169.254.75.11")
     assert answer[16:20] == socket.inet_aton("192.168.77.5")
     assert struct.unpack("!H", options[dhcp_server.OPT_MTU])[0] == 1500
+
+
+def test_a_multus_default_network_is_the_launchers_pod_network_interface() -> None:
+    spec = {
+        "networks": [{"name": "main", "multus": {"networkName": "blue", "default": True}}],
+        "domain": {"devices": {"interfaces": [{"name": "main", "bridge": {}}]}},
+    }
+    assert primary_network.pod_network_interface({"spec": spec}) == (0, {"name": "main", "bridge": {}})
+    assert secondary_bridge.bridge_interfaces({"spec": spec}) == []

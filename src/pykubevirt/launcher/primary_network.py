@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pykubevirt.api.kubevirt import network_names
 from pykubevirt.launcher import bridge_binding, masquerade
 from pykubevirt.launcher.converter.context import NetworkMode
 
@@ -37,9 +38,14 @@ class PrimaryNetwork:
 
 
 def pod_network_interface(vmi: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
-    """The index and spec of the interface on the pod network (not marked absent), if any."""
+    """The index and spec of the interface on the pod network (not marked absent), if any: a `pod` network, or the
+    Multus network marked `default` that replaces it as the pod's eth0."""
     spec = vmi.get("spec") or {}
-    pod_networks = {str(n.get("name")) for n in spec.get("networks") or [] if n.get("pod") is not None}
+    pod_networks = {
+        str(n.get("name"))
+        for n in spec.get("networks") or []
+        if n.get("pod") is not None or network_names.is_default_multus(n)
+    }
     for index, iface in enumerate(((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []):
         if iface.get("name") in pod_networks and iface.get("state") != "absent":
             return index, dict(iface)
