@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import socket
 import struct
+from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from pykubevirt.launcher import dhcp_server, masquerade, primary_network
 from pykubevirt.launcher.dhcp_server import HEADER, MAGIC, Lease
@@ -97,3 +100,31 @@ def test_the_pod_network_interface_and_its_binding_are_what_the_launcher_plumbs(
     assert primary_network.binding_of({"name": "x", "bridge": {}}) == "bridge"
     vmi["spec"]["networks"] = [{"name": "blue", "multus": {"networkName": "blue"}}]
     assert primary_network.pod_network_interface(vmi) is None
+
+
+def test_dhcp_options_of_the_interface_and_the_pods_search_domains_reach_the_guest() -> None:
+    extra = dhcp_server.interface_options(
+        {
+            "bootFileName": "pxelinux.0",
+            "tftpServerName": "tftp.example",
+            "ntpServers": ["10.0.0.5", "10.0.0.6"],
+            "privateOptions": [{"option": 240, "value": "extra"}],
+        }
+    )
+    assert extra == (
+        (67, b"pxelinux.0"),
+        (66, b"tftp.example"),
+        (42, bytes([10, 0, 0, 5, 10, 0, 0, 6])),
+        (240, b"extra"),
+    )
+    search = ("default.svc.cluster.local", "cluster.local")
+    answer = dhcp_server.reply(request(dhcp_server.DISCOVER), replace(LEASE, search=search, extra=extra))
+    assert answer is not None
+    opts = options(answer)
+    assert opts[119] == b"\x07default\x03svc\x07cluster\x05local\x00\x07cluster\x05local\x00"
+    assert opts[66] == b"tftp.example" and opts[67] == b"pxelinux.0" and opts[240] == b"extra"
+
+
+def test_an_ntp_server_that_is_not_ipv4_is_kubevirts_error() -> None:
+    with pytest.raises(ValueError, match=r"^Could not parse NTP server as IPv4 address: fd00::1$"):
+        dhcp_server.interface_options({"ntpServers": ["fd00::1"]})

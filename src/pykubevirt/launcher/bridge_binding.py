@@ -29,7 +29,7 @@ from typing import Any
 
 from pykubevirt.api.kubevirt import network_names
 from pykubevirt.launcher import dhcp_server
-from pykubevirt.launcher.masquerade import PlumbingError, link_exists, resolv_conf, run_checked
+from pykubevirt.launcher.masquerade import PlumbingError, lease_names, link_exists, resolv_conf, run_checked
 
 log = logging.getLogger("pykubevirt.launcher.bridge")
 
@@ -246,11 +246,14 @@ async def plumb(
         return link, None
     primary = pod_iface == POD_IFACE
     servers, search = resolv_conf()
+    try:
+        extra = dhcp_server.interface_options(iface.get("dhcpOptions") or {})
+    except ValueError as exc:
+        raise PlumbingError(str(exc)) from exc
     guest = ipaddress.IPv4Interface(link.ipv4[0])
     lease = dhcp_server.Lease(
         str(guest.ip), guest.network.prefixlen, link.gateway or (fake_bridge_ip(index) if primary else ""),
-        fake_bridge_ip(index),
-        link.mtu, tuple(servers), hostname[:63], search,
-        client_mac=guest_mac(link, iface), routes=dhcp_routes(link),
+        fake_bridge_ip(index), link.mtu, tuple(servers), **lease_names(hostname, search),
+        client_mac=guest_mac(link, iface), routes=dhcp_routes(link), extra=extra,
     )  # fmt: skip
     return link, await dhcp_server.serve(bridge, lease)

@@ -9,9 +9,9 @@ import ipaddress
 import logging
 import socket
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 log = logging.getLogger("pykubevirt.launcher.dhcp")
 
@@ -23,6 +23,7 @@ DISCOVER, OFFER, REQUEST, DECLINE, ACK, NAK, RELEASE, INFORM = 1, 2, 3, 4, 5, 6,
 LEASE_SECONDS = 999 * 24 * 3600
 OPT_SUBNET, OPT_ROUTER, OPT_DNS, OPT_HOSTNAME, OPT_DOMAIN, OPT_MTU = 1, 3, 6, 12, 15, 26
 OPT_LEASE, OPT_MESSAGE_TYPE, OPT_SERVER_ID, OPT_CLASSLESS_ROUTES, OPT_END = 51, 53, 54, 121, 255
+OPT_NTP, OPT_TFTP_SERVER, OPT_BOOT_FILE, OPT_DOMAIN_SEARCH = 42, 66, 67, 119
 HEADER = struct.Struct("!BBBBIHH4s4s4s4s16s64s128s")
 
 
@@ -42,6 +43,9 @@ class Lease:
     client_mac: str = ""
     # RFC 3442 classless static routes (destination CIDR, next hop), the default route last as KubeVirt sends them.
     routes: Sequence[tuple[str, str]] = field(default_factory=tuple)
+    # The pod's search domains (option 119), and the interface's `dhcpOptions` as (code, value) options.
+    search: Sequence[str] = field(default_factory=tuple)
+    extra: Sequence[tuple[int, bytes]] = field(default_factory=tuple)
 
 
 def _option(code: int, value: bytes) -> bytes:
@@ -56,6 +60,36 @@ def classless_routes(routes: Sequence[tuple[str, str]]) -> bytes:
         octets = (network.prefixlen + 7) // 8
         value += bytes([network.prefixlen]) + network.network_address.packed[:octets] + socket.inet_aton(router)
     return value
+
+
+def domain_search(domains: Sequence[str]) -> bytes:
+    """Option 119's value (RFC 3397): each domain as DNS labels ending in the root label, uncompressed."""
+    value = b""
+    for domain in domains:
+        labels = [label.encode() for label in domain.strip(".").split(".") if label]
+        value += b"".join(bytes([len(label)]) + label for label in labels) + b"\0"
+    return value
+
+
+def interface_options(dhcp_options: Mapping[str, Any]) -> tuple[tuple[int, bytes], ...]:
+    """An interface's `dhcpOptions` as DHCP options, as KubeVirt's launcher sends them: boot file name (67), TFTP
+    server name (66), NTP servers (42, IPv4 only) and private options (224-254, the value's bytes)."""
+    options: list[tuple[int, bytes]] = []
+    if dhcp_options.get("bootFileName"):
+        options.append((OPT_BOOT_FILE, str(dhcp_options["bootFileName"]).encode()))
+    if dhcp_options.get("tftpServerName"):
+        options.append((OPT_TFTP_SERVER, str(dhcp_options["tftpServerName"]).encode()))
+    ntp = b""
+    for server in dhcp_options.get("ntpServers") or []:
+        try:
+            ntp += ipaddress.IPv4Address(str(server)).packed
+        except ValueError:
+            raise ValueError(f"Could not parse NTP server as IPv4 address: {server}") from None
+    if ntp:
+        options.append((OPT_NTP, ntp))
+    for private in dhcp_options.get("privateOptions") or []:
+        options.append((int(private["option"]), str(private.get("value") or "").encode()))
+    return tuple(options)
 
 
 def _mac_bytes(mac: str) -> bytes:
@@ -115,6 +149,10 @@ def reply(request: bytes, lease: Lease) -> bytes | None:
         options.append(_option(OPT_DOMAIN, lease.domain.encode()[:255]))
     if lease.routes:
         options.append(_option(OPT_CLASSLESS_ROUTES, classless_routes(lease.routes)))
+    if lease.search:
+        options.append(_option(OPT_DOMAIN_SEARCH, domain_search(lease.search)[:255]))
+    # One option holds at most 255 bytes; longer values would need RFC 3396 splitting, which no guest here needs.
+    options += [_option(code, value[:255]) for code, value in lease.extra]
     return header + MAGIC + b"".join(options) + bytes([OPT_END])
 
 

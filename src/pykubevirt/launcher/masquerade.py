@@ -126,8 +126,10 @@ def nft_commands(ports: Sequence[Mapping[str, Any]], pod_iface: str = POD_IFACE)
     return commands
 
 
-def resolv_conf(path: str = "/etc/resolv.conf") -> tuple[list[str], str]:
-    servers, search = [], ""
+def resolv_conf(path: str = "/etc/resolv.conf") -> tuple[list[str], list[str]]:
+    """The pod's IPv4 nameservers and search domains (what the guest's DHCP lease passes on)."""
+    servers: list[str] = []
+    search: list[str] = []
     try:
         with open(path) as conf:
             for line in conf:
@@ -135,10 +137,15 @@ def resolv_conf(path: str = "/etc/resolv.conf") -> tuple[list[str], str]:
                 if len(words) >= 2 and words[0] == "nameserver" and ":" not in words[1]:
                     servers.append(words[1])
                 elif len(words) >= 2 and words[0] == "search":
-                    search = max(words[1:], key=len)
+                    search = words[1:]
     except OSError:
         pass
     return servers, search
+
+
+def lease_names(hostname: str, search: list[str]) -> dict[str, Any]:
+    """The lease's naming fields: the host name (63 at most), the longest search domain and all of them."""
+    return {"hostname": hostname[:63], "domain": max(search, key=len) if search else "", "search": tuple(search)}
 
 
 async def run_checked(argv: Sequence[str], stdin: str | None = None) -> None:
@@ -177,5 +184,11 @@ async def plumb(iface: Mapping[str, Any], pod: PodInterface, hostname: str) -> a
         await run_checked(["nft", "-f", "-"], "\n".join(nft_commands(iface.get("ports") or [], pod.name)) + "\n")
         log.info("masquerade plumbed: pod %s %s, guest %s on %s", pod.name, pod.ipv4[0], GUEST, TAP)
     servers, search = resolv_conf()
-    lease = dhcp_server.Lease(GUEST, PREFIX, GATEWAY, GATEWAY, pod.mtu, tuple(servers), hostname[:63], search)
+    try:
+        extra = dhcp_server.interface_options(iface.get("dhcpOptions") or {})
+    except ValueError as exc:
+        raise PlumbingError(str(exc)) from exc
+    lease = dhcp_server.Lease(
+        GUEST, PREFIX, GATEWAY, GATEWAY, pod.mtu, tuple(servers), **lease_names(hostname, search), extra=extra
+    )
     return await dhcp_server.serve(BRIDGE, lease)
