@@ -124,7 +124,7 @@ async def test_two_guests_on_one_nad_bridge_reach_each_other(kube: ClusterView) 
         await kube.wait_serial(kube.node, guest["pod"], guest["vmi"], marker, timeout=60)
 
     uids = [g["pod"]["metadata"]["uid"] for g in guests.values()]
-    leases = kube.node.data_dir / "cni" / "ipam" / "blue"
+    leases = ClusterNetwork(kube.cluster.layout.cluster_cidr).shared_ipam_dir / "blue"
     assert all((leases / g["ip"]).exists() for g in guests.values())
     assert len(cluster_ns_links(kube, "master", bridge)) == 2
     for name in guests:

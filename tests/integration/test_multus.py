@@ -174,7 +174,7 @@ def cluster_has_link(env: Env, name: str) -> bool:
 
 
 def blue_leases(env: Env) -> dict[str, str]:
-    store = env.root / env.node / "cni" / "ipam" / "blue"
+    store = ClusterNetwork(env.cidr).shared_ipam_dir / "blue"
     if not store.is_dir():
         return {}
     return {p.name: p.read_text().split("\n", 1)[0].strip() for p in store.iterdir() if p.name[0].isdigit()}
@@ -210,6 +210,10 @@ async def test_each_selected_network_is_added_under_its_name_and_reported_in_net
         assert link["address"] == secondary["mac"]
         assert f"{ip}/24" in {f"{x['local']}/{x['prefixlen']}" for x in link["addr_info"]}
         assert blue_leases(env)[ip] == uid
+        # Every node of the cluster leases from one store, since they all share the secondary bridge.
+        (record,) = json.loads((env.root / env.node / "cni" / "multus" / f"{uid}.json").read_text())
+        data_dir = record["conflist"]["plugins"][0]["ipam"]["dataDir"]
+        assert data_dir == str(ClusterNetwork(env.cidr).shared_ipam_dir)
     # The two pods reach each other on the secondary bridge.
     peer = statuses[1][1]["ips"][0]
     assert in_pod(a["metadata"]["uid"], sys.executable, "-c", REACH.format(peer=peer)).strip() == "refused"
@@ -284,7 +288,9 @@ async def test_a_sandbox_a_crash_left_mid_delegation_is_removed_when_the_agent_s
     config = json.loads((await env.client.get(NETWORK_ATTACHMENT_DEFINITIONS, "blue", env.namespace))["spec"]["config"])
     definition_obj = {"metadata": {"name": "blue", "namespace": env.namespace}, "spec": {"config": json.dumps(config)}}
     delegate = multus.Delegate(
-        nad.NetworkSelection("blue", env.namespace), "pod1", multus.delegate_conflist(definition_obj, network.ipam_dir)
+        nad.NetworkSelection("blue", env.namespace),
+        "pod1",
+        multus.delegate_conflist(definition_obj, network.multus.ipam_dir),
     )
     (attached,) = await network.attach(fake, [delegate])
     record = env.root / env.node / "cni" / "multus" / f"{uid}.json"

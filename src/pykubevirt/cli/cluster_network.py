@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import ipaddress
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -70,6 +71,7 @@ def release_cluster_network(data_dir: Path) -> None:
         subprocess.run(["ip", "netns", "delete", cluster.netns], check=False, capture_output=True)
     if netns.link_exists(cluster.host_veth):
         subprocess.run(["ip", "link", "delete", cluster.host_veth], check=False, capture_output=True)
+    shutil.rmtree(cluster.shared_ipam_dir, ignore_errors=True)
     # The Service proxy's rules on the host (absent when it never ran: nft then fails, harmlessly).
     subprocess.run(["nft", "delete", "table", "ip", cluster.nft_table], check=False, capture_output=True)
     (Path(data_dir) / CIDR_FILE).unlink(missing_ok=True)

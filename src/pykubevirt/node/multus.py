@@ -86,7 +86,7 @@ def delegate_conflist(definition: Mapping[str, Any], ipam_dir: Path) -> dict[str
 
 
 def _local_ipam(plugin: dict[str, Any], ipam_dir: Path) -> dict[str, Any]:
-    """host-local's store under the node's data dir unless the NAD names one (its default is the host's
+    """host-local's store in the cluster's own directory unless the NAD names one (its default is the host's
     /var/lib/cni/networks, which outlives the cluster)."""
     ipam = plugin.get("ipam")
     if isinstance(ipam, dict) and ipam.get("type") == "host-local" and not ipam.get("dataDir"):
@@ -120,9 +120,9 @@ def attachment_of(result: Mapping[str, Any], network: str, ifname: str) -> Attac
 class Delegator:
     """One node's secondary attachments, one record file a pod."""
 
-    def __init__(self, cni_dir: Path, run_in: str, cni_path: str = cni.CNI_PATH) -> None:
+    def __init__(self, cni_dir: Path, run_in: str, ipam_dir: Path, cni_path: str = cni.CNI_PATH) -> None:
         self.records = Path(cni_dir) / "multus"
-        self.ipam_dir = Path(cni_dir) / "ipam"
+        self.ipam_dir = Path(ipam_dir)
         self.run_in = run_in
         self.cni_path = cni_path
 

@@ -102,7 +102,7 @@ async def setup(client: KubeClient, network: PodNetwork, pod: Object) -> tuple[l
     """The pod's default network and then its secondary ones, with network-status written when it asked for any;
     the pod's IPs and what was attached."""
     uid = str(pod["metadata"]["uid"])
-    wanted = await resolve(client, pod, network.ipam_dir)
+    wanted = await resolve(client, pod, network.multus.ipam_dir)
     if wanted.delegates and network.multus.recorded(uid) is None and not network.multus.pending(uid):
         network.multus.intend(uid, wanted.delegates)
     ips = await network.setup(pod, wanted.default, wanted.default_name)

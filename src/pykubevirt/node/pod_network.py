@@ -17,6 +17,7 @@ import ipaddress
 import json
 import logging
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +34,9 @@ POD_NETNS_PREFIX = "pkvpod-"
 HOST_IFNAME = "host0"
 DEFAULT_MTU = 1500
 LOCK_DIR = "/run/lock"
+# Secondary networks' host-local stores, one per cluster: its nodes share each secondary bridge, so they must share
+# its leases too. Under /run: they live as long as the cluster's namespace, which a reboot removes as well.
+SHARED_IPAM_ROOT = "/run/pykubevirt-cni"
 
 
 class NetworkNotReady(Exception):
@@ -76,6 +80,10 @@ class ClusterNetwork:
         return str(ipaddress.IPv4Network(f"{network.broadcast_address - 255}/25"))
 
     @property
+    def shared_ipam_dir(self) -> Path:
+        return Path(SHARED_IPAM_ROOT) / self.netns
+
+    @property
     def host_address(self) -> str:
         return str(self.host_link.network_address + 1)
 
@@ -117,6 +125,7 @@ class ClusterNetwork:
     async def remove(self) -> None:
         """Delete the cluster namespace: its bridges and the host veth (and so the host route) go with it."""
         await netns.delete(self.netns)
+        shutil.rmtree(self.shared_ipam_dir, ignore_errors=True)
         if netns.link_exists(self.host_veth):
             # The kernel removes the veth when it destroys the namespace, asynchronously: either may come first.
             try:
@@ -153,7 +162,7 @@ class PodNetwork:
         self.bridge = f"cni{_key(node_name)}"
         self.conf_file = self.dir / "net.d" / "10-pykubevirt.conflist"
         self.records = self.dir / "pods"
-        self.multus = multus.Delegator(self.dir, self.cluster.netns)
+        self.multus = multus.Delegator(self.dir, self.cluster.netns, self.cluster.shared_ipam_dir)
 
     @property
     def ipam_dir(self) -> Path:
