@@ -32,12 +32,17 @@ sandbox=()
 if [ "$(id -u)" = 0 ]; then sandbox=(-o APT::Sandbox::User=root); fi
 ARCH=$(dpkg --print-architecture)
 SELECTED=()
-for pkg in "$KPKG" busybox-static; do
+# The guest agent and the ssh server come as Debian builds; their shared libraries come from the same archive (the
+# recursive Depends of both), so the guest never borrows a library from the build host.
+USERLAND=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
+  --no-enhances --no-pre-depends qemu-guest-agent dropbear-bin 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u)
+[ -n "$USERLAND" ] || { echo "build-guest-image: cannot resolve qemu-guest-agent (run apt-get update)" >&2; exit 1; }
+for pkg in "$KPKG" busybox-static $USERLAND; do
   version=$(apt-cache policy "$pkg" | sed -n 's/^ *Candidate: //p')
   [ -n "$version" ] && [ "$version" != "(none)" ] || { echo "build-guest-image: no candidate for $pkg" >&2; exit 1; }
   deb=$DEBS/${pkg}_${version//:/%3a}_$ARCH.deb
   if [ ! -f "$deb" ]; then
-    rm -f "$DEBS/${pkg}"_*.deb  # superseded versions
+    rm -f "$DEBS/${pkg}"_[0-9]*.deb  # superseded versions
     (cd "$DEBS" && apt-get download -q "${sandbox[@]}" "$pkg=$version" >/dev/null)
   fi
   [ -f "$deb" ] || { echo "build-guest-image: apt-get download did not produce $deb" >&2; exit 1; }
@@ -65,6 +70,25 @@ while read -r applet; do
   [ "$applet" = bin/busybox ] && continue
   [ -e "$INITRD_DIR/$applet" ] || ln -s /bin/busybox "$INITRD_DIR/$applet"
 done < <("$BUSYBOX" --list-full)
+
+# qemu-ga and dropbear with their ldd closure, resolved by the archive's own loader against the extracted libraries.
+LIBDIR=lib/x86_64-linux-gnu
+LOADER=$ROOT/$LIBDIR/ld-linux-x86-64.so.2
+[ -f "$LOADER" ] || { echo "build-guest-image: no loader in libc6" >&2; exit 1; }
+mkdir -p "$INITRD_DIR/$LIBDIR" "$INITRD_DIR/lib64"
+cp "$LOADER" "$INITRD_DIR/$LIBDIR/"
+ln -sf "/$LIBDIR/ld-linux-x86-64.so.2" "$INITRD_DIR/lib64/ld-linux-x86-64.so.2"
+for bin in usr/sbin/qemu-ga usr/sbin/dropbear usr/bin/dropbearkey; do
+  [ -x "$ROOT/$bin" ] || { echo "build-guest-image: $bin missing from its package" >&2; exit 1; }
+  cp "$ROOT/$bin" "$INITRD_DIR/$bin"
+  while read -r soname _ path _; do
+    case $soname in /*) continue ;; esac  # the loader itself, copied above
+    case $path in
+      "$ROOT"/*) cp -L "$path" "$INITRD_DIR/$LIBDIR/$soname" ;;
+      *) echo "build-guest-image: $bin needs $soname from outside the guest's packages ($path)" >&2; exit 1 ;;
+    esac
+  done < <("$LOADER" --library-path "$ROOT/$LIBDIR:$ROOT/usr/$LIBDIR" --list "$ROOT/$bin" | grep '=>')
+done
 
 # Module name (dashes and underscores are the same to the kernel) -> path of its .ko under $MODDIR.
 declare -A KO
@@ -139,6 +163,53 @@ esac
 exit 0
 EOF
 
+# Accounts for dropbear and qemu-ga (getpwnam); '*' is a locked password, as dropbear refuses an empty one.
+mkdir -p "$INITRD_DIR/etc/dropbear" "$INITRD_DIR/var"
+ln -s ../run "$INITRD_DIR/var/run"
+echo 'root:*:0:0:root:/root:/bin/sh' >"$INITRD_DIR/etc/passwd"
+echo 'root:x:0:' >"$INITRD_DIR/etc/group"
+echo /bin/sh >"$INITRD_DIR/etc/shells"
+# What qemu-ga's guest-get-osinfo reports (status.guestOSInfo, virtctl guestosinfo).
+cat >"$INITRD_DIR/etc/os-release" <<'EOF'
+NAME="pykubevirt guest"
+ID=pykubevirt-guest
+VERSION_ID=1
+VERSION="1 (busybox)"
+PRETTY_NAME="pykubevirt demo guest 1 (busybox)"
+EOF
+
+# qemu-ga's guest-shutdown runs /sbin/shutdown -h -P|-H|-r +0 MESSAGE; PID 1 owns power, so this only signals it.
+rm -f "$INITRD_DIR/sbin/shutdown"
+cat >"$INITRD_DIR/sbin/shutdown" <<'EOF'
+#!/bin/sh
+signal=USR2
+for arg; do
+  case $arg in
+    -r) signal=TERM ;;
+    -H) signal=USR1 ;;
+  esac
+done
+kill -$signal 1
+EOF
+
+cat >"$INITRD_DIR/usr/local/sbin/start-guest-agent" <<'EOF'
+#!/bin/sh
+# qemu-ga on the virtio-serial port named org.qemu.guest_agent.0 (udev's /dev/virtio-ports link, made by hand).
+# The port appears shortly after virtio_console probes; a domain without the channel has none, and no agent runs.
+i=0
+while [ $i -lt 100 ]; do
+  for port in /sys/class/virtio-ports/*; do
+    [ "$(cat "$port/name" 2>/dev/null)" = org.qemu.guest_agent.0 ] || continue
+    mkdir -p /dev/virtio-ports
+    ln -sf "/dev/${port##*/}" /dev/virtio-ports/org.qemu.guest_agent.0
+    echo "pykubevirt-guest: guest agent on ${port##*/}" >/dev/console
+    exec qemu-ga -m virtio-serial -p /dev/virtio-ports/org.qemu.guest_agent.0 -l /run/qemu-ga.log </dev/null
+  done
+  usleep 50000
+  i=$((i + 1))
+done
+EOF
+
 cat >"$INITRD_DIR/etc/profile" <<'EOF'
 export PATH=/usr/local/sbin:/sbin:/bin:/usr/sbin:/usr/bin HOME=/root
 PS1='\h:\w# '
@@ -157,6 +228,8 @@ mkdir -p /dev/pts
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /run
 mkdir -p /run/cloud-init
+: >/run/cloud-init/ssh-keys
+: >/run/utmp
 
 say() { echo "pykubevirt-guest: $*"; }
 
@@ -173,6 +246,8 @@ while read -r mod; do
   [ "$mod" = scsi_mod ] && args=scan=sync
   insmod "/lib/modules/$mod.ko" $args 2>/dev/null || say "insmod $mod failed"
 done </etc/modules.load
+
+start-guest-agent >/dev/null 2>&1 &
 
 # Every NIC asks for DHCP in the background (udhcpc retries until the launcher's server answers), so boot never waits.
 ip link set lo up
@@ -220,7 +295,8 @@ find_cloud_init() {
   return 1
 }
 
-# The #cloud-config subset: top-level hostname, and single-line runcmd items (strings or [flow, lists]).
+# The #cloud-config subset: top-level hostname, ssh_authorized_keys (block list, root's), and single-line runcmd
+# items (strings or [flow, lists]).
 parse_cloud_config() {
   awk -v q="'" '
     function unquote(s,  a, z) {
@@ -232,8 +308,13 @@ parse_cloud_config() {
     /^[ \t]*#/ || /^[ \t]*$/ { next }
     /^[^ \t-]/ {
       inrun = ($0 ~ /^runcmd:[ \t]*$/)
+      inkeys = ($0 ~ /^ssh_authorized_keys:[ \t]*$/)
       if ($0 ~ /^hostname:/) { v = $0; sub(/^hostname:[ \t]*/, "", v); sub(/[ \t]+$/, "", v); print "hostname " unquote(v) }
       next
+    }
+    inkeys && /^[ \t]*-[ \t]/ {
+      item = $0; sub(/^[ \t]*-[ \t]+/, "", item); sub(/[ \t]+$/, "", item)
+      print "sshkey " unquote(item); next
     }
     inrun && /^[ \t]*-[ \t]/ {
       item = $0; sub(/^[ \t]*-[ \t]+/, "", item); sub(/[ \t]+$/, "", item)
@@ -269,6 +350,9 @@ if [ -n "$ci" ]; then
         key=hostname ;;
     esac
     [ -f "$meta" ] && hostname_from=$(meta_value "$meta" "$key")
+    # accessCredentials propagated by noCloud/configDrive: {"public-keys"|"public_keys": {"0": "ssh-… …", …}}.
+    [ -f "$meta" ] && sed -n 's/.*"public[-_]keys":{\([^}]*\)}.*/\1/p' "$meta" | sed 's/","/"\n"/g' |
+      sed -n 's/^"[^"]*":"\(.*\)"$/\1/p' >>/run/cloud-init/ssh-keys
     if [ -f "$user_data" ]; then cp "$user_data" /run/cloud-init/user-data; user_data=/run/cloud-init/user-data; else user_data=; fi
     umount /mnt/cloud-init
   else
@@ -285,7 +369,8 @@ if [ -n "$user_data" ]; then
       parse_cloud_config "$user_data" >/run/cloud-init/parsed
       h=$(sed -n 's/^hostname //p' /run/cloud-init/parsed | tail -n 1)
       [ -n "$h" ] && hostname_from=$h
-      sed -n 's/^runcmd //p' /run/cloud-init/parsed >/run/cloud-init/runcmd ;;
+      sed -n 's/^runcmd //p' /run/cloud-init/parsed >/run/cloud-init/runcmd
+      sed -n 's/^sshkey //p' /run/cloud-init/parsed >>/run/cloud-init/ssh-keys ;;
     '#!'*) echo "sh $user_data" >/run/cloud-init/runcmd ;;
     *) say "user-data format not handled" ;;
   esac
@@ -294,6 +379,16 @@ if [ -n "$hostname_from" ]; then
   hostname "$hostname_from" && echo "$hostname_from" >/etc/hostname
   say "hostname $hostname_from"
 fi
+# dropbear on port 22 for root, public keys only: cloud-init's keys now, the guest agent's (accessCredentials) later.
+mkdir -p /root/.ssh
+chmod 700 /root /root/.ssh
+if [ -s /run/cloud-init/ssh-keys ]; then
+  cat /run/cloud-init/ssh-keys >>/root/.ssh/authorized_keys
+  chmod 600 /root/.ssh/authorized_keys
+  say "ssh keys $(wc -l </run/cloud-init/ssh-keys)"
+fi
+dropbearkey -t ed25519 -f /etc/dropbear/dropbear_ed25519_host_key >/dev/null 2>&1
+dropbear -s -r /etc/dropbear/dropbear_ed25519_host_key -p 22 || say "dropbear failed"
 # busybox httpd on port 80 with a page naming the guest: what a host reaches through the pod IP.
 echo "pykubevirt-guest $(hostname)" >/www/index.html
 httpd -p 80 -h /www
@@ -311,7 +406,7 @@ say ready
 # PID 1 must never exit; waiting (rather than sleeping) lets the traps above run as soon as a signal arrives.
 while :; do wait; sleep 1; done
 EOF
-chmod 0755 "$INITRD_DIR/init" "$INITRD_DIR/etc/acpi/PWRF/00000080" "$INITRD_DIR"/usr/local/sbin/* \
+chmod 0755 "$INITRD_DIR/init" "$INITRD_DIR/etc/acpi/PWRF/00000080" "$INITRD_DIR"/usr/local/sbin/* "$INITRD_DIR/sbin/shutdown" \
   "$INITRD_DIR/etc/udhcpc/default.script"
 if [ "$(id -u)" = 0 ]; then mknod -m 600 "$INITRD_DIR/dev/console" c 5 1; fi
 
