@@ -1,6 +1,7 @@
 """virt-handler's own endpoint, which virt-api proxies VMI operations to (KubeVirt's handler port 8186).
 
-PUT …/pause, …/unpause, …/softreboot act through the VMI's launcher; GET …/console and …/vnc are websockets
+PUT …/pause, …/unpause, …/softreboot act through the VMI's launcher; GET …/guestosinfo, …/userlist and
+…/filesystemlist return what the launcher's guest agent poller knows; GET …/console and …/vnc are websockets
 carrying the bytes of the guest's serial console and VNC server. It listens on loopback only; the heartbeat
 publishes its address in the Node annotation `pykubevirt.io/virt-handler-address`.
 """
@@ -32,6 +33,15 @@ from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.handler.api")
 
+# virt-handler's guest agent queries (its REST paths) → the launcher command answering each.
+GUEST_AGENT_QUERIES = {
+    "guestosinfo": Command.GUEST_INFO,
+    "userlist": Command.USER_LIST,
+    "filesystemlist": Command.FILESYSTEM_LIST,
+}
+# The reply envelope of the launcher protocol, not part of the body virt-api returns.
+_ENVELOPE = ("id", "ok", "protocolVersion")
+
 
 def status(code: int, message: str, reason: str = "") -> web.Response:
     reasons = {400: "BadRequest", 404: "NotFound", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}
@@ -62,6 +72,8 @@ class HandlerAPI:
         app = web.Application()
         for action in (Command.PAUSE, Command.UNPAUSE, Command.SOFT_REBOOT):
             app.router.add_put(f"{c.HANDLER_VMI_PATH}/{action}", self._command(action))
+        for query, command in GUEST_AGENT_QUERIES.items():
+            app.router.add_get(f"{c.HANDLER_VMI_PATH}/{query}", self._query(command))
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/console", self._console)
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/vnc", self._vnc)
         app.router.add_get("/healthz", self._healthz)
@@ -109,6 +121,22 @@ class HandlerAPI:
                 return status(500, f"{action} failed: {exc}")
             log.info("%s done", action, extra=object_fields(vmi))
             return web.Response(status=200)
+
+        return handle
+
+    def _query(self, command: Command) -> Any:
+        async def handle(request: web.Request) -> web.Response:
+            vmi, problem = self._vmi(request)
+            if vmi is None:
+                return status(404, problem)
+            launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node))
+            try:
+                reply = await launcher.request(command)
+            except LauncherUnavailable as exc:
+                return status(503, f"virt-launcher is not available: {exc}")
+            except (CommandFailed, ProtocolMismatch) as exc:
+                return status(500, f"{command} failed: {exc}")
+            return web.json_response({k: v for k, v in reply.items() if k not in _ENVELOPE})
 
         return handle
 

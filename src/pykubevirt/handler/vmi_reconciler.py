@@ -29,6 +29,7 @@ from pykubevirt.client.errors import ApiError, Invalid, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.handler.guest_agent_status import agent_status
 from pykubevirt.handler.hotplug import after_sync, claim_mounts, mark_detaching, wants_launcher
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
 from pykubevirt.handler.phase import Observed, observed_domain, phase_for
@@ -303,11 +304,18 @@ class VMIReconciler:
         interfaces = status.get("interfaces") if status is not None else None
         if interfaces is not None:
             interfaces = keep_controller_part(current.get("interfaces") or [], interfaces)
-        changes = status_changes(current, observed, interfaces, new_phase, now_rfc3339())
+        now = now_rfc3339()
+        changes = status_changes(current, observed, interfaces, new_phase, now)
+        agent = agent_status(vmi, changes, status, now)
+        changes.update(agent.changes)
+        for field in agent.unchanged:
+            changes.pop(field, None)
         phase = current.get("phase") or ""
         if not changes:
             return False
         if await self._patch(vmi, changes):
+            for kind, reason, message in agent.events:
+                self.recorder.event(vmi, kind, reason, message)
             if changes.get("phase") == c.PHASE_RUNNING:
                 self.recorder.event(vmi, NORMAL, "Started", "VirtualMachineInstance started.")
                 if status is not None and status.get("networkFallback"):

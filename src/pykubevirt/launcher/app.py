@@ -27,6 +27,7 @@ from pykubevirt.api.quantity import Quantity
 from pykubevirt.launcher import (
     capabilities_cache,
     disks,
+    guest_agent_info,
     interface_status,
     masquerade,
     migration_paths,
@@ -34,6 +35,7 @@ from pykubevirt.launcher import (
     primary_network,
     secondary_bridge,
 )
+from pykubevirt.launcher.access_credentials import AccessCredentialManager
 from pykubevirt.launcher.claim_volumes import prepare_claim_volumes
 from pykubevirt.launcher.command_server import CommandServer
 from pykubevirt.launcher.converter import ConverterContext, convert
@@ -41,6 +43,7 @@ from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_sourc
 from pykubevirt.launcher.disk_expansion import expand_disks
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
 from pykubevirt.launcher.domain_state import DomainState
+from pykubevirt.launcher.guest_agent_poller import GuestAgentPoller
 from pykubevirt.launcher.host_firmware import HostFirmware, detect
 from pykubevirt.launcher.hotplug import sync_hotplug
 from pykubevirt.launcher.kvm_probe import cached_probe
@@ -109,6 +112,9 @@ class Launcher:
         self.outgoing: MigrationSource | None = None
         self.daemon: PrivateLibvirtd | None = None
         self.incoming: MigrationStatus | None = None
+        # The guest agent poller and the qemuGuestAgent credential propagation, once the domain runs.
+        self.agent: GuestAgentPoller | None = None
+        self.credentials: AccessCredentialManager | None = None
         self.server = CommandServer(
             self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
             {
@@ -126,6 +132,9 @@ class Launcher:
                 Command.MIGRATE: self._migrate,
                 Command.CANCEL_MIGRATION: self._cancel_migration,
                 Command.MIGRATION_STATUS: self._migration_status,
+                Command.GUEST_INFO: self._guest_info,
+                Command.USER_LIST: self._user_list,
+                Command.FILESYSTEM_LIST: self._filesystem_list,
             },
             self.status,
         )
@@ -247,6 +256,10 @@ class Launcher:
         migration = self.outgoing.status if self.outgoing is not None else self.incoming
         if migration is not None:
             status["migration"] = dict(migration)  # type: ignore[typeddict-item]
+        if self.agent is not None and self.defined:
+            status["guestAgent"] = self.agent.status_fields()
+        if self.credentials is not None and self.credentials.result is not None:
+            status["accessCredential"] = self.credentials.result.to_status()
         return status
 
     def _interfaces(self) -> list[dict[str, Any]]:
@@ -300,6 +313,10 @@ class Launcher:
                     self.exit_code = 1
                     break
         finally:
+            if self.agent is not None:
+                await self.agent.stop()
+            if self.credentials is not None:
+                await self.credentials.stop()
             await self.server.stop()
             if self.domain is not None:
                 await self.domain.close()
@@ -364,7 +381,35 @@ class Launcher:
                 log.warning("%s", error)
         if self.domain_interfaces is None:
             await self._read_network(vmi)
+        self._start_guest_agent(vmi)
         return await self._refreshed_status()
+
+    def _start_guest_agent(self, vmi: dict[str, Any]) -> None:
+        """Poll the guest agent and propagate its credentials from the first sync of a running domain on."""
+        assert self.domain is not None
+        if self.agent is None:
+            self.agent = GuestAgentPoller(self.domain, self._publish_agent)
+            self.agent.start()
+        if self.credentials is None:
+            self.credentials = AccessCredentialManager(self.domain, self.host, self._publish_agent)
+        self.credentials.start(vmi)
+
+    def _publish_agent(self) -> None:
+        self.server.publish(self.status(event="AgentUpdated"))
+
+    def _agent_data(self) -> guest_agent_info.AgentData:
+        if self.agent is None or not self.agent.connected:
+            raise RuntimeError("the guest agent is not connected")
+        return self.agent.data
+
+    async def _guest_info(self, request: Request) -> dict[str, Any]:
+        return guest_agent_info.guest_agent_info(self._agent_data())
+
+    async def _user_list(self, request: Request) -> dict[str, Any]:
+        return guest_agent_info.user_list(self._agent_data())
+
+    async def _filesystem_list(self, request: Request) -> dict[str, Any]:
+        return guest_agent_info.filesystem_list(self._agent_data())
 
     async def _prepare(self, vmi: dict[str, Any]) -> str:
         spec = vmi.get("spec") or {}
@@ -463,7 +508,8 @@ class Launcher:
 
     async def _softreboot(self, request: Request) -> Status:
         assert self.domain is not None
-        await self.domain.reboot()
+        # KubeVirt reboots through the agent when it is connected, else presses the ACPI power button.
+        await self.domain.reboot(agent=self.agent is not None and self.agent.connected)
         return self.status()
 
     async def _delete(self, request: Request) -> Status:

@@ -54,6 +54,16 @@ def embed_uri(root: Path) -> str:
 
 
 StateListener = Callable[[DomainState, str], None]
+AgentListener = Callable[[bool], None]
+# qemuAgentCommand's timeout (seconds), as KubeVirt's launcher uses for its agent calls.
+AGENT_COMMAND_TIMEOUT = 10
+GUEST_INFO_TYPES = (
+    libvirt.VIR_DOMAIN_GUEST_INFO_INTERFACES
+    | libvirt.VIR_DOMAIN_GUEST_INFO_OS
+    | libvirt.VIR_DOMAIN_GUEST_INFO_HOSTNAME
+    | libvirt.VIR_DOMAIN_GUEST_INFO_TIMEZONE
+    | libvirt.VIR_DOMAIN_GUEST_INFO_USERS
+)
 
 
 class DomainManager:
@@ -64,6 +74,7 @@ class DomainManager:
         self.name = name
         self._conn: Any = None
         self._listeners: list[StateListener] = []
+        self._agent_listeners: list[AgentListener] = []
         self._callback_ids: list[int] = []
 
     async def connect(self) -> None:
@@ -83,12 +94,29 @@ class DomainManager:
         self._callback_ids.append(
             self._conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, lifecycle, None)
         )
+
+        def agent(conn: Any, domain: Any, state: int, reason: int, opaque: Any) -> None:
+            if domain.name() == self.name:
+                connected = state == libvirt.VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED
+                for listener in list(self._agent_listeners):
+                    loop.call_soon(listener, connected)
+
         self._callback_ids.append(
             self._conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_REBOOT, reboot, None)
         )
+        try:
+            self._callback_ids.append(
+                self._conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE, agent, None)
+            )
+        except libvirt.libvirtError as exc:  # drivers without a guest agent (test:///default) have no such event
+            log.debug("no agent lifecycle events: %s", exc)
 
     def add_listener(self, listener: StateListener) -> None:
         self._listeners.append(listener)
+
+    def add_agent_listener(self, listener: AgentListener) -> None:
+        """`listener(connected)` runs on the loop when the guest opens or closes the agent's port."""
+        self._agent_listeners.append(listener)
 
     def _on_event(self, event: int, detail: int) -> None:
         name = EVENTS.get(event, "Reboot" if event == -1 else str(event))
@@ -173,8 +201,33 @@ class DomainManager:
     async def resume(self) -> bool:
         return await self._act(lambda d: d.resume())
 
-    async def reboot(self) -> bool:
-        return await self._act(lambda d: d.reboot(libvirt.VIR_DOMAIN_REBOOT_ACPI_POWER_BTN))
+    async def reboot(self, *, agent: bool = False) -> bool:
+        """Soft reboot: through the guest agent when it is connected, else the ACPI power button."""
+        flags = libvirt.VIR_DOMAIN_REBOOT_GUEST_AGENT if agent else libvirt.VIR_DOMAIN_REBOOT_ACPI_POWER_BTN
+        return await self._act(lambda d: d.reboot(flags))
+
+    def _running_domain(self) -> Any:
+        domain = self._domain()
+        if domain is None:
+            raise libvirt.libvirtError("the domain is not defined")
+        return domain
+
+    async def agent_command(self, command: str, wait_seconds: int = AGENT_COMMAND_TIMEOUT) -> str:
+        """One raw guest agent command (libvirt's qemuAgentCommand); the agent's JSON reply."""
+        import libvirt_qemu
+
+        def run() -> str:
+            return str(libvirt_qemu.qemuAgentCommand(self._running_domain(), command, wait_seconds, 0))
+
+        return await asyncio.to_thread(run)
+
+    async def guest_info(self) -> dict[str, Any]:
+        """libvirt's typed guest info: interfaces, OS, hostname, timezone and users, from the agent."""
+        return await asyncio.to_thread(lambda: dict(self._running_domain().guestInfo(GUEST_INFO_TYPES, 0)))
+
+    async def set_authorized_keys(self, user: str, keys: list[str]) -> None:
+        """Replace `user`'s authorized_keys in the guest through the agent (flags 0 overwrite the file)."""
+        await asyncio.to_thread(lambda: self._running_domain().authorizedSSHKeysSet(user, keys, 0))
 
     async def undefine(self) -> bool:
         def undefine(domain: Any) -> None:

@@ -41,6 +41,10 @@ class Command(StrEnum):
     MIGRATE = "migrate"
     CANCEL_MIGRATION = "cancelmigration"
     MIGRATION_STATUS = "migrationstatus"
+    # What the guest agent reported (cmd.proto's GetGuestInfo, GetUsers, GetFilesystems); added in version 1.
+    GUEST_INFO = "guestinfo"
+    USER_LIST = "userlist"
+    FILESYSTEM_LIST = "filesystemlist"
 
 
 # Domain states by the names KubeVirt reports them (virtwrap/api LifeCycle).
@@ -128,6 +132,10 @@ class Status(TypedDict):
     networkFallback: NotRequired[str]
     # Once a migration was prepared (target) or started (source).
     migration: NotRequired[MigrationStatus]
+    # Once the domain runs: the agent channel's state and what the agent said (launcher/guest_agent_info.py).
+    guestAgent: NotRequired[dict[str, Any]]
+    # qemuGuestAgent access credentials: {succeeded, message} of the last propagation round.
+    accessCredential: NotRequired[dict[str, Any]]
 
 
 class ShutdownReply(Status):

@@ -102,7 +102,9 @@ class SubresourceAPI:
             ("virtualmachineinstances", "pause"): ("PUT", self._vmi_command),
             ("virtualmachineinstances", "unpause"): ("PUT", self._vmi_command),
             ("virtualmachineinstances", "softreboot"): ("PUT", self._vmi_command),
-            ("virtualmachineinstances", "guestosinfo"): ("GET", self._guest_os_info),
+            ("virtualmachineinstances", "guestosinfo"): ("GET", self._guest_agent_query),
+            ("virtualmachineinstances", "userlist"): ("GET", self._guest_agent_query),
+            ("virtualmachineinstances", "filesystemlist"): ("GET", self._guest_agent_query),
             ("virtualmachineinstances", "console"): ("GET", self._stream),
             ("virtualmachineinstances", "vnc"): ("GET", self._stream),
             ("virtualmachineinstances", "portforward"): ("GET", self._port_forward),
@@ -364,12 +366,14 @@ class SubresourceAPI:
             await self.handlers.put(vmi, action, body)
         return web.Response(status=200)
 
-    async def _guest_os_info(self, request: web.Request, namespace: str, name: str) -> web.Response:
+    async def _guest_agent_query(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        """guestosinfo, userlist, filesystemlist: what the VMI's guest agent reported, through its virt-handler."""
+        query = request.path.rstrip("/").rsplit("/", 1)[1]
         vmi = await self._vmi(namespace, name)
         problem = check_guest_agent(vmi) or check_handler_reachable(vmi)
         if problem is not None:
             raise problem
-        return json_response(await self.handlers.get_json(vmi, "guestosinfo"))
+        return json_response(await self.handlers.get_json(vmi, query))
 
     async def _stream(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
         """console and vnc: check the VMI, open the handler's websocket, then accept the client's and pump bytes."""

@@ -25,6 +25,8 @@ SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("virtualmachineinstances/unpause", ("update",)),
     ("virtualmachineinstances/softreboot", ("update",)),
     ("virtualmachineinstances/guestosinfo", ("get",)),
+    ("virtualmachineinstances/userlist", ("get",)),
+    ("virtualmachineinstances/filesystemlist", ("get",)),
     ("virtualmachineinstances/console", ("get",)),
     ("virtualmachineinstances/vnc", ("get",)),
     ("virtualmachineinstances/portforward", ("get",)),

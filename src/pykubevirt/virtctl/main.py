@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import ConfigError, load_config
 from pykubevirt.client.errors import ApiError
-from pykubevirt.virtctl import commands
+from pykubevirt.virtctl import commands, guest_agent
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
 from pykubevirt.virtctl.image_upload import add_arguments as add_upload_arguments
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("start", "stop", "restart", "pause", "unpause"):
         sub.choices[name].add_argument("--dry-run", action="store_true", help="validate only, change nothing")
     command("soft-reboot", "Soft reboot a virtual machine instance", "name")
+    guest_agent.add_commands(command)
     console = command("console", "Connect to a console of a virtual machine instance.", "name")
     console.add_argument("--timeout", type=int, default=5, help="minutes to wait for the VMI to be ready")
     vnc = command("vnc", "Open a vnc connection to a virtual machine instance.", "name")
