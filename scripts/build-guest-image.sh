@@ -387,8 +387,11 @@ if [ -s /run/cloud-init/ssh-keys ]; then
   chmod 600 /root/.ssh/authorized_keys
   say "ssh keys $(wc -l </run/cloud-init/ssh-keys)"
 fi
-dropbearkey -t ed25519 -f /etc/dropbear/dropbear_ed25519_host_key >/dev/null 2>&1
-dropbear -s -r /etc/dropbear/dropbear_ed25519_host_key -p 22 || say "dropbear failed"
+# The host key is made per boot, in the background: under TCG it costs a second that "ready" need not wait for.
+(
+  dropbearkey -t ed25519 -f /etc/dropbear/dropbear_ed25519_host_key >/dev/null 2>&1
+  dropbear -s -r /etc/dropbear/dropbear_ed25519_host_key -p 22 || say "dropbear failed"
+) &
 # busybox httpd on port 80 with a page naming the guest: what a host reaches through the pod IP.
 echo "pykubevirt-guest $(hostname)" >/www/index.html
 httpd -p 80 -h /www

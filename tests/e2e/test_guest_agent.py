@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -97,10 +98,13 @@ async def test_agent_connects_reports_the_guest_and_drops_when_stopped(kube: Clu
     assert os_info["kernelRelease"].endswith("-amd64")
     assert condition(await kube.vmi(ns, "agent-vm"), "AgentVersionNotSupported") is None
 
-    _, out, _ = await kube.run("virtctl", "guestosinfo", "agent-vm", "-n", ns)
-    body = json.loads(out)
+    async def guest_os_info() -> tuple[dict[str, Any], str] | None:
+        _, out, _ = await kube.run("virtctl", "guestosinfo", "agent-vm", "-n", ns)
+        # The agent starts before cloud-init names the guest; the launcher's next poll (10 s on) has the name.
+        return (json.loads(out), out) if json.loads(out).get("hostname") == "agent-vm" else None
+
+    body, out = await eventually(guest_os_info, timeout=60, interval=2.0)
     assert body["os"]["prettyName"] == "pykubevirt demo guest 1 (busybox)"
-    assert body["hostname"] == "agent-vm"
     assert body["guestAgentVersion"].startswith("7.")
     assert out.startswith('{\n  "guestAgentVersion"')
     _, out, _ = await kube.run("virtctl", "userlist", "agent-vm", "-n", ns)
@@ -148,7 +152,18 @@ async def test_access_credentials_through_the_agent_and_soft_reboot(kube: Cluste
         return bool(found) and found["status"] == "True"
 
     await eventually(synced, timeout=AGENT_TIMEOUT)
-    hostname = await eventually(lambda: ssh(key, pod["status"]["podIP"], "hostname"), timeout=60, interval=1.0)
+    if os.environ.get("PKV_DEBUG"):
+        await type_on_console(kube, pod, vmi, "ls -la /root/.ssh; cat /root/.ssh/authorized_keys; echo END-OF-KEYS")
+        console = await kube.wait_serial(kube.node, pod, vmi, "END-OF-KEYS\r\n")
+        _, logs, _ = await kube.run("kubectl", "logs", "-n", ns, pod["metadata"]["name"], check=False)
+        print(console[-2500:], logs[-6000:], await ssh(key, pod["status"]["podIP"], "hostname"))
+    try:
+        hostname = await eventually(lambda: ssh(key, pod["status"]["podIP"], "hostname"), timeout=60, interval=1.0)
+    except AssertionError:
+        await type_on_console(kube, pod, vmi, "ls -la /root/.ssh; cat /root/.ssh/authorized_keys; echo END-OF-KEYS")
+        console = await kube.wait_serial(kube.node, pod, vmi, "END-OF-KEYS\r\n")
+        _, logs, _ = await kube.run("kubectl", "logs", "-n", ns, pod["metadata"]["name"], check=False)
+        raise AssertionError(f"ssh with the agent's key failed:\n{console[-1500:]}\n{logs[-3000:]}") from None
     assert hostname.strip() == "cred-vm"
     assert ("Normal", "AccessCredentialsSyncSuccess") in await kube.events(ns, "cred-vm")
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pykubevirt.launcher import cloudinit
+from tests.support.ports import free_port
 
 QEMU = "qemu-system-x86_64"
 # TCG boots the Debian kernel in ~10 s here (most of it decompressing the xz kernel). On a host whose cores are all
@@ -265,3 +266,63 @@ def test_crash_runcmd_panics_the_guest(boot: Any, tmp_path: Path) -> None:
     assert guest.qmp.wait_event("GUEST_PANICKED", timeout=STOP_TIMEOUT) is not None
     guest.wait_exit(STOP_TIMEOUT)
     assert READY not in guest.output()
+
+
+def agent_call(path: Path, command: str, arguments: dict[str, Any] | None = None) -> Any:
+    """One guest agent command over its virtio-serial chardev (what libvirt's qemuAgentCommand sends)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(str(path))
+        stream = sock.makefile("rw", encoding="utf-8")
+        message: dict[str, Any] = {"execute": command}
+        if arguments is not None:
+            message["arguments"] = arguments
+        stream.write(json.dumps(message) + "\n")
+        stream.flush()
+        return json.loads(stream.readline())["return"]
+
+
+def test_guest_agent_and_dropbear_with_the_cloud_init_key(boot: Any, tmp_path: Path) -> None:
+    key = tmp_path / "id"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    public = (tmp_path / "id.pub").read_text().strip()
+    user_data = f"#cloud-config\nhostname: agent-host\nssh_authorized_keys:\n  - {public}\n"
+    agent_sock = Path(tempfile.mkdtemp(prefix="pkvga-")) / "qga.sock"
+    port = free_port()
+    guest = boot(
+        *virtio_disk(cloud_init_iso(tmp_path, cloudinit.NO_CLOUD, user_data)),
+        "-chardev", f"socket,id=qga0,path={agent_sock},server=on,wait=off",
+        "-device", "virtio-serial-pci",
+        "-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+        # QEMU user networking forwards a loopback port to the guest's dropbear; nothing leaves the host.
+        "-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22",
+        "-device", "virtio-net-pci,netdev=net0",
+    )  # fmt: skip
+    guest.wait_for(READY)
+    output = guest.output()
+    assert "pykubevirt-guest: guest agent on vport" in output
+    assert "pykubevirt-guest: ssh keys 1" in output
+    os_info = agent_call(agent_sock, "guest-get-osinfo")
+    assert os_info["id"] == "pykubevirt-guest" and os_info["pretty-name"] == "pykubevirt demo guest 1 (busybox)"
+    assert agent_call(agent_sock, "guest-get-host-name") == {"host-name": "agent-host"}
+    commands = {c["name"] for c in agent_call(agent_sock, "guest-info")["supported_commands"] if c["enabled"]}
+    assert {"guest-get-osinfo", "guest-ssh-add-authorized-keys", "guest-shutdown"} <= commands
+    ssh = [
+        "ssh", "-i", str(key), "-p", str(port), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+        "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
+        "root@127.0.0.1", "hostname",
+    ]  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:
+        result = subprocess.run(ssh, capture_output=True, text=True, timeout=60, check=False)
+        if result.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert result.stdout.strip() == "agent-host", result.stderr
+    # guest-shutdown mode=reboot reaches PID 1 through /sbin/shutdown -r; -no-reboot makes QEMU exit on it.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(agent_sock))
+        sock.sendall(b'{"execute":"guest-shutdown","arguments":{"mode":"reboot"}}\n')
+    guest.wait_exit(STOP_TIMEOUT)
+    assert "pykubevirt-guest: reboot" in guest.output()
+    shutil.rmtree(agent_sock.parent, ignore_errors=True)

@@ -280,6 +280,9 @@ def test_agent_interfaces_merge_by_mac() -> None:
     bridged = [{**domain[0], "ipAddresses": ["10.244.0.7"]}]
     guest_v6 = [{"interfaceName": "eth0", "mac": "52:54:00:12:34:56", "ipAddresses": ["10.244.0.7", "fd00::7"]}]
     assert guest_agent_interfaces.merge(bridged, guest_v6)[0]["ipAddresses"] == ["10.244.0.7", "fd00::7"]
+    # Without the domain's MAC the guest's interfaces cannot be told apart from it: nothing is added.
+    no_mac = [{k: v for k, v in domain[0].items() if k != "mac"}]
+    assert guest_agent_interfaces.merge(no_mac, agent, spec) == no_mac
     assert guest_agent_interfaces.add_info_source("multus-status, domain", "guest-agent") == (
         "domain, guest-agent, multus-status"
     )

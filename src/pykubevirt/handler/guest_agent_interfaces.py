@@ -52,12 +52,14 @@ def merge(
     result = [dict(i) for i in interfaces]
     by_mac = {str(i.get("mac") or "").lower(): i for i in result if i.get("mac")}
     guest_only: list[dict[str, Any]] = []
+    # A domain interface reported without its MAC could be any of the guest's: none is then called guest-only.
+    unmatched_allowed = all(i.get("mac") for i in result)
     for guest in agent_interfaces:
         mac = str(guest.get("mac") or "").lower()
         guest_ips = [str(ip) for ip in guest.get("ipAddresses") or []]
         entry = by_mac.get(mac) if mac else None
         if entry is None:
-            if len(guest_only) < GUEST_ONLY_LIMIT:
+            if unmatched_allowed and len(guest_only) < GUEST_ONLY_LIMIT:
                 only: dict[str, Any] = {
                     "interfaceName": guest.get("interfaceName", ""),
                     "mac": guest.get("mac", ""),

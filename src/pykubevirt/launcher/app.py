@@ -257,7 +257,10 @@ class Launcher:
         if migration is not None:
             status["migration"] = dict(migration)  # type: ignore[typeddict-item]
         if self.agent is not None and self.defined:
-            status["guestAgent"] = self.agent.status_fields()
+            agent = self.agent.status_fields()
+            # A guest that is not up has no agent, whatever the last channel event said.
+            agent["connected"] = agent["connected"] and self.last_state.alive
+            status["guestAgent"] = agent
         if self.credentials is not None and self.credentials.result is not None:
             status["accessCredential"] = self.credentials.result.to_status()
         return status
