@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pykubevirt.handler import guest_agent_interfaces
 from pykubevirt.handler.guest_agent_status import REQUIRED_COMMANDS, SSH_COMMANDS, agent_status, unsupported_reason
-from pykubevirt.launcher import access_credentials
+from pykubevirt.launcher import access_credentials, interface_status
 from pykubevirt.launcher import guest_agent_info as info
 
 NOW = "2026-12-02T03:00:00Z"
@@ -247,65 +246,30 @@ def test_access_credentials_condition_and_events() -> None:
     assert synced.events == [("Normal", "AccessCredentialsSyncSuccess", "Access credentials sync successful.")]
 
 
-def test_agent_interfaces_merge_by_mac() -> None:
-    domain = [
-        {
-            "name": "default",
-            "mac": "52:54:00:12:34:56",
-            "ipAddress": "10.244.0.7",
-            "ipAddresses": ["10.244.0.7"],
-            "infoSource": "domain",
-            "linkState": "up",
+def test_the_agents_nics_join_status_interfaces_by_mac() -> None:
+    spec = {
+        "spec": {
+            "domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}]}},
+            "networks": [{"name": "default", "pod": {}}],
         }
-    ]
-    eth1 = {
-        "interfaceName": "eth1",
-        "mac": "52:54:00:aa:bb:cc",
-        "ipAddress": "192.168.1.5",
-        "ipAddresses": ["192.168.1.5"],
     }
-    agent = [*agent_data().interfaces, eth1]
-    spec = [{"name": "default", "masquerade": {}}]
-    merged = guest_agent_interfaces.merge(domain, agent, spec)
-    # The pod's IPv4 stays; the guest's masqueraded 10.0.2.2 and its link-local IPv6 do not count.
-    assert merged[0] == {**domain[0], "interfaceName": "eth0", "infoSource": "domain, guest-agent"}
-    assert merged[1] == {
+    domain = [interface_status.DomainInterface("default", "52:54:00:12:34:56")]
+    data = agent_data()
+    guest = [
+        interface_status.GuestInterface(i["interfaceName"], i["mac"], tuple(i["ipAddresses"])) for i in data.interfaces
+    ]
+    guest.append(interface_status.GuestInterface("eth1", "52:54:00:aa:bb:cc", ("192.168.1.5",)))
+    entries = interface_status.interface_statuses(spec, domain, {"default": ["10.244.0.7"]}, guest)
+    # Masquerade keeps the pod IP; the guest's own 10.0.2.2 behind it does not count.
+    assert entries[0]["interfaceName"] == "eth0" and entries[0]["infoSource"] == "domain, guest-agent"
+    assert entries[0]["ipAddresses"] == ["10.244.0.7"]
+    assert entries[1] == {
         "interfaceName": "eth1",
         "mac": "52:54:00:aa:bb:cc",
         "infoSource": "guest-agent",
         "ipAddress": "192.168.1.5",
         "ipAddresses": ["192.168.1.5"],
     }
-    # A bridged interface with no pod-cache IPv6 takes the guest's.
-    bridged = [{**domain[0], "ipAddresses": ["10.244.0.7"]}]
-    guest_v6 = [{"interfaceName": "eth0", "mac": "52:54:00:12:34:56", "ipAddresses": ["10.244.0.7", "fd00::7"]}]
-    assert guest_agent_interfaces.merge(bridged, guest_v6)[0]["ipAddresses"] == ["10.244.0.7", "fd00::7"]
-    # Without the domain's MAC the guest's interfaces cannot be told apart from it: nothing is added.
-    no_mac = [{k: v for k, v in domain[0].items() if k != "mac"}]
-    assert guest_agent_interfaces.merge(no_mac, agent, spec) == no_mac
-    assert guest_agent_interfaces.add_info_source("multus-status, domain", "guest-agent") == (
-        "domain, guest-agent, multus-status"
-    )
-
-
-def test_interfaces_in_the_vmi_status_keep_the_agent_part() -> None:
-    machine = vmi()
-    domain = [
-        {
-            "name": "default",
-            "mac": "52:54:00:12:34:56",
-            "ipAddress": "10.244.0.7",
-            "ipAddresses": ["10.244.0.7"],
-            "infoSource": "domain",
-        }
-    ]
-    first = agent_status(machine, {"interfaces": domain}, launcher_status(agent_data(), interfaces=domain), NOW)
-    merged = first.changes["interfaces"]
-    assert merged[0]["interfaceName"] == "eth0"
-    # The next sync reports the domain's list again: the merged one in the VMI is kept, not overwritten.
-    machine["status"]["interfaces"] = merged
-    again = agent_status(machine, {"interfaces": domain}, launcher_status(agent_data(), interfaces=domain), NOW)
-    assert "interfaces" in again.unchanged
 
 
 def test_agent_credentials_from_mounted_secrets(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The VMI status virt-handler derives from the guest agent: AgentConnected, AgentVersionNotSupported,
-AccessCredentialsSynchronized, `guestOSInfo` and the agent's part of `interfaces`. Pure.
+AccessCredentialsSynchronized and `guestOSInfo`. Pure. (The agent's NICs reach status.interfaces through the
+launcher's interface join, launcher/interface_status.py.)
 
 Upstream: pkg/virt-handler/vm.go (updateGuestAgentConditions, updateAccessCredentialConditions, the guestOSInfo
 copy) and guestagent.go (isGuestAgentSupported). The launcher's status carries the agent channel's state and what
@@ -11,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
-
-from pykubevirt.handler import guest_agent_interfaces
 
 AGENT_CONNECTED: Final = "AgentConnected"
 AGENT_UNSUPPORTED: Final = "AgentVersionNotSupported"
@@ -156,11 +155,6 @@ def agent_status(
     os_info = agent.get("osInfo") or {}
     if os_info.get("name") and (current.get("guestOSInfo") or {}).get("name") != os_info["name"]:
         result.changes["guestOSInfo"] = dict(os_info)
-    domain_interfaces = launcher.get("interfaces")
-    if domain_interfaces is not None and agent.get("interfaces"):
-        spec_interfaces = (((vmi.get("spec") or {}).get("domain") or {}).get("devices") or {}).get("interfaces")
-        merged = guest_agent_interfaces.merge(domain_interfaces, agent["interfaces"], spec_interfaces or [])
-        _set(result, current, "interfaces", merged, current.get("interfaces"))
     return result
 
 

@@ -266,8 +266,11 @@ class Launcher:
         return status
 
     def _interfaces(self) -> list[dict[str, Any]]:
-        """KubeVirt's join of the pod-interface cache and the domain's NICs (netstat.go)."""
-        return interface_status.interface_statuses(self.vmi or {}, self.domain_interfaces or [], self.network.pod_ips)
+        """KubeVirt's join of the pod-interface cache, the domain's NICs and the guest agent's (netstat.go)."""
+        guest = self.agent.guest_interfaces() if self.agent is not None and self.last_state.alive else []
+        return interface_status.interface_statuses(
+            self.vmi or {}, self.domain_interfaces or [], self.network.pod_ips, guest
+        )
 
     async def _plumb_secondary(self, vmi: dict[str, Any]) -> None:
         """The bridge-bound Multus interfaces (their DHCP servers again when a previous launcher plumbed them)."""

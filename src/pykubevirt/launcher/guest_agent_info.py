@@ -214,7 +214,8 @@ def filesystem_list(data: AgentData) -> dict[str, Any]:
 
 
 def status_fields(connected: bool, data: AgentData) -> dict[str, Any]:
-    """What a launcher status carries for virt-handler: the channel state and the agent's domain-level data."""
+    """What a launcher status carries for virt-handler: the channel state, the agent's commands and OS (its NICs go
+    into the launcher's status.interfaces, launcher/interface_status.py)."""
     fields: dict[str, Any] = {"connected": connected}
     if data.supported_commands:
         fields["supportedCommands"] = data.supported_commands
@@ -222,6 +223,4 @@ def status_fields(connected: bool, data: AgentData) -> dict[str, Any]:
         fields["version"] = data.version
     if data.os_info:
         fields["osInfo"] = dict(data.os_info)
-    if data.interfaces:
-        fields["interfaces"] = [dict(i) for i in data.interfaces]
     return fields

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from pykubevirt.launcher import guest_agent_info as info
 from pykubevirt.launcher.domain_manager import DomainManager
+from pykubevirt.launcher.interface_status import GuestInterface
 
 log = logging.getLogger("pykubevirt.launcher.agent")
 
@@ -62,6 +63,13 @@ class GuestAgentPoller:
 
     def status_fields(self) -> dict[str, Any]:
         return info.status_fields(self.connected, self.data)
+
+    def guest_interfaces(self) -> list[GuestInterface]:
+        """The guest's NICs as the agent last reported them, for status.interfaces."""
+        return [
+            GuestInterface(str(i["interfaceName"]), str(i["mac"]), tuple(i.get("ipAddresses") or ()))
+            for i in self.data.interfaces
+        ]
 
     # ------------------------------------------------------------------------------------------------ channel
 
@@ -137,9 +145,9 @@ class GuestAgentPoller:
         except Exception as exc:  # no agent yet, or the domain is going away
             log.debug("guest info failed: %s", exc)
             return
-        before = info.status_fields(self.connected, self.data)
+        before = (info.status_fields(self.connected, self.data), self.data.interfaces)
         info.apply_guest_info(self.data, guest)
-        if info.status_fields(self.connected, self.data) != before:
+        if (info.status_fields(self.connected, self.data), self.data.interfaces) != before:
             self.on_change()
 
     # ------------------------------------------------------------------------------------------------ queries
