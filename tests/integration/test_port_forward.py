@@ -36,8 +36,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 SUB = "/apis/subresources.kubevirt.io/v1"
 VIRTCTL = str(Path(sys.executable).parent / "virtctl")
 PORT = 7000
-# Greets each connection with the address it was reached at, then echoes what it receives, upper-cased, until
-# end of input or a line "bye".
+# TCP: greets each connection with the address it was reached at, then echoes what it receives, upper-cased, until
+# end of input or a line "bye". UDP on the same port: answers each datagram with it upper-cased.
 ECHO = (
     "import asyncio\n"
     "async def serve(r, w):\n"
@@ -46,7 +46,11 @@ ECHO = (
     "        w.write(data.upper()); await w.drain()\n"
     "        if data.endswith(b'bye\\n'): break\n"
     "    w.close()\n"
+    "class Echo(asyncio.DatagramProtocol):\n"
+    "    def connection_made(self, t): self.t = t\n"
+    "    def datagram_received(self, data, addr): self.t.sendto(data.upper(), addr)\n"
     "async def main():\n"
+    f"    await asyncio.get_running_loop().create_datagram_endpoint(Echo, local_addr=('0.0.0.0', {PORT}))\n"
     f"    s = await asyncio.start_server(serve, '0.0.0.0', {PORT})\n"
     "    print('ready', flush=True)\n"
     "    await s.serve_forever()\n"
@@ -174,7 +178,7 @@ async def test_refusals_name_what_is_missing(apiserver: APIServerProcess, guest:
     )
     code, body = await status_of(apiserver, path(guest, "missing", str(PORT)))
     assert (code, body["message"]) == (404, 'virtualmachineinstance.kubevirt.io "missing" not found')
-    code, body = await status_of(apiserver, path(guest, "closed", f"{PORT}/sctp"))
+    code, body = await status_of(apiserver, path(guest, "closed", f"{PORT}/sctp"))  # as KubeVirt: tcp and udp
     assert (code, body["message"]) == (400, 'unsupported protocol "sctp"')
     # A plain GET to a reachable port is dialed, then refused for not being a websocket.
     code, body = await status_of(apiserver, path(guest, "closed", str(PORT)))
@@ -303,3 +307,50 @@ async def test_virtctl_port_forward_stdio_carries_one_port_on_stdin_and_stdout(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_udp_datagrams_travel_one_a_message(apiserver: APIServerProcess, guest: Guest, tmp_path: Path) -> None:
+    await running_vmi(guest, "udp")
+    session, ws = await open_ws(apiserver, path(guest, "udp", f"{PORT}/udp"))
+    try:
+        await ws.send_bytes(b"one")
+        await ws.send_bytes(b"two")
+        assert [await receive(ws), await receive(ws)] == [b"ONE", b"TWO"]
+    finally:
+        await ws.close()
+        await session.close()
+    local = free_port()
+    process = await asyncio.create_subprocess_exec(
+        *(VIRTCTL, "port-forward", f"vmi/udp/{guest.namespace}", f"udp/{local}:{PORT}"),
+        env=virtctl_env(apiserver, tmp_path),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stderr is not None
+        line = await asyncio.wait_for(process.stderr.readline(), 30)
+        assert line.decode().strip() == f"forwarding udp 127.0.0.1:{local} to {PORT}"
+        answers: asyncio.Queue[bytes] = asyncio.Queue()
+
+        class Client(asyncio.DatagramProtocol):
+            def datagram_received(self, data: bytes, addr: Any) -> None:
+                answers.put_nowait(data)
+
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_datagram_endpoint(Client, remote_addr=("127.0.0.1", local))
+        try:
+            # UDP may drop a datagram: sent until heard.
+            async def answered() -> bytes | None:
+                transport.sendto(b"over udp")
+                with contextlib.suppress(TimeoutError):
+                    return await asyncio.wait_for(answers.get(), 0.5)
+                return None
+
+            assert await eventually(answered, timeout=15) == b"OVER UDP"
+            transport.sendto(b"again")
+            assert await asyncio.wait_for(answers.get(), 15) == b"AGAIN"
+        finally:
+            transport.close()
+    finally:
+        process.terminate()
+        await process.wait()

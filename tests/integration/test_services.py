@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import ipaddress
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -22,11 +23,12 @@ import pytest_asyncio
 from pykubevirt.cli.cluster_network import choose_cluster_cidr, release_cluster_network
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import NotFound
-from pykubevirt.client.resources import ENDPOINT_SLICES, ENDPOINTS, NAMESPACES, PODS
+from pykubevirt.client.resources import ENDPOINT_SLICES, ENDPOINTS, NAMESPACES, PODS, VIRTUAL_MACHINES
 from pykubevirt.controller.endpoints_controller import EndpointsController
 from pykubevirt.node import netns
 from pykubevirt.node.pod_network import ClusterNetwork, PodNetwork
 from pykubevirt.node.service_proxy import ServiceProxy
+from tests.integration.conftest import vm_manifest
 from tests.support.apiserver_process import APIServerProcess, kubectl
 from tests.support.control_plane import client_for
 from tests.support.waiting import eventually
@@ -293,3 +295,47 @@ async def test_the_proxy_table_is_pykubevirts_own_and_down_removes_it(env: Env, 
     release_cluster_network(tmp_path)
     assert nft("list", "table", "ip", other.nft_table).returncode != 0
     assert nft("list", "table", "ip", env.network.nft_table).returncode == 0
+
+
+def virtctl(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real virtctl console script against the module's server."""
+    virtctl_env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+    virtctl_env.update({"KUBECONFIG": str(env.server.kubeconfig), "HOME": str(env.home)})
+    program = str(Path(sys.executable).parent / "virtctl")
+    return subprocess.run([program, "-n", env.namespace, *args], env=virtctl_env, capture_output=True, text=True)
+
+
+async def test_virtctl_expose_makes_upstreams_service(env: Env) -> None:
+    vm = vm_manifest("exposed")
+    spec = vm["spec"]["template"]["spec"]
+    spec["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "masquerade": {}, "ports": [{"port": 80}, {"port": 22, "name": "ssh"}]}
+    ]
+    spec["networks"] = [{"name": "default", "pod": {}}]
+    created_vm = await env.client.create(VIRTUAL_MACHINES, vm, env.namespace)
+    result = await asyncio.to_thread(virtctl, env, "expose", "vm", "exposed", "--name", "exposed-all")
+    assert (result.returncode, result.stdout) == (0, "Service exposed-all successfully created for vm exposed\n")
+    svc = json.loads(env.kubectl("get", "svc", "exposed-all", "-o", "json").stdout)
+    # The VM's pod-network ports, named port-N; the launcher pod's vmi.kubevirt.io/id; owned by the VM.
+    assert [(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [
+        ("port-1", 80, 80),
+        ("port-2", 22, 22),
+    ]
+    assert svc["spec"]["selector"] == {"vmi.kubevirt.io/id": "exposed"}
+    (owner,) = svc["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"], owner["blockOwnerDeletion"]) == (
+        "VirtualMachine",
+        created_vm["metadata"]["uid"],
+        True,
+        False,
+    )
+    assert in_range(env, svc["spec"]["clusterIP"])
+    one = await asyncio.to_thread(virtctl, env, "expose", "vmi", "nothere", "--name", "x", "--port", "1")
+    assert one.returncode == 1
+    assert one.stderr.strip() == (
+        'error fetching VirtualMachineInstance: virtualmachineinstances.kubevirt.io "nothere" not found'
+    )
+    clash = await asyncio.to_thread(virtctl, env, "expose", "vm", "exposed", "--name", "exposed-all", "--port", "1")
+    assert clash.stderr.strip() == 'service creation failed: services "exposed-all" already exists'
+    halted = await asyncio.to_thread(virtctl, env, "expose", "vm", "exposed", "--name", "x", "--type", "ExternalName")
+    assert halted.stderr.strip() == "type: ExternalName not supported"

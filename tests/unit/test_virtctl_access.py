@@ -188,13 +188,14 @@ def test_expose_reuses_the_pod_network_ports_or_refuses() -> None:
 def test_portforward_path_parameters() -> None:
     assert parse_target(["22"]) == Target(22, "tcp")
     assert parse_target(["80", "TCP"]) == Target(80, "tcp")
+    assert parse_target(["53", "udp"]) == Target(53, "udp")
     for extra, code in (
         (["abc"], 400),
         (["0"], 400),
         (["70000"], 400),
         ([""], 400),
         (["1", "udp", "x"], 404),
-        (["53", "udp"], 400),
+        (["53", "sctp"], 400),
     ):
         with pytest.raises(errors.APIError) as caught:
             parse_target(extra)

@@ -18,7 +18,13 @@ from pykubevirt.apiserver.http_api import error_response, json_response
 from pykubevirt.client.api import JSON_PATCH, KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
-from pykubevirt.client.streams import STREAM_PROTOCOL, pump_websocket_stream, pump_websockets
+from pykubevirt.client.streams import (
+    STREAM_PROTOCOL,
+    pump,
+    pump_websocket_stream,
+    pump_websockets,
+    websocket_bytes,
+)
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.handler_client import HandlerClient
@@ -34,7 +40,7 @@ from pykubevirt.virtapi.lifecycle import (
     vmi_conflict,
 )
 from pykubevirt.virtapi.options import is_dry_run, parse_pause, parse_restart, parse_stop
-from pykubevirt.virtapi.portforward import check_port_forward, dial, parse_target
+from pykubevirt.virtapi.portforward import Target, check_port_forward, dial, dial_udp, parse_target
 from pykubevirt.virtapi.vmi_checks import (
     check_console,
     check_guest_agent,
@@ -408,6 +414,8 @@ class SubresourceAPI:
         vmi = await (self._vmi_of_vm if resource == "virtualmachines" else self._vmi)(namespace, name)
         if (problem := check_port_forward(vmi)) is not None:
             raise problem
+        if target.protocol == "udp":
+            return await self._port_forward_udp(request, vmi, target)
         reader, writer = await dial(vmi, target)
         client = web.WebSocketResponse(protocols=(STREAM_PROTOCOL,), max_msg_size=0, heartbeat=30)
         try:
@@ -420,6 +428,21 @@ class SubresourceAPI:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+            with contextlib.suppress(Exception):
+                await client.close()
+        return client
+
+    async def _port_forward_udp(self, request: web.Request, vmi: dict[str, Any], target: Target) -> web.StreamResponse:
+        """UDP: each websocket message is one datagram to the guest's port, each datagram back one message."""
+        guest = await dial_udp(vmi, target)
+        client = web.WebSocketResponse(protocols=(STREAM_PROTOCOL,), max_msg_size=0, heartbeat=30)
+        try:
+            if not client.can_prepare(request).ok:
+                raise errors.bad_request(NOT_WEBSOCKET)
+            await client.prepare(request)
+            await pump(websocket_bytes(client), client.send_bytes, guest.datagrams(), guest.send)
+        finally:
+            guest.close()
             with contextlib.suppress(Exception):
                 await client.close()
         return client

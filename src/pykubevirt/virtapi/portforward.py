@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pykubevirt.api import errors
 from pykubevirt.api.objects import condition
@@ -20,7 +21,8 @@ from pykubevirt.virtapi.lifecycle import name_of, vmi_conflict
 PAUSED = "Paused"
 NO_INTERFACES = "no network interfaces are present"
 DIAL_TIMEOUT_SECONDS = 10.0
-PROTOCOLS = ("tcp",)
+PROTOCOLS = ("tcp", "udp")
+QUEUED_DATAGRAMS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +47,6 @@ def parse_target(extra: list[str]) -> Target:
         raise errors.bad_request(f'invalid port "{extra[0]}"')
     protocol = extra[1].lower() if len(extra) == 2 else "tcp"
     if protocol not in PROTOCOLS:
-        # UDP needs datagram framing over the websocket, which this virt-api does not serve yet.
         raise errors.bad_request(f'unsupported protocol "{extra[1]}"')
     return Target(port, protocol)
 
@@ -86,3 +87,55 @@ async def dial(vmi: dict[str, Any], target: Target) -> tuple[asyncio.StreamReade
     except OSError as exc:
         why = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
         raise errors.internal(f"dialing VM: dial {target.protocol} {where}: connect: {why}") from exc
+
+
+class GuestDatagrams(asyncio.DatagramProtocol):
+    """A UDP socket connected to the guest's port: what it receives, in order, until an error (ICMP unreachable)
+    ends it, as a Go UDP conn's Read fails; each websocket message is one datagram, both ways."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(QUEUED_DATAGRAMS)
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # The selector loop's datagram transport does not subclass DatagramTransport, though it is one.
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        if not self.queue.full():  # UDP: dropped rather than buffered without bound
+            self.queue.put_nowait(data)
+
+    def error_received(self, exc: Exception) -> None:
+        self._end()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        if self.queue.full():
+            self.queue.get_nowait()
+        self.queue.put_nowait(None)
+
+    async def datagrams(self) -> AsyncIterator[bytes]:
+        while (data := await self.queue.get()) is not None:
+            yield data
+
+    async def send(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.sendto(data)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def dial_udp(vmi: dict[str, Any], target: Target) -> GuestDatagrams:
+    """A UDP socket connected to the guest's port (connecting a UDP socket sends nothing)."""
+    address = target_address(vmi)
+    loop = asyncio.get_running_loop()
+    try:
+        _, protocol = await loop.create_datagram_endpoint(GuestDatagrams, remote_addr=(address, target.port))
+    except OSError as exc:
+        why = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
+        raise errors.internal(f"dialing VM: dial udp {host_port(address, target.port)}: {why}") from exc
+    return protocol

@@ -11,12 +11,14 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 import aiohttp
 
 from pykubevirt.client.api import KubeClient
-from pykubevirt.client.streams import pump_websocket_stream, websocket_bytes
+from pykubevirt.client.streams import pump, pump_websocket_stream, websocket_bytes
 from pykubevirt.virtctl.client import VirtctlError, open_stream
 from pykubevirt.virtctl.stdio import StdinChunks, write_all
 
@@ -106,6 +108,8 @@ class PortForwarder:
         self.client = client
         self.namespace = namespace
         self.target = target
+        # The UDP tunnels' tasks, held until they end.
+        self.tunnels: set[asyncio.Task[None]] = set()
 
     async def open(self, port: ForwardedPort) -> aiohttp.ClientWebSocketResponse:
         resource = RESOURCES[self.target.kind]
@@ -159,20 +163,82 @@ class PortForwarder:
                 await writer.wait_closed()
             await ws.close()
 
-    async def listen(self, address: str, port: ForwardedPort) -> asyncio.Server:
-        if port.protocol != "tcp":
+    async def listen(self, address: str, port: ForwardedPort) -> asyncio.AbstractServer | asyncio.BaseTransport:
+        """Bind the local port; upstream's `forwarding …` line follows, so whoever reads it may connect at once."""
+        if port.protocol not in PROTOCOLS:
             raise VirtctlError(f"unknown protocol: {port.protocol}")
-        log(f"forwarding {port.protocol} {address}:{port.local} to {port.remote}")
+        if port.protocol == "udp":
+            listening: asyncio.AbstractServer | asyncio.BaseTransport = await self._listen_udp(address, port)
+        else:
 
-        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await self._connection(port, reader, writer)
+            async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                await self._connection(port, reader, writer)
+
+            try:
+                listening = await asyncio.start_server(accept, address, port.local)
+            except OSError as exc:
+                why = (exc.strerror or str(exc)).lower()
+                raise VirtctlError(f"listen tcp {address}:{port.local}: bind: {why}") from exc
+        log(f"forwarding {port.protocol} {address}:{port.local} to {port.remote}")
+        return listening
+
+    async def _listen_udp(self, address: str, port: ForwardedPort) -> asyncio.BaseTransport:
+        """upstream's udpProxy: each local client address gets its own stream; a message is one datagram."""
+        loop = asyncio.get_running_loop()
+        forwarder = self
+        clients: dict[Any, asyncio.Queue[bytes]] = {}
+
+        class Local(asyncio.DatagramProtocol):
+            transport: asyncio.DatagramTransport
+
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                # The selector loop's datagram transport does not subclass DatagramTransport, though it is one.
+                self.transport = cast(asyncio.DatagramTransport, transport)
+
+            def datagram_received(self, data: bytes, addr: Any) -> None:
+                queue = clients.get(addr)
+                if queue is None:
+                    queue = clients[addr] = asyncio.Queue()
+                    task = loop.create_task(forwarder._udp_client(port, self.transport, addr, queue, clients))
+                    forwarder.tunnels.add(task)
+                    task.add_done_callback(forwarder.tunnels.discard)
+                queue.put_nowait(data)
 
         try:
-            return await asyncio.start_server(accept, address, port.local)
+            transport, _ = await loop.create_datagram_endpoint(Local, local_addr=(address, port.local))
         except OSError as exc:
-            raise VirtctlError(
-                f"listen tcp {address}:{port.local}: bind: {(exc.strerror or str(exc)).lower()}"
-            ) from exc
+            why = (exc.strerror or str(exc)).lower()
+            raise VirtctlError(f"listen udp {address}:{port.local}: bind: {why}") from exc
+        return transport
+
+    async def _udp_client(
+        self,
+        port: ForwardedPort,
+        local: asyncio.DatagramTransport,
+        addr: Any,
+        queue: asyncio.Queue[bytes],
+        clients: dict[Any, asyncio.Queue[bytes]],
+    ) -> None:
+        log(f"opening new udp tunnel to {port.remote}")
+        try:
+            ws = await self.open(port)
+        except Exception as exc:
+            log(f"can't access {self.target.kind}/{self.target.name}.{self.namespace}: {exc}")
+            clients.pop(addr, None)
+            return
+
+        async def outgoing() -> AsyncIterator[bytes]:
+            while True:
+                yield await queue.get()
+
+        async def to_client(data: bytes) -> None:
+            local.sendto(data, addr)
+
+        try:
+            await pump(outgoing(), to_client, websocket_bytes(ws), ws.send_bytes)
+        finally:
+            clients.pop(addr, None)
+            await ws.close()
 
 
 async def run_port_forward(
