@@ -1,7 +1,7 @@
 """Control-plane latency and cost with a simulated node (no QEMU): VM create → VMI Running, API writes per start,
 virt-controller RSS. KubeVirt's equivalent is its KWOK density job (8,000 VMIs: p50 0.62 s, p99 1.9 s).
 
-Run: .venv/bin/python -m bench.control_plane [--vms 1000 --rate 10] [--burst]
+Run: .venv/bin/python -m bench.control_plane [--vms 1000 --rate 10] [--burst] [--profile controller.prof]
 The controller runs in a process of its own (so its RSS is its own); the simulated node and the load generator
 share this process. One JSON line with the figures goes to stdout.
 """
@@ -13,6 +13,7 @@ import asyncio
 import json
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from typing import Any
@@ -22,6 +23,7 @@ from tests.support.control_plane import client_for, simulated_node_client
 from tests.support.simulated_node import SimulatedNode
 
 from bench.harness import log, machine, percentile, rss_mib, start_apiserver
+from bench.profiled import top
 from pykubevirt.cli.cluster_layout import pykubevirt_argv
 from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import NAMESPACES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
@@ -51,11 +53,12 @@ async def run(args: argparse.Namespace, server: APIServerProcess) -> dict[str, A
     admin = client_for(server)
     handler = client_for(server, "virt-handler")
     await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
+    command = (
+        *("virt-controller", "--kubeconfig", str(server.data_dir / "virt-controller.kubeconfig")),
+        *("--no-leader-election", "--workers", str(args.workers)),
+    )
     controller = subprocess.Popen(  # noqa: ASYNC220 - started once, before the measured part
-        pykubevirt_argv(
-            *("virt-controller", "--kubeconfig", str(server.data_dir / "virt-controller.kubeconfig")),
-            *("--no-leader-election", "--workers", str(args.workers)),
-        ),
+        (sys.executable, "-m", "bench.profiled", args.profile, *command) if args.profile else pykubevirt_argv(*command),
         stderr=(server.data_dir.parent / "virt-controller.log").open("w"),
     )
     node_client = await simulated_node_client(server, admin)
@@ -155,12 +158,15 @@ def main() -> None:
     parser.add_argument("--burst", action="store_true", help="create as fast as possible instead of at --rate")
     parser.add_argument("--workers", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--profile", metavar="FILE", help="write a CPU-time cProfile of virt-controller to FILE")
     args = parser.parse_args()
     server = start_apiserver()
     try:
         figures = asyncio.run(run(args, server))
     finally:
         server.stop()
+    if args.profile:
+        log(top(args.profile))
     print(json.dumps({"bench": "control_plane", "machine": machine(), **figures}))
 
 
