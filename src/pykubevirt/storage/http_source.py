@@ -81,6 +81,8 @@ class Download:
     read: int = 0
     # hashlib object fed every byte of the body, when the DataVolume gives a checksum.
     hasher: Any = None
+    # Whether unwrap removed a gzip, xz or tar layer (then `total` is not the image's size).
+    layered: bool = False
 
 
 class _Counting(io.RawIOBase):
@@ -211,6 +213,7 @@ def unwrap(download: Download) -> tuple[str, IO[bytes], Callable[[], None]]:
         else:
             break
         opened.append(stream)
+        download.layered = True
 
     def close() -> None:
         for item in reversed(opened):
@@ -220,13 +223,16 @@ def unwrap(download: Download) -> tuple[str, IO[bytes], Callable[[], None]]:
 
 
 def write_scratch(stream: IO[bytes], dest: Path, on_chunk: Callable[[int], None]) -> None:
-    """Copy `stream` to a scratch file qemu-img reads next (no hole punching, no fsync: it is thrown away)."""
+    """Copy `stream` to a scratch file qemu-img reads (no hole punching, no fsync: it is thrown away). Unbuffered:
+    what `on_chunk` reports is in the file, for a reader that follows the download."""
     size = 0
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
-    with open(dest, "wb") as out:
+    with open(dest, "wb", buffering=0) as out:
         while n := stream.readinto(view):  # type: ignore[attr-defined]
-            out.write(view[:n])
+            done = 0
+            while done < n:
+                done += out.write(view[done:n]) or 0
             size += n
             on_chunk(size)
 

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from pykubevirt.api.volume_binding import to_bytes
 from pykubevirt.storage import http_source, registry_source
 from pykubevirt.storage.datavolume_claim import DATA_DIR, SOURCE_DIR, usable_space
 from pykubevirt.storage.import_progress import FAILURE_PREFIX, QEMU_PROGRESS, ProgressReporter
+from pykubevirt.storage.nbd_export import GrowingFile, NBDExport
 
 DISK_IMG = "disk.img"
 BLOCK_DEVICE = "/dev/cdi-block-volume"
@@ -61,7 +63,7 @@ def _too_large(needed: int, usable: int) -> ImporterError:
     )
 
 
-def _convert(source: Path, fmt: str, dest: Path, on_progress: Callable[[float], None]) -> None:
+def _convert(source: Path | str, fmt: str, dest: Path, on_progress: Callable[[float], None]) -> None:
     """qemu-img convert to raw, reporting its `-p` percentages; qemu-img's own words on failure."""
     argv = ["qemu-img", "convert", "-t", "writeback", "-p", "-f", fmt, "-O", "raw", str(source), str(dest)]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -78,8 +80,9 @@ def _convert(source: Path, fmt: str, dest: Path, on_progress: Callable[[float], 
         raise ImporterError(f"qemu-img convert failed: {stderr}")
 
 
-def _image_info(path: Path, fmt: str) -> dict[str, object]:
-    info = json.loads(_qemu_img("info", "--output=json", "-f", fmt, str(path)))
+def _image_info(path: Path, fmt: str, source: str = "") -> dict[str, object]:
+    """qemu-img info of the image at `path` (or read from `source`, an NBD URI, in its stead)."""
+    info = json.loads(_qemu_img("info", "--output=json", "-f", fmt, source or str(path)))
     if info.get("backing-filename"):
         raise ImporterError(f"Image {path.name} is invalid because it has a backing file")
     return dict(info)
@@ -133,6 +136,20 @@ def import_stream(
                     if download.total:
                         progress.set(share * download.read / download.total)
 
+                if fmt != "raw" and download.total and not download.layered:
+
+                    def finish_fetch() -> None:
+                        http_source.verify_checksum(download, checksum)
+                        close()
+
+                    streamed_convert(
+                        lambda chunk: http_source.write_scratch(stream, download_path, chunk),
+                        finish_fetch, download.total, fmt, download_path, partial, usable, progress,
+                    )  # fmt: skip
+                    if not block:
+                        _finish(partial, target, usable)
+                    progress.set(100.0)
+                    return
                 if fmt == "raw" and not block:
                     written = http_source.write_sparse(stream, partial, usable, on_chunk)
                     if written > usable:
@@ -161,6 +178,65 @@ def import_stream(
             if block:
                 with contextlib.suppress(OSError):
                     work.rmdir()
+
+
+class _Stopped(Exception):
+    """The download was stopped because qemu-img gave up first (its error is the one reported)."""
+
+
+def streamed_convert(
+    fetch: Callable[[Callable[[int], None]], None],
+    finish_fetch: Callable[[], None],
+    total: int,
+    fmt: str,
+    scratch: Path,
+    partial: Path,
+    usable: int,
+    progress: ProgressReporter,
+) -> None:
+    """Download into `scratch` while qemu-img reads it over NBD (see nbd_export): the image's header is checked
+    (backing file, virtual size) as soon as it has arrived, and the conversion follows the download."""
+    growing = GrowingFile(scratch, total)
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def on_chunk(size: int) -> None:
+        if stop.is_set():
+            raise _Stopped()
+        growing.grew(size)
+        progress.set(99.0 * size / total)
+
+    def download() -> None:
+        try:
+            fetch(on_chunk)
+            finish_fetch()  # the checksum over the whole body, before the image may count as good
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            growing.end()
+
+    socket_dir = Path(tempfile.mkdtemp(prefix="cdi-nbd-"))
+    thread = threading.Thread(target=download, name="import-download", daemon=True)
+    try:
+        with NBDExport(growing, socket_dir / "nbd.sock") as export:
+            thread.start()
+            try:
+                needed = int(str(_image_info(scratch, fmt, export.uri)["virtual-size"]))
+                if needed > usable:
+                    raise _too_large(needed, usable)
+                _convert(export.uri, fmt, partial, lambda _: None)
+            except ImporterError:
+                stop.set()
+                thread.join()
+                # A failed download is why qemu-img failed (it read EIO); otherwise qemu-img's own words.
+                if failures and not isinstance(failures[0], _Stopped):
+                    raise failures[0] from None
+                raise
+            thread.join()
+    finally:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+    if failures:
+        raise failures[0]
 
 
 def _import_registry(environ: dict[str, str], mounts: dict[str, str], target: Path, block: bool, usable: int) -> None:
