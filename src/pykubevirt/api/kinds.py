@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pykubevirt.api import cdi, constants, instancetype
-from pykubevirt.api.kubevirt import kubevirt_cr, migration, vm, vmi
+from pykubevirt.api.kubevirt import kubevirt_cr, migration, migration_policy, vm, vmi
 from pykubevirt.api.schema import Schema
 
 AGE_COLUMN_PATH = ".metadata.creationTimestamp"
@@ -195,10 +195,23 @@ KUBEVIRT = KindSpec(
     printer_columns=(_age(), PrinterColumn("Phase", "string", ".status.phase")),
 )
 
+MIGRATION_POLICY = KindSpec(
+    group=migration_policy.MIGRATIONS_GROUP,
+    version=migration_policy.MIGRATIONS_VERSION,
+    kind=migration_policy.MIGRATION_POLICY_KIND,
+    plural="migrationpolicies",
+    singular="migrationpolicy",
+    schema=migration_policy.MIGRATION_POLICY,
+    namespaced=False,
+    categories=("all",),
+    printer_columns=(_age(),),
+)
+
 ALL_KINDS: tuple[KindSpec, ...] = (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     VIRTUAL_MACHINE_INSTANCE_MIGRATION,
+    MIGRATION_POLICY,
     VIRTUAL_MACHINE_INSTANCETYPE,
     VIRTUAL_MACHINE_CLUSTER_INSTANCETYPE,
     VIRTUAL_MACHINE_PREFERENCE,

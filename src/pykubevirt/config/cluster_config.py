@@ -19,8 +19,14 @@ class MigrationConfig:
     unsafe_migration_override: bool = False
     allow_auto_converge: bool = False
     allow_post_copy: bool = False
+    # Unset follows allow_post_copy (KubeVirt's backward-compatible reading of the field).
+    allow_workload_disruption: bool | None = None
     disable_tls: bool = False
     network: str | None = None
+    max_downtime_ms: int = 900
+    utility_volumes_timeout: int = 150
+    node_drain_taint_key: str = "kubevirt.io/drain"
+    match_selinux_level_on_migration: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

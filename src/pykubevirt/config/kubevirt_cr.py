@@ -60,8 +60,13 @@ def _migrations(raw: Mapping[str, Any], defaults: MigrationConfig) -> MigrationC
         "unsafe_migration_override": _bool(raw.get("unsafeMigrationOverride")),
         "allow_auto_converge": _bool(raw.get("allowAutoConverge")),
         "allow_post_copy": _bool(raw.get("allowPostCopy")),
+        "allow_workload_disruption": _bool(raw.get("allowWorkloadDisruption")),
         "disable_tls": _bool(raw.get("disableTLS")),
         "network": _str(raw.get("network")),
+        "max_downtime_ms": _int(raw.get("maxDowntimeMs")),
+        "utility_volumes_timeout": _int(raw.get("utilityVolumesTimeout")),
+        "node_drain_taint_key": _str(raw.get("nodeDrainTaintKey")),
+        "match_selinux_level_on_migration": _bool(raw.get("matchSELinuxLevelOnMigration")),
     }
     return dataclasses.replace(defaults, **{k: v for k, v in fields.items() if v is not None})
 
