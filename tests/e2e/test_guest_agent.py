@@ -107,6 +107,16 @@ async def test_agent_connects_reports_the_guest_and_drops_when_stopped(kube: Clu
     assert body["os"]["prettyName"] == "pykubevirt demo guest 1 (busybox)"
     assert body["guestAgentVersion"].startswith("7.")
     assert out.startswith('{\n  "guestAgentVersion"')
+
+    # The agent's eth0 joins the domain's interface by MAC; behind masquerade the pod IP stays the address.
+    async def joined() -> dict[str, Any] | None:
+        current = await kube.vmi(ns, "agent-vm") or {}
+        first = ((current.get("status") or {}).get("interfaces") or [{}])[0]
+        return first if first.get("interfaceName") == "eth0" else None
+
+    interface = await eventually(joined, timeout=60)
+    assert interface["infoSource"] == "domain, guest-agent"
+    assert interface["ipAddress"] == pod["status"]["podIP"]
     _, out, _ = await kube.run("virtctl", "userlist", "agent-vm", "-n", ns)
     assert json.loads(out) == {"metadata": {}, "items": []}
     _, out, _ = await kube.run("virtctl", "fslist", "agent-vm", "-n", ns)

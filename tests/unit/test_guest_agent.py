@@ -300,3 +300,29 @@ def test_agent_credentials_from_mounted_secrets(tmp_path: Path) -> None:
     users = access_credentials.users_keys(credentials, {"a": ["k1", "k2"], "c": ["k3"]})
     assert users == {"root": ["k1", "k2", "k3"], "alice": ["k1", "k2"]}
     assert access_credentials.secret_dir_name("a") == "/var/run/kubevirt-private/secret/a-access-cred"
+
+
+def test_agent_passwords_from_mounted_secrets(tmp_path: Path) -> None:
+    machine = vmi(
+        accessCredentials=[
+            {
+                "userPassword": {
+                    "source": {"secret": {"secretName": "pw"}},
+                    "propagationMethod": {"qemuGuestAgent": {}},
+                }
+            },
+            {"sshPublicKey": {"source": {"secret": {"secretName": "a"}}, "propagationMethod": {"noCloud": {}}}},
+        ]
+    )
+    assert access_credentials.agent_password_secrets(machine) == ["pw"]
+    assert access_credentials.agent_ssh_credentials(machine) == []
+    mounted = tmp_path / "pw-access-cred"
+    mounted.mkdir()
+    (mounted / "root").write_text("  s3cret\n")
+    (mounted / "nobody").write_text("\n")
+    assert access_credentials.read_passwords(mounted) == {"root": "s3cret"}
+    command = json.loads(access_credentials.set_password_command("root", "s3cret"))
+    assert command == {
+        "execute": "guest-set-user-password",
+        "arguments": {"username": "root", "password": "czNjcmV0", "crypted": False},
+    }
