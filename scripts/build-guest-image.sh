@@ -255,6 +255,7 @@ for nic in /sys/class/net/eth*; do
   [ -e "$nic" ] || continue
   ip link set "${nic##*/}" up
   udhcpc -f -i "${nic##*/}" -t 0 -T 1 -A 1 -S >/dev/null 2>&1 </dev/null &
+  echo $! >"/run/udhcpc.${nic##*/}.pid"
 done
 
 # button + evdev expose the power button as /dev/input/event*; acpid runs /etc/acpi/PWRF/00000080 for it.
@@ -293,6 +294,27 @@ find_cloud_init() {
     esac
   done
   return 1
+}
+
+# network-config v2's static addresses, one "NIC ADDRESS/PREFIX" line each (ethernets.<nic>.addresses, as a
+# block or a flow list): how a NIC on a network without IPAM is configured, as KubeVirt's networkData does.
+parse_network_config() {
+  awk '
+    BEGIN { eth = -1; nicind = -1 }
+    /^[ \t]*(#|$)/ { next }
+    { match($0, /^ */); ind = RLENGTH; line = substr($0, ind + 1); sub(/[ \t]+$/, "", line) }
+    eth >= 0 && ind <= eth { eth = -1; inaddr = 0 }
+    line == "ethernets:" { eth = ind; nicind = -1; next }
+    eth < 0 { next }
+    inaddr && ind > addrind && line ~ /^- / { a = substr(line, 3); gsub(/["\047]/, "", a); print nic, a; next }
+    { inaddr = 0 }
+    (nicind < 0 || ind <= nicind) && line ~ /^[^ :]+:$/ { nic = substr(line, 1, length(line) - 1); nicind = ind; next }
+    line ~ /^addresses:/ {
+      v = line; sub(/^addresses:[ \t]*/, "", v)
+      if (v ~ /^\[/) { gsub(/[][" \047]/, "", v); n = split(v, parts, ","); for (i = 1; i <= n; i++) if (parts[i] != "") print nic, parts[i] }
+      else { inaddr = 1; addrind = ind }
+    }
+  ' "$1"
 }
 
 # The #cloud-config subset: top-level hostname, ssh_authorized_keys (block list, root's), and single-line runcmd
@@ -343,7 +365,8 @@ if [ -n "$ci" ]; then
     case $label in
       cidata|CIDATA)
         say "cloud-init NoCloud on $dev"
-        meta=/mnt/cloud-init/meta-data; user_data=/mnt/cloud-init/user-data; key=local-hostname ;;
+        meta=/mnt/cloud-init/meta-data; user_data=/mnt/cloud-init/user-data; key=local-hostname
+        [ -f /mnt/cloud-init/network-config ] && cp /mnt/cloud-init/network-config /run/cloud-init/network-config ;;
       *)
         say "cloud-init ConfigDrive on $dev"
         meta=/mnt/cloud-init/openstack/latest/meta_data.json; user_data=/mnt/cloud-init/openstack/latest/user_data
@@ -392,6 +415,13 @@ fi
   dropbearkey -t ed25519 -f /etc/dropbear/dropbear_ed25519_host_key >/dev/null 2>&1
   dropbear -s -r /etc/dropbear/dropbear_ed25519_host_key -p 22 || say "dropbear failed"
 ) &
+if [ -f /run/cloud-init/network-config ]; then
+  parse_network_config /run/cloud-init/network-config | while read -r nic address; do
+    # A static address replaces DHCP on its NIC (udhcpc would flush it at its next deconfig).
+    [ -f "/run/udhcpc.$nic.pid" ] && kill "$(cat "/run/udhcpc.$nic.pid")" 2>/dev/null
+    ip link set "$nic" up && ip addr add "$address" dev "$nic" && say "network-config $nic $address"
+  done
+fi
 # busybox httpd on port 80 with a page naming the guest: what a host reaches through the pod IP.
 echo "pykubevirt-guest $(hostname)" >/www/index.html
 httpd -p 80 -h /www

@@ -326,3 +326,29 @@ def test_guest_agent_and_dropbear_with_the_cloud_init_key(boot: Any, tmp_path: P
     guest.wait_exit(STOP_TIMEOUT)
     assert "pykubevirt-guest: reboot" in guest.output()
     shutil.rmtree(agent_sock.parent, ignore_errors=True)
+
+
+def test_nocloud_network_config_gives_a_nic_its_static_address(boot: Any, tmp_path: Path) -> None:
+    # KubeVirt's way for a NIC on a network without IPAM: cloud-init networkData (network-config v2).
+    network_data = "network:\n  version: 2\n  ethernets:\n    eth0:\n      addresses:\n        - 192.168.80.10/24\n"
+    vmi: dict[str, Any] = {
+        "metadata": {"name": "static", "namespace": "e2e"},
+        "spec": {
+            "volumes": [
+                {
+                    "name": "cloudinitdisk",
+                    "cloudInitNoCloud": {"userData": "#cloud-config\n", "networkData": network_data},
+                }
+            ],
+        },
+    }
+    iso = tmp_path / "cloud-init-static.iso"
+    cloudinit.build_iso(cloudinit.cloud_init_data(vmi, cloudinit.NO_CLOUD), iso)
+    # A NIC whose frames go to a loopback UDP port nobody answers: no DHCP server, nothing leaves the host.
+    netdev = f"socket,id=n0,udp=127.0.0.1:{free_port()},localaddr=127.0.0.1:{free_port()}"
+    guest = boot(*virtio_disk(iso), "-netdev", netdev, "-device", "virtio-net-pci,netdev=n0")
+    guest.wait_for("pykubevirt-guest: network-config eth0 192.168.80.10/24")
+    guest.wait_for(READY)
+    guest.wait_for("# ", timeout=10)
+    guest.type("ip -4 -o addr show dev eth0\n")
+    guest.wait_for("inet 192.168.80.10/24", timeout=10)

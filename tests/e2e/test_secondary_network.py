@@ -34,30 +34,31 @@ SUBNET = "192.168.78.0/24"
 POD_IFACE = network_names.hashed_interface("blue-net")
 
 
-def secondary_vm(name: str) -> dict[str, Any]:
-    """The demo VM with masquerade on the pod network (its eth0) and a bridge on the NAD `blue` (its eth1)."""
+def secondary_vm(name: str, nad_name: str = "blue", static: str = "") -> dict[str, Any]:
+    """The demo VM with masquerade on the pod network (its eth0) and a bridge on a NAD (its eth1), configured by
+    DHCP, or with a `static` address by cloud-init networkData."""
     vm = demo_vm(name, user_data=f"#cloud-config\nhostname: {name}\n")
     spec = vm["spec"]["template"]["spec"]
+    if static:
+        volume = next(v for v in spec["volumes"] if "cloudInitNoCloud" in v)
+        network_data = f"network:\n  version: 2\n  ethernets:\n    eth1:\n      addresses:\n        - {static}\n"
+        volume["cloudInitNoCloud"]["networkData"] = network_data
     spec["domain"]["devices"]["interfaces"] = [
         {"name": "default", "masquerade": {}},
         {"name": "blue-net", "bridge": {}},
     ]
-    spec["networks"] = [{"name": "default", "pod": {}}, {"name": "blue-net", "multus": {"networkName": "blue"}}]
+    spec["networks"] = [{"name": "default", "pod": {}}, {"name": "blue-net", "multus": {"networkName": nad_name}}]
     return vm
 
 
-def blue_nad(bridge: str) -> dict[str, Any]:
-    config = {
-        "cniVersion": "0.3.1",
-        "name": "blue",
-        "type": "bridge",
-        "bridge": bridge,
-        "ipam": {"type": "host-local", "subnet": SUBNET},
-    }
+def blue_nad(bridge: str, name: str = "blue", ipam: bool = True) -> dict[str, Any]:
+    config: dict[str, Any] = {"cniVersion": "0.3.1", "name": name, "type": "bridge", "bridge": bridge}
+    if ipam:
+        config["ipam"] = {"type": "host-local", "subnet": SUBNET}
     return {
         "apiVersion": "k8s.cni.cncf.io/v1",
         "kind": "NetworkAttachmentDefinition",
-        "metadata": {"name": "blue"},
+        "metadata": {"name": name},
         "spec": {"config": json.dumps(config)},
     }
 
@@ -142,3 +143,29 @@ async def test_two_guests_on_one_nad_bridge_reach_each_other(kube: ClusterView) 
     assert not any((leases / g["ip"]).exists() for g in guests.values())
     # The pods' veths on the secondary bridge went with them; the bridge itself stays, as the CNI plugin leaves it.
     assert cluster_ns_links(kube, "master", bridge) == []
+
+
+async def test_without_ipam_guests_take_static_addresses_from_network_data(kube: ClusterView) -> None:
+    ns = await kube.namespace()
+    bridge = f"pkvs{uuid.uuid4().hex[:6]}"
+    await kube.admin.create(NETWORK_ATTACHMENT_DEFINITIONS, blue_nad(bridge, "plain", ipam=False), ns)
+    addresses = {"east": "192.168.81.10", "west": "192.168.81.11"}
+    for name, address in addresses.items():
+        await kube.admin.create(VIRTUAL_MACHINES, secondary_vm(name, "plain", f"{address}/24"), ns)
+    guests: dict[str, dict[str, Any]] = {}
+    for name, address in addresses.items():
+        vmi = await kube.wait_vmi_phase(ns, name, "Running")
+        pod = await kube.launcher_pod(vmi)
+        await kube.wait_serial(kube.node, pod, vmi, f"pykubevirt-guest: network-config eth1 {address}/24", timeout=120)
+        await kube.wait_serial(kube.node, pod, vmi, "pykubevirt-guest: ready")
+        guests[name] = {"vmi": vmi, "pod": pod}
+        # Multus reports the attachment without addresses; the interface is there all the same.
+        _, plain = nad.read_network_status(pod)
+        assert plain["name"] == f"{ns}/plain" and plain["interface"] == POD_IFACE and "ips" not in plain
+    for name, peer in (("east", "west"), ("west", "east")):
+        command = f"ping -c 3 -W 2 {addresses[peer]} >/dev/null && echo secnet-{name}-reach''ed-{peer}"
+        await console_command(kube, ns, name, command)
+        guest = guests[name]
+        await kube.wait_serial(kube.node, guest["pod"], guest["vmi"], f"secnet-{name}-reached-{peer}", timeout=60)
+    for name in addresses:
+        await delete_vm(kube, ns, name)
