@@ -67,6 +67,20 @@ UNIX_PATH_MAX = 107
 EMBED_ROOT_NAME = "lv"
 
 
+# KubeVirt's /var/run/kubevirt/migrationproxy: the unix sockets of a migration, `<vmi uid>-source.sock` (libvirt),
+# `<vmi uid>-49152-source.sock` (memory) and `<vmi uid>-49153-source.sock` (block copy). The source handler listens
+# there; a target pod's daemon sees its own directory at the same path, where its QEMU listens.
+MIGRATION_PROXY_DIR = f"{SHORT_RUNTIME_ROOT}/mp"
+DIRECT_MIGRATION_PORT = 49152
+BLOCK_MIGRATION_PORT = 49153
+
+
+def migration_socket(vmi_uid: str, port: int = 0) -> str:
+    """`<MIGRATION_PROXY_DIR>/<vmi uid>[-<port>]-source.sock`."""
+    middle = f"-{port}" if port else ""
+    return f"{MIGRATION_PROXY_DIR}/{vmi_uid}{middle}-source.sock"
+
+
 def short_runtime_dir(pod_uid: str) -> str:
     return os.path.join(SHORT_RUNTIME_ROOT, pod_uid.replace("-", "")[:12])
 

@@ -21,6 +21,7 @@ from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
     DATA_VOLUMES,
     KUBEVIRTS,
+    MIGRATIONS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
@@ -30,6 +31,7 @@ from pykubevirt.client.resources import (
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
 from pykubevirt.controller.launcher_pod import LauncherSettings
+from pykubevirt.controller.migration_controller import MigrationController
 from pykubevirt.controller.node_controller import (
     DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
     POD_NODE_INDEX,
@@ -103,6 +105,7 @@ class VirtController:
         self.nodes = Informer(client, NODES)
         self.pvcs = Informer(client, PERSISTENT_VOLUME_CLAIMS)
         self.kubevirts = Informer(client, KUBEVIRTS)
+        self.migrations = Informer(client, MIGRATIONS)
         self.pods.add_indexer(POD_OWNER_INDEX, controller_uid_index)
         self.pods.add_indexer(POD_NODE_INDEX, field_index("spec.nodeName"))
         self.vmis.add_indexer(VMI_NODE_INDEX, _node_of_vmi)
@@ -138,6 +141,15 @@ class VirtController:
             heartbeat_timeout=opts.heartbeat_timeout,
             recheck=opts.node_recheck,
         )
+        self.migration_reconciler = MigrationController(
+            client,
+            migrations=self.migrations,
+            vmis=self.vmis,
+            pods=self.pods,
+            recorder=EventRecorder(client, "migration-controller"),
+            settings=lambda: self.vmi_reconciler.settings,
+        )
+        self.migration_controller = Controller("migration", self.migration_reconciler, workers=opts.workers)
         self.vm_controller = Controller("virtualmachine", self.vm_reconciler, workers=opts.workers)
         self.vmi_controller = Controller("virtualmachineinstance", self.vmi_reconciler, workers=opts.workers)
         self.node_controller = Controller("node", self.node_reconciler, workers=1)
@@ -145,6 +157,7 @@ class VirtController:
         self.informers = [
             *(self.vms, self.vmis, self.pods, self.data_volumes, self.revisions, self.nodes, self.pvcs),
             self.kubevirts,
+            self.migrations,
         ]
 
     def _wire(self) -> None:
@@ -169,6 +182,9 @@ class VirtController:
 
         self.vmi_controller.watch(self.pvcs, by_claim).watch(self.data_volumes, by_claim)
         self.node_controller.watch(self.nodes).watch(self.vmis, _node_of_vmi)
+        migration = self.migration_reconciler
+        self.migration_controller.watch(self.migrations).watch(self.vmis, migration.keys_for_vmi)
+        self.migration_controller.watch(self.pods, migration.keys_for_pod)
         # The KubeVirt object's configuration, followed as virt-config's informer does; the VM and VMI controllers
         # wait for this cache too, so they never act on the command line's values alone when an object exists.
         apply = EventHandler(
@@ -200,6 +216,7 @@ class VirtController:
             asyncio.create_task(self.vm_controller.run(), name="vm-controller"),
             asyncio.create_task(self.vmi_controller.run(), name="vmi-controller"),
             asyncio.create_task(self.node_controller.run(), name="node-controller"),
+            asyncio.create_task(self.migration_controller.run(), name="migration-controller"),
         ]
         tasks += [asyncio.create_task(run(), name=f"extra-{i}") for i, run in enumerate(self.options.extra)]
         await run_until_failure(tasks)

@@ -15,6 +15,7 @@ from pykubevirt.client.informer import EventHandler, Informer, object_key
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.handler.api_server import HandlerAPI
 from pykubevirt.handler.heartbeat import HEARTBEAT_INTERVAL_SECONDS, heartbeat_loop
+from pykubevirt.handler.migration_target import MigrationTargetReconciler
 from pykubevirt.handler.records import NodeRecords
 from pykubevirt.handler.vmi_reconciler import VMIReconciler
 
@@ -53,6 +54,15 @@ class VirtHandler:
         )
         self.api = HandlerAPI(node=options.node, pods_dir=options.pods_dir, vmis=self.vmis)
         self.controller = Controller("virt-handler", self.reconciler, workers=options.workers)
+        # VMIs migrating here carry the node's name in another label until they arrive (KubeVirt's target informer).
+        self.incoming = Informer(
+            client, VIRTUAL_MACHINE_INSTANCES, label_selector=f"{c.MIGRATION_TARGET_NODE_NAME_LABEL}={options.node}"
+        )
+        self.migration_target = MigrationTargetReconciler(
+            client, node=options.node, pods_dir=options.pods_dir, vmis=self.incoming, recorder=self.recorder
+        )
+        self.target_controller = Controller("virt-handler-migration-target", self.migration_target, workers=2)
+        self.target_controller.watch(self.incoming)
         self.controller.watch(self.vmis)
         # A VMI that leaves the selection (deleted, or moved) still needs its guest looked after.
         self.vmis.add_handler(EventHandler(on_delete=lambda vmi: self._enqueue(object_key(vmi), 0)))
@@ -77,6 +87,8 @@ class VirtHandler:
         tasks = [
             asyncio.create_task(self.vmis.run(), name="vmi-informer"),
             asyncio.create_task(self.controller.run(), name="vmi-sync"),
+            asyncio.create_task(self.incoming.run(), name="incoming-vmi-informer"),
+            asyncio.create_task(self.target_controller.run(), name="migration-target"),
             asyncio.create_task(
                 heartbeat_loop(
                     self.client, self.options.node, self.options.heartbeat_interval, annotations=self.api.annotations

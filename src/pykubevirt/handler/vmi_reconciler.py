@@ -32,6 +32,9 @@ from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.handler.guest_agent_status import agent_status
 from pykubevirt.handler.hotplug import after_sync, claim_mounts, mark_detaching, wants_launcher
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
+from pykubevirt.handler.live_migratable import migratability_changes
+from pykubevirt.handler.migration_source import OutgoingMigrations
+from pykubevirt.handler.migration_target import migration_state
 from pykubevirt.handler.phase import Observed, observed_domain, phase_for
 from pykubevirt.handler.records import NodeRecords
 from pykubevirt.handler.shutdown import grace_period, shutdown_step
@@ -91,6 +94,7 @@ class VMIReconciler:
         self._first_seen: dict[str, float] = {}
         # The claim capacities each VMI's launcher last synced with (vmi uid → sizes); a change means a claim grew.
         self._synced_sizes: dict[str, tuple[tuple[str, str], ...]] = {}
+        self.outgoing = OutgoingMigrations(client, recorder)
 
     # ------------------------------------------------------------------------------------------------ launchers
 
@@ -149,6 +153,10 @@ class VMIReconciler:
             return None
         vmi_uid = vmi["metadata"]["uid"]
         self.records.put(key, vmi_uid, pod_uid)
+        if migration_state(vmi).get("sourceNode") == self.node:
+            migrating = await self.outgoing.step(vmi, self.launcher(pod_uid))
+            if migrating is not None:
+                return migrating
         try:
             observed, status = await self._observe(vmi_uid, pod_uid)
         except ProtocolMismatch as exc:
@@ -310,6 +318,8 @@ class VMIReconciler:
         changes.update(agent.changes)
         for field in agent.unchanged:
             changes.pop(field, None)
+        if (changes.get("phase") or current.get("phase")) == c.PHASE_RUNNING:
+            changes.update(migratability_changes(vmi, changes.get("conditions"), now))
         phase = current.get("phase") or ""
         if not changes:
             return False

@@ -554,6 +554,7 @@ class Launcher:
             "libvirtSocket": str(self.daemon.socket),
             "migrationAddress": address or "127.0.0.1",
             "disksPort": migration_target.free_port(address),
+            "proxyDir": str(migration_target.proxy_dir(self.runtime)),
         }
         log.info("migration target ready: libvirt at %s, streams on %s", self.daemon.socket, address or "any address")
         return self.status()

@@ -67,8 +67,18 @@ def qemu_conf(migration_address: str, ports: tuple[int, int]) -> str:
 class PrivateLibvirtd:
     """One `libvirtd` under `directory`, in its own mount namespace; `uri` connects to it."""
 
-    def __init__(self, directory: Path, *, migration_address: str, ports: tuple[int, int], hook: str = "") -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        migration_address: str,
+        ports: tuple[int, int],
+        hook: str = "",
+        mounts: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.directory = directory
+        # More (directory under `directory`, path in the daemon's namespace) bind mounts.
+        self.mounts = mounts
         self.migration_address = migration_address
         self.ports = ports
         # A qemu hook script (libvirt calls it at incoming migration with the domain XML to rewrite).
@@ -85,7 +95,7 @@ class PrivateLibvirtd:
 
     def _write_config(self) -> None:
         d = self.directory
-        for name in ("sock", "log", *(host for host, _ in _MOUNTS)):
+        for name in ("sock", "log", *(host for host, _ in (*_MOUNTS, *self.mounts))):
             (d / name).mkdir(parents=True, exist_ok=True)
         (d / "etc" / "libvirtd.conf").write_text(_LIBVIRTD_CONF.format(sock=d / "sock", log=d / "log" / "libvirtd.log"))
         (d / "etc" / "qemu.conf").write_text(qemu_conf(self.migration_address, self.ports))
@@ -108,7 +118,7 @@ class PrivateLibvirtd:
     def command(self) -> list[str]:
         d = self.directory
         steps = []
-        for host, inside in _MOUNTS:
+        for host, inside in (*_MOUNTS, *self.mounts):
             # The mount points are empty directories on the host; the daemon's files stay in the pod's directory.
             steps.append(f"mkdir -p {inside} && mount --bind {shlex.quote(str(d / host))} {inside}")
         config, pid_file = shlex.quote(str(d / "etc" / "libvirtd.conf")), shlex.quote(str(d / "libvirtd.pid"))

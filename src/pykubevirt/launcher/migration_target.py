@@ -11,6 +11,7 @@ import json
 import socket
 from pathlib import Path
 
+from pykubevirt.api import pod_layout
 from pykubevirt.launcher import migration_hook
 from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
 
@@ -18,6 +19,9 @@ from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
 MIGRATION_PORTS = (49152, 49215)
 DAEMON_DIR = "d"
 PATHS_FILE = "target-paths.json"
+# The daemon sees this pod's proxy directory at the migration proxy path, so a unix URI the source names there
+# (where the source handler listens on its side) is where this pod's QEMU listens on this side.
+PROXY_DIR = "mp"
 
 
 def daemon(runtime: Path, listen_address: str) -> PrivateLibvirtd:
@@ -30,7 +34,13 @@ def daemon(runtime: Path, listen_address: str) -> PrivateLibvirtd:
         migration_address=address,
         ports=MIGRATION_PORTS,
         hook=migration_hook.script(directory / PATHS_FILE),
+        mounts=((PROXY_DIR, pod_layout.MIGRATION_PROXY_DIR),),
     )
+
+
+def proxy_dir(runtime: Path) -> Path:
+    """Where this pod's incoming migration sockets appear on the host."""
+    return runtime / DAEMON_DIR / PROXY_DIR
 
 
 def record_paths(runtime: Path, paths: dict[str, str]) -> None:

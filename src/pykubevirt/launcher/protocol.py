@@ -103,6 +103,8 @@ class MigrationStatus(TypedDict, total=False):
     libvirtSocket: str
     migrationAddress: str
     disksPort: int
+    # Target: the host directory where this pod's QEMU listens for the proxied streams (unix sockets).
+    proxyDir: str
     targetNodeDomainReadyTimestamp: str
 
 

@@ -17,7 +17,7 @@ from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import error_response, json_response
 from pykubevirt.client.api import JSON_PATCH, KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
-from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import MIGRATIONS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.client.streams import (
     STREAM_PROTOCOL,
     pump,
@@ -39,6 +39,7 @@ from pykubevirt.virtapi.lifecycle import (
     vm_conflict,
     vmi_conflict,
 )
+from pykubevirt.virtapi.migrate import migration_for, parse_migrate_options
 from pykubevirt.virtapi.options import is_dry_run, parse_pause, parse_restart, parse_stop
 from pykubevirt.virtapi.portforward import Target, check_port_forward, dial, dial_udp, parse_target
 from pykubevirt.virtapi.vmi_checks import (
@@ -101,6 +102,7 @@ class SubresourceAPI:
             ("virtualmachines", "start"): ("PUT", self._start),
             ("virtualmachines", "stop"): ("PUT", self._stop),
             ("virtualmachines", "restart"): ("PUT", self._restart),
+            ("virtualmachines", "migrate"): ("PUT", self._migrate),
             ("virtualmachines", "addvolume"): ("PUT", self._vm_volume),
             ("virtualmachines", "removevolume"): ("PUT", self._vm_volume),
             ("virtualmachineinstances", "addvolume"): ("PUT", self._vmi_volume),
@@ -213,6 +215,18 @@ class SubresourceAPI:
         vm = await self._vm(namespace, name)
         vmi = await self._vmi_or_none(namespace, name)
         return await self._execute(namespace, name, vmi, decide_restart(vm, vmi, options))
+
+    async def _migrate(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        options = parse_migrate_options(await request.read())
+        await self._vm(namespace, name)
+        migration = migration_for(name, await self._vmi_or_none(namespace, name), options)
+        dry_run = bool(options.get("dryRun"))
+        try:
+            created = await self.client.create(MIGRATIONS, migration, namespace, dry_run=dry_run)
+        except (ApiError, OSError) as exc:
+            # KubeVirt answers a refused migration (its admission's reason) as an internal error.
+            raise errors.internal(_message(exc)) from exc
+        return json_response(created, status=202)
 
     async def _patch_vmi(self, namespace: str, vmi: dict[str, Any], patch: list[dict[str, Any]], dry_run: bool) -> None:
         name = str(vmi["metadata"]["name"])

@@ -10,7 +10,7 @@ from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINES
 from pykubevirt.virtapi.discovery import version_info
-from pykubevirt.virtctl import guest_agent, image_upload, volumes
+from pykubevirt.virtctl import guest_agent, image_upload, migrate, volumes
 from pykubevirt.virtctl.client import VirtctlError, put_subresource, server_version
 
 DRY_RUN_ALL = ["All"]
@@ -72,6 +72,10 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
         await volumes.remove_volume(api, namespace, args)
     elif command in guest_agent.COMMANDS:
         await guest_agent.run(api, namespace, command, args.name)
+    elif command == "migrate":
+        await migrate.migrate(api, namespace, args)
+    elif command == "migrate-cancel":
+        await migrate.migrate_cancel(api, namespace, args)
     elif command == "soft-reboot":
         try:
             await put_subresource(api, namespace, "virtualmachineinstances", args.name, "softreboot", None)

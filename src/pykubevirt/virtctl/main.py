@@ -73,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.choices[name].add_argument("--dry-run", action="store_true", help="validate only, change nothing")
     command("soft-reboot", "Soft reboot a virtual machine instance", "name")
     guest_agent.add_commands(command)
+    migrate = command("migrate", "Migrate a virtual machine.", "name")
+    migrate.add_argument(
+        "--addedNodeSelector", default="", help="additional node selector for the target pod: key=value,key2=value2"
+    )
+    migrate_cancel = command("migrate-cancel", "Cancel migration of a virtual machine.", "name")
+    for cmd in (migrate, migrate_cancel):
+        cmd.add_argument("--dry-run", action="store_true", help="validate only, change nothing")
     console = command("console", "Connect to a console of a virtual machine instance.", "name")
     console.add_argument("--timeout", type=int, default=5, help="minutes to wait for the VMI to be ready")
     vnc = command("vnc", "Open a vnc connection to a virtual machine instance.", "name")

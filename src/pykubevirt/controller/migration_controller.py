@@ -1,0 +1,308 @@
+"""The VirtualMachineInstanceMigration controller: target pod, hand-over to virt-handler, phases to the end.
+
+Upstream: pkg/virt-controller/watch/migration/migration.go (processMigrationPhase, handleTargetPodCreation,
+handleTargetPodHandoff). Phases: Pending → Scheduling (target pod created) → Scheduled (target pod ready) →
+PreparingTarget (VMI `migrationState` handed to the handlers) → TargetReady (the target handler listens) → Running
+(the source started) → Succeeded or Failed. Deleting an unfinished migration cancels it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pykubevirt.api import constants as c
+from pykubevirt.api.timestamps import now_rfc3339
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.controller import Result
+from pykubevirt.client.errors import ApiError, NotFound
+from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
+from pykubevirt.client.informer import Informer
+from pykubevirt.client.resources import MIGRATIONS, PODS, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.controller import pod_state
+from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
+
+log = logging.getLogger("pykubevirt.controller.migration")
+
+FINAL = ("Succeeded", "Failed")
+ABORT_REQUESTED = "migrationAbortRequested"
+MIGRATION_JOB_NAME_ANNOTATION = "kubevirt.io/migrationJobName"
+TARGET_READY_ANNOTATION = "kubevirt.io/migration-target-ready-timestamp"
+MIGRATION_TARGET_FLAG = "--migration-target"
+
+
+def target_pod(vmi: Object, vmim: Object, settings: LauncherSettings) -> Object:
+    """KubeVirt's RenderMigrationManifest: the launcher pod, labelled for the job, kept off the source node."""
+    pod = render_launcher_pod(vmi, settings)
+    meta = pod["metadata"]
+    meta.setdefault("labels", {})[c.MIGRATION_JOB_UID_LABEL] = vmim["metadata"]["uid"]
+    meta.setdefault("annotations", {})[MIGRATION_JOB_NAME_ANNOTATION] = vmim["metadata"]["name"]
+    source_node = str((vmi.get("status") or {}).get("nodeName") or "")
+    affinity = pod["spec"].setdefault("affinity", {})
+    affinity["podAntiAffinity"] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {"matchLabels": {c.CREATED_BY_LABEL: vmi["metadata"]["uid"]}},
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
+    # The embedded scheduler filters on node affinity, not pod affinity: the same rule, said as it understands it.
+    terms = affinity.setdefault("nodeAffinity", {}).setdefault(
+        "requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": [{}]}
+    )["nodeSelectorTerms"]
+    for term in terms:
+        term.setdefault("matchExpressions", []).append(
+            {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [source_node]}
+        )
+    for container in pod["spec"]["containers"]:
+        if container.get("name") == c.LAUNCHER_COMPUTE_CONTAINER:
+            container["args"] = [*(container.get("args") or []), MIGRATION_TARGET_FLAG]
+    return pod
+
+
+def migration_state(vmi: Object) -> dict[str, Any]:
+    return dict((vmi.get("status") or {}).get("migrationState") or {})
+
+
+class MigrationController:
+    """Reconciles one VirtualMachineInstanceMigration key at a time."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        migrations: Informer,
+        vmis: Informer,
+        pods: Informer,
+        recorder: EventRecorder,
+        settings: Callable[[], LauncherSettings],
+        clock: Callable[[], str] = now_rfc3339,
+    ) -> None:
+        self.client = client
+        self.migrations = migrations
+        self.vmis = vmis
+        self.pods = pods
+        self.recorder = recorder
+        self.settings = settings
+        self.clock = clock
+
+    def keys_for_vmi(self, vmi: Object) -> list[str]:
+        namespace, name = vmi["metadata"].get("namespace"), vmi["metadata"]["name"]
+        return [
+            f"{namespace}/{m['metadata']['name']}"
+            for m in self.migrations.items()
+            if m["metadata"].get("namespace") == namespace and (m.get("spec") or {}).get("vmiName") == name
+        ]
+
+    def keys_for_pod(self, pod: Object) -> list[str]:
+        name = ((pod.get("metadata") or {}).get("annotations") or {}).get(MIGRATION_JOB_NAME_ANNOTATION)
+        return [f"{pod['metadata'].get('namespace')}/{name}"] if name else []
+
+    def _target_pod(self, vmim: Object) -> Object | None:
+        uid = vmim["metadata"]["uid"]
+        for pod in self.pods.items():
+            if ((pod.get("metadata") or {}).get("labels") or {}).get(c.MIGRATION_JOB_UID_LABEL) == uid:
+                return pod
+        return None
+
+    async def reconcile(self, key: str) -> Result | None:
+        cached = self.migrations.get(key)
+        if cached is None:
+            return None
+        vmim = copy.deepcopy(cached)
+        namespace = vmim["metadata"]["namespace"]
+        status = vmim.setdefault("status", {})
+        phase = str(status.get("phase") or "")
+        vmi = self.vmis.get(f"{namespace}/{(vmim.get('spec') or {}).get('vmiName')}")
+        pod = self._target_pod(vmim)
+        if vmim["metadata"].get("deletionTimestamp"):
+            return await self._cancel(cached, vmim, vmi, pod)
+        if phase in FINAL:
+            return None
+        outcome = self._next(vmim, vmi, pod)
+        if outcome == "create-pod" and vmi is not None:
+            created = await self._create_target(vmim, vmi)
+            if created:
+                self._set_phase(vmim, "Scheduling")
+        elif outcome == "handoff" and vmi is not None and pod is not None:
+            await self._handoff(vmim, vmi, pod)
+            self._set_phase(vmim, "PreparingTarget")
+        elif outcome.startswith("fail:"):
+            await self._fail(vmim, vmi, pod, outcome.removeprefix("fail:"))
+        elif outcome.startswith("phase:"):
+            self._set_phase(vmim, outcome.removeprefix("phase:"))
+            if vmim["status"]["phase"] == "Succeeded" and vmi is not None:
+                vmim["status"]["migrationState"] = migration_state(vmi)
+                self.recorder.event(vmim, NORMAL, "SuccessfulMigration", "Source node reported migration succeeded")
+        if vmim != cached:
+            await self._write_status(vmim)
+        return None if vmim["status"].get("phase") in FINAL else Result(requeue_after=5.0)
+
+    def _next(self, vmim: Object, vmi: Object | None, pod: Object | None) -> str:
+        """What to do next from the phase, the VMI and the target pod (processMigrationPhase)."""
+        phase = str(vmim["status"].get("phase") or "")
+        uid = vmim["metadata"]["uid"]
+        if vmi is None or vmi["metadata"].get("deletionTimestamp"):
+            return "fail:Migration failed because vmi does not exist."
+        vmi_phase = (vmi.get("status") or {}).get("phase")
+        if vmi_phase in c.FINAL_PHASES:
+            return "fail:Migration failed vmi shutdown during migration."
+        state = migration_state(vmi)
+        if phase == "":
+            for other in self.migrations.items():
+                same_vmi = (other.get("spec") or {}).get("vmiName") == (vmim.get("spec") or {}).get("vmiName")
+                other_phase = (other.get("status") or {}).get("phase") or ""
+                if (
+                    same_vmi
+                    and other["metadata"]["uid"] != uid
+                    and other["metadata"].get("namespace") == vmim["metadata"]["namespace"]
+                    and other_phase not in ("", *FINAL)
+                ):
+                    return "fail:VMI is not eligible for migration because another migration job is in progress."
+            return "phase:Pending"
+        handed_off = phase in ("PreparingTarget", "TargetReady", "Running")
+        if handed_off and state.get("migrationUid") != uid:
+            if not state:
+                return "fail:VMI's migration state was cleared during the active migration."
+            return "fail:VMI's migration state was taken over by another migration job during active migration."
+        if handed_off and state.get("failed"):
+            return "fail:source node reported migration failed"
+        if phase in ("Scheduling", "Scheduled", *(("PreparingTarget", "TargetReady") if handed_off else ())):
+            if pod is None:
+                return "fail:Migration target pod was removed during active migration."
+            if pod_state.is_down_or_going_down(pod):
+                return "fail:Migration failed because target pod shutdown during migration"
+        if phase == "Pending":
+            if pod is not None:
+                return "phase:Scheduling"
+            return "create-pod" if vmi_phase == c.PHASE_RUNNING else "wait"
+        if phase == "Scheduling":
+            return "phase:Scheduled" if pod is not None and pod_state.is_ready_for_handover(pod) else "wait"
+        if phase == "Scheduled":
+            return "handoff"
+        if phase == "PreparingTarget":
+            return "phase:TargetReady" if state.get("targetNodeAddress") else "wait"
+        if phase == "TargetReady":
+            return "phase:Running" if state.get("startTimestamp") else "wait"
+        if phase == "Running":
+            return "phase:Succeeded" if state.get("completed") else "wait"
+        return "wait"
+
+    def _set_phase(self, vmim: Object, phase: str) -> None:
+        status = vmim["status"]
+        if status.get("phase") == phase:
+            return
+        status["phase"] = phase
+        stamps = status.setdefault("phaseTransitionTimestamps", [])
+        stamps.append({"phase": phase, "phaseTransitionTimestamp": self.clock()})
+
+    async def _create_target(self, vmim: Object, vmi: Object) -> bool:
+        try:
+            pod = await self.client.create(PODS, target_pod(vmi, vmim, self.settings()), vmim["metadata"]["namespace"])
+        except (ApiError, ValueError, KeyError) as exc:
+            message = getattr(exc, "message", str(exc))
+            self.recorder.event(vmim, WARNING, "FailedCreate", f"Error creating pod: {message}")
+            return False
+        self.recorder.event(vmim, NORMAL, "SuccessfulCreate", f"Created migration target pod {pod['metadata']['name']}")
+        return True
+
+    async def _handoff(self, vmim: Object, vmi: Object, pod: Object) -> None:
+        """handleTargetPodHandoff: the VMI's migrationState names both ends, and the target node is labelled."""
+        status = vmi.get("status") or {}
+        source_pod = next(
+            (
+                p["metadata"]["name"]
+                for p in self.pods.items()
+                if p["metadata"].get("uid") in (status.get("activePods") or {})
+                and (p.get("spec") or {}).get("nodeName") == status.get("nodeName")
+                and p["metadata"]["uid"] != pod["metadata"]["uid"]
+            ),
+            "",
+        )
+        target_node = str((pod.get("spec") or {}).get("nodeName") or "")
+        state = {
+            "migrationUid": vmim["metadata"]["uid"],
+            "targetNode": target_node,
+            "sourceNode": status.get("nodeName", ""),
+            "targetPod": pod["metadata"]["name"],
+            "sourcePod": source_pod,
+        }
+        patch = {
+            "metadata": {"labels": {c.MIGRATION_TARGET_NODE_NAME_LABEL: target_node}},
+            "status": {"migrationState": state},
+        }
+        # A VMI has no status subresource (KubeVirt's CRD has none): labels and status go in one patch.
+        await self.client.patch(VIRTUAL_MACHINE_INSTANCES, vmi["metadata"]["name"], patch, vmi["metadata"]["namespace"])
+
+    async def _fail(self, vmim: Object, vmi: Object | None, pod: Object | None, message: str) -> None:
+        self._set_phase(vmim, "Failed")
+        self.recorder.event(vmim, WARNING, "FailedMigration", message)
+        if vmi is not None and migration_state(vmi).get("migrationUid") == vmim["metadata"]["uid"]:
+            vmim["status"]["migrationState"] = migration_state(vmi)
+        if pod is not None and not migration_state(vmi or {}).get("completed"):
+            with contextlib.suppress(NotFound):
+                await self.client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
+
+    async def _cancel(self, cached: Object, vmim: Object, vmi: Object | None, pod: Object | None) -> Result | None:
+        """A deleted migration is cancelled: before the hand-over its target pod goes, after it the source aborts."""
+        status = vmim["status"]
+        phase = str(status.get("phase") or "")
+        if phase not in FINAL:
+            conditions = [x for x in status.get("conditions") or [] if x.get("type") != ABORT_REQUESTED]
+            status["conditions"] = [*conditions, {"type": ABORT_REQUESTED, "status": "True"}]
+            state = migration_state(vmi) if vmi is not None else {}
+            started = state.get("migrationUid") == vmim["metadata"]["uid"] and state.get("startTimestamp")
+            if started and not state.get("failed") and not state.get("completed"):
+                if not state.get("abortRequested") and vmi is not None:
+                    await self.client.patch(
+                        VIRTUAL_MACHINE_INSTANCES,
+                        vmi["metadata"]["name"],
+                        {"status": {"migrationState": {"abortRequested": True}}},
+                        vmi["metadata"]["namespace"],
+                    )
+                    self.recorder.event(vmim, NORMAL, "Migrating", "VirtualMachineInstance is aborting migration.")
+            elif state.get("completed") and started:
+                self._set_phase(vmim, "Succeeded")
+            else:
+                await self._fail(vmim, vmi, pod, "Migration failed due to being canceled")
+                if vmi is not None and state.get("migrationUid") == vmim["metadata"]["uid"]:
+                    await self._clear_handoff(vmi)
+        if vmim != cached:
+            await self._write_status(vmim)
+        if status.get("phase") in FINAL:
+            finalizers = [f for f in vmim["metadata"].get("finalizers") or [] if f != c.MIGRATION_FINALIZER]
+            if finalizers != (vmim["metadata"].get("finalizers") or []):
+                with contextlib.suppress(NotFound):
+                    await self.client.patch(
+                        MIGRATIONS,
+                        vmim["metadata"]["name"],
+                        {"metadata": {"finalizers": finalizers or None}},
+                        vmim["metadata"]["namespace"],
+                    )
+            return None
+        return Result(requeue_after=1.0)
+
+    async def _clear_handoff(self, vmi: Object) -> None:
+        """A migration cancelled before its source started leaves the VMI as it was."""
+        name, namespace = vmi["metadata"]["name"], vmi["metadata"]["namespace"]
+        with contextlib.suppress(NotFound):
+            await self.client.patch(
+                VIRTUAL_MACHINE_INSTANCES,
+                name,
+                {"metadata": {"labels": {c.MIGRATION_TARGET_NODE_NAME_LABEL: None}}},
+                namespace,
+            )
+
+    async def _write_status(self, vmim: Object) -> None:
+        with contextlib.suppress(NotFound):
+            await self.client.patch(
+                MIGRATIONS,
+                vmim["metadata"]["name"],
+                {"status": vmim["status"]},
+                vmim["metadata"]["namespace"],
+                subresource="status",
+            )

@@ -1,0 +1,135 @@
+"""virt-handler on a migration's source node: start the launcher's migration, abort it, report how it ended.
+
+Upstream: pkg/virt-handler/migration-source.go and vm.go (handleMigrationState). Once the target handler published
+where it listens, the source handler has its launcher send the domain there; it records the start, a failure, and
+an abort the migration controller asked for. The target handler records success and takes the VMI over.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pykubevirt.api import pod_layout
+from pykubevirt.api.timestamps import now_rfc3339
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.controller import Result
+from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
+from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
+from pykubevirt.handler.migration_proxy import MigrationProxy, ProxySet, dial_tcp
+from pykubevirt.handler.migration_target import BLOCK_MIGRATION_PORT_ROLE, DIRECT_PORT_ROLE, migration_state
+from pykubevirt.log import object_fields
+
+log = logging.getLogger("pykubevirt.handler.migration")
+
+
+def migrate_request(vmi: Object, state: dict[str, Any]) -> dict[str, Any]:
+    """KubeVirt's migration URIs: everything through the source handler's unix sockets, with the cluster's settings."""
+    uid = vmi["metadata"]["uid"]
+    config = state.get("migrationConfiguration") or {}
+    request: dict[str, Any] = {
+        "targetUri": f"qemu+unix:///system?socket={pod_layout.migration_socket(uid)}",
+        "migrationUri": f"unix://{pod_layout.migration_socket(uid, DIRECT_PORT_ROLE)}",
+        "blockMigration": (vmi.get("status") or {}).get("migrationMethod") == "BlockMigration",
+    }
+    if request["blockMigration"]:
+        request["disksUri"] = f"unix://{pod_layout.migration_socket(uid, BLOCK_MIGRATION_PORT_ROLE)}"
+    for field in ("completionTimeoutPerGiB", "progressTimeout", "allowAutoConverge", "allowPostCopy"):
+        if field in config:
+            request[field] = config[field]
+    return request
+
+
+class OutgoingMigrations:
+    """The source handler's migrations and their proxies."""
+
+    def __init__(self, client: KubeClient, recorder: EventRecorder) -> None:
+        self.client = client
+        self.recorder = recorder
+        self._proxies: dict[str, ProxySet] = {}
+
+    async def _open_proxies(self, vmi: Object, state: dict[str, Any]) -> None:
+        uid, migration_uid = vmi["metadata"]["uid"], str(state["migrationUid"])
+        if migration_uid in self._proxies:
+            return
+        proxies = self._proxies[migration_uid] = ProxySet()
+        address = str(state["targetNodeAddress"])
+        for port, role in (state.get("targetDirectMigrationNodePorts") or {}).items():
+            path = pod_layout.migration_socket(uid, int(role))
+            await proxies.add(
+                MigrationProxy(dial_tcp(address, int(port)), path=path, shown=f"{address}:{port}", role=int(role))
+            )
+
+    async def _close_proxies(self, state: dict[str, Any]) -> None:
+        proxies = self._proxies.pop(str(state.get("migrationUid")), None)
+        if proxies is not None:
+            await proxies.stop()
+
+    async def step(self, vmi: Object, launcher: LauncherClient) -> Result | None:
+        """One step of an outgoing migration; None hands the VMI back to the ordinary sync (none under way)."""
+        state = migration_state(vmi)
+        if state.get("failed") or state.get("completed") or not state.get("targetNodeAddress"):
+            await self._close_proxies(state)
+            return None
+        client, recorder = self.client, self.recorder
+        try:
+            status = await launcher.request("migrationstatus")
+        except (LauncherUnavailable, CommandFailed):
+            # A launcher that left after its domain migrated; the target handler finishes the job.
+            return Result(requeue_after=1.0) if state.get("startTimestamp") else None
+        outgoing = status.get("migration") or {}
+        if not state.get("startTimestamp"):
+            # Not started yet: whatever the launcher reports is an earlier migration's.
+            await self._open_proxies(vmi, state)
+            try:
+                await launcher.request("migrate", migration=migrate_request(vmi, state))
+            except CommandFailed as exc:
+                await _patch(client, vmi, {"failed": True, "failureReason": str(exc), "endTimestamp": now_rfc3339()})
+                recorder.event(
+                    vmi,
+                    WARNING,
+                    "Migrated",
+                    f"VirtualMachineInstance migration uid {state['migrationUid']} failed. reason:{exc}",
+                )
+                return None
+            await _patch(client, vmi, {"startTimestamp": now_rfc3339(), "mode": "PreCopy"})
+            recorder.event(vmi, NORMAL, "Migrating", "VirtualMachineInstance is migrating.")
+            log.info("migration to %s started", state.get("targetNode"), extra=object_fields(vmi))
+            return Result(requeue_after=0.5)
+        if outgoing.get("state") == "Failed":
+            changes = {
+                "failed": True,
+                "endTimestamp": outgoing.get("endTimestamp") or now_rfc3339(),
+                "failureReason": outgoing.get("failureReason", ""),
+            }
+            if outgoing.get("abortStatus"):
+                changes["abortStatus"] = outgoing["abortStatus"]
+            await _patch(client, vmi, changes)
+            await self._close_proxies(state)
+            reason = outgoing.get("failureReason", "")
+            recorder.event(
+                vmi,
+                WARNING,
+                "Migrated",
+                f"VirtualMachineInstance migration uid {state['migrationUid']} failed. reason:{reason}",
+            )
+            return None
+        if state.get("abortRequested") and outgoing.get("state") == "Running" and not outgoing.get("abortStatus"):
+            try:
+                await launcher.request("cancelmigration")
+            except CommandFailed as exc:
+                log.warning("could not abort the migration: %s", exc, extra=object_fields(vmi))
+            await _patch(client, vmi, {"abortStatus": "Aborting"})
+            recorder.event(vmi, NORMAL, "Migrating", "VirtualMachineInstance is aborting migration.")
+        return Result(requeue_after=0.5)
+
+
+async def _patch(client: KubeClient, vmi: Object, changes: dict[str, Any]) -> None:
+    meta = vmi["metadata"]
+    await client.patch(
+        VIRTUAL_MACHINE_INSTANCES,
+        meta["name"],
+        {"status": {"migrationState": changes}},
+        meta["namespace"],
+    )

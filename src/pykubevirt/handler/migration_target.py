@@ -1,0 +1,173 @@
+"""virt-handler on a migration's target node: prepare the target launcher, listen, and take the VMI over at the end.
+
+Upstream: pkg/virt-handler/migration-target.go. The VMI arrives here labelled `kubevirt.io/migrationTargetNodeName`
+with `status.migrationState` naming this node. The handler has the target pod's launcher start its libvirt and
+prepare the disks, opens the migration proxy on the node's address and publishes it (`targetNodeAddress`,
+`targetDirectMigrationNodePorts`); once the domain runs here it moves the VMI to this node.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pykubevirt.api import constants as c
+from pykubevirt.api import pod_layout
+from pykubevirt.api.timestamps import now_rfc3339
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.controller import Result
+from pykubevirt.client.errors import NotFound
+from pykubevirt.client.events import NORMAL, EventRecorder
+from pykubevirt.client.informer import Informer
+from pykubevirt.client.resources import NODES, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
+from pykubevirt.handler.migration_proxy import MigrationProxy, ProxySet, dial_unix
+from pykubevirt.log import object_fields
+
+log = logging.getLogger("pykubevirt.handler.migration")
+
+# KubeVirt's port roles in targetDirectMigrationNodePorts: 0 for libvirt, 49152 memory, 49153 block copy.
+LIBVIRT_PORT_ROLE = 0
+DIRECT_PORT_ROLE = pod_layout.DIRECT_MIGRATION_PORT
+BLOCK_MIGRATION_PORT_ROLE = pod_layout.BLOCK_MIGRATION_PORT
+
+
+def migration_state(vmi: Object) -> dict[str, Any]:
+    return dict((vmi.get("status") or {}).get("migrationState") or {})
+
+
+def target_pod_uid(vmi: Object, node: str) -> str:
+    """The VMI's pod on this node (status.activePods), the migration's target pod."""
+    for pod_uid, pod_node in ((vmi.get("status") or {}).get("activePods") or {}).items():
+        if pod_node == node:
+            return str(pod_uid)
+    return ""
+
+
+async def node_address(client: KubeClient, node: str) -> str:
+    """The node's InternalIP, where migration traffic for this node is received."""
+    obj = await client.get(NODES, node)
+    for address in (obj.get("status") or {}).get("addresses") or []:
+        if address.get("type") == "InternalIP":
+            return str(address["address"])
+    return "127.0.0.1"
+
+
+class MigrationTargetReconciler:
+    """Reconciles VMIs migrating to this node."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        node: str,
+        pods_dir: Path,
+        vmis: Informer,
+        recorder: EventRecorder,
+        clock: Callable[[], str] = now_rfc3339,
+    ) -> None:
+        self.client = client
+        self.node = node
+        self.pods_dir = pods_dir
+        self.vmis = vmis
+        self.recorder = recorder
+        self.clock = clock
+        self._address = ""
+        # Migration uid → the proxy listening for it.
+        self._proxies: dict[str, ProxySet] = {}
+
+    async def address(self) -> str:
+        if not self._address:
+            self._address = await node_address(self.client, self.node)
+        return self._address
+
+    async def reconcile(self, key: str) -> Result | None:
+        vmi = self.vmis.get(key)
+        if vmi is None:
+            # Taken over (the label moved on) or deleted; a proxy of a finished migration was stopped already.
+            return None
+        state = migration_state(vmi)
+        uid = str(state.get("migrationUid") or "")
+        if state.get("targetNode") != self.node or not uid:
+            return None
+        if state.get("failed") or state.get("completed"):
+            await self._stop(uid)
+            return None
+        pod_uid = target_pod_uid(vmi, self.node)
+        if not pod_uid:
+            return Result(requeue_after=1.0)
+        launcher = LauncherClient.of_pod(self.pods_dir, pod_uid)
+        if not state.get("targetNodeAddress"):
+            return await self._prepare(vmi, uid, launcher)
+        try:
+            status = await launcher.request("status")
+        except (LauncherUnavailable, CommandFailed):
+            return Result(requeue_after=1.0)
+        incoming = status.get("migration") or {}
+        if incoming.get("state") == "Succeeded":
+            await self._take_over(vmi, incoming)
+            await self._stop(uid)
+            return None
+        return Result(requeue_after=0.5)
+
+    async def _prepare(self, vmi: Object, uid: str, launcher: LauncherClient) -> Result | None:
+        address = await self.address()
+        try:
+            reply = await launcher.request("preparemigrationtarget", vmi=vmi, migration={"listenAddress": address})
+        except LauncherUnavailable:
+            return Result(requeue_after=0.5)
+        except CommandFailed as exc:
+            log.warning("preparing the migration target failed: %s", exc, extra=object_fields(vmi))
+            return Result(requeue_after=5.0)
+        incoming = reply.get("migration") or {}
+        proxies = self._proxies.get(uid)
+        if proxies is None:
+            proxies = self._proxies[uid] = ProxySet()
+            vmi_uid = vmi["metadata"]["uid"]
+            proxy_dir = str(incoming["proxyDir"])
+            targets = {
+                LIBVIRT_PORT_ROLE: str(incoming["libvirtSocket"]),
+                DIRECT_PORT_ROLE: f"{proxy_dir}/{vmi_uid}-{DIRECT_PORT_ROLE}-source.sock",
+                BLOCK_MIGRATION_PORT_ROLE: f"{proxy_dir}/{vmi_uid}-{BLOCK_MIGRATION_PORT_ROLE}-source.sock",
+            }
+            for role, path in targets.items():
+                await proxies.add(MigrationProxy(dial_unix(path), address=address, shown=path, role=role))
+        ports = {str(p.port): p.role for p in proxies.proxies}
+        patch = {"status": {"migrationState": {"targetNodeAddress": address, "targetDirectMigrationNodePorts": ports}}}
+        meta = vmi["metadata"]
+        # A VMI has no status subresource: its status is patched through the object.
+        await self.client.patch(VIRTUAL_MACHINE_INSTANCES, meta["name"], patch, meta["namespace"])
+        shown = ",".join(sorted(ports))
+        self.recorder.event(
+            vmi, NORMAL, "PreparingTarget", f"Migration Target is listening at {address}, on ports: {shown}"
+        )
+        self.recorder.event(vmi, NORMAL, "PreparingTarget", "VirtualMachineInstance Migration Target Prepared.")
+        return Result(requeue_after=0.5)
+
+    async def _take_over(self, vmi: Object, incoming: dict[str, Any]) -> None:
+        """The domain runs here: the VMI is this node's now (KubeVirt's migration-target finalization)."""
+        meta = vmi["metadata"]
+        now = self.clock()
+        labels = {c.NODE_NAME_LABEL: self.node, c.MIGRATION_TARGET_NODE_NAME_LABEL: None}
+        state = {
+            "completed": True,
+            "endTimestamp": now,
+            "targetNodeDomainDetected": True,
+            "targetNodeDomainReadyTimestamp": incoming.get("targetNodeDomainReadyTimestamp") or now,
+        }
+        status = {"nodeName": self.node, "migrationState": state, "migrationTransport": "Unix"}
+        try:
+            # One patch: the VMI joins this node's informer with its node name already moved.
+            body = {"metadata": {"labels": labels}, "status": status}
+            await self.client.patch(VIRTUAL_MACHINE_INSTANCES, meta["name"], body, meta["namespace"])
+        except NotFound:
+            return
+        log.info("VMI migrated to this node", extra=object_fields(vmi))
+        self.recorder.event(vmi, NORMAL, "Migrated", f"The VirtualMachineInstance migrated to node {self.node}.")
+
+    async def _stop(self, uid: str) -> None:
+        proxies = self._proxies.pop(uid, None)
+        if proxies is not None:
+            await proxies.stop()

@@ -1,0 +1,137 @@
+"""Live migration for real: `pykubevirt up --nodes 2`, a guest counting on its serial console every 100 ms, and a
+VirtualMachineInstanceMigration that moves it to the other node without a reboot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import UpCluster, free_port, wait_for
+from tests.support.cluster import DEMO_IMAGE
+
+pytestmark = pytest.mark.e2e
+
+BOOTED = "pykubevirt-guest: booted"
+COUNTER = re.compile(r"^counter (\d+) (\d+)\.\d+", re.M)
+PHASES = "Pending Scheduling Scheduled PreparingTarget TargetReady Running Succeeded"
+# The guest's runcmd: a counter and the guest's uptime, ten times a second, on the serial console.
+USER_DATA = """#cloud-config
+runcmd:
+  - (i=0; while :; do i=$((i+1)); echo counter $i $(cut -d' ' -f1 /proc/uptime); usleep 100000; done) &
+"""
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory: pytest.TempPathFactory, guest_image: Path) -> Iterator[UpCluster]:
+    root = tmp_path_factory.mktemp("migration")
+    cluster = UpCluster(root / "data", f"127.0.0.1:{free_port()}", root / "home")
+    cluster.home.mkdir()
+    cluster.run("pykubevirt", "image", "import", DEMO_IMAGE, str(guest_image))
+    cluster.run("pykubevirt", "up", "--nodes", "2", timeout=180)
+    yield cluster
+    cluster.run("pykubevirt", "down", "--all", check=False)
+
+
+def counting_guest(name: str) -> str:
+    spec = {
+        "terminationGracePeriodSeconds": 0,
+        "domain": {
+            "memory": {"guest": "96Mi"},
+            "devices": {
+                # Masquerade: KubeVirt migrates no VMI bridged to the pod network (InterfaceNotLiveMigratable).
+                "interfaces": [{"name": "default", "masquerade": {}}],
+                "disks": [
+                    {"name": "root", "disk": {"bus": "virtio"}},
+                    {"name": "cloudinit", "disk": {"bus": "virtio"}},
+                ],
+            },
+        },
+        "networks": [{"name": "default", "pod": {}}],
+        "volumes": [
+            {"name": "root", "containerDisk": {"image": DEMO_IMAGE}},
+            {"name": "cloudinit", "cloudInitNoCloud": {"userData": USER_DATA}},
+        ],
+    }
+    body = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": {"name": name}, "spec": spec}
+    return json.dumps(body)
+
+
+def pods_by_node(cluster: UpCluster, vmi_uid: str) -> dict[str, dict[str, str]]:
+    selector = f"kubevirt.io=virt-launcher,kubevirt.io/created-by={vmi_uid}"
+    listed = json.loads(cluster.run("kubectl", "get", "pod", "-l", selector, "-o", "json").stdout)
+    return {
+        p["spec"].get("nodeName", ""): {
+            "name": p["metadata"]["name"],
+            "uid": p["metadata"]["uid"],
+            "phase": p["status"].get("phase", ""),
+        }
+        for p in listed["items"]
+    }
+
+
+def console(cluster: UpCluster, pod: str) -> str:
+    return cluster.run("kubectl", "logs", pod, "-c", "guest-console-log", check=False).stdout
+
+
+def qemu_of(pod_uid: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"qemu-system" in cmdline and pod_uid.encode() in cmdline:
+                found.append(int(entry))
+    return found
+
+
+def test_a_counting_guest_migrates_to_the_other_node_without_a_reboot(two_nodes: UpCluster) -> None:
+    cluster, name = two_nodes, "counter"
+    cluster.run("kubectl", "apply", "-f", "-", stdin=counting_guest(name))
+    wait_for(lambda: cluster.jsonpath("vmi", name, "{.status.phase}") == "Running", "VMI Running", 180)
+    uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
+    source_node = cluster.jsonpath("vmi", name, "{.status.nodeName}")
+    source = pods_by_node(cluster, uid)[source_node]
+    wait_for(lambda: len(COUNTER.findall(console(cluster, source["name"]))) >= 20, "the guest counting", 240)
+
+    vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
+    vmim |= {"metadata": {"name": "move-counter"}, "spec": {"vmiName": name}}
+    cluster.run("kubectl", "apply", "-f", "-", stdin=json.dumps(vmim))
+    wait_for(
+        lambda: cluster.jsonpath("vmim", "move-counter", "{.status.phase}") in ("Succeeded", "Failed"),
+        "the migration to end",
+        240,
+    )
+    described = cluster.run("kubectl", "get", "vmim", "move-counter", "-o", "yaml").stdout
+    assert cluster.jsonpath("vmim", "move-counter", "{.status.phase}") == "Succeeded", described
+    phases = cluster.jsonpath("vmim", "move-counter", "{.status.phaseTransitionTimestamps[*].phase}")
+    assert phases == PHASES
+
+    target_node = cluster.jsonpath("vmi", name, "{.status.nodeName}")
+    assert target_node != source_node
+    assert cluster.jsonpath("vmi", name, "{.metadata.labels.kubevirt\\.io/nodeName}") == target_node
+    assert cluster.jsonpath("vmi", name, "{.status.migrationState.completed}") == "true"
+    assert cluster.jsonpath("vmi", name, "{.status.migrationState.sourceNode}") == source_node
+    assert cluster.jsonpath("vmi", name, "{.status.migrationMethod}") == "BlockMigration"
+    assert cluster.jsonpath("vmi", name, "{.status.phase}") == "Running"
+
+    pods = pods_by_node(cluster, uid)
+    target = pods[target_node]
+    # The counter goes on on the target's console: same guest (uptime continues), no second boot.
+    wait_for(lambda: len(COUNTER.findall(console(cluster, target["name"]))) >= 10, "the counter on the target", 60)
+    before = [(int(n), int(up)) for n, up in COUNTER.findall(console(cluster, source["name"]))]
+    after_log = console(cluster, target["name"])
+    after = [(int(n), int(up)) for n, up in COUNTER.findall(after_log)]
+    assert after[0][0] > before[-1][0] and after[0][1] >= before[-1][1], (before[-3:], after[:3])
+    assert BOOTED not in after_log and "pykubevirt-guest: ready" not in after_log
+    # The source's launcher exits (its pod completes) and its QEMU is gone.
+    wait_for(lambda: pods_by_node(cluster, uid)[source_node]["phase"] == "Succeeded", "the source pod done", 60)
+    assert qemu_of(source["uid"]) == []
+    assert len(qemu_of(target["uid"])) == 1

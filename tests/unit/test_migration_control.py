@@ -1,0 +1,147 @@
+"""The VMIM controller's phase decisions and target pod, and the handler's LiveMigratable condition. Pure parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pykubevirt.api import constants as c
+from pykubevirt.controller.launcher_pod import LauncherSettings
+from pykubevirt.controller.migration_controller import MigrationController, target_pod
+from pykubevirt.handler.live_migratable import INTERFACE_MESSAGE, live_migratable, migration_method
+from pykubevirt.handler.migration_source import migrate_request
+from tests.support.launcher_process import defaulted_vmi
+
+NOW = "2026-12-02T03:00:00Z"
+
+
+class Items:
+    """An informer's reads, from a list."""
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self._items = items
+
+    def items(self) -> list[dict[str, Any]]:
+        return self._items
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return next(
+            (i for i in self._items if f"{i['metadata'].get('namespace')}/{i['metadata']['name']}" == key), None
+        )
+
+
+def vmim(phase: str = "", uid: str = "m1", name: str = "mig") -> dict[str, Any]:
+    meta = {"name": name, "namespace": "default", "uid": uid}
+    return {"metadata": meta, "spec": {"vmiName": "testvmi"}, "status": {"phase": phase} if phase else {}}
+
+
+def running_vmi(**state: Any) -> dict[str, Any]:
+    vmi = defaulted_vmi("testvmi", "v1")
+    vmi["status"] = {"phase": "Running", "nodeName": "node01"}
+    if state:
+        vmi["status"]["migrationState"] = state
+    return vmi
+
+
+def controller(migrations: list[dict[str, Any]]) -> MigrationController:
+    return MigrationController(
+        None,  # type: ignore[arg-type]
+        migrations=Items(migrations),  # type: ignore[arg-type]
+        vmis=Items([]),  # type: ignore[arg-type]
+        pods=Items([]),  # type: ignore[arg-type]
+        recorder=None,  # type: ignore[arg-type]
+        settings=LauncherSettings,
+    )
+
+
+READY_POD = {
+    "metadata": {"name": "virt-launcher-testvmi-x", "uid": "p2"},
+    "spec": {"nodeName": "node02"},
+    "status": {"phase": "Running", "containerStatuses": [{"name": "compute", "state": {"running": {}}}]},
+}
+
+
+def test_phases_follow_the_target_pod_and_the_vmis_migration_state() -> None:
+    ctl = controller([vmim()])
+    vmi = running_vmi()
+    assert ctl._next(vmim(), vmi, None) == "phase:Pending"
+    assert ctl._next(vmim("Pending"), vmi, None) == "create-pod"
+    assert ctl._next(vmim("Pending"), vmi, READY_POD) == "phase:Scheduling"
+    assert ctl._next(vmim("Scheduling"), vmi, {**READY_POD, "status": {"phase": "Pending"}}) == "wait"
+    assert ctl._next(vmim("Scheduling"), vmi, READY_POD) == "phase:Scheduled"
+    assert ctl._next(vmim("Scheduled"), vmi, READY_POD) == "handoff"
+    handed = running_vmi(migrationUid="m1", targetNode="node02")
+    assert ctl._next(vmim("PreparingTarget"), handed, READY_POD) == "wait"
+    listening = running_vmi(migrationUid="m1", targetNode="node02", targetNodeAddress="127.0.0.3")
+    assert ctl._next(vmim("PreparingTarget"), listening, READY_POD) == "phase:TargetReady"
+    started = running_vmi(migrationUid="m1", targetNodeAddress="127.0.0.3", startTimestamp=NOW)
+    assert ctl._next(vmim("TargetReady"), started, READY_POD) == "phase:Running"
+    assert ctl._next(vmim("Running"), {**started}, READY_POD) == "wait"
+    done = running_vmi(migrationUid="m1", startTimestamp=NOW, completed=True)
+    assert ctl._next(vmim("Running"), done, None) == "phase:Succeeded"
+
+
+def test_failures_carry_kubevirts_messages() -> None:
+    ctl = controller([vmim(), vmim("Running", uid="m0", name="other")])
+    assert ctl._next(vmim(), running_vmi(), None) == (
+        "fail:VMI is not eligible for migration because another migration job is in progress."
+    )
+    assert ctl._next(vmim("Pending"), None, None) == "fail:Migration failed because vmi does not exist."
+    failed = running_vmi(migrationUid="m1", startTimestamp=NOW, failed=True)
+    assert ctl._next(vmim("Running"), failed, READY_POD) == "fail:source node reported migration failed"
+    assert ctl._next(vmim("Running"), running_vmi(), READY_POD) == (
+        "fail:VMI's migration state was cleared during the active migration."
+    )
+    assert ctl._next(vmim("Scheduling"), running_vmi(), None) == (
+        "fail:Migration target pod was removed during active migration."
+    )
+
+
+def test_the_target_pod_is_labelled_for_the_job_and_kept_off_the_source_node() -> None:
+    vmi = running_vmi()
+    pod = target_pod(vmi, vmim(), LauncherSettings())
+    assert pod["metadata"]["labels"][c.MIGRATION_JOB_UID_LABEL] == "m1"
+    assert pod["metadata"]["annotations"]["kubevirt.io/migrationJobName"] == "mig"
+    anti = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti == {
+        "labelSelector": {"matchLabels": {c.CREATED_BY_LABEL: "v1"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["node01"]} in terms["nodeSelectorTerms"][
+        0
+    ]["matchExpressions"]
+    compute = next(x for x in pod["spec"]["containers"] if x["name"] == c.LAUNCHER_COMPUTE_CONTAINER)
+    assert compute["args"][-1] == "--migration-target"
+
+
+def test_live_migratable_reasons() -> None:
+    vmi = defaulted_vmi("testvmi", "v1")
+    vmi["spec"]["domain"]["devices"]["interfaces"] = [{"name": "default", "masquerade": {}}]
+    assert live_migratable(vmi, NOW) == {"type": "LiveMigratable", "status": "True", "lastTransitionTime": NOW}
+    assert migration_method(vmi) == "BlockMigration"
+    bridged = defaulted_vmi("testvmi", "v1")
+    bridged["spec"]["domain"]["devices"]["interfaces"] = [{"name": "default", "bridge": {}}]
+    bridged["spec"]["networks"] = [{"name": "default", "pod": {}}]
+    condition = live_migratable(bridged, NOW)
+    assert condition["reason"] == "InterfaceNotLiveMigratable" and condition["message"] == INTERFACE_MESSAGE
+    claim = defaulted_vmi("testvmi", "v1")
+    claim["spec"]["domain"]["devices"]["interfaces"] = [{"name": "default", "masquerade": {}}]
+    claim["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "pvc1"}})
+    claim["status"] = {
+        "volumeStatus": [{"name": "data", "persistentVolumeClaimInfo": {"accessModes": ["ReadWriteOnce"]}}]
+    }
+    condition = live_migratable(claim, NOW)
+    assert condition["reason"] == "DisksNotLiveMigratable"
+    assert condition["message"].startswith("cannot migrate VMI: PVC pvc1 is not shared")
+
+
+def test_the_source_sends_everything_through_its_handlers_unix_sockets() -> None:
+    vmi = running_vmi()
+    vmi["status"]["migrationMethod"] = "BlockMigration"
+    state = {"targetNodeAddress": "127.0.0.3", "targetDirectMigrationNodePorts": {"4001": 0, "4002": 49153}}
+    assert migrate_request(vmi, state) == {
+        "targetUri": "qemu+unix:///system?socket=/run/pkv/mp/v1-source.sock",
+        "migrationUri": "unix:///run/pkv/mp/v1-49152-source.sock",
+        "disksUri": "unix:///run/pkv/mp/v1-49153-source.sock",
+        "blockMigration": True,
+    }
