@@ -79,8 +79,9 @@ class OutgoingMigrations:
             # A launcher that left after its domain migrated; the target handler finishes the job.
             return Result(requeue_after=1.0) if state.get("startTimestamp") else None
         outgoing = status.get("migration") or {}
-        if not state.get("startTimestamp"):
-            # Not started yet: whatever the launcher reports is an earlier migration's.
+        if not state.get("startTimestamp") and outgoing.get("state") not in ("Running", "Succeeded"):
+            # Not started yet: a finished migration the launcher reports is an earlier one's. (One that runs is
+            # this one, started by a sync that worked from a VMI without the start recorded yet.)
             await self._open_proxies(vmi, state)
             try:
                 await launcher.request("migrate", migration=migrate_request(vmi, state))
