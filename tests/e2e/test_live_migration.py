@@ -63,6 +63,7 @@ def counting_guest(name: str) -> str:
 
 
 def pods_by_node(cluster: UpCluster, vmi_uid: str) -> dict[str, dict[str, str]]:
+    """Name, uid, phase and the compute container's state of each of the VMI's launcher pods, by node."""
     selector = f"kubevirt.io=virt-launcher,kubevirt.io/created-by={vmi_uid}"
     listed = json.loads(cluster.run("kubectl", "get", "pod", "-l", selector, "-o", "json").stdout)
     return {
@@ -70,6 +71,14 @@ def pods_by_node(cluster: UpCluster, vmi_uid: str) -> dict[str, dict[str, str]]:
             "name": p["metadata"]["name"],
             "uid": p["metadata"]["uid"],
             "phase": p["status"].get("phase", ""),
+            "compute": next(
+                (
+                    next(iter(cs.get("state") or {}), "")
+                    for cs in p["status"].get("containerStatuses") or []
+                    if cs.get("name") == "compute"
+                ),
+                "",
+            ),
         }
         for p in listed["items"]
     }
@@ -135,7 +144,9 @@ def test_a_counting_guest_migrates_to_the_other_node_without_a_reboot(two_nodes:
     after = [(int(n), int(up)) for n, up in COUNTER.findall(after_log)]
     assert after[0][0] > before[-1][0] and after[0][1] >= before[-1][1], (before[-3:], after[:3])
     assert BOOTED not in after_log and "pykubevirt-guest: ready" not in after_log
-    # The source's launcher exits (its pod completes) and its QEMU is gone.
-    wait_for(lambda: pods_by_node(cluster, uid)[source_node]["phase"] == "Succeeded", "the source pod done", 60)
+    # The source's launcher exits and its QEMU is gone.
+    wait_for(
+        lambda: pods_by_node(cluster, uid)[source_node]["compute"] == "terminated", "the source launcher to exit", 60
+    )
     assert qemu_of(source["uid"]) == []
     assert len(qemu_of(target["uid"])) == 1
