@@ -126,6 +126,14 @@ def test_a_secondary_interface_gets_kubevirts_devices_and_dhcp_without_a_default
         assert socket.inet_ntoa(options[dhcp_server.OPT_SERVER_ID]) == "169.254.75.11"
         # No gateway on the network: no router, so the guest's default route stays on the pod network.
         assert dhcp_server.OPT_ROUTER not in options and dhcp_server.OPT_CLASSLESS_ROUTES not in options
+
+        # A restarted launcher finds the devices, takes the interface's facts from its cache, serves the same lease.
+        launcher.kill()
+        launcher.wait()
+        launcher, again = launch(ns, tmp_path)
+        assert again == learned
+        second = in_ns(ns.guest, sys.executable, "-c", DISCOVER, pod_mac)
+        assert json.loads(second.stdout)["yiaddr"] == ADDRESS, second.stderr
     finally:
         launcher.kill()
         launcher.wait()

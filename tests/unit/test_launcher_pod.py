@@ -781,3 +781,20 @@ class TestSeeds:
         assert "affinity" in pod["spec"]  # host-model by default
         assert volume_names(pod) == [*BASE_VOLUMES, "hotplug-disks"]
         assert qos_class(pod["spec"]) == "Burstable"
+
+
+def test_the_launcher_pod_asks_multus_for_the_vmis_secondary_networks() -> None:
+    vmi = new_vmi(
+        networks=[{"name": "default", "pod": {}}, {"name": "blue-net", "multus": {"networkName": "blue"}}],
+        domain={
+            "devices": {
+                "disableHotplug": True,
+                "interfaces": [{"name": "default", "masquerade": {}}, {"name": "blue-net", "bridge": {}}],
+            }
+        },
+    )
+    annotations = render(vmi)["metadata"]["annotations"]
+    assert annotations["k8s.v1.cni.cncf.io/networks"] == (
+        '[{"name":"blue","namespace":"testns","interface":"pod0371e81cb4a"}]'
+    )
+    assert "v1.multus-cni.io/default-network" not in annotations
