@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pykubevirt.controller.status_coalescing import HeldWrites, only_details_changed, vmi_awaits_ready_sync
+from pykubevirt.controller.status_coalescing import (
+    DETAIL_SECONDS,
+    OBSERVABLE_SECONDS,
+    HeldWrites,
+    only_details_changed,
+    vmi_awaits_ready_sync,
+)
 
 
 def ready(status: str, reason: str, message: str = "") -> dict[str, Any]:
@@ -56,13 +62,21 @@ class Clock:
 
 def test_a_held_change_waits_at_most_the_window_from_when_it_was_first_held() -> None:
     clock = Clock()
-    held = HeldWrites(window=1.0, clock=clock)
-    assert held.hold("ns/vm") == 1.0
+    held = HeldWrites(clock=clock)
+    assert held.hold("ns/vm", 1.0) == 1.0
     clock.now += 0.75
-    assert held.hold("ns/vm") == 0.25, "holding again does not restart the window"
+    assert held.hold("ns/vm", 1.0) == 0.25, "holding again does not restart the window"
     clock.now += 0.25
-    assert held.hold("ns/vm") is None, "due: written now"
+    assert held.hold("ns/vm", 1.0) is None, "due: written now"
     held.release("ns/vm")
     assert len(held) == 0
-    assert held.hold("ns/vm") == 1.0, "a write starts the next window afresh"
-    assert held.hold("ns/other") == 1.0, "keys are held independently"
+    assert held.hold("ns/vm") == DETAIL_SECONDS, "a write starts the next window afresh"
+    assert held.hold("ns/other") == DETAIL_SECONDS, "keys are held independently"
+
+
+def test_an_observable_change_held_after_a_detail_waits_no_longer_than_its_own_window() -> None:
+    clock = Clock()
+    held = HeldWrites(clock=clock)
+    assert held.hold("ns/vm") == DETAIL_SECONDS
+    clock.now += OBSERVABLE_SECONDS
+    assert held.hold("ns/vm", OBSERVABLE_SECONDS) is None

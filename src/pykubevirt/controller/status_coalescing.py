@@ -3,8 +3,9 @@
 A VM start passes through many reconcile steps, and most of them only touch a condition's reason or message (the
 VMI's Ready goes VMIConditionMissing → GuestNotRunning) or the controller's bookkeeping (a launcher pod's node in
 activePods). Writing each costs an API write and an event to every watcher. Such a change is held back for at most
-COALESCE_SECONDS: the next observable change (a phase, a printableStatus, a condition's status) writes it too, and
-if none comes the held change is written when the window ends, so nothing is lost, only merged.
+DETAIL_SECONDS: the next observable change (a phase, a printableStatus, a condition's status) writes it too, and
+if none comes the held change is written when the window ends, so nothing is lost, only merged. An observable change
+that is about to be followed by another one (vmi_awaits_ready_sync) waits at most OBSERVABLE_SECONDS.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from typing import Any
 from pykubevirt.api import constants as c
 from pykubevirt.controller.vmi_status import GUEST_NOT_RUNNING, READY
 
-COALESCE_SECONDS = 1.0
+# Long enough to span a start's steps on a busy machine (at 1 s a loaded node's slower steps still cost a write each).
+DETAIL_SECONDS = 5.0
+# What a user waits for may come this much later, merged with what follows it.
+OBSERVABLE_SECONDS = 1.0
 
 Status = Mapping[str, Any]
 
@@ -47,17 +51,16 @@ def vmi_awaits_ready_sync(vmi: Mapping[str, Any] | None) -> bool:
 
 
 class HeldWrites:
-    """Per key, since when a status change that only `only_details_changed` has been held back."""
+    """Per key, since when a status change has been held back."""
 
-    def __init__(self, window: float = COALESCE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
-        self.window = window
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._since: dict[str, float] = {}
 
-    def hold(self, key: str) -> float | None:
-        """Seconds the key's change may still wait (look again then), or None when it is due to be written now."""
+    def hold(self, key: str, window: float = DETAIL_SECONDS) -> float | None:
+        """Seconds the key's change may still wait, counted from when it was first held; None: write it now."""
         now = self.clock()
-        remaining = self.window - (now - self._since.setdefault(key, now))
+        remaining = window - (now - self._since.setdefault(key, now))
         return remaining if remaining > 0 else None
 
     def release(self, key: str) -> None:

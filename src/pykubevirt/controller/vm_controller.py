@@ -33,7 +33,12 @@ from pykubevirt.controller.run_strategy import (
     Act,
     decide,
 )
-from pykubevirt.controller.status_coalescing import HeldWrites, only_details_changed, vmi_awaits_ready_sync
+from pykubevirt.controller.status_coalescing import (
+    OBSERVABLE_SECONDS,
+    HeldWrites,
+    only_details_changed,
+    vmi_awaits_ready_sync,
+)
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vm_conditions import (
     COND_MANUAL_RECOVERY_REQUIRED,
@@ -548,8 +553,10 @@ class VMController:
         """
         if after == before:
             return None
-        if only_details_changed(before, after) or vmi_awaits_ready_sync(vmi):
+        if only_details_changed(before, after):
             return self.held_status.hold(key)
+        if vmi_awaits_ready_sync(vmi):
+            return self.held_status.hold(key, OBSERVABLE_SECONDS)
         return None
 
     @staticmethod
