@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds demo-guest.img: Debian's kernel + a busybox initramfs on a syslinux FAT superfloppy, for tests and the demo.
+# Builds demo-guest.img: Debian's kernel + a busybox initramfs on a FAT superfloppy that boots under BIOS (syslinux)
+# and UEFI (systemd-boot), for tests and the demo.
 # Usage: scripts/build-guest-image.sh [OUTDIR]   (default _output/guest). Needs: apt-get (with package lists),
-# dpkg-deb, kmod (modinfo), cpio, gzip, dosfstools (mkfs.vfat), mtools (mcopy), syslinux. No host installs, no mounts.
+# dpkg-deb, kmod (modinfo), cpio, gzip, dosfstools (mkfs.vfat), mtools (mcopy, mmd), syslinux. No host installs, no mounts.
 set -euo pipefail
 
 OUT=${1:-_output/guest}
@@ -108,6 +109,7 @@ WANTED=(
   ahci sd_mod sr_mod isofs
   nls_cp437 nls_ascii nls_utf8 vfat
   button evdev pvpanic_pci pvpanic_mmio
+  virtio_rng i6300esb
 )
 declare -A SEEN
 ORDER=()
@@ -447,6 +449,30 @@ INITRD=$WORK/initrd.gz
 (cd "$INITRD_DIR" && find . -print0 | LC_ALL=C sort -z |
   cpio --null --create --format=newc --owner=0:0 --reproducible --quiet) | gzip -9 -n >"$INITRD"
 
+# ---- EFI: systemd-boot as the removable-media loader, booting the same kernel, initrd and command line ----
+# OVMF finds \EFI\BOOT\BOOTX64.EFI on the FAT filesystem; the loader is unsigned, so under Secure Boot OVMF refuses it
+# ("Access Denied"), which is what the Secure Boot test shows.
+install_efi_loader() {
+  local img=$1 pkg=systemd-boot-efi version deb
+  version=$(apt-cache policy "$pkg" | sed -n 's/^ *Candidate: //p')
+  [ -n "$version" ] && [ "$version" != "(none)" ] || { echo "build-guest-image: no candidate for $pkg" >&2; exit 1; }
+  deb=$DEBS/${pkg}_${version//:/%3a}_$ARCH.deb
+  if [ ! -f "$deb" ]; then
+    rm -f "$DEBS/${pkg}"_[0-9]*.deb
+    (cd "$DEBS" && apt-get download -q "${sandbox[@]}" "$pkg=$version" >/dev/null)
+  fi
+  rm -rf "$WORK/efi"
+  dpkg-deb -x "$deb" "$WORK/efi"
+  printf 'timeout 0\ndefault pykubevirt.conf\n' >"$WORK/efi/loader.conf"
+  # The kernel command line is syslinux's APPEND, so both firmwares boot the guest the same way.
+  printf 'title pykubevirt demo guest\nlinux /vmlinuz\ninitrd /initrd.gz\noptions %s\n' \
+    "$(sed -n 's/^ *APPEND //p' "$WORK/syslinux.cfg")" >"$WORK/efi/entry.conf"
+  mmd -i "$img" ::EFI ::EFI/BOOT ::loader ::loader/entries
+  mcopy -i "$img" "$WORK/efi/usr/lib/systemd/boot/efi/systemd-bootx64.efi" ::EFI/BOOT/BOOTX64.EFI
+  mcopy -i "$img" "$WORK/efi/loader.conf" ::loader/loader.conf
+  mcopy -i "$img" "$WORK/efi/entry.conf" ::loader/entries/pykubevirt.conf
+}
+
 # ---- FAT superfloppy with syslinux ----
 cat >"$WORK/syslinux.cfg" <<'EOF'
 SERIAL 0 115200
@@ -466,6 +492,7 @@ tmp_img=$IMAGE.tmp
 rm -f "$tmp_img"
 mkfs.vfat -C -n PYKVGUEST "$tmp_img" "$size_kib" >/dev/null
 mcopy -i "$tmp_img" "$WORK/vmlinuz" "$INITRD" "$WORK/syslinux.cfg" ::
+install_efi_loader "$tmp_img"
 syslinux --install "$tmp_img"
 mv -f "$tmp_img" "$IMAGE"
 rm -rf "$ROOT"

@@ -56,11 +56,15 @@ class EmbeddedCluster:
     nodes: list[Node] = field(default_factory=list)
 
     @classmethod
-    def start(cls, root: Path, images_dir: Path, node_count: int = 1) -> EmbeddedCluster:
-        """`pykubevirt up`'s components under `root`, with the demo image store at `images_dir`."""
+    def start(
+        cls, root: Path, images_dir: Path, node_count: int = 1, flags: dict[str, tuple[str, ...]] | None = None
+    ) -> EmbeddedCluster:
+        """`pykubevirt up`'s components under `root`, with the demo image store at `images_dir`; `flags` are added
+        to a component's test flags."""
         root.mkdir(parents=True, exist_ok=True)
+        extra = {name: TEST_FLAGS.get(name, ()) + (flags or {}).get(name, ()) for name in {*TEST_FLAGS, *(flags or {})}}
         # Every pod but the host-network ones gets a namespace on the cluster's CNI bridges, as `pykubevirt up` does.
-        layout = ClusterLayout(root, node_count, extra_args=TEST_FLAGS, cluster_cidr=choose_cluster_cidr(root))
+        layout = ClusterLayout(root, node_count, extra_args=extra, cluster_cidr=choose_cluster_cidr(root))
         images = layout.images_dir
         if not images.exists():
             images.symlink_to(images_dir)

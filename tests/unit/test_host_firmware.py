@@ -10,7 +10,10 @@ from pykubevirt.launcher.converter import ConversionError
 from pykubevirt.launcher.host_firmware import HostFirmware, detect
 from tests.unit.test_converter import dom_of, new_vmi
 
-DEBIAN_12 = ("OVMF_CODE.fd", "OVMF_CODE.secboot.fd", "OVMF_VARS.fd", "OVMF_VARS.ms.fd", "OVMF_CODE_4M.fd")
+DEBIAN_12 = (
+    *("OVMF_CODE.fd", "OVMF_CODE.secboot.fd", "OVMF_VARS.fd", "OVMF_VARS.ms.fd"),
+    *("OVMF_CODE_4M.fd", "OVMF_CODE_4M.secboot.fd", "OVMF_VARS_4M.fd", "OVMF_VARS_4M.ms.fd"),
+)
 
 
 def ovmf_dir(tmp_path: Path, names: tuple[str, ...]) -> Path:
@@ -23,28 +26,31 @@ def with_swtpm(name: str) -> str | None:
     return f"/usr/bin/{name}"
 
 
-def test_debian_12_ovmf_package_gives_both_pairs_with_the_ms_vars_for_secure_boot(tmp_path: Path) -> None:
+def test_debian_12_ovmf_package_gives_both_pairs_the_4m_ms_one_for_secure_boot(tmp_path: Path) -> None:
     found = detect(ovmf_dir(tmp_path, DEBIAN_12), which=with_swtpm)
     assert found == HostFirmware(
         efi_code=str(tmp_path / "OVMF_CODE.fd"),
         efi_vars=str(tmp_path / "OVMF_VARS.fd"),
-        efi_secure_code=str(tmp_path / "OVMF_CODE.secboot.fd"),
-        efi_secure_vars=str(tmp_path / "OVMF_VARS.ms.fd"),
+        efi_secure_code=str(tmp_path / "OVMF_CODE_4M.secboot.fd"),
+        efi_secure_vars=str(tmp_path / "OVMF_VARS_4M.ms.fd"),
         tpm_emulator=True,
     )
 
 
 def test_kubevirt_image_names_win_over_debian_ones(tmp_path: Path) -> None:
     found = detect(ovmf_dir(tmp_path, (*DEBIAN_12, "OVMF_VARS.secboot.fd")), which=with_swtpm)
-    assert found.efi_secure_vars == str(tmp_path / "OVMF_VARS.secboot.fd")
+    assert (found.efi_secure_code, found.efi_secure_vars) == (
+        str(tmp_path / "OVMF_CODE.secboot.fd"),
+        str(tmp_path / "OVMF_VARS.secboot.fd"),
+    )
 
 
 def test_a_pair_counts_only_whole_and_swtpm_needs_swtpm_setup(tmp_path: Path) -> None:
-    found = detect(
-        ovmf_dir(tmp_path, ("OVMF_CODE.fd", "OVMF_CODE.secboot.fd", "OVMF_VARS.ms.fd")), which=lambda n: None
-    )
+    names = ("OVMF_CODE.fd", "OVMF_CODE_4M.secboot.fd", "OVMF_VARS_4M.ms.fd", "OVMF_VARS_4M.fd")
+    found = detect(ovmf_dir(tmp_path, names), which=lambda n: None)
+    # OVMF_CODE.fd has no OVMF_VARS.fd, and 4 MiB vars do not pair with 2 MiB code.
     assert (found.efi_code, found.efi_vars) == ("", "")
-    assert found.efi_secure_code.endswith("OVMF_CODE.secboot.fd")
+    assert found.efi_secure_code.endswith("OVMF_CODE_4M.secboot.fd")
     assert not found.tpm_emulator
     only_swtpm = detect(tmp_path, which=lambda n: "/usr/bin/swtpm" if n == "swtpm" else None)
     assert not only_swtpm.tpm_emulator
@@ -65,9 +71,9 @@ def test_host_paths_reach_the_domain(tmp_path: Path) -> None:
         efi_secure_vars=found.efi_secure_vars,
     )
     # secureBoot defaults to true with EFI: the Secure Boot build, its Microsoft-keys vars as the per-VMI template.
-    assert dom.findtext("os/loader") == str(tmp_path / "OVMF_CODE.secboot.fd")
+    assert dom.findtext("os/loader") == str(tmp_path / "OVMF_CODE_4M.secboot.fd")
     assert dom.find("os/loader").get("secure") == "yes"
-    assert dom.find("os/nvram").get("template") == str(tmp_path / "OVMF_VARS.ms.fd")
+    assert dom.find("os/nvram").get("template") == str(tmp_path / "OVMF_VARS_4M.ms.fd")
     assert dom.findtext("os/nvram").endswith("/testvmi_VARS.fd")
     assert dom.find("features/smm") is not None
 

@@ -423,6 +423,8 @@ class Launcher:
         container_dir = self.host(pod_layout.CONTAINER_DISK_DIR)
         direct_io = disks.direct_io_supported(ephemeral)
         ctx = self.converter_context({}, direct_io)
+        # libvirt copies an EFI guest's vars template here but does not create the directory (KubeVirt's launcher does).
+        Path(ctx.nvram_path).mkdir(parents=True, exist_ok=True)
         container_disks: dict[str, tuple[str, str]] = {}
         for index, volume in enumerate(spec.get("volumes") or []):
             name = volume["name"]

@@ -16,9 +16,15 @@ from pathlib import Path
 EFI_CODE = "OVMF_CODE.fd"
 EFI_VARS = "OVMF_VARS.fd"
 EFI_CODE_SECURE_BOOT = "OVMF_CODE.secboot.fd"
-# KubeVirt's image names the Secure Boot vars template (Microsoft's keys enrolled) OVMF_VARS.secboot.fd; Debian's
-# ovmf package ships the same thing as OVMF_VARS.ms.fd.
-EFI_VARS_SECURE_BOOT = ("OVMF_VARS.secboot.fd", "OVMF_VARS.ms.fd")
+EFI_VARS_SECURE_BOOT = "OVMF_VARS.secboot.fd"
+# (code, vars template) pairs, KubeVirt's names first. Debian's ovmf has no OVMF_VARS.secboot.fd: its Secure Boot
+# pair is the 4 MiB build with the Microsoft-keys vars (OVMF_VARS_4M.ms.fd); its 2 MiB Secure Boot build never
+# reached the boot manager under QEMU 7.2 with SMM here.
+EFI_PAIRS = ((EFI_CODE, EFI_VARS), ("OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd"))
+EFI_SECURE_BOOT_PAIRS = (
+    (EFI_CODE_SECURE_BOOT, EFI_VARS_SECURE_BOOT),
+    ("OVMF_CODE_4M.secboot.fd", "OVMF_VARS_4M.ms.fd"),
+)
 OVMF_PACKAGE = "ovmf"
 TPM_PACKAGES = "swtpm and swtpm-tools"
 # libvirt runs swtpm_setup (swtpm-tools) to create the state, then swtpm itself.
@@ -40,17 +46,17 @@ def _readable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.R_OK)
 
 
-def _first(directory: Path, names: tuple[str, ...]) -> str:
-    return next((str(directory / name) for name in names if _readable(directory / name)), "")
+def _pair(directory: Path, pairs: tuple[tuple[str, str], ...]) -> tuple[str, str]:
+    """The first pair whose two files are both there (a code image needs vars of its own size)."""
+    for code, variables in pairs:
+        if _readable(directory / code) and _readable(directory / variables):
+            return str(directory / code), str(directory / variables)
+    return "", ""
 
 
 def detect(ovmf_dir: Path, which: Callable[[str], str | None] = shutil.which) -> HostFirmware:
     """Like DetectEFIEnvironment: a code/vars pair counts only when both files are there."""
-    code, variables = _first(ovmf_dir, (EFI_CODE,)), _first(ovmf_dir, (EFI_VARS,))
-    secure_code, secure_vars = _first(ovmf_dir, (EFI_CODE_SECURE_BOOT,)), _first(ovmf_dir, EFI_VARS_SECURE_BOOT)
-    if not (code and variables):
-        code = variables = ""
-    if not (secure_code and secure_vars):
-        secure_code = secure_vars = ""
+    code, variables = _pair(ovmf_dir, EFI_PAIRS)
+    secure_code, secure_vars = _pair(ovmf_dir, EFI_SECURE_BOOT_PAIRS)
     tpm = all(which(binary) is not None for binary in TPM_BINARIES)
     return HostFirmware(code, variables, secure_code, secure_vars, tpm)
