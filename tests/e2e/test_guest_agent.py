@@ -5,7 +5,6 @@ key and with a qemuGuestAgent accessCredential, and soft reboot through the agen
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import subprocess
@@ -143,8 +142,7 @@ async def test_agent_connects_reports_the_guest_and_drops_when_stopped(kube: Clu
 async def test_access_credentials_through_the_agent_and_soft_reboot(kube: ClusterView, tmp_path: Path) -> None:
     ns = await kube.namespace()
     key, public = keypair(tmp_path, "agent-key")
-    # `data`, not `stringData`: the embedded API server does not fold stringData into data as kube-apiserver does.
-    secret = {"metadata": {"name": "agent-keys"}, "data": {"key1": base64.b64encode(public.encode() + b"\n").decode()}}
+    secret = {"metadata": {"name": "agent-keys"}, "stringData": {"key1": public + "\n"}}
     await kube.admin.create(SECRETS, secret, ns)
     vm = agent_vm("cred-vm", "#cloud-config\nhostname: cred-vm\n")
     vm["spec"]["template"]["spec"]["accessCredentials"] = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING, Any
 
 from pykubevirt.api.pod_qos import qos_class
@@ -290,12 +291,25 @@ AUTHORIZATION_RESOURCES: tuple[Resource, ...] = (
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
+def fold_string_data(secret: dict[str, Any]) -> None:
+    """stringData is write-only: its values, base64-encoded, replace data's (Convert_v1_Secret_To_core_Secret)."""
+    string_data = secret.get("stringData")
+    if not isinstance(string_data, dict) or not isinstance(secret.get("data") or {}, dict):
+        return  # not a map: schema validation refuses the Secret with kube-apiserver's message
+    del secret["stringData"]
+    data = dict(secret.get("data") or {})
+    for key, value in string_data.items():
+        data[key] = base64.b64encode(str(value).encode()).decode()
+    secret["data"] = data
+
+
 class BuiltinDefaults:
     """What kube-apiserver's strategies and defaulting set on built-in kinds before they are stored.
 
     Namespaces start Active with the `kubernetes` finalizer (namespace strategy PrepareForCreate) that updates keep
     (PrepareForUpdate), and are labelled with their name; a new Pod's status is Pending with its QoS class; a Secret
-    without a type is Opaque (SetDefaults_Secret). Runs first in the admission chain, as built-in defaulting does.
+    without a type is Opaque (SetDefaults_Secret) and its stringData is folded into data. Runs first in the admission
+    chain, as built-in defaulting does.
     """
 
     def handles(self, resource: Resource) -> bool:
@@ -326,8 +340,10 @@ class BuiltinDefaults:
         elif resource.kind == "Namespace" and old is not None:
             # Only the namespace controller changes spec.finalizers (through /finalize).
             obj["spec"] = dict(obj.get("spec") or {}, finalizers=list((old.get("spec") or {}).get("finalizers") or []))
-        elif resource.kind == "Secret" and not obj.get("type"):
-            obj["type"] = "Opaque"
+        elif resource.kind == "Secret":
+            fold_string_data(obj)
+            if not obj.get("type"):
+                obj["type"] = "Opaque"
         return obj
 
     def validate(
