@@ -324,3 +324,20 @@ async def test_a_default_network_annotation_replaces_the_pod_network_by_its_nad(
     await env.client.delete(PODS, "f", env.namespace, grace_period_seconds=0)
     await gone(env, "f")
     await eventually(lambda: not netns.exists(pod_netns(uid)) and pod_ip not in blue_leases(env), timeout=20.0)
+
+
+async def test_a_power_cut_clean_up_frees_the_secondary_leases_too(env: Env) -> None:
+    await env.client.create(PODS, pod("g", env, selection(env)), env.namespace)
+    obj = await running(env, "g")
+    uid = obj["metadata"]["uid"]
+    ip = nad.read_network_status(obj)[1]["ips"][0]
+    await env.agent.stop()
+    await env.client.delete(PODS, "g", env.namespace, grace_period_seconds=0)
+    # What `down --all` does to a node: kill its pods and drop their sandboxes without CNI.
+    kill_node_pods(env.root / env.node)
+    assert not netns.exists(pod_netns(uid))
+    assert ip not in blue_leases(env)
+    assert not (env.root / env.node / "cni" / "multus" / f"{uid}.json").exists()
+    env.agent = env.new_agent()
+    await env.agent.start()
+    await gone(env, "g")

@@ -94,6 +94,27 @@ def _local_ipam(plugin: dict[str, Any], ipam_dir: Path) -> dict[str, Any]:
     return plugin
 
 
+def lease_dirs(conflist: Mapping[str, Any]) -> list[Path]:
+    """Where host-local keeps this configuration's leases (its dataDir, one directory per network name)."""
+    found = []
+    for plugin in conflist.get("plugins") or []:
+        ipam = plugin.get("ipam") if isinstance(plugin, Mapping) else None
+        if isinstance(ipam, Mapping) and ipam.get("type") == "host-local" and ipam.get("dataDir"):
+            found.append(Path(str(ipam["dataDir"])) / str(conflist.get("name") or ""))
+    return found
+
+
+def recorded_lease_dirs(record: Path) -> list[Path]:
+    """The lease directories of every delegate a pod's record names (none when it is unreadable)."""
+    try:
+        entries = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(entries, list):
+        return []
+    return [d for e in entries if isinstance(e, dict) for d in lease_dirs(e.get("conflist") or {})]
+
+
 def interface_names(selections: Sequence[nad.NetworkSelection]) -> list[str]:
     """Each selection's interface: the one it asks for, else Multus's ordinal `net<n>`."""
     return [s.interface or f"{ORDINAL_PREFIX}{i}" for i, s in enumerate(selections, start=1)]

@@ -329,12 +329,16 @@ def remove_node_networks(node_data_dir: Path) -> int:
     for path in records:
         uid = path.stem
         try:
-            name = str(json.loads(path.read_text()).get("netns") or pod_netns(uid))
+            record = json.loads(path.read_text())
         except (OSError, ValueError):
-            name = pod_netns(uid)
+            record = {}
+        name = str(record.get("netns") or pod_netns(uid))
         if netns.exists(name):
             subprocess.run([IP, "netns", "delete", name], check=False, capture_output=True)
-        for leases in networks:
+        # Secondary networks and a NAD replacing eth0 lease from the stores their configurations name.
+        secondary = multus.recorded_lease_dirs(base / "multus" / path.name)
+        secondary += multus.lease_dirs(record.get("conflist") or {})
+        for leases in [*networks, *(d for d in secondary if d.is_dir())]:
             for lease in leases.iterdir():
                 with contextlib.suppress(OSError):
                     if lease.read_text().split("\n", 1)[0].strip() == uid:
