@@ -145,3 +145,17 @@ def test_the_source_sends_everything_through_its_handlers_unix_sockets() -> None
         "disksUri": "unix:///run/pkv/mp/v1-49153-source.sock",
         "blockMigration": True,
     }
+
+
+def test_a_migration_waits_while_the_parallelism_limits_are_reached() -> None:
+    others = [vmim("Running", uid=f"o{i}", name=f"other{i}") for i in range(2)]
+    for other in others:
+        other["spec"]["vmiName"] = "busy"
+    ctl = controller([vmim("Pending"), *others])
+    busy = running_vmi()
+    busy["metadata"]["name"] = "busy"
+    ctl.vmis = Items([busy])  # type: ignore[assignment]
+    # Two outgoing migrations from node01 already: parallelOutboundMigrationsPerNode is 2.
+    assert ctl._next(vmim("Pending"), running_vmi(), None) == "wait"
+    busy["status"]["nodeName"] = "node02"
+    assert ctl._next(vmim("Pending"), running_vmi(), None) == "create-pod"

@@ -22,12 +22,15 @@ from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import MIGRATIONS, PODS, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.config.migration_policy import effective_migration_configuration
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
 
 log = logging.getLogger("pykubevirt.controller.migration")
 
 FINAL = ("Succeeded", "Failed")
+# Phases that count against the parallelism limits (KubeVirt counts migrations with a target pod under way).
+ACTIVE = ("Scheduling", "Scheduled", "PreparingTarget", "TargetReady", "Running")
 ABORT_REQUESTED = "migrationAbortRequested"
 MIGRATION_JOB_NAME_ANNOTATION = "kubevirt.io/migrationJobName"
 TARGET_READY_ANNOTATION = "kubevirt.io/migration-target-ready-timestamp"
@@ -179,7 +182,9 @@ class MigrationController:
         if phase == "Pending":
             if pod is not None:
                 return "phase:Scheduling"
-            return "create-pod" if vmi_phase == c.PHASE_RUNNING else "wait"
+            if vmi_phase != c.PHASE_RUNNING or self._at_limit(vmim, vmi):
+                return "wait"
+            return "create-pod"
         if phase == "Scheduling":
             return "phase:Scheduled" if pod is not None and pod_state.is_ready_for_handover(pod) else "wait"
         if phase == "Scheduled":
@@ -191,6 +196,25 @@ class MigrationController:
         if phase == "Running":
             return "phase:Succeeded" if state.get("completed") else "wait"
         return "wait"
+
+    def _at_limit(self, vmim: Object, vmi: Object) -> bool:
+        """parallelMigrationsPerCluster and parallelOutboundMigrationsPerNode (handleTargetPodCreation)."""
+        limits = self.settings().cluster.migrations
+        active = [
+            m
+            for m in self.migrations.items()
+            if (m.get("status") or {}).get("phase") in ACTIVE and m["metadata"]["uid"] != vmim["metadata"]["uid"]
+        ]
+        if len(active) >= limits.parallel_migrations_per_cluster:
+            return True
+        node = (vmi.get("status") or {}).get("nodeName")
+        outbound = 0
+        for other in active:
+            namespace = other["metadata"].get("namespace")
+            source = self.vmis.get(f"{namespace}/{(other.get('spec') or {}).get('vmiName')}")
+            if source is not None and (source.get("status") or {}).get("nodeName") == node:
+                outbound += 1
+        return outbound >= limits.parallel_outbound_migrations_per_node
 
     def _set_phase(self, vmim: Object, phase: str) -> None:
         status = vmim["status"]
@@ -224,7 +248,10 @@ class MigrationController:
             "",
         )
         target_node = str((pod.get("spec") or {}).get("nodeName") or "")
+        # The settings it runs with: KubeVirt's defaults under the KubeVirt CR's (MigrationPolicies not watched yet).
+        effective = effective_migration_configuration(self.settings().cluster.migrations, (), vmi, None)
         state = {
+            "migrationConfiguration": effective.configuration,
             "migrationUid": vmim["metadata"]["uid"],
             "targetNode": target_node,
             "sourceNode": status.get("nodeName", ""),

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from pykubevirt.api import pod_layout
+from pykubevirt.api.quantity import Quantity
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Result
@@ -38,6 +39,12 @@ def migrate_request(vmi: Object, state: dict[str, Any]) -> dict[str, Any]:
     for field in ("completionTimeoutPerGiB", "progressTimeout", "allowAutoConverge", "allowPostCopy"):
         if field in config:
             request[field] = config[field]
+    if config.get("unsafeMigrationOverride"):
+        request["unsafe"] = True
+    bandwidth = config.get("bandwidthPerMigration")
+    if bandwidth:
+        # libvirt takes MiB/s; KubeVirt converts the quantity the same way.
+        request["bandwidthMiB"] = int(Quantity.parse(str(bandwidth)).value // (1024 * 1024))
     return request
 
 
