@@ -101,6 +101,8 @@ def qemu_of(pod_uid: str) -> list[int]:
     return found
 
 
+# The module's cluster (and, when the image is stale, the guest image build) count against the test's timeout.
+@pytest.mark.timeout(900)
 def test_a_counting_guest_migrates_to_the_other_node_without_a_reboot(two_nodes: UpCluster) -> None:
     cluster, name = two_nodes, "counter"
     cluster.run("kubectl", "apply", "-f", "-", stdin=counting_guest(name))
