@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pykubevirt.api.pod_qos import qos_class
 from pykubevirt.apiserver.authorization.rbac_printers import binding_table, role_table
+from pykubevirt.apiserver.disruption_budget import pdb_table
 from pykubevirt.apiserver.printers import (
     configmap_table,
     controllerrevision_table,
@@ -35,6 +36,19 @@ NAMESPACE_FINALIZER = "kubernetes"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 BUILTIN_RESOURCES: tuple[Resource, ...] = (
+    Resource(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        True,
+        OPEN_SCHEMA,
+        short_names=("pdb",),
+        subresources=frozenset({"status"}),
+        builtin=True,
+        table=pdb_table,
+    ),
     Resource(
         "",
         "v1",

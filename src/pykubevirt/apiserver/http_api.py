@@ -18,6 +18,7 @@ from pykubevirt.api.label_selectors import LabelSelector, SelectorError, parse_l
 from pykubevirt.apiserver import body_decoding, patching, printers, protobuf, query_options
 from pykubevirt.apiserver.builtin_schemas import typed_request_body
 from pykubevirt.apiserver.deletion import DeleteOptions
+from pykubevirt.apiserver.eviction import Evictions
 from pykubevirt.apiserver.list_streaming import STREAM_THRESHOLD, write_list
 from pykubevirt.apiserver.object_api import IGNORE, STRICT, WARN, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
@@ -184,6 +185,7 @@ class RestHandlers:
         self.hub = hub
         self.max_body_bytes = max_body_bytes
         self.clock = clock
+        self.evictions = Evictions(api, clock)
         # Recently encoded watch events, keyed by the committed object's identity (kept alive by the entry).
         self._lines: collections.OrderedDict[tuple[int, str], tuple[dict[str, Any], bytes]] = collections.OrderedDict()
         # Subresources another component answers (pods/log from the node), by (resource plural, subresource).
@@ -479,6 +481,5 @@ class RestHandlers:
     async def _evict(self, request: web.Request, target: Target, ctx: RequestContext) -> web.Response:
         body = await self._body(request, optional=True)
         eviction = typed_request_body(body, kind="Eviction")
-        options = DeleteOptions.from_body(eviction.get("deleteOptions") if eviction else None, {})
-        self.api.delete(target.resource, target.namespace, target.name, options, ctx)
+        self.evictions.evict(target.resource, target.namespace, target.name, eviction, ctx)
         return json_response(CREATED_STATUS, 201)

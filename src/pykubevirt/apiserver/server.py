@@ -39,6 +39,7 @@ from pykubevirt.apiserver.builtin import (
     BuiltinDefaults,
 )
 from pykubevirt.apiserver.crds import CRDController, validate_crd
+from pykubevirt.apiserver.disruption_controller import DisruptionController
 from pykubevirt.apiserver.garbage_collector import GarbageCollector
 from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, json_response
 from pykubevirt.apiserver.https_site import HTTPSOnlySite
@@ -373,6 +374,9 @@ class EmbeddedAPIServer:
         self.gc = GarbageCollector(self.api)
         self._tasks = [
             asyncio.create_task(self._supervise("garbage-collector", self.gc.run)),
+            asyncio.create_task(
+                self._supervise("disruption", DisruptionController(self.api, lambda: datetime.now(UTC)).run)
+            ),
             asyncio.create_task(self._supervise("event-expiry", self._expire_events)),
             asyncio.create_task(self._supervise("compaction", self._compact)),
             asyncio.create_task(self._supervise("clusterrole-aggregation", self.aggregation.run)),

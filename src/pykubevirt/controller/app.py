@@ -30,6 +30,7 @@ from pykubevirt.client.resources import (
 )
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
+from pykubevirt.controller.evacuation_controller import EvacuationController
 from pykubevirt.controller.launcher_pod import LauncherSettings
 from pykubevirt.controller.migration_controller import MigrationController
 from pykubevirt.controller.node_controller import (
@@ -150,9 +151,20 @@ class VirtController:
             settings=lambda: self.vmi_reconciler.settings,
         )
         self.migration_controller = Controller("migration", self.migration_reconciler, workers=opts.workers)
+        self.evacuation_reconciler = EvacuationController(
+            client,
+            nodes=self.nodes,
+            vmis=self.vmis,
+            pods=self.pods,
+            migrations=self.migrations,
+            recorder=EventRecorder(client, "disruptionbudget-controller"),
+            config=lambda: self.config,
+            pod_owner_index=POD_OWNER_INDEX,
+        )
         self.vm_controller = Controller("virtualmachine", self.vm_reconciler, workers=opts.workers)
         self.vmi_controller = Controller("virtualmachineinstance", self.vmi_reconciler, workers=opts.workers)
         self.node_controller = Controller("node", self.node_reconciler, workers=1)
+        self.evacuation_controller = Controller("evacuation", self.evacuation_reconciler, workers=1)
         self._wire()
         self.informers = [
             *(self.vms, self.vmis, self.pods, self.data_volumes, self.revisions, self.nodes, self.pvcs),
@@ -185,6 +197,10 @@ class VirtController:
         migration = self.migration_reconciler
         self.migration_controller.watch(self.migrations).watch(self.vmis, migration.keys_for_vmi)
         self.migration_controller.watch(self.pods, migration.keys_for_pod)
+        evacuation = self.evacuation_reconciler
+        self.evacuation_controller.watch(self.nodes).watch(self.vmis, evacuation.node_keys_of_vmi)
+        self.evacuation_controller.watch(self.migrations, evacuation.node_keys_of_migration)
+        self.evacuation_controller.watch(self.kubevirts, _no_keys)
         # The KubeVirt object's configuration, followed as virt-config's informer does; the VM and VMI controllers
         # wait for this cache too, so they never act on the command line's values alone when an object exists.
         apply = EventHandler(
@@ -217,6 +233,7 @@ class VirtController:
             asyncio.create_task(self.vmi_controller.run(), name="vmi-controller"),
             asyncio.create_task(self.node_controller.run(), name="node-controller"),
             asyncio.create_task(self.migration_controller.run(), name="migration-controller"),
+            asyncio.create_task(self.evacuation_controller.run(), name="evacuation-controller"),
         ]
         tasks += [asyncio.create_task(run(), name=f"extra-{i}") for i, run in enumerate(self.options.extra)]
         await run_until_failure(tasks)

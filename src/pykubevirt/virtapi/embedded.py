@@ -19,6 +19,7 @@ from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi import discovery, upload_proxy
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.embedded_admission import KubeVirtAdmission
+from pykubevirt.virtapi.eviction_admission import LauncherEvictionAdmission
 from pykubevirt.virtapi.handler_client import HandlerClient
 from pykubevirt.virtapi.identities import COMPONENTS, KUBEVIRT_NAMESPACE
 from pykubevirt.virtapi.rbac_policy import kubevirt_policy
@@ -40,6 +41,7 @@ def extension(config: ClusterConfig) -> Extension:
         for component, user in COMPONENTS.items():
             server.add_component(component, user)
         server.add_admission(admission)
+        server.rest.evictions.admission.append(LauncherEvictionAdmission(server.api, admission.config))
         # The webhook endpoints let a real kube-apiserver call the same chain (cluster mode, or tests of it).
         server.add_routes(lambda app: add_webhook_routes(app, admission.context))
         # CDI's upload proxy: its own token checks, on the server's port.
