@@ -10,11 +10,18 @@ from typing import Any
 import pytest_asyncio
 
 from pykubevirt.client.api import JSON_PATCH, Object
-from pykubevirt.client.resources import MIGRATIONS, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import (
+    KUBEVIRTS,
+    MIGRATIONS,
+    NODES,
+    PODS,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+)
 from tests.support.apiserver_process import KUBECTL, APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
 from tests.support.http_client import APIClient, Reply
-from tests.support.waiting import eventually
+from tests.support.waiting import consistently, eventually
 
 PDB_PATH = "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"
 WEBHOOK = 'admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" denied the request: '
@@ -238,3 +245,84 @@ async def test_kubevirt_eviction_strategies(cp: ControlPlane, http: APIClient) -
     # By now the evacuation controller has long seen the External VMI's mark: still only the one migration.
     names = [m["spec"]["vmiName"] for m in (await cp.admin.list(MIGRATIONS, ns))["items"]]
     assert names == ["live"]
+
+
+def active(migrations: list[Object]) -> list[Object]:
+    return [m for m in migrations if (m.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+
+
+async def test_evacuation_respects_the_clusters_migration_limits(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    kubevirt = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt"},
+        "spec": {"configuration": {"migrations": {"parallelOutboundMigrationsPerNode": 1}}},
+    }
+    await cp.admin.create(KUBEVIRTS, kubevirt, "kubevirt")
+    await eventually(lambda: cp.controller.config.migrations.parallel_outbound_migrations_per_node == 1)
+    for name in ("a", "b", "c"):
+        await running_vmi(cp, ns, name, "LiveMigrate")
+    # The drain taint marks every VMI on the node at once, as the deprecated node-drain path does.
+    taint = {"key": "kubevirt.io/drain", "effect": "NoSchedule"}
+    await cp.admin.patch(NODES, "node01", {"spec": {"taints": [taint]}})
+
+    async def migrations() -> list[Object]:
+        return list((await cp.admin.list(MIGRATIONS, ns))["items"])
+
+    first = await eventually(migrations)
+    # One outbound migration per node: the other two wait, however often the node is looked at.
+    await consistently(lambda: _count_active(migrations, 1), for_=1.5)
+    assert [m["metadata"]["annotations"]["kubevirt.io/evacuationMigration"] for m in first] == ["node01"]
+
+    kubevirt["spec"]["configuration"]["migrations"] = {
+        "parallelOutboundMigrationsPerNode": 5,
+        "parallelMigrationsPerCluster": 2,
+    }
+    current = await cp.admin.get(KUBEVIRTS, "kubevirt", "kubevirt")
+    current["spec"] = kubevirt["spec"]
+    await cp.admin.update(KUBEVIRTS, current)
+    # Now the cluster-wide limit of two binds.
+    await eventually(lambda: _count_active(migrations, 2))
+    await consistently(lambda: _count_active(migrations, 2), for_=1.5)
+    await cp.admin.patch(NODES, "node01", {"spec": {"taints": None}})
+
+
+async def _count_active(migrations: Any, wanted: int) -> bool:
+    return len(active(await migrations())) == wanted
+
+
+async def test_kubectl_drain_and_uncordon(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    await running_vmi(cp, ns, "plain", "None", run_strategy="Once")
+    await running_vmi(cp, ns, "mover", "LiveMigrate")
+    plain_pod = (await launcher(cp, ns, "plain"))["metadata"]["name"]
+    mover_pod = (await launcher(cp, ns, "mover"))["metadata"]["name"]
+
+    # kubectl drain keeps retrying the refused eviction until its timeout: the migration has to move the VMI first.
+    code, out, err = await kubectl(
+        cp.server, "drain", "node01", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=8s"
+    )
+    assert code != 0
+    assert "node/node01 cordoned" in out
+    assert f"pod/{plain_pod} evicted" in out
+    assert f"pod/{mover_pod} evicted" not in out
+    assert (
+        f'error when evicting pods/"{mover_pod}" -n "{ns}" (will retry after 5s): '
+        + WEBHOOK
+        + f'Eviction triggered evacuation of VMI "{ns}/mover"'
+    ) in err
+    assert f'Evacuation in progress: Eviction triggered evacuation of VMI "{ns}/mover"' in err
+    assert "global timeout reached: 8s" in err
+
+    assert (await cp.admin.get(NODES, "node01"))["spec"]["unschedulable"] is True
+    # The None VM's launcher went with the drain and its guest stopped; the LiveMigrate VM is still there, marked.
+    await vmi_stopped(cp, ns, "plain")
+    mover = await cp.admin.get(VIRTUAL_MACHINE_INSTANCES, "mover", ns)
+    assert mover["status"]["evacuationNodeName"] == "node01"
+    assert mover["status"]["phase"] == "Running"
+    assert [m["spec"]["vmiName"] for m in (await cp.admin.list(MIGRATIONS, ns))["items"]] == ["mover"]
+
+    code, out, _ = await kubectl(cp.server, "uncordon", "node01")
+    assert (code, out.strip()) == (0, "node/node01 uncordoned")
+    assert "unschedulable" not in (await cp.admin.get(NODES, "node01"))["spec"]
