@@ -21,7 +21,7 @@ from pykubevirt.client.resources import EVENTS, NODES, PODS
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
 from pykubevirt.node.node_lifecycle import NodeLifecycle
 from pykubevirt.node.scheduler import Scheduler
-from tests.support.apiserver_process import APIServerProcess
+from tests.support.apiserver_process import KUBECTL, APIServerProcess
 from tests.support.control_plane import client_for
 from tests.support.waiting import consistently, eventually
 
@@ -512,3 +512,27 @@ async def test_scheduler_command_runs_until_sigterm(
             await process.wait()
     lines = log_path.read_text().splitlines()
     assert any('"msg":"bound default/via-cli to cli-node"' in line for line in lines), lines
+
+
+def kubectl(server: APIServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [KUBECTL, "--kubeconfig", str(server.data_dir / "kubeconfig"), *args], capture_output=True, text=True
+    )
+
+
+async def test_kubectl_cordon_and_uncordon_gate_scheduling(
+    admin: KubeClient, scheduler_client: KubeClient, fresh_apiserver: APIServerProcess
+) -> None:
+    await admin.create(NODES, node_manifest("node01"))
+    cordon = await asyncio.to_thread(kubectl, fresh_apiserver, "cordon", "node01")
+    assert (cordon.returncode, cordon.stdout.strip()) == (0, "node/node01 cordoned")
+    listed = await asyncio.to_thread(kubectl, fresh_apiserver, "get", "node", "node01")
+    assert "Ready,SchedulingDisabled" in listed.stdout
+    scheduler = Scheduler(scheduler_client)
+    async with running(scheduler):
+        await admin.create(PODS, pod_manifest("waits"), NS)
+        condition = await wait_condition(admin, "waits", status="False", reason="Unschedulable")
+        assert condition["message"] == "0/1 nodes are available: 1 node(s) were unschedulable."
+        uncordon = await asyncio.to_thread(kubectl, fresh_apiserver, "uncordon", "node01")
+        assert (uncordon.returncode, uncordon.stdout.strip()) == (0, "node/node01 uncordoned")
+        assert await wait_bound(admin, "waits") == {"waits": "node01"}
