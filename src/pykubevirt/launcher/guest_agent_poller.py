@@ -149,11 +149,3 @@ class GuestAgentPoller:
         info.apply_guest_info(self.data, guest)
         if (info.status_fields(self.connected, self.data), self.data.interfaces) != before:
             self.on_change()
-
-    # ------------------------------------------------------------------------------------------------ queries
-
-    async def refresh(self) -> None:
-        """One round of every worker now (a subresource asked and the agent is there)."""
-        await self._poll_version()
-        await self._poll_filesystems()
-        await self._poll_guest_info()
