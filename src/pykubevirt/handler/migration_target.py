@@ -157,7 +157,14 @@ class MigrationTargetReconciler:
             "targetNodeDomainDetected": True,
             "targetNodeDomainReadyTimestamp": incoming.get("targetNodeDomainReadyTimestamp") or now,
         }
-        status = {"nodeName": self.node, "migrationState": state, "migrationTransport": "Unix"}
+        # The evacuation that asked for this migration is done (KubeVirt clears the mark here too); a drain's
+        # retried eviction of the source's completed launcher pod then goes through.
+        status = {
+            "nodeName": self.node,
+            "migrationState": state,
+            "migrationTransport": "Unix",
+            "evacuationNodeName": None,
+        }
         try:
             # One patch: the VMI joins this node's informer with its node name already moved.
             body = {"metadata": {"labels": labels}, "status": status}
