@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 from pathlib import Path
 
 from pykubevirt import log
 from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
 from pykubevirt.cli.component_client import set_on_signals
+from pykubevirt.cli.port_owner import in_use_message, port_owner
+from pykubevirt.cli.startup_error import StartupError
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi import embedded
 
 
 async def serve(options: ServerOptions, config: ClusterConfig) -> None:
     server = EmbeddedAPIServer(options, extensions=[embedded.extension(config)])
-    await server.start()
+    try:
+        await server.start()
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        await server.stop()
+        owner = port_owner(options.host, options.port)
+        raise StartupError(in_use_message(options.host, options.port, owner)) from None
     print(f"pykubevirt API server listening on {server.url}", flush=True)
     print(f"export KUBECONFIG={server.kubeconfig_path}", flush=True)
     stop = asyncio.Event()

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from pykubevirt.cli.flags import feature_gates, listen_address
+from pykubevirt.cli.startup_error import ERROR_PREFIX, StartupError, explain
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -113,7 +114,9 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     apiserver.set_defaults(func=_apiserver)
 
     from pykubevirt.cli import (
+        completion_command,
         controller_command,
+        doctor_command,
         handler_command,
         image_command,
         kubeconfig_command,
@@ -124,6 +127,8 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     )
 
     up_command.add_parsers(sub)
+    doctor_command.add_parser(sub)
+    completion_command.add_parser(sub)
 
     controller_command.add_parser(sub)
     scheduler_command.add_parser(sub)
@@ -162,6 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except (StartupError, OSError, ModuleNotFoundError) as exc:
+        cause = explain(exc)
+        if cause is None:
+            raise
+        print(f"{ERROR_PREFIX}{cause}", file=sys.stderr, flush=True)
+        return 1
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from pykubevirt.cli.component_process import ComponentProcess
 from pykubevirt.cli.kubeconfig_command import write_node_kubeconfig
 from pykubevirt.cli.mirror_pods import MirrorPods
 from pykubevirt.cli.node_fence import DEFAULT_FENCE_GRACE_SECONDS, NodeFencer
+from pykubevirt.cli.startup_error import last_error_line
 
 log = logging.getLogger("pykubevirt.supervisor")
 
@@ -50,6 +51,17 @@ class Supervised:
     last_exit: dict[str, Any] = field(default_factory=dict)
     # Held down by a fence: not restarted until the fencer lets go.
     held: bool = False
+    # Where this run's output starts in the (appended) log: its `error: ` line says why it exited.
+    log_offset: int = 0
+
+    def failure(self) -> str | None:
+        """The one-line cause this run of the component printed before exiting, if it printed one."""
+        try:
+            with self.component.log_file.open("rb") as log:
+                log.seek(self.log_offset)
+                return last_error_line(log.read().decode(errors="replace"))
+        except OSError:
+            return None
 
     def state(self) -> dict[str, Any]:
         running = self.process.running()
@@ -103,6 +115,10 @@ class Supervisor:
         self.stop_all_marker.unlink(missing_ok=True)
 
     def _start(self, entry: Supervised) -> None:
+        try:
+            entry.log_offset = entry.component.log_file.stat().st_size
+        except OSError:
+            entry.log_offset = 0
         entry.process = ComponentProcess(entry.component).start()
         entry.started_at = now_rfc3339()
         entry.started_monotonic = time.monotonic()
@@ -148,7 +164,8 @@ class Supervisor:
             if marker.exists() and marker.stat().st_mtime >= started - 1 and entry.process.running():
                 return
             if not entry.process.running():
-                raise RuntimeError(f"the API server exited; see {entry.component.log_file}")
+                cause = entry.failure()
+                raise RuntimeError(cause or f"the API server exited; see {entry.component.log_file}")
             await asyncio.sleep(0.05)
         if not self._stop.is_set():
             raise RuntimeError("the API server did not start within 60 s")
@@ -180,11 +197,15 @@ class Supervisor:
         delay = 0.0 if entry.failures_in_a_row <= 1 else min(MAX_BACKOFF_SECONDS, 2.0 ** (entry.failures_in_a_row - 1))
         entry.next_start = now + delay
         entry.last_exit = {"exitCode": code, "finishedAt": now_rfc3339(), "ranSeconds": round(ran, 1)}
+        cause = entry.failure()
+        if cause:
+            entry.last_exit["message"] = cause
         log.warning(
-            "%s exited with code %s after %.1fs; restarting in %.0fs",
+            "%s exited with code %s after %.1fs%s; restarting in %.0fs",
             entry.component.name,
             code,
             ran,
+            f" ({cause})" if cause else "",
             delay,
             extra={"component": entry.component.name},
         )

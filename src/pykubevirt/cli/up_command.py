@@ -19,7 +19,10 @@ from typing import Any
 
 from pykubevirt.cli import cluster_network
 from pykubevirt.cli.cluster_layout import DEFAULT_DATA_DIR, DEFAULT_LISTEN, ClusterLayout, pykubevirt_argv
+from pykubevirt.cli.host_checks import FAIL
+from pykubevirt.cli.host_facts import startup_checks
 from pykubevirt.cli.node_fence import DEFAULT_FENCE_GRACE_SECONDS
+from pykubevirt.cli.startup_error import ERROR_PREFIX, last_error_line
 
 READY_TIMEOUT_SECONDS = 120.0
 
@@ -74,24 +77,57 @@ def up(args: argparse.Namespace) -> int:
             print(f"error: cannot set up the pod network ({exc}); --no-pod-network runs without", file=sys.stderr)
             return 1
         layout = _layout(args)
+    problems = [c for c in startup_checks(layout, pod_network=not args.no_pod_network) if c.status == FAIL]
+    if problems:
+        for problem in problems:
+            print(f"{ERROR_PREFIX}{problem.line()}", file=sys.stderr)
+        return 1
     layout.logs_dir.mkdir(parents=True, exist_ok=True)
+    supervisor_log = layout.logs_dir / "supervisor.log"
+    log_offset = supervisor_log.stat().st_size if supervisor_log.exists() else 0
     argv = pykubevirt_argv(
         *("supervise", "--data-dir", str(layout.data_dir), "--nodes", str(layout.node_count)),
         *("--listen", layout.listen, "--fence-grace", str(args.fence_grace)),
     )
-    with (layout.logs_dir / "supervisor.log").open("ab") as log:
+    with supervisor_log.open("ab") as log:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
     print(f"starting the embedded cluster in {layout.data_dir} ({layout.node_count} node(s))", flush=True)
     try:
         asyncio.run(_wait_ready(layout, process))
+    except ComponentFailed as exc:
+        print(f"{ERROR_PREFIX}{exc} (the supervisor keeps retrying; `pykubevirt down` stops it)", file=sys.stderr)
+        return 1
     except (TimeoutError, RuntimeError) as exc:
-        print(f"error: {exc}; see {layout.logs_dir / 'supervisor.log'}", file=sys.stderr)
+        cause = _new_error_line(supervisor_log, log_offset) if process.poll() is not None else None
+        print(f"{ERROR_PREFIX}{cause or f'{exc}; see {supervisor_log}'}", file=sys.stderr)
         return 1
     print(f"pykubevirt is up: API server on https://{layout.listen}, nodes {', '.join(layout.node_names)}")
     _print_next_steps(layout)
     return 0
+
+
+class ComponentFailed(RuntimeError):
+    """A component exited at start-up with a one-line cause."""
+
+
+def _new_error_line(log: Path, offset: int) -> str | None:
+    try:
+        with log.open("rb") as file:
+            file.seek(offset)
+            return last_error_line(file.read().decode(errors="replace"))
+    except OSError:
+        return None
+
+
+def _failed_component(state: dict[str, Any]) -> str | None:
+    """`NAME: CAUSE` of a component whose start failed for a known reason (the supervisor records the cause)."""
+    for name, component in (state.get("components") or {}).items():
+        message = (component.get("lastExit") or {}).get("message")
+        if message:
+            return f"{name}: {message}"
+    return None
 
 
 def _print_next_steps(layout: ClusterLayout) -> None:
@@ -117,9 +153,13 @@ async def _wait_ready(layout: ClusterLayout, process: subprocess.Popen[bytes]) -
             if process.poll() is not None:
                 raise RuntimeError(f"the supervisor exited with code {process.returncode}")
             state = _read_state(layout)
-            if state is None:
+            # A state file a crashed supervisor left is not this one's.
+            if state is None or state.get("supervisorPid") != process.pid:
                 await asyncio.sleep(0.1)
                 continue
+            failed = _failed_component(state)
+            if failed:
+                raise ComponentFailed(failed)
             if client is None:
                 try:
                     client = KubeClient(load_kubeconfig(layout.kubeconfig), qps=0)

@@ -1,0 +1,43 @@
+"""Expected start-up failures (a port in use, an unwritable or full data dir, a missing package) as one line each.
+
+A component that fails for a reason the user can fix prints `error: WHAT; FIX` and exits 1 instead of a traceback;
+the supervisor and `pykubevirt up` pass that line on (they find it by its `error: ` prefix in the component's log).
+"""
+
+from __future__ import annotations
+
+import errno
+
+ERROR_PREFIX = "error: "
+
+
+class StartupError(Exception):
+    """A failure with a known cause and fix; its message is the whole story."""
+
+
+def explain(exc: BaseException) -> str | None:
+    """The one-line cause of an expected failure, None for anything else (which keeps its traceback)."""
+    if isinstance(exc, StartupError):
+        return str(exc)
+    if isinstance(exc, ModuleNotFoundError):
+        return f"the Python package {exc.name!r} is missing; run `make setup` (or pip install it into the venv)"
+    if not isinstance(exc, OSError):
+        return None
+    where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno == errno.EADDRINUSE:
+        return f"an address is already in use: {exc.strerror or exc}; pass --listen HOST:PORT or stop its owner"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied{where}; run as root or pass a --data-dir you can write"
+    if exc.errno == errno.EROFS:
+        return f"read-only file system{where}; pass a writable --data-dir"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left on device{where}; free some space or pass --data-dir on another disk"
+    return None
+
+
+def last_error_line(text: str) -> str | None:
+    """The last `error: ` line of a log, without its prefix."""
+    for line in reversed(text.splitlines()):
+        if line.startswith(ERROR_PREFIX):
+            return line[len(ERROR_PREFIX) :].strip()
+    return None

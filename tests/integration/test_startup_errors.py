@@ -1,0 +1,128 @@
+"""First-run errors that say why: a taken API port stops `apiserver`, `supervise` and `up` with one line and exit 1,
+no traceback in any log; `pykubevirt doctor` prints its table and FAILs that port with the fix; completion scripts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pykubevirt.cli.cluster_layout import pykubevirt_argv
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port a listening socket of this test holds."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield held.getsockname()[1]
+
+
+def _run(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(pykubevirt_argv(*args), capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _expected(port: int) -> str:
+    comm = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
+    return f"error: 127.0.0.1:{port} is in use (pid {os.getpid()}, {comm}); pass --listen HOST:PORT or stop it"
+
+
+def _no_traceback_under(directory: Path) -> None:
+    for path in directory.rglob("*.log"):
+        assert "Traceback" not in path.read_text(errors="replace"), path
+
+
+def test_apiserver_with_its_port_taken_says_who_holds_it(tmp_path: Path, taken_port: int) -> None:
+    result = _run("apiserver", "--data-dir", str(tmp_path), "--listen", f"127.0.0.1:{taken_port}")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == _expected(taken_port)
+    assert "Traceback" not in result.stderr
+
+
+def test_supervise_passes_the_api_servers_cause_on(tmp_path: Path, taken_port: int) -> None:
+    result = _run("supervise", "--data-dir", str(tmp_path), "--listen", f"127.0.0.1:{taken_port}")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == _expected(taken_port)
+    assert "Traceback" not in result.stderr
+    _no_traceback_under(tmp_path)
+
+
+def test_up_with_the_port_taken_prints_one_line_and_starts_nothing(tmp_path: Path, taken_port: int) -> None:
+    result = _run("up", "--no-pod-network", "--data-dir", str(tmp_path), "--listen", f"127.0.0.1:{taken_port}")
+    assert result.returncode == 1
+    assert result.stderr == _expected(taken_port) + "\n"
+    assert not (tmp_path / "run" / "supervisor.pid").exists()
+    _no_traceback_under(tmp_path)
+
+
+def test_up_with_an_unwritable_data_dir_says_so(tmp_path: Path) -> None:
+    # A file where the data dir's parent should be: nothing can be created under it, whoever runs the test.
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = _run("up", "--no-pod-network", "--data-dir", str(blocker / "data"), "--listen", "127.0.0.1:0")
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: cannot write the data dir {blocker / 'data'} (")
+    assert line.endswith("; run as root, fix its permissions or pass --data-dir DIR")
+
+
+def test_doctor_prints_its_table_and_fails_a_taken_port(tmp_path: Path, taken_port: int) -> None:
+    result = _run("doctor", "--data-dir", str(tmp_path), "--listen", f"127.0.0.1:{taken_port}", timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["CHECK", "STATUS", "DETAIL", "FIX"]
+    rows = {line.split()[0]: line for line in lines[1:] if line and not line.startswith(("OK", "WARN", "FAIL"))}
+    expected = ["qemu", "kvm", "libvirt", "netns", "tun", "cni", "nftables", "ovmf", "swtpm", "qemu-img", "skopeo"]
+    assert list(rows) == [*expected, "data-dir", "disk", "port"]
+    assert all(row.split()[1] in ("OK", "WARN", "FAIL") for row in rows.values())
+    # Columns are separated by three or more spaces: CHECK, STATUS, DETAIL, FIX.
+    port_row = re.split(r"\s{3,}", rows["port"])
+    comm = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
+    assert port_row == [
+        "port",
+        "FAIL",
+        f"127.0.0.1:{taken_port} is in use (pid {os.getpid()}, {comm})",
+        "pass --listen HOST:PORT or stop it",
+    ]
+    assert lines[-1].startswith("FAIL: ")
+
+
+def test_doctor_passes_with_a_free_port(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    result = _run("doctor", "--data-dir", str(tmp_path), "--listen", f"127.0.0.1:{free}", timeout=120)
+    port_row = next(line for line in result.stdout.splitlines() if line.startswith("port "))
+    assert port_row.split()[1] == "OK"
+    # This host is set up (`make setup`): nothing FAILs, so `make up` goes on.
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("command", ["pykubevirt", "virtctl"])
+def test_bash_completion_is_valid_and_knows_the_subcommands(tmp_path: Path, command: str) -> None:
+    result = _run("completion", "bash", "--command", command)
+    assert result.returncode == 0, result.stderr
+    script = tmp_path / command
+    script.write_text(result.stdout)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    # Complete `COMMAND ` (first word) in a real bash with the script loaded.
+    probe = (
+        f"source {script}; COMP_WORDS=({command} ''); COMP_CWORD=1; COMP_LINE='{command} '; COMP_POINT=${{#COMP_LINE}};"
+        f" _shtab_{command}; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    )
+    words = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    wanted = {"pykubevirt": {"up", "down", "doctor", "completion"}, "virtctl": {"console", "start", "stop"}}[command]
+    assert wanted <= set(words), words
+
+
+def test_zsh_completion_is_a_compdef() -> None:
+    result = _run("completion", "zsh", "--command", "virtctl")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("#compdef virtctl")
