@@ -1,12 +1,14 @@
 """Reaching a real guest from the host as a user does: `virtctl port-forward` (a local port, and --stdio) through the
-VM's portforward subresource, and `virtctl expose` plus a connection to the Service's CLUSTER-IP through the host's
-nftables proxy. One demo VM serves its page on port 80 (busybox httpd) for every test of the module."""
+VM's portforward subresource, `virtctl ssh` (the host's ssh through a port-forward ProxyCommand, to the guest's
+dropbear with a cloud-init key), and `virtctl expose` plus a connection to the Service's CLUSTER-IP through the host's
+nftables proxy. One demo VM serves its page on port 80 (busybox httpd) and ssh on 22 for every test of the module."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import ipaddress
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,13 +31,22 @@ VIRTCTL = str(Path(sys.executable).parent / "virtctl")
 REQUEST = b"GET / HTTP/1.0\r\nHost: guest\r\n\r\n"
 
 
+@pytest.fixture(scope="module")
+def ssh_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A key pair of the module's own: the private key's path and the public key."""
+    key = tmp_path_factory.mktemp("ssh") / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "access", "-f", str(key)], check=True)
+    return key, key.with_suffix(".pub").read_text().strip()
+
+
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def guest(cluster: EmbeddedCluster) -> AsyncIterator[tuple[ClusterView, str]]:
-    """The module's VM, booted, its httpd answering; the view and its namespace."""
+async def guest(cluster: EmbeddedCluster, ssh_key: tuple[Path, str]) -> AsyncIterator[tuple[ClusterView, str]]:
+    """The module's VM, booted with the module's ssh key, its httpd answering; the view and its namespace."""
     view = ClusterView(cluster)
     await view.wait_ready()
     ns = await view.namespace()
-    await view.admin.create(VIRTUAL_MACHINES, demo_vm(NAME, user_data=f"#cloud-config\nhostname: {NAME}\n"), ns)
+    user_data = f"#cloud-config\nhostname: {NAME}\nssh_authorized_keys:\n  - {ssh_key[1]}\n"
+    await view.admin.create(VIRTUAL_MACHINES, demo_vm(NAME, user_data=user_data), ns)
     vmi = await view.wait_vmi_phase(ns, NAME, "Running")
     pod = await view.launcher_pod(vmi)
     await view.wait_serial(view.node, pod, vmi, "pykubevirt-guest: ready")
@@ -131,3 +142,45 @@ async def test_virtctl_expose_gives_a_cluster_ip_the_host_reaches(guest: tuple[C
         return True
 
     await eventually(gone, timeout=30, interval=0.5)
+
+
+async def test_virtctl_ssh_runs_a_command_in_the_guest(
+    guest: tuple[ClusterView, str], ssh_key: tuple[Path, str]
+) -> None:
+    view, ns = guest
+    key, _ = ssh_key
+    env = kubectl_env(view.cluster.server, view.cluster.root / "home")
+    argv = [
+        *(VIRTCTL, "ssh", f"root@vm/{NAME}/{ns}", "-i", str(key), "-c", "hostname"),
+        *("--local-ssh-opts=-o StrictHostKeyChecking=no", "--local-ssh-opts=-o UserKnownHostsFile=/dev/null"),
+        *("-t", "-oBatchMode=yes", "-t", "-oLogLevel=ERROR"),
+    ]
+
+    async def hostname() -> str | None:
+        # dropbear starts in the background once the guest is up: refused until then.
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, _ = await asyncio.wait_for(process.communicate(), 60)
+        return out.decode() if process.returncode == 0 else None
+
+    assert await eventually(hostname, timeout=90, interval=1.0) == f"{NAME}\n"
+    # A key the guest does not know is refused, and virtctl says how ssh ended.
+    other = key.parent / "other"
+    await asyncio.to_thread(
+        subprocess.run, ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True
+    )
+    refused = await asyncio.create_subprocess_exec(
+        *[str(other) if a == str(key) else a for a in argv],
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(refused.communicate(), 60)
+    assert refused.returncode == 1 and out == b""
+    assert err.decode().strip().splitlines()[-1] == "exit status 255"

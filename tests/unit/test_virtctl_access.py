@@ -13,7 +13,7 @@ from pykubevirt.api import errors
 from pykubevirt.virtapi.portforward import Target, check_port_forward, host_port, parse_target, target_address
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.expose import pod_network_ports, service_manifest
-from pykubevirt.virtctl.main import build_parser, normalise_bools
+from pykubevirt.virtctl.main import attach_dash_values, build_parser, normalise_bools
 from pykubevirt.virtctl.portforward import ForwardedPort, ForwardTarget, parse_port
 from pykubevirt.virtctl.portforward import parse_target as parse_forward_target
 from pykubevirt.virtctl.ssh import SSHOptions, parse_ssh_target, ssh_argv
@@ -97,6 +97,14 @@ def test_ssh_runs_the_local_client_through_a_port_forward_proxy_command() -> Non
     # -i only when the flag was given, as upstream; no user: ssh's own default applies.
     with_key = SSHOptions(identity_file="/id", identity_file_provided=True)
     assert ssh_argv(ForwardTarget("vmi", "a"), "d", with_key, [])[3:] == ["-i", "/id", "vmi.a.d"]
+
+
+def test_ssh_local_options_may_start_with_a_dash_as_pflag_allows() -> None:
+    argv = attach_dash_values(["ssh", "vm/x", "-t", "-oBatchMode=yes", "--local-ssh-opts", "-4", "-c", "-x"])
+    assert argv == ["ssh", "vm/x", "--local-ssh-opts=-oBatchMode=yes", "--local-ssh-opts=-4", "-c", "-x"]
+    assert build_parser().parse_args(argv[:-2]).local_ssh_opts == ["-oBatchMode=yes", "-4"]
+    # version's -c is a boolean: left alone.
+    assert attach_dash_values(["version", "-c", "--kubeconfig", "k"]) == ["version", "-c", "--kubeconfig", "k"]
 
 
 def test_ssh_command_line() -> None:

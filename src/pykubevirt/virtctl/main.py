@@ -103,6 +103,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# pflag string flags take the next argument as their value even when it starts with "-" (`-t -oBatchMode=yes`),
+# which argparse would read as an option: such pairs are joined as `--flag=value` first.
+# Only ssh's local options need it (their values are ssh options); -c is also `version`'s boolean.
+DASH_VALUE_FLAGS = {"-t": "--local-ssh-opts", "--local-ssh-opts": "--local-ssh-opts"}
+
+
+def attach_dash_values(argv: Sequence[str]) -> list[str]:
+    """`-t -oX` → `--local-ssh-opts=-oX`."""
+    result: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in DASH_VALUE_FLAGS and i + 1 < len(args) and args[i + 1].startswith("-"):
+            result.append(f"{DASH_VALUE_FLAGS[arg]}={args[i + 1]}")
+            i += 2
+            continue
+        result.append(arg)
+        i += 1
+    return result
+
+
 def normalise_bools(argv: Sequence[str]) -> list[str]:
     """`--flag=true` → `--flag`, `--flag=false` → nothing, for pflag-style booleans."""
     result: list[str] = []
@@ -144,7 +166,8 @@ def _one_line(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
-            args = build_parser().parse_args(normalise_bools(sys.argv[1:] if argv is None else argv))
+            raw = sys.argv[1:] if argv is None else argv
+            args = build_parser().parse_args(attach_dash_values(normalise_bools(raw)))
         except SystemExit as exc:
             # Usage errors (status 1, already printed) and --help (status 0).
             return int(exc.code or 0)
