@@ -111,7 +111,8 @@ def test_ssh_command_line() -> None:
     args = build_parser().parse_args(
         ["ssh", "root@vm/x", "-i", "/key", "-p", "2222", "-c", "uname -a", "--local-ssh-opts=-o A=b", "-t", "-4"]
     )
-    assert (args.target, args.identity_file, args.port, args.command) == ("root@vm/x", "/key", 2222, "uname -a")
+    assert (args.target, args.identity_file, args.port, args.ssh_command) == ("root@vm/x", "/key", 2222, "uname -a")
+    assert args.command == "ssh"
     assert args.local_ssh_opts == ["-o A=b", "-4"] and args.username is None
 
 

@@ -103,7 +103,8 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "-t", "--local-ssh-opts", action="append", default=[], help="an option for the local ssh (repeatable)"
     )
-    cmd.add_argument("-c", "--command", default="", help="command to execute in the VM")
+    # Not `command`: that is the virtctl subcommand's name in the parsed arguments.
+    cmd.add_argument("-c", "--command", dest="ssh_command", default="", help="command to execute in the VM")
 
 
 def options_from(args: argparse.Namespace, username: str) -> SSHOptions:
@@ -113,7 +114,7 @@ def options_from(args: argparse.Namespace, username: str) -> SSHOptions:
         identity_file=args.identity_file or default_identity_file(),
         identity_file_provided=args.identity_file is not None,
         local_ssh_opts=list(args.local_ssh_opts),
-        command=args.command,
+        command=args.ssh_command,
     )
 
 
