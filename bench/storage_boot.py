@@ -122,8 +122,9 @@ async def cluster_figures(root: Path, image_url: str, runs: int, dvs: int) -> di
     if not GUEST_IMAGE.exists():
         raise SystemExit(f"{GUEST_IMAGE} is missing: run `make guest-image` first")
     cluster = BenchCluster(root, {})
-    client = await cluster.start()
     try:
+        # Inside the try: a cluster that fails to come up still has components to stop.
+        client = await cluster.start()
         await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         rss = await controller_rss(cluster, client, dvs)
         boot = await boot_runs(cluster, client, image_url, runs)
