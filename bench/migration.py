@@ -236,7 +236,7 @@ async def virsh_migration(root: Path, memory: str) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memory", default="96Mi", help="guest memory (both runs)")
+    parser.add_argument("--memory", default="128Mi", help="guest memory (both runs)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-migration-") as tmp:
         root = Path(tmp)

@@ -42,7 +42,7 @@ def counting_guest(name: str) -> str:
     spec = {
         "terminationGracePeriodSeconds": 0,
         "domain": {
-            "memory": {"guest": "96Mi"},
+            "memory": {"guest": "128Mi"},
             "devices": {
                 # Masquerade: KubeVirt migrates no VMI bridged to the pod network (InterfaceNotLiveMigratable).
                 "interfaces": [{"name": "default", "masquerade": {}}],
