@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS, VIRTUAL_MACHINES
+from pykubevirt.client.resources import MIGRATIONS, PERSISTENT_VOLUME_CLAIMS, VIRTUAL_MACHINES
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
 from tests.support.fake_handler import CONSOLE_GREETING, RFB_BANNER, FakeHandler
@@ -647,3 +647,35 @@ async def test_volume_subresource_refusals(cp: ControlPlane, http: APIClient) ->
     assert reply.status == 202, reply.body
     vm = await cp.vm(ns, "hpr")
     assert vm is not None and _volume_names(vm["spec"]["template"]["spec"]) == ["root", "x"]
+
+
+async def test_virtctl_migrate_and_migrate_cancel(
+    cp: ControlPlane, apiserver: APIServerProcess, tmp_path: Path
+) -> None:
+    ns = await cp.namespace()
+    run = lambda *args: virtctl(apiserver, tmp_path, "-n", ns, *args)  # noqa: E731
+    await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("mv", "Halted"), ns)
+    code, out, err = await run("migrate", "mv")
+    assert (code, out) == (1, "")
+    assert err == f"Error migrating VirtualMachine {conflict('mv', 'VM is not running')}\n"
+    assert await run("migrate-cancel", "mv") == (1, "", "Found no migration to cancel for mv\n")
+    await cp.admin.delete(VIRTUAL_MACHINES, "mv", ns)
+
+    await running_vm(cp, ns, "mv2")
+    assert await run("migrate", "mv2", "--dry-run") == (0, "VM mv2 was scheduled to migrate\n", "")
+    assert (await cp.admin.list(MIGRATIONS, ns))["items"] == []
+    assert await run("migrate", "mv2") == (0, "VM mv2 was scheduled to migrate\n", "")
+    migrations = (await cp.admin.list(MIGRATIONS, ns))["items"]
+    assert len(migrations) == 1
+    created = migrations[0]
+    assert created["metadata"]["name"].startswith("kubevirt-migrate-vm-")
+    assert created["spec"] == {"vmiName": "mv2"}
+    assert created["metadata"]["labels"]["kubevirt.io/vmi-name"] == "mv2"
+    assert await run("migrate-cancel", "mv2") == (0, "VM mv2 was scheduled to migrate-cancel\n", "")
+
+    async def cancelled() -> bool:
+        items = (await cp.admin.list(MIGRATIONS, ns))["items"]
+        return all((m.get("status") or {}).get("phase") == "Failed" for m in items)
+
+    await eventually(cancelled)
+    assert await run("migrate-cancel", "mv2") == (1, "", "Found no migration to cancel for mv2\n")
