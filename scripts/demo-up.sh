@@ -11,6 +11,11 @@ export PATH=$BIN:$PATH
 IMAGE=pykubevirt.local/demo-guest:1.0
 export KUBECONFIG=$DATA_DIR/apiserver/kubeconfig
 
+# The host first: a FAIL (a taken port, no /dev/net/tun, a full disk...) stops here with its fix, not mid-start.
+if ! pykubevirt doctor; then
+  echo "make up: fix the FAIL rows above (or see \`pykubevirt doctor --help\`), then run make up again" >&2
+  exit 1
+fi
 pykubevirt image import "$IMAGE" _output/guest/demo-guest.img >/dev/null
 pykubevirt up
 kubectl apply -f examples/vm-demo.yaml

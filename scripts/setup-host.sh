@@ -47,3 +47,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q -e '.[dev]'
   touch "$stamp"
 fi
+# Shell completion follows the commands' parsers: regenerated when a parser's source is newer than the scripts.
+completion=.venv/share/bash-completion/completions/virtctl
+parsers=(src/pykubevirt/cli src/pykubevirt/virtctl src/pykubevirt/launcher/arguments.py)
+if [ ! -f "$completion" ] || [ -n "$(find "${parsers[@]}" -name '*.py' -newer "$completion" | head -n 1)" ]; then
+  scripts/install-completion.sh .venv
+fi

@@ -1,5 +1,5 @@
 """First-run errors that say why: a taken API port stops `apiserver`, `supervise` and `up` with one line and exit 1,
-no traceback in any log; `pykubevirt doctor` prints its table and FAILs that port with the fix; completion scripts.
+no traceback in any log; `pykubevirt doctor` prints its table and FAILs that port with the fix.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pykubevirt.cli.cluster_layout import pykubevirt_argv
+from tests.paths import REPO
 
 
 @pytest.fixture
@@ -105,24 +106,13 @@ def test_doctor_passes_with_a_free_port(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout
 
 
-@pytest.mark.parametrize("command", ["pykubevirt", "virtctl"])
-def test_bash_completion_is_valid_and_knows_the_subcommands(tmp_path: Path, command: str) -> None:
-    result = _run("completion", "bash", "--command", command)
-    assert result.returncode == 0, result.stderr
-    script = tmp_path / command
-    script.write_text(result.stdout)
-    subprocess.run(["bash", "-n", str(script)], check=True)
-    # Complete `COMMAND ` (first word) in a real bash with the script loaded.
-    probe = (
-        f"source {script}; COMP_WORDS=({command} ''); COMP_CWORD=1; COMP_LINE='{command} '; COMP_POINT=${{#COMP_LINE}};"
-        f" _shtab_{command}; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+def test_make_up_stops_at_the_doctors_fail(tmp_path: Path, taken_port: int) -> None:
+    env = {**os.environ, "PYKUBEVIRT_DATA_DIR": str(tmp_path / "data"), "PYKUBEVIRT_LISTEN": f"127.0.0.1:{taken_port}"}
+    result = subprocess.run(
+        [str(REPO / "scripts" / "demo-up.sh")], capture_output=True, text=True, env=env, timeout=180, check=False
     )
-    words = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True).stdout.split()
-    wanted = {"pykubevirt": {"up", "down", "doctor", "completion"}, "virtctl": {"console", "start", "stop"}}[command]
-    assert wanted <= set(words), words
-
-
-def test_zsh_completion_is_a_compdef() -> None:
-    result = _run("completion", "zsh", "--command", "virtctl")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("#compdef virtctl")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert re.search(rf"^port +FAIL +127\.0\.0\.1:{taken_port} is in use", result.stdout, re.MULTILINE)
+    assert result.stderr.strip().splitlines()[-1].startswith("make up: fix the FAIL rows above")
+    # It stopped before importing the image or starting anything.
+    assert not (tmp_path / "data").exists()

@@ -42,7 +42,7 @@ def kvm(usable: bool, reason: str) -> Check:
         "kvm",
         WARN,
         f"guests run under TCG, several times slower ({reason})",
-        "enable virtualization in the firmware or nested virtualization, `modprobe kvm_intel` or `kvm_amd`",
+        "enable VT-x/AMD-V (or nested virtualization), `modprobe kvm_intel` or `kvm_amd`",
     )
 
 
