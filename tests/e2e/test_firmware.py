@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import NODES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.launcher.host_firmware import EFI_VARS
 from tests.paths import REPO
 from tests.support.cluster import DEMO_IMAGE, ClusterView, EmbeddedCluster
@@ -44,8 +44,27 @@ def ovmf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return links
 
 
+NR_HUGEPAGES = Path("/proc/sys/vm/nr_hugepages")
+# 2 MiB pages this module reserves before its node registers (the kubelet reads them once, at start): a 128Mi guest
+# and some to spare.
+HUGEPAGES = 80
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, images_dir: Path, ovmf_dir: Path) -> Iterator[EmbeddedCluster]:
+def reserved_hugepages() -> Iterator[int]:
+    """HUGEPAGES more 2 MiB pages reserved on the host for the module, given back afterwards."""
+    before = int(NR_HUGEPAGES.read_text())
+    NR_HUGEPAGES.write_text(str(before + HUGEPAGES))
+    try:
+        yield int(NR_HUGEPAGES.read_text())
+    finally:
+        NR_HUGEPAGES.write_text(str(before))
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, images_dir: Path, ovmf_dir: Path, reserved_hugepages: int
+) -> Iterator[EmbeddedCluster]:
     flags = {"virt-controller": ("--ovmf-path", str(ovmf_dir), "--launcher-qemu-timeout", str(QEMU_TIMEOUT))}
     running = EmbeddedCluster.start(tmp_path_factory.mktemp("cluster"), images_dir, flags=flags)
     yield running
@@ -223,3 +242,27 @@ async def test_watchdog_actions(kube: ClusterView) -> None:
     assert (await kube.vmi(ns, "wd-reset") or {})["status"]["phase"] == "Running"
     for action in ("poweroff", "reset", "shutdown"):
         await kube.admin.delete(VIRTUAL_MACHINE_INSTANCES, f"wd-{action}", ns)
+
+
+def free_hugepages() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("HugePages_Free:"):
+            return int(line.split()[1])
+    raise AssertionError("no HugePages_Free in /proc/meminfo")
+
+
+async def test_hugepages_vm_runs_backed_by_the_nodes_reserved_pages(kube: ClusterView, reserved_hugepages: int) -> None:
+    node = await kube.admin.get(NODES, kube.node.name)
+    assert node["status"]["capacity"]["hugepages-2Mi"] == f"{reserved_hugepages * 2}Mi"
+    ns = await kube.namespace()
+    free_before = free_hugepages()
+    domain = {"memory": {"guest": "128Mi", "hugepages": {"pageSize": "2Mi"}}}
+    await kube.admin.create(VIRTUAL_MACHINE_INSTANCES, guest_vmi("huge", domain), ns)
+    vmi = await kube.wait_vmi_phase(ns, "huge", "Running", timeout=120)
+    pod = await kube.launcher_pod(vmi)
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["hugepages-2Mi"] == "128Mi"
+    await kube.wait_serial(kube.node, pod, vmi, BOOTED, timeout=180)
+    # The guest's 128Mi came out of the reserved pool: 64 pages of 2 MiB.
+    assert free_before - free_hugepages() >= 64
+    await kube.admin.delete(VIRTUAL_MACHINE_INSTANCES, "huge", ns)
+    await eventually(lambda: free_hugepages() >= free_before, timeout=120, interval=0.5)

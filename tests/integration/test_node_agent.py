@@ -245,6 +245,8 @@ async def test_node_is_registered_with_host_capacity_and_heartbeats(env: Env) ->
     assert status["capacity"]["cpu"] == str(os.cpu_count())
     assert status["capacity"]["memory"].endswith("Ki")
     assert status["capacity"]["pods"] == "110"
+    # Huge pages as the kubelet names them, whatever the host has reserved (usually none).
+    assert status["capacity"]["hugepages-2Mi"].endswith("Mi")
     for device in ("devices.kubevirt.io/kvm", "devices.kubevirt.io/tun", "devices.kubevirt.io/vhost-net"):
         assert status["capacity"][device] == "1000"
         assert status["allocatable"][device] == "1000"

@@ -68,6 +68,8 @@ log = logging.getLogger("pykubevirt.launcher")
 
 # How long a launcher whose domain stopped waits for virt-handler to collect the final state before exiting anyway.
 ORPHAN_EXIT_SECONDS = 600.0
+# Where KubeVirt's launcher pod mounts its HugePages emptyDir.
+HUGEPAGES_DIR = "/dev/hugepages"
 # How long a source launcher stays after its domain migrated away, so virt-handler reads the outcome.
 MIGRATED_EXIT_SECONDS = 3.0
 
@@ -194,7 +196,7 @@ class Launcher:
             root = Path(pod_layout.embed_root(self.pod_uid))
             if not self.uri:
                 capabilities_cache.seed(root)
-            await self._connect(self.uri or embed_uri(root))
+            await self._connect(self.uri or embed_uri(root, self._hugetlbfs()))
             if not self.uri:
                 self._warm_up = asyncio.get_running_loop().create_task(self._warm_capabilities(root))
         # Only now does virt-handler see the socket: every command it sends can be served.
@@ -331,6 +333,10 @@ class Launcher:
             if not self.last_state.alive:
                 # The short runtime dir holds only sockets and libvirt state of a guest that is gone.
                 shutil.rmtree(self.runtime, ignore_errors=True)
+
+    def _hugetlbfs(self) -> str:
+        """The host path of the pod's /dev/hugepages volume (a hugetlbfs mount), or "" when the pod has none."""
+        return str(self.host(HUGEPAGES_DIR)) if HUGEPAGES_DIR in self.mounts else ""
 
     def _qemu_timed_out(self) -> bool:
         """No guest ever ran within --qemu-timeout of the launcher's start (virt-launcher's process monitor)."""

@@ -46,10 +46,12 @@ def register_event_loop() -> None:
     _event_impl_registered = True
 
 
-def embed_uri(root: Path) -> str:
-    """An embedded QEMU driver rooted at `root`, configured to run without the system daemons."""
+def embed_uri(root: Path, hugetlbfs: str = "") -> str:
+    """An embedded QEMU driver rooted at `root`, configured to run without the system daemons; `hugetlbfs` is the
+    pod's huge page mount (libvirt refuses a hugepages guest without one)."""
     (root / "etc").mkdir(parents=True, exist_ok=True)
-    (root / "etc" / "qemu.conf").write_text(EMBED_QEMU_CONF)
+    conf = EMBED_QEMU_CONF + (f'hugetlbfs_mount = "{hugetlbfs}"\n' if hugetlbfs else "")
+    (root / "etc" / "qemu.conf").write_text(conf)
     return f"qemu:///embed?root={root}"
 
 

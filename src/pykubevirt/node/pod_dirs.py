@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,9 +138,22 @@ class PodDir:
 
     def remove(self) -> None:
         """Delete the pod's directory; rmtree unlinks symlinks (the container-disk links) without following them."""
+        unmount_below(self.path)
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(self.path)
         self._created = False
+
+
+def unmount_below(path: Path) -> None:
+    """Lazily unmount what the agent mounted inside a pod's directory (hugetlbfs volumes), deepest first."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return
+    prefix = f"{path}/"
+    points = [fields[1] for fields in (line.split() for line in lines) if len(fields) > 1]
+    for point in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
 def existing_pod_dirs(pods_dir: Path) -> list[PodDir]:

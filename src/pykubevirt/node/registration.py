@@ -54,6 +54,21 @@ def memory_total() -> str:
     return "0"
 
 
+HUGEPAGES_DIR = Path("/sys/kernel/mm/hugepages")
+# The kubelet's resource names for the page sizes the kernel offers (hugepages-<kB>kB directories).
+_HUGEPAGE_NAMES = {2048: "hugepages-2Mi", 1048576: "hugepages-1Gi"}
+
+
+def hugepages(root: Path = HUGEPAGES_DIR) -> dict[str, str]:
+    """Reserved huge pages per size, as the kubelet reports them (`hugepages-2Mi: 160Mi`); 0 where none are."""
+    values = {}
+    for size_kib, name in _HUGEPAGE_NAMES.items():
+        count = _read(str(root / f"hugepages-{size_kib}kB" / "nr_hugepages"))
+        if count.isdigit():
+            values[name] = f"{int(count) * size_kib // 1024}Mi"
+    return values
+
+
 def architecture() -> str:
     machine = platform.machine()
     return _ARCHES.get(machine, machine)
@@ -75,6 +90,8 @@ def capacity(data_dir: Path) -> dict[str, str]:
     except OSError:
         pass
     values.update(dict.fromkeys(KUBEVIRT_DEVICES, DEVICE_COUNT))
+    # Read once at registration, as the kubelet does: pages reserved later need an agent restart to show.
+    values.update(hugepages())
     return values
 
 

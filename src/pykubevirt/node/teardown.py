@@ -6,14 +6,14 @@ import shutil
 from pathlib import Path
 
 from pykubevirt.api import pod_layout
-from pykubevirt.node.pod_dirs import existing_pod_dirs
+from pykubevirt.node.pod_dirs import existing_pod_dirs, unmount_below
 from pykubevirt.node.pod_network import remove_node_networks
 from pykubevirt.node.processes import kill_group, kill_pod_strays
 
 
 def kill_node_pods(node_data_dir: Path) -> int:
-    """SIGKILL every pod process recorded under a node's data dir, and the QEMUs that left their groups; then
-    remove the pods' network namespaces and free their IPs."""
+    """SIGKILL every pod process recorded under a node's data dir, and the QEMUs that left their groups; unmount
+    the pods' hugetlbfs volumes; then remove the pods' network namespaces and free their IPs."""
     killed = 0
     for pod_dir in existing_pod_dirs(Path(node_data_dir) / "pods"):
         for record in pod_dir.load_records().values():
@@ -22,5 +22,7 @@ def kill_node_pods(node_data_dir: Path) -> int:
         runtime = pod_layout.short_runtime_dir(pod_dir.uid)
         killed += kill_pod_strays(runtime + "/")
         shutil.rmtree(runtime, ignore_errors=True)
+        # A hugepages guest's hugetlbfs volumes would otherwise outlive the node's data dir.
+        unmount_below(pod_dir.path)
     remove_node_networks(Path(node_data_dir))
     return killed

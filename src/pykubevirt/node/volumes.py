@@ -7,6 +7,7 @@ bound volume (hostPath or local). A volume of another kind is reported as the er
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 from collections.abc import Mapping
@@ -160,12 +161,29 @@ async def prepare_volumes(pod: Mapping[str, Any], pod_dir: PodDir, fetch: Fetch)
     return prepared
 
 
+async def _mount_hugetlbfs(target: Path, size: str) -> None:
+    """A HugePages emptyDir is a hugetlbfs mount, as the kubelet makes it (page size from `HugePages-<size>`)."""
+    if os.path.ismount(target):
+        return
+    options = ["-o", f"pagesize={size.removesuffix('i')}"] if size else []
+    process = await asyncio.create_subprocess_exec(
+        "mount", "-t", "hugetlbfs", *options, "nodev", str(target),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await process.communicate()
+    if process.returncode != 0:
+        raise ConfigError(f"cannot mount hugetlbfs on {target}: {err.decode(errors='replace').strip()}")
+
+
 async def _prepare_one(
     pod: Mapping[str, Any], pod_dir: PodDir, name: str, volume: Mapping[str, Any], fetch: Fetch
 ) -> str:
     target = pod_dir.volume_dir(name)
-    if volume.get("emptyDir") is not None:
+    if (empty := volume.get("emptyDir")) is not None:
         target.mkdir(parents=True, exist_ok=True)
+        medium = str(empty.get("medium") or "")
+        if medium == "HugePages" or medium.startswith("HugePages-"):
+            await _mount_hugetlbfs(target, medium.removeprefix("HugePages").removeprefix("-"))
         return str(target)
     if (host := volume.get("hostPath")) is not None:
         return _host_path(host)
