@@ -98,6 +98,11 @@ def test_expected_failures_explain_themselves_in_one_line() -> None:
     )
     denied = explain(PermissionError(errno.EACCES, "Permission denied", "/var/lib/pykubevirt"))
     assert denied is not None and denied.startswith("permission denied (/var/lib/pykubevirt)")
+    # asyncio's bind error names the address, so the owner is looked up: here nothing holds port 1.
+    bind = OSError(
+        errno.EADDRINUSE, "error while attempting to bind on address ('127.0.0.1', 1): address already in use"
+    )
+    assert explain(bind) == "127.0.0.1:1 is in use; stop it or choose another port"
     # Anything else keeps its traceback.
     assert explain(OSError(errno.EIO, "Input/output error")) is None
     assert explain(ValueError("bug")) is None
@@ -107,3 +112,24 @@ def test_last_error_line() -> None:
     log = '{"level":"info","msg":"starting"}\nerror: first\n{"level":"info","msg":"stopped"}\nerror: the cause\n'
     assert last_error_line(log) == "the cause"
     assert last_error_line('{"msg": "error: inside json"}\n') is None
+
+
+def test_asyncios_own_bind_error_is_explained_with_the_owner() -> None:
+    import asyncio
+    import os
+    import socket
+
+    async def bind(port: int) -> None:
+        server = await asyncio.get_running_loop().create_server(asyncio.Protocol, "127.0.0.1", port)
+        server.close()
+
+    comm = open(f"/proc/{os.getpid()}/comm").read().strip()
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        try:
+            asyncio.run(bind(port))
+        except OSError as exc:
+            cause = explain(exc)
+    assert cause == f"127.0.0.1:{port} is in use (pid {os.getpid()}, {comm}); stop it or choose another port"

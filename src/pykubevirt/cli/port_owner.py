@@ -115,8 +115,10 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def in_use_message(host: str, port: int, owner: PortOwner | None) -> str:
+def in_use_message(
+    host: str, port: int, owner: PortOwner | None, fix: str = "pass --listen HOST:PORT or stop it"
+) -> str:
     """The one line that says who holds the port and what to do."""
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     holder = f" (pid {owner.pid}, {owner.name})" if owner else ""
-    return f"{shown} is in use{holder}; pass --listen HOST:PORT or stop it"
+    return f"{shown} is in use{holder}; {fix}"

@@ -7,8 +7,10 @@ the supervisor and `pykubevirt up` pass that line on (they find it by its `error
 from __future__ import annotations
 
 import errno
+import re
 
 ERROR_PREFIX = "error: "
+BOUND_ADDRESS = re.compile(r"address \('([^']+)', (\d+)")
 
 
 class StartupError(Exception):
@@ -25,7 +27,7 @@ def explain(exc: BaseException) -> str | None:
         return None
     where = f" ({exc.filename})" if exc.filename else ""
     if exc.errno == errno.EADDRINUSE:
-        return f"an address is already in use: {exc.strerror or exc}; pass --listen HOST:PORT or stop its owner"
+        return _address_in_use(exc)
     if exc.errno in (errno.EACCES, errno.EPERM):
         return f"permission denied{where}; run as root or pass a --data-dir you can write"
     if exc.errno == errno.EROFS:
@@ -33,6 +35,18 @@ def explain(exc: BaseException) -> str | None:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"no space left on device{where}; free some space or pass --data-dir on another disk"
     return None
+
+
+def _address_in_use(exc: OSError) -> str:
+    """asyncio names the address it failed to bind ("... on address ('127.0.0.1', 6443): ..."): name its owner too."""
+    from pykubevirt.cli.port_owner import in_use_message, port_owner
+
+    fix = "stop it or choose another port"
+    found = BOUND_ADDRESS.search(str(exc))
+    if found is None:
+        return f"an address is already in use ({exc.strerror or exc}); {fix}"
+    host, port = found.group(1), int(found.group(2))
+    return in_use_message(host, port, port_owner(host, port), fix)
 
 
 def last_error_line(text: str) -> str | None:
