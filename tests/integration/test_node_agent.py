@@ -652,7 +652,7 @@ async def test_force_deleted_pod_processes_are_killed_at_once(env: Env) -> None:
 # ------------------------------------------------------------------------------------------------------ containerDisk
 
 
-def launcher_pod(name: str, image: str, node: str) -> Object:
+def launcher_pod(name: str, image: str, node: str, seconds: int = 600) -> Object:
     """A virt-launcher pod as virt-controller renders it, its compute command replaced by a sleeping Python."""
     vmi = {
         "apiVersion": "kubevirt.io/v1",
@@ -666,7 +666,7 @@ def launcher_pod(name: str, image: str, node: str) -> Object:
             "volumes": [{"name": "root", "containerDisk": {"image": image}}],
         },
     }
-    settings = LauncherSettings(command_prefix=(PY, "-c", "import time; time.sleep(600)"))
+    settings = LauncherSettings(command_prefix=(PY, "-c", f"import time; time.sleep({seconds})"))
     pod = render_launcher_pod(vmi, settings)
     pod["metadata"] = {"name": name, "annotations": pod["metadata"]["annotations"]}
     pod["spec"]["nodeName"] = node
@@ -692,6 +692,19 @@ async def test_container_disk_containers_link_the_image_disk(env: Env) -> None:
     assert link.resolve() == env.images.lookup(DEMO_IMAGE)
     await env.client.delete(PODS, "launcher", ns)
     await wait_gone(env.client, ns, "launcher")
+
+
+async def test_a_launcher_pod_completes_when_its_launcher_exits(env: Env) -> None:
+    # As after a migration away or a guest shutdown: the container-disk server and the console log end with the
+    # launcher, so the pod is Succeeded (kubectl shows Completed) and a drain's eviction may take it.
+    ns = await env.namespace()
+    await env.client.create(PODS, launcher_pod("done", DEMO_IMAGE, env.node, seconds=1), ns)
+    pod = await wait_pod(env.client, ns, "done", lambda p: phase(p) == "Succeeded")
+    for name, init in (("compute", False), ("volumeroot", False), ("guest-console-log", True)):
+        terminated = state(pod, name, init=init)["terminated"]
+        assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed"), name
+    await env.client.delete(PODS, "done", ns)
+    await wait_gone(env.client, ns, "done")
 
 
 async def test_a_missing_container_disk_image_is_err_image_pull_then_back_off(env: Env) -> None:

@@ -269,6 +269,25 @@ class PodWorker:
                 failed = int(record.terminated.get("exitCode") or 0) != 0
                 if policy == "Always" or (policy == "OnFailure" and failed):
                     await self._restart(pod, container, record, init=False, plan=plan)
+        if policy == "Never":
+            self._end_virtual_after_processes(pod)
+
+    def _end_virtual_after_processes(self, pod: Object) -> None:
+        """Upstream's container-disk servers and virt-tail end once virt-launcher has: when every container that
+        runs a process has exited for good, the virtual ones complete too, so a migrated-away launcher's pod (or
+        one whose guest shut down) reaches Succeeded as in KubeVirt, and a drain may then evict it."""
+        containers = (pod.get("spec") or {}).get("containers") or []
+        records = [self.records.get(str(c["name"])) for c in containers]
+        if any(r is None for r in records):
+            return
+        processes_ = [r for r in records if r is not None and not r.virtual]
+        if not processes_ or any(r.terminated is None for r in processes_):
+            return
+        now = now_rfc3339()
+        for record in records:
+            if record is not None and record.virtual and record.virtual_state == "running":
+                self._complete_virtual(record, now)
+        self._end_sidecars(pod)
 
     async def _restart(
         self, pod: Object, container: dict[str, Any], record: ContainerRecord, *, init: bool, plan: _Plan
