@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import subprocess
 
 from pykubevirt.cli import host_checks
 from pykubevirt.cli.doctor_command import table
@@ -103,6 +104,15 @@ def test_expected_failures_explain_themselves_in_one_line() -> None:
         errno.EADDRINUSE, "error while attempting to bind on address ('127.0.0.1', 1): address already in use"
     )
     assert explain(bind) == "127.0.0.1:1 is in use; stop it or choose another port"
+    try:
+        subprocess.run(["pykubevirt-no-such-program"], check=False)
+    except FileNotFoundError as exc:
+        assert explain(exc) == (
+            "the program 'pykubevirt-no-such-program' is not installed; run `make setup` "
+            "(`pykubevirt doctor` lists what lacks)"
+        )
+    # A missing file is not a missing program: it keeps its traceback.
+    assert explain(FileNotFoundError(errno.ENOENT, "No such file or directory", "/var/lib/x/db")) is None
     # Anything else keeps its traceback.
     assert explain(OSError(errno.EIO, "Input/output error")) is None
     assert explain(ValueError("bug")) is None

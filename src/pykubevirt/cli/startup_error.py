@@ -26,6 +26,9 @@ def explain(exc: BaseException) -> str | None:
     if not isinstance(exc, OSError):
         return None
     where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno == errno.ENOENT and isinstance(exc.filename, str) and exc.filename and "/" not in exc.filename:
+        # subprocess names a program it did not find on PATH by its bare name.
+        return f"the program {exc.filename!r} is not installed; run `make setup` (`pykubevirt doctor` lists what lacks)"
     if exc.errno == errno.EADDRINUSE:
         return _address_in_use(exc)
     if exc.errno in (errno.EACCES, errno.EPERM):
