@@ -57,6 +57,7 @@ NETWORK_ATTACHMENT_DEFINITIONS = ResourceRef(
 NODES = ResourceRef("", "v1", "nodes", "Node", False)
 EVENTS = ResourceRef("", "v1", "events", "Event")
 NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", False)
+MIGRATION_POLICIES = ResourceRef("migrations.kubevirt.io", "v1alpha1", "migrationpolicies", "MigrationPolicy", False)
 PERSISTENT_VOLUME_CLAIMS = ResourceRef("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 PERSISTENT_VOLUMES = ResourceRef("", "v1", "persistentvolumes", "PersistentVolume", False)
 STORAGE_CLASSES = ResourceRef("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)

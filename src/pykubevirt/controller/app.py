@@ -21,7 +21,9 @@ from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
     DATA_VOLUMES,
     KUBEVIRTS,
+    MIGRATION_POLICIES,
     MIGRATIONS,
+    NAMESPACES,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
@@ -107,6 +109,8 @@ class VirtController:
         self.pvcs = Informer(client, PERSISTENT_VOLUME_CLAIMS)
         self.kubevirts = Informer(client, KUBEVIRTS)
         self.migrations = Informer(client, MIGRATIONS)
+        self.migration_policies = Informer(client, MIGRATION_POLICIES)
+        self.namespaces = Informer(client, NAMESPACES)
         self.pods.add_indexer(POD_OWNER_INDEX, controller_uid_index)
         self.pods.add_indexer(POD_NODE_INDEX, field_index("spec.nodeName"))
         self.vmis.add_indexer(VMI_NODE_INDEX, _node_of_vmi)
@@ -149,6 +153,8 @@ class VirtController:
             pods=self.pods,
             recorder=EventRecorder(client, "migration-controller"),
             settings=lambda: self.vmi_reconciler.settings,
+            policies=self.migration_policies,
+            namespaces=self.namespaces,
         )
         self.migration_controller = Controller("migration", self.migration_reconciler, workers=opts.workers)
         self.evacuation_reconciler = EvacuationController(
@@ -170,6 +176,8 @@ class VirtController:
             *(self.vms, self.vmis, self.pods, self.data_volumes, self.revisions, self.nodes, self.pvcs),
             self.kubevirts,
             self.migrations,
+            self.migration_policies,
+            self.namespaces,
         ]
 
     def _wire(self) -> None:

@@ -84,6 +84,8 @@ class MigrationController:
         recorder: EventRecorder,
         settings: Callable[[], LauncherSettings],
         clock: Callable[[], str] = now_rfc3339,
+        policies: Informer | None = None,
+        namespaces: Informer | None = None,
     ) -> None:
         self.client = client
         self.migrations = migrations
@@ -92,6 +94,9 @@ class MigrationController:
         self.recorder = recorder
         self.settings = settings
         self.clock = clock
+        # MigrationPolicies and namespaces, for the policy a VMI migrates with (None: the cluster's settings only).
+        self.policies = policies
+        self.namespaces = namespaces
 
     def keys_for_vmi(self, vmi: Object) -> list[str]:
         namespace, name = vmi["metadata"].get("namespace"), vmi["metadata"]["name"]
@@ -248,8 +253,10 @@ class MigrationController:
             "",
         )
         target_node = str((pod.get("spec") or {}).get("nodeName") or "")
-        # The settings it runs with: KubeVirt's defaults under the KubeVirt CR's (MigrationPolicies not watched yet).
-        effective = effective_migration_configuration(self.settings().cluster.migrations, (), vmi, None)
+        # The settings it runs with: KubeVirt's defaults under the KubeVirt CR's, the matching MigrationPolicy's over.
+        policies = self.policies.items() if self.policies is not None else ()
+        namespace = self.namespaces.get(str(vmi["metadata"].get("namespace"))) if self.namespaces is not None else None
+        effective = effective_migration_configuration(self.settings().cluster.migrations, policies, vmi, namespace)
         state = {
             "migrationConfiguration": effective.configuration,
             "migrationUid": vmim["metadata"]["uid"],
@@ -258,6 +265,8 @@ class MigrationController:
             "targetPod": pod["metadata"]["name"],
             "sourcePod": source_pod,
         }
+        if effective.policy_name is not None:
+            state["migrationPolicyName"] = effective.policy_name
         patch = {
             "metadata": {"labels": {c.MIGRATION_TARGET_NODE_NAME_LABEL: target_node}},
             "status": {"migrationState": state},
