@@ -326,3 +326,59 @@ async def test_kubectl_drain_and_uncordon(cp: ControlPlane) -> None:
     code, out, _ = await kubectl(cp.server, "uncordon", "node01")
     assert (code, out.strip()) == (0, "node/node01 uncordoned")
     assert "unschedulable" not in (await cp.admin.get(NODES, "node01"))["spec"]
+
+
+async def test_cluster_default_strategy_if_possible_and_target_pods(cp: ControlPlane, http: APIClient) -> None:
+    ns = await cp.namespace()
+    kubevirt = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt"},
+        "spec": {"configuration": {"evictionStrategy": "LiveMigrate"}},
+    }
+    await cp.admin.create(KUBEVIRTS, kubevirt, "kubevirt")
+    await eventually(lambda: cp.controller.config.eviction_strategy == "LiveMigrate")
+    # No strategy of its own: the cluster's applies.
+    body = vm_manifest("inherits")
+    await cp.admin.create(VIRTUAL_MACHINES, body, ns)
+    await cp.wait_vmi_phase(ns, "inherits", "Running")
+    reply = await evict(http, ns, (await launcher(cp, ns, "inherits"))["metadata"]["name"])
+    assert reply.status == 429
+    assert (
+        reply.body["message"]
+        == WEBHOOK + "VMI inherits is configured with an eviction strategy but is not live-migratable"
+    )
+
+    # LiveMigrateIfPossible: a migratable VMI is evacuated, one that cannot migrate is simply evicted.
+    await running_vmi(cp, ns, "can", "LiveMigrateIfPossible")
+    await running_vmi(cp, ns, "cannot", "LiveMigrateIfPossible", migratable=False, run_strategy="Once")
+    pod = await launcher(cp, ns, "can")
+    reply = await evict(http, ns, pod["metadata"]["name"])
+    assert reply.status == 429
+    assert reply.body["message"] == WEBHOOK + f'Eviction triggered evacuation of VMI "{ns}/can"'
+    assert (await evict(http, ns, (await launcher(cp, ns, "cannot"))["metadata"]["name"])).status == 201
+    await vmi_stopped(cp, ns, "cannot")
+
+    # A launcher pod on another node than the VMI's (a migration target) is not the one to evacuate from.
+    target = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "virt-launcher-can-target",
+            "labels": {"kubevirt.io": "virt-launcher"},
+            "annotations": {"kubevirt.io/domain": "can"},
+        },
+        "spec": {"nodeName": "node02", "containers": [{"name": "compute", "image": "virt-launcher"}]},
+    }
+    await cp.admin.create(PODS, target, ns)
+    # As `virtctl evacuate-cancel` would (KubeVirt's admission lets only its own accounts write VMI status).
+    await cp.handler_client.patch(
+        VIRTUAL_MACHINE_INSTANCES,
+        "can",
+        [{"op": "remove", "path": "/status/evacuationNodeName"}],
+        ns,
+        patch_type=JSON_PATCH,
+    )
+    reply = await evict(http, ns, "virt-launcher-can-target")
+    assert reply.status == 429
+    assert reply.body["message"] == WEBHOOK + "Eviction request for target Pod"
