@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
+from pykubevirt.api import pod_layout
 from pykubevirt.client.resources import NODES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.launcher.host_firmware import EFI_VARS
+from pykubevirt.node.cpu_manager import parse_cpu_list
+from tests.e2e.test_vm_lifecycle import qemu_pid
 from tests.paths import REPO
 from tests.support.cluster import DEMO_IMAGE, ClusterView, EmbeddedCluster
 from tests.support.waiting import eventually
@@ -65,7 +69,11 @@ def reserved_hugepages() -> Iterator[int]:
 def cluster(
     tmp_path_factory: pytest.TempPathFactory, images_dir: Path, ovmf_dir: Path, reserved_hugepages: int
 ) -> Iterator[EmbeddedCluster]:
-    flags = {"virt-controller": ("--ovmf-path", str(ovmf_dir), "--launcher-qemu-timeout", str(QEMU_TIMEOUT))}
+    flags = {
+        "virt-controller": ("--ovmf-path", str(ovmf_dir), "--launcher-qemu-timeout", str(QEMU_TIMEOUT)),
+        # The static CPU manager (CPU 0 reserved, as kubelets must keep some): the node gets kubevirt.io/cpumanager.
+        "node": ("--cpu-manager-policy", "static", "--reserved-cpus", "0"),
+    }
     running = EmbeddedCluster.start(tmp_path_factory.mktemp("cluster"), images_dir, flags=flags)
     yield running
     running.stop()
@@ -266,3 +274,33 @@ async def test_hugepages_vm_runs_backed_by_the_nodes_reserved_pages(kube: Cluste
     assert free_before - free_hugepages() >= 64
     await kube.admin.delete(VIRTUAL_MACHINE_INSTANCES, "huge", ns)
     await eventually(lambda: free_hugepages() >= free_before, timeout=120, interval=0.5)
+
+
+def affinity(pid: int) -> set[int]:
+    """Cpus_allowed_list of every thread of a process."""
+    cpus: set[int] = set()
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        for line in status.read_text().splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                cpus |= parse_cpu_list(line.split(":", 1)[1])
+    return cpus
+
+
+async def test_dedicated_cpu_placement_pins_the_guest_to_an_exclusive_cpu(kube: ClusterView) -> None:
+    node = await kube.admin.get(NODES, kube.node.name)
+    assert node["metadata"]["labels"]["kubevirt.io/cpumanager"] == "true"
+    ns = await kube.namespace()
+    domain = {"cpu": {"cores": 1, "dedicatedCpuPlacement": True}, "resources": {"requests": {"memory": "128Mi"}}}
+    await kube.admin.create(VIRTUAL_MACHINE_INSTANCES, guest_vmi("pinned", domain), ns)
+    vmi = await kube.wait_vmi_phase(ns, "pinned", "Running", timeout=120)
+    pod = await kube.launcher_pod(vmi)
+    assert pod["spec"]["nodeSelector"]["kubevirt.io/cpumanager"] == "true"
+    assert pod["status"]["qosClass"] == "Guaranteed"
+    await kube.wait_serial(kube.node, pod, vmi, BOOTED, timeout=180)
+    domain_xml = (Path(pod_layout.short_runtime_dir(pod["metadata"]["uid"])) / "domain.xml").read_text()
+    host_cpus = os.cpu_count() or 1
+    exclusive = set(range(1, host_cpus))
+    assert '<vcpupin vcpu="0" cpuset="1"' in domain_xml
+    # QEMU (every thread) runs on the exclusive CPU only, never on the reserved CPU 0.
+    assert affinity(qemu_pid(pod, vmi)) <= exclusive
+    await kube.admin.delete(VIRTUAL_MACHINE_INSTANCES, "pinned", ns)

@@ -79,7 +79,8 @@ class EmbeddedCluster:
     def add_node(self, name: str) -> Node:
         data_dir = self.layout.node_dir(name)
         kubeconfig = write_node_kubeconfig(self.layout, name)
-        agent = NodeAgentProcess(kubeconfig, name, data_dir, self.layout.images_dir, self.layout.network_args).start()
+        extra = (*self.layout.network_args, *self.layout.extra_args.get("node", ()))
+        agent = NodeAgentProcess(kubeconfig, name, data_dir, self.layout.images_dir, extra).start()
         handler = ComponentProcess(self.layout.handler(name)).start()
         node = Node(name, data_dir, agent, handler)
         self.nodes.append(node)

@@ -385,13 +385,25 @@ def test_default_cpu_model_is_host_model() -> None:
     assert cpu.find("model") is None and cpu.find("feature") is None
 
 
-@pytest.mark.parametrize(
-    "cpu",
-    [{"dedicatedCpuPlacement": True}, {"realtime": {}}, {"numa": {"guestMappingPassthrough": {}}}],
-)
+@pytest.mark.parametrize("cpu", [{"realtime": {}}, {"numa": {"guestMappingPassthrough": {}}}])
 def test_pinning_features_are_refused(cpu: Obj) -> None:
     with pytest.raises(ConversionError, match="not supported"):
         convert(new_vmi({"cpu": cpu}), ConverterContext())
+
+
+def test_dedicated_cpus_pin_each_vcpu_to_an_exclusive_cpu(test_conn: libvirt.virConnect) -> None:
+    vmi = new_vmi({"cpu": {"cores": 2, "dedicatedCpuPlacement": True}})
+    with pytest.raises(ConversionError, match="--cpu-manager-policy static"):
+        dom_of(vmi)
+    with pytest.raises(ConversionError, match="not enough exclusive CPUs for 2 vCPUs: the pod has 1"):
+        dom_of(vmi, pinned_cpus=(3,))
+    dom = dom_of(vmi, pinned_cpus=(5, 2, 3))
+    assert dom.find("vcpu").attrib == {"placement": "static", "cpuset": "2,3,5"}
+    assert [p.attrib for p in dom.findall("cputune/vcpupin")] == [
+        {"vcpu": "0", "cpuset": "2"},
+        {"vcpu": "1", "cpuset": "3"},
+    ]
+    assert_defines(test_conn, ET.tostring(dom, encoding="unicode"))
 
 
 # ------------------------------------------------------------------------------------------------ OS, firmware, sysinfo

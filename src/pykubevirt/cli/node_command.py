@@ -34,6 +34,7 @@ def _capacity_overrides(args: argparse.Namespace) -> dict[str, str]:
 
 async def serve(args: argparse.Namespace) -> int:
     from pykubevirt.node.agent import DataDirError, NodeAgent
+    from pykubevirt.node.cpu_manager import StaticCPUManager, parse_cpu_list
     from pykubevirt.node.image_store import ImageStore
     from pykubevirt.node.pod_network import PodNetwork
 
@@ -54,6 +55,9 @@ async def serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         heartbeat_interval=args.heartbeat_interval,
         capacity_overrides=overrides,
+        cpu_manager=StaticCPUManager(parse_cpu_list(args.reserved_cpus))
+        if args.cpu_manager_policy == "static"
+        else None,
         network=PodNetwork(args.cluster_cidr, args.name, Path(args.data_dir), pod_cidr=args.pod_cidr)
         if args.cluster_cidr
         else None,
@@ -112,6 +116,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="RESOURCE=QUANTITY",
         help="developer setting: report this capacity instead of the host's (e.g. memory=400Gi for test-driver runs)",
     )
+    parser.add_argument(
+        "--cpu-manager-policy",
+        choices=("none", "static"),
+        default="none",
+        help="kubelet's: static gives a Guaranteed pod's whole-CPU containers exclusive CPUs, and labels the node "
+        "kubevirt.io/cpumanager=true (dedicatedCpuPlacement)",
+    )
+    parser.add_argument("--reserved-cpus", default="0", help="kubelet's: CPUs never given exclusively (default 0)")
     parser.add_argument("--heartbeat-interval", type=float, default=10.0, help="seconds between Node heartbeats")
     parser.add_argument(
         "--cluster-cidr",

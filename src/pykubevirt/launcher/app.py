@@ -173,6 +173,7 @@ class Launcher:
             efi_secure_code=self.firmware.efi_secure_code,
             efi_secure_vars=self.firmware.efi_secure_vars,
             tpm_emulator=self.firmware.tpm_emulator,
+            pinned_cpus=self._pinned_cpus(),
         )
 
     # ------------------------------------------------------------------------------------------------ lifecycle
@@ -333,6 +334,11 @@ class Launcher:
             if not self.last_state.alive:
                 # The short runtime dir holds only sockets and libvirt state of a guest that is gone.
                 shutil.rmtree(self.runtime, ignore_errors=True)
+
+    def _pinned_cpus(self) -> tuple[int, ...]:
+        """The CPUs this process may run on when they are fewer than the host's: the CPU manager's exclusive set."""
+        mine = os.sched_getaffinity(0)
+        return tuple(sorted(mine)) if len(mine) < (os.cpu_count() or 1) else ()
 
     def _hugetlbfs(self) -> str:
         """The host path of the pod's /dev/hugepages volume (a hugetlbfs mount), or "" when the pod has none."""

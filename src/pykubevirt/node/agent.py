@@ -25,6 +25,7 @@ from pykubevirt.client.workqueue import ShutDown, WorkQueue
 from pykubevirt.log import object_fields
 from pykubevirt.node import pod_status
 from pykubevirt.node.containers import ProcessRuntime
+from pykubevirt.node.cpu_manager import CPU_MANAGER_LABEL, StaticCPUManager
 from pykubevirt.node.image_store import ImageStore
 from pykubevirt.node.log_server import LogError, LogServer, LogTarget
 from pykubevirt.node.pod_dirs import PodDir, existing_pod_dirs
@@ -62,6 +63,7 @@ class NodeAgent:
         heartbeat_interval: float = HEARTBEAT_INTERVAL_SECONDS,
         capacity_overrides: dict[str, str] | None = None,
         network: PodNetwork | None = None,
+        cpu_manager: StaticCPUManager | None = None,
     ) -> None:
         self.client = client
         self.capacity_overrides = dict(capacity_overrides or {})
@@ -90,6 +92,7 @@ class NodeAgent:
             fetch=api_fetch(client),
             enqueue=self.enqueue,
             network=network,
+            cpu_manager=cpu_manager,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._lock: IO[str] | None = None
@@ -113,6 +116,7 @@ class NodeAgent:
             log_port=self.log_port,
             heartbeat_interval=self.heartbeat_interval,
             capacity_overrides=self.capacity_overrides,
+            extra_labels={CPU_MANAGER_LABEL: "true"} if self.context.cpu_manager is not None else {},
         )
         self.context.node_capacity = dict(self.registration.capacity)
         await self.registration.register()

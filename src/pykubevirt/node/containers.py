@@ -118,6 +118,7 @@ class ProcessRuntime:
         log_file: Path,
         exit_file: Path,
         netns: str | None = None,
+        cpus: frozenset[int] | None = None,
     ) -> Started:
         """Run argv under the exit recorder, detached (in the pod's network namespace, if it has one); raises
         StartError when it cannot be started."""
@@ -134,6 +135,9 @@ class ProcessRuntime:
             executable,
             *argv[1:],
         ]
+        if cpus:
+            # taskset execs in place too; the affinity holds before the command runs, and its children inherit it.
+            wrapper = ["taskset", "-c", ",".join(map(str, sorted(cpus))), *wrapper]
         if netns is not None:
             # nsenter execs the recorder in place: the pid recorded is still the process group's leader.
             wrapper = [*enter_argv(netns), *wrapper]

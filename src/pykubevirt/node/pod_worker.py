@@ -26,6 +26,7 @@ from pykubevirt.node import multus_pod, pod_status, processes
 from pykubevirt.node import virtual_containers as virtual
 from pykubevirt.node.container_statuses import container_statuses, gating_init_statuses, sidecar_names, terminated_state
 from pykubevirt.node.containers import ProcessRuntime, StartError
+from pykubevirt.node.cpu_manager import StaticCPUManager
 from pykubevirt.node.env import ConfigError, Fetch, container_env
 from pykubevirt.node.netns import NetworkError
 from pykubevirt.node.pod_dirs import ContainerRecord, PodDir
@@ -69,6 +70,7 @@ class NodeContext:
     enqueue: Callable[[str], None]
     node_capacity: dict[str, str] = field(default_factory=dict)
     network: PodNetwork | None = None
+    cpu_manager: StaticCPUManager | None = None
 
 
 @dataclass
@@ -366,6 +368,7 @@ class PodWorker:
         env = runtime_mod.process_env(spec_env, mounts, hostname, search)
         cwd = runtime_mod.working_dir(container, mounts, self.dir.path)
         attempt = previous.attempt + 1 if previous is not None else 0
+        cpus = self.ctx.cpu_manager.allocate(pod, container) if self.ctx.cpu_manager is not None else None
         started = self.ctx.runtime.start(
             argv,
             env=env,
@@ -373,6 +376,7 @@ class PodWorker:
             log_file=self.dir.log_file(name),
             exit_file=self.dir.exit_file(name, attempt),
             netns=self._netns(),
+            cpus=cpus,
         )
         record = ContainerRecord(
             name=name,
@@ -528,6 +532,8 @@ class PodWorker:
         self.ctx.puller.forget(self.uid)
         await self._teardown_network()
         self.dir.remove()
+        if self.ctx.cpu_manager is not None:
+            self.ctx.cpu_manager.release(self.uid)
         shutil.rmtree(pod_layout.short_runtime_dir(self.uid), ignore_errors=True)
         self.finished = True
 

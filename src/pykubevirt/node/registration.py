@@ -126,8 +126,11 @@ class NodeRegistration:
         log_port: int,
         heartbeat_interval: float = HEARTBEAT_INTERVAL_SECONDS,
         capacity_overrides: dict[str, str] | None = None,
+        extra_labels: dict[str, str] | None = None,
     ) -> None:
         self.client = client
+        # Labels the node itself states (the static CPU manager's, which virt-handler derives from the kubelet's).
+        self.extra_labels = dict(extra_labels or {})
         self.name = name
         self.data_dir = data_dir
         self.log_port = log_port
@@ -174,14 +177,15 @@ class NodeRegistration:
 
     async def register(self) -> Object:
         """Create the Node, or take over the existing one (labels merged, status replaced)."""
-        body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.name, "labels": labels(self.name)}}
+        node_labels = {**labels(self.name), **self.extra_labels}
+        body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.name, "labels": node_labels}}
         try:
             await self.client.create(NODES, body)
             log.info("registered node %s", self.name, extra={"node": self.name})
         except AlreadyExists:
             existing = await self.client.get(NODES, self.name)
             self._remember_transitions(existing)
-            await self.client.patch(NODES, self.name, {"metadata": {"labels": labels(self.name)}})
+            await self.client.patch(NODES, self.name, {"metadata": {"labels": node_labels}})
             log.info("node %s already registered; updating it", self.name, extra={"node": self.name})
         node: Object = await self.client.patch(NODES, self.name, {"status": self.status()}, subresource="status")
         return node

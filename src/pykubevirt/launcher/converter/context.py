@@ -78,6 +78,9 @@ class ConverterContext:
     efi_firmware_autoselect: bool = False
     # Non-root launchers keep NVRAM under the private dir; None means `<private_dir>/libvirt/qemu/nvram`.
     nvram_dir: str | None = None
+    # The pod's exclusive host CPUs (a static CPU manager pinned the launcher to them); dedicatedCpuPlacement pins
+    # vCPU i to the i-th of them. Empty when the launcher runs on shared CPUs.
+    pinned_cpus: tuple[int, ...] = ()
     # Whether swtpm (the TPM emulator libvirt runs for `devices.tpm`) is installed.
     tpm_emulator: bool = True
     # KubeVirt CR `bochsDisplayForEFIGuests`.

@@ -59,10 +59,12 @@ def memory_backing(vmi: v.Obj) -> Element | None:
     return backing
 
 
-def _check_unsupported(cpu: v.Obj) -> None:
+def _check_unsupported(cpu: v.Obj, ctx: ConverterContext) -> None:
     # These need the pod's CPU set and the host NUMA topology, which a pure conversion does not have.
-    if cpu.get("dedicatedCpuPlacement"):
-        raise ConversionError("dedicatedCpuPlacement is not supported: it needs the launcher's pinned CPU set")
+    if cpu.get("dedicatedCpuPlacement") and not ctx.pinned_cpus:
+        raise ConversionError(
+            "dedicatedCpuPlacement needs the launcher's exclusive CPUs: a node agent with --cpu-manager-policy static"
+        )
     if cpu.get("realtime") is not None:
         raise ConversionError("cpu.realtime is not supported: it needs dedicated CPU placement")
     if get(cpu, "numa", "guestMappingPassthrough") is not None:
@@ -83,10 +85,23 @@ def cpu_mode_and_model(vmi: v.Obj, ctx: ConverterContext) -> tuple[str, str | No
     return "custom", model
 
 
+def build_cputune(vmi: v.Obj, ctx: ConverterContext) -> Element | None:
+    """Dedicated CPUs: vCPU i on the pod's i-th exclusive CPU (KubeVirt's vcpupin from the launcher's cpuset)."""
+    if not v.mapping(v.domain(vmi), "cpu").get("dedicatedCpuPlacement"):
+        return None
+    count = v.topology(vmi).vcpus
+    if len(ctx.pinned_cpus) < count:
+        raise ConversionError(f"not enough exclusive CPUs for {count} vCPUs: the pod has {len(ctx.pinned_cpus)}")
+    cputune = element("cputune")
+    for vcpu, host_cpu in enumerate(sorted(ctx.pinned_cpus)[:count]):
+        sub(cputune, "vcpupin", {"vcpu": vcpu, "cpuset": host_cpu})
+    return cputune
+
+
 def build_cpu(vmi: v.Obj, ctx: ConverterContext, numa_cell_kib: int | None) -> tuple[Element, Element, Element | None]:
     """The `<cpu>`, `<vcpu>` and (with maxSockets) `<vcpus>` elements."""
     cpu_spec = v.mapping(v.domain(vmi), "cpu")
-    _check_unsupported(cpu_spec)
+    _check_unsupported(cpu_spec, ctx)
     topo = v.topology(vmi)
     count = topo.vcpus
     sockets = topo.sockets

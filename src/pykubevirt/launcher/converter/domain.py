@@ -181,6 +181,12 @@ def build_domain(vmi: v.Obj, ctx: ConverterContext) -> Element:
     root.append(vcpu_el)
     if vcpus_el is not None:
         root.append(vcpus_el)
+    cputune = cpu.build_cputune(vmi, ctx)
+    if cputune is not None:
+        # What the pod's cgroup cpuset imposes in KubeVirt: libvirt would otherwise give the emulator threads every
+        # host CPU.
+        vcpu_el.set("cpuset", ",".join(str(c) for c in sorted(ctx.pinned_cpus)))
+        root.append(cputune)
     if threads.total:
         sub(root, "iothreads", text=threads.total)
     policy = v.domain(vmi).get("rebootPolicy")
