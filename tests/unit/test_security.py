@@ -7,6 +7,8 @@ import base64
 import csv
 import datetime
 import ipaddress
+import multiprocessing
+import os
 import ssl
 import stat
 from pathlib import Path
@@ -216,6 +218,32 @@ def test_a_running_server_sees_tokens_another_process_added(tmp_path: Path) -> N
     # Tokens the server adds later keep the other process's.
     serving.ensure("bob")
     assert ensure_tokens(tmp_path).authenticate(f"Bearer {minted}") is not None
+
+
+def test_a_token_added_within_the_same_mtime_tick_is_neither_lost_nor_unknown(tmp_path: Path) -> None:
+    """The supervisor's node token and the API server's component tokens land within one mtime tick at start-up."""
+    path = tmp_path / "tokens.csv"
+    serving = ensure_tokens(tmp_path)
+    seen = path.stat()
+    node = security.TokenTable(path).ensure_node("node01")
+    # Both saves in one tick: the file's mtime is what the server saw before the node's token was added.
+    os.utime(path, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    assert serving.authenticate(f"Bearer {node}") is not None
+    serving.ensure("system:serviceaccount:kubevirt:kubevirt-handler")
+    assert ensure_tokens(tmp_path).authenticate(f"Bearer {node}") is not None
+
+
+def test_token_writers_in_many_processes_lose_no_token(tmp_path: Path) -> None:
+    ensure_tokens(tmp_path)
+    users = [f"user-{i}" for i in range(24)]
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        tokens = pool.starmap(_mint, [(tmp_path / "tokens.csv", user) for user in users])
+    table = ensure_tokens(tmp_path)
+    assert [table.token_for(user) for user in users] == tokens
+
+
+def _mint(path: Path, user: str) -> str:
+    return security.TokenTable(path).ensure(user)
 
 
 def test_write_user_kubeconfig_uses_the_admin_kubeconfigs_server(tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ file in kube-apiserver's --token-auth-file format, so the same file could feed a
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import datetime
+import fcntl
 import hashlib
 import hmac
 import io
@@ -18,7 +20,7 @@ import secrets
 import ssl
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -302,6 +304,27 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
+def _file_version(path: Path) -> tuple[int, int, int] | None:
+    """What tells one save of a file from the next: every save replaces it (a new inode), even within one
+    mtime tick, which two quick writes can share."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` between processes, held on a lock file beside it."""
+    with open(path.with_name(f".{path.name}.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class TokenTable:
     """Static bearer tokens persisted in `tokens.csv` (token,user,uid,"group1,group2")."""
 
@@ -311,9 +334,8 @@ class TokenTable:
         # Looked up by SHA-256 of the token: the dict lookup then reveals nothing about the token through timing.
         self._by_digest: dict[bytes, _TokenEntry] = {}
         self._by_user: dict[str, _TokenEntry] = {}
-        self._mtime = 0
-        if path.exists():
-            self._mtime = path.stat().st_mtime_ns
+        self._version = _file_version(path)
+        if self._version is not None:
             self._load()
 
     def _load(self) -> None:
@@ -333,12 +355,15 @@ class TokenTable:
         for entry in self._by_digest.values():
             writer.writerow([entry.token, entry.user.username, entry.user.uid, ",".join(entry.user.groups)])
         _write(self.path, out.getvalue().encode(), 0o600)
-        self._mtime = self.path.stat().st_mtime_ns
+        self._version = _file_version(self.path)
 
     def ensure(self, user: str, groups: Iterable[str] = ()) -> str:
         """The token of `user`, created (and persisted) with `groups` when it has none yet."""
-        self._reload_if_changed()
-        with self._lock:
+        # The API server and `pykubevirt kubeconfig` (the supervisor's node tokens) both add to the file: each adds
+        # under an exclusive lock to what is on disk then, or one's save would drop the other's token.
+        with self._lock, _exclusive(self.path):
+            if _file_version(self.path) is not None:
+                self._load()
             entry = self._by_user.get(user)
             if entry is None:
                 entry = _TokenEntry(secrets.token_urlsafe(32), UserInfo(user, str(uuid.uuid4()), tuple(groups)))
@@ -359,14 +384,11 @@ class TokenTable:
 
     def _reload_if_changed(self) -> bool:
         """Pick up tokens another process (`pykubevirt kubeconfig`) added to the file; True when it changed."""
-        try:
-            mtime = self.path.stat().st_mtime_ns
-        except FileNotFoundError:
-            return False
+        version = _file_version(self.path)
         with self._lock:
-            if mtime == self._mtime:
+            if version is None or version == self._version:
                 return False
-            self._mtime = mtime
+            self._version = version
             self._load()
         return True
 
