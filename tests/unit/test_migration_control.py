@@ -159,3 +159,25 @@ def test_a_migration_waits_while_the_parallelism_limits_are_reached() -> None:
     assert ctl._next(vmim("Pending"), running_vmi(), None) == "wait"
     busy["status"]["nodeName"] = "node02"
     assert ctl._next(vmim("Pending"), running_vmi(), None) == "create-pod"
+
+
+def test_a_target_pod_that_cannot_be_scheduled_fails_the_migration_after_kubevirts_timeout() -> None:
+    ctl = controller([vmim("Scheduling")])
+    pending = {
+        "metadata": {"name": "virt-launcher-testvmi-x", "namespace": "default", "creationTimestamp": NOW},
+        "spec": {},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    }
+    ctl.clock = lambda: "2026-12-02T03:04:00Z"  # type: ignore[method-assign]
+    assert ctl._next(vmim("Scheduling"), running_vmi(), pending) == "wait"
+    ctl.clock = lambda: "2026-12-02T03:05:01Z"  # type: ignore[method-assign]
+    assert ctl._next(vmim("Scheduling"), running_vmi(), pending) == (
+        "fail:unschedulable pod default/virt-launcher-testvmi-x timeout period exceeded"
+    )
+    quick = vmim("Scheduling")
+    quick["metadata"]["annotations"] = {"kubevirt.io/migrationUnschedulablePodTimeoutSeconds": "30"}
+    ctl.clock = lambda: "2026-12-02T03:00:31Z"  # type: ignore[method-assign]
+    assert ctl._next(quick, running_vmi(), pending).startswith("fail:unschedulable pod")

@@ -12,6 +12,7 @@ import contextlib
 import copy
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from pykubevirt.api import constants as c
@@ -29,6 +30,11 @@ from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher
 log = logging.getLogger("pykubevirt.controller.migration")
 
 FINAL = ("Succeeded", "Failed")
+# Target pods that cannot start (handleTargetPodCreation's timeouts); per-migration annotations override them.
+UNSCHEDULABLE_TIMEOUT_SECONDS = 300
+PENDING_TIMEOUT_SECONDS = 900
+UNSCHEDULABLE_TIMEOUT_ANNOTATION = "kubevirt.io/migrationUnschedulablePodTimeoutSeconds"
+PENDING_TIMEOUT_ANNOTATION = "kubevirt.io/migrationPendingPodTimeoutSeconds"
 # Phases that count against the parallelism limits (KubeVirt counts migrations with a target pod under way).
 ACTIVE = ("Scheduling", "Scheduled", "PreparingTarget", "TargetReady", "Running")
 ABORT_REQUESTED = "migrationAbortRequested"
@@ -65,6 +71,13 @@ def target_pod(vmi: Object, vmim: Object, settings: LauncherSettings) -> Object:
         if container.get("name") == c.LAUNCHER_COMPUTE_CONTAINER:
             container["args"] = [*(container.get("args") or []), MIGRATION_TARGET_FLAG]
     return pod
+
+
+def parse_time(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def migration_state(vmi: Object) -> dict[str, Any]:
@@ -191,7 +204,9 @@ class MigrationController:
                 return "wait"
             return "create-pod"
         if phase == "Scheduling":
-            return "phase:Scheduled" if pod is not None and pod_state.is_ready_for_handover(pod) else "wait"
+            if pod is not None and pod_state.is_ready_for_handover(pod):
+                return "phase:Scheduled"
+            return self._pending_too_long(vmim, pod) if pod is not None else "wait"
         if phase == "Scheduled":
             return "handoff"
         if phase == "PreparingTarget":
@@ -200,6 +215,26 @@ class MigrationController:
             return "phase:Running" if state.get("startTimestamp") else "wait"
         if phase == "Running":
             return "phase:Succeeded" if state.get("completed") else "wait"
+        return "wait"
+
+    def _pending_too_long(self, vmim: Object, pod: Object) -> str:
+        """KubeVirt's target pod timeouts: 300 s unschedulable, 900 s pending (per-migration annotations override)."""
+        annotations = vmim["metadata"].get("annotations") or {}
+        created = parse_time(str(pod["metadata"].get("creationTimestamp") or ""))
+        if created is None:
+            return "wait"
+        age = (parse_time(self.clock()) or created) - created
+        name = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
+        unschedulable = any(
+            x.get("type") == "PodScheduled" and x.get("status") == "False" and x.get("reason") == "Unschedulable"
+            for x in (pod.get("status") or {}).get("conditions") or []
+        )
+        limit = float(annotations.get(UNSCHEDULABLE_TIMEOUT_ANNOTATION, UNSCHEDULABLE_TIMEOUT_SECONDS))
+        if unschedulable and age.total_seconds() > limit:
+            return f"fail:unschedulable pod {name} timeout period exceeded"
+        limit = float(annotations.get(PENDING_TIMEOUT_ANNOTATION, PENDING_TIMEOUT_SECONDS))
+        if pod_state.pod_phase(pod) == "Pending" and age.total_seconds() > limit:
+            return f"fail:pending pod {name} timeout period exceeded"
         return "wait"
 
     def _at_limit(self, vmim: Object, vmi: Object) -> bool:
