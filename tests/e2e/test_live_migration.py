@@ -152,3 +152,52 @@ def test_a_counting_guest_migrates_to_the_other_node_without_a_reboot(two_nodes:
     )
     assert qemu_of(source["uid"]) == []
     assert len(qemu_of(target["uid"])) == 1
+
+
+@pytest.mark.timeout(600)
+def test_a_cancelled_migration_leaves_the_guest_running_where_it_was(two_nodes: UpCluster) -> None:
+    cluster, name = two_nodes, "counter"
+    node = cluster.jsonpath("vmi", name, "{.status.nodeName}")
+    assert cluster.jsonpath("vmi", name, "{.status.phase}") == "Running", "the first test's guest"
+    uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
+    # 1 MiB/s keeps the copy going long enough to cancel it.
+    kubevirt = {"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt", "metadata": {"name": "kubevirt"}}
+    kubevirt |= {"spec": {"configuration": {"migrations": {"bandwidthPerMigration": "1Mi"}}}}
+    cluster.run("kubectl", "create", "namespace", "kubevirt", check=False)
+    cluster.run("kubectl", "apply", "-n", "kubevirt", "-f", "-", stdin=json.dumps(kubevirt))
+    try:
+        vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
+        vmim |= {"metadata": {"name": "slow-move"}, "spec": {"vmiName": name}}
+        cluster.run("kubectl", "apply", "-f", "-", stdin=json.dumps(vmim))
+        wait_for(lambda: cluster.jsonpath("vmim", "slow-move", "{.status.phase}") == "Running", "the copy running", 180)
+        job = cluster.jsonpath("vmim", "slow-move", "{.metadata.uid}")
+        bandwidth = cluster.jsonpath(
+            "vmi", name, "{.status.migrationState.migrationConfiguration.bandwidthPerMigration}"
+        )
+        assert bandwidth == "1Mi"
+        result = cluster.run("virtctl", "migrate-cancel", name)
+        assert result.stdout == f"VM {name} was scheduled to migrate-cancel\n"
+        # The source aborts the job; the cancelled migration is then Failed and, with its finalizer gone, deleted.
+        wait_for(
+            lambda: cluster.jsonpath("vmi", name, "{.status.migrationState.abortStatus}") == "Succeeded",
+            "the abort",
+            120,
+        )
+        state = json.loads(cluster.jsonpath("vmi", name, "{.status.migrationState}"))
+        assert state["abortStatus"] == "Succeeded" and state["failed"] is True
+        assert state["failureReason"] == "Live migration has been aborted"
+        assert cluster.jsonpath("vmi", name, "{.status.nodeName}") == node
+        assert cluster.jsonpath("vmi", name, "{.status.phase}") == "Running"
+        # The guest keeps counting where it was, and the target pod goes.
+        pod = pods_by_node(cluster, uid)[node]["name"]
+        seen = len(COUNTER.findall(console(cluster, pod)))
+        wait_for(lambda: len(COUNTER.findall(console(cluster, pod))) > seen + 10, "the counter going on", 60)
+        wait_for(lambda: cluster.run("kubectl", "get", "vmim", "slow-move", check=False).returncode != 0, "gone", 60)
+        selector = f"kubevirt.io/migrationJobUID={job}"
+        wait_for(
+            lambda: cluster.run("kubectl", "get", "pod", "-l", selector, "-o", "name").stdout.strip() == "",
+            "the target pod deleted",
+            60,
+        )
+    finally:
+        cluster.run("kubectl", "delete", "kubevirt", "kubevirt", "-n", "kubevirt", check=False)
