@@ -112,7 +112,7 @@ class HandlerAPI:
             vmi, problem = self._vmi(request)
             if vmi is None:
                 return status(404, problem)
-            launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node))
+            launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node, self.pods_dir))
             try:
                 await launcher.request(action)
             except LauncherUnavailable as exc:
@@ -129,7 +129,7 @@ class HandlerAPI:
             vmi, problem = self._vmi(request)
             if vmi is None:
                 return status(404, problem)
-            launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node))
+            launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node, self.pods_dir))
             try:
                 reply = await launcher.request(command)
             except LauncherUnavailable as exc:
@@ -156,7 +156,7 @@ class HandlerAPI:
                 400,
                 f"Unable to connect to VirtualMachineInstance because phase is {phase} instead of Running or Scheduled",
             )
-        path = socket_of(str(self.pods_dir), active_pod_uid(vmi, self.node), vmi["metadata"]["uid"])
+        path = socket_of(str(self.pods_dir), active_pod_uid(vmi, self.node, self.pods_dir), vmi["metadata"]["uid"])
         try:
             reader, writer = await asyncio.open_unix_connection(connectable(path))
         except OSError as exc:

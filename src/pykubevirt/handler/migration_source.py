@@ -56,14 +56,16 @@ class OutgoingMigrations:
         self.recorder = recorder
         self._proxies: dict[str, ProxySet] = {}
 
-    async def _open_proxies(self, vmi: Object, state: dict[str, Any]) -> None:
+    async def _open_proxies(self, vmi: Object, state: dict[str, Any], directory: str) -> None:
+        """Listen where the source launcher's libvirt finds the migration sockets (`directory` on the host)."""
         uid, migration_uid = vmi["metadata"]["uid"], str(state["migrationUid"])
         if migration_uid in self._proxies:
             return
         proxies = self._proxies[migration_uid] = ProxySet()
         address = str(state["targetNodeAddress"])
         for port, role in (state.get("targetDirectMigrationNodePorts") or {}).items():
-            path = pod_layout.migration_socket(uid, int(role))
+            name = pod_layout.migration_socket(uid, int(role)).removeprefix(pod_layout.MIGRATION_PROXY_DIR)
+            path = directory.rstrip("/") + name
             await proxies.add(
                 MigrationProxy(dial_tcp(address, int(port)), path=path, shown=f"{address}:{port}", role=int(role))
             )
@@ -89,7 +91,7 @@ class OutgoingMigrations:
         if not state.get("startTimestamp") and outgoing.get("state") not in ("Running", "Succeeded"):
             # Not started yet: a finished migration the launcher reports is an earlier one's. (One that runs is
             # this one, started by a sync that worked from a VMI without the start recorded yet.)
-            await self._open_proxies(vmi, state)
+            await self._open_proxies(vmi, state, str(status.get("migrationProxyDir") or pod_layout.MIGRATION_PROXY_DIR))
             try:
                 await launcher.request("migrate", migration=migrate_request(vmi, state))
             except CommandFailed as exc:

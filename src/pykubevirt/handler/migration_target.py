@@ -9,6 +9,7 @@ prepare the disks, opens the migration proxy on the node's address and publishes
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,18 @@ def migration_state(vmi: Object) -> dict[str, Any]:
     return dict((vmi.get("status") or {}).get("migrationState") or {})
 
 
-def target_pod_uid(vmi: Object, node: str) -> str:
-    """The VMI's pod on this node (status.activePods), the migration's target pod."""
-    for pod_uid, pod_node in ((vmi.get("status") or {}).get("activePods") or {}).items():
-        if pod_node == node:
-            return str(pod_uid)
-    return ""
+def target_pod_uid(vmi: Object, node: str, pods_dir: Path) -> str:
+    """The migration's target pod: the VMI's pod on this node (status.activePods) whose launcher is there.
+
+    A pod left from an earlier migration away from this node has no launcher socket any more.
+    """
+    candidates = [
+        str(pod_uid)
+        for pod_uid, pod_node in ((vmi.get("status") or {}).get("activePods") or {}).items()
+        if pod_node == node
+    ]
+    live = [uid for uid in candidates if os.path.exists(pod_layout.launcher_socket(str(pods_dir), uid))]
+    return live[-1] if live else ""
 
 
 async def node_address(client: KubeClient, node: str) -> str:
@@ -95,7 +102,7 @@ class MigrationTargetReconciler:
         if state.get("failed") or state.get("completed"):
             await self._stop(uid)
             return None
-        pod_uid = target_pod_uid(vmi, self.node)
+        pod_uid = target_pod_uid(vmi, self.node, self.pods_dir)
         if not pod_uid:
             return Result(requeue_after=1.0)
         launcher = LauncherClient.of_pod(self.pods_dir, pod_uid)

@@ -59,12 +59,21 @@ def claim_capacities(vmi: Object) -> tuple[tuple[str, str], ...]:
     )
 
 
-def active_pod_uid(vmi: Object, node: str) -> str:
-    """The launcher pod of the VMI on this node (from status.activePods)."""
-    for pod_uid, pod_node in ((vmi.get("status") or {}).get("activePods") or {}).items():
-        if pod_node == node:
-            return str(pod_uid)
-    return ""
+def active_pod_uid(vmi: Object, node: str, pods_dir: Path | None = None) -> str:
+    """The launcher pod of the VMI on this node (from status.activePods).
+
+    A VMI that migrated away and back has two pods here; the one whose launcher socket is there is the live one
+    (KubeVirt's FindSocketOnHost), since a launcher that exited took its runtime directory with it.
+    """
+    candidates = [
+        str(pod_uid)
+        for pod_uid, pod_node in ((vmi.get("status") or {}).get("activePods") or {}).items()
+        if pod_node == node
+    ]
+    if pods_dir is not None and len(candidates) > 1:
+        live = [uid for uid in candidates if os.path.exists(pod_layout.launcher_socket(str(pods_dir), uid))]
+        candidates = live or candidates
+    return candidates[-1] if candidates else ""
 
 
 class VMIReconciler:
@@ -148,7 +157,7 @@ class VMIReconciler:
             return None
         if (vmi.get("status") or {}).get("nodeName") != self.node:
             return None
-        pod_uid = active_pod_uid(vmi, self.node)
+        pod_uid = active_pod_uid(vmi, self.node, self.pods_dir)
         if not pod_uid:
             return None
         vmi_uid = vmi["metadata"]["uid"]

@@ -256,6 +256,9 @@ class Launcher:
             status["networkFallback"] = self.network_fallback
         if self.vmi is not None and self.defined:
             status["interfaces"] = self._interfaces()
+        status["migrationProxyDir"] = (
+            str(migration_target.proxy_dir(self.runtime)) if self.daemon is not None else pod_layout.MIGRATION_PROXY_DIR
+        )
         migration = self.outgoing.status if self.outgoing is not None else self.incoming
         if migration is not None:
             status["migration"] = dict(migration)  # type: ignore[typeddict-item]

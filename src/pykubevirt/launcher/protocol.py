@@ -134,6 +134,9 @@ class Status(TypedDict):
     networkFallback: NotRequired[str]
     # Once a migration was prepared (target) or started (source).
     migration: NotRequired[MigrationStatus]
+    # The host directory this launcher's libvirt sees at `pod_layout.MIGRATION_PROXY_DIR` (a private daemon sees its
+    # pod's own): where the source handler must listen for this launcher's outgoing migration.
+    migrationProxyDir: NotRequired[str]
     # Once the domain runs: the agent channel's state and what the agent said (launcher/guest_agent_info.py).
     guestAgent: NotRequired[dict[str, Any]]
     # qemuGuestAgent access credentials: {succeeded, message} of the last propagation round.
