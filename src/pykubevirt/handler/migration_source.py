@@ -107,6 +107,10 @@ class OutgoingMigrations:
             recorder.event(vmi, NORMAL, "Migrating", "VirtualMachineInstance is migrating.")
             log.info("migration to %s started", state.get("targetNode"), extra=object_fields(vmi))
             return Result(requeue_after=0.5)
+        if outgoing.get("state") == "Succeeded":
+            # The domain left; the target handler takes the VMI over, and this node's sockets are done with.
+            await self._close_proxies(state)
+            return Result(requeue_after=1.0)
         if outgoing.get("state") == "Failed":
             changes = {
                 "failed": True,
