@@ -55,6 +55,8 @@ class OutgoingMigrations:
         self.client = client
         self.recorder = recorder
         self._proxies: dict[str, ProxySet] = {}
+        # VMI uid → the migration whose proxies are open.
+        self._by_vmi: dict[str, str] = {}
 
     async def _open_proxies(self, vmi: Object, state: dict[str, Any], directory: str) -> None:
         """Listen where the source launcher's libvirt finds the migration sockets (`directory` on the host)."""
@@ -62,6 +64,7 @@ class OutgoingMigrations:
         if migration_uid in self._proxies:
             return
         proxies = self._proxies[migration_uid] = ProxySet()
+        self._by_vmi[uid] = migration_uid
         address = str(state["targetNodeAddress"])
         for port, role in (state.get("targetDirectMigrationNodePorts") or {}).items():
             name = pod_layout.migration_socket(uid, int(role)).removeprefix(pod_layout.MIGRATION_PROXY_DIR)
@@ -74,6 +77,12 @@ class OutgoingMigrations:
         proxies = self._proxies.pop(str(state.get("migrationUid")), None)
         if proxies is not None:
             await proxies.stop()
+
+    async def forget(self, vmi_uid: str) -> None:
+        """The VMI left this node (taken over by the target, or deleted): its sockets here are done with."""
+        migration_uid = self._by_vmi.pop(vmi_uid, None)
+        if migration_uid is not None:
+            await self._close_proxies({"migrationUid": migration_uid})
 
     async def step(self, vmi: Object, launcher: LauncherClient) -> Result | None:
         """One step of an outgoing migration; None hands the VMI back to the ordinary sync (none under way)."""

@@ -153,9 +153,11 @@ class VMIReconciler:
         record = self.records.get(key)
         if vmi is None or (record is not None and vmi["metadata"]["uid"] != record["vmiUid"]):
             if record is not None:
+                await self.outgoing.forget(str(record["vmiUid"]))
                 return await self._stop_orphan(key, record)
             return None
         if (vmi.get("status") or {}).get("nodeName") != self.node:
+            await self.outgoing.forget(vmi["metadata"]["uid"])
             return None
         pod_uid = active_pod_uid(vmi, self.node, self.pods_dir)
         if not pod_uid:
