@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -122,14 +123,25 @@ def wait_for(probe: Callable[[], bool], what: str, timeout: float = 90.0) -> Non
 Completed = subprocess.CompletedProcess[str]
 
 
-@pytest.fixture(scope="module")
-def up_cluster(tmp_path_factory: pytest.TempPathFactory, guest_image: Path) -> Iterator[UpCluster]:
-    """`pykubevirt up` with the demo image imported; `pykubevirt down --all` afterwards."""
-    root = tmp_path_factory.mktemp("up")
+@contextlib.contextmanager
+def started_up_cluster(
+    tmp_path_factory: pytest.TempPathFactory, guest_image: Path, name: str, nodes: int = 1
+) -> Iterator[UpCluster]:
+    """`pykubevirt up --nodes N` in a data dir of its own with the demo image imported; `down --all` afterwards."""
+    root = tmp_path_factory.mktemp(name)
     cluster = UpCluster(root / "data", f"127.0.0.1:{free_port()}", root / "home")
     cluster.home.mkdir()
     cluster.run("pykubevirt", "image", "import", DEMO_IMAGE, str(guest_image))
-    started = cluster.run("pykubevirt", "up")
-    assert f"export KUBECONFIG={cluster.kubeconfig}" in started.stdout
-    yield cluster
-    cluster.run("pykubevirt", "down", "--all", check=False)
+    try:
+        started = cluster.run("pykubevirt", "up", "--nodes", str(nodes), timeout=120 + 60 * (nodes - 1))
+        assert f"export KUBECONFIG={cluster.kubeconfig}" in started.stdout
+        yield cluster
+    finally:
+        cluster.run("pykubevirt", "down", "--all", check=False)
+
+
+@pytest.fixture(scope="module")
+def up_cluster(tmp_path_factory: pytest.TempPathFactory, guest_image: Path) -> Iterator[UpCluster]:
+    """`pykubevirt up` with the demo image imported, shared by the module."""
+    with started_up_cluster(tmp_path_factory, guest_image, "up") as cluster:
+        yield cluster

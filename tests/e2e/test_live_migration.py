@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import UpCluster, free_port, wait_for
+from tests.e2e.conftest import UpCluster, started_up_cluster, wait_for
 from tests.support.cluster import DEMO_IMAGE
 
 pytestmark = pytest.mark.e2e
@@ -29,13 +29,8 @@ runcmd:
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory: pytest.TempPathFactory, guest_image: Path) -> Iterator[UpCluster]:
-    root = tmp_path_factory.mktemp("migration")
-    cluster = UpCluster(root / "data", f"127.0.0.1:{free_port()}", root / "home")
-    cluster.home.mkdir()
-    cluster.run("pykubevirt", "image", "import", DEMO_IMAGE, str(guest_image))
-    cluster.run("pykubevirt", "up", "--nodes", "2", timeout=180)
-    yield cluster
-    cluster.run("pykubevirt", "down", "--all", check=False)
+    with started_up_cluster(tmp_path_factory, guest_image, "migration", nodes=2) as cluster:
+        yield cluster
 
 
 def counting_guest(name: str) -> str:

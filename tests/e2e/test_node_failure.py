@@ -18,9 +18,8 @@ import pytest
 
 from pykubevirt.node.pod_dirs import existing_pod_dirs
 from pykubevirt.node.processes import kill_group
-from tests.e2e.conftest import UpCluster, free_port, wait_for
+from tests.e2e.conftest import UpCluster, started_up_cluster, wait_for
 from tests.e2e.test_acceptance import wait_booted
-from tests.support.cluster import DEMO_IMAGE
 from tests.support.cluster_qemus import ClusterQemus, QemuCensus
 from tests.support.small_guest import small_guest
 from tests.support.waiting import consistently_sync
@@ -34,13 +33,8 @@ OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory: pytest.TempPathFactory, guest_image: Path) -> Iterator[UpCluster]:
     """`pykubevirt up --nodes 2` with default settings (fence grace, heartbeats), shared by the module."""
-    root = tmp_path_factory.mktemp("nodes2")
-    cluster = UpCluster(root / "data", f"127.0.0.1:{free_port()}", root / "home")
-    cluster.home.mkdir()
-    cluster.run("pykubevirt", "image", "import", DEMO_IMAGE, str(guest_image))
-    cluster.run("pykubevirt", "up", "--nodes", "2", timeout=180)
-    yield cluster
-    cluster.run("pykubevirt", "down", "--all", check=False)
+    with started_up_cluster(tmp_path_factory, guest_image, "nodes2", nodes=2) as cluster:
+        yield cluster
 
 
 def describe(pids: dict[str, list[int]]) -> str:
