@@ -4,6 +4,7 @@ VirtualMachineInstanceMigration that moves it to the other node without a reboot
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -123,6 +124,11 @@ def test_a_counting_guest_migrates_to_the_other_node_without_a_reboot(two_nodes:
 
     target_node = cluster.jsonpath("vmi", name, "{.status.nodeName}")
     assert target_node != source_node
+    # Each node has a loopback address of its own; the source dialled the target's.
+    internal_ip = '{.status.addresses[?(@.type=="InternalIP")].address}'
+    source_ip, target_ip = (cluster.jsonpath("node", node, internal_ip) for node in (source_node, target_node))
+    assert source_ip != target_ip and ipaddress.ip_address(target_ip).is_loopback, (source_ip, target_ip)
+    assert cluster.jsonpath("vmi", name, "{.status.migrationState.targetNodeAddress}") == target_ip
     assert cluster.jsonpath("vmi", name, "{.metadata.labels.kubevirt\\.io/nodeName}") == target_node
     assert cluster.jsonpath("vmi", name, "{.status.migrationState.completed}") == "true"
     assert cluster.jsonpath("vmi", name, "{.status.migrationState.sourceNode}") == source_node

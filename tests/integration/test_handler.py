@@ -42,6 +42,9 @@ from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for, eventually
 from tests.support.launcher_process import LauncherProcess, small_vmi, start_launcher
 
+# The handler listens on an address of its own, as on a node `pykubevirt up` starts.
+HANDLER_IP = "127.0.0.6"
+
 
 @dataclass
 class Node:
@@ -116,7 +119,7 @@ class Node:
         path = c.HANDLER_VMI_PATH.format(namespace=self.namespace, name=name)
         async with (
             aiohttp.ClientSession() as session,
-            session.put(f"http://127.0.0.1:{self.handler.api.port}{path}/{action}") as response,
+            session.put(f"http://{HANDLER_IP}:{self.handler.api.port}{path}/{action}") as response,
         ):
             return response.status
 
@@ -131,7 +134,12 @@ async def node(apiserver: APIServerProcess, tmp_path: Path) -> AsyncIterator[Nod
     await admin.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
     await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     options = HandlerOptions(
-        node=name, pods_dir=tmp_path / "pods", state_dir=tmp_path / "state", heartbeat_interval=1.0, resync_seconds=5.0
+        node=name,
+        pods_dir=tmp_path / "pods",
+        state_dir=tmp_path / "state",
+        heartbeat_interval=1.0,
+        resync_seconds=5.0,
+        node_ip=HANDLER_IP,
     )
     handler = VirtHandler(handler_client, options)
     task = asyncio.create_task(handler.run())
@@ -223,7 +231,7 @@ async def test_the_heartbeat_marks_the_node_schedulable_and_publishes_the_handle
 
     found = await eventually(beaten)
     assert found["metadata"]["labels"][c.NODE_SCHEDULABLE_LABEL] == "true"
-    assert found["metadata"]["annotations"][c.HANDLER_ADDRESS_ANNOTATION] == f"127.0.0.1:{node.handler.api.port}"
+    assert found["metadata"]["annotations"][c.HANDLER_ADDRESS_ANNOTATION] == f"{HANDLER_IP}:{node.handler.api.port}"
     first = found["metadata"]["annotations"][c.HEARTBEAT_ANNOTATION]
 
     async def beaten_again() -> bool:

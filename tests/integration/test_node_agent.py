@@ -78,6 +78,9 @@ class Env:
                 await self.client.delete(NAMESPACES, namespace)
 
 
+AGENT_IP = "127.0.0.5"
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
@@ -102,7 +105,8 @@ async def env(apiserver: APIServerProcess, tmp_path_factory: pytest.TempPathFact
     root = tmp_path_factory.mktemp("node-agent")
     client = client_for(apiserver)
     images = image_store(root)
-    agent = NodeAgent(client, unique("node"), root / "node", images, heartbeat_interval=1.0)
+    # An address of its own, as `pykubevirt up` gives each node: the log tests reach the agent at its InternalIP.
+    agent = NodeAgent(client, unique("node"), root / "node", images, heartbeat_interval=1.0, node_ip=AGENT_IP)
     await agent.start()
     env = Env(apiserver, client, agent, root, images)
     yield env
@@ -252,7 +256,8 @@ async def test_node_is_registered_with_host_capacity_and_heartbeats(env: Env) ->
         assert status["allocatable"][device] == "1000"
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("True", "KubeletReady")
-    assert {"type": "InternalIP", "address": "127.0.0.1"} in status["addresses"]
+    assert {"type": "InternalIP", "address": AGENT_IP} in status["addresses"]
+    assert env.agent.log_server.host == AGENT_IP
     assert {"type": "Hostname", "address": env.node} in status["addresses"]
     assert status["daemonEndpoints"]["kubeletEndpoint"]["Port"] == env.agent.log_port
     info = status["nodeInfo"]

@@ -37,9 +37,11 @@ def test_command_lines_use_this_interpreter_and_the_component_kubeconfigs() -> N
     assert agent.argv[3:] == (
         "node", "--name", "node01", "--data-dir", "/data/nodes/node01",
         "--kubeconfig", "/data/apiserver/node-node01.kubeconfig",
-        "--images-dir", "/data/images", "--max-pods", "9",
+        "--images-dir", "/data/images", "--node-ip", LAYOUT.node_ip("node01"), "--max-pods", "9",
     )  # fmt: skip
-    assert handler.argv[-2:] == ("--kubeconfig", "/data/apiserver/virt-handler.kubeconfig")
+    assert handler.argv[-4:] == (
+        "--kubeconfig", "/data/apiserver/virt-handler.kubeconfig", "--node-ip", LAYOUT.node_ip("node01"),
+    )  # fmt: skip
 
 
 def test_pod_components_log_where_their_node_agent_serves_mirror_pod_logs() -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pykubevirt.api import pod_layout
+from pykubevirt.cli.node_addresses import node_ip
 from pykubevirt.node.pod_network import ClusterNetwork
 
 # PYKUBEVIRT_DATA_DIR and PYKUBEVIRT_LISTEN change the defaults of every command (a second cluster, tests).
@@ -109,6 +110,10 @@ class ClusterLayout:
     def node_dir(self, node: str) -> Path:
         return self.data_dir / "nodes" / node
 
+    def node_ip(self, node: str) -> str:
+        """The node's InternalIP (cli/node_addresses.py): its agent and virt-handler listen there."""
+        return node_ip(self.data_dir, self.node_names.index(node) + 1)
+
     @property
     def control_plane_node(self) -> str:
         """The node the control plane's mirror pods are bound to (the first)."""
@@ -154,6 +159,7 @@ class ClusterLayout:
             f"node-{node}",
             *("node", "--name", node, "--data-dir", str(self.node_dir(node))),
             *("--kubeconfig", str(self.node_kubeconfig(node)), "--images-dir", str(self.images_dir)),
+            *("--node-ip", self.node_ip(node)),
             *self.network_args,
             node=node,
             kind="node",
@@ -165,6 +171,7 @@ class ClusterLayout:
             f"virt-handler-{node}",
             *("virt-handler", "--node-name", node, "--data-dir", str(self.node_dir(node))),
             *("--kubeconfig", str(self.component_kubeconfig("virt-handler"))),
+            *("--node-ip", self.node_ip(node)),
             node=node,
             pod=pod,
             kind="virt-handler",

@@ -8,6 +8,7 @@ import contextlib
 from pathlib import Path
 
 from pykubevirt.cli.component_client import add_client_flags, cancel_on_signals, connect
+from pykubevirt.cli.node_addresses import add_node_ip_flag
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -22,6 +23,7 @@ async def serve(args: argparse.Namespace) -> int:
         pods_dir=Path(args.pods_dir) if args.pods_dir else data_dir / "pods",
         state_dir=data_dir / "virt-handler",
         workers=args.workers,
+        node_ip=args.node_ip,
     )
     handler = VirtHandler(client, options)
     task = asyncio.create_task(handler.run())
@@ -46,4 +48,5 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--data-dir", default="/var/lib/pykubevirt/node", help="the node agent's data directory")
     parser.add_argument("--pods-dir", default="", help="where pod volumes live (default: DATA_DIR/pods)")
     parser.add_argument("--workers", type=int, default=10)
+    add_node_ip_flag(parser)
     parser.set_defaults(func=run)

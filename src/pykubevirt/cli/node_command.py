@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pykubevirt.cli.cluster_layout import DEFAULT_IMAGES_DIR
 from pykubevirt.cli.component_client import add_client_flags, cancel_on_signals, connect
+from pykubevirt.cli.node_addresses import add_node_ip_flag
 
 logger = logging.getLogger("pykubevirt.node")
 
@@ -61,6 +62,7 @@ async def serve(args: argparse.Namespace) -> int:
         network=PodNetwork(args.cluster_cidr, args.name, Path(args.data_dir), pod_cidr=args.pod_cidr)
         if args.cluster_cidr
         else None,
+        node_ip=args.node_ip,
     )
     task = asyncio.create_task(agent.run())
     cancel_on_signals(task)
@@ -68,7 +70,7 @@ async def serve(args: argparse.Namespace) -> int:
     await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
     if agent.started.is_set():
         # Tests and supervisors wait for this line.
-        print(f"node {args.name} ready; container logs on http://127.0.0.1:{agent.log_port}", flush=True)
+        print(f"node {args.name} ready; container logs on http://{args.node_ip}:{agent.log_port}", flush=True)
     started.cancel()
     code = 0
     try:
@@ -108,6 +110,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="loopback port of the unauthenticated container-log endpoint (0: any free port)",
     )
     parser.add_argument("--workers", type=int, default=8, help="pods synced in parallel")
+    add_node_ip_flag(parser)
     parser.add_argument("--max-pods", type=int, default=110, help="pods this node accepts (kubelet's --max-pods)")
     parser.add_argument(
         "--capacity-override",

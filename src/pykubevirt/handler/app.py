@@ -31,6 +31,8 @@ class HandlerOptions:
     heartbeat_interval: float = HEARTBEAT_INTERVAL_SECONDS
     resync_seconds: float = 30.0
     api_port: int = 0
+    # The Node's InternalIP: the handler's API and the migration proxies listen there.
+    node_ip: str = "127.0.0.1"
 
 
 class VirtHandler:
@@ -52,14 +54,19 @@ class VirtHandler:
             records=self.records,
             enqueue=self._enqueue,
         )
-        self.api = HandlerAPI(node=options.node, pods_dir=options.pods_dir, vmis=self.vmis)
+        self.api = HandlerAPI(node=options.node, pods_dir=options.pods_dir, vmis=self.vmis, host=options.node_ip)
         self.controller = Controller("virt-handler", self.reconciler, workers=options.workers)
         # VMIs migrating here carry the node's name in another label until they arrive (KubeVirt's target informer).
         self.incoming = Informer(
             client, VIRTUAL_MACHINE_INSTANCES, label_selector=f"{c.MIGRATION_TARGET_NODE_NAME_LABEL}={options.node}"
         )
         self.migration_target = MigrationTargetReconciler(
-            client, node=options.node, pods_dir=options.pods_dir, vmis=self.incoming, recorder=self.recorder
+            client,
+            node=options.node,
+            pods_dir=options.pods_dir,
+            vmis=self.incoming,
+            recorder=self.recorder,
+            address=options.node_ip,
         )
         self.target_controller = Controller("virt-handler-migration-target", self.migration_target, workers=2)
         self.target_controller.watch(self.incoming)

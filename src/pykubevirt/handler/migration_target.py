@@ -74,6 +74,7 @@ class MigrationTargetReconciler:
         vmis: Informer,
         recorder: EventRecorder,
         clock: Callable[[], str] = now_rfc3339,
+        address: str = "",
     ) -> None:
         self.client = client
         self.node = node
@@ -81,7 +82,8 @@ class MigrationTargetReconciler:
         self.vmis = vmis
         self.recorder = recorder
         self.clock = clock
-        self._address = ""
+        # Where the proxies listen: the handler's --node-ip, or (when not given) the Node's InternalIP.
+        self._address = address
         # Migration uid → the proxy listening for it.
         self._proxies: dict[str, ProxySet] = {}
 

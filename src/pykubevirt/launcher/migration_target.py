@@ -7,6 +7,7 @@ a free port for the block-copy server.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
 from pathlib import Path
@@ -27,8 +28,9 @@ PROXY_DIR = "mp"
 def daemon(runtime: Path, listen_address: str) -> PrivateLibvirtd:
     """The daemon of a target pod whose short runtime dir is `runtime`."""
     directory = runtime / DAEMON_DIR
-    # libvirt refuses a `migration_address` of 127.0.0.1; the daemon then binds its default (every address).
-    address = "" if listen_address in ("", "127.0.0.1", "localhost") else listen_address
+    # libvirt refuses a `migration_address` of 127.0.0.1; for any loopback node address (an embedded node's) the
+    # daemon binds its default, as the streams reach this pod through the handler's unix-socket proxies anyway.
+    address = "" if _loopback(listen_address) else listen_address
     return PrivateLibvirtd(
         directory,
         migration_address=address,
@@ -36,6 +38,15 @@ def daemon(runtime: Path, listen_address: str) -> PrivateLibvirtd:
         hook=migration_hook.script(directory / PATHS_FILE),
         mounts=((PROXY_DIR, pod_layout.MIGRATION_PROXY_DIR),),
     )
+
+
+def _loopback(address: str) -> bool:
+    if address in ("", "localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def proxy_dir(runtime: Path) -> Path:

@@ -31,7 +31,7 @@ from pykubevirt.node.log_server import LogError, LogServer, LogTarget
 from pykubevirt.node.pod_dirs import PodDir, existing_pod_dirs
 from pykubevirt.node.pod_network import PodNetwork
 from pykubevirt.node.pod_worker import NodeContext, PodWorker, api_fetch
-from pykubevirt.node.registration import HEARTBEAT_INTERVAL_SECONDS, NodeRegistration
+from pykubevirt.node.registration import HEARTBEAT_INTERVAL_SECONDS, NODE_IP, NodeRegistration
 from pykubevirt.node.virtual_containers import ImagePuller
 
 log = logging.getLogger("pykubevirt.node.agent")
@@ -64,6 +64,7 @@ class NodeAgent:
         capacity_overrides: dict[str, str] | None = None,
         network: PodNetwork | None = None,
         cpu_manager: StaticCPUManager | None = None,
+        node_ip: str = NODE_IP,
     ) -> None:
         self.client = client
         self.capacity_overrides = dict(capacity_overrides or {})
@@ -80,7 +81,9 @@ class NodeAgent:
         self.runtime = ProcessRuntime()
         self.puller = ImagePuller(images, self.enqueue)
         self.recorder = EventRecorder(client, "kubelet", host=name)
-        self.log_server = LogServer(self, log_port)
+        # The API server reaches the log endpoint at the Node's InternalIP, so it listens there.
+        self.node_ip = node_ip
+        self.log_server = LogServer(self, log_port, host=node_ip)
         self.network = network
         self.registration: NodeRegistration | None = None
         self.context = NodeContext(
@@ -114,6 +117,7 @@ class NodeAgent:
             self.name,
             self.data_dir,
             log_port=self.log_port,
+            node_ip=self.node_ip,
             heartbeat_interval=self.heartbeat_interval,
             capacity_overrides=self.capacity_overrides,
             extra_labels={CPU_MANAGER_LABEL: "true"} if self.context.cpu_manager is not None else {},
@@ -145,9 +149,10 @@ class NodeAgent:
         ]
         self.started.set()
         log.info(
-            "node agent %s started: %d pods adopted, logs on 127.0.0.1:%d",
+            "node agent %s started: %d pods adopted, logs on %s:%d",
             self.name,
             len(adopted),
+            self.node_ip,
             self.log_port,
             extra={"node": self.name, "count": len(adopted)},
         )

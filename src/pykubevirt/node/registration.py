@@ -124,6 +124,7 @@ class NodeRegistration:
         data_dir: Path,
         *,
         log_port: int,
+        node_ip: str = NODE_IP,
         heartbeat_interval: float = HEARTBEAT_INTERVAL_SECONDS,
         capacity_overrides: dict[str, str] | None = None,
         extra_labels: dict[str, str] | None = None,
@@ -134,6 +135,7 @@ class NodeRegistration:
         self.name = name
         self.data_dir = data_dir
         self.log_port = log_port
+        self.node_ip = node_ip
         self.heartbeat_interval = heartbeat_interval
         # Overrides (kubelet's --max-pods, or a developer's memory figure for test-driver density runs) win.
         self.capacity = {**capacity(data_dir), **(capacity_overrides or {})}
@@ -162,7 +164,7 @@ class NodeRegistration:
             "capacity": dict(self.capacity),
             "allocatable": dict(self.capacity),
             "conditions": self.conditions(),
-            "addresses": [{"type": "InternalIP", "address": NODE_IP}, {"type": "Hostname", "address": self.name}],
+            "addresses": [{"type": "InternalIP", "address": self.node_ip}, {"type": "Hostname", "address": self.name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self.log_port}},
             "nodeInfo": node_info(),
         }
