@@ -102,13 +102,16 @@ async def test_deleting_the_vmi_shuts_the_guest_down_by_acpi_and_the_vm_starts_a
     pod = await kube.launcher_pod(first)
     await kube.wait_serial(kube.node, pod, first, BOOTED)
     phases = kube.watch_phases(ns, "acpi")
+    # Held open: the launcher's pod ends with the guest, and its log with it, maybe before the next poll.
+    console = kube.hold_serial(kube.node, pod, first)
     try:
         await kube.run("kubectl", "delete", "vmi", "acpi", "-n", ns, "--wait=false")
         # The guest saw the power button: an ACPI shutdown, not a destroy.
-        await kube.wait_serial(kube.node, pod, first, "power button, powering off", timeout=30)
+        await kube.wait_serial(kube.node, pod, first, "power button, powering off", timeout=30, held=console)
         await kube.wait_vmi_phase(ns, "acpi", "Running", other_than_uid=first["metadata"]["uid"])
         assert phases.phases(first["metadata"]["uid"])[-1] == "Succeeded"
     finally:
+        console.close()
         await phases.close()
     events = await kube.events(ns, "acpi")
     assert ("Normal", "ShuttingDown") in events
@@ -251,8 +254,9 @@ async def test_restarting_node_agent_and_handler_keeps_the_guest_running(kube: C
     assert restarted["status"]["phase"] == "Running"
     assert restarted["status"]["containerStatuses"][0]["restartCount"] == 0
     # The re-started handler still drives the guest: a graceful stop reaches it.
-    await kube.run("kubectl", "delete", "vmi", "survivor", "-n", ns, "--wait=false")
-    await kube.wait_serial(kube.node, pod, vmi, "power button, powering off", timeout=30)
+    with kube.hold_serial(kube.node, pod, vmi) as console:
+        await kube.run("kubectl", "delete", "vmi", "survivor", "-n", ns, "--wait=false")
+        await kube.wait_serial(kube.node, pod, vmi, "power button, powering off", timeout=30, held=console)
     await delete_vm(kube, ns, "survivor")
 
 

@@ -9,6 +9,7 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from pykubevirt.api import pod_layout
 from pykubevirt.cli.cluster_layout import ClusterLayout
@@ -144,17 +145,36 @@ class ClusterView(VMReads):
         """The guest's serial console log the launcher keeps in its pod's private volume."""
         return Path(pod_layout.serial_log(str(node.pods_dir), pod["metadata"]["uid"], vmi["metadata"]["uid"]))
 
-    async def wait_serial(self, node: Node, pod: Object, vmi: Object, text: str, timeout: float = 90.0) -> str:  # noqa: ASYNC109
+    def hold_serial(self, node: Node, pod: Object, vmi: Object) -> BinaryIO:
+        """The serial log opened now: what the guest prints until it stops stays readable through this handle after
+        its pod ends and the log file goes with it (a graceful stop's last lines, say), as a console client sees it."""
+        return self.serial_log(node, pod, vmi).open("rb")
+
+    async def wait_serial(
+        self,
+        node: Node,
+        pod: Object,
+        vmi: Object,
+        text: str,
+        timeout: float = 90.0,  # noqa: ASYNC109
+        held: BinaryIO | None = None,
+    ) -> str:
         path = self.serial_log(node, pod, vmi)
 
+        def read() -> str:
+            if held is not None:
+                held.seek(0)
+                return held.read().decode(errors="replace")
+            return path.read_text(errors="replace") if path.exists() else ""
+
         async def probe() -> str | None:
-            content = await asyncio.to_thread(lambda: path.read_text(errors="replace") if path.exists() else "")
+            content = await asyncio.to_thread(read)
             return content if text in content else None
 
         try:
             return await eventually(probe, timeout=timeout, interval=0.2)
         except AssertionError:
-            content = path.read_text(errors="replace") if path.exists() else "<no serial log: the pod is gone>"
+            content = read() if held is not None or path.exists() else "<no serial log: the pod is gone>"
             meta = vmi["metadata"]
             # The log goes with its pod, so say what became of the VMI (a destroy after the grace period, say).
             state = await self.describe(meta["namespace"], meta["name"])
