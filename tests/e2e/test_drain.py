@@ -32,7 +32,7 @@ def guest(name: str, strategy: str) -> str:
         "terminationGracePeriodSeconds": 0,
         "evictionStrategy": strategy,
         "domain": {
-            "memory": {"guest": "96Mi"},
+            "memory": {"guest": "128Mi"},
             # Masquerade: KubeVirt migrates no VMI bridged to the pod network.
             "devices": {
                 "interfaces": [{"name": "default", "masquerade": {}}],
