@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import ssl
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -307,6 +309,37 @@ async def test_virtctl_port_forward_stdio_carries_one_port_on_stdin_and_stdout(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_stdio_ends_when_its_reader_is_gone_even_with_sighup_ignored(
+    apiserver: APIServerProcess, guest: Guest, tmp_path: Path
+) -> None:
+    """ssh closes both ends of its ProxyCommand when it exits; under nohup the SIGHUP it sends is ignored, and the
+    guest's side (an sshd waiting out its login timeout) would hold the tunnel open."""
+    await running_vmi(guest, "reader")
+    argv = [VIRTCTL, "-n", guest.namespace, "port-forward", "--stdio=true", "vmi/reader", str(PORT)]
+
+    def run() -> int:
+        process = subprocess.Popen(
+            argv,
+            env=virtctl_env(apiserver, tmp_path),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+        )
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            assert process.stdout.readline() == f"hello {guest.ip}\n".encode()
+            process.stdin.close()
+            process.stdout.close()
+            return process.wait(timeout=15)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    assert await asyncio.to_thread(run) == 0
 
 
 async def test_udp_datagrams_travel_one_a_message(apiserver: APIServerProcess, guest: Guest, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import aiohttp
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.streams import pump, pump_websocket_stream, websocket_bytes
 from pykubevirt.virtctl.client import VirtctlError, open_stream
-from pykubevirt.virtctl.stdio import StdinChunks, write_all
+from pykubevirt.virtctl.stdio import StdinChunks, reader_gone, write_all
 
 VM, VMI = "vm", "vmi"
 KINDS = {
@@ -128,6 +128,10 @@ class PortForwarder:
         async def to_guest() -> None:
             async for data in stdin.chunks():
                 await ws.send_bytes(data)
+            # The answer may still come, unless whoever reads it has gone as well: ssh closes both ends of its
+            # ProxyCommand when it exits, and its SIGHUP is lost when this process inherited SIGHUP ignored (nohup).
+            # The guest's side would then keep the tunnel open until its own timeout.
+            await reader_gone(out)
 
         async def to_stdout() -> None:
             async for data in websocket_bytes(ws):
@@ -136,10 +140,13 @@ class PortForwarder:
         sending = asyncio.create_task(to_guest())
         receiving = asyncio.create_task(to_stdout())
         try:
-            await receiving
+            await asyncio.wait({sending, receiving}, return_when=asyncio.FIRST_COMPLETED)
+            if receiving.done():
+                receiving.result()
         finally:
-            sending.cancel()
-            await asyncio.gather(sending, return_exceptions=True)
+            for task in (sending, receiving):
+                task.cancel()
+            await asyncio.gather(sending, receiving, return_exceptions=True)
             stdin.close()
             await ws.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 from collections.abc import AsyncIterator
 
 READ_SIZE = 65536
@@ -67,3 +68,15 @@ async def write_all(fd: int, data: bytes) -> None:
                 loop.remove_writer(fd)
             continue
         view = view[written:]
+
+
+async def reader_gone(fd: int, interval: float = 0.5) -> None:
+    """Return once nobody reads `fd` any more: the far end of a pipe or socket closed (poll reports an error or a
+    hang-up). A terminal or a file never ends this way."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while True:
+        events = poller.poll(0)
+        if any(mask & (select.POLLERR | select.POLLHUP) for _, mask in events):
+            return
+        await asyncio.sleep(interval)
