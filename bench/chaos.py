@@ -274,8 +274,13 @@ class Soak:
             obj = self.get("node", node) or {}
             port = ((obj.get("status") or {}).get("daemonEndpoints") or {}).get("kubeletEndpoint", {}).get("Port")
             address = ((obj.get("metadata") or {}).get("annotations") or {}).get("pykubevirt.io/virt-handler-address")
+            # Each node agent listens on its node's own loopback address, the Node's InternalIP.
+            internal = next(
+                (a["address"] for a in (obj.get("status") or {}).get("addresses") or [] if a["type"] == "InternalIP"),
+                "127.0.0.1",
+            )
             for what, url in (
-                (f"node-{node}", f"http://127.0.0.1:{port}"),
+                (f"node-{node}", f"http://{internal}:{port}"),
                 (f"virt-handler-{node}", f"http://{address}"),
             ):
                 try:
