@@ -106,8 +106,8 @@ class LauncherProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
-        # libvirt daemonizes QEMU out of the group; its command line names the pod.
-        kill_pod_strays(self.pod_uid)
+        # libvirt daemonizes QEMU out of the group; its command line names the pod's runtime dir.
+        kill_pod_strays(pod_layout.short_runtime_dir(self.pod_uid) + "/")
         shutil.rmtree(pod_layout.short_runtime_dir(self.pod_uid), ignore_errors=True)
 
 
