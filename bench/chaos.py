@@ -36,7 +36,7 @@ from tests.support.cluster_qemus import ClusterQemus
 from tests.support.ports import free_port
 from tests.support.small_guest import small_guest
 
-from bench.harness import log
+from bench.harness import cluster_env, log
 from pykubevirt.api import pod_layout
 from pykubevirt.node.pod_dirs import existing_pod_dirs
 from pykubevirt.node.processes import is_alive, kill_group
@@ -70,15 +70,7 @@ class Soak:
     # ------------------------------------------------------------------------------------------------ commands
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "PYKUBEVIRT_"))}
-        env.update(
-            KUBECONFIG=str(self.data_dir / "apiserver" / "kubeconfig"),
-            HOME=str(self.home),
-            PYKUBEVIRT_DATA_DIR=str(self.data_dir),
-            PYKUBEVIRT_LISTEN=self.listen,
-            PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-        )
-        return env
+        return cluster_env(self.data_dir, self.home, self.listen)
 
     def run(self, *argv: str, timeout: float = 60, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         try:

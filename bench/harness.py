@@ -69,3 +69,17 @@ def log(message: str) -> None:
 def start_apiserver(*extra_args: str) -> APIServerProcess:
     """`pykubevirt apiserver` in a temporary directory (kept for its logs), stopped by its PID."""
     return APIServerProcess(Path(tempfile.mkdtemp(prefix="pykubevirt-bench-")) / "data", *extra_args).start()
+
+
+def cluster_env(data_dir: Path, home: Path, listen: str) -> dict[str, str]:
+    """The environment a user's shell has for a `pykubevirt up` cluster: its kubeconfig, data dir, listen address and
+    this venv's commands first; nothing of the caller's own cluster."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "PYKUBEVIRT_"))}
+    env.update(
+        KUBECONFIG=str(data_dir / "apiserver" / "kubeconfig"),
+        HOME=str(home),
+        PYKUBEVIRT_DATA_DIR=str(data_dir),
+        PYKUBEVIRT_LISTEN=listen,
+        PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+    )
+    return env

@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import itertools
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -31,7 +30,7 @@ from typing import Any
 from tests.support.cluster import DEMO_IMAGE
 from tests.support.ports import free_port
 
-from bench.harness import log, machine
+from bench.harness import cluster_env, log, machine
 from pykubevirt.api import pod_layout
 from pykubevirt.api.quantity import Quantity
 from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
@@ -53,15 +52,7 @@ class Cluster:
         self.listen = f"127.0.0.1:{free_port()}"
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "PYKUBEVIRT_"))}
-        env.update(
-            KUBECONFIG=str(self.data_dir / "apiserver" / "kubeconfig"),
-            HOME=str(self.home),
-            PYKUBEVIRT_DATA_DIR=str(self.data_dir),
-            PYKUBEVIRT_LISTEN=self.listen,
-            PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-        )
-        return env
+        return cluster_env(self.data_dir, self.home, self.listen)
 
     def run(self, *argv: str, timeout: float = 180, stdin: str | None = None) -> str:
         result = subprocess.run(
