@@ -140,3 +140,19 @@ async def test_a_cancelled_migration_leaves_the_guest_on_the_source(
     assert failed["migration"]["abortStatus"] == "Succeeded"
     assert failed["domain"]["state"] == "Running" and failed["domain"]["defined"] is True
     assert source.process.poll() is None
+
+
+async def test_a_migration_cancelled_the_moment_it_starts_is_aborted(
+    pair: tuple[LauncherProcess, LauncherProcess],
+) -> None:
+    # The cancel arrives before libvirt has a migration job: it must still stop the migration, not be lost.
+    source, target = pair
+    _, prepared = await running_pair(source, target)
+    client = source.client()
+    await client.request("migrate", migration=migrate_request(prepared, bandwidthMiB=1))
+    await client.request("cancelmigration")
+    failed = await wait_migration(source, "Failed")
+    assert failed["migration"]["failureReason"] == "Live migration has been aborted"
+    assert failed["migration"]["abortStatus"] == "Succeeded"
+    assert failed["domain"]["state"] == "Running"
+    assert source.process.poll() is None

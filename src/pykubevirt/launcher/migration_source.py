@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ ABORTED_REASON = "Live migration has been aborted"
 # Defaults of KubeVirt's MigrationConfiguration (pkg/virt-config).
 DEFAULT_PROGRESS_TIMEOUT = 150
 DEFAULT_COMPLETION_TIMEOUT_PER_GIB = 150
+ABORT_JOB_WAIT_SECONDS = 10.0
+ABORT_RETRY_SECONDS = 0.05
 
 
 def now() -> str:
@@ -126,6 +129,8 @@ class MigrationSource:
         self.status: MigrationStatus = {"role": "source", "state": "Running", "startTimestamp": now()}
         self.task: asyncio.Task[None] | None = None
         self._abort_reason = ""
+        # Set before libvirt's job exists: the migration thread checks it instead of starting the copy.
+        self._abort_requested = threading.Event()
 
     @property
     def done(self) -> bool:
@@ -157,6 +162,8 @@ class MigrationSource:
         shared = frozenset(self.request.get("sharedVolumes") or [])
         disks = local_disks(xml, shared) if self.request.get("blockMigration") else []
         self.status["migrateDisks"] = disks
+        if self._abort_requested.is_set():
+            raise libvirt.libvirtError("migration aborted before it started")
         self.domain.migrateToURI3(
             self.request["targetUri"],
             params(self.request, self.domain.name(), disks),
@@ -192,15 +199,24 @@ class MigrationSource:
             return False
         self.status["abortStatus"] = "Aborting"
         self.status["abortRequested"] = True
+        self._abort_requested.set()
         self.publish()
-        try:
-            await asyncio.to_thread(self.domain.abortJob)
-        except libvirt.libvirtError as exc:
-            log.warning("could not abort the migration: %s", exc)
-            self.status["abortStatus"] = "Failed"
-            self.publish()
-            return False
-        return True
+        deadline = time.monotonic() + ABORT_JOB_WAIT_SECONDS
+        while True:
+            try:
+                await asyncio.to_thread(self.domain.abortJob)
+                return True
+            except libvirt.libvirtError as exc:
+                # The thread may not have entered migrateToURI3 yet: libvirt has no job to abort until it does.
+                no_job = exc.get_error_code() == libvirt.VIR_ERR_OPERATION_INVALID
+                if self.done:
+                    return self.status["state"] == "Failed"
+                if not no_job or time.monotonic() > deadline:
+                    log.warning("could not abort the migration: %s", exc)
+                    self.status["abortStatus"] = "Failed"
+                    self.publish()
+                    return False
+            await asyncio.sleep(ABORT_RETRY_SECONDS)
 
 
 def progress(stats: dict[str, Any]) -> dict[str, int]:
