@@ -20,10 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import libvirt
-
 from pykubevirt.api import pod_layout
-from pykubevirt.api.quantity import Quantity
 from pykubevirt.launcher import (
     capabilities_cache,
     disks,
@@ -48,7 +45,8 @@ from pykubevirt.launcher.host_firmware import HostFirmware, detect
 from pykubevirt.launcher.hotplug import sync_hotplug
 from pykubevirt.launcher.kvm_probe import cached_probe
 from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
-from pykubevirt.launcher.migration_source import MigrationSource, now, progress
+from pykubevirt.launcher.migration_commands import MigrationCommands
+from pykubevirt.launcher.migration_source import MigrationSource, now
 from pykubevirt.launcher.protocol import (
     NO_STATE,
     PROTOCOL_VERSION,
@@ -70,15 +68,13 @@ log = logging.getLogger("pykubevirt.launcher")
 ORPHAN_EXIT_SECONDS = 600.0
 # Where KubeVirt's launcher pod mounts its HugePages emptyDir.
 HUGEPAGES_DIR = "/dev/hugepages"
-# How long a source launcher stays after its domain migrated away, so virt-handler reads the outcome.
-MIGRATED_EXIT_SECONDS = 3.0
 
 
 def _seconds(value: str) -> float:
     return float(value[:-1]) if value.endswith("s") else float(value)
 
 
-class Launcher:
+class Launcher(MigrationCommands):
     """The launcher's state: its VMI, its domain and who is watching."""
 
     def __init__(self, args: argparse.Namespace, mounts: dict[str, str]) -> None:
@@ -544,86 +540,6 @@ class Launcher:
         self.last_state = DomainState(NO_STATE, UNKNOWN_REASON)
         asyncio.get_running_loop().call_later(0.2, self.deleted.set)
         return self.status()
-
-    # ------------------------------------------------------------------------------------------------ migration
-
-    async def _prepare_migration_target(self, request: Request) -> Status:
-        """Start this pod's private libvirtd and prepare the VMI's disks for the incoming domain.
-
-        KubeVirt's SyncMigrationTarget."""
-        vmi = request.get("vmi")
-        if not isinstance(vmi, dict) or (vmi.get("metadata") or {}).get("uid") != self.vmi_uid:
-            raise ValueError("preparemigrationtarget needs this launcher's VMI")
-        if not self.args.migration_target:
-            raise RuntimeError("this launcher runs its VMI's domain; only a migration target's launcher receives one")
-        if self.incoming is not None:
-            return self.status()
-        self.vmi = vmi
-        address = (request.get("migration") or {}).get("listenAddress", "")
-        self.daemon = migration_target.daemon(self.runtime, address)
-        await self.daemon.start()
-        await self._connect(self.daemon.uri)
-        xml = await self._prepare(vmi)
-        await asyncio.to_thread(migration_target.record_paths, self.runtime, migration_paths.recorded(xml))
-        self.incoming = {
-            "role": "target",
-            "state": "TargetReady",
-            "libvirtSocket": str(self.daemon.socket),
-            "migrationAddress": address or "127.0.0.1",
-            "disksPort": migration_target.free_port(address),
-            "proxyDir": str(migration_target.proxy_dir(self.runtime)),
-        }
-        log.info("migration target ready: libvirt at %s, streams on %s", self.daemon.socket, address or "any address")
-        return self.status()
-
-    async def _migrate(self, request: Request) -> Status:
-        """Send the running domain to a prepared target (MigrateVMI); the job runs on, `status` tells how it goes."""
-        assert self.domain is not None
-        migration = request.get("migration") or {}
-        if not migration.get("targetUri"):
-            raise ValueError("migrate needs the target's libvirt URI")
-        if not self.defined or not self.last_state.alive:
-            raise RuntimeError("the domain is not running; there is nothing to migrate")
-        if self.outgoing is not None and not self.outgoing.done:
-            raise RuntimeError("a migration of this domain is already under way")
-        handle = await asyncio.to_thread(self.domain.lookup)
-        self.outgoing = MigrationSource(handle, migration, self._migration_data_gib(), self._on_migration_update)
-        self.outgoing.start()
-        self.server.publish(self.status(event="MigrationStarted"))
-        return self.status()
-
-    def _migration_data_gib(self) -> float:
-        """KubeVirt's getVMIMigrationDataSize, memory part: the guest memory (else its request) in GiB."""
-        domain = ((self.vmi or {}).get("spec") or {}).get("domain") or {}
-        memory = (domain.get("memory") or {}).get("guest") or ((domain.get("resources") or {}).get("requests") or {})
-        text = memory if isinstance(memory, str) else memory.get("memory", "0") if isinstance(memory, dict) else "0"
-        return float(Quantity.parse(str(text)).value) / 1024**3
-
-    def _on_migration_update(self) -> None:
-        if self.outgoing is not None and self.outgoing.status.get("completed"):
-            # libvirt undefined the domain here (UNDEFINE_SOURCE); the pod's work is done.
-            self.defined = False
-            self.last_state = DomainState("Shutoff", "Migrated")
-            asyncio.get_running_loop().call_later(MIGRATED_EXIT_SECONDS, self.deleted.set)
-        self.server.publish(self.status(event="Migration"))
-
-    async def _cancel_migration(self, request: Request) -> Status:
-        """Abort the outgoing migration (CancelVirtualMachineMigration); the guest stays here."""
-        if self.outgoing is None or self.outgoing.done:
-            raise RuntimeError("no migration of this domain is under way")
-        await self.outgoing.abort()
-        return self.status()
-
-    async def _migration_status(self, request: Request) -> Status:
-        """The status with the migration job's statistics read now (libvirt's jobInfo)."""
-        if self.outgoing is not None and not self.outgoing.done:
-            try:
-                stats = await asyncio.to_thread(self.outgoing.domain.jobStats, 0)
-            except libvirt.libvirtError:
-                stats = {}  # the job ended (the domain may have left) between the check and the read
-            if stats:
-                self.outgoing.status["progress"] = progress(stats)
-        return await self._refreshed_status()
 
 
 def run(args: argparse.Namespace) -> int:
