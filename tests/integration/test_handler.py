@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
@@ -383,3 +384,46 @@ async def test_a_masquerade_guest_without_a_pod_network_falls_back_to_user_netwo
     assert vmi["status"]["interfaces"][0]["ipAddress"] == "10.0.2.15"
     warning = await node.wait_event("fallback", "NetworkFallback")
     assert warning[0] == "Warning" and "QEMU user networking" in warning[2]
+
+
+async def test_metrics_report_each_running_vmis_domain_stats_under_kubevirts_names(node: Node) -> None:
+    await node.run_vmi("measured")
+    await node.run_vmi("other")
+    await node.admin.patch(
+        VIRTUAL_MACHINE_INSTANCES, "measured", {"metadata": {"labels": {"app": "web"}}}, node.namespace
+    )
+
+    async def scrape() -> dict[str, Any]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://{HANDLER_IP}:{node.handler.api.port}/metrics") as response,
+        ):
+            assert response.status == 200 and response.content_type == "text/plain"
+            return {f.name: f for f in text_string_to_metric_families(await response.text())}
+
+    async def labelled() -> dict[str, Any] | None:
+        metrics = await scrape()
+        cpu = metrics.get("kubevirt_vmi_cpu_usage_seconds")
+        labels = [s.labels for s in cpu.samples] if cpu is not None else []
+        return metrics if any(x.get("kubernetes_vmi_label_app") == "web" for x in labels) else None
+
+    first = await eventually(labelled)
+    assert [s.value for s in first["kubevirt_virt_handler_up"].samples] == [1.0]
+    cpu = {s.labels["name"]: s for s in first["kubevirt_vmi_cpu_usage_seconds"].samples}
+    assert set(cpu) == {"measured", "other"}
+    assert {k: cpu["measured"].labels[k] for k in ("node", "namespace")} == {
+        "node": node.name,
+        "namespace": node.namespace,
+    }
+    for family in ("kubevirt_vmi_memory_domain_bytes", "kubevirt_vmi_memory_resident_bytes"):
+        assert {s.labels["name"] for s in first[family].samples} == {"measured", "other"}, family
+    # 64Mi of guest memory, as the VMI asks.
+    domain = {s.labels["name"]: s.value for s in first["kubevirt_vmi_memory_domain_bytes"].samples}
+    assert domain["measured"] == 64 * 1024 * 1024
+
+    # The test driver's CPU time follows the wall clock while the domain runs.
+    async def risen() -> bool:
+        again = {s.labels["name"]: s.value for s in (await scrape())["kubevirt_vmi_cpu_usage_seconds"].samples}
+        return again["measured"] > cpu["measured"].value
+
+    await eventually(risen)

@@ -2,7 +2,8 @@
 
 PUT …/pause, …/unpause, …/softreboot act through the VMI's launcher; GET …/guestosinfo, …/userlist and
 …/filesystemlist return what the launcher's guest agent poller knows; GET …/console and …/vnc are websockets
-carrying the bytes of the guest's serial console and VNC server. It listens on loopback only; the heartbeat
+carrying the bytes of the guest's serial console and VNC server; GET /metrics serves the node's VMI domain metrics
+(handler/domain_stats_scrape.py). It listens on loopback only; the heartbeat
 publishes its address in the Node annotation `pykubevirt.io/virt-handler-address`.
 """
 
@@ -20,6 +21,7 @@ from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.streams import STREAM_PROTOCOL, pump_websocket_stream
+from pykubevirt.handler.domain_stats_scrape import DomainStatsScraper
 from pykubevirt.handler.launcher_client import (
     CommandFailed,
     LauncherClient,
@@ -30,6 +32,7 @@ from pykubevirt.handler.launcher_client import (
 from pykubevirt.handler.vmi_reconciler import active_pod_uid
 from pykubevirt.launcher.protocol import Command
 from pykubevirt.log import object_fields
+from pykubevirt.metrics.exposition import CONTENT_TYPE_LATEST
 
 log = logging.getLogger("pykubevirt.handler.api")
 
@@ -66,6 +69,7 @@ class HandlerAPI:
         self.vmis = vmis
         self.host = host
         self.port = 0
+        self.metrics = DomainStatsScraper(node=node, pods_dir=pods_dir, vmis=vmis)
         self._runner: web.AppRunner | None = None
 
     def app(self) -> web.Application:
@@ -77,7 +81,12 @@ class HandlerAPI:
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/console", self._console)
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/vnc", self._vnc)
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/metrics", self._metrics)
         return app
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = await self.metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     @staticmethod
     async def _healthz(request: web.Request) -> web.Response:

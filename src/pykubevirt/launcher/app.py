@@ -24,6 +24,7 @@ from pykubevirt.api import pod_layout
 from pykubevirt.launcher import (
     capabilities_cache,
     disks,
+    domain_stats,
     guest_agent_info,
     interface_status,
     masquerade,
@@ -133,6 +134,7 @@ class Launcher(MigrationCommands):
                 Command.GUEST_INFO: self._guest_info,
                 Command.USER_LIST: self._user_list,
                 Command.FILESYSTEM_LIST: self._filesystem_list,
+                Command.DOMAIN_STATS: lambda request: domain_stats.answer(self.domain, request),
             },
             self.status,
         )

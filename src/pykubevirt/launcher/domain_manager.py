@@ -130,6 +130,11 @@ class DomainManager:
         for listener in list(self._listeners):
             listener(state, event)
 
+    @property
+    def connection(self) -> Any:
+        """The libvirt connection (for blocking reads made in a worker thread, such as the bulk stats)."""
+        return self._conn
+
     def lookup(self) -> Any:
         """The libvirt domain object, or None (blocking: call it through `asyncio.to_thread`)."""
         return self._domain()

@@ -45,6 +45,8 @@ class Command(StrEnum):
     GUEST_INFO = "guestinfo"
     USER_LIST = "userlist"
     FILESYSTEM_LIST = "filesystemlist"
+    # The domain's libvirt bulk stats, for virt-handler's /metrics (cmd.proto's GetDomainStats); added in version 1.
+    DOMAIN_STATS = "domainstats"
 
 
 # Domain states by the names KubeVirt reports them (virtwrap/api LifeCycle).
