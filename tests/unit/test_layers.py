@@ -21,7 +21,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli", "virtctl"}),
     frozenset({"virtapi", "controller", "node", "handler", "apiserver", "storage"}),
     frozenset({"launcher", "client", "admission"}),
-    frozenset({"instancetype", "config"}),
+    frozenset({"instancetype", "config", "metrics"}),
     frozenset({"api", "log"}),
 )
 
