@@ -8,14 +8,14 @@ import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector, SelectorError, parse_label_selector
-from pykubevirt.apiserver import body_decoding, patching, printers, protobuf, query_options
+from pykubevirt.apiserver import body_decoding, patching, printers, protobuf, query_options, suspension
 from pykubevirt.apiserver.builtin_schemas import typed_request_body
 from pykubevirt.apiserver.deletion import DeleteOptions
 from pykubevirt.apiserver.eviction import Evictions
@@ -24,6 +24,8 @@ from pykubevirt.apiserver.object_api import IGNORE, STRICT, WARN, ObjectAPI, Req
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import FieldSelector, escape_field_value, parse_field_selector
 from pykubevirt.apiserver.watch import WatchHub, watch_events
+
+T = TypeVar("T")
 
 JSON = "application/json"
 YAML = "application/yaml"
@@ -192,6 +194,14 @@ class RestHandlers:
         self.subresource_handlers: dict[
             tuple[str, str], Callable[[web.Request, Target, UserInfo], Awaitable[web.StreamResponse]]
         ] = {}
+        # Whether a write to a resource must be able to await admission webhooks (`apiserver --plain`).
+        self.suspend_writes: Callable[[Resource], bool] = lambda resource: False
+
+    async def _write(self, resource: Resource, write: Callable[[], T]) -> T:
+        """Run a request's write, where webhook admission can await its calls when any may apply."""
+        if self.suspend_writes(resource):
+            return await suspension.run_suspendable(write)
+        return write()
 
     # --------------------------------------------------------------------------------------------------- entry
 
@@ -235,28 +245,37 @@ class RestHandlers:
             if target.name:
                 raise errors.method_not_allowed(method)
             body = await self._body(request)
-            new_object = self.api.create(target.resource, target.namespace, body, ctx)
+            new_object = await self._write(
+                target.resource, lambda: self.api.create(target.resource, target.namespace, body, ctx)
+            )
             return json_response(new_object, 201, ctx.warnings)
         if method == "PUT":
             if not target.name:
                 raise errors.method_not_allowed(method)
             body = await self._body(request)
-            updated = self.api.update(
-                target.resource, target.namespace, target.name, body, ctx, subresource=target.subresource
+            updated = await self._write(
+                target.resource,
+                lambda: self.api.update(
+                    target.resource, target.namespace, target.name, body, ctx, subresource=target.subresource
+                ),
             )
             return json_response(updated, 200, ctx.warnings)
         if method == "PATCH":
             if not target.name:
                 raise errors.method_not_allowed(method)
             raw = await self._raw_body(request)
-            patched, created = self.api.patch(
+            media_type = patching.media_type(request.headers.get("Content-Type"))
+            patched, created = await self._write(
                 target.resource,
-                target.namespace,
-                target.name,
-                raw,
-                patching.media_type(request.headers.get("Content-Type")),
-                ctx,
-                subresource=target.subresource,
+                lambda: self.api.patch(
+                    target.resource,
+                    target.namespace,
+                    target.name,
+                    raw,
+                    media_type,
+                    ctx,
+                    subresource=target.subresource,
+                ),
             )
             return json_response(patched, 201 if created else 200, ctx.warnings)
         if method == "DELETE":

@@ -204,6 +204,10 @@ class EmbeddedAPIServer:
         """Await `start` once the server serves and its kubeconfigs exist (extensions open their clients)."""
         self._startups.append(start)
 
+    def run_task(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+        """Run `run` until `stop()`, restarted when it crashes (an extension's controller loop; call once serving)."""
+        self._tasks.append(asyncio.create_task(self._supervise(name, run)))
+
     def _bootstrap(self) -> None:
         self.crds.load_stored()
         self.crds.install_crds(self._crd_manifests)

@@ -8,16 +8,26 @@ import errno
 from pathlib import Path
 
 from pykubevirt import log
-from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
+from pykubevirt.apiserver.server import EmbeddedAPIServer, Extension, ServerOptions
 from pykubevirt.cli.component_client import set_on_signals
 from pykubevirt.cli.port_owner import in_use_message, port_owner
 from pykubevirt.cli.startup_error import StartupError
 from pykubevirt.config.cluster_config import ClusterConfig
-from pykubevirt.virtapi import embedded
 
 
-async def serve(options: ServerOptions, config: ClusterConfig) -> None:
-    server = EmbeddedAPIServer(options, extensions=[embedded.extension(config)])
+def extensions(config: ClusterConfig, *, plain: bool) -> list[Extension]:
+    """KubeVirt in-process, or (`--plain`) nothing but what kube-apiserver has: virtapi is not even imported."""
+    if plain:
+        from pykubevirt.apiserver import plain as plain_mode
+
+        return [plain_mode.extension()]
+    from pykubevirt.virtapi import embedded
+
+    return [embedded.extension(config)]
+
+
+async def serve(options: ServerOptions, config: ClusterConfig, *, plain: bool = False) -> None:
+    server = EmbeddedAPIServer(options, extensions=extensions(config, plain=plain))
     try:
         await server.start()
     except OSError as exc:
@@ -47,5 +57,5 @@ def run(args: argparse.Namespace) -> int:
         fsync=not args.unsafe_no_fsync,
         service_cidr=args.service_cluster_ip_range,
     )
-    asyncio.run(serve(options, ClusterConfig(feature_gates=args.feature_gates)))
+    asyncio.run(serve(options, ClusterConfig(feature_gates=args.feature_gates), plain=args.plain))
     return 0

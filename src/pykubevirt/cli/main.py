@@ -111,6 +111,12 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
         action="store_true",
         help="commit each write without waiting for fsync, as etcd's flag of that name (benchmarks only)",
     )
+    apiserver.add_argument(
+        "--plain",
+        action="store_true",
+        help="serve only what kube-apiserver serves: no KubeVirt kinds, admission by webhook configurations, "
+        "other API groups through APIServices",
+    )
     apiserver.set_defaults(func=_apiserver)
 
     from pykubevirt.cli import (

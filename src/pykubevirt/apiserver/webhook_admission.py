@@ -1,0 +1,202 @@
+"""Admission through MutatingWebhookConfiguration and ValidatingWebhookConfiguration objects, as kube-apiserver's
+MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins do it (the only admission of `apiserver --plain`).
+
+Mutating webhooks run one after another in configuration-name order, each JSONPatch applied before the next call;
+validating webhooks run concurrently. A failed call fails the request or is ignored as the webhook's failurePolicy
+says. The object API is synchronous, so the calls are awaited through `suspension` (writes that did not come from a
+request, such as the garbage collector's, reach no webhook).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import dataclasses
+import json
+import logging
+from typing import Any
+
+import aiohttp
+
+from pykubevirt.api import errors
+from pykubevirt.api.json_patch import apply_patch
+from pykubevirt.apiserver import suspension
+from pykubevirt.apiserver.object_api import RequestContext
+from pykubevirt.apiserver.resources import Resource
+from pykubevirt.apiserver.store import Store
+from pykubevirt.apiserver.webhook_calls import DEFAULT_TIMEOUT_SECONDS, CallError, call, review_request, target_of
+from pykubevirt.apiserver.webhook_matching import Attributes, webhook_matches
+
+log = logging.getLogger("pykubevirt.apiserver.webhooks")
+
+GROUP = "admissionregistration.k8s.io"
+MUTATING = f"{GROUP}/mutatingwebhookconfigurations"
+VALIDATING = f"{GROUP}/validatingwebhookconfigurations"
+
+
+def denied(webhook: str, status: dict[str, Any] | None) -> errors.APIError:
+    """kube-apiserver's ToStatusErr: the webhook's Status with the 'denied the request' prefix, code at least 400."""
+    status = dict(status or {})
+    prefix = f'admission webhook "{webhook}" denied the request'
+    if status.get("message"):
+        message = f"{prefix}: {status['message']}"
+    elif status.get("reason"):
+        message = f"{prefix}: {status['reason']}"
+    else:
+        message = f"{prefix} without explanation"
+    code = int(status.get("code") or 0)
+    details = status.get("details") if isinstance(status.get("details"), dict) else None
+    return errors.APIError(max(code, 400), str(status.get("reason") or ""), message, details=details)
+
+
+def _failed(webhook: str, exc: CallError) -> errors.APIError:
+    return errors.internal(f'failed calling webhook "{webhook}": {exc}')
+
+
+class WebhookAdmission:
+    """The two webhook admission plugins over the stored configurations."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _webhooks(self, collection: str, attrs: Attributes) -> list[dict[str, Any]]:
+        found = []
+        for record in self.store.records(collection):
+            for webhook in record.value.get("webhooks") or []:
+                if webhook_matches(webhook, attrs, self._namespace_labels):
+                    found.append(webhook)
+        return found
+
+    def _namespace_labels(self, name: str) -> dict[str, str] | None:
+        record = self.store.get("core/namespaces", name)
+        if record is None:
+            return None
+        labels = (record.value.get("metadata") or {}).get("labels")
+        return dict(labels) if isinstance(labels, dict) else {}
+
+    def configured(self) -> bool:
+        """Whether any webhook configuration exists (writes then run where they can await the calls)."""
+        return bool(self.store.records(MUTATING) or self.store.records(VALIDATING))
+
+    def handles(self, resource: Resource) -> bool:
+        # kube-apiserver never calls webhooks for the webhook configurations themselves.
+        return resource.group != GROUP and suspension.in_suspendable_write()
+
+    @staticmethod
+    def _attributes(resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Attributes:
+        meta = obj.get("metadata") or {}
+        return Attributes(
+            operation,
+            resource.group,
+            resource.version,
+            resource.plural,
+            "",
+            str(meta.get("namespace") or "") if resource.namespaced else "",
+            str(meta.get("name") or ""),
+            obj,
+            old,
+        )
+
+    def mutate(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> dict[str, Any]:
+        attrs = self._attributes(resource, operation, obj, old)
+        webhooks = self._webhooks(MUTATING, attrs)
+        if not webhooks:
+            return obj
+        return suspension.await_from_write(self._mutate(webhooks, attrs, resource, ctx))
+
+    def validate(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> list[str]:
+        attrs = self._attributes(resource, operation, obj, old)
+        webhooks = self._webhooks(VALIDATING, attrs)
+        if not webhooks:
+            return []
+        return suspension.await_from_write(self._validate(webhooks, attrs, resource, ctx))
+
+    def _session_now(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    async def _call(
+        self, webhook: dict[str, Any], attrs: Attributes, resource: Resource, ctx: RequestContext
+    ) -> dict[str, Any] | None:
+        """The webhook's response, or None when a failed call is to be ignored (failurePolicy: Ignore)."""
+        name = str(webhook.get("name", ""))
+        timeout = int(webhook.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
+        review = review_request(attrs, (ctx.user.username, ctx.user.groups), resource.kind, ctx.dry_run)
+        try:
+            target = target_of(self.store, dict(webhook.get("clientConfig") or {}), timeout)
+            return await call(self._session_now(), target, review, timeout)
+        except CallError as exc:
+            if webhook.get("failurePolicy", "Fail") == "Ignore":
+                log.warning('failed calling webhook "%s" (failurePolicy Ignore): %s', name, exc)
+                return None
+            raise _failed(name, exc) from exc
+
+    async def _mutate(
+        self, webhooks: list[dict[str, Any]], attrs: Attributes, resource: Resource, ctx: RequestContext
+    ) -> dict[str, Any]:
+        obj = attrs.obj
+        assert obj is not None
+        for webhook in webhooks:
+            current = dataclasses.replace(attrs, obj=obj)
+            response = await self._call(webhook, current, resource, ctx)
+            if response is None:
+                continue
+            name = str(webhook.get("name", ""))
+            ctx.warnings.extend(str(w) for w in response.get("warnings") or [])
+            if not response.get("allowed"):
+                raise denied(name, response.get("status"))
+            if response.get("patch"):
+                obj = self._patched(name, webhook, obj, response)
+        return obj
+
+    def _patched(
+        self, name: str, webhook: dict[str, Any], obj: dict[str, Any], response: dict[str, Any]
+    ) -> dict[str, Any]:
+        try:
+            if response.get("patchType") != "JSONPatch":
+                raise CallError(
+                    f'received invalid webhook response: unsupported patch type "{response.get("patchType")}"'
+                )
+            try:
+                patch = json.loads(base64.b64decode(response["patch"], validate=True))
+                patched = apply_patch(obj, patch)
+            except (binascii.Error, ValueError, KeyError, IndexError, TypeError) as exc:
+                raise CallError(f"JSON Patch: {exc}") from exc
+            if not isinstance(patched, dict):
+                raise CallError("JSON Patch: the patched object is not an object")
+            return patched
+        except CallError as exc:
+            if webhook.get("failurePolicy", "Fail") == "Ignore":
+                return obj
+            raise _failed(name, exc) from exc
+
+    async def _validate(
+        self, webhooks: list[dict[str, Any]], attrs: Attributes, resource: Resource, ctx: RequestContext
+    ) -> list[str]:
+        results = await asyncio.gather(*(self._call(w, attrs, resource, ctx) for w in webhooks), return_exceptions=True)
+        warnings: list[str] = []
+        for webhook, result in zip(webhooks, results, strict=True):
+            if isinstance(result, BaseException):
+                raise result
+            if result is None:
+                continue
+            warnings.extend(str(w) for w in result.get("warnings") or [])
+            if not result.get("allowed"):
+                raise denied(str(webhook.get("name", "")), result.get("status"))
+            if result.get("patch"):
+                name = str(webhook.get("name", ""))
+                raise _failed(
+                    name, CallError("received invalid webhook response: validating webhook may not return a patch")
+                )
+        return warnings

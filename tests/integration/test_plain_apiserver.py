@@ -1,0 +1,381 @@
+"""`pykubevirt apiserver --plain` as a plain kube-apiserver: webhook admission over TLS, the aggregation layer and
+RBAC, driven by kubectl against the real process; the webhooks and the APIService backend run in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import ssl
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+from aiohttp import web
+
+from pykubevirt.apiserver.security import Pki, ensure_pki, service_account_groups, write_user_kubeconfig
+from tests.paths import REPO
+from tests.support.apiserver_process import APIServerProcess, kubectl
+from tests.support.ports import free_port
+from tests.support.threaded_server import ThreadedServer
+
+HOOK_NAMESPACE = "plain-hooks"
+HOOK_SERVICE = "hooks"
+DEMO_GROUP = "demo.example.com"
+
+
+class Backend:
+    """Webhooks and an aggregated API group, recording what the API server sent them."""
+
+    def __init__(self) -> None:
+        self.reviews: list[dict[str, Any]] = []
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/mutate", self.mutate)
+        app.router.add_post("/deny", self.deny)
+        app.router.add_post("/slow", self.slow)
+        app.router.add_get(f"/apis/{DEMO_GROUP}/v1", self.discovery)
+        app.router.add_get(f"/apis/{DEMO_GROUP}/v1/namespaces/{{ns}}/widgets/{{name}}/echo", self.echo)
+        app.router.add_get(f"/apis/{DEMO_GROUP}/v1/namespaces/{{ns}}/widgets/{{name}}/stream", self.stream)
+        return app
+
+    @staticmethod
+    def _answer(request: dict[str, Any], **response: Any) -> web.Response:
+        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
+        return web.json_response({**body, "response": {"uid": request["uid"], **response}})
+
+    async def mutate(self, request: web.Request) -> web.Response:
+        review = (await request.json())["request"]
+        self.reviews.append(review)
+        patch = [{"op": "add", "path": "/data", "value": {"mutated": "yes"}}]
+        encoded = base64.b64encode(json.dumps(patch).encode()).decode()
+        return self._answer(review, allowed=True, patchType="JSONPatch", patch=encoded)
+
+    async def deny(self, request: web.Request) -> web.Response:
+        review = (await request.json())["request"]
+        status = {"code": 422, "reason": "Invalid", "message": f"{review['name']} is not welcome"}
+        return self._answer(review, allowed=False, status=status)
+
+    async def slow(self, request: web.Request) -> web.Response:
+        review = (await request.json())["request"]
+        await asyncio.sleep(3)  # longer than the webhook's timeoutSeconds: the API server gives up first
+        return self._answer(review, allowed=True)
+
+    async def discovery(self, request: web.Request) -> web.Response:
+        resources = [
+            {"name": "widgets", "singularName": "widget", "namespaced": True, "kind": "Widget", "verbs": ["get"]}
+        ]
+        return web.json_response(
+            {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{DEMO_GROUP}/v1", "resources": resources}
+        )
+
+    async def echo(self, request: web.Request) -> web.Response:
+        peer = request.transport.get_extra_info("peercert") if request.transport else None
+        subject = dict(pair[0] for pair in (peer or {}).get("subject", ()))
+        headers: dict[str, list[str]] = {}
+        for name, value in request.headers.items():
+            headers.setdefault(name.lower(), []).append(value)
+        return web.json_response({"headers": headers, "client_cn": subject.get("commonName", "")})
+
+    async def stream(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(protocols=("plain.kubevirt.io",))
+        await ws.prepare(request)
+        async for message in ws:
+            if message.type == aiohttp.WSMsgType.BINARY:
+                await ws.send_bytes(b"echo:" + message.data)
+        return ws
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[APIServerProcess]:
+    server = APIServerProcess(tmp_path_factory.mktemp("plain") / "apiserver", "--plain").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("kubectl-home")
+
+
+@pytest.fixture(scope="module")
+def backend_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return ensure_pki(tmp_path_factory.mktemp("backend"), [f"{HOOK_SERVICE}.{HOOK_NAMESPACE}.svc"])
+
+
+@pytest.fixture(scope="module")
+def backend(plain: APIServerProcess, home: Path, backend_pki: Pki) -> Iterator[tuple[Backend, int]]:
+    """The backend, reachable as Service plain-hooks/hooks through an EndpointSlice, as a pod's would be."""
+    context = backend_pki.server_ssl_context()
+    # The aggregation layer's client certificate is optional here, so webhooks (which send none) work too.
+    context.load_verify_locations(plain.data_dir / "pki" / "front-proxy-ca.crt")
+    context.verify_mode = ssl.CERT_OPTIONAL
+    recorder = Backend()
+    server = ThreadedServer(recorder.app(), context).start()
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": HOOK_SERVICE, "namespace": HOOK_NAMESPACE},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]},
+    }
+    endpoints = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{HOOK_SERVICE}-1",
+            "namespace": HOOK_NAMESPACE,
+            "labels": {"kubernetes.io/service-name": HOOK_SERVICE},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+        "ports": [{"name": "https", "port": server.port, "protocol": "TCP"}],
+    }
+    kubectl(plain, home, "create", "namespace", HOOK_NAMESPACE)
+    kubectl(plain, home, "apply", "-f", "-", stdin=yaml.safe_dump_all([service, endpoints]))
+    yield recorder, server.port
+    server.stop()
+
+
+def _namespace(plain: APIServerProcess, home: Path, **labels: str) -> str:
+    name = f"plain-{uuid.uuid4().hex[:8]}"
+    kubectl(plain, home, "create", "namespace", name)
+    if labels:
+        kubectl(plain, home, "label", "namespace", name, *(f"{k}={v}" for k, v in labels.items()))
+    return name
+
+
+def _webhook_configuration(
+    kind: str, name: str, client_config: dict[str, Any], test: str, **webhook: Any
+) -> dict[str, Any]:
+    hook = {
+        "name": name,
+        "clientConfig": client_config,
+        "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+        "namespaceSelector": {"matchLabels": {"test": test}},
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        **webhook,
+    }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "webhooks": [hook],
+    }
+
+
+def _service_config(backend_pki: Pki, path: str) -> dict[str, Any]:
+    return {
+        "service": {"namespace": HOOK_NAMESPACE, "name": HOOK_SERVICE, "path": path, "port": 443},
+        "caBundle": base64.b64encode(backend_pki.ca_pem).decode(),
+    }
+
+
+def _apply(plain: APIServerProcess, home: Path, *objects: dict[str, Any]) -> None:
+    kubectl(plain, home, "apply", "-f", "-", stdin=yaml.safe_dump_all(objects))
+
+
+def test_serves_no_kubevirt_kind_until_its_crds_are_applied(plain: APIServerProcess, home: Path) -> None:
+    resources = kubectl(plain, home, "api-resources", "-o", "name").stdout.split()
+    assert not [r for r in resources if "kubevirt.io" in r]
+    assert "validatingwebhookconfigurations.admissionregistration.k8s.io" in resources
+    assert "apiservices.apiregistration.k8s.io" in resources
+    kubectl(plain, home, "apply", "-f", str(REPO / "deploy" / "crds"))
+    resources = kubectl(plain, home, "api-resources", "-o", "name").stdout.split()
+    assert "virtualmachines.kubevirt.io" in resources
+
+
+def test_a_webhook_that_is_down_fails_a_create_only_with_failure_policy_fail(
+    plain: APIServerProcess, home: Path
+) -> None:
+    ns = _namespace(plain, home, test="down")
+    port = free_port()  # nothing listens there
+    config = _webhook_configuration(
+        "ValidatingWebhookConfiguration",
+        "down.example.com",
+        {"url": f"https://127.0.0.1:{port}/validate"},
+        "down",
+        failurePolicy="Fail",
+        timeoutSeconds=5,
+    )
+    _apply(plain, home, config)
+    result = kubectl(plain, home, "-n", ns, "create", "configmap", "refused", check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        'error: failed to create configmap: Internal error occurred: failed calling webhook "down.example.com": '
+        f'failed to call webhook: Post "https://127.0.0.1:{port}/validate?timeout=5s": '
+        f"dial tcp 127.0.0.1:{port}: connect: connection refused"
+    )
+    config["webhooks"][0]["failurePolicy"] = "Ignore"
+    _apply(plain, home, config)
+    kubectl(plain, home, "-n", ns, "create", "configmap", "ignored")
+    # A namespace the namespaceSelector does not select never reaches the webhook, whatever its policy.
+    config["webhooks"][0]["failurePolicy"] = "Fail"
+    _apply(plain, home, config)
+    other = _namespace(plain, home, test="elsewhere")
+    kubectl(plain, home, "-n", other, "create", "configmap", "unselected")
+    kubectl(plain, home, "delete", "validatingwebhookconfiguration", "down.example.com")
+
+
+def test_a_webhook_past_its_timeout_fails_the_request(
+    plain: APIServerProcess, home: Path, backend: tuple[Backend, int], backend_pki: Pki
+) -> None:
+    ns = _namespace(plain, home, test="slow")
+    _apply(
+        plain,
+        home,
+        _webhook_configuration(
+            "ValidatingWebhookConfiguration",
+            "slow.example.com",
+            _service_config(backend_pki, "/slow"),
+            "slow",
+            timeoutSeconds=1,
+        ),
+    )
+    result = kubectl(plain, home, "-n", ns, "create", "configmap", "late", check=False)
+    assert result.returncode == 1
+    assert (
+        'failed calling webhook "slow.example.com": failed to call webhook: Post "https://127.0.0.1:' in result.stderr
+    )
+    assert '/slow?timeout=1s": context deadline exceeded' in result.stderr
+    kubectl(plain, home, "delete", "validatingwebhookconfiguration", "slow.example.com")
+
+
+def test_a_mutating_webhooks_patch_applies_to_selected_objects(
+    plain: APIServerProcess, home: Path, backend: tuple[Backend, int], backend_pki: Pki
+) -> None:
+    recorder, _ = backend
+    ns = _namespace(plain, home, test="mutate")
+    config = _webhook_configuration(
+        "MutatingWebhookConfiguration",
+        "mutate.example.com",
+        _service_config(backend_pki, "/mutate"),
+        "mutate",
+        objectSelector={"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]},
+    )
+    _apply(plain, home, config)
+    kubectl(plain, home, "-n", ns, "create", "configmap", "patched", "--from-literal=given=1")
+    created = json.loads(kubectl(plain, home, "-n", ns, "get", "configmap", "patched", "-o", "json").stdout)
+    assert created["data"] == {"mutated": "yes"}
+    review = recorder.reviews[-1]
+    assert review["operation"] == "CREATE" and review["namespace"] == ns and review["name"] == "patched"
+    assert review["kind"] == {"group": "", "version": "v1", "kind": "ConfigMap"}
+    assert review["resource"] == {"group": "", "version": "v1", "resource": "configmaps"}
+    assert review["userInfo"]["username"] == "kubernetes-admin"
+    assert review["object"]["data"] == {"given": "1"}
+    skipped = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "skipped", "labels": {"skip": "y"}}}
+    seen = len(recorder.reviews)
+    kubectl(plain, home, "-n", ns, "create", "-f", "-", stdin=json.dumps({**skipped, "data": {"given": "2"}}))
+    assert len(recorder.reviews) == seen
+    kept = json.loads(kubectl(plain, home, "-n", ns, "get", "configmap", "skipped", "-o", "json").stdout)
+    assert kept["data"] == {"given": "2"}
+    kubectl(plain, home, "delete", "mutatingwebhookconfiguration", "mutate.example.com")
+
+
+def test_a_validating_webhook_denies_with_its_status(
+    plain: APIServerProcess, home: Path, backend: tuple[Backend, int], backend_pki: Pki
+) -> None:
+    ns = _namespace(plain, home, test="deny")
+    _apply(
+        plain,
+        home,
+        _webhook_configuration(
+            "ValidatingWebhookConfiguration", "deny.example.com", _service_config(backend_pki, "/deny"), "deny"
+        ),
+    )
+    result = kubectl(plain, home, "-n", ns, "create", "configmap", "intruder", check=False)
+    assert result.stderr.strip() == (
+        'error: failed to create configmap: admission webhook "deny.example.com" denied the request: '
+        "intruder is not welcome"
+    )
+    kubectl(plain, home, "delete", "validatingwebhookconfiguration", "deny.example.com")
+
+
+def _apiservice(backend_pki: Pki) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": f"v1.{DEMO_GROUP}"},
+        "spec": {
+            "group": DEMO_GROUP,
+            "version": "v1",
+            "groupPriorityMinimum": 1000,
+            "versionPriority": 15,
+            "service": {"namespace": HOOK_NAMESPACE, "name": HOOK_SERVICE, "port": 443},
+            "caBundle": base64.b64encode(backend_pki.ca_pem).decode(),
+        },
+    }
+
+
+def test_the_apiservice_proxy_reaches_the_backend_as_the_aggregation_layer(
+    plain: APIServerProcess, home: Path, backend: tuple[Backend, int], backend_pki: Pki
+) -> None:
+    _apply(plain, home, _apiservice(backend_pki))
+    kubectl(plain, home, "wait", "--for=condition=Available", f"apiservice/v1.{DEMO_GROUP}", "--timeout=20s")
+    assert "widgets" in kubectl(plain, home, "api-resources", f"--api-group={DEMO_GROUP}").stdout
+    path = f"/apis/{DEMO_GROUP}/v1/namespaces/default/widgets/w/echo?x=1"
+    seen = json.loads(kubectl(plain, home, "get", "--raw", path).stdout)
+    assert seen["client_cn"] == "front-proxy-client"
+    headers = seen["headers"]
+    assert headers["x-remote-user"] == ["kubernetes-admin"]
+    assert headers["x-remote-group"] == ["system:masters", "system:authenticated"]
+    assert "authorization" not in headers
+    # Extension servers learn how to check those headers from the configmap kube-apiserver publishes.
+    published = json.loads(
+        kubectl(
+            plain, home, "-n", "kube-system", "get", "configmap", "extension-apiserver-authentication", "-o", "json"
+        ).stdout
+    )["data"]
+    assert json.loads(published["requestheader-allowed-names"]) == ["front-proxy-client"]
+    assert published["requestheader-client-ca-file"] == (plain.data_dir / "pki" / "front-proxy-ca.crt").read_text()
+
+
+def test_the_apiservice_proxy_upgrades_websockets(
+    plain: APIServerProcess, home: Path, backend: tuple[Backend, int], backend_pki: Pki
+) -> None:
+    _apply(plain, home, _apiservice(backend_pki))
+
+    async def exchange() -> tuple[str | None, bytes]:
+        context = ssl.create_default_context(cafile=str(plain.ca_file()))
+        headers = {"Authorization": f"Bearer {plain.token()}"}
+        url = f"{plain.url}/apis/{DEMO_GROUP}/v1/namespaces/default/widgets/w/stream"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(url, headers=headers, protocols=("plain.kubevirt.io",), ssl=context) as ws,
+        ):
+            await ws.send_bytes(b"hello")
+            message = await ws.receive(timeout=10)
+            return ws.protocol, message.data
+
+    assert asyncio.run(exchange()) == ("plain.kubevirt.io", b"echo:hello")
+
+
+def test_rbac_denies_a_service_account_without_permission(plain: APIServerProcess, home: Path, tmp_path: Path) -> None:
+    ns = _namespace(plain, home)
+    kubectl(plain, home, "-n", ns, "create", "serviceaccount", "nobody")
+    user = f"system:serviceaccount:{ns}:nobody"
+    config = write_user_kubeconfig(plain.data_dir, tmp_path / "nobody.kubeconfig", user, service_account_groups(ns))
+    result = kubectl(plain, home, "--kubeconfig", str(config), "-n", ns, "get", "pods", check=False)
+    assert result.stderr.strip() == (
+        f'Error from server (Forbidden): pods is forbidden: User "{user}" cannot list resource "pods" '
+        f'in API group "" in the namespace "{ns}"'
+    )
+    kubectl(plain, home, "-n", ns, "create", "role", "pod-reader", "--verb=list", "--resource=pods")
+    kubectl(
+        plain,
+        home,
+        "-n",
+        ns,
+        "create",
+        "rolebinding",
+        "nobody-reads",
+        "--role=pod-reader",
+        f"--serviceaccount={ns}:nobody",
+    )
+    allowed = kubectl(plain, home, "--kubeconfig", str(config), "-n", ns, "get", "pods", check=False)
+    assert allowed.returncode == 0, allowed.stderr
