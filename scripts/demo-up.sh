@@ -17,6 +17,7 @@ if ! pykubevirt doctor; then
   exit 1
 fi
 pykubevirt image import "$IMAGE" _output/guest/demo-guest.img >/dev/null
+scripts/import-kernel-image.sh _output/guest/demo-guest.img >/dev/null  # examples/vm-kernel-boot.yaml
 pykubevirt up
 kubectl apply -f examples/vm-demo.yaml
 kubectl wait vm/demo --for=condition=Ready --timeout=180s >/dev/null

@@ -18,7 +18,7 @@ import pytest
 
 from pykubevirt.cli.cluster_layout import pykubevirt_argv
 from tests.paths import REPO
-from tests.support.cluster import DEMO_IMAGE, ClusterView, EmbeddedCluster
+from tests.support.cluster import DEMO_IMAGE, DEMO_KERNEL_IMAGE, ClusterView, EmbeddedCluster
 from tests.support.ports import free_port
 
 SCRIPT = REPO / "scripts" / "build-guest-image.sh"
@@ -41,10 +41,14 @@ def guest_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def images_dir(tmp_path_factory: pytest.TempPathFactory, guest_image: Path) -> Path:
-    """A node image store holding the demo guest under its containerDisk reference, imported the way users do it."""
+    """A node image store holding the demo guest under its containerDisk reference, and its kernel and initrd as a
+    kernel-boot image (DEMO_KERNEL_IMAGE), imported the way users do it."""
     store = tmp_path_factory.mktemp("images")
     command = pykubevirt_argv("image", "import", DEMO_IMAGE, str(guest_image), "--images-dir", str(store))
     subprocess.run(command, check=True, capture_output=True, timeout=60)
+    env = {**os.environ, "PYKUBEVIRT": " ".join(pykubevirt_argv()), "KERNEL_IMAGE": DEMO_KERNEL_IMAGE}
+    script = [str(REPO / "scripts" / "import-kernel-image.sh"), str(guest_image), "--images-dir", str(store)]
+    subprocess.run(script, check=True, capture_output=True, timeout=60, env=env)
     return store
 
 

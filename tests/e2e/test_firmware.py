@@ -1,6 +1,7 @@
 """Firmware and devices on real QEMU guests (TCG here): the specification's three firmware scenarios, UEFI with and
-without Secure Boot, a missing OVMF image, TPM, virtio-rng and the i6300esb watchdog's actions. One cluster for the
-module; its launchers read OVMF from a directory of links the missing-firmware test can take one out of."""
+without Secure Boot, a missing OVMF image, direct kernel boot, TPM, virtio-rng and the i6300esb watchdog's actions.
+One cluster for the module; its launchers read OVMF from a directory of links the missing-firmware test can take one
+out of."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pykubevirt.launcher.host_firmware import EFI_VARS
 from pykubevirt.node.cpu_manager import parse_cpu_list
 from tests.e2e.test_vm_lifecycle import qemu_pid
 from tests.paths import REPO
-from tests.support.cluster import DEMO_IMAGE, ClusterView, EmbeddedCluster
+from tests.support.cluster import DEMO_IMAGE, DEMO_KERNEL_IMAGE, ClusterView, EmbeddedCluster
 from tests.support.waiting import eventually
 
 # Guests boot under TCG on a loaded host, OVMF slowest of all: more than the suite's 300 s a test.
@@ -203,6 +204,31 @@ async def test_a_missing_ovmf_image_is_named_and_the_vm_ends_in_crash_loop_backo
         for link in removed:
             link.symlink_to(HOST_OVMF / link.name)
         await kube.admin.delete(VIRTUAL_MACHINES, "no-ovmf", ns)
+
+
+async def test_kernel_boot_example_boots_the_kernel_image_with_no_disk(kube: ClusterView) -> None:
+    """examples/vm-kernel-boot.yaml: QEMU loads the demo guest's kernel and initrd from the kernel-boot image."""
+    ns = await kube.namespace()
+    vm: dict[str, Any] = yaml.safe_load((REPO / "examples" / "vm-kernel-boot.yaml").read_text())
+    vm["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 0
+    assert vm["spec"]["template"]["spec"]["domain"]["firmware"]["kernelBoot"]["container"]["image"] == (
+        DEMO_KERNEL_IMAGE
+    )
+    await kube.admin.create(VIRTUAL_MACHINES, vm, ns)
+    vmi = await kube.wait_vmi_phase(ns, "kernel-boot", "Running", timeout=120)
+    pod = await kube.launcher_pod(vmi)
+    console = await kube.wait_serial(kube.node, pod, vmi, BOOTED, timeout=180)
+    # The guest's disk boots through syslinux, which prints its banner on the serial port; here nothing did.
+    assert "SYSLINUX" not in console
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["compute", "volumekernel-boot-volume"]
+    domain_xml = (Path(pod_layout.short_runtime_dir(pod["metadata"]["uid"])) / "domain.xml").read_text()
+    assert "<disk" not in domain_xml
+    # The launcher's container-disks dir, at its pod-volume path on this process-based node.
+    assert "/container-disks/kernel-boot/vmlinuz</kernel>" in domain_xml
+    assert "/container-disks/kernel-boot/initrd.gz</initrd>" in domain_xml
+    assert "<cmdline>console=ttyS0 panic=-1 quiet no_timer_check</cmdline>" in domain_xml
+    await kube.wait_printable(ns, "kernel-boot", "Running")
+    await kube.admin.delete(VIRTUAL_MACHINES, "kernel-boot", ns)
 
 
 # ------------------------------------------------------------------------------------------------ devices

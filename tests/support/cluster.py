@@ -26,6 +26,8 @@ from tests.support.node_agent_process import NodeAgentProcess
 from tests.support.waiting import eventually
 
 DEMO_IMAGE = "pykubevirt.local/demo-guest:1.0"
+# The demo guest's kernel and initrd as a kernel-boot container (scripts/import-kernel-image.sh).
+DEMO_KERNEL_IMAGE = "pykubevirt.local/demo-guest-kernel:1.0"
 
 
 # Faster than the defaults, so tests do not wait on timers.

@@ -478,6 +478,44 @@ class TestContainerDisks:
         assert init[1]["args"] == ["--no-op"] and init[1]["image"] == "my-image-1"
         assert init[2]["args"] == ["--no-op"] and init[2]["image"] == "my-image-2"
 
+    def test_kernel_boot_image_is_served_like_a_container_disk_at_kernel_boot(self) -> None:
+        kernel_boot = {
+            "kernelArgs": "console=ttyS0",
+            "container": {
+                "image": "kernel-image:1",
+                "kernelPath": "/boot/vmlinuz",
+                "imagePullPolicy": "Never",
+                "imagePullSecret": "kernel-secret",
+            },
+        }
+        vmi = new_vmi(domain={"firmware": {"kernelBoot": kernel_boot}, "devices": {}})
+        pod = render(vmi)
+        containers = pod["spec"]["containers"]
+        assert [c["name"] for c in containers] == ["compute", "volumekernel-boot-volume"]
+        kernel = containers[1]
+        assert kernel["image"] == "kernel-image:1" and kernel["imagePullPolicy"] == "Never"
+        assert kernel["command"] == ["/usr/bin/container-disk"]
+        assert kernel["args"] == ["--copy-path", "/var/run/kubevirt/container-disks/1234/kernel-boot"]
+        # No containerDisk volume, yet the binary copy and the pre-pull are there (upstream's template.go).
+        assert [c["name"] for c in pod["spec"]["initContainers"]][1:] == [
+            "container-disk-binary",
+            "volumekernel-boot-volume-init",
+        ]
+        assert pod["spec"]["initContainers"][-1]["args"] == ["--no-op"]
+        assert pod["spec"]["imagePullSecrets"] == [{"name": "kernel-secret"}]
+
+    def test_kernel_boot_container_follows_the_container_disks(self) -> None:
+        volumes = [{"name": "kernel-boot-volume", "containerDisk": {"image": "x"}}]
+        volumes += [{"name": "cd", "containerDisk": {"image": "disk"}}]
+        domain = {"firmware": {"kernelBoot": {"container": {"image": "k", "initrdPath": "/initrd"}}}}
+        pod = render(new_vmi(domain=domain, volumes=volumes))
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        # A volume named like upstream's reserved kernel-boot volume gets no container of its own.
+        assert names == ["compute", "volumecd", "volumekernel-boot-volume"]
+        assert pod["spec"]["containers"][1]["args"][-1].endswith("/1234/disk_1")
+        without_image = render(new_vmi(domain={"firmware": {"kernelBoot": {"kernelArgs": "quiet"}}}))
+        assert [c["name"] for c in without_image["spec"]["containers"]] == ["compute"]
+
     def test_image_pull_secrets_are_deduplicated(self) -> None:
         volumes = [
             {"name": "cd1", "containerDisk": {"image": "a", "imagePullSecret": "pull-secret-2"}},

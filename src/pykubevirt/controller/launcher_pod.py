@@ -15,6 +15,8 @@ from pykubevirt import __version__
 from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.json_lookup import get
+from pykubevirt.api.kernel_boot import KERNEL_BOOT_NAME, KERNEL_BOOT_VOLUME_NAME, kernel_boot_volume
 from pykubevirt.api.vmi_id import vmi_id
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.compute_resources import (
@@ -265,14 +267,17 @@ def _guest_console_log_container(
 def _container_disk_containers(
     vmi: Mapping[str, Any], settings: LauncherSettings, guaranteed: bool, init: bool
 ) -> list[dict[str, Any]]:
-    """One `volume<name>` container per containerDisk serving the image's disk (`-init --no-op` pre-pulls it)."""
+    """One `volume<name>` container per containerDisk serving the image's disk (`-init --no-op` pre-pulls it), then
+    the kernel-boot image's, served the same way at `<dir>/kernel-boot`."""
     mount_dir = posixpath.join(settings.container_disk_dir, str(vmi["metadata"].get("uid", "")))
     containers = []
-    for index, volume in enumerate((vmi.get("spec") or {}).get("volumes") or []):
+    volumes = [(f"disk_{i}", v) for i, v in enumerate((vmi.get("spec") or {}).get("volumes") or [])]
+    volumes += [(KERNEL_BOOT_NAME, v) for v in [kernel_boot_volume(vmi)] if v is not None]
+    for served_as, volume in volumes:
         source = volume.get("containerDisk")
-        if source is None or volume["name"] == "kernel-boot-volume":
+        if source is None or (volume["name"] == KERNEL_BOOT_VOLUME_NAME and served_as != KERNEL_BOOT_NAME):
             continue
-        args = ["--no-op"] if init else ["--copy-path", f"{mount_dir}/disk_{index}"]
+        args = ["--no-op"] if init else ["--copy-path", f"{mount_dir}/{served_as}"]
         container = {
             "name": f"volume{volume['name']}" + ("-init" if init else ""),
             "image": source.get("image", ""),
@@ -295,7 +300,7 @@ def _init_containers(
     console_log = _guest_console_log_container(vmi, settings, guaranteed, verbosity)
     init = [console_log] if console_log is not None else []
     volumes = (vmi.get("spec") or {}).get("volumes") or []
-    if not any(volume.get("containerDisk") is not None for volume in volumes):
+    if not any(volume.get("containerDisk") is not None for volume in volumes) and kernel_boot_volume(vmi) is None:
         return init
     copier: dict[str, Any] = {
         "name": "container-disk-binary",
@@ -401,6 +406,8 @@ def _image_pull_secrets(spec: Mapping[str, Any], settings: LauncherSettings) -> 
         for volume in spec.get("volumes") or []
         if (volume.get("containerDisk") or {}).get("imagePullSecret")
     ]
+    if kernel_secret := get(spec, "domain", "firmware", "kernelBoot", "container", "imagePullSecret"):
+        names.append(str(kernel_secret))
     if settings.image_pull_secret:
         names.append(settings.image_pull_secret)
     return [{"name": name} for name in dict.fromkeys(names)]

@@ -44,6 +44,7 @@ from pykubevirt.launcher.domain_state import DomainState
 from pykubevirt.launcher.guest_agent_poller import GuestAgentPoller
 from pykubevirt.launcher.host_firmware import HostFirmware, detect
 from pykubevirt.launcher.hotplug import sync_hotplug
+from pykubevirt.launcher.kernel_boot import KernelBootError, link_kernel_artifacts
 from pykubevirt.launcher.kvm_probe import cached_probe
 from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
 from pykubevirt.launcher.migration_commands import MigrationCommands
@@ -454,8 +455,9 @@ class Launcher(MigrationCommands):
                 target = Path(cloud_init_iso(vmi, cloud_init, ctx))
                 await disks.prepare_cloud_init(vmi, cloud_init, target, self._secrets(volume))
         try:
+            link_kernel_artifacts(vmi, container_dir)
             claims = await prepare_claim_volumes(vmi, self.host, self.runtime)
-        except PVCDiskError as exc:
+        except (PVCDiskError, KernelBootError) as exc:
             raise disks.DiskError(str(exc)) from exc
         ctx = replace(
             ctx,

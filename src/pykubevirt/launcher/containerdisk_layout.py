@@ -75,9 +75,16 @@ def _clean(name: str) -> str:
 DiskStager = Callable[[str, Path, str, IO[bytes]], None]
 
 
-def replay_layers(layers: list[Path], stage: DiskStager | None = None) -> dict[str, tuple[Path, tarfile.TarInfo]]:
+def in_disk_dir(path: str) -> bool:
+    return posixpath.dirname(path) == DISK_DIR
+
+
+def replay_layers(
+    layers: list[Path], stage: DiskStager | None = None, staged: Callable[[str], bool] = in_disk_dir
+) -> dict[str, tuple[Path, tarfile.TarInfo]]:
     """The image's file tree after its layers (whiteouts applied): path → (layer, member). `stage` gets each regular
-    file directly under /disk while its layer streams by, so a disk is read once even from a gzip layer."""
+    file `staged` selects (by default those directly under /disk) while its layer streams by, so a disk is read once
+    even from a gzip layer."""
     entries: dict[str, tuple[Path, tarfile.TarInfo]] = {}
     for layer in layers:
         try:
@@ -96,7 +103,7 @@ def replay_layers(layers: list[Path], stage: DiskStager | None = None) -> dict[s
                             del entries[old]
                         continue
                     entries[path] = (layer, member)
-                    if stage is not None and member.isfile() and parent == DISK_DIR:
+                    if stage is not None and member.isfile() and staged(path):
                         data = archive.extractfile(member)
                         if data is not None:
                             stage(path, layer, member.name, data)
@@ -107,23 +114,30 @@ def replay_layers(layers: list[Path], stage: DiskStager | None = None) -> dict[s
 
 def disk_entry(entries: dict[str, tuple[Path, tarfile.TarInfo]]) -> tuple[str, Path, str]:
     """(path in the image, layer, member) of the regular file behind the one entry in /disk (links followed)."""
-    in_disk = [p for p in entries if posixpath.dirname(p) == DISK_DIR]
+    in_disk = [p for p in entries if in_disk_dir(p)]
     if not in_disk:
         raise DiskImageError(NO_DISK_MESSAGE)
     if len(in_disk) > 1:
         raise DiskImageError(MANY_DISKS_MESSAGE)
-    path = in_disk[0]
+    resolved = resolve_entry(entries, in_disk[0])
+    if resolved is None:
+        raise DiskImageError(NO_DISK_MESSAGE)
+    return resolved
+
+
+def resolve_entry(entries: dict[str, tuple[Path, tarfile.TarInfo]], path: str) -> tuple[str, Path, str] | None:
+    """(path, layer, member) of the regular file behind `path` in the image (links followed), or None."""
+    path = _clean(path)
     for _ in range(16):
+        if path not in entries:
+            return None
         layer, member = entries[path]
         if member.isfile():
             return path, layer, member.name
         if member.islnk():
-            target = _clean(member.linkname)
+            path = _clean(member.linkname)
         elif member.issym():
-            target = _clean(posixpath.join(posixpath.dirname(path), member.linkname))
+            path = _clean(posixpath.join(posixpath.dirname(path), member.linkname))
         else:
-            break
-        if target not in entries:
-            break
-        path = target
-    raise DiskImageError(NO_DISK_MESSAGE)
+            return None
+    return None

@@ -3,7 +3,8 @@
 Layout under `root`: `blobs/sha256-<hex>.<ext>` (disk files, named by their content digest) and `index.json`
 (normalized reference → blob), rewritten atomically under an flock so several processes can share the store.
 Pulling copies the image into a temporary OCI layout (`skopeo copy docker://REF oci:DIR:img`), replays its layers
-and keeps the one file the image has under `/disk`, as KubeVirt's container-disk rules demand.
+and keeps the one file the image has under `/disk`, as KubeVirt's container-disk rules demand. A kernel-boot image is
+kept as its files instead (`files`: image path → blob, see image_trees.py).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import re
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,6 +33,7 @@ from pykubevirt.launcher.containerdisk_layout import (
     read_oci_layers,
     replay_layers,
 )
+from pykubevirt.node import image_trees
 
 DEFAULT_PULL_TIMEOUT_SECONDS = 900.0
 
@@ -108,6 +110,7 @@ class ImageEntry:
     source: str
     file: str
     remote_digest: str = ""
+    files: dict[str, str] = field(default_factory=dict)
 
 
 def _disk_ext(filename: str) -> str:
@@ -149,6 +152,7 @@ class ImageStore:
         self.skopeo = skopeo
         self.pull_timeout = pull_timeout
         self.blobs = self.root / "blobs"
+        self.trees = self.root / "trees"
         self.index_path = self.root / "index.json"
         self._lock_path = self.root / "index.lock"
         self._pulls: dict[str, asyncio.Lock] = {}
@@ -192,19 +196,36 @@ class ImageStore:
             raise
 
     def _record(
-        self, ref: str, digest: str, blob: Path, size: int, source: str, filename: str, remote_digest: str = ""
+        self,
+        ref: str,
+        digest: str,
+        blob: Path | None,
+        size: int,
+        source: str,
+        filename: str,
+        remote_digest: str = "",
+        files: Mapping[str, str] | None = None,
     ) -> None:
         with self._locked():
             images = self._read_index()
-            images[ref] = {
+            previous = images.get(ref)
+            record = {
                 "digest": digest,
-                "blob": blob.name,
+                "blob": blob.name if blob is not None else "",
                 "size": size,
                 "source": source,
                 "file": filename,
                 "remoteDigest": remote_digest,
                 "created": now_rfc3339(),
             }
+            if files is not None:
+                record["files"] = dict(files)
+            if isinstance(previous, dict) and source == SOURCE_PULL and previous.get("remoteDigest") == remote_digest:
+                # The same pulled image, used both as a disk and as a file tree: each pull keeps what the other kept.
+                for key in ("blob", "file", "files"):
+                    if not record.get(key) and previous.get(key):
+                        record[key] = previous[key]
+            images[ref] = record
             self._write_index(images)
 
     def _store_stream(self, source: IO[bytes], filename: str) -> tuple[str, Path, int]:
@@ -242,6 +263,7 @@ class ImageStore:
             str(raw.get("source", "")),
             str(raw.get("file", "")),
             str(raw.get("remoteDigest", "")),
+            {str(k): str(v) for k, v in (raw.get("files") or {}).items()},
         )
 
     # ------------------------------------------------------------------------------------------------ public API
@@ -258,13 +280,36 @@ class ImageStore:
         self._record(key, digest, blob, size, SOURCE_IMPORT, path.name)
         return digest
 
-    def lookup(self, ref: str) -> Path | None:
-        """The disk file of `ref` when the store has it."""
+    def import_files(self, ref: str, files: Mapping[str, Path]) -> str:
+        """Store local files at paths of an image `ref` (`FROM scratch` + `COPY`: a kernel-boot image's kernel and
+        initrd); returns the image's digest, over its paths and contents."""
+        try:
+            key = normalize_reference(ref)
+            cleaned = {image_trees.clean_image_path(p): Path(f) for p, f in files.items()}
+        except ValueError as exc:
+            raise ImagePullError(str(exc), REASON_INVALID_NAME) from exc
+        stored: dict[str, str] = {}
+        total = 0
+        for image_path, path in sorted(cleaned.items()):
+            with path.open("rb") as source:
+                _, blob, size = self._store_stream(source, path.name)
+            stored[image_path] = blob.name
+            total += size
+        digest = image_trees.tree_digest(stored)
+        self._record(key, digest, None, total, SOURCE_IMPORT, "", files=stored)
+        return digest
+
+    def lookup(self, ref: str, *, tree: bool = False) -> Path | None:
+        """The disk file of `ref` (with `tree`, its root filesystem directory) when the store has it."""
         entry = self.entry(ref)
         if entry is None:
             return None
+        if tree:
+            if not entry.files or not all((self.blobs / b).is_file() for b in entry.files.values()):
+                return None
+            return image_trees.materialize(self.trees, self.blobs, entry.files)
         blob = self.blobs / entry.blob
-        return blob if blob.is_file() else None
+        return blob if entry.blob and blob.is_file() else None
 
     def images(self) -> list[tuple[str, str, int]]:
         """(reference, digest, size) of every stored image, sorted by reference."""
@@ -287,34 +332,45 @@ class ImageStore:
             if not isinstance(raw, dict):
                 return False
             self._write_index(images)
-            blob = str(raw.get("blob", ""))
-            if blob and not any(isinstance(v, dict) and v.get("blob") == blob for v in images.values()):
-                with contextlib.suppress(FileNotFoundError):
-                    (self.blobs / blob).unlink()
+            used = {str(v.get("blob", "")) for v in images.values() if isinstance(v, dict)}
+            used |= {str(b) for v in images.values() if isinstance(v, dict) for b in (v.get("files") or {}).values()}
+            for blob in {str(raw.get("blob", "")), *(str(b) for b in (raw.get("files") or {}).values())} - used:
+                if blob:
+                    with contextlib.suppress(FileNotFoundError):
+                        (self.blobs / blob).unlink()
         return True
 
     async def ensure(
-        self, ref: str, pull_policy: str, *, source: str | None = None, auth_file: Path | None = None
+        self,
+        ref: str,
+        pull_policy: str,
+        *,
+        source: str | None = None,
+        auth_file: Path | None = None,
+        tree: bool = False,
     ) -> Path:
-        """The disk file of `ref`, pulled as the kubelet would under `pull_policy`; `source` overrides the skopeo
-        source (default `docker://<normalized ref>`), `auth_file` holds registry credentials."""
+        """The disk file of `ref` (with `tree`, its root filesystem directory), pulled as the kubelet would under
+        `pull_policy`; `source` overrides the skopeo source (default `docker://<normalized ref>`), `auth_file` holds
+        registry credentials."""
         try:
             key = normalize_reference(ref)
         except ValueError as exc:
             raise ImagePullError(f'Failed to apply default image tag "{ref}": {exc}', REASON_INVALID_NAME) from exc
         policy = pull_policy or (PULL_ALWAYS if key.endswith(":latest") else PULL_IF_NOT_PRESENT)
-        local = self.lookup(key)
+        local = self.lookup(key, tree=tree)
+        entry = self.entry(key)
         if local is not None:
-            entry = self.entry(key)
             # Imported images exist nowhere else: they are authoritative, even under Always.
             if policy != PULL_ALWAYS or (entry is not None and entry.source == SOURCE_IMPORT):
                 return local
+        elif entry is not None and entry.source == SOURCE_IMPORT and not tree:
+            raise ImagePullError(f'Failed to pull image "{ref}": {NO_DISK_MESSAGE}')
         if policy == PULL_NEVER:
             raise ImagePullError(f'Container image "{ref}" is not present with pull policy of Never', REASON_NEVER_PULL)
         source = source or f"docker://{key}"
         lock = self._pulls.setdefault(key, asyncio.Lock())
         async with lock:
-            local = self.lookup(key)
+            local = self.lookup(key, tree=tree)
             if local is not None and policy != PULL_ALWAYS:
                 return local  # another caller pulled it while we waited
             remote = await self._remote_digest(ref, source, auth_file)
@@ -322,7 +378,7 @@ class ImageStore:
             if local is not None and entry is not None and entry.remote_digest == remote:
                 # Always with an unchanged image: like the kubelet, nothing to download.
                 return local
-            return await self._pull(ref, key, source, auth_file, remote)
+            return await self._pull(ref, key, source, auth_file, remote, tree)
 
     # ------------------------------------------------------------------------------------------------ pulling
 
@@ -369,17 +425,30 @@ class ImageStore:
         output = await self._skopeo(ref, "inspect", "--raw", source, auth_file=auth_file)
         return "sha256:" + hashlib.sha256(output.encode()).hexdigest()
 
-    async def _pull(self, ref: str, key: str, source: str, auth_file: Path | None, remote: str) -> Path:
+    async def _pull(
+        self, ref: str, key: str, source: str, auth_file: Path | None, remote: str, tree: bool = False
+    ) -> Path:
         self._prepare()
         workdir = Path(tempfile.mkdtemp(dir=self.root, prefix=".pull-"))
         try:
             layout = workdir / "oci"
             await self._skopeo(ref, "copy", "--quiet", source, f"oci:{layout}:{_OCI_TAG}", auth_file=auth_file)
+            if tree:
+                return await asyncio.to_thread(self._extract_tree, ref, key, layout, remote)
             digest, blob, size, filename = await asyncio.to_thread(self._extract, ref, layout)
             await asyncio.to_thread(self._record, key, digest, blob, size, SOURCE_PULL, filename, remote)
             return blob
         finally:
             await asyncio.to_thread(shutil.rmtree, workdir, True)
+
+    def _extract_tree(self, ref: str, key: str, layout: Path, remote: str) -> Path:
+        """Store every file of the OCI image at `layout` and record them as `key`'s tree; returns its directory."""
+        try:
+            files, size = image_trees.extract_tree(layout, _OCI_TAG, self.blobs, self._store_stream)
+        except DiskImageError as exc:
+            raise ImagePullError(f'Failed to pull image "{ref}": {exc}') from exc
+        self._record(key, image_trees.tree_digest(files), None, size, SOURCE_PULL, "", remote, files)
+        return image_trees.materialize(self.trees, self.blobs, files)
 
     def _extract(self, ref: str, layout: Path) -> tuple[str, Path, int, str]:
         """Store the single file under /disk of the OCI image at `layout`; returns (digest, blob, size, name)."""

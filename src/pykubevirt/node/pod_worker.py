@@ -415,7 +415,8 @@ class PodWorker:
             record.virtual_state = "running"
         elif kind != virtual.BINARY_COPY:
             image = str(container.get("image") or "")
-            result = self.ctx.puller.status(self.uid, name, image, virtual.pull_policy(container))
+            policy = virtual.pull_policy(container)
+            result = self.ctx.puller.status(self.uid, name, image, policy, tree=virtual.wants_tree(kind))
             if result.path is None:
                 if result.reason != self.waiting.get(name, ("", ""))[0] and result.reason != "ContainerCreating":
                     self.ctx.recorder.event(pod, WARNING, "Failed", f"Error: {result.reason}: {result.message}")
@@ -424,9 +425,9 @@ class PodWorker:
                     plan.requeue.append(result.retry_in)
                 return
             record.image_id = str(result.path)
-            if kind == virtual.CONTAINER_DISK:
+            if kind in (virtual.CONTAINER_DISK, virtual.KERNEL_BOOT):
                 assert self.volumes is not None
-                link = virtual.disk_link_path(container, container_mounts(container, self.volumes))
+                link = virtual.disk_link_path(container, container_mounts(container, self.volumes), kind)
                 virtual.link_disk(result.path, link)
                 record.link = link
                 record.virtual_state = "running"

@@ -3,7 +3,9 @@
 `/usr/bin/container-disk --copy-path <dir>/disk_<n>` (the `volume<name>` container) pulls its image and links the
 disk file at the host path of `<dir>/disk_<n>.img`, then stays `running` as upstream's container-disk server does;
 `/usr/bin/container-disk --no-op` (its `-init` container) only pulls and completes. `container-disk-binary`
-(`/usr/bin/cp … /usr/bin/container-disk …`) completes at once: there is no binary to copy. Failed pulls are
+(`/usr/bin/cp … /usr/bin/container-disk …`) completes at once: there is no binary to copy. The kernel-boot
+container (`volumekernel-boot-volume`, same binary) serves its image's root filesystem instead of a disk: the link
+`<copy-path>.root` is the image's file tree, where the launcher finds the kernel and initrd. Failed pulls are
 reported as ErrImagePull, then ImagePullBackOff while the kubelet's back-off (10 s doubling, at most 300 s) runs.
 `/usr/bin/virt-tail --logfile <file>` (the guest-console-log sidecar) is running from its start until the pod ends;
 its log is `<file>` itself, resolved through its volumeMounts, so no tail process runs per VM.
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import pod_layout
+from pykubevirt.api.kernel_boot import KERNEL_BOOT_CONTAINER, KERNEL_BOOT_INIT_CONTAINER, KERNEL_BOOT_ROOT_SUFFIX
 from pykubevirt.node.image_store import ImagePullError, ImageStore
 
 log = logging.getLogger("pykubevirt.node.virtual_containers")
@@ -38,6 +41,8 @@ ERR_IMAGE_PULL = "ErrImagePull"
 IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
 CONTAINER_DISK = "container-disk"
 CONTAINER_DISK_INIT = "container-disk-init"
+KERNEL_BOOT = "kernel-boot"
+KERNEL_BOOT_INIT = "kernel-boot-init"
 BINARY_COPY = "container-disk-binary"
 CONSOLE_LOG = "console-log"
 
@@ -47,7 +52,10 @@ def virtual_kind(container: Mapping[str, Any]) -> str | None:
     command = [str(x) for x in container.get("command") or []]
     args = [str(x) for x in container.get("args") or []]
     if command[:1] == [CONTAINER_DISK_BINARY]:
-        return CONTAINER_DISK_INIT if "--no-op" in [*command[1:], *args] else CONTAINER_DISK
+        init = "--no-op" in [*command[1:], *args]
+        if container.get("name") in (KERNEL_BOOT_CONTAINER, KERNEL_BOOT_INIT_CONTAINER):
+            return KERNEL_BOOT_INIT if init else KERNEL_BOOT
+        return CONTAINER_DISK_INIT if init else CONTAINER_DISK
     if command[:1] == [COPY_BINARY] and any(arg.endswith(CONTAINER_DISK_BINARY) for arg in [*command[1:], *args]):
         return BINARY_COPY
     if command[:1] == [VIRT_TAIL_BINARY]:
@@ -85,9 +93,15 @@ def _host_path_of_flag(container: Mapping[str, Any], flag: str, mounts: Mapping[
     return host
 
 
-def disk_link_path(container: Mapping[str, Any], mounts: Mapping[str, str]) -> str:
-    """The host path of `--copy-path` + `.img`, resolved through the container's volumeMounts."""
-    return _host_path_of_flag(container, "--copy-path", mounts) + DISK_SUFFIX
+def wants_tree(kind: str) -> bool:
+    """Whether the container uses its image's files (kernel boot) rather than its one disk."""
+    return kind in (KERNEL_BOOT, KERNEL_BOOT_INIT)
+
+
+def disk_link_path(container: Mapping[str, Any], mounts: Mapping[str, str], kind: str = CONTAINER_DISK) -> str:
+    """The host path of `--copy-path` + `.img` (+ `.root` for the kernel-boot tree), through the volumeMounts."""
+    suffix = KERNEL_BOOT_ROOT_SUFFIX if kind == KERNEL_BOOT else DISK_SUFFIX
+    return _host_path_of_flag(container, "--copy-path", mounts) + suffix
 
 
 def console_log_path(container: Mapping[str, Any], mounts: Mapping[str, str]) -> str:
@@ -137,8 +151,9 @@ class ImagePuller:
         self.clock = clock
         self._pulls: dict[tuple[str, str], _Pull] = {}
 
-    def status(self, uid: str, container: str, image: str, policy: str) -> PullResult:
-        """The pull's state, starting an attempt when none runs and the back-off allows one."""
+    def status(self, uid: str, container: str, image: str, policy: str, *, tree: bool = False) -> PullResult:
+        """The pull's state, starting an attempt when none runs and the back-off allows one; `tree` pulls the
+        image's files (kernel boot) rather than its disk."""
         key = (uid, container)
         pull = self._pulls.setdefault(key, _Pull())
         if pull.path is not None:
@@ -157,12 +172,12 @@ class ImagePuller:
                 message=f'Back-off pulling image "{image}": {ERR_IMAGE_PULL}: {pull.message}',
                 retry_in=pull.next_attempt - now,
             )
-        pull.task = asyncio.create_task(self._pull(uid, container, image, policy, pull), name=f"pull-{image}")
+        pull.task = asyncio.create_task(self._pull(uid, image, policy, pull, tree), name=f"pull-{image}")
         return PullResult()
 
-    async def _pull(self, uid: str, container: str, image: str, policy: str, pull: _Pull) -> None:
+    async def _pull(self, uid: str, image: str, policy: str, pull: _Pull, tree: bool) -> None:
         try:
-            pull.path = await self.images.ensure(image, policy)
+            pull.path = await self.images.ensure(image, policy, tree=tree)
             pull.failures = 0
         except ImagePullError as exc:
             self._failed(pull, str(exc) or f"failed to pull image {image!r}", exc.reason)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import posixpath
 
 from pykubevirt.api.json_lookup import get
+from pykubevirt.api.kernel_boot import artifact_path, kernel_boot_container
 from pykubevirt.launcher.converter import values as v
 from pykubevirt.launcher.converter.context import ConversionError, ConverterContext
 from pykubevirt.launcher.converter.xml import Element, element, sub, yes_no
@@ -12,7 +13,6 @@ from pykubevirt.launcher.host_firmware import OVMF_PACKAGE
 
 # How long the boot menu waits when a VMI starts paused, so a console user can pick a device.
 PAUSED_BOOT_MENU_TIMEOUT_MS = 10000
-KERNEL_BOOT_DIR = "kernel-boot"
 
 
 def _efi(vmi: v.Obj, ctx: ConverterContext, os_el: Element) -> None:
@@ -79,13 +79,13 @@ def build_os(vmi: v.Obj, ctx: ConverterContext) -> Element:
     if v.is_efi(vmi):
         _efi(vmi, ctx, os_el)
     kernel_boot = v.mapping(dom, "firmware", "kernelBoot")
-    container = v.mapping(kernel_boot, "container")
-    if container.get("image"):
-        base = posixpath.join(ctx.container_disk_dir, KERNEL_BOOT_DIR)
+    container = kernel_boot_container(vmi)
+    if container is not None:
+        # The launcher links the image's files there before the domain starts (launcher/kernel_boot.py).
         if container.get("kernelPath"):
-            sub(os_el, "kernel", text=posixpath.join(base, posixpath.basename(container["kernelPath"])))
+            sub(os_el, "kernel", text=artifact_path(ctx.container_disk_dir, container["kernelPath"]))
         if container.get("initrdPath"):
-            sub(os_el, "initrd", text=posixpath.join(base, posixpath.basename(container["initrdPath"])))
+            sub(os_el, "initrd", text=artifact_path(ctx.container_disk_dir, container["initrdPath"]))
     if kernel_boot.get("kernelArgs"):
         sub(os_el, "cmdline", text=kernel_boot["kernelArgs"])
     return os_el
