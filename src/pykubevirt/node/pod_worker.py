@@ -415,8 +415,7 @@ class PodWorker:
             record.virtual_state = "running"
         elif kind != virtual.BINARY_COPY:
             image = str(container.get("image") or "")
-            policy = virtual.pull_policy(container)
-            result = self.ctx.puller.status(self.uid, name, image, policy, tree=virtual.wants_tree(kind))
+            result = self.ctx.puller.status(self.uid, name, image, virtual.pull_policy(container), kind)
             if result.path is None:
                 if result.reason != self.waiting.get(name, ("", ""))[0] and result.reason != "ContainerCreating":
                     self.ctx.recorder.event(pod, WARNING, "Failed", f"Error: {result.reason}: {result.message}")

@@ -151,9 +151,9 @@ class ImagePuller:
         self.clock = clock
         self._pulls: dict[tuple[str, str], _Pull] = {}
 
-    def status(self, uid: str, container: str, image: str, policy: str, *, tree: bool = False) -> PullResult:
-        """The pull's state, starting an attempt when none runs and the back-off allows one; `tree` pulls the
-        image's files (kernel boot) rather than its disk."""
+    def status(self, uid: str, container: str, image: str, policy: str, kind: str = CONTAINER_DISK) -> PullResult:
+        """The pull's state, starting an attempt when none runs and the back-off allows one; a kernel-boot `kind`
+        pulls the image's files rather than its disk."""
         key = (uid, container)
         pull = self._pulls.setdefault(key, _Pull())
         if pull.path is not None:
@@ -172,7 +172,7 @@ class ImagePuller:
                 message=f'Back-off pulling image "{image}": {ERR_IMAGE_PULL}: {pull.message}',
                 retry_in=pull.next_attempt - now,
             )
-        pull.task = asyncio.create_task(self._pull(uid, image, policy, pull, tree), name=f"pull-{image}")
+        pull.task = asyncio.create_task(self._pull(uid, image, policy, pull, wants_tree(kind)), name=f"pull-{image}")
         return PullResult()
 
     async def _pull(self, uid: str, image: str, policy: str, pull: _Pull, tree: bool) -> None:
