@@ -32,8 +32,10 @@ RUNS ?= 5
 test-stress: setup guest-image
 	scripts/stress-test.sh $(RUNS)
 
+# The generated parts of deploy/: the CRDs (API model) and the RBAC (the embedded server's shipped policy).
 crds: setup
 	$(VENV)/bin/pykubevirt crds --output-dir deploy/crds
+	$(VENV)/bin/python -m pykubevirt.virtapi.deploy_rbac > deploy/rbac/rbac.yaml
 
 up: setup guest-image
 	@PYKUBEVIRT_DATA_DIR=$(DATA_DIR) scripts/demo-up.sh

@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from pykubevirt.admission.context import KUBEVIRT_SERVICE_ACCOUNT_PREFIX
 from pykubevirt.cli.virtapi_command import SERVICE_NAMES
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.cluster import MUTATING_WEBHOOK_NAME, VALIDATING_WEBHOOK_NAME
 from pykubevirt.virtapi.webhooks import MUTATING_PATHS, VALIDATING_PATHS
-
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "virt-api"
-
-
-def documents() -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
-    for path in sorted(DEPLOY.glob("*.yaml")):
-        if path.name != "kustomization.yaml":
-            docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    return docs
+from tests.support.deploy_manifests import DEPLOY, named, render
+from tests.support.deploy_manifests import of_kind as installed
 
 
 def of_kind(kind: str) -> list[dict[str, Any]]:
-    return [d for d in documents() if d["kind"] == kind]
+    """virt-api's own objects, as `kubectl kustomize deploy/virt-api` renders them."""
+    return [d for d in render(DEPLOY / "virt-api") if d["kind"] == kind]
 
 
 def test_webhooks_point_at_served_paths_with_kubevirt_names() -> None:
@@ -66,9 +56,23 @@ def test_apiservices_and_service() -> None:
 def test_virt_api_runs_as_a_kubevirt_service_account() -> None:
     (deployment,) = of_kind("Deployment")
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
-    (sa,) = of_kind("ServiceAccount")
-    assert sa["metadata"]["name"] == account
+    sa = named("ServiceAccount", account)
     assert f"system:serviceaccount:{sa['metadata']['namespace']}:{account}".startswith(KUBEVIRT_SERVICE_ACCOUNT_PREFIX)
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["pykubevirt", "virt-api"]
     assert container["readinessProbe"]["httpGet"]["path"] == f"/apis/{discovery.GROUP}/v1/healthz"
+
+
+def test_virt_api_may_publish_its_ca_into_what_it_serves() -> None:
+    (role,) = [r for r in installed("ClusterRole") if r["metadata"]["name"] == "kubevirt-apiserver"]
+    granted = {
+        (resource, name)
+        for rule in role["rules"]
+        if "patch" in rule["verbs"]
+        for resource in rule["resources"]
+        for name in rule.get("resourceNames", [])
+    }
+    published = {("apiservices", s["metadata"]["name"]) for s in of_kind("APIService")}
+    published.add(("mutatingwebhookconfigurations", MUTATING_WEBHOOK_NAME))
+    published.add(("validatingwebhookconfigurations", VALIDATING_WEBHOOK_NAME))
+    assert published <= granted

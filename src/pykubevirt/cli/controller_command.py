@@ -78,6 +78,8 @@ def launcher_settings(args: argparse.Namespace, cluster: ClusterConfig) -> Launc
     from pykubevirt.controller.launcher_pod import LauncherSettings
 
     settings = LauncherSettings(cluster=cluster, libvirt_uri=args.launcher_libvirt_uri, ovmf_path=args.ovmf_path)
+    if args.launcher_image:
+        settings = replace(settings, image=args.launcher_image)
     if args.launcher_qemu_timeout is not None:
         settings = replace(settings, qemu_timeout_seconds=args.launcher_qemu_timeout, qemu_timeout_jitter=0)
     return settings
@@ -103,6 +105,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="seconds without a virt-handler heartbeat before a node is unresponsive",
     )
     parser.add_argument("--identity", default="", help="leader-election identity (default: host-pid)")
+    parser.add_argument(
+        "--launcher-image",
+        default="",
+        help="the virt-launcher pods' image (default pykubevirt/virt-launcher:VERSION)",
+    )
     parser.add_argument(
         "--launcher-libvirt-uri",
         default="",

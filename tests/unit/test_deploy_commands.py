@@ -1,0 +1,141 @@
+"""deploy/'s containers run real `pykubevirt` subcommands: their command lines parse with the CLI's own parser.
+
+The kubelet expands $(VAR) in args from the container's env (downward-API fields included); the test does the same,
+so a renamed flag, a removed subcommand or an undefined variable in a manifest fails here, not on a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+from typing import Any
+
+import pytest
+
+from pykubevirt.cli.controller_command import launcher_settings
+from pykubevirt.cli.main import build_parser
+from pykubevirt.config.cluster_config import ClusterConfig
+from pykubevirt.controller.app import LEASE_NAME, LEASE_NAMESPACE
+from pykubevirt.controller.launcher_pod import LauncherSettings
+from tests.support.deploy_manifests import named, of_kind, rendered
+
+# What the downward API gives the fields the manifests read.
+FIELD_VALUES = {"spec.nodeName": "node01", "metadata.name": "virt-controller-7d9f-abcde", "status.podIP": "10.0.0.5"}
+_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def containers() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(workload name, pod spec, container) of every Deployment and DaemonSet container in deploy/."""
+    found = []
+    for workload in of_kind("Deployment") + of_kind("DaemonSet"):
+        pod = workload["spec"]["template"]["spec"]
+        found += [(workload["metadata"]["name"], pod, c) for c in pod["containers"] + pod.get("initContainers", [])]
+    return found
+
+
+def expanded_args(container: dict[str, Any]) -> list[str]:
+    """The container's command and args after the kubelet's $(VAR) expansion; an undefined variable fails."""
+    env: dict[str, str] = {}
+    for variable in container.get("env", []):
+        if "value" in variable:
+            env[variable["name"]] = variable["value"]
+        else:
+            env[variable["name"]] = FIELD_VALUES[variable["valueFrom"]["fieldRef"]["fieldPath"]]
+
+    def expand(arg: str) -> str:
+        for name in _REFERENCE.findall(arg):
+            assert name in env, f"{container['name']}: $({name}) is not in the container's env"
+        return _REFERENCE.sub(lambda m: env[m.group(1)], arg)
+
+    return [expand(a) for a in container["command"] + container.get("args", [])]
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """`pykubevirt ARGV` as the CLI parses it; a usage error fails the test with argparse's message."""
+    assert argv[0] == "pykubevirt", argv
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            return build_parser().parse_args(argv[1:])
+    except SystemExit:
+        pytest.fail(f"{' '.join(argv)}: {errors.getvalue()}")
+
+
+def mount_paths(container: dict[str, Any]) -> set[str]:
+    return {m["mountPath"] for m in container.get("volumeMounts", [])}
+
+
+@pytest.mark.parametrize(
+    ("workload", "subcommand"),
+    [("virt-api", "virt-api"), ("virt-controller", "virt-controller"), ("virt-handler", "virt-handler")],
+)
+def test_each_component_runs_its_subcommand(workload: str, subcommand: str) -> None:
+    (container,) = [c for name, _, c in containers() if name == workload]
+    args = parse(expanded_args(container))
+    assert args.command == subcommand
+    assert args.func.__module__.startswith("pykubevirt.cli.")
+
+
+def test_every_container_command_parses() -> None:
+    assert len(containers()) == 3
+    for _, _, container in containers():
+        parse(expanded_args(container))
+
+
+def test_virt_handler_serves_the_node_it_runs_on_from_its_mounts() -> None:
+    ((_, _, container),) = [(n, p, c) for n, p, c in containers() if n == "virt-handler"]
+    args = parse(expanded_args(container))
+    assert args.node_name == FIELD_VALUES["spec.nodeName"]
+    mounts = mount_paths(container)
+    assert args.data_dir in mounts and args.pods_dir in mounts
+
+
+def test_virt_api_keeps_its_ca_on_a_mounted_volume() -> None:
+    ((_, _, container),) = [(n, p, c) for n, p, c in containers() if n == "virt-api"]
+    args = parse(expanded_args(container))
+    assert args.data_dir in mount_paths(container)
+    assert args.namespace == named("Service", "virt-api")["metadata"]["namespace"]
+    ports = {p["containerPort"] for p in container["ports"]}
+    host, port = args.listen
+    assert host == "0.0.0.0" and port in ports
+
+
+def test_virt_controller_replicas_elect_a_leader_under_their_own_rbac() -> None:
+    deployment = named("Deployment", "virt-controller")
+    assert deployment["spec"]["replicas"] == 2
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = parse(expanded_args(container))
+    assert args.no_leader_election is False
+    # Each replica's identity is its pod's name, so the two never share one.
+    assert args.identity == FIELD_VALUES["metadata.name"]
+    assert args.launcher_image == "virt-launcher:latest"
+    # The Lease lives in the controller's namespace, and its Role there lets the controller take and renew it.
+    assert LEASE_NAMESPACE == deployment["metadata"]["namespace"]
+    role = named("Role", "kubevirt-controller")
+    assert role["metadata"]["namespace"] == LEASE_NAMESPACE
+    (lease_rule,) = [r for r in role["rules"] if "leases" in r["resources"]]
+    assert lease_rule["apiGroups"] == ["coordination.k8s.io"]
+    assert {"get", "create", "update"} <= set(lease_rule["verbs"])
+    assert "resourceNames" not in lease_rule or LEASE_NAME in lease_rule["resourceNames"]
+    (binding,) = [b for b in of_kind("RoleBinding") if b["roleRef"]["name"] == "kubevirt-controller"]
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    assert {"kind": "ServiceAccount", "name": account, "namespace": LEASE_NAMESPACE} in binding["subjects"]
+
+
+def test_an_undefined_variable_or_a_wrong_flag_is_caught() -> None:
+    container = {"name": "c", "command": ["pykubevirt", "virt-handler"], "args": ["--node-name=$(NODE)"]}
+    with pytest.raises(AssertionError, match=r"\$\(NODE\)"):
+        expanded_args(container)
+    with pytest.raises(pytest.fail.Exception, match="unrecognized arguments: --pod-ip-address"):
+        parse(["pykubevirt", "virt-handler", "--node-name=n", "--pod-ip-address=1.2.3.4"])
+    assert rendered()
+
+
+def test_the_launcher_image_flag_reaches_the_launcher_pods() -> None:
+    container = named("Deployment", "virt-controller")["spec"]["template"]["spec"]["containers"][0]
+    settings = launcher_settings(parse(expanded_args(container)), ClusterConfig())
+    assert settings.image == "virt-launcher:latest"
+    unset = launcher_settings(parse(["pykubevirt", "virt-controller"]), ClusterConfig())
+    assert unset.image == LauncherSettings().image
