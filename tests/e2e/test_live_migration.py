@@ -153,3 +153,73 @@ def test_a_counting_guest_migrates_to_the_other_node_without_a_reboot(two_nodes:
     )
     assert qemu_of(source["uid"]) == []
     assert len(qemu_of(target["uid"])) == 1
+
+
+# The guest reports its online CPUs every 200 ms; busybox has no udev, so the loop onlines a hot-added CPU as udev's
+# auto-online rule would (the kernel announces the CPU over ACPI and leaves it offline).
+HOTPLUG_USER_DATA = """#cloud-config
+runcmd:
+  - (while :; do for f in /sys/devices/system/cpu/cpu*/online; do [ "$(cat $f)" = 0 ] && echo 1 >$f; done; \
+echo cpus $(grep -c ^processor /proc/cpuinfo); usleep 200000; done) &
+"""
+CPUS = re.compile(r"^cpus (\d+)", re.M)
+
+
+def hotplug_vm(name: str) -> str:
+    """A VM whose template names its sockets: KubeVirt hotplugs CPUs only for a topology the template sets."""
+    template = json.loads(counting_guest(name))["spec"]
+    template["domain"]["cpu"] = {"sockets": 1}
+    template["volumes"][1]["cloudInitNoCloud"]["userData"] = HOTPLUG_USER_DATA
+    body = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name},
+        "spec": {"runStrategy": "Always", "template": {"spec": template}},
+    }
+    return json.dumps(body)
+
+
+@pytest.mark.timeout(600)
+def test_raising_sockets_on_a_running_vm_plugs_a_cpu_into_the_guest(two_nodes: UpCluster) -> None:
+    cluster, name = two_nodes, "hotcpu"
+    cluster.run("kubectl", "apply", "-f", "-", stdin=hotplug_vm(name))
+    wait_for(lambda: cluster.jsonpath("vmi", name, "{.status.phase}") == "Running", "VMI Running", 180)
+    uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
+    assert cluster.jsonpath("vmi", name, "{.spec.domain.cpu.maxSockets}") == "4"
+    source_node = cluster.jsonpath("vmi", name, "{.status.nodeName}")
+    source = pods_by_node(cluster, uid)[source_node]
+    wait_for(lambda: CPUS.findall(console(cluster, source["name"]))[-1:] == ["1"], "the guest on 1 CPU", 240)
+    source_log = console(cluster, source["name"])
+
+    patch = '{"spec":{"template":{"spec":{"domain":{"cpu":{"sockets":2}}}}}}'
+    cluster.run("kubectl", "patch", "vm", name, "--type", "merge", "-p", patch)
+    # The VMI takes the new sockets, a workload-update migration moves it to a launcher pod sized for them, and the
+    # target plugs the vCPU: currentCPUTopology follows and the condition goes.
+    wait_for(
+        lambda: cluster.jsonpath("vmi", name, "{.status.currentCPUTopology.sockets}") == "2",
+        "currentCPUTopology.sockets 2",
+        240,
+    )
+    described = cluster.run("kubectl", "get", "vmi", name, "-o", "yaml").stdout
+    assert cluster.jsonpath("vmi", name, "{.spec.domain.cpu.sockets}") == "2", described
+    assert "HotVCPUChange" not in cluster.jsonpath("vmi", name, "{.status.conditions[*].type}"), described
+    migrations = json.loads(cluster.run("kubectl", "get", "vmim", "-o", "json").stdout)["items"]
+    mine = [m for m in migrations if m["spec"]["vmiName"] == name]
+    assert len(mine) == 1 and mine[0]["metadata"]["name"].startswith("kubevirt-workload-update-"), mine
+    wait_for(
+        lambda: cluster.jsonpath("vmim", mine[0]["metadata"]["name"], "{.status.phase}") == "Succeeded",
+        "the hotplug migration",
+        60,
+    )
+    assert cluster.jsonpath("vmi", name, "{.metadata.uid}") == uid, "the same VMI: no restart"
+    target_node = cluster.jsonpath("vmi", name, "{.status.nodeName}")
+    assert target_node != source_node
+    conditions = cluster.jsonpath("vm", name, "{.status.conditions[*].type}")
+    assert "RestartRequired" not in conditions, cluster.run("kubectl", "get", "vm", name, "-o", "yaml").stdout
+
+    target = pods_by_node(cluster, uid)[target_node]
+    wait_for(lambda: CPUS.findall(console(cluster, target["name"]))[-1:] == ["2"], "the guest on 2 CPUs", 60)
+    source_log = max(source_log, console(cluster, source["name"]), key=len)
+    target_log = console(cluster, target["name"])
+    assert source_log.count(BOOTED) == 1 and BOOTED not in target_log, "the guest booted once"
+    cluster.run("kubectl", "delete", "vm", name, "--wait=false")

@@ -45,6 +45,7 @@ from pykubevirt.controller.vm_controller import VMController
 from pykubevirt.controller.vm_revisions import OWNER_INDEX
 from pykubevirt.controller.vmi_controller import POD_OWNER_INDEX, VMIController, controller_uid_index
 from pykubevirt.controller.volume_status import claim_names
+from pykubevirt.controller.workload_updater import WorkloadUpdater
 
 log = logging.getLogger("pykubevirt.controller")
 
@@ -167,6 +168,13 @@ class VirtController:
             config=lambda: self.config,
             pod_owner_index=POD_OWNER_INDEX,
         )
+        self.workload_reconciler = WorkloadUpdater(
+            client,
+            vmis=self.vmis,
+            migrations=self.migrations,
+            recorder=EventRecorder(client, "workload-update-controller"),
+        )
+        self.workload_controller = Controller("workload-update", self.workload_reconciler, workers=1)
         self.vm_controller = Controller("virtualmachine", self.vm_reconciler, workers=opts.workers)
         self.vmi_controller = Controller("virtualmachineinstance", self.vmi_reconciler, workers=opts.workers)
         self.node_controller = Controller("node", self.node_reconciler, workers=1)
@@ -205,6 +213,8 @@ class VirtController:
         migration = self.migration_reconciler
         self.migration_controller.watch(self.migrations).watch(self.vmis, migration.keys_for_vmi)
         self.migration_controller.watch(self.pods, migration.keys_for_pod)
+        workload = self.workload_reconciler
+        self.workload_controller.watch(self.vmis, own_key).watch(self.migrations, workload.keys_of_migration)
         evacuation = self.evacuation_reconciler
         self.evacuation_controller.watch(self.nodes).watch(self.vmis, evacuation.node_keys_of_vmi)
         self.evacuation_controller.watch(self.migrations, evacuation.node_keys_of_migration)
@@ -242,6 +252,7 @@ class VirtController:
             asyncio.create_task(self.node_controller.run(), name="node-controller"),
             asyncio.create_task(self.migration_controller.run(), name="migration-controller"),
             asyncio.create_task(self.evacuation_controller.run(), name="evacuation-controller"),
+            asyncio.create_task(self.workload_controller.run(), name="workload-update-controller"),
         ]
         tasks += [asyncio.create_task(run(), name=f"extra-{i}") for i, run in enumerate(self.options.extra)]
         await run_until_failure(tasks)

@@ -26,6 +26,7 @@ from pykubevirt.client.resources import MIGRATIONS, PODS, VIRTUAL_MACHINE_INSTAN
 from pykubevirt.config.migration_policy import effective_migration_configuration
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
+from pykubevirt.controller.workload_updater import hotplug_in_progress
 
 log = logging.getLogger("pykubevirt.controller.migration")
 
@@ -214,7 +215,8 @@ class MigrationController:
         if phase == "TargetReady":
             return "phase:Running" if state.get("startTimestamp") else "wait"
         if phase == "Running":
-            return "phase:Succeeded" if state.get("completed") else "wait"
+            # A hotplug migration succeeds once the target has plugged the vCPUs or memory too.
+            return "phase:Succeeded" if state.get("completed") and not hotplug_in_progress(vmi) else "wait"
         return "wait"
 
     def _pending_too_long(self, vmim: Object, pod: Object) -> str:

@@ -88,16 +88,22 @@ def vm_conditions(
     *,
     sync_error: tuple[str, str] | None,
     now: str,
-    restart_required: bool | None,
+    restart_required: bool | str | None,
 ) -> list[dict[str, Any]]:
-    """The VM's new status.conditions; `sync_error` is (reason, message); `restart_required` None leaves it as is."""
+    """The VM's new status.conditions; `sync_error` is (reason, message).
+
+    `restart_required`: True (KubeVirt's generic message) or a message sets it, False removes it, None leaves it."""
     conditions = [dict(c) for c in (vm.get("status") or {}).get("conditions") or []]
 
     # RestartRequired is decided in sync (before updateStatus), so it goes first, as upstream orders it.
-    if restart_required is True:
+    if restart_required is True or isinstance(restart_required, str):
+        message = MESSAGE_RESTART_REQUIRED if restart_required is True else str(restart_required)
+        existing = next((x for x in conditions if x.get("type") == COND_RESTART_REQUIRED), None)
+        if existing is not None and existing.get("message") not in (None, "", message):
+            # Another reason to restart than the one shown: the condition says the current one.
+            conditions = remove_condition(conditions, COND_RESTART_REQUIRED)
         update_condition(
-            conditions,
-            make_condition(COND_RESTART_REQUIRED, "True", message=MESSAGE_RESTART_REQUIRED, last_transition_time=now),
+            conditions, make_condition(COND_RESTART_REQUIRED, "True", message=message, last_transition_time=now)
         )
     elif restart_required is False:
         conditions = remove_condition(conditions, COND_RESTART_REQUIRED)

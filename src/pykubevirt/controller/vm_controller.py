@@ -46,6 +46,7 @@ from pykubevirt.controller.vm_conditions import (
     trim_state_change_requests,
     vm_conditions,
 )
+from pykubevirt.controller.vm_hotplug import LiveUpdate
 from pykubevirt.controller.vm_revisions import StartRevisions
 from pykubevirt.controller.vm_volume_requests import (
     remaining_requests,
@@ -117,6 +118,7 @@ class VMController:
         self.held_status = HeldWrites()
         self.start_revisions = StartRevisions(client, revisions)
         self.instancetypes = InstancetypeSync(client, revisions)
+        self.live_update = LiveUpdate(client, lambda: self.config, self.start_revisions)
 
     # ------------------------------------------------------------------------------------------------ events
 
@@ -235,6 +237,8 @@ class VMController:
         # Again: starting or stopping may have changed the VMI the requests apply to.
         if outcome.sync_error is None and self.expectations.satisfied(key) and volume_requests(vm):
             outcome.sync_error = await self._handle_volume_requests(vm, vmi)
+        if outcome.sync_error is None and self.expectations.satisfied(key):
+            outcome.sync_error = await self.live_update.apply(vm, vmi)
         return vm, vmi
 
     async def _handle_volume_requests(self, vm: Object, vmi: Object | None) -> SyncError | None:
@@ -514,7 +518,8 @@ class VMController:
             vmi,
             sync_error=(sync_error.reason, sync_error.message) if sync_error is not None else None,
             now=format_time(now),
-            restart_required=self.start_revisions.restart_required(vm, vmi),
+            # A non-live-updatable change (True), or a live update hotplug cannot serve (its message).
+            restart_required=self.live_update.restart_required(vm, vmi),
         )
         if not status["conditions"]:
             del status["conditions"]

@@ -11,6 +11,7 @@ from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import AlreadyExists, NotFound
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import CONTROLLER_REVISIONS, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.controller.vm_hotplug import without_live_updatable
 from pykubevirt.controller.vmi_from_vm import controller_ref
 from pykubevirt.controller.volume_status import without_hotplug_volumes
 
@@ -98,8 +99,10 @@ class StartRevisions:
             return None
         return revision_data_spec(newest)
 
-    def restart_required(self, vm: Object, vmi: Object | None) -> bool:
-        """True when the template changed since the running VMI started (nothing is updated live here)."""
+    def restart_required(self, vm: Object, vmi: Object | None, *, live_update: bool = False) -> bool:
+        """True when the template changed since the running VMI started in a field that cannot change live.
+
+        With the LiveUpdate rollout strategy, CPU sockets, guest memory and the scheduling fields can."""
         if vmi is None or vmi["metadata"].get("deletionTimestamp"):
             return False
         last = self.last_spec(vm)
@@ -110,6 +113,8 @@ class StartRevisions:
         # A firmware UUID persisted to the VM after start is the one the VMI already runs with.
         vmi_uuid = (((vmi.get("spec") or {}).get("domain") or {}).get("firmware") or {}).get("uuid")
         now_uuid = ((now.get("domain") or {}).get("firmware") or {}).get("uuid")
+        if live_update:
+            before = without_live_updatable(before, now)
         if vmi_uuid and vmi_uuid == now_uuid:
             # Copied only here: this runs on every reconcile and the specs are the cache's.
             before = copy_json(before)

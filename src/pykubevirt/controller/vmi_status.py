@@ -15,6 +15,7 @@ from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.objects import condition, condition_has
 from pykubevirt.api.pod_qos import qos_class
 from pykubevirt.controller import pod_state
+from pykubevirt.controller.hotplug_conditions import sync_hotplug_conditions
 from pykubevirt.controller.sync_error import SyncError
 
 Object = dict[str, Any]
@@ -245,6 +246,8 @@ def vmi_status(
         _release_finalizers(new, owned, owner_vm_exists)
     elif phase in HANDLER_PHASES and pod is None:
         status["phase"] = c.PHASE_FAILED
+    elif phase == c.PHASE_RUNNING and pod is not None and not pod_state.is_down_or_going_down(pod):
+        sync_hotplug_conditions(new)
     if not finalizers:
         del new["metadata"]["finalizers"]
     _sync_eviction_condition(new, now)

@@ -20,11 +20,12 @@ from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Result
 from pykubevirt.client.errors import NotFound
-from pykubevirt.client.events import NORMAL, EventRecorder
+from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import NODES, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
 from pykubevirt.handler.migration_proxy import MigrationProxy, ProxySet, dial_unix
+from pykubevirt.handler.resource_hotplug import finalize_hotplug
 from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.handler.migration")
@@ -116,7 +117,7 @@ class MigrationTargetReconciler:
             return Result(requeue_after=1.0)
         incoming = status.get("migration") or {}
         if incoming.get("state") == "Succeeded":
-            await self._take_over(vmi, incoming)
+            await self._take_over(vmi, incoming, launcher)
             await self._stop(uid)
             return None
         return Result(requeue_after=0.5)
@@ -155,8 +156,13 @@ class MigrationTargetReconciler:
         self.recorder.event(vmi, NORMAL, "PreparingTarget", "VirtualMachineInstance Migration Target Prepared.")
         return Result(requeue_after=0.5)
 
-    async def _take_over(self, vmi: Object, incoming: dict[str, Any]) -> None:
-        """The domain runs here: the VMI is this node's now (KubeVirt's migration-target finalization)."""
+    async def _take_over(self, vmi: Object, incoming: dict[str, Any], launcher: LauncherClient) -> None:
+        """The domain runs here: the VMI is this node's now (KubeVirt's migration-target finalization).
+
+        A CPU or memory hotplug the migration was for is plugged first (finalizeMigration's hotplugCPU/Memory)."""
+        hotplug = await finalize_hotplug(vmi, launcher)
+        for reason, message in hotplug.warnings:
+            self.recorder.event(vmi, WARNING, reason, message)
         meta = vmi["metadata"]
         now = self.clock()
         labels = {c.NODE_NAME_LABEL: self.node, c.MIGRATION_TARGET_NODE_NAME_LABEL: None}
@@ -173,6 +179,7 @@ class MigrationTargetReconciler:
             "migrationState": state,
             "migrationTransport": "Unix",
             "evacuationNodeName": None,
+            **hotplug.status,
         }
         try:
             # One patch: the VMI joins this node's informer with its node name already moved.

@@ -47,6 +47,7 @@ from pykubevirt.launcher.hotplug import sync_hotplug
 from pykubevirt.launcher.kernel_boot import KernelBootError, link_kernel_artifacts
 from pykubevirt.launcher.kvm_probe import cached_probe
 from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
+from pykubevirt.launcher.memory_hotplug import sync_memory
 from pykubevirt.launcher.migration_commands import MigrationCommands
 from pykubevirt.launcher.migration_source import MigrationSource, now
 from pykubevirt.launcher.protocol import (
@@ -63,6 +64,7 @@ from pykubevirt.launcher.protocol import (
     domain_name,
 )
 from pykubevirt.launcher.pvc_disks import PVCDiskError
+from pykubevirt.launcher.vcpu_hotplug import sync_vcpus
 
 log = logging.getLogger("pykubevirt.launcher")
 
@@ -132,6 +134,8 @@ class Launcher(MigrationCommands):
                 Command.MIGRATE: self._migrate,
                 Command.CANCEL_MIGRATION: self._cancel_migration,
                 Command.MIGRATION_STATUS: self._migration_status,
+                Command.SYNC_VCPUS: self._sync_resources,
+                Command.SYNC_MEMORY: self._sync_resources,
                 Command.GUEST_INFO: self._guest_info,
                 Command.USER_LIST: self._user_list,
                 Command.FILESYSTEM_LIST: self._filesystem_list,
@@ -495,6 +499,16 @@ class Launcher(MigrationCommands):
         result = await sync_hotplug(self.domain, vmi, request.get("hotplug") or {}, self.runtime, ctx)
         status = await self._refreshed_status()
         return {**status, "mounted": result.mounted, "attached": result.attached, "errors": result.errors}
+
+    async def _sync_resources(self, request: Request) -> Status:
+        """CPU or memory hotplug: the running domain gets the VMI's vCPUs or guest memory (vcpu/memory_hotplug)."""
+        vmi = request.get("vmi")
+        if self.domain is None or not isinstance(vmi, dict) or (vmi.get("metadata") or {}).get("uid") != self.vmi_uid:
+            raise ValueError(f"{request['cmd']} needs this launcher's running VMI")
+        sync = sync_vcpus if request["cmd"] == Command.SYNC_VCPUS else sync_memory
+        log.info("%s: %s", request["cmd"], await sync(self.domain, vmi))
+        self.vmi = vmi
+        return await self._refreshed_status()
 
     def _secrets(self, volume: dict[str, Any]) -> dict[str, dict[str, bytes]]:
         """Secrets referenced by cloud-init, from the files the runtime mounted for them (if any)."""

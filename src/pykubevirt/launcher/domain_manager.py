@@ -188,6 +188,10 @@ class DomainManager:
 
         return await asyncio.to_thread(run)
 
+    async def act(self, action: Callable[[Any], Any]) -> bool:
+        """Run `action` on the libvirt domain in a thread; False when there is no domain."""
+        return await self._act(action)
+
     async def shutdown(self) -> bool:
         """Ask the guest to shut down (ACPI power button); False when there is no domain."""
 

@@ -41,6 +41,10 @@ class Command(StrEnum):
     MIGRATE = "migrate"
     CANCEL_MIGRATION = "cancelmigration"
     MIGRATION_STATUS = "migrationstatus"
+    # CPU and memory hotplug after a hotplug migration (cmd.proto's SyncVirtualMachineCPUs, SyncVirtualMachineMemory):
+    # enable the VMI's vCPUs, resize the virtio-mem device to its guest memory.
+    SYNC_VCPUS = "syncvcpus"
+    SYNC_MEMORY = "syncmemory"
     # What the guest agent reported (cmd.proto's GetGuestInfo, GetUsers, GetFilesystems); added in version 1.
     GUEST_INFO = "guestinfo"
     USER_LIST = "userlist"
@@ -169,7 +173,7 @@ class Request(TypedDict):
     cmd: str
     protocolVersion: int
     id: NotRequired[int]
-    # `sync` and `hotplug`: the VMI the domain is made from.
+    # `sync`, `hotplug`, `syncvcpus`, `syncmemory`: the VMI the domain is made from.
     vmi: NotRequired[dict[str, Any]]
     # `hotplug` only: volume name → {"path": host path of the claim's directory, file or device}.
     hotplug: NotRequired[dict[str, dict[str, Any]]]
