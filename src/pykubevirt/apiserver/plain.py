@@ -15,6 +15,7 @@ from pykubevirt.apiserver.object_api import SYSTEM_USER, RequestContext
 from pykubevirt.apiserver.registration_kinds import REGISTRATION_RESOURCES
 from pykubevirt.apiserver.server import EmbeddedAPIServer, Extension
 from pykubevirt.apiserver.webhook_admission import WebhookAdmission
+from pykubevirt.apiserver.workload_kinds import WORKLOAD_RESOURCES
 
 
 def _publish_authentication(server: EmbeddedAPIServer, data: dict[str, str]) -> None:
@@ -36,7 +37,7 @@ def extension() -> Extension:
     """What `pykubevirt apiserver --plain` hands its server instead of KubeVirt."""
 
     def install(server: EmbeddedAPIServer) -> None:
-        server.registry.extend(REGISTRATION_RESOURCES)
+        server.registry.extend((*REGISTRATION_RESOURCES, *WORKLOAD_RESOURCES))
         webhooks = WebhookAdmission(server.store)
         server.add_admission(webhooks)
         server.rest.suspend_writes = lambda resource: webhooks.configured()

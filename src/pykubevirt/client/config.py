@@ -12,6 +12,8 @@ from typing import Any
 import yaml
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+# Where a test harness that runs a pod's command as a plain process puts the pod's service-account files instead.
+SERVICE_ACCOUNT_DIR_ENV = "PYKUBEVIRT_SERVICE_ACCOUNT_DIR"
 
 
 class ConfigError(Exception):
@@ -112,11 +114,12 @@ def in_cluster_config() -> ClientConfig:
         raise ConfigError("not running in a cluster: KUBERNETES_SERVICE_HOST is not set")
     if ":" in host:
         host = f"[{host}]"
-    namespace_file = SERVICE_ACCOUNT_DIR / "namespace"
+    directory = Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR)
+    namespace_file = directory / "namespace"
     return ClientConfig(
         server=f"https://{host}:{port}",
-        token_file=str(SERVICE_ACCOUNT_DIR / "token"),
-        ca_data=(SERVICE_ACCOUNT_DIR / "ca.crt").read_bytes(),
+        token_file=str(directory / "token"),
+        ca_data=(directory / "ca.crt").read_bytes(),
         namespace=namespace_file.read_text().strip() if namespace_file.exists() else "default",
     )
 

@@ -1,0 +1,98 @@
+"""deploy/virt-api on `pykubevirt apiserver --plain`, run by the cluster-mode harness as a cluster would run it:
+KubeVirt's admission reaches virt-api only through its webhook configurations, and virtctl reaches
+subresources.kubevirt.io only through the APIService, with virt-api under its manifests' own RBAC."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.conftest import vm_manifest, vmi_manifest
+from tests.paths import REPO
+from tests.support.apiserver_process import APIServerProcess, kubectl, kubectl_env
+from tests.support.cluster_mode import ClusterMode
+
+VIRTCTL = str(Path(sys.executable).parent / "virtctl")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("kubectl-home")
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory, home: Path) -> Iterator[APIServerProcess]:
+    server = APIServerProcess(tmp_path_factory.mktemp("cluster-mode") / "apiserver", "--plain").start()
+    kubectl(server, home, "apply", "-f", str(REPO / "deploy" / "crds"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(plain: APIServerProcess, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterMode]:
+    harness = ClusterMode(plain, home, tmp_path_factory.mktemp("pods"))
+    manifests = harness.apply(REPO / "deploy" / "virt-api")
+    try:
+        for workload in manifests:
+            if workload["kind"] == "Deployment":
+                harness.start_workload(workload)
+        kubectl(
+            plain, home, "wait", "--for=condition=Available", "apiservice/v1.subresources.kubevirt.io", "--timeout=60s"
+        )
+        yield harness
+    finally:
+        harness.stop()
+
+
+def _create(plain: APIServerProcess, home: Path, obj: dict, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return kubectl(plain, home, "create", "-f", "-", stdin=json.dumps(obj), check=check)
+
+
+def test_the_vm_validator_webhook_denies_through_the_configuration(
+    cluster: ClusterMode, plain: APIServerProcess, home: Path
+) -> None:
+    vm = vm_manifest("both", "default")
+    vm["spec"]["running"] = True
+    result = _create(plain, home, vm, check=False)
+    assert result.returncode == 1
+    # kubectl prints an Invalid status by its causes, as for KubeVirt's webhooks on a real cluster.
+    assert result.stderr.strip() == (
+        "The request is invalid: spec.running: Running and RunStrategy are mutually exclusive. "
+        "Note that Running is deprecated, please use RunStrategy instead"
+    )
+
+
+def test_the_vmi_mutator_webhook_applies_kubevirts_defaults(
+    cluster: ClusterMode, plain: APIServerProcess, home: Path
+) -> None:
+    _create(plain, home, vmi_manifest("defaults", "default"))
+    vmi = json.loads(kubectl(plain, home, "get", "vmi", "defaults", "-o", "json").stdout)
+    assert vmi["spec"]["domain"]["machine"] == {"type": "q35"}
+
+
+def test_virtctl_start_and_stop_go_through_the_apiservice(
+    cluster: ClusterMode, plain: APIServerProcess, home: Path
+) -> None:
+    _create(plain, home, vm_manifest("lifecycle", "default"))
+    env = {**kubectl_env(plain, home), "PATH": os.environ.get("PATH", "")}
+
+    def virtctl(*args: str) -> str:
+        result = subprocess.run([VIRTCTL, *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def run_strategy() -> str:
+        vm = yaml.safe_load(kubectl(plain, home, "get", "vm", "lifecycle", "-o", "yaml").stdout)
+        return str(vm["spec"]["runStrategy"])
+
+    assert "was scheduled to start" in virtctl("start", "lifecycle")
+    assert run_strategy() == "Always"
+    assert "was scheduled to stop" in virtctl("stop", "lifecycle")
+    assert run_strategy() == "Halted"
