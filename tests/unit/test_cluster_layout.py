@@ -31,8 +31,9 @@ def test_command_lines_use_this_interpreter_and_the_component_kubeconfigs() -> N
         sys.executable, "-m", "pykubevirt.cli.main", "apiserver", "--data-dir", "/data/apiserver",
         "--listen", "127.0.0.1:7443",
     )  # fmt: skip
-    assert controller.argv[-4:] == (
+    assert controller.argv[-6:] == (
         "--kubeconfig", "/data/apiserver/virt-controller.kubeconfig", "--embedded-storage", "/data/storage",
+        "--metrics-address-file", "/data/run/virt-controller-metrics",
     )  # fmt: skip
     assert agent.argv[3:] == (
         "node", "--name", "node01", "--data-dir", "/data/nodes/node01",

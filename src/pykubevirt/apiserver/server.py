@@ -44,6 +44,7 @@ from pykubevirt.apiserver.garbage_collector import GarbageCollector
 from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, json_response
 from pykubevirt.apiserver.https_site import HTTPSOnlySite
 from pykubevirt.apiserver.object_api import SYSTEM_USER, AdmissionPlugin, ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.request_metrics import RequestMetrics
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.service_admission import ServiceAdmission
 from pykubevirt.apiserver.storage_admission import StorageAdmission
@@ -152,6 +153,7 @@ class EmbeddedAPIServer:
         self._component_users: dict[str, str] = {"scheduler": security.SCHEDULER_USER}
         self._startups: list[Callable[[], Awaitable[None]]] = []
         self._runner: web.AppRunner | None = None
+        self.metrics = RequestMetrics(self.store)
         self.port = options.port
         # Paths that authenticate on their own (an extension's, e.g. CDI's upload proxy with its upload tokens).
         self.public_paths: set[str] = set(PUBLIC_PATHS)
@@ -226,13 +228,17 @@ class EmbeddedAPIServer:
         self.aggregation.sync()
 
     def build_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._authenticate], client_max_size=security.MAX_BODY_BYTES + 1024 * 1024)
+        app = web.Application(
+            middlewares=[self.metrics.middleware, self._authenticate],
+            client_max_size=security.MAX_BODY_BYTES + 1024 * 1024,
+        )
         for add in self._route_adders:
             add(app)
         app.router.add_get("/debug/writes", self._debug_writes)
         app.router.add_get("/healthz", self._health)
         app.router.add_get("/livez", self._health)
         app.router.add_get("/readyz", self._health)
+        app.router.add_get("/metrics", self.metrics.serve)
         # go-restful serves these with and without the trailing slash; the official Python client uses the latter.
         for slash in ("", "/"):
             app.router.add_get("/version" + slash, self._version)

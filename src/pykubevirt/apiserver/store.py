@@ -246,6 +246,10 @@ class Store:
     def collections(self) -> Iterable[str]:
         return list(self._current)
 
+    def count(self, collection: str) -> int:
+        """How many objects the collection holds now (apiserver_storage_objects)."""
+        return len(self._current.get(collection, {}))
+
     # ---------------------------------------------------------------------------------------------------- writes
 
     def _append(

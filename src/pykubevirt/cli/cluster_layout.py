@@ -104,6 +104,11 @@ class ClusterLayout:
         return self.data_dir / "run"
 
     @property
+    def controller_metrics_file(self) -> Path:
+        """Where virt-controller writes the HOST:PORT of its /metrics endpoint."""
+        return self.run_dir / "virt-controller-metrics"
+
+    @property
     def node_names(self) -> list[str]:
         return [f"node{i:02d}" for i in range(1, self.node_count + 1)]
 
@@ -144,8 +149,11 @@ class ClusterLayout:
         pod = self._pod("kubevirt", "virt-controller", self.control_plane_node, **{"kubevirt.io": "virt-controller"})
         kubeconfig = str(self.component_kubeconfig("virt-controller"))
         storage = ("--embedded-storage", str(self.storage_dir))
+        metrics = ("--metrics-address-file", str(self.controller_metrics_file))
         return self._component(
-            "virt-controller", "virt-controller", "--kubeconfig", kubeconfig, *storage, *self.network_args, pod=pod
+            "virt-controller",
+            *("virt-controller", "--kubeconfig", kubeconfig, *storage, *metrics, *self.network_args),
+            pod=pod,
         )
 
     def scheduler(self) -> Component:

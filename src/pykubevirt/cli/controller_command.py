@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pykubevirt.cli.component_client import add_client_flags, cancel_on_signals, connect
@@ -20,6 +21,7 @@ logger = logging.getLogger("pykubevirt.controller")
 async def serve(args: argparse.Namespace) -> int:
     from pykubevirt.config.cluster_config import ClusterConfig
     from pykubevirt.controller.app import ControllerOptions, VirtController
+    from pykubevirt.controller.metrics_endpoint import MetricsEndpoint
 
     client = connect(args, "virt-controller")
     if client is None:
@@ -28,8 +30,6 @@ async def serve(args: argparse.Namespace) -> int:
     cluster = ClusterConfig()
     extra = []
     if args.embedded_storage:
-        from pathlib import Path
-
         from pykubevirt.storage.app import StorageController
 
         extra.append(StorageController(client, Path(args.embedded_storage)).run)
@@ -54,6 +54,14 @@ async def serve(args: argparse.Namespace) -> int:
         extra=tuple(extra),
     )
     controller = VirtController(client, options)
+    host, _, port = args.metrics_listen.rpartition(":")
+    endpoint = MetricsEndpoint(controller.metrics, host=host or "127.0.0.1", port=int(port or 0))
+    try:
+        await endpoint.start(Path(args.metrics_address_file) if args.metrics_address_file else None)
+    except OSError as exc:
+        logger.error("cannot serve metrics on %s: %s", args.metrics_listen, exc.strerror or exc)
+        await client.close()
+        return 1
     task = asyncio.create_task(controller.run())
     cancel_on_signals(task)
     code = 0
@@ -67,6 +75,7 @@ async def serve(args: argparse.Namespace) -> int:
     finally:
         with contextlib.suppress(Exception):
             await controller.shutdown()
+        await endpoint.stop()
         await client.close()
     return code
 
@@ -142,5 +151,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument(
         "--no-leader-election", action="store_true", help="run the controllers without electing a leader"
+    )
+    parser.add_argument(
+        "--metrics-listen",
+        default="127.0.0.1:0",
+        metavar="HOST:PORT",
+        help="serve /metrics and /healthz here (KubeVirt: port 8443; default: an ephemeral loopback port)",
+    )
+    parser.add_argument(
+        "--metrics-address-file", default="", metavar="FILE", help="write the metrics endpoint's HOST:PORT here"
     )
     parser.set_defaults(func=run)

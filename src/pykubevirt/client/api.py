@@ -18,6 +18,7 @@ import aiohttp
 from pykubevirt.client.config import ClientConfig
 from pykubevirt.client.errors import ApiError, Gone, error_for
 from pykubevirt.client.resources import ResourceRef
+from pykubevirt.metrics import rest_client
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -123,8 +124,11 @@ class KubeClient:
         request_timeout: float = 60.0,
     ) -> Any:
         """One request; returns the decoded JSON body or raises the typed ApiError for its Status."""
+        began = time.monotonic()
         await self._limiter.acquire()
+        sent = time.monotonic()
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        status = 0
         try:
             async with self.session.request(
                 method,
@@ -139,6 +143,9 @@ class KubeClient:
         except aiohttp.ClientError as exc:
             # Callers treat a lost connection like any other OS-level failure and retry.
             raise ConnectionError(f"{method} {path}: {exc}") from exc
+        finally:
+            code = str(status) if status else "<error>"
+            rest_client.observe(self.config.server, method, path, code, time.monotonic() - sent, sent - began)
         if status >= 400:
             raise error_for(_status_of(payload, status), status)
         if not payload:

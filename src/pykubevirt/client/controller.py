@@ -74,7 +74,7 @@ class Controller:
         self.name = name
         self.reconciler = reconciler
         self.workers = workers
-        self.queue: WorkQueue[str] = WorkQueue()
+        self.queue: WorkQueue[str] = WorkQueue(name=name)
         self.informers: list[Informer] = []
         self.failures = 0
 

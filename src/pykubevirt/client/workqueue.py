@@ -13,6 +13,8 @@ import time
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from pykubevirt.metrics.workqueue import QueueMetrics
+
 K = TypeVar("K", bound=Hashable)
 
 
@@ -80,7 +82,7 @@ class RateLimiter(Generic[K]):
 class WorkQueue(Generic[K]):
     """Dirty/processing queue with delayed and rate-limited adds."""
 
-    def __init__(self, rate_limiter: RateLimiter[K] | None = None) -> None:
+    def __init__(self, rate_limiter: RateLimiter[K] | None = None, *, name: str = "") -> None:
         self._queue: collections.deque[K] = collections.deque()
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
@@ -88,6 +90,8 @@ class WorkQueue(Generic[K]):
         self._wakeup = asyncio.Event()
         self._shutting_down = False
         self.rate_limiter: RateLimiter[K] = rate_limiter or RateLimiter()
+        # A named queue reports kubevirt_workqueue_* metrics under its name.
+        self.metrics = QueueMetrics(name) if name else None
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -102,7 +106,12 @@ class WorkQueue(Generic[K]):
         self._dirty.add(item)
         if item in self._processing:
             return
+        self._push(item)
+
+    def _push(self, item: K) -> None:
         self._queue.append(item)
+        if self.metrics is not None:
+            self.metrics.added(item)
         self._wakeup.set()
 
     def add_after(self, item: K, delay: float) -> None:
@@ -126,6 +135,8 @@ class WorkQueue(Generic[K]):
         self.add(item)
 
     def add_rate_limited(self, item: K) -> None:
+        if self.metrics is not None:
+            self.metrics.retried()
         self.add_after(item, self.rate_limiter.when(item))
 
     def forget(self, item: K) -> None:
@@ -144,13 +155,16 @@ class WorkQueue(Generic[K]):
         item = self._queue.popleft()
         self._processing.add(item)
         self._dirty.discard(item)
+        if self.metrics is not None:
+            self.metrics.started(item)
         return item
 
     def done(self, item: K) -> None:
         self._processing.discard(item)
+        if self.metrics is not None:
+            self.metrics.finished(item)
         if item in self._dirty:
-            self._queue.append(item)
-            self._wakeup.set()
+            self._push(item)
 
     def shutdown(self) -> None:
         self._shutting_down = True

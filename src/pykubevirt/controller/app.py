@@ -32,6 +32,7 @@ from pykubevirt.client.resources import (
 )
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
+from pykubevirt.controller.cluster_metrics import ControllerCollector
 from pykubevirt.controller.evacuation_controller import EvacuationController
 from pykubevirt.controller.launcher_pod import LauncherSettings
 from pykubevirt.controller.migration_controller import MigrationController
@@ -101,6 +102,8 @@ class VirtController:
         self.recorder = EventRecorder(client, "virtualmachine-controller")
         self.node_recorder = EventRecorder(client, "virt-controller")
         self.elector: LeaderElector | None = None
+        # Whether this replica runs the controllers now (kubevirt_virt_controller_leading_status).
+        self.leading = False
         self.vms = Informer(client, VIRTUAL_MACHINES)
         self.vmis = Informer(client, VIRTUAL_MACHINE_INSTANCES)
         self.pods = Informer(client, PODS, label_selector=f"{c.APP_LABEL}={c.LAUNCHER_LABEL_VALUE}")
@@ -187,6 +190,15 @@ class VirtController:
             self.migration_policies,
             self.namespaces,
         ]
+        self.metrics = ControllerCollector(
+            vmis=self.vmis.items,
+            pods=self.pods.items,
+            migrations=self.migrations.items,
+            config=lambda: self.config,
+            leading=lambda: self.leading,
+            # A candidate is ready to take the lead; the leader once its caches are filled.
+            ready=lambda: not self.leading or all(i.synced.is_set() for i in self.informers),
+        )
 
     def _wire(self) -> None:
         vm = self.vm_reconciler
@@ -255,7 +267,11 @@ class VirtController:
             asyncio.create_task(self.workload_controller.run(), name="workload-update-controller"),
         ]
         tasks += [asyncio.create_task(run(), name=f"extra-{i}") for i, run in enumerate(self.options.extra)]
-        await run_until_failure(tasks)
+        self.leading = True
+        try:
+            await run_until_failure(tasks)
+        finally:
+            self.leading = False
 
     async def run(self) -> None:
         """Elect a leader among replicas; the leader runs the controllers until it loses the lease."""

@@ -1,0 +1,70 @@
+"""virt-controller's HTTP endpoint: GET /metrics (Prometheus' text format) and GET /healthz.
+
+KubeVirt's virt-controller serves both on its port 8443. Here it listens where `--metrics-listen` says (loopback,
+an ephemeral port by default) and writes the address it got to `--metrics-address-file`, where `pykubevirt status`
+reads it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+from aiohttp import web
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from pykubevirt.metrics.exposition import CONTENT_TYPE_LATEST
+
+log = logging.getLogger("pykubevirt.controller.metrics")
+
+
+class _Chain(Collector):
+    """The process-wide metrics (work queues, REST client, process) and this controller's own."""
+
+    def __init__(self, own: Collector) -> None:
+        self.own = own
+
+    def collect(self) -> Iterator[Metric]:
+        yield from REGISTRY.collect()
+        yield from self.own.collect()
+
+
+class MetricsEndpoint:
+    def __init__(self, collector: Collector, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.source = _Chain(collector)
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(self.source), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    @staticmethod
+    async def _healthz(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def start(self, address_file: Path | None = None) -> None:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        self.port = int(self._runner.addresses[0][1])
+        log.info("serving metrics at http://%s/metrics", self.address)
+        if address_file is not None:
+            address_file.parent.mkdir(parents=True, exist_ok=True)
+            temporary = address_file.with_suffix(".tmp")
+            temporary.write_text(self.address + "\n")
+            temporary.replace(address_file)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
