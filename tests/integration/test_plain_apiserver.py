@@ -379,3 +379,39 @@ def test_rbac_denies_a_service_account_without_permission(plain: APIServerProces
     )
     allowed = kubectl(plain, home, "--kubeconfig", str(config), "-n", ns, "get", "pods", check=False)
     assert allowed.returncode == 0, allowed.stderr
+
+
+def test_what_a_mutating_webhook_adds_to_a_custom_resource_is_pruned(
+    plain: APIServerProcess, home: Path, backend: tuple[Backend, int], backend_pki: Pki
+) -> None:
+    recorder, _ = backend
+    schema = {
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer", "default": 1}}}},
+    }
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.plain.example.com"},
+        "spec": {
+            "group": "plain.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}],
+        },
+    }
+    _apply(plain, home, crd)
+    kubectl(plain, home, "wait", "--for=condition=Established", "crd/gadgets.plain.example.com")
+    ns = _namespace(plain, home, test="prune")
+    config = _webhook_configuration(
+        "MutatingWebhookConfiguration", "prune.example.com", _service_config(backend_pki, "/mutate"), "prune"
+    )
+    config["webhooks"][0]["rules"][0].update(apiGroups=["plain.example.com"], resources=["gadgets"])
+    _apply(plain, home, config)
+    seen = len(recorder.reviews)
+    gadget = {"apiVersion": "plain.example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {}}
+    kubectl(plain, home, "-n", ns, "create", "-f", "-", stdin=json.dumps(gadget))
+    assert len(recorder.reviews) == seen + 1
+    stored = json.loads(kubectl(plain, home, "-n", ns, "get", "gadget", "g", "-o", "json").stdout)
+    assert "data" not in stored and stored["spec"] == {"size": 1}
+    kubectl(plain, home, "delete", "mutatingwebhookconfiguration", "prune.example.com")

@@ -21,6 +21,7 @@ import aiohttp
 
 from pykubevirt.api import errors
 from pykubevirt.api.json_patch import apply_patch
+from pykubevirt.api.structural import apply_defaults, prune
 from pykubevirt.apiserver import suspension
 from pykubevirt.apiserver.object_api import RequestContext
 from pykubevirt.apiserver.resources import Resource
@@ -147,6 +148,7 @@ class WebhookAdmission:
     ) -> dict[str, Any]:
         obj = attrs.obj
         assert obj is not None
+        patched = False
         for webhook in webhooks:
             current = dataclasses.replace(attrs, obj=obj)
             response = await self._call(webhook, current, resource, ctx)
@@ -158,6 +160,12 @@ class WebhookAdmission:
                 raise denied(name, response.get("status"))
             if response.get("patch"):
                 obj = self._patched(name, webhook, obj, response)
+                patched = True
+        schema = resource.schema
+        if patched and schema is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            # As for custom resources in kube: what a webhook added is pruned and defaulted like any request's.
+            obj = prune(obj, schema)
+            apply_defaults(obj, schema)
         return obj
 
     def _patched(
