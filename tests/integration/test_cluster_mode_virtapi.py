@@ -1,4 +1,4 @@
-"""deploy/virt-api on `pykubevirt apiserver --plain`, run by the cluster-mode harness as a cluster would run it:
+"""deploy/'s virt-api on `pykubevirt apiserver --plain`, run by the cluster-mode harness as a cluster would run it:
 KubeVirt's admission reaches virt-api only through its webhook configurations, and virtctl reaches
 subresources.kubevirt.io only through the APIService, with virt-api under its manifests' own RBAC."""
 
@@ -38,10 +38,10 @@ def plain(tmp_path_factory: pytest.TempPathFactory, home: Path) -> Iterator[APIS
 @pytest.fixture(scope="module")
 def cluster(plain: APIServerProcess, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterMode]:
     harness = ClusterMode(plain, home, tmp_path_factory.mktemp("pods"))
-    manifests = harness.apply(REPO / "deploy" / "virt-api")
+    manifests = harness.apply(REPO / "deploy")
     try:
         for workload in manifests:
-            if workload["kind"] == "Deployment":
+            if workload["kind"] == "Deployment" and workload["metadata"]["name"] == "virt-api":
                 harness.start_workload(workload)
         kubectl(
             plain, home, "wait", "--for=condition=Available", "apiservice/v1.subresources.kubevirt.io", "--timeout=60s"
