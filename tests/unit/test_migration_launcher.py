@@ -23,6 +23,7 @@ DOMAIN = """<domain type='qemu'>
     <serial type='unix'><source mode='bind' path="/run/pkv/aaa/private/uid/virt-serial0"/></serial>
     <disk type='file' device='disk'><source file='/run/pkv/aaa/privateer/x'/><target dev='vdc'/></disk>
   </devices>
+  <os><kernel>/n1/pods/a/volumes/ephemeral-disks/kernel-boot/vmlinuz</kernel><initrd>/boot/initrd</initrd></os>
 </domain>"""
 
 
@@ -35,6 +36,9 @@ def test_retarget_moves_every_source_pod_path_and_rewrites_the_record() -> None:
     assert 'path="/run/pkv/bbb/private/uid/virt-serial0"' in moved
     # Only whole path components match, and paths outside the pod stay.
     assert "file='/run/pkv/aaa/privateer/x'" in moved and "file='/shared/disk.img'" in moved
+    # A kernel boot's files are element text; the target pod has its own copies.
+    assert "<kernel>/n2/pods/b/volumes/ephemeral-disks/kernel-boot/vmlinuz</kernel>" in moved
+    assert "<initrd>/boot/initrd</initrd>" in moved
     assert migration_paths.recorded(moved) == TARGET
 
 

@@ -54,15 +54,16 @@ def recorded(xml: str) -> dict[str, str]:
 
 
 def retarget(xml: str, target: Mapping[str, str]) -> str:
-    """The incoming `xml` with every attribute under a source pod directory moved to the target's same directory."""
+    """The incoming `xml` with every attribute or element text (a kernel boot's `<kernel>`, `<initrd>`) under a source
+    pod directory moved to the target's same directory."""
     source = recorded(xml)
     mapping = {source[role]: target[role] for role in source if role in target and source[role] != target[role]}
     if not mapping:
         return xml
     # One pass, longest prefix first, so a replaced path is never replaced again.
     alternatives = "|".join(re.escape(prefix) for prefix in sorted(mapping, key=len, reverse=True))
-    pattern = re.compile(r"(=(['\"]))(" + alternatives + r")(?=[/'\"])")
-    moved = pattern.sub(lambda m: m.group(1) + mapping[m.group(3)], xml)
+    pattern = re.compile(r"(=['\"]|>)(" + alternatives + r")(?=[/'\"<])")
+    moved = pattern.sub(lambda m: m.group(1) + mapping[m.group(2)], xml)
     # The metadata now describes the target pod.
     described = _escape(json.dumps(dict(target)))
     return _BLOCK_PATTERN.sub(lambda m: m.group(1) + described + m.group(4), moved, 1)
