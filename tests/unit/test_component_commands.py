@@ -73,3 +73,60 @@ def test_listen_and_feature_gates_are_parsed_by_the_parser(command: list[str]) -
     assert given.feature_gates == frozenset({"Snapshot", "HostDisk"})
     if command[0] != "validate":
         assert parser.parse_args([*command, "--listen", "[::1]:7443"]).listen == ("::1", 7443)
+
+
+def test_leader_election_timing_flags_take_go_durations() -> None:
+    parser = build_parser()
+    defaults = parser.parse_args(["virt-controller"])
+    assert (
+        defaults.leader_elect_lease_duration,
+        defaults.leader_elect_renew_deadline,
+        defaults.leader_elect_retry_period,
+    ) == (15.0, 10.0, 2.0)
+    given = parser.parse_args(
+        [
+            "virt-controller",
+            "--leader-elect-lease-duration=1m",
+            "--leader-elect-renew-deadline=4.5s",
+            "--leader-elect-retry-period=500ms",
+        ]
+    )
+    assert (
+        given.leader_elect_lease_duration,
+        given.leader_elect_renew_deadline,
+        given.leader_elect_retry_period,
+    ) == (60.0, 4.5, 0.5)
+
+
+@pytest.mark.parametrize("value", ["0s", "-1s", "15x", "s"])
+def test_a_bad_duration_is_a_usage_error(value: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pykubevirt.cli.main", "virt-controller", f"--leader-elect-retry-period={value}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "is not a positive duration" in result.stderr
+
+
+def test_inconsistent_leader_election_timing_is_refused(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pykubevirt.cli.main",
+            "virt-controller",
+            "--leader-elect-lease-duration=5s",
+            "--leader-elect-renew-deadline=10s",
+            "--kubeconfig",
+            str(tmp_path / "missing"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stdout == "error: leader election needs lease duration > renew deadline > retry period\n"

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,10 @@ async def serve(args: argparse.Namespace) -> int:
     from pykubevirt.controller.app import ControllerOptions, VirtController
     from pykubevirt.controller.metrics_endpoint import MetricsEndpoint
 
+    if not args.leader_elect_lease_duration > args.leader_elect_renew_deadline > args.leader_elect_retry_period:
+        # client-go's leaderelection refuses these too: a leader could lose the lease while still renewing it.
+        print("error: leader election needs lease duration > renew deadline > retry period", flush=True)
+        return 1
     client = connect(args, "virt-controller")
     if client is None:
         return 1
@@ -51,6 +56,9 @@ async def serve(args: argparse.Namespace) -> int:
         heartbeat_timeout=args.heartbeat_timeout,
         leader_election=not args.no_leader_election,
         identity=args.identity,
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
         extra=tuple(extra),
     )
     controller = VirtController(client, options)
@@ -92,6 +100,18 @@ def launcher_settings(args: argparse.Namespace, cluster: ClusterConfig) -> Launc
     if args.launcher_qemu_timeout is not None:
         settings = replace(settings, qemu_timeout_seconds=args.launcher_qemu_timeout, qemu_timeout_jitter=0)
     return settings
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?)(ms|s|m|h)?")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def go_duration(value: str) -> float:
+    """argparse type of a duration flag: seconds from Go's form (`15s`, `500ms`, `1m`) or a bare number of seconds."""
+    match = _DURATION.fullmatch(value.strip())
+    if match is None or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive duration such as 15s or 500ms")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -161,4 +181,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--metrics-address-file", default="", metavar="FILE", help="write the metrics endpoint's HOST:PORT here"
     )
+    # KubeVirt's (and kube-controller-manager's) leader-election flags and defaults: a leader that stops renewing
+    # is replaced after at most the lease duration plus one retry period.
+    for flag, default, what in (
+        ("lease-duration", 15.0, "how long a candidate waits after the last renewal before taking over"),
+        ("renew-deadline", 10.0, "how long the leader keeps trying to renew before it gives up leadership"),
+        ("retry-period", 2.0, "how often candidates try to take the lease and the leader renews it"),
+    ):
+        parser.add_argument(
+            f"--leader-elect-{flag}",
+            type=go_duration,
+            default=default,
+            metavar="DURATION",
+            help=f"{what} ({default:g}s)",
+        )
     parser.set_defaults(func=run)
