@@ -33,6 +33,18 @@ from tests.support.ports import free_port
 
 WORKLOAD_KINDS = ("Deployment", "DaemonSet")
 _LISTEN = re.compile(r"^(?P<host>0\.0\.0\.0|\[::\]|::|):(?P<port>\d+)$")
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand_references(arg: str, defined: dict[str, str]) -> str:
+    """The kubelet's $(VAR) expansion of command and args: the container's env only; `$$` escapes; unknown stay."""
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return defined.get(match.group(1), match.group(0))
+
+    return _REFERENCE.sub(one, arg)
 
 
 @dataclass
@@ -173,10 +185,11 @@ class ClusterMode:
                     for m in container.get("volumeMounts") or []
                     if m["name"] in volumes
                 }
-                command = [*container.get("command", []), *container.get("args", [])]
-                argv = [self._rewrite(a, mounts, pod.ports) for a in command]
-                pod.argv = list(pykubevirt_argv(*argv[1:])) if argv[0] == "pykubevirt" else argv
                 pod.env = self._env(container, pod, sa_dir, pod_dir)
+                defined = {e["name"]: pod.env[e["name"]] for e in container.get("env") or [] if e["name"] in pod.env}
+                command = [*container.get("command", []), *container.get("args", [])]
+                argv = [self._rewrite(expand_references(a, defined), mounts, pod.ports) for a in command]
+                pod.argv = list(pykubevirt_argv(*argv[1:])) if argv[0] == "pykubevirt" else argv
                 with pod.log_path.open("ab") as log:
                     pod.process = subprocess.Popen(pod.argv, env=pod.env, stdout=log, stderr=subprocess.STDOUT)
                 self.pods.append(pod)

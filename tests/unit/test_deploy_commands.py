@@ -139,3 +139,16 @@ def test_the_launcher_image_flag_reaches_the_launcher_pods() -> None:
     assert settings.image == "virt-launcher:latest"
     unset = launcher_settings(parse(["pykubevirt", "virt-controller"]), ClusterConfig())
     assert unset.image == LauncherSettings().image
+
+
+def test_the_cluster_mode_harness_expands_references_as_the_kubelet_does() -> None:
+    from tests.support.cluster_mode import expand_references
+
+    defined = {"NODE_NAME": "node-1", "POD_NAME": "virt-controller-0"}
+    assert expand_references("--node-name=$(NODE_NAME)", defined) == "--node-name=node-1"
+    assert expand_references("$(POD_NAME)-$(POD_NAME)", defined) == "virt-controller-0-virt-controller-0"
+    assert expand_references("$$(NODE_NAME) costs $$5", defined) == "$(NODE_NAME) costs $5"
+    assert expand_references("--x=$(UNDEFINED)", defined) == "--x=$(UNDEFINED)"
+    for _, _, container in containers():
+        env = {e["name"]: e.get("value") or "from-a-field" for e in container.get("env", [])}
+        assert not [a for a in container.get("args", []) if "$(" in expand_references(a, env)]
