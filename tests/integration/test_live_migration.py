@@ -15,6 +15,7 @@ from typing import Any
 import libvirt
 import pytest
 
+from pykubevirt.api import pod_layout
 from pykubevirt.handler.launcher_client import CommandFailed
 from pykubevirt.launcher import migration_paths
 from tests.support.launcher_process import LauncherProcess, defaulted_vmi, start_launcher
@@ -156,3 +157,47 @@ async def test_a_migration_cancelled_the_moment_it_starts_is_aborted(
     assert failed["migration"]["abortStatus"] == "Succeeded"
     assert failed["domain"]["state"] == "Running"
     assert source.process.poll() is None
+
+
+async def test_a_guest_on_a_shared_claim_moves_without_a_block_copy(
+    pair: tuple[LauncherProcess, LauncherProcess],
+) -> None:
+    # KubeVirt's LiveMigration: every disk on ReadWriteMany storage, which both pods see; nothing is copied.
+    source, target = pair
+    claim = {"claimName": "shared", "accessModes": ["ReadWriteMany"], "volumeMode": "Filesystem"}
+    claim |= {"capacity": {"storage": "16Mi"}, "requests": {"storage": "16Mi"}}
+    vmi = defaulted_vmi(
+        "mig",
+        source.vmi_uid,
+        domain={"memory": {"guest": "64Mi"}, "devices": {"disks": [{"name": "data", "disk": {"bus": "virtio"}}]}},
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "shared"}}],
+    )
+    vmi["status"]["volumeStatus"] = [{"name": "data", "target": "", "persistentVolumeClaimInfo": claim}]
+    # One volume, mounted into both pods (the embedded `shared` class: one host directory every node mounts).
+    volume = source.pod_dir.parent.parent / "shared-volume"
+    volume.mkdir()
+    (volume / "disk.img").write_bytes(b"shared-marker".ljust(16 * 1024 * 1024, b"\0"))
+    for launcher in (source, target):
+        disks = launcher.pod_dir / "volumes" / "private" / "vmi-disks"
+        disks.mkdir(parents=True)
+        (disks / "data").symlink_to(volume)
+    await asyncio.gather(source.wait_ready(), target.wait_ready())
+    assert (await source.client().request("sync", vmi=vmi))["domain"]["state"] == "Running", source.log()
+    prepared = await target.client().request(
+        "preparemigrationtarget", vmi=vmi, migration={"listenAddress": TARGET_ADDRESS}
+    )
+    request = migrate_request(prepared, blockMigration=False, sharedVolumes=["data"])
+    del request["disksUri"]
+    await source.client().request("migrate", migration=request)
+    done = await wait_migration(source, "Succeeded")
+    assert done["migration"]["migrateDisks"] == []
+    arrived = await wait_migration(target, "Succeeded")
+    assert arrived["domain"]["state"] == "Running"
+    assert (volume / "disk.img").read_bytes()[:13] == b"shared-marker"
+    conn = libvirt.open(f"qemu+unix:///system?socket={prepared['migration']['libvirtSocket']}")
+    try:
+        xml = conn.lookupByName("default_mig").XMLDesc(0)
+    finally:
+        conn.close()
+    # The target's QEMU opened the claim through its own pod's directory.
+    assert f"{pod_layout.short_runtime_dir(target.pod_uid)}/vmi-disks/data/disk.img" in xml

@@ -119,3 +119,15 @@ def migratability_changes(vmi: dict[str, Any], conditions: list[dict[str, Any]] 
     if status.get("migrationMethod") != method:
         changes["migrationMethod"] = method
     return changes
+
+
+def shared_volumes(vmi: dict[str, Any]) -> list[str]:
+    """Volumes a migration leaves in place: claims (KubeVirt migrates only ReadWriteMany ones) and shared hostDisks.
+
+    KubeVirt's classifyVolumesForMigration; the source launcher copies none of them."""
+    shared = []
+    for volume in (vmi.get("spec") or {}).get("volumes") or []:
+        host_disk = volume.get("hostDisk")
+        if "persistentVolumeClaim" in volume or "dataVolume" in volume or (host_disk and host_disk.get("shared")):
+            shared.append(str(volume["name"]))
+    return shared

@@ -18,6 +18,7 @@ from pykubevirt.client.controller import Result
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
+from pykubevirt.handler.live_migratable import shared_volumes
 from pykubevirt.handler.migration_proxy import MigrationProxy, ProxySet, dial_tcp
 from pykubevirt.handler.migration_target import BLOCK_MIGRATION_PORT_ROLE, DIRECT_PORT_ROLE, migration_state
 from pykubevirt.log import object_fields
@@ -36,6 +37,9 @@ def migrate_request(vmi: Object, state: dict[str, Any]) -> dict[str, Any]:
     }
     if request["blockMigration"]:
         request["disksUri"] = f"unix://{pod_layout.migration_socket(uid, BLOCK_MIGRATION_PORT_ROLE)}"
+    shared = shared_volumes(vmi)
+    if shared:
+        request["sharedVolumes"] = shared
     for field in ("completionTimeoutPerGiB", "progressTimeout", "allowAutoConverge", "allowPostCopy"):
         if field in config:
             request[field] = config[field]

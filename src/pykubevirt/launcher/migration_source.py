@@ -47,7 +47,9 @@ def flags(request: MigrationRequest, *, paused: bool) -> int:
     )
     if request.get("blockMigration"):
         value |= libvirt.VIR_MIGRATE_NON_SHARED_INC
-    if request.get("unsafe"):
+    # Shared volumes stay where they are: the embedded cluster's ReadWriteMany storage is one host directory every
+    # node mounts, which libvirt, seeing a local filesystem, would call "Migration without shared storage".
+    if request.get("unsafe") or request.get("sharedVolumes"):
         value |= libvirt.VIR_MIGRATE_UNSAFE
     if request.get("allowAutoConverge"):
         value |= libvirt.VIR_MIGRATE_AUTO_CONVERGE
