@@ -19,6 +19,7 @@ from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
+from pykubevirt.controller.migration_receiver import waits_for_sync
 from pykubevirt.controller.multus_annotations import sync_multus_status
 from pykubevirt.controller.status_coalescing import HeldWrites, only_details_changed
 from pykubevirt.controller.sync_error import SyncError
@@ -133,7 +134,8 @@ class VMIController:
         if phase in c.FINAL_PHASES:
             return None, pod
         if pod is None:
-            if phase not in ("", c.PHASE_PENDING):
+            # A receiver waits for a migration to bring its domain; it starts no launcher of its own.
+            if phase not in ("", c.PHASE_PENDING) or waits_for_sync(vmi):
                 return None, pod
             return await self._create_pod(vmi, key)
         return None, pod

@@ -16,6 +16,7 @@ from pykubevirt.api.objects import condition, condition_has
 from pykubevirt.api.pod_qos import qos_class
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.hotplug_conditions import sync_hotplug_conditions
+from pykubevirt.controller.migration_receiver import release_waiting_finalizers, waits_for_sync
 from pykubevirt.controller.sync_error import SyncError
 
 Object = dict[str, Any]
@@ -227,7 +228,15 @@ def vmi_status(
     sync_ready_condition(new, pod, now)
     if pod is not None:
         status["launcherContainerImageVersion"] = _launcher_image(pod)
-    if phase in ("", c.PHASE_PENDING):
+    unprocessed = phase in ("", c.PHASE_PENDING)
+    if unprocessed and pod is None and not new["metadata"].get("deletionTimestamp") and waits_for_sync(new):
+        status["phase"] = c.PHASE_WAITING_FOR_SYNC
+    elif phase == c.PHASE_WAITING_FOR_SYNC:
+        if new["metadata"].get("deletionTimestamp"):
+            release_waiting_finalizers(new, owner_vm_exists)
+        elif pod is not None:
+            status["phase"] = c.PHASE_SCHEDULING
+    elif phase in ("", c.PHASE_PENDING):
         if pod is not None:
             status["phase"] = c.PHASE_SCHEDULING
             # Known from the pod's spec already: set with the move to Scheduling rather than in a write of its own.
