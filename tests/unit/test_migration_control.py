@@ -94,6 +94,23 @@ def test_failures_carry_kubevirts_messages() -> None:
     assert ctl._next(vmim("Scheduling"), running_vmi(), None) == (
         "fail:Migration target pod was removed during active migration."
     )
+    # A target launcher that dies while the source sends fails the migration (KubeVirt checks the pod in every phase).
+    sending = running_vmi(migrationUid="m1", targetNodeAddress="127.0.0.3", startTimestamp=NOW)
+    dead = {
+        **READY_POD,
+        "status": {"phase": "Running", "containerStatuses": [{"name": "compute", "state": {"terminated": {}}}]},
+    }
+    assert ctl._next(vmim("Running"), sending, dead) == (
+        "fail:Migration failed because target pod shutdown during migration"
+    )
+    assert ctl._next(vmim("Running"), sending, None) == "fail:Migration target pod was removed during active migration."
+
+
+def test_a_target_pod_just_created_is_awaited_not_taken_for_removed() -> None:
+    # The pod informer may show the new target pod after the migration's own update (KubeVirt's pod expectations).
+    ctl = controller([vmim("Scheduling")])
+    ctl._created.add("m1")
+    assert ctl._next(vmim("Scheduling"), running_vmi(), None) == "wait"
 
 
 def test_the_target_pod_is_labelled_for_the_job_and_kept_off_the_source_node() -> None:
@@ -145,6 +162,9 @@ def test_the_source_sends_everything_through_its_handlers_unix_sockets() -> None
         "disksUri": "unix:///run/pkv/mp/v1-49153-source.sock",
         "blockMigration": True,
     }
+    # Claims stay where they are (KubeVirt migrates only ReadWriteMany ones): the launcher copies none of them.
+    vmi["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "shared"}})
+    assert migrate_request(vmi, state)["sharedVolumes"] == ["data"]
 
 
 def test_a_migration_waits_while_the_parallelism_limits_are_reached() -> None:
@@ -172,12 +192,16 @@ def test_a_target_pod_that_cannot_be_scheduled_fails_the_migration_after_kubevir
         },
     }
     ctl.clock = lambda: "2026-12-02T03:04:00Z"  # type: ignore[method-assign]
-    assert ctl._next(vmim("Scheduling"), running_vmi(), pending) == "wait"
+    assert ctl._next(vmim("Scheduling"), running_vmi(), pending) == "unschedulable"
     ctl.clock = lambda: "2026-12-02T03:05:01Z"  # type: ignore[method-assign]
+    # KubeVirt deletes the timed-out pod; the migration then fails as one whose target pod was removed.
     assert ctl._next(vmim("Scheduling"), running_vmi(), pending) == (
-        "fail:unschedulable pod default/virt-launcher-testvmi-x timeout period exceeded"
+        "delete-pod:unschedulable pod default/virt-launcher-testvmi-x timeout period exceeded"
+    )
+    assert ctl._next(vmim("Scheduling"), running_vmi(), None) == (
+        "fail:Migration target pod was removed during active migration."
     )
     quick = vmim("Scheduling")
     quick["metadata"]["annotations"] = {"kubevirt.io/migrationUnschedulablePodTimeoutSeconds": "30"}
     ctl.clock = lambda: "2026-12-02T03:00:31Z"  # type: ignore[method-assign]
-    assert ctl._next(quick, running_vmi(), pending).startswith("fail:unschedulable pod")
+    assert ctl._next(quick, running_vmi(), pending).startswith("delete-pod:unschedulable pod")

@@ -111,6 +111,8 @@ class MigrationController:
         # MigrationPolicies and namespaces, for the policy a VMI migrates with (None: the cluster's settings only).
         self.policies = policies
         self.namespaces = namespaces
+        # Migrations whose target pod this controller created and the pod informer has not shown yet.
+        self._created: set[str] = set()
 
     def keys_for_vmi(self, vmi: Object) -> list[str]:
         namespace, name = vmi["metadata"].get("namespace"), vmi["metadata"]["name"]
@@ -141,6 +143,8 @@ class MigrationController:
         phase = str(status.get("phase") or "")
         vmi = self.vmis.get(f"{namespace}/{(vmim.get('spec') or {}).get('vmiName')}")
         pod = self._target_pod(vmim)
+        if pod is not None or phase in FINAL:
+            self._created.discard(vmim["metadata"]["uid"])
         if vmim["metadata"].get("deletionTimestamp"):
             return await self._cancel(cached, vmim, vmi, pod)
         if phase in FINAL:
@@ -155,6 +159,8 @@ class MigrationController:
             self._set_phase(vmim, "PreparingTarget")
         elif outcome.startswith("fail:"):
             await self._fail(vmim, vmi, pod, outcome.removeprefix("fail:"))
+        elif outcome.startswith(("unschedulable", "delete-pod:")) and vmi is not None and pod is not None:
+            await self._pending_target(vmim, vmi, pod, outcome)
         elif outcome.startswith("phase:"):
             self._set_phase(vmim, outcome.removeprefix("phase:"))
             if vmim["status"]["phase"] == "Succeeded" and vmi is not None:
@@ -193,7 +199,12 @@ class MigrationController:
             return "fail:VMI's migration state was taken over by another migration job during active migration."
         if handed_off and state.get("failed"):
             return "fail:source node reported migration failed"
-        if phase in ("Scheduling", "Scheduled", *(("PreparingTarget", "TargetReady") if handed_off else ())):
+        if phase == "Running" and state.get("completed"):
+            # A hotplug migration succeeds once the target has plugged the vCPUs or memory too.
+            return "wait" if hotplug_in_progress(vmi) else "phase:Succeeded"
+        if phase in ("Scheduling", "Scheduled", *(("PreparingTarget", "TargetReady", "Running") if handed_off else ())):
+            if pod is None and uid in self._created:
+                return "wait"  # created, not in the pod informer yet (KubeVirt's pod expectations)
             if pod is None:
                 return "fail:Migration target pod was removed during active migration."
             if pod_state.is_down_or_going_down(pod):
@@ -214,16 +225,16 @@ class MigrationController:
             return "phase:TargetReady" if state.get("targetNodeAddress") else "wait"
         if phase == "TargetReady":
             return "phase:Running" if state.get("startTimestamp") else "wait"
-        if phase == "Running":
-            # A hotplug migration succeeds once the target has plugged the vCPUs or memory too.
-            return "phase:Succeeded" if state.get("completed") and not hotplug_in_progress(vmi) else "wait"
         return "wait"
 
     def _pending_too_long(self, vmim: Object, pod: Object) -> str:
-        """KubeVirt's target pod timeouts: 300 s unschedulable, 900 s pending (per-migration annotations override)."""
+        """KubeVirt's target pod timeouts: 300 s unschedulable, 900 s pending (per-migration annotations override).
+
+        "unschedulable" while the scheduler finds no node; "delete-pod:<why>" once a timeout passed
+        (handlePendingPodTimeout: the pod is deleted; the migration then fails as one whose target pod was removed)."""
         annotations = vmim["metadata"].get("annotations") or {}
         created = parse_time(str(pod["metadata"].get("creationTimestamp") or ""))
-        if created is None:
+        if created is None or pod_state.pod_phase(pod) != "Pending" or pod["metadata"].get("deletionTimestamp"):
             return "wait"
         age = (parse_time(self.clock()) or created) - created
         name = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
@@ -232,12 +243,30 @@ class MigrationController:
             for x in (pod.get("status") or {}).get("conditions") or []
         )
         limit = float(annotations.get(UNSCHEDULABLE_TIMEOUT_ANNOTATION, UNSCHEDULABLE_TIMEOUT_SECONDS))
-        if unschedulable and age.total_seconds() > limit:
-            return f"fail:unschedulable pod {name} timeout period exceeded"
+        if unschedulable and age.total_seconds() >= limit:
+            return f"delete-pod:unschedulable pod {name} timeout period exceeded"
         limit = float(annotations.get(PENDING_TIMEOUT_ANNOTATION, PENDING_TIMEOUT_SECONDS))
-        if pod_state.pod_phase(pod) == "Pending" and age.total_seconds() > limit:
-            return f"fail:pending pod {name} timeout period exceeded"
-        return "wait"
+        if age.total_seconds() >= limit:
+            return f"delete-pod:pending pod {name} timeout period exceeded"
+        return "unschedulable" if unschedulable else "wait"
+
+    async def _pending_target(self, vmim: Object, vmi: Object, pod: Object, outcome: str) -> None:
+        """A target pod the scheduler cannot place is reported; one past its timeout is deleted (the next pass fails
+        the migration: its target pod was removed)."""
+        meta = vmi["metadata"]
+        if outcome == "unschedulable":
+            vmi_key = f"{meta.get('namespace')}/{meta['name']}"
+            message = f"Migration target pod for VMI [{vmi_key}] is currently unschedulable."
+            self.recorder.event(vmim, WARNING, "MigrationTargetPodUnschedulable", message)
+            return
+        try:
+            await self.client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
+        except NotFound:
+            return
+        except ApiError as exc:
+            self.recorder.event(vmim, WARNING, "FailedDelete", f"Error deleted migration target pod: {exc.message}")
+            return
+        self.recorder.event(vmim, NORMAL, "SuccessfulDelete", outcome.removeprefix("delete-pod:"))
 
     def _at_limit(self, vmim: Object, vmi: Object) -> bool:
         """parallelMigrationsPerCluster and parallelOutboundMigrationsPerNode (handleTargetPodCreation)."""
@@ -273,6 +302,7 @@ class MigrationController:
             message = getattr(exc, "message", str(exc))
             self.recorder.event(vmim, WARNING, "FailedCreate", f"Error creating pod: {message}")
             return False
+        self._created.add(vmim["metadata"]["uid"])
         self.recorder.event(vmim, NORMAL, "SuccessfulCreate", f"Created migration target pod {pod['metadata']['name']}")
         return True
 
@@ -304,6 +334,9 @@ class MigrationController:
         }
         if effective.policy_name is not None:
             state["migrationPolicyName"] = effective.policy_name
+        # The new state replaces an earlier migration's whole (KubeVirt replaces /status/migrationState): a merge patch
+        # would keep its `failed`, `abortStatus` or `completed`, and this migration would end before it began.
+        state = {**{key: None for key in migration_state(vmi)}, **state}
         patch = {
             "metadata": {"labels": {c.MIGRATION_TARGET_NODE_NAME_LABEL: target_node}},
             "status": {"migrationState": state},
