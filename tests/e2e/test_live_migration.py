@@ -8,13 +8,18 @@ import ipaddress
 import json
 import os
 import re
+import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pykubevirt.node.pod_dirs import existing_pod_dirs
+from pykubevirt.node.processes import kill_group
 from tests.e2e.conftest import UpCluster, started_up_cluster, wait_for
 from tests.support.cluster import DEMO_IMAGE
+from tests.support.cluster_qemus import ClusterQemus
 
 pytestmark = pytest.mark.e2e
 
@@ -223,3 +228,303 @@ def test_raising_sockets_on_a_running_vm_plugs_a_cpu_into_the_guest(two_nodes: U
     target_log = console(cluster, target["name"])
     assert source_log.count(BOOTED) == 1 and BOOTED not in target_log, "the guest booted once"
     cluster.run("kubectl", "delete", "vm", name, "--wait=false")
+
+
+# ------------------------------------------------------------------------------------------------ failures
+
+SLOW = "slow-mover"
+# 1 MiB/s: a 128 MiB guest takes minutes to move, long enough to cancel it, kill its target or restart a handler.
+SLOW_POLICY = {
+    "apiVersion": "migrations.kubevirt.io/v1alpha1",
+    "kind": "MigrationPolicy",
+    "metadata": {"name": "slow"},
+    "spec": {
+        "selectors": {"virtualMachineInstanceSelector": {"migration": "slow"}},
+        "bandwidthPerMigration": "1Mi",
+        "completionTimeoutPerGiB": 100000,
+    },
+}
+MIGRATION_STATE = "{.status.migrationState}"
+
+
+@pytest.fixture(scope="module")
+def slow_guest(two_nodes: UpCluster) -> str:
+    """A counting guest whose migrations the `slow` MigrationPolicy keeps at 1 MiB/s; Running and counting."""
+    cluster = two_nodes
+    cluster.run("kubectl", "apply", "-f", "-", stdin=json.dumps(SLOW_POLICY))
+    body = json.loads(counting_guest(SLOW))
+    body["metadata"]["labels"] = {"migration": "slow"}
+    cluster.run("kubectl", "apply", "-f", "-", stdin=json.dumps(body))
+    wait_for(lambda: cluster.jsonpath("vmi", SLOW, "{.status.phase}") == "Running", "VMI Running", 180)
+    migratable = "{.status.conditions[?(@.type=='LiveMigratable')].status}"
+    wait_for(lambda: cluster.jsonpath("vmi", SLOW, migratable) == "True", "LiveMigratable", 60)
+    wait_for(lambda: counted(cluster) >= 10, "the guest counting", 240)
+    return SLOW
+
+
+def source_pod(cluster: UpCluster) -> str:
+    uid = cluster.jsonpath("vmi", SLOW, "{.metadata.uid}")
+    return pods_by_node(cluster, uid)[cluster.jsonpath("vmi", SLOW, "{.status.nodeName}")]["name"]
+
+
+def counted(cluster: UpCluster) -> int:
+    """The guest's last counter value on its current launcher's console."""
+    values = COUNTER.findall(console(cluster, source_pod(cluster)))
+    return int(values[-1][0]) if values else 0
+
+
+def start_slow_migration(cluster: UpCluster, name: str) -> dict[str, str]:
+    """A VMIM of the slow guest, waited for until the source is sending; the nodes, pods and last counter value."""
+    node = cluster.jsonpath("vmi", SLOW, "{.status.nodeName}")
+    vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
+    vmim |= {"metadata": {"name": name}, "spec": {"vmiName": SLOW}}
+    cluster.run("kubectl", "create", "-f", "-", stdin=json.dumps(vmim))
+    try:
+        wait_for(lambda: cluster.jsonpath("vmim", name, "{.status.phase}") == "Running", f"{name} Running", 180)
+    except AssertionError as exc:
+        shown = cluster.run("kubectl", "get", "vmim,vmi", "-o", "yaml", check=False).stdout
+        raise AssertionError(f"{exc}\n{shown}") from None
+    assert cluster.jsonpath("vmi", SLOW, "{.status.migrationState.migrationPolicyName}") == "slow"
+    target_node = cluster.jsonpath("vmi", SLOW, "{.status.migrationState.targetNode}")
+    target = pods_by_node(cluster, cluster.jsonpath("vmi", SLOW, "{.metadata.uid}"))[target_node]
+    return {"source": node, "target": target_node, "target_pod": target["name"], "target_uid": target["uid"]}
+
+
+def assert_guest_stayed(cluster: UpCluster, source: str, before: int) -> None:
+    """The guest runs on on `source`, one QEMU, its counter still rising (no reboot)."""
+    assert cluster.jsonpath("vmi", SLOW, "{.status.phase}") == "Running"
+    assert cluster.jsonpath("vmi", SLOW, "{.status.nodeName}") == source
+    assert cluster.jsonpath("vmi", SLOW, "{.metadata.labels.kubevirt\\.io/nodeName}") == source
+    wait_for(lambda: counted(cluster) > before + 5, "the counter going on on the source", 60)
+    assert console(cluster, source_pod(cluster)).count("pykubevirt-guest: ready") == 1
+    assert ClusterQemus(cluster.data_dir).count()[f"default_{SLOW}"] == 1
+
+
+def wait_final(cluster: UpCluster, name: str, timeout: float = 120) -> str:
+    wait_for(
+        lambda: cluster.jsonpath("vmim", name, "{.status.phase}") in ("Succeeded", "Failed"), f"{name} to end", timeout
+    )
+    return cluster.jsonpath("vmim", name, "{.status.phase}")
+
+
+@pytest.mark.timeout(900)
+def test_a_cancelled_migration_leaves_the_guest_running_on_the_source(two_nodes: UpCluster, slow_guest: str) -> None:
+    cluster = two_nodes
+    # `virtctl migrate-cancel`: the VMIM is deleted, the source aborts libvirt's job, the abort is recorded.
+    started = start_slow_migration(cluster, "cancel-by-virtctl")
+    before = counted(cluster)
+    cancelled = cluster.run("virtctl", "migrate-cancel", SLOW)
+    assert cancelled.stdout.strip() == f"VM {SLOW} was scheduled to migrate-cancel"
+    wait_for(lambda: cluster.jsonpath("vmim", "cancel-by-virtctl", "{.metadata.name}") == "", "the VMIM gone", 120)
+    state = json.loads(cluster.jsonpath("vmi", SLOW, MIGRATION_STATE))
+    assert state["abortStatus"] == "Succeeded" and state["failed"] is True, state
+    assert state["failureReason"] == "Live migration has been aborted", state
+    assert "completed" not in state or state["completed"] is False, state
+    assert_guest_stayed(cluster, started["source"], before)
+    # The target pod is gone.
+    wait_for(
+        lambda: started["target"] not in pods_by_node(cluster, cluster.jsonpath("vmi", SLOW, "{.metadata.uid}")),
+        "the target pod gone",
+        60,
+    )
+
+    # Deleting the VMIM with kubectl does the same; the events tell the story.
+    started = start_slow_migration(cluster, "cancel-by-delete")
+    uid = cluster.jsonpath("vmim", "cancel-by-delete", "{.metadata.uid}")
+    before = counted(cluster)
+    cluster.run("kubectl", "delete", "vmim", "cancel-by-delete", "--wait=false")
+    wait_for(lambda: cluster.jsonpath("vmim", "cancel-by-delete", "{.metadata.name}") == "", "the VMIM gone", 120)
+    state = json.loads(cluster.jsonpath("vmi", SLOW, MIGRATION_STATE))
+    assert state["migrationUid"] == uid and state["abortStatus"] == "Succeeded", state
+    assert_guest_stayed(cluster, started["source"], before)
+    events = cluster.run("kubectl", "get", "events", "--field-selector", f"involvedObject.name={SLOW}").stdout
+    assert "VirtualMachineInstance is aborting migration." in events, events
+
+
+@pytest.mark.timeout(600)
+def test_a_target_that_cannot_be_scheduled_fails_the_migration_with_the_guest_untouched(
+    two_nodes: UpCluster, slow_guest: str
+) -> None:
+    cluster = two_nodes
+    source = cluster.jsonpath("vmi", SLOW, "{.status.nodeName}")
+    other = next(n for n in cluster.run("kubectl", "get", "node", "-o", "name").stdout.split() if n != f"node/{source}")
+    before = counted(cluster)
+    cluster.run("kubectl", "cordon", other)
+    try:
+        vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
+        # KubeVirt gives an unschedulable target pod 5 minutes; the annotation shortens that, as KubeVirt's does.
+        annotations = {"kubevirt.io/migrationUnschedulablePodTimeoutSeconds": "8"}
+        vmim |= {"metadata": {"name": "nowhere", "annotations": annotations}, "spec": {"vmiName": SLOW}}
+        cluster.run("kubectl", "create", "-f", "-", stdin=json.dumps(vmim))
+        uid = cluster.jsonpath("vmi", SLOW, "{.metadata.uid}")
+        wait_for(lambda: "" in pods_by_node(cluster, uid), "a target pod, not scheduled", 60)
+        target = pods_by_node(cluster, uid)[""]["name"]
+        scheduled = '{.status.conditions[?(@.type=="PodScheduled")]}'
+        wait_for(lambda: "Unschedulable" in cluster.jsonpath("pod", target, scheduled), "the scheduler's verdict", 60)
+        condition = json.loads(cluster.jsonpath("pod", target, scheduled))
+        assert condition["message"].startswith("0/2 nodes are available:"), condition
+        assert "node(s) were unschedulable" in condition["message"], condition
+        assert cluster.jsonpath("vmim", "nowhere", "{.status.phase}") == "Scheduling"
+        assert wait_final(cluster, "nowhere", 90) == "Failed"
+    finally:
+        cluster.run("kubectl", "uncordon", other)
+    events = cluster.run("kubectl", "get", "events", "--field-selector", "involvedObject.name=nowhere").stdout
+    assert f"Migration target pod for VMI [default/{SLOW}] is currently unschedulable." in events, events
+    assert f"unschedulable pod default/{target} timeout period exceeded" in events, events
+    assert "Migration target pod was removed during active migration." in events, events
+    # Never handed off: the VMI's migration state is not this migration's, and the guest did not move.
+    state = json.loads(cluster.jsonpath("vmi", SLOW, MIGRATION_STATE) or "{}")
+    assert state.get("migrationUid") != cluster.jsonpath("vmim", "nowhere", "{.metadata.uid}"), state
+    wait_for(lambda: target not in {p["name"] for p in pods_by_node(cluster, uid).values()}, "target pod gone", 60)
+    assert_guest_stayed(cluster, source, before)
+
+
+def launcher_record(cluster: UpCluster, node: str, pod_uid: str) -> tuple[int, int]:
+    """The pid and start ticks of the compute container's process (the launcher) of a pod on `node`."""
+    for pod_dir in existing_pod_dirs(cluster.data_dir / "nodes" / node / "pods"):
+        if pod_dir.uid == pod_uid:
+            record = pod_dir.load_records()["compute"]
+            return record.pid, record.ticks
+    raise AssertionError(f"no pod {pod_uid} on {node}")
+
+
+@pytest.mark.timeout(600)
+def test_a_target_launcher_killed_mid_migration_fails_it_and_the_guest_stays(
+    two_nodes: UpCluster, slow_guest: str
+) -> None:
+    cluster = two_nodes
+    started = start_slow_migration(cluster, "target-killed")
+    before = counted(cluster)
+    pid, ticks = launcher_record(cluster, started["target"], started["target_uid"])
+    assert kill_group(pid, ticks)
+    assert wait_final(cluster, "target-killed") == "Failed"
+    state = json.loads(cluster.jsonpath("vmi", SLOW, MIGRATION_STATE))
+    assert state["migrationUid"] == cluster.jsonpath("vmim", "target-killed", "{.metadata.uid}"), state
+    # The source ends its libvirt job too: the migration is over on both ends, recorded failed.
+    wait_for(
+        lambda: json.loads(cluster.jsonpath("vmi", SLOW, MIGRATION_STATE)).get("failed") is True,
+        "the source to record the failure",
+        90,
+    )
+    assert_guest_stayed(cluster, started["source"], before)
+
+
+@pytest.mark.timeout(600)
+def test_the_source_handler_restarted_mid_migration_loses_no_guest(two_nodes: UpCluster, slow_guest: str) -> None:
+    cluster = two_nodes
+    started = start_slow_migration(cluster, "handler-restart")
+    before = counted(cluster)
+    name = f"virt-handler-{started['source']}"
+    pid = int(cluster.state()["components"][name]["pid"])
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: int(cluster.state()["components"][name]["pid"] or 0) not in (0, pid), "a new handler", 120)
+    phase = wait_final(cluster, "handler-restart", 300)
+    node = started["source"] if phase == "Failed" else started["target"]
+    assert cluster.jsonpath("vmi", SLOW, "{.status.nodeName}") == node
+    if phase == "Failed":
+        assert_guest_stayed(cluster, node, before)
+    else:
+        assert cluster.jsonpath("vmi", SLOW, "{.status.phase}") == "Running"
+        wait_for(lambda: counted(cluster) > before + 5, "the counter going on on the target", 60)
+        wait_for(lambda: ClusterQemus(cluster.data_dir).count()[f"default_{SLOW}"] == 1, "one QEMU", 60)
+
+
+@pytest.mark.timeout(300)
+def test_a_vmi_bridged_to_the_pod_network_is_refused_a_migration(two_nodes: UpCluster) -> None:
+    cluster, name = two_nodes, "bridged"
+    body = json.loads(counting_guest(name))
+    spec = body["spec"]
+    spec["domain"]["devices"] = {"interfaces": [{"name": "default", "bridge": {}}], "disks": []}
+    spec["volumes"] = []
+    cluster.run("kubectl", "apply", "-f", "-", stdin=json.dumps(body))
+    reason = "{.status.conditions[?(@.type=='LiveMigratable')].reason}"
+    wait_for(lambda: cluster.jsonpath("vmi", name, reason) == "InterfaceNotLiveMigratable", "LiveMigratable False", 180)
+    vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
+    vmim |= {"metadata": {"name": "move-bridged"}, "spec": {"vmiName": name}}
+    refused = cluster.run("kubectl", "create", "-f", "-", stdin=json.dumps(vmim), check=False)
+    assert refused.returncode != 0
+    assert (
+        "Cannot migrate VMI, Reason: InterfaceNotLiveMigratable, Message: cannot migrate VMI which does not use "
+        "masquerade or a migratable plugin to connect to the pod network"
+    ) in refused.stderr, refused.stderr
+    cluster.run("kubectl", "delete", "vmi", name, "--wait=false")
+
+
+# ------------------------------------------------------------------------------------------------ shared storage
+
+# The counter, and each value written to the shared data disk too (synced: the host reads the volume's file).
+SHARED_USER_DATA = (
+    "#cloud-config\nruncmd:\n"
+    "  - (i=0; while :; do i=$((i+1)); echo counter $i $(cut -d' ' -f1 /proc/uptime);"
+    ' echo "data $i" > /dev/vdb; sync; usleep 100000; done) &\n'
+)
+DATA = re.compile(rb"^data (\d+)\n")
+
+
+def shared_claim(cluster: UpCluster, name: str, size: str) -> Path:
+    """A ReadWriteMany claim of the embedded `shared` class (no node affinity: both nodes mount it); its directory."""
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}}
+    claim["spec"] = {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": size}},
+        "storageClassName": "shared",
+    }
+    cluster.run("kubectl", "apply", "-f", "-", stdin=json.dumps(claim))
+    wait_for(lambda: cluster.jsonpath("pvc", name, "{.status.phase}") == "Bound", f"{name} Bound", 60)
+    volume = cluster.jsonpath("pvc", name, "{.spec.volumeName}")
+    return Path(cluster.jsonpath("pv", volume, "{.spec.hostPath.path}"))
+
+
+@pytest.mark.timeout(600)
+def test_a_guest_on_shared_claims_moves_without_a_block_copy(two_nodes: UpCluster, guest_image: Path) -> None:
+    cluster, name = two_nodes, "on-shared"
+    root = shared_claim(cluster, "on-shared-root", "64Mi")
+    data = shared_claim(cluster, "on-shared-data", "16Mi")
+    # What an import would do: the raw demo image as the root claim's disk.img.
+    shutil.copyfile(guest_image, root / "disk.img")
+    body = json.loads(counting_guest(name))
+    spec = body["spec"]
+    # Every disk shared, the cloud-init one a read-only CD-ROM: KubeVirt's LiveMigration, nothing to copy.
+    spec["domain"]["devices"]["disks"] = [
+        {"name": "root", "disk": {"bus": "virtio"}},
+        {"name": "data", "disk": {"bus": "virtio"}},
+        {"name": "cloudinit", "cdrom": {"bus": "sata"}},
+    ]
+    spec["volumes"] = [
+        {"name": "root", "persistentVolumeClaim": {"claimName": "on-shared-root"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "on-shared-data"}},
+        {"name": "cloudinit", "cloudInitNoCloud": {"userData": SHARED_USER_DATA}},
+    ]
+    cluster.run("kubectl", "apply", "-f", "-", stdin=json.dumps(body))
+    wait_for(lambda: cluster.jsonpath("vmi", name, "{.status.phase}") == "Running", "VMI Running", 180)
+    migratable = "{.status.conditions[?(@.type=='LiveMigratable')].status}"
+    wait_for(lambda: cluster.jsonpath("vmi", name, migratable) == "True", "LiveMigratable", 60)
+    assert cluster.jsonpath("vmi", name, "{.status.migrationMethod}") == "LiveMigration"
+
+    def written() -> int:
+        found = DATA.match((data / "disk.img").read_bytes()[:64])
+        return int(found.group(1)) if found else 0
+
+    wait_for(lambda: written() >= 10, "the guest writing to the shared claim", 240)
+    source_node = cluster.jsonpath("vmi", name, "{.status.nodeName}")
+    vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
+    vmim |= {"metadata": {"name": "move-on-shared"}, "spec": {"vmiName": name}}
+    cluster.run("kubectl", "create", "-f", "-", stdin=json.dumps(vmim))
+    phase = wait_final(cluster, "move-on-shared", 180)
+    assert phase == "Succeeded", cluster.run("kubectl", "get", "vmim,vmi", "-o", "yaml").stdout
+    target_node = cluster.jsonpath("vmi", name, "{.status.nodeName}")
+    assert target_node != source_node
+    assert cluster.jsonpath("vmim", "move-on-shared", "{.status.migrationState.mode}") == "PreCopy"
+    # The source's QEMU is gone; the target's one writes on into the same claim: the data goes on from where it was.
+    wait_for(
+        lambda: (
+            pods_by_node(cluster, cluster.jsonpath("vmi", name, "{.metadata.uid}"))[source_node]["compute"]
+            == "terminated"
+        ),
+        "the source launcher to exit",
+        60,
+    )
+    after_source = written()
+    wait_for(lambda: written() > after_source + 5, "the guest on the target writing to the shared claim", 60)
+    assert (root / "disk.img").read_bytes()[:4096] == guest_image.read_bytes()[:4096]
+    cluster.run("kubectl", "delete", "vmi", name, "--wait=false")
