@@ -468,6 +468,22 @@ def test_efi_without_secure_boot() -> None:
     assert dom.find("features/smm") is None
 
 
+def test_persistent_efi_and_tpm_keep_state_on_the_backend_storage_dirs(test_conn: libvirt.virConnect) -> None:
+    domain = {
+        "firmware": {"bootloader": {"efi": {"secureBoot": False, "persistent": True}}},
+        "devices": {"tpm": {"persistent": True}},
+    }
+    # The launcher passes the claim's nvram mount; the file name and the template stay KubeVirt's.
+    dom = dom_of(new_vmi(domain), nvram_dir="/var/lib/libvirt/qemu/nvram")
+    nvram = dom.find("os/nvram")
+    assert nvram.get("template") == "/usr/share/OVMF/OVMF_VARS.fd"
+    assert nvram.text == "/var/lib/libvirt/qemu/nvram/testvmi_VARS.fd"
+    # KubeVirt pairs persistence with the CRB model.
+    assert dom.find("devices/tpm").get("model") == "tpm-crb"
+    assert dom.find("devices/tpm/backend").attrib == {"type": "emulator", "version": "2.0", "persistent_state": "yes"}
+    assert_defines(test_conn, ET.tostring(dom, encoding="unicode"))
+
+
 def test_efi_firmware_autoselection(test_conn: libvirt.virConnect) -> None:
     vmi = new_vmi({"firmware": {"bootloader": {"efi": {}}}, "features": {"smm": {}}})
     dom = dom_of(vmi, efi_firmware_autoselect=True)

@@ -55,6 +55,8 @@ class ClusterConfig:
     smbios_product: str = "None"
     # `virtualMachineOptions.disableSerialConsoleLog` (an empty object when set): no guest-console-log by default.
     disable_serial_console_log: bool = False
+    # `vmStateStorageClass`: the class of backend-storage claims (persistent EFI/TPM); "" means the default class.
+    vm_state_storage_class: str = ""
     migrations: MigrationConfig = field(default_factory=MigrationConfig)
 
     def gate_enabled(self, name: str) -> bool:

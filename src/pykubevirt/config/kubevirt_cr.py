@@ -123,6 +123,7 @@ def cluster_config(kubevirt: Mapping[str, Any] | None, defaults: ClusterConfig) 
         "smbios_family": _str(smbios.get("family")),
         "smbios_manufacturer": _str(smbios.get("manufacturer")),
         "smbios_product": _str(smbios.get("product")),
+        "vm_state_storage_class": _str(conf.get("vmStateStorageClass")),
         # Set means an object ({}), which is what turns the serial console log off.
         "disable_serial_console_log": True if isinstance(vm_options.get("disableSerialConsoleLog"), Mapping) else None,
     }

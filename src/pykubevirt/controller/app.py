@@ -27,11 +27,13 @@ from pykubevirt.client.resources import (
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
+    STORAGE_CLASSES,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
 )
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
+from pykubevirt.controller.backend_storage import claim_owner_keys
 from pykubevirt.controller.cluster_metrics import ControllerCollector
 from pykubevirt.controller.evacuation_controller import EvacuationController
 from pykubevirt.controller.launcher_pod import LauncherSettings
@@ -111,6 +113,7 @@ class VirtController:
         self.revisions = Informer(client, CONTROLLER_REVISIONS)
         self.nodes = Informer(client, NODES)
         self.pvcs = Informer(client, PERSISTENT_VOLUME_CLAIMS)
+        self.storage_classes = Informer(client, STORAGE_CLASSES)
         self.kubevirts = Informer(client, KUBEVIRTS)
         self.migrations = Informer(client, MIGRATIONS)
         self.migration_policies = Informer(client, MIGRATION_POLICIES)
@@ -140,6 +143,7 @@ class VirtController:
             settings=opts.launcher or LauncherSettings(cluster=opts.config),
             claims=self.pvcs,
             data_volumes=self.data_volumes,
+            storage_classes=self.storage_classes,
         )
         self.node_reconciler = NodeController(
             client,
@@ -185,6 +189,7 @@ class VirtController:
         self._wire()
         self.informers = [
             *(self.vms, self.vmis, self.pods, self.data_volumes, self.revisions, self.nodes, self.pvcs),
+            self.storage_classes,
             self.kubevirts,
             self.migrations,
             self.migration_policies,
@@ -221,6 +226,10 @@ class VirtController:
             return [object_key(vmi) for vmi in self.vmis.by_index(VMI_CLAIM_INDEX, object_key(obj))]
 
         self.vmi_controller.watch(self.pvcs, by_claim).watch(self.data_volumes, by_claim)
+        # A VMI waits for its backend-storage claim to reach the cache, and to bind.
+        if (backend := vmi.backend_storage) is not None:
+            self.pvcs.add_handler(EventHandler(on_add=backend.on_claim_add))
+            self.vmi_controller.watch(self.pvcs, claim_owner_keys)
         self.node_controller.watch(self.nodes).watch(self.vmis, _node_of_vmi)
         migration = self.migration_reconciler
         self.migration_controller.watch(self.migrations).watch(self.vmis, migration.keys_for_vmi)

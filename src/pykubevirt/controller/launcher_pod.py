@@ -526,10 +526,12 @@ def render_launcher_pod(
     settings: LauncherSettings,
     *,
     pvcs: Mapping[str, Mapping[str, Any]] | None = None,
+    backend_claim: str = "",
     auto_cpu_limits: bool = False,
     auto_memory_limits_ratio: float | None = None,
 ) -> dict[str, Any]:
-    """The launcher Pod for a (defaulted) VMI; `pvcs` by claim name tells block from filesystem claims."""
+    """The launcher Pod for a (defaulted) VMI; `pvcs` by claim name tells block from filesystem claims, and
+    `backend_claim` is the VMI's backend-storage claim (persistent EFI/TPM state)."""
     meta = vmi["metadata"]
     spec = vmi.get("spec") or {}
     config = settings.cluster
@@ -544,7 +546,7 @@ def render_launcher_pod(
         auto_cpu_limits=auto_cpu_limits,
         auto_memory_limits_ratio=auto_memory_limits_ratio,
     )
-    volumes = render_volumes(vmi, settings, pvcs)
+    volumes = render_volumes(vmi, settings, pvcs, backend_claim, non_root=user_id != 0)
     hostname = sanitized_hostname(vmi)
     env, verbosity = _compute_env(vmi, user_id, volumes)
     compute = _compute_container(vmi, settings, user_id, resources, volumes, env)

@@ -6,6 +6,7 @@ import posixpath
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from pykubevirt.api import backend_storage
 from pykubevirt.api.json_copy import copy_json
 
 if TYPE_CHECKING:
@@ -200,6 +201,24 @@ def _add_access_credentials(rendered: PodVolumes, credentials: list[dict[str, An
                 break
 
 
+def _add_backend_storage(rendered: PodVolumes, vmi: Mapping[str, Any], claim: str, non_root: bool) -> None:
+    """The backend-storage claim, mounted by subPath where libvirt keeps NVRAM and TPM state."""
+    volume = backend_storage.POD_VOLUME
+    rendered.volumes.append({"name": volume, "persistentVolumeClaim": {"claimName": claim, "readOnly": False}})
+    mounts = backend_storage.pod_mounts(vmi, non_root)
+    rendered.mounts.append(mount(volume, mounts[0][0], readOnly=False, subPath=mounts[0][1]))
+    if non_root:
+        # Upstream's emptyDirs for each directory between the private dir and the state, so that they are
+        # created writable for the non-root user rather than by the runtime for the subPath mounts below.
+        private_libvirt = posixpath.join(VIRT_PRIVATE_DIR, "libvirt")
+        rendered.add(empty_dir("private-libvirt"), mount("private-libvirt", private_libvirt))
+        rendered.add(
+            empty_dir("private-libvirt-qemu"), mount("private-libvirt-qemu", posixpath.join(private_libvirt, "qemu"))
+        )
+    for path, sub_path in mounts[1:]:
+        rendered.mounts.append(mount(volume, path, readOnly=False, subPath=sub_path))
+
+
 def _add_runtime_dirs(rendered: PodVolumes, domain: Mapping[str, Any], settings: LauncherSettings) -> None:
     """Hugepage mounts when the guest uses hugepages, and the hotplug directory unless hotplug is off."""
     if (domain.get("memory") or {}).get("hugepages") is not None:
@@ -214,8 +233,13 @@ def _add_runtime_dirs(rendered: PodVolumes, domain: Mapping[str, Any], settings:
         )
 
 
-def render_volumes(vmi: Mapping[str, Any], settings: LauncherSettings, pvcs: Claims) -> PodVolumes:
-    """The pod volumes, compute mounts and block devices for a VMI; hotplugged volumes belong to attachment pods."""
+def render_volumes(
+    vmi: Mapping[str, Any], settings: LauncherSettings, pvcs: Claims, backend_claim: str = "", non_root: bool = False
+) -> PodVolumes:
+    """The pod volumes, compute mounts and block devices for a VMI; hotplugged volumes belong to attachment pods.
+
+    `backend_claim` names the VMI's backend-storage claim when it keeps persistent EFI or TPM state.
+    """
     spec = vmi.get("spec") or {}
     domain = spec.get("domain") or {}
     volumes = spec.get("volumes") or []
@@ -227,5 +251,7 @@ def render_volumes(vmi: Mapping[str, Any], settings: LauncherSettings, pvcs: Cla
             _add_storage_volume(rendered, volume, pvcs)
             _add_cloud_init_secrets(rendered, volume)
     _add_access_credentials(rendered, spec.get("accessCredentials") or [])
+    if backend_claim and backend_storage.is_needed(vmi):
+        _add_backend_storage(rendered, vmi, backend_claim, non_root)
     _add_runtime_dirs(rendered, domain, settings)
     return rendered

@@ -8,6 +8,7 @@ import contextlib
 import logging
 from typing import Any
 
+from pykubevirt.api import backend_storage as bs
 from pykubevirt.api import constants as c
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
@@ -18,6 +19,7 @@ from pykubevirt.client.expectations import ControllerExpectations
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller import pod_state
+from pykubevirt.controller.backend_storage import BackendStorage
 from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
 from pykubevirt.controller.migration_receiver import waits_for_sync
 from pykubevirt.controller.multus_annotations import sync_multus_status
@@ -63,6 +65,7 @@ class VMIController:
         settings: LauncherSettings,
         claims: Informer | None = None,
         data_volumes: Informer | None = None,
+        storage_classes: Informer | None = None,
         clock: Any = now_rfc3339,
     ) -> None:
         self.client = client
@@ -76,6 +79,8 @@ class VMIController:
         self.clock = clock
         self.pod_expectations = ControllerExpectations()
         self.held_status = HeldWrites()
+        # Persistent EFI/TPM state needs claims to be watched; without them such a VMI's state stays in its pod.
+        self.backend_storage = BackendStorage(client, claims, storage_classes) if claims is not None else None
 
     # ------------------------------------------------------------------------------------------------ events
 
@@ -168,8 +173,17 @@ class VMIController:
             message = f"PVC {namespace}/{missing[0]} does not exist, waiting for it to appear"
             self.recorder.event(vmi, WARNING, FAILED_PVC_NOT_FOUND, message)
             return SyncError(message, FAILED_PVC_NOT_FOUND), None
+        backend_claim = ""
+        if self.backend_storage is not None:
+            try:
+                ensured = await self.backend_storage.ensure(vmi, key, self.settings.cluster.vm_state_storage_class)
+            except SyncError as exc:
+                return exc, None
+            if ensured is None:
+                return None, None  # the claim's add event brings the VMI back
+            backend_claim = ensured
         try:
-            template = render_launcher_pod(vmi, self.settings, pvcs=claims)
+            template = render_launcher_pod(vmi, self.settings, pvcs=claims, backend_claim=backend_claim)
         except (ValueError, KeyError) as exc:
             return SyncError(f"failed to render launch manifest: {exc}", FAILED_CREATE_POD), None
         try:
@@ -212,6 +226,11 @@ class VMIController:
                 # KubeVirt records the move to AttachedToNode (its attachment pod's creation) as an event.
                 if entry.get("phase") == "AttachedToNode" and before.get(entry["name"]) != "AttachedToNode":
                     self.recorder.event(update.vmi, NORMAL, str(entry["reason"]), str(entry["message"]))
+        if self.backend_storage is not None and (pvc := self.backend_storage.claim_of(update.vmi)) is not None:
+            status = update.vmi.setdefault("status", {})
+            statuses = bs.with_volume_status(list(status.get("volumeStatus") or []), pvc)
+            if statuses != status.get("volumeStatus"):
+                status["volumeStatus"] = statuses
         condition = data_volumes_ready(update.vmi, self._data_volume, now) if self.data_volumes is not None else None
         if condition is not None:
             status = update.vmi.setdefault("status", {})

@@ -30,6 +30,7 @@ from pykubevirt.launcher import (
     masquerade,
     migration_paths,
     migration_target,
+    persistent_state,
     primary_network,
     secondary_bridge,
 )
@@ -177,6 +178,8 @@ class Launcher(MigrationCommands):
             efi_secure_vars=self.firmware.efi_secure_vars,
             tpm_emulator=self.firmware.tpm_emulator,
             pinned_cpus=self._pinned_cpus(),
+            # Persistent EFI: the vars file on the backend-storage claim, reused by the next launcher.
+            nvram_dir=persistent_state.nvram_dir(self.mounts),
         )
 
     # ------------------------------------------------------------------------------------------------ lifecycle
@@ -200,6 +203,7 @@ class Launcher(MigrationCommands):
             root = Path(pod_layout.embed_root(self.pod_uid))
             if not self.uri:
                 capabilities_cache.seed(root)
+                persistent_state.link_swtpm_storage(root, self.mounts)
             await self._connect(self.uri or embed_uri(root, self._hugetlbfs()))
             if not self.uri:
                 self._warm_up = asyncio.get_running_loop().create_task(self._warm_capabilities(root))
