@@ -1,13 +1,14 @@
 """Firmware and devices on real QEMU guests (TCG here): the specification's three firmware scenarios, UEFI with and
-without Secure Boot, a missing OVMF image, direct kernel boot, TPM, virtio-rng and the i6300esb watchdog's actions.
-One cluster for the module; its launchers read OVMF from a directory of links the missing-firmware test can take one
-out of."""
+without Secure Boot, a missing OVMF image, direct kernel boot, TPM, persistent EFI variables and TPM state across a
+restart, virtio-rng and the i6300esb watchdog's actions. One cluster for the module; its launchers read OVMF from a
+directory of links the missing-firmware test can take one out of."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 import os
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,13 @@ import pytest
 import yaml
 
 from pykubevirt.api import pod_layout
-from pykubevirt.client.resources import NODES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import (
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+)
 from pykubevirt.launcher.host_firmware import EFI_VARS
 from pykubevirt.node.cpu_manager import parse_cpu_list
 from tests.e2e.test_vm_lifecycle import qemu_pid
@@ -161,8 +168,7 @@ async def test_secure_boot_scenario_runs_ovmf_which_refuses_the_unsigned_loader(
     # the rejection message asks for.
     domain["features"] = {"smm": {}}
     domain["memory"]["guest"] = EFI_GUEST_MEMORY
-    # persistent needs backend storage (a claim per VM), which this cluster has no storage class for.
-    del domain["firmware"]["bootloader"]["efi"]["persistent"]
+    # `persistent: true` stays: the vars file lives on the VM's backend-storage claim (the default class, `local`).
     await kube.admin.create(VIRTUAL_MACHINES, vm, ns)
     console = await console_of(kube, ns, "efi-secureboot", "Access Denied", timeout=EFI_BOOT_TIMEOUT)
     # The Microsoft-keys vars template enforces Secure Boot: systemd-boot is unsigned, so it never runs.
@@ -229,6 +235,83 @@ async def test_kernel_boot_example_boots_the_kernel_image_with_no_disk(kube: Clu
     assert "<cmdline>console=ttyS0 panic=-1 quiet no_timer_check</cmdline>" in domain_xml
     await kube.wait_printable(ns, "kernel-boot", "Running")
     await kube.admin.delete(VIRTUAL_MACHINES, "kernel-boot", ns)
+
+
+# An OVMF variable store entry (edk2's AUTHENTICATED_VARIABLE_HEADER): StartId 0x55AA, State, …, NameSize and DataSize
+# at 36, the UTF-16 name from 60, then the data. Only entries in state VAR_ADDED are live.
+VAR_ADDED = 0x3F
+VAR_HEADER_SIZE = 60
+
+
+def efi_variables(store: bytes) -> dict[str, bytes]:
+    """The live variables of an OVMF vars file by name (GUIDs aside)."""
+    found: dict[str, bytes] = {}
+    offset = 0
+    while (offset := store.find(b"\xaa\x55", offset)) != -1:
+        name_size, data_size = struct.unpack_from("<II", store, offset + 36)
+        if store[offset + 2] == VAR_ADDED and 0 < name_size < 1024 and data_size < len(store):
+            start = offset + VAR_HEADER_SIZE
+            name = store[start : start + name_size].decode("utf-16-le", errors="replace").rstrip("\0")
+            found[name] = store[start + name_size : start + name_size + data_size]
+        offset += 2
+    return found
+
+
+def boot_count(vars_file: Path) -> int:
+    """OVMF's monotonic counter (variable MTC): each boot from this vars file adds one."""
+    return int(struct.unpack("<I", efi_variables(vars_file.read_bytes())["MTC"])[0])
+
+
+async def test_persistent_efi_vars_and_tpm_state_survive_a_restart(kube: ClusterView) -> None:
+    """One VM with both: its backend-storage claim (class `local`) keeps the vars file and the swtpm state, which the
+    launcher of the next start reuses instead of the template and a freshly manufactured TPM."""
+    ns = await kube.namespace()
+    domain = {
+        "firmware": {"bootloader": {"efi": {"secureBoot": False, "persistent": True}}},
+        "devices": {"tpm": {"persistent": True}},
+        "memory": {"guest": EFI_GUEST_MEMORY},
+    }
+    spec = guest_vmi("keeper", domain, runcmd('echo "tpm0: $(ls /dev/tpm0)"'))["spec"]
+    template = {"metadata": {"labels": {"kubevirt.io/domain": "keeper"}}, "spec": spec}
+    vm = {"metadata": {"name": "keeper"}, "spec": {"runStrategy": "Always", "template": template}}
+    await kube.admin.create(VIRTUAL_MACHINES, {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", **vm}, ns)
+    seen = "tpm0: /dev/tpm0"
+    await console_of(kube, ns, "keeper", seen, timeout=EFI_BOOT_TIMEOUT)
+    first = await kube.vmi(ns, "keeper") or {}
+    first_pod = await kube.launcher_pod(first)
+    claims = await kube.admin.list(PERSISTENT_VOLUME_CLAIMS, ns, label_selector="persistent-state-for=keeper")
+    (pvc,) = claims["items"]
+    pv = await kube.admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"])
+    state = Path(pv["spec"]["hostPath"]["path"])
+    vars_file = state / "nvram" / "keeper_VARS.fd"
+    (tpm_state,) = state.glob("swtpm/*/tpm2/tpm2-00.permall")
+    domain_xml = (Path(pod_layout.short_runtime_dir(first_pod["metadata"]["uid"])) / "domain.xml").read_text()
+    assert f">{vars_file}</nvram>" in domain_xml and 'persistent_state="yes"' in domain_xml
+    booted_once = boot_count(vars_file)
+    vars_inode = vars_file.stat().st_ino
+    # libvirt made the TPM (swtpm_setup) for the first launcher.
+    logs = Path(pod_layout.embed_root(first_pod["metadata"]["uid"])) / "log" / "swtpm"
+    assert any("vTPM manufacturing" in log.read_text() for log in logs.rglob("*-swtpm.log"))
+
+    await kube.admin.patch(VIRTUAL_MACHINES, "keeper", {"spec": {"runStrategy": "Halted"}}, ns)
+
+    async def gone() -> bool:
+        return await kube.vmi(ns, "keeper") is None
+
+    await eventually(gone, timeout=120, interval=0.5)
+    await kube.admin.patch(VIRTUAL_MACHINES, "keeper", {"spec": {"runStrategy": "Always"}}, ns)
+    await console_of(kube, ns, "keeper", seen, timeout=EFI_BOOT_TIMEOUT)
+    second = await kube.vmi(ns, "keeper") or {}
+    second_pod = await kube.launcher_pod(second)
+    assert second_pod["metadata"]["uid"] != first_pod["metadata"]["uid"]
+    # The same vars file, booted once more: a template copy would count one boot again.
+    assert vars_file.stat().st_ino == vars_inode
+    assert boot_count(vars_file) == booted_once + 1
+    # The TPM state was reused, not manufactured again (no swtpm_setup run for the second launcher).
+    assert tpm_state.exists()
+    logs = Path(pod_layout.embed_root(second_pod["metadata"]["uid"])) / "log" / "swtpm"
+    assert not any("vTPM manufacturing" in log.read_text() for log in logs.rglob("*-swtpm.log"))
+    await kube.admin.delete(VIRTUAL_MACHINES, "keeper", ns)
 
 
 # ------------------------------------------------------------------------------------------------ devices

@@ -124,3 +124,12 @@ async def test_the_claim_is_made_mounted_and_reused_on_the_next_start(cp: Contro
     state = next(v for v in pod["spec"]["volumes"] if v["name"] == "vm-state")
     assert state["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
     assert [c["metadata"]["uid"] for c in await state_claims(cp, ns, "keeper")] == [pvc["metadata"]["uid"]]
+
+    # The claim belongs to the VM: the garbage collector takes it with the VM.
+    await cp.admin.delete(VIRTUAL_MACHINES, "keeper", ns)
+
+    async def collected() -> bool:
+        left = await state_claims(cp, ns, "keeper")
+        return all(c["metadata"].get("deletionTimestamp") for c in left)
+
+    await eventually(collected)

@@ -19,6 +19,7 @@ from pykubevirt.launcher.domain_state import EVENTS, DomainState, from_libvirt
 log = logging.getLogger("pykubevirt.launcher.domain")
 
 # KubeVirt's launcher qemu.conf, minus what needs daemons we do not run (virtlogd, cgroups, namespaces, SELinux).
+# swtpm runs as root like QEMU: a persistent TPM's state sits on a claim whose host path only root may enter.
 EMBED_QEMU_CONF = """\
 stdio_handler = "file"
 security_driver = "none"
@@ -26,6 +27,8 @@ cgroup_controllers = [ ]
 namespaces = [ ]
 user = "root"
 group = "root"
+swtpm_user = "root"
+swtpm_group = "root"
 dynamic_ownership = 0
 remember_owner = 0
 """
