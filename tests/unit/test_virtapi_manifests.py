@@ -76,3 +76,17 @@ def test_virt_api_may_publish_its_ca_into_what_it_serves() -> None:
     published.add(("mutatingwebhookconfigurations", MUTATING_WEBHOOK_NAME))
     published.add(("validatingwebhookconfigurations", VALIDATING_WEBHOOK_NAME))
     assert published <= granted
+
+
+def test_the_service_reaches_the_port_virt_api_listens_on() -> None:
+    (deployment,) = of_kind("Deployment")
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    (svc,) = of_kind("Service")
+    assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    ports = {p["containerPort"] for p in container["ports"]}
+    assert {p["targetPort"] for p in svc["spec"]["ports"]} <= ports
+    assert container["readinessProbe"]["httpGet"]["port"] in ports
+    assert container["livenessProbe"]["httpGet"]["port"] in ports
+    (listen,) = [a for a in container["args"] if a.startswith("--listen=")]
+    assert int(listen.rpartition(":")[2]) in ports
