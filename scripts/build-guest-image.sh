@@ -109,7 +109,7 @@ WANTED=(
   ahci sd_mod sr_mod isofs
   nls_cp437 nls_ascii nls_utf8 vfat
   button evdev pvpanic_pci pvpanic_mmio
-  virtio_rng i6300esb
+  virtio_rng i6300esb virtio_mem
 )
 declare -A SEEN
 ORDER=()
@@ -234,6 +234,9 @@ mkdir -p /run/cloud-init
 : >/run/utmp
 
 say() { echo "pykubevirt-guest: $*"; }
+
+# Memory a virtio-mem device plugs comes online by itself (distributions do this with a udev rule; there is no udev).
+echo online >/sys/devices/system/memory/auto_online_blocks 2>/dev/null
 
 # busybox poweroff/halt/reboot without -f signal PID 1 (the shell runs applets before PATH, so no wrapper can
 # intercept them); there is no init daemon, so PID 1 acts on the signals itself.

@@ -1,6 +1,6 @@
-"""CPU hotplug's controller half against the embedded API server and a simulated node: the VM controller copies new
-sockets onto the running VMI, the VMI controller marks it HotVCPUChange, the workload updater migrates it; a change
-hotplug cannot serve sets RestartRequired with KubeVirt's message for it."""
+"""CPU and memory hotplug's controller half against the embedded API server and a simulated node: the VM controller
+copies new sockets or guest memory onto the running VMI, the VMI controller marks it HotVCPUChange or HotMemoryChange,
+the workload updater migrates it; a change hotplug cannot serve sets RestartRequired with KubeVirt's message."""
 
 from __future__ import annotations
 
@@ -25,11 +25,12 @@ async def cp(apiserver: APIServerProcess) -> AsyncIterator[ControlPlane]:
     await plane.stop()
 
 
-async def running_vm(cp: ControlPlane, name: str) -> tuple[str, Object]:
+async def running_vm(cp: ControlPlane, name: str, guest: str = "128Mi") -> tuple[str, Object]:
     """A running VM whose template names its sockets (KubeVirt hotplugs only a topology the template sets)."""
     ns = await cp.namespace()
     body = vm_manifest(name)
     body["spec"]["template"]["spec"]["domain"]["cpu"] = {"sockets": 1}
+    body["spec"]["template"]["spec"]["domain"]["memory"]["guest"] = guest
     await cp.admin.create(VIRTUAL_MACHINES, body, ns)
     return ns, await cp.wait_vmi_phase(ns, name, "Running")
 
@@ -37,6 +38,18 @@ async def running_vm(cp: ControlPlane, name: str) -> tuple[str, Object]:
 async def set_sockets(cp: ControlPlane, ns: str, name: str, sockets: int) -> None:
     patch = [{"op": "replace", "path": "/spec/template/spec/domain/cpu/sockets", "value": sockets}]
     await cp.admin.patch(VIRTUAL_MACHINES, name, patch, ns, patch_type=JSON_PATCH)
+
+
+async def declare_migratable(cp: ControlPlane, ns: str, name: str) -> None:
+    """The simulated node reports no migratability; as virt-handler would, the VMI is declared LiveMigratable."""
+    live = {"type": "LiveMigratable", "status": "True", "lastProbeTime": None, "lastTransitionTime": None}
+    patch = [{"op": "add", "path": "/status/conditions/-", "value": live}]
+    await cp.handler_client.patch(VIRTUAL_MACHINE_INSTANCES, name, patch, ns, patch_type=JSON_PATCH)
+
+
+async def migration(cp: ControlPlane, ns: str) -> Object | None:
+    found = (await cp.admin.list(MIGRATIONS, ns))["items"]
+    return found[0] if found else None
 
 
 def conditions(obj: Object | None) -> dict[str, Object]:
@@ -60,16 +73,8 @@ async def test_more_sockets_reach_the_running_vmi_and_start_a_hotplug_migration(
     vm = await cp.vm(ns, "cpu-up")
     assert "RestartRequired" not in conditions(vm)
 
-    # The simulated node reports no migratability; as virt-handler would, the VMI is declared LiveMigratable.
-    live = {"type": "LiveMigratable", "status": "True", "lastProbeTime": None, "lastTransitionTime": None}
-    patch = [{"op": "add", "path": "/status/conditions/-", "value": live}]
-    await cp.handler_client.patch(VIRTUAL_MACHINE_INSTANCES, "cpu-up", patch, ns, patch_type=JSON_PATCH)
-
-    async def migration() -> Object | None:
-        found = (await cp.admin.list(MIGRATIONS, ns))["items"]
-        return found[0] if found else None
-
-    vmim = await eventually(migration)
+    await declare_migratable(cp, ns, "cpu-up")
+    vmim = await eventually(lambda: migration(cp, ns))
     assert vmim["metadata"]["name"].startswith("kubevirt-workload-update-")
     assert vmim["metadata"]["annotations"] == {"kubevirt.io/workloadUpdateMigration": ""}
     assert vmim["spec"]["vmiName"] == "cpu-up" and vmim["spec"]["priority"] == "user-triggered"
@@ -102,3 +107,39 @@ async def test_changes_hotplug_cannot_serve_require_a_restart(cp: ControlPlane, 
     vmi = await cp.vmi(ns, name)
     assert vmi is not None and vmi["spec"]["domain"]["cpu"]["sockets"] == 1
     assert "HotVCPUChange" not in conditions(vmi)
+
+
+async def test_more_guest_memory_reaches_the_running_vmi_and_start_a_hotplug_migration(cp: ControlPlane) -> None:
+    ns, vmi = await running_vm(cp, "mem-up", guest="1Gi")
+    assert vmi["spec"]["domain"]["memory"]["maxGuest"] == "4Gi"
+    await declare_migratable(cp, ns, "mem-up")
+    patch = [{"op": "replace", "path": "/spec/template/spec/domain/memory/guest", "value": "2Gi"}]
+    await cp.admin.patch(VIRTUAL_MACHINES, "mem-up", patch, ns, patch_type=JSON_PATCH)
+
+    async def marked() -> Object | None:
+        current = await cp.vmi(ns, "mem-up")
+        guest = (current or {}).get("spec", {}).get("domain", {}).get("memory", {}).get("guest")
+        return current if guest == "2Gi" and "HotMemoryChange" in conditions(current) else None
+
+    current = await eventually(marked)
+    assert current["metadata"]["uid"] == vmi["metadata"]["uid"]
+    assert current["status"]["memory"]["guestRequested"] == "1Gi"
+    vmim = await eventually(lambda: migration(cp, ns))
+    assert vmim["metadata"]["annotations"] == {"kubevirt.io/workloadUpdateMigration": ""}
+    assert "RestartRequired" not in conditions(await cp.vm(ns, "mem-up"))
+
+
+async def test_memory_of_a_small_guest_is_not_hotpluggable(cp: ControlPlane) -> None:
+    # KubeVirt gives maxGuest (and so memory hotplug) only to guests of 1Gi or more.
+    ns, vmi = await running_vm(cp, "mem-small")
+    assert "maxGuest" not in vmi["spec"]["domain"]["memory"]
+    await declare_migratable(cp, ns, "mem-small")
+    patch = [{"op": "replace", "path": "/spec/template/spec/domain/memory/guest", "value": "256Mi"}]
+    await cp.admin.patch(VIRTUAL_MACHINES, "mem-small", patch, ns, patch_type=JSON_PATCH)
+
+    async def restart() -> Object | None:
+        return conditions(await cp.vm(ns, "mem-small")).get("RestartRequired")
+
+    condition = await eventually(restart)
+    message = "memory updated in template spec. Memory-hotplug is not available for this VM configuration"
+    assert condition["message"] == message
