@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 DATA_DIR ?= $(or $(PYKUBEVIRT_DATA_DIR),/var/lib/pykubevirt)
 
-.PHONY: setup test test-stress lint typecheck up down crds guest-image
+.PHONY: setup test test-stress lint typecheck up down crds guest-image images
 
 GUEST_IMAGE := _output/guest/demo-guest.img
 
@@ -14,6 +14,11 @@ guest-image: $(GUEST_IMAGE)
 
 $(GUEST_IMAGE): scripts/build-guest-image.sh | setup
 	scripts/build-guest-image.sh _output/guest
+
+# The pykubevirt and virt-launcher images (OCI layouts and docker-archives), built without a daemon; not part of `test`.
+IMAGES_DIR ?= _output/images
+images: setup
+	scripts/build-images.sh $(IMAGES_DIR)
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

@@ -18,7 +18,7 @@ ROOT_PACKAGE = "pykubevirt"
 
 # Top to bottom: a package may import its own layer and the layers below it, never one above.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"cli", "virtctl"}),
+    frozenset({"cli", "virtctl", "images"}),
     frozenset({"virtapi", "controller", "node", "handler", "apiserver", "storage"}),
     frozenset({"launcher", "client", "admission"}),
     frozenset({"instancetype", "config", "metrics"}),
