@@ -92,7 +92,7 @@ def test_install_script_installs_lean_and_keeps_one_schema_directory() -> None:
     assert "apt-get update -qq\n" in script
     assert "--no-install-recommends python3 qemu-system-x86 qemu-utils libvirt-daemon " in script
     assert f"pykubevirt=={__version__}" in script
-    assert "--invalidation-mode checked-hash" in script and "SOURCE_DATE_EPOCH=1700000000" in script
+    assert "--invalidation-mode checked-hash" in script and " SOURCE_DATE_EPOCH=1700000000\n" in script
     assert f"--uid {spec.QEMU_UID} --gid {spec.QEMU_UID}" in script
     assert "apt-get update" not in spec.install_script(spec.PYKUBEVIRT, epoch=0, update=False)
     # The directory kept is one kubernetes-validate ships.

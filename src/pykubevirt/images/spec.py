@@ -230,7 +230,8 @@ def install_script(spec: ImageSpec, *, epoch: int, version: str = __version__, u
     pip = "$(echo /tmp/wheels/pip-*.whl)/pip"
     lines = [
         "set -eu",
-        "export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8",
+        # useradd's password dates and dpkg's generated files take their time from SOURCE_DATE_EPOCH.
+        f"export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 SOURCE_DATE_EPOCH={epoch}",
         "apt-get update -qq" if update else ":",
         f"apt-get install -y -qq --no-install-recommends {packages} >/dev/null",
         f"python3 -m venv --without-pip {VENV}",
@@ -239,7 +240,7 @@ def install_script(spec: ImageSpec, *, epoch: int, version: str = __version__, u
         f" --no-cache-dir --disable-pip-version-check pykubevirt=={version}",
         f"schemas=$(echo {VENV}/lib/python3*/site-packages/{SCHEMA_PACKAGE_DIR})",
         f'find "$schemas" -mindepth 1 -maxdepth 1 ! -name {schema_dir()} -exec rm -rf {{}} +',
-        f"SOURCE_DATE_EPOCH={epoch} {VENV}/bin/python -m compileall -q -j 0 --invalidation-mode checked-hash {VENV}",
+        f"{VENV}/bin/python -m compileall -q -j 0 --invalidation-mode checked-hash {VENV}",
         f"ln -sf {VENV}/bin/pykubevirt {VENV}/bin/virtctl /usr/local/bin/",
         spec.extra_setup.rstrip("\n") or ":",
     ]
