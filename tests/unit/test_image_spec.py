@@ -5,11 +5,13 @@ from __future__ import annotations
 import importlib.resources
 
 import pytest
+import yaml
 
 from pykubevirt import __version__
 from pykubevirt.cli.main import build_parser
 from pykubevirt.controller.launcher_pod import LauncherSettings
 from pykubevirt.images import spec
+from tests.paths import REPO
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 HOST_SOURCES = """\
@@ -40,13 +42,18 @@ def test_tags_come_from_the_commit_then_the_version_and_latest() -> None:
         spec.image_tags("main", dirty=False)
 
 
-def test_references_name_the_repositories_the_cluster_pulls() -> None:
+def test_references_name_the_images_deploy_names() -> None:
     assert spec.PYKUBEVIRT.reference("latest") == "pykubevirt:latest"
     # skopeo's docker-archive records the names containerd resolves the short ones to.
     assert spec.PYKUBEVIRT.normalized_reference("latest") == "docker.io/library/pykubevirt:latest"
-    assert spec.LAUNCHER.normalized_reference("v") == "docker.io/pykubevirt/virt-launcher:v"
-    # virt-controller's default launcher image is this repository at the package version (one of the tags).
-    assert LauncherSettings().image == spec.LAUNCHER.reference(__version__)
+    assert spec.LAUNCHER.normalized_reference("v") == "docker.io/library/virt-launcher:v"
+    kustomization = yaml.safe_load((REPO / "deploy/kustomization.yaml").read_text())
+    named = {image["name"]: image.get("newTag") for image in kustomization["images"]}
+    assert named == {image.repository: "latest" for image in spec.IMAGES}
+    controller = yaml.safe_load((REPO / "deploy/virt-controller/deployment.yaml").read_text())
+    (container,) = controller["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["VIRT_LAUNCHER_IMAGE"] == spec.LAUNCHER.repository
 
 
 def test_every_entrypoint_is_a_command_of_the_cli(capsys: pytest.CaptureFixture[str]) -> None:

@@ -104,7 +104,7 @@ PYKUBEVIRT = ImageSpec(
 
 LAUNCHER = ImageSpec(
     name="virt-launcher",
-    repository="pykubevirt/virt-launcher",
+    repository="virt-launcher",
     description="pykubevirt's virt-launcher: one VMI's libvirt and QEMU",
     packages=(
         "python3",
@@ -146,7 +146,7 @@ IMAGES = (PYKUBEVIRT, LAUNCHER)
 def image_tags(commit: str, *, dirty: bool, version: str = __version__) -> tuple[str, ...]:
     """The tags of one build: `git-<12 hex>` (`-dirty` with uncommitted changes) first, then the version and latest.
 
-    The version tag is what virt-controller's launcher settings name by default; latest is what deploy/ names.
+    `latest` is what deploy/kustomization.yaml's images: name until an overlay points them at a `git-` tag.
     """
     if not re.fullmatch(r"[0-9a-f]{12,40}", commit):
         raise ValueError(f"not a git commit id: {commit!r}")
