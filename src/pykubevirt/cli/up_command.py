@@ -21,6 +21,7 @@ from pykubevirt.cli import cluster_network
 from pykubevirt.cli.cluster_layout import DEFAULT_DATA_DIR, DEFAULT_LISTEN, ClusterLayout, pykubevirt_argv
 from pykubevirt.cli.host_checks import FAIL
 from pykubevirt.cli.host_facts import startup_checks
+from pykubevirt.cli.metrics_locations import handler_addresses, metrics_rows, recorded_address
 from pykubevirt.cli.node_fence import DEFAULT_FENCE_GRACE_SECONDS
 from pykubevirt.cli.startup_error import ERROR_PREFIX, last_error_line
 
@@ -248,13 +249,24 @@ def status(args: argparse.Namespace) -> int:
             )
         )
     _table(rows)
-    nodes = asyncio.run(_nodes(layout))
+    nodes, handlers = asyncio.run(_nodes(layout))
     print()
     _table([("NODE", "STATUS", "SCHEDULABLE", "VMIS"), *nodes])
+    print()
+    _table(metrics_rows(_server(layout), recorded_address(layout.controller_metrics_file), handlers))
     return 0
 
 
-async def _nodes(layout: ClusterLayout) -> list[tuple[str, ...]]:
+def _server(layout: ClusterLayout) -> str:
+    from pykubevirt.client.config import ConfigError, load_kubeconfig
+
+    try:
+        return load_kubeconfig(layout.kubeconfig).server
+    except (OSError, ValueError, ConfigError):
+        return f"https://{layout.listen}"
+
+
+async def _nodes(layout: ClusterLayout) -> tuple[list[tuple[str, ...]], dict[str, str]]:
     from pykubevirt.client.api import KubeClient
     from pykubevirt.client.config import load_kubeconfig
     from pykubevirt.client.resources import NODES, VIRTUAL_MACHINE_INSTANCES
@@ -264,7 +276,7 @@ async def _nodes(layout: ClusterLayout) -> list[tuple[str, ...]]:
         nodes = (await client.list(NODES))["items"]
         vmis = (await client.list(VIRTUAL_MACHINE_INSTANCES))["items"]
     except ConnectionError as exc:
-        return [("(API server unavailable)", str(exc), "", "")]
+        return [("(API server unavailable)", str(exc), "", "")], {}
     finally:
         await client.close()
     per_node: dict[str, int] = {}
@@ -278,7 +290,7 @@ async def _nodes(layout: ClusterLayout) -> list[tuple[str, ...]]:
         ready = "Ready" if conditions.get("Ready") == "True" else "NotReady"
         schedulable = (node["metadata"].get("labels") or {}).get("kubevirt.io/schedulable", "false")
         rows.append((name, ready, schedulable, str(per_node.get(name, 0))))
-    return rows
+    return rows, handler_addresses(nodes)
 
 
 def _table(rows: list[tuple[str, ...]]) -> None:

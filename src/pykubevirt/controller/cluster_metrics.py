@@ -194,6 +194,12 @@ class ControllerCollector(Collector):
             "QEMU).",
             labels=["namespace", "name"],
         )
+        non_evictable = GaugeMetricFamily(
+            "kubevirt_vmi_non_evictable",
+            "Indication for a VirtualMachine that its eviction strategy is set to Live Migration but is not "
+            "migratable.",
+            labels=["node", "namespace", "name"],
+        )
         running_pods = {
             ((p.get("metadata") or {}).get("labels") or {}).get(c.CREATED_BY_LABEL, ""): p
             for p in self.pods()
@@ -206,8 +212,10 @@ class ControllerCollector(Collector):
             if pod is not None and (pod.get("spec") or {}).get("nodeName") == labels["node"]:
                 labels["vmi_pod"] = pod["metadata"]["name"]
             info.add_metric([labels[name] for name in INFO_LABELS], 1.0)
+            blocked = 0.0 if labels["evictable"] == "true" else 1.0
+            non_evictable.add_metric([labels["node"], labels["namespace"], labels["name"]], blocked)
             overhead.add_metric([labels["namespace"], labels["name"]], memory_overhead(vmi, config).ceil_int())
-        yield from (count, info, overhead)
+        yield from (count, info, overhead, non_evictable)
 
     def _migration_families(self, migrations: list[Object]) -> Iterator[Metric]:
         counts, finished = migration_counts(migrations)

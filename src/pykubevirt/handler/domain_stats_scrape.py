@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from prometheus_client import REGISTRY, generate_latest
+
 from pykubevirt.api import constants as c
 from pykubevirt.handler import domain_metrics
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
@@ -79,5 +81,6 @@ class DomainStatsScraper:
         return samples
 
     async def exposition(self) -> bytes:
-        """The scrape's body in Prometheus' text format."""
-        return render(families(CATALOG, await self.samples()))
+        """The scrape's body in Prometheus' text format: the domain metrics, then the process-wide ones (REST
+        client and work queues under KubeVirt's names, and the process' own)."""
+        return render(families(CATALOG, await self.samples())) + generate_latest(REGISTRY)
