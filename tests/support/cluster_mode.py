@@ -74,11 +74,21 @@ class PodProcess:
 class ClusterMode:
     """The cluster's kubelet and controllers, as far as `deploy/`'s workloads need them, for one API server."""
 
-    def __init__(self, server: APIServerProcess, home: Path, work: Path, node_name: str = "node-1") -> None:
+    def __init__(
+        self,
+        server: APIServerProcess,
+        home: Path,
+        work: Path,
+        node_name: str = "node-1",
+        host_paths: dict[str, Path] | None = None,
+    ) -> None:
         self.server = server
         self.home = home
         self.work = work
         self.node_name = node_name
+        # hostPath volumes shared with the node's stand-ins (the node agent's pods directory for /var/lib/kubelet/pods);
+        # any other hostPath gets a directory of the test, so the host's own paths stay untouched.
+        self.host_paths = dict(host_paths or {})
         self.pods: list[PodProcess] = []
 
     def render(self, directory: Path) -> list[dict[str, Any]]:
@@ -102,13 +112,12 @@ class ClusterMode:
         (directory / "namespace").write_text(namespace)
         return directory
 
-    @staticmethod
-    def _volume_dirs(pod_dir: Path, spec: dict[str, Any]) -> dict[str, Path]:
+    def _volume_dirs(self, pod_dir: Path, spec: dict[str, Any]) -> dict[str, Path]:
         dirs = {}
         for volume in spec.get("volumes") or []:
             if "emptyDir" in volume or "hostPath" in volume:
-                # hostPath volumes get a directory of the test too: the host's own paths stay untouched.
-                path = pod_dir / "volumes" / volume["name"]
+                host_path = (volume.get("hostPath") or {}).get("path", "")
+                path = self.host_paths.get(host_path) or pod_dir / "volumes" / volume["name"]
                 path.mkdir(parents=True, exist_ok=True)
                 dirs[volume["name"]] = path
         return dirs
