@@ -349,6 +349,8 @@ def test_a_cancelled_migration_leaves_the_guest_running_on_the_source(two_nodes:
     assert_guest_stayed(cluster, started["source"], before)
     events = cluster.run("kubectl", "get", "events", "--field-selector", f"involvedObject.name={SLOW}").stdout
     assert "VirtualMachineInstance is aborting migration." in events, events
+    events = cluster.run("kubectl", "get", "events", "--field-selector", "involvedObject.name=cancel-by-delete").stdout
+    assert "source node reported migration failed" in events, events
 
 
 @pytest.mark.timeout(600)
@@ -363,7 +365,7 @@ def test_a_target_that_cannot_be_scheduled_fails_the_migration_with_the_guest_un
     try:
         vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
         # KubeVirt gives an unschedulable target pod 5 minutes; the annotation shortens that, as KubeVirt's does.
-        annotations = {"kubevirt.io/migrationUnschedulablePodTimeoutSeconds": "8"}
+        annotations = {"kubevirt.io/migrationUnschedulablePodTimeoutSeconds": "15"}
         vmim |= {"metadata": {"name": "nowhere", "annotations": annotations}, "spec": {"vmiName": SLOW}}
         cluster.run("kubectl", "create", "-f", "-", stdin=json.dumps(vmim))
         uid = cluster.jsonpath("vmi", SLOW, "{.metadata.uid}")
@@ -374,8 +376,9 @@ def test_a_target_that_cannot_be_scheduled_fails_the_migration_with_the_guest_un
         condition = json.loads(cluster.jsonpath("pod", target, scheduled))
         assert condition["message"].startswith("0/2 nodes are available:"), condition
         assert "node(s) were unschedulable" in condition["message"], condition
-        assert cluster.jsonpath("vmim", "nowhere", "{.status.phase}") == "Scheduling"
         assert wait_final(cluster, "nowhere", 90) == "Failed"
+        phases = cluster.jsonpath("vmim", "nowhere", "{.status.phaseTransitionTimestamps[*].phase}")
+        assert phases == "Pending Scheduling Failed"
     finally:
         cluster.run("kubectl", "uncordon", other)
     events = cluster.run("kubectl", "get", "events", "--field-selector", "involvedObject.name=nowhere").stdout

@@ -205,3 +205,33 @@ def test_a_target_pod_that_cannot_be_scheduled_fails_the_migration_after_kubevir
     quick["metadata"]["annotations"] = {"kubevirt.io/migrationUnschedulablePodTimeoutSeconds": "30"}
     ctl.clock = lambda: "2026-12-02T03:00:31Z"  # type: ignore[method-assign]
     assert ctl._next(quick, running_vmi(), pending).startswith("delete-pod:unschedulable pod")
+
+
+def test_the_migration_method_is_live_when_nothing_needs_copying() -> None:
+    # KubeVirt's checkVolumesForMigration: shared claims, shared hostDisks and read-only CD-ROMs stay in place.
+    vmi = defaulted_vmi(
+        "testvmi",
+        "v1",
+        domain={
+            "devices": {
+                "disks": [
+                    {"name": "root", "disk": {"bus": "virtio"}},
+                    {"name": "host", "disk": {"bus": "virtio"}},
+                    {"name": "cloudinit", "cdrom": {"bus": "sata"}},
+                ]
+            }
+        },
+        volumes=[
+            {"name": "root", "persistentVolumeClaim": {"claimName": "shared"}},
+            {"name": "host", "hostDisk": {"path": "/srv/disk.img", "type": "Disk", "shared": True}},
+            {"name": "cloudinit", "cloudInitNoCloud": {"userData": "#cloud-config\n"}},
+        ],
+    )
+    vmi["status"] = {
+        "volumeStatus": [{"name": "root", "persistentVolumeClaimInfo": {"accessModes": ["ReadWriteMany"]}}]
+    }
+    assert migration_method(vmi) == "LiveMigration"
+    assert migrate_request(vmi, {})["sharedVolumes"] == ["root", "host"]
+    # A writable CD-ROM is copied like a disk.
+    vmi["spec"]["domain"]["devices"]["disks"][2]["cdrom"]["readonly"] = False
+    assert migration_method(vmi) == "BlockMigration"

@@ -42,6 +42,7 @@ ABORT_REQUESTED = "migrationAbortRequested"
 MIGRATION_JOB_NAME_ANNOTATION = "kubevirt.io/migrationJobName"
 TARGET_READY_ANNOTATION = "kubevirt.io/migration-target-ready-timestamp"
 MIGRATION_TARGET_FLAG = "--migration-target"
+CANCELED = "Migration failed due to being canceled"
 
 
 def target_pod(vmi: Object, vmim: Object, settings: LauncherSettings) -> Object:
@@ -374,7 +375,11 @@ class MigrationController:
             elif state.get("completed") and started:
                 self._set_phase(vmim, "Succeeded")
             else:
-                await self._fail(vmim, vmi, pod, "Migration failed due to being canceled")
+                # Handed off and aborted by the source, KubeVirt's updateStatus takes it as any failure the source
+                # reported; before the hand-over it is the cancel itself.
+                aborted = started and state.get("failed")
+                reason = "source node reported migration failed" if aborted else CANCELED
+                await self._fail(vmim, vmi, pod, reason)
                 if vmi is not None and state.get("migrationUid") == vmim["metadata"]["uid"]:
                     await self._clear_handoff(vmi)
         if vmim != cached:

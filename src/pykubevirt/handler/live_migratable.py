@@ -90,7 +90,7 @@ def migration_method(vmi: dict[str, Any]) -> str:
     cdroms = {
         d.get("name")
         for d in (((vmi.get("spec") or {}).get("domain") or {}).get("devices") or {}).get("disks") or []
-        if "cdrom" in d
+        if "cdrom" in d and (d.get("cdrom") or {}).get("readonly", True)
     }
     claims = _claims(vmi)
     for volume in (vmi.get("spec") or {}).get("volumes") or []:
@@ -98,6 +98,8 @@ def migration_method(vmi: dict[str, Any]) -> str:
         if name in claims:
             if SHARED not in (claims[name] or []):
                 return "BlockMigration"
+        elif (volume.get("hostDisk") or {}).get("shared"):
+            continue  # on storage both nodes see (KubeVirt's checkVolumesForMigration)
         elif name not in cdroms:
             return "BlockMigration"
     return "LiveMigration"
