@@ -581,6 +581,8 @@ def test_raising_guest_memory_on_a_running_vm_grows_the_guests_memory(two_nodes:
         return bool(seen) and int(seen[-1]) - before >= 1000 * 1024
 
     wait_for(grown, "MemTotal to grow by 1Gi", 120)
+    # status.memory.guestCurrent follows what the guest's driver plugged (libvirt's currentMemory).
+    wait_for(lambda: cluster.jsonpath("vmi", name, "{.status.memory.guestCurrent}") == "2Gi", "guestCurrent 2Gi", 60)
     source_log = console(cluster, source["name"])
     assert source_log.count(BOOTED) <= 1 and BOOTED not in console(cluster, target["name"]), "the guest booted once"
     cluster.run("kubectl", "delete", "vm", name, "--wait=false")

@@ -19,6 +19,7 @@ from pykubevirt.controller.hotplug_conditions import (
 from pykubevirt.controller.vm_conditions import MESSAGE_RESTART_REQUIRED, vm_conditions
 from pykubevirt.controller.vm_hotplug import cpu_action, memory_action, without_live_updatable
 from pykubevirt.controller.workload_updater import migration_manifest, needs_migration
+from pykubevirt.handler.resource_hotplug import memory_changes
 from pykubevirt.launcher.memory_hotplug import build_virtio_mem, device_sizes, virtio_mem_device, with_requested
 from pykubevirt.launcher.vcpu_hotplug import requested_vcpus
 
@@ -262,3 +263,14 @@ def test_virtio_mem_resize_keeps_the_device_and_drops_current() -> None:
     assert updated.findtext("target/requested") == str(GI) and updated.find("target/requested").get("unit") == "b"
     assert updated.find("target/current") is None and updated.find("alias") is not None
     assert virtio_mem_device("<domain><devices/></domain>") is None
+
+
+def test_guest_current_follows_the_domains_current_memory() -> None:
+    vmi = running_vmi(guest="2Gi")
+    assert memory_changes(vmi, {"currentMemory": 2 * GI}) == {
+        "memory": {"guestAtBoot": "1Gi", "guestCurrent": "2Gi", "guestRequested": "1Gi"}
+    }
+    assert memory_changes(vmi, {"currentMemory": GI}) == {}, "already shown"
+    assert memory_changes(vmi, {}) == {}
+    del vmi["spec"]["domain"]["memory"]["maxGuest"]
+    assert memory_changes(vmi, {"currentMemory": 2 * GI}) == {}, "only for a VMI with memory hotplug"

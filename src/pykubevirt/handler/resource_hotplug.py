@@ -9,11 +9,13 @@ fails. Either condition is removed once served; the status changes go out with t
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pykubevirt.api.json_lookup import get
+from pykubevirt.api.json_lookup import get, parse_quantity
 from pykubevirt.api.objects import condition
+from pykubevirt.api.quantity import Quantity, QuantityFormat
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
 from pykubevirt.launcher.protocol import Command
 
@@ -69,12 +71,26 @@ async def finalize_hotplug(vmi: dict[str, Any], launcher: LauncherClient) -> Hot
             )
         else:
             guest = get(spec_domain, "memory", "guest")
-            memory = dict((vmi.get("status") or {}).get("memory") or {})
-            # The guest plugs the blocks on its own; what it has is what was requested once its driver is done.
-            memory.update(guestRequested=guest, guestCurrent=guest)
-            outcome.status["memory"] = memory
+            # guestCurrent follows as the guest's driver plugs the blocks (memory_changes, from the launcher).
+            outcome.status["memory"] = {**((vmi.get("status") or {}).get("memory") or {}), "guestRequested": guest}
     if conditions != ((vmi.get("status") or {}).get("conditions") or []):
         outcome.status["conditions"] = conditions
     if outcome.status:
         log.info("hotplug after migration: %s", sorted(outcome.status))
     return outcome
+
+
+def memory_changes(vmi: dict[str, Any], launcher_status: Mapping[str, Any] | None) -> dict[str, Any]:
+    """status.memory with guestCurrent from the domain's current memory (updateMemoryInfo), for a VMI with maxGuest."""
+    current = (launcher_status or {}).get("currentMemory")
+    memory = (vmi.get("status") or {}).get("memory")
+    if (
+        not isinstance(current, int)
+        or not isinstance(memory, dict)
+        or get(vmi, "spec", "domain", "memory", "maxGuest") is None
+    ):
+        return {}
+    shown = str(Quantity(current, QuantityFormat.BINARY_SI))
+    if parse_quantity(memory.get("guestCurrent")) == Quantity(current):
+        return {}
+    return {"memory": {**memory, "guestCurrent": shown}}

@@ -37,6 +37,7 @@ from pykubevirt.handler.migration_source import OutgoingMigrations
 from pykubevirt.handler.migration_target import migration_state
 from pykubevirt.handler.phase import Observed, observed_domain, phase_for
 from pykubevirt.handler.records import NodeRecords
+from pykubevirt.handler.resource_hotplug import memory_changes
 from pykubevirt.handler.shutdown import grace_period, shutdown_step
 from pykubevirt.handler.status_update import status_changes, sync_failed_conditions
 from pykubevirt.handler.sync_action import Action, next_action
@@ -331,6 +332,7 @@ class VMIReconciler:
             changes.pop(field, None)
         if (changes.get("phase") or current.get("phase")) == c.PHASE_RUNNING:
             changes.update(migratability_changes(vmi, changes.get("conditions"), now))
+            changes.update(memory_changes(vmi, status))
         phase = current.get("phase") or ""
         if not changes:
             return False

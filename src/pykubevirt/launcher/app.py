@@ -276,6 +276,8 @@ class Launcher(MigrationCommands):
             status["guestAgent"] = agent
         if self.credentials is not None and self.credentials.result is not None:
             status["accessCredential"] = self.credentials.result.to_status()
+        if self.domain is not None and self.domain.current_memory is not None and self.defined:
+            status["currentMemory"] = self.domain.current_memory
         return status
 
     def _interfaces(self) -> list[dict[str, Any]]:

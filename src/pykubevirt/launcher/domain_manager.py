@@ -34,6 +34,8 @@ remember_owner = 0
 """
 
 _event_impl_registered = False
+# Our own event number for libvirt's MEMORY_DEVICE_SIZE_CHANGE (lifecycle events are >= 0, -1 is a reboot).
+MEMORY_SIZE_EVENT = -2
 
 
 def register_event_loop() -> None:
@@ -81,6 +83,8 @@ class DomainManager:
         self._listeners: list[StateListener] = []
         self._agent_listeners: list[AgentListener] = []
         self._callback_ids: list[int] = []
+        # libvirt's currentMemory in bytes as last read with the state (None before a domain was seen).
+        self.current_memory: int | None = None
 
     async def connect(self) -> None:
         register_event_loop()
@@ -109,6 +113,20 @@ class DomainManager:
         self._callback_ids.append(
             self._conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_REBOOT, reboot, None)
         )
+
+        def memory_size(conn: Any, domain: Any, alias: str, size: int, opaque: Any) -> None:
+            # A virtio-mem device plugged or unplugged memory: the guest's current memory changed.
+            if domain.name() == self.name:
+                loop.call_soon(self._on_event, MEMORY_SIZE_EVENT, 0)
+
+        try:
+            self._callback_ids.append(
+                self._conn.domainEventRegisterAny(
+                    None, libvirt.VIR_DOMAIN_EVENT_ID_MEMORY_DEVICE_SIZE_CHANGE, memory_size, None
+                )
+            )
+        except libvirt.libvirtError as exc:
+            log.debug("no memory device size events: %s", exc)
         try:
             self._callback_ids.append(
                 self._conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE, agent, None)
@@ -124,7 +142,7 @@ class DomainManager:
         self._agent_listeners.append(listener)
 
     def _on_event(self, event: int, detail: int) -> None:
-        name = EVENTS.get(event, "Reboot" if event == -1 else str(event))
+        name = EVENTS.get(event, {-1: "Reboot", MEMORY_SIZE_EVENT: "MemoryDeviceSizeChange"}.get(event, str(event)))
         asyncio.get_running_loop().create_task(self._publish(name))
 
     async def _publish(self, event: str) -> None:
@@ -158,6 +176,8 @@ class DomainManager:
             if domain is None:
                 return DomainState("NoState", "Unknown")
             state, reason = domain.state()
+            # virDomainGetInfo's memory (KiB): the current memory KubeVirt reports as status.memory.guestCurrent.
+            self.current_memory = int(domain.info()[2]) * 1024
             return from_libvirt(state, reason)
 
         return await asyncio.to_thread(read)

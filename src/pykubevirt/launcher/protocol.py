@@ -147,6 +147,8 @@ class Status(TypedDict):
     guestAgent: NotRequired[dict[str, Any]]
     # qemuGuestAgent access credentials: {succeeded, message} of the last propagation round.
     accessCredential: NotRequired[dict[str, Any]]
+    # The guest's memory now in bytes (libvirt's currentMemory: boot memory plus what virtio-mem has plugged).
+    currentMemory: NotRequired[int]
 
 
 class ShutdownReply(Status):
