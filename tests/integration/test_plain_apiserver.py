@@ -58,6 +58,7 @@ class Backend:
 
     async def deny(self, request: web.Request) -> web.Response:
         review = (await request.json())["request"]
+        self.reviews.append(review)
         status = {"code": 422, "reason": "Invalid", "message": f"{review['name']} is not welcome"}
         return self._answer(review, allowed=False, status=status)
 
@@ -415,3 +416,44 @@ def test_what_a_mutating_webhook_adds_to_a_custom_resource_is_pruned(
     stored = json.loads(kubectl(plain, home, "-n", ns, "get", "gadget", "g", "-o", "json").stdout)
     assert "data" not in stored and stored["spec"] == {"size": 1}
     kubectl(plain, home, "delete", "mutatingwebhookconfiguration", "prune.example.com")
+
+
+def test_an_eviction_reaches_the_webhooks_of_pods_eviction(
+    plain: APIServerProcess, home: Path, backend: tuple[Backend, int], backend_pki: Pki
+) -> None:
+    recorder, _ = backend
+    ns = _namespace(plain, home, test="evict")
+    config = _webhook_configuration(
+        "ValidatingWebhookConfiguration", "evict.example.com", _service_config(backend_pki, "/deny"), "evict"
+    )
+    config["webhooks"][0]["rules"][0].update(resources=["pods/eviction"])
+    _apply(plain, home, config)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "kept"},
+        "spec": {"containers": [{"name": "c", "image": "example.com/c:1"}]},
+    }
+    kubectl(plain, home, "-n", ns, "create", "-f", "-", stdin=json.dumps(pod))
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "kept", "namespace": ns}}
+    result = kubectl(
+        plain,
+        home,
+        "create",
+        "--raw",
+        f"/api/v1/namespaces/{ns}/pods/kept/eviction",
+        "-f",
+        "-",
+        stdin=json.dumps(eviction),
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        'The request is invalid: admission webhook "evict.example.com" denied the request: kept is not welcome'
+    )
+    review = recorder.reviews[-1]
+    assert review["subResource"] == "eviction" and review["operation"] == "CREATE"
+    assert review["kind"] == {"group": "policy", "version": "v1", "kind": "Eviction"}
+    assert review["resource"] == {"group": "", "version": "v1", "resource": "pods"}
+    kubectl(plain, home, "-n", ns, "get", "pod", "kept")
+    kubectl(plain, home, "delete", "validatingwebhookconfiguration", "evict.example.com")

@@ -500,5 +500,7 @@ class RestHandlers:
     async def _evict(self, request: web.Request, target: Target, ctx: RequestContext) -> web.Response:
         body = await self._body(request, optional=True)
         eviction = typed_request_body(body, kind="Eviction")
-        self.evictions.evict(target.resource, target.namespace, target.name, eviction, ctx)
+        await self._write(
+            target.resource, lambda: self.evictions.evict(target.resource, target.namespace, target.name, eviction, ctx)
+        )
         return json_response(CREATED_STATUS, 201)

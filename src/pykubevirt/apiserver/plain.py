@@ -40,6 +40,7 @@ def extension() -> Extension:
         server.registry.extend((*REGISTRATION_RESOURCES, *WORKLOAD_RESOURCES))
         webhooks = WebhookAdmission(server.store)
         server.add_admission(webhooks)
+        server.rest.evictions.admission.append(webhooks.evict)
         server.rest.suspend_writes = lambda resource: webhooks.configured()
         front_proxy = ensure_front_proxy(server.pki.directory)
         aggregator = Aggregator(server.api, server.extra_groups, front_proxy)

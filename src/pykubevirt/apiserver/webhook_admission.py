@@ -32,6 +32,7 @@ from pykubevirt.apiserver.webhook_matching import Attributes, webhook_matches
 log = logging.getLogger("pykubevirt.apiserver.webhooks")
 
 GROUP = "admissionregistration.k8s.io"
+EVICTION_KIND = ("policy", "v1", "Eviction")
 MUTATING = f"{GROUP}/mutatingwebhookconfigurations"
 VALIDATING = f"{GROUP}/validatingwebhookconfigurations"
 
@@ -122,6 +123,20 @@ class WebhookAdmission:
             return []
         return suspension.await_from_write(self._validate(webhooks, attrs, resource, ctx))
 
+    def evict(self, pod: dict[str, Any], eviction: dict[str, Any] | None, ctx: RequestContext) -> None:
+        """A CREATE of pods/eviction reaches the validating webhooks whose rules name `pods/eviction`."""
+        if not suspension.in_suspendable_write():
+            return
+        meta = pod.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        body = eviction or {"apiVersion": "policy/v1", "kind": "Eviction"}
+        body = {**body, "metadata": {"name": name, "namespace": namespace, **(body.get("metadata") or {})}}
+        attrs = Attributes("CREATE", "", "v1", "pods", "eviction", namespace, name, body, None)
+        webhooks = self._webhooks(VALIDATING, attrs)
+        if webhooks:
+            pods = Resource("", "v1", "Pod", "pods", "pod", True)
+            suspension.await_from_write(self._validate(webhooks, attrs, pods, ctx))
+
     def _session_now(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession()
@@ -133,7 +148,10 @@ class WebhookAdmission:
         """The webhook's response, or None when a failed call is to be ignored (failurePolicy: Ignore)."""
         name = str(webhook.get("name", ""))
         timeout = int(webhook.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
-        review = review_request(attrs, (ctx.user.username, ctx.user.groups), resource.kind, ctx.dry_run)
+        kind = (resource.group, resource.version, resource.kind)
+        if attrs.subresource == "eviction":
+            kind = EVICTION_KIND
+        review = review_request(attrs, (ctx.user.username, ctx.user.groups), kind, ctx.dry_run)
         try:
             target = target_of(self.store, dict(webhook.get("clientConfig") or {}), timeout)
             return await call(self._session_now(), target, review, timeout)

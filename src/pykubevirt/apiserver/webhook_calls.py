@@ -49,9 +49,11 @@ def target_of(store: Store, client_config: dict[str, Any], timeout: int) -> Targ
     return Target(f"{url}{separator}timeout={timeout}s", server_name, context)
 
 
-def review_request(attrs: Attributes, user: tuple[str, tuple[str, ...]], kind: str, dry_run: bool) -> dict[str, Any]:
-    """The AdmissionReview v1 kube-apiserver sends for this request."""
-    group_version_kind = {"group": attrs.group, "version": attrs.version, "kind": kind}
+def review_request(
+    attrs: Attributes, user: tuple[str, tuple[str, ...]], kind: tuple[str, str, str], dry_run: bool
+) -> dict[str, Any]:
+    """The AdmissionReview v1 kube-apiserver sends for this request; `kind` is the object's group, version, kind."""
+    group_version_kind = {"group": kind[0], "version": kind[1], "kind": kind[2]}
     resource = {"group": attrs.group, "version": attrs.version, "resource": attrs.resource}
     options_kind = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
     request: dict[str, Any] = {
