@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pykubevirt.api.quantity import Quantity
 from pykubevirt.node.pod_dirs import existing_pod_dirs
 from pykubevirt.node.processes import kill_group
 from tests.e2e.conftest import UpCluster, started_up_cluster, wait_for
@@ -179,6 +180,10 @@ runcmd:
 MEM = re.compile(r"^mem MemTotal: +(\d+) kB", re.M)
 
 
+def compute_request(cluster: UpCluster, pod: str, resource: str) -> str:
+    return cluster.jsonpath("pod", pod, f'{{.spec.containers[?(@.name=="compute")].resources.requests.{resource}}}')
+
+
 def hotplug_vm(name: str, user_data: str = HOTPLUG_USER_DATA, guest: str = "128Mi") -> str:
     """A VM whose template names its sockets: KubeVirt hotplugs CPUs only for a topology the template sets."""
     template = json.loads(counting_guest(name))["spec"]
@@ -233,6 +238,8 @@ def test_raising_sockets_on_a_running_vm_plugs_a_cpu_into_the_guest(two_nodes: U
     assert "RestartRequired" not in conditions, cluster.run("kubectl", "get", "vm", name, "-o", "yaml").stdout
 
     target = pods_by_node(cluster, uid)[target_node]
+    # The target launcher pod was sized for two vCPUs (at cpuAllocationRatio 10).
+    assert [compute_request(cluster, pod["name"], "cpu") for pod in (source, target)] == ["100m", "200m"]
     wait_for(lambda: CPUS.findall(console(cluster, target["name"]))[-1:] == ["2"], "the guest on 2 CPUs", 60)
     source_log = max(source_log, console(cluster, source["name"]), key=len)
     target_log = console(cluster, target["name"])
@@ -575,6 +582,8 @@ def test_raising_guest_memory_on_a_running_vm_grows_the_guests_memory(two_nodes:
 
     # The guest's MemTotal grows by the gigabyte the virtio-mem device plugged.
     target = pods_by_node(cluster, uid)[target_node]
+    source_memory, target_memory = (compute_request(cluster, pod["name"], "memory") for pod in (source, target))
+    assert Quantity.parse(target_memory).value - Quantity.parse(source_memory).value >= 1 << 30, target_memory
 
     def grown() -> bool:
         seen = MEM.findall(console(cluster, target["name"]))
