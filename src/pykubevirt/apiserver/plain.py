@@ -41,7 +41,7 @@ def extension() -> Extension:
         webhooks = WebhookAdmission(server.store)
         server.add_admission(webhooks)
         server.rest.evictions.admission.append(webhooks.evict)
-        server.rest.suspend_writes = lambda resource: webhooks.configured()
+        server.rest.suspend_writes = webhooks.may_apply
         front_proxy = ensure_front_proxy(server.pki.directory)
         aggregator = Aggregator(server.api, server.extra_groups, front_proxy)
 

@@ -27,7 +27,7 @@ from pykubevirt.apiserver.object_api import RequestContext
 from pykubevirt.apiserver.resources import Resource
 from pykubevirt.apiserver.store import Store
 from pykubevirt.apiserver.webhook_calls import DEFAULT_TIMEOUT_SECONDS, CallError, call, review_request, target_of
-from pykubevirt.apiserver.webhook_matching import Attributes, webhook_matches
+from pykubevirt.apiserver.webhook_matching import Attributes, rule_names, webhook_matches
 
 log = logging.getLogger("pykubevirt.apiserver.webhooks")
 
@@ -82,9 +82,17 @@ class WebhookAdmission:
         labels = (record.value.get("metadata") or {}).get("labels")
         return dict(labels) if isinstance(labels, dict) else {}
 
-    def configured(self) -> bool:
-        """Whether any webhook configuration exists (writes then run where they can await the calls)."""
-        return bool(self.store.records(MUTATING) or self.store.records(VALIDATING))
+    def may_apply(self, resource: Resource) -> bool:
+        """Whether a write to `resource` (or its eviction) could reach a webhook: only such writes run where they
+        can await the calls (a thread each), so Leases, Events and the like never pay for it."""
+        if resource.group == GROUP:
+            return False
+        for collection in (MUTATING, VALIDATING):
+            for record in self.store.records(collection):
+                for webhook in record.value.get("webhooks") or []:
+                    if any(rule_names(rule, resource) for rule in webhook.get("rules") or []):
+                        return True
+        return False
 
     def handles(self, resource: Resource) -> bool:
         # kube-apiserver never calls webhooks for the webhook configurations themselves.

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pykubevirt.api.label_selectors import SelectorError, label_selector_from_dict
+from pykubevirt.apiserver.resources import Resource
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,15 @@ def rule_matches(rule: Mapping[str, Any], attrs: Attributes) -> bool:
         and _resource_matches(rule, attrs)
         and _scope_matches(rule, attrs)
     )
+
+
+def rule_names(rule: Mapping[str, Any], resource: Resource) -> bool:
+    """Whether a rule names this resource's group, version and plural (any operation, subresource and scope)."""
+    groups = [str(g) for g in rule.get("apiGroups") or []]
+    versions = [str(v) for v in rule.get("apiVersions") or []]
+    if not ("*" in groups or resource.group in groups) or not ("*" in versions or resource.version in versions):
+        return False
+    return any(_split(str(entry))[0] in ("*", resource.plural) for entry in rule.get("resources") or [])
 
 
 def _labels(obj: dict[str, Any] | None) -> dict[str, str] | None:
