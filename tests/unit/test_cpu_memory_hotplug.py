@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pykubevirt.config.cluster_config import ClusterConfig
+from pykubevirt.config.kubevirt_cr import cluster_config
 from pykubevirt.controller.hotplug_conditions import (
     require_cpu_hotplug,
     require_memory_hotplug,
@@ -18,7 +19,7 @@ from pykubevirt.controller.hotplug_conditions import (
 )
 from pykubevirt.controller.vm_conditions import MESSAGE_RESTART_REQUIRED, vm_conditions
 from pykubevirt.controller.vm_hotplug import cpu_action, memory_action, without_live_updatable
-from pykubevirt.controller.workload_updater import migration_manifest, needs_migration
+from pykubevirt.controller.workload_updater import live_migrate_allowed, migration_manifest, needs_migration
 from pykubevirt.handler.resource_hotplug import memory_changes
 from pykubevirt.launcher.memory_hotplug import build_virtio_mem, device_sizes, virtio_mem_device, with_requested
 from pykubevirt.launcher.vcpu_hotplug import requested_vcpus
@@ -231,6 +232,18 @@ def test_workload_updater_migrates_a_vmi_waiting_for_hotplug() -> None:
     assert manifest["metadata"]["generateName"] == "kubevirt-workload-update-"
     assert manifest["metadata"]["annotations"] == {"kubevirt.io/workloadUpdateMigration": ""}
     assert manifest["spec"] == {"vmiName": "vm", "priority": "user-triggered"}
+
+
+def test_workload_update_methods_gate_the_hotplug_migration() -> None:
+    def with_methods(methods: Any) -> ClusterConfig:
+        kubevirt = {"metadata": {"name": "kubevirt"}, "spec": {"workloadUpdateStrategy": methods}}
+        return cluster_config(kubevirt, CONFIG)
+
+    assert live_migrate_allowed(CONFIG), "unset: hotplug migrations are made (see docs/architecture.md)"
+    assert live_migrate_allowed(with_methods({"workloadUpdateMethods": ["LiveMigrate", "Evict"]}))
+    assert not live_migrate_allowed(with_methods({"workloadUpdateMethods": []})), "KubeVirt: none listed, none made"
+    assert not live_migrate_allowed(with_methods({"workloadUpdateMethods": ["Evict"]}))
+    assert live_migrate_allowed(with_methods({}))
 
 
 # ------------------------------------------------------------------------------------------------ launcher

@@ -58,6 +58,9 @@ class ClusterConfig:
     # `vmStateStorageClass`: the class of backend-storage claims (persistent EFI/TPM); "" means the default class.
     vm_state_storage_class: str = ""
     migrations: MigrationConfig = field(default_factory=MigrationConfig)
+    # The KubeVirt CR's `spec.workloadUpdateStrategy.workloadUpdateMethods` (None: not set). KubeVirt's workload
+    # updater migrates only with `LiveMigrate` listed; unset, this one migrates for hotplug anyway (docs/architecture).
+    workload_update_methods: frozenset[str] | None = None
 
     def gate_enabled(self, name: str) -> bool:
         return gate_enabled(name, self.feature_gates, self.disabled_feature_gates)

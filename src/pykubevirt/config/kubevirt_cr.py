@@ -129,6 +129,9 @@ def cluster_config(kubevirt: Mapping[str, Any] | None, defaults: ClusterConfig) 
     }
     if isinstance(conf.get("migrations"), Mapping):
         fields["migrations"] = _migrations(conf["migrations"], defaults.migrations)
+    fields["workload_update_methods"] = _strings(
+        get(kubevirt, "spec", "workloadUpdateStrategy", "workloadUpdateMethods")
+    )
     config = dataclasses.replace(defaults, **{k: v for k, v in fields.items() if v is not None})
     return defaults if invalid_reason(config) is not None else config
 

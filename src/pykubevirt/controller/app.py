@@ -180,6 +180,7 @@ class VirtController:
             vmis=self.vmis,
             migrations=self.migrations,
             recorder=EventRecorder(client, "workload-update-controller"),
+            config=lambda: self.config,
         )
         self.workload_controller = Controller("workload-update", self.workload_reconciler, workers=1)
         self.vm_controller = Controller("virtualmachine", self.vm_reconciler, workers=opts.workers)

@@ -9,7 +9,7 @@ KubeVirt also migrates or evicts VMIs whose launcher image is outdated; a single
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pykubevirt.api import constants as c
@@ -20,6 +20,7 @@ from pykubevirt.client.errors import ApiError
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import MIGRATIONS
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.eviction_strategy import is_migratable
 from pykubevirt.controller.hotplug_conditions import HOT_MEMORY_CHANGE, HOT_VCPU_CHANGE
 
@@ -30,6 +31,7 @@ WORKLOAD_UPDATE_ABORTION_ANNOTATION = "kubevirt.io/workloadUpdateMigrationAborti
 GENERATE_NAME = "kubevirt-workload-update-"
 PRIORITY_USER_TRIGGERED = "user-triggered"
 MIGRATION_REQUIRED = "MigrationRequired"
+LIVE_MIGRATE = "LiveMigrate"
 
 
 def hotplug_in_progress(vmi: Mapping[str, Any]) -> bool:
@@ -56,6 +58,12 @@ def needs_migration(vmi: Mapping[str, Any]) -> bool:
     return hotplug_in_progress(vmi) and is_migratable(vmi)
 
 
+def live_migrate_allowed(config: ClusterConfig) -> bool:
+    """The KubeVirt CR lists LiveMigrate among its workload update methods, or sets none (then: allowed here)."""
+    methods = config.workload_update_methods
+    return methods is None or LIVE_MIGRATE in methods
+
+
 def migration_manifest(vmi: Mapping[str, Any]) -> Object:
     """The VMIM the workload updater creates: user-triggered priority for a hotplug."""
     meta = vmi.get("metadata") or {}
@@ -74,8 +82,17 @@ def migration_manifest(vmi: Mapping[str, Any]) -> Object:
 class WorkloadUpdater:
     """Reconciles one VMI key: creates its hotplug migration when none is under way."""
 
-    def __init__(self, client: KubeClient, *, vmis: Informer, migrations: Informer, recorder: EventRecorder) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        vmis: Informer,
+        migrations: Informer,
+        recorder: EventRecorder,
+        config: Callable[[], ClusterConfig] = ClusterConfig,
+    ) -> None:
         self.client = client
+        self.config = config
         self.vmis = vmis
         self.migrations = migrations
         self.recorder = recorder
@@ -103,7 +120,7 @@ class WorkloadUpdater:
         if vmi is None:
             self._created.pop(key, None)
             return None
-        if not needs_migration(vmi) or self._unfinished(vmi):
+        if not needs_migration(vmi) or not live_migrate_allowed(self.config()) or self._unfinished(vmi):
             return None
         try:
             created = await self.client.create(MIGRATIONS, migration_manifest(vmi), vmi["metadata"]["namespace"])
