@@ -15,6 +15,7 @@ from typing import Any
 import libvirt
 import pytest
 
+from pykubevirt.handler.resource_hotplug import finalize_hotplug
 from tests.integration.test_live_migration import TARGET_ADDRESS, migrate_request, wait_migration
 from tests.support.launcher_process import LauncherProcess, defaulted_vmi, start_launcher
 
@@ -88,3 +89,43 @@ async def test_the_target_plugs_vcpus_and_resizes_virtio_mem(pair: tuple[Launche
     await target.client().request("syncmemory", vmi=grown)
     resized = target_domain(socket).findall("devices/memory[@model='virtio-mem']")
     assert len(resized) == 1 and int(resized[0].findtext("target/requested") or 0) * 1024 == 64 * MI
+
+
+async def test_the_target_handler_serves_the_hotplug_conditions(pair: tuple[LauncherProcess, LauncherProcess]) -> None:
+    source, target = pair
+    await asyncio.gather(source.wait_ready(), target.wait_ready())
+    vmi = hotplug_vmi(source.vmi_uid)
+    await source.client().request("sync", vmi=vmi)
+    grown = copy.deepcopy(vmi)
+    grown["spec"]["domain"]["cpu"]["sockets"] = 3
+    grown["spec"]["domain"]["memory"]["guest"] = "96Mi"
+    ready = {"type": "Ready", "status": "True"}
+    grown["status"]["conditions"] = [ready, {"type": "HotVCPUChange", "status": "True"}]
+    grown["status"]["conditions"].append({"type": "HotMemoryChange", "status": "True"})
+    prepared = await target.client().request(
+        "preparemigrationtarget", vmi=grown, migration={"listenAddress": TARGET_ADDRESS}
+    )
+    await source.client().request("migrate", migration=migrate_request(prepared))
+    await wait_migration(target, "Succeeded")
+
+    outcome = await finalize_hotplug(grown, target.client())
+    assert outcome.warnings == []
+    assert outcome.status["currentCPUTopology"] == {"sockets": 3, "cores": 1, "threads": 1}
+    assert outcome.status["memory"]["guestRequested"] == "96Mi"
+    assert outcome.status["conditions"] == [ready]
+    assert target_domain(prepared["migration"]["libvirtSocket"]).find("vcpu").get("current") == "3"
+
+    # A memory hotplug the launcher cannot do marks HotMemoryChange False, KubeVirt's reason and message.
+    broken = copy.deepcopy(grown)
+    del broken["status"]["memory"]["guestAtBoot"]
+    broken["status"]["conditions"] = [ready, {"type": "HotMemoryChange", "status": "True"}]
+    failed = await finalize_hotplug(broken, target.client())
+    assert [message for _, message in failed.warnings] == ["failed to update guest memory"]
+    assert failed.status["conditions"][1] == {
+        "type": "HotMemoryChange",
+        "status": "False",
+        "reason": "MemoryHotplugFailed",
+        "message": "memory hotplug failed, the VM configuration is not supported",
+        "lastProbeTime": None,
+        "lastTransitionTime": None,
+    }
