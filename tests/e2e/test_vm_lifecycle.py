@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
@@ -57,6 +59,31 @@ async def test_always_vm_boots_and_cloud_init_reaches_the_guest(kube: ClusterVie
     console = await kube.wait_serial(kube.node, pod, vmi, "marker-from-user-data")
     assert BOOTED in console
     assert "pykubevirt-guest: hostname e2e-host" in console
+    await cpu_seconds_rise_in_the_handlers_metrics(kube, ns, "booter")
+
+
+async def cpu_seconds_rise_in_the_handlers_metrics(kube: ClusterView, ns: str, name: str) -> None:
+    """virt-handler's /metrics reports the running guest's CPU time (libvirt's bulk stats of real QEMU), rising."""
+    node = await kube.admin.get(NODES, kube.node.name)
+    address = node["metadata"]["annotations"][c.HANDLER_ADDRESS_ANNOTATION]
+
+    async def cpu_seconds() -> float | None:
+        async with aiohttp.ClientSession() as session, session.get(f"http://{address}/metrics") as response:
+            text = await response.text()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                key = (sample.name, sample.labels.get("namespace"), sample.labels.get("name"))
+                if key == ("kubevirt_vmi_cpu_usage_seconds_total", ns, name):
+                    return float(sample.value)
+        return None
+
+    first = await eventually(cpu_seconds)
+
+    async def risen() -> bool:
+        now = await cpu_seconds()
+        return now is not None and now > first
+
+    await eventually(risen)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
