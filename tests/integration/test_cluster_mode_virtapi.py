@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pykubevirt.apiserver.security import service_account_groups, write_user_kubeconfig
 from tests.integration.conftest import vm_manifest, vmi_manifest
 from tests.paths import REPO
 from tests.support.apiserver_process import APIServerProcess, kubectl, kubectl_env
 from tests.support.cluster_mode import ClusterMode
 
 VIRTCTL = str(Path(sys.executable).parent / "virtctl")
+CONTROLLER_SA = "system:serviceaccount:kubevirt:kubevirt-controller"
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +98,63 @@ def test_virtctl_start_and_stop_go_through_the_apiservice(
     assert run_strategy() == "Always"
     assert "was scheduled to stop" in virtctl("stop", "lifecycle")
     assert run_strategy() == "Halted"
+
+
+def test_evicting_a_launcher_pod_marks_its_vmi_for_evacuation_through_virt_apis_webhook(
+    cluster: ClusterMode, plain: APIServerProcess, home: Path, tmp_path: Path
+) -> None:
+    vmi = vmi_manifest("evacuee", "default")
+    vmi["spec"]["evictionStrategy"] = "LiveMigrate"
+    _create(plain, home, vmi)
+    # Only KubeVirt's service accounts write a VMI's status (virt-api's mutator keeps the old one for others).
+    controller = write_user_kubeconfig(
+        plain.data_dir, tmp_path / "controller.kubeconfig", CONTROLLER_SA, service_account_groups("kubevirt")
+    )
+    status = {"status": {"nodeName": "node-1", "conditions": [{"type": "LiveMigratable", "status": "True"}]}}
+    kubectl(
+        plain,
+        home,
+        "--kubeconfig",
+        str(controller),
+        "patch",
+        "vmi",
+        "evacuee",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "virt-launcher-evacuee-abcde",
+            "namespace": "default",
+            "labels": {"kubevirt.io": "virt-launcher"},
+            "annotations": {"kubevirt.io/domain": "evacuee"},
+        },
+        "spec": {"nodeName": "node-1", "containers": [{"name": "compute", "image": "virt-launcher:latest"}]},
+    }
+    _create(plain, home, pod)
+    kubectl(
+        plain,
+        home,
+        "patch",
+        "pod",
+        pod["metadata"]["name"],
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"phase": "Running"}}),
+    )
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod["metadata"]["name"]}}
+    path = f"/api/v1/namespaces/default/pods/{pod['metadata']['name']}/eviction"
+    result = kubectl(plain, home, "create", "--raw", path, "-f", "-", stdin=json.dumps(eviction), check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        # KubeVirt's denial carries code 429 and no reason, so kubectl names none.
+        'Error from server: admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" '
+        'denied the request: Eviction triggered evacuation of VMI "default/evacuee"'
+    )
+    marked = json.loads(kubectl(plain, home, "get", "vmi", "evacuee", "-o", "json").stdout)
+    assert marked["status"]["evacuationNodeName"] == "node-1"
+    kubectl(plain, home, "get", "pod", pod["metadata"]["name"])

@@ -41,6 +41,7 @@ from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.app import SubresourceAPI
+from pykubevirt.virtapi.eviction_webhook import EVICTION_PATH, EvictionWebhook
 from pykubevirt.virtapi.handler_client import HandlerClient
 from pykubevirt.virtapi.webhooks import add_webhook_routes
 
@@ -192,11 +193,16 @@ def authorization_middleware(client: KubeClient, auth: RequestHeaderAuth) -> Any
 
 
 def build_app(
-    api: SubresourceAPI, admission: Callable[[], AdmissionContext], middleware: Any | None
+    api: SubresourceAPI,
+    admission: Callable[[], AdmissionContext],
+    middleware: Any | None,
+    eviction: EvictionWebhook | None = None,
 ) -> web.Application:
     """Webhook paths, the subresource group and the discovery roots the aggregator probes."""
     app = web.Application(middlewares=[middleware] if middleware is not None else [])
     add_webhook_routes(app, admission)
+    if eviction is not None:
+        app.router.add_post(EVICTION_PATH, eviction.handle)
     base = f"/apis/{discovery.GROUP}"
     paths = ["/apis", "/openapi/v2"] + [p for v in discovery.VERSIONS for p in (base, f"{base}/{v}")]
 
@@ -278,7 +284,8 @@ async def serve(client: KubeClient, options: ClusterOptions, stop: asyncio.Event
 
     api = SubresourceAPI(client, HandlerClient(client, handler_ssl), lambda: config(lookup.list(c.KUBEVIRT_KIND, None)))
     middleware = authorization_middleware(client, auth) if auth is not None else None
-    app = build_app(api, admission, middleware)
+    eviction = EvictionWebhook(client, lambda: config(lookup.list(c.KUBEVIRT_KIND, None)))
+    app = build_app(api, admission, middleware, eviction)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, options.host, options.port, ssl_context=context)
