@@ -457,3 +457,26 @@ def test_an_eviction_reaches_the_webhooks_of_pods_eviction(
     assert review["resource"] == {"group": "", "version": "v1", "resource": "pods"}
     kubectl(plain, home, "-n", ns, "get", "pod", "kept")
     kubectl(plain, home, "delete", "validatingwebhookconfiguration", "evict.example.com")
+
+
+def test_a_delete_reaches_the_validating_webhooks_with_the_old_object(
+    plain: APIServerProcess, home: Path, backend: tuple[Backend, int], backend_pki: Pki
+) -> None:
+    recorder, _ = backend
+    ns = _namespace(plain, home, test="delete")
+    kubectl(plain, home, "-n", ns, "create", "configmap", "precious", "--from-literal=a=b")
+    config = _webhook_configuration(
+        "ValidatingWebhookConfiguration", "delete.example.com", _service_config(backend_pki, "/deny"), "delete"
+    )
+    config["webhooks"][0]["rules"][0].update(operations=["DELETE"])
+    _apply(plain, home, config)
+    result = kubectl(plain, home, "-n", ns, "delete", "configmap", "precious", check=False)
+    assert result.stderr.strip() == (
+        'The request is invalid: admission webhook "delete.example.com" denied the request: precious is not welcome'
+    )
+    review = recorder.reviews[-1]
+    assert review["operation"] == "DELETE" and review["object"] is None
+    assert review["oldObject"]["data"] == {"a": "b"}
+    assert review["options"]["kind"] == "DeleteOptions"
+    kubectl(plain, home, "delete", "validatingwebhookconfiguration", "delete.example.com")
+    kubectl(plain, home, "-n", ns, "delete", "configmap", "precious")

@@ -196,6 +196,8 @@ class RestHandlers:
         ] = {}
         # Whether a write to a resource must be able to await admission webhooks (`apiserver --plain`).
         self.suspend_writes: Callable[[Resource], bool] = lambda resource: False
+        # Validating admission of a DELETE: the resource, the object as stored, the request; refuses by raising.
+        self.delete_admission: list[Callable[[Resource, dict[str, Any], RequestContext], None]] = []
 
     async def _write(self, resource: Resource, write: Callable[[], T]) -> T:
         """Run a request's write, where webhook admission can await its calls when any may apply."""
@@ -282,7 +284,7 @@ class RestHandlers:
             body = await self._body(request, optional=True)
             options = DeleteOptions.from_body(typed_request_body(body), dict(request.query))
             if target.name:
-                obj, _ = self.api.delete(target.resource, target.namespace, target.name, options, ctx)
+                obj, _ = await self._write(target.resource, lambda: self._delete(target, options, ctx))
                 return json_response(obj, 200, ctx.warnings)
             label, field = _selectors(request)
             deleted = self.api.delete_collection(
@@ -290,6 +292,14 @@ class RestHandlers:
             )
             return json_response(self._list_body(target.resource, deleted, self.api.store.revision, ""))
         raise errors.method_not_allowed(method)
+
+    def _delete(self, target: Target, options: DeleteOptions, ctx: RequestContext) -> tuple[dict[str, Any], bool]:
+        """A DELETE of one object, after the admission that sees deletions (webhooks, in `--plain`)."""
+        if self.delete_admission and not target.subresource:
+            current = self.api.get(target.resource, target.namespace, target.name)
+            for admit in self.delete_admission:
+                admit(target.resource, current, ctx)
+        return self.api.delete(target.resource, target.namespace, target.name, options, ctx)
 
     # --------------------------------------------------------------------------------------------------- bodies
 

@@ -41,6 +41,7 @@ def extension() -> Extension:
         webhooks = WebhookAdmission(server.store)
         server.add_admission(webhooks)
         server.rest.evictions.admission.append(webhooks.evict)
+        server.rest.delete_admission.append(webhooks.admit_delete)
         server.rest.suspend_writes = webhooks.may_apply
         front_proxy = ensure_front_proxy(server.pki.directory)
         aggregator = Aggregator(server.api, server.extra_groups, front_proxy)

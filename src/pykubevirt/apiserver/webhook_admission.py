@@ -131,6 +131,27 @@ class WebhookAdmission:
             return []
         return suspension.await_from_write(self._validate(webhooks, attrs, resource, ctx))
 
+    def admit_delete(self, resource: Resource, current: dict[str, Any], ctx: RequestContext) -> None:
+        """A DELETE reaches the validating webhooks whose rules name it, with the stored object as oldObject."""
+        if not self.handles(resource):
+            return
+        meta = current.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "") if resource.namespaced else ""
+        attrs = Attributes(
+            "DELETE",
+            resource.group,
+            resource.version,
+            resource.plural,
+            "",
+            namespace,
+            str(meta.get("name")),
+            None,
+            current,
+        )
+        webhooks = self._webhooks(VALIDATING, attrs)
+        if webhooks:
+            suspension.await_from_write(self._validate(webhooks, attrs, resource, ctx))
+
     def evict(self, pod: dict[str, Any], eviction: dict[str, Any] | None, ctx: RequestContext) -> None:
         """A CREATE of pods/eviction reaches the validating webhooks whose rules name `pods/eviction`."""
         if not suspension.in_suspendable_write():
