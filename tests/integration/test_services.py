@@ -21,9 +21,10 @@ import pytest
 import pytest_asyncio
 
 from pykubevirt.cli.cluster_network import choose_cluster_cidr, release_cluster_network
+from pykubevirt.cli.node_addresses import node_ip
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import NotFound
-from pykubevirt.client.resources import ENDPOINT_SLICES, ENDPOINTS, NAMESPACES, PODS, VIRTUAL_MACHINES
+from pykubevirt.client.resources import ENDPOINT_SLICES, ENDPOINTS, NAMESPACES, NODES, PODS, VIRTUAL_MACHINES
 from pykubevirt.controller.endpoints_controller import EndpointsController
 from pykubevirt.node import netns
 from pykubevirt.node.pod_network import ClusterNetwork, PodNetwork
@@ -57,6 +58,7 @@ class Env:
     pod_ip: str
     namespace: str
     home: Path
+    pods: PodNetwork
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
         return kubectl(self.server, self.home, "-n", self.namespace, *args, stdin=stdin, check=check)
@@ -78,11 +80,11 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     assert greeter.stdout is not None
     assert (await asyncio.wait_for(greeter.stdout.readline(), 30)).strip() == b"ready"
     client = client_for(server)
-    proxy = ServiceProxy(client, table=network.nft_table, service_cidr=network.service_cidr)
+    proxy = ServiceProxy(client, network)
     tasks = [asyncio.create_task(EndpointsController(client).run()), asyncio.create_task(proxy.run())]
     namespace = f"svc-{uuid.uuid4().hex[:8]}"
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    yield Env(server, client, network, pod_ip, namespace, root / "home")
+    yield Env(server, client, network, pod_ip, namespace, root / "home", pods)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -281,6 +283,64 @@ async def test_endpoints_follow_the_selected_pods_and_the_host_reaches_the_clust
     await eventually(endpoints_gone, timeout=20)
     await eventually(refused, timeout=20)
     assert ip not in nft("list", "table", "ip", env.network.nft_table).stdout
+
+
+async def greeting_in_pod(path: str, ip: str, port: int) -> str | None:
+    """One connection's answer, made from inside a pod's network namespace; None when it fails."""
+    probe = (
+        "import socket\n"
+        f"s = socket.create_connection(({ip!r}, {port}), timeout=5)\n"
+        "print(s.makefile().readline().strip())\n"
+    )
+    process = await asyncio.create_subprocess_exec(
+        *netns.enter_argv(path),
+        sys.executable,
+        "-c",
+        probe,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    out, _ = await process.communicate()
+    return out.decode().strip() or None if process.returncode == 0 else None
+
+
+async def test_pods_reach_cluster_ips_and_the_host_reaches_node_ports(env: Env) -> None:
+    svc = created(env, service("np-web", type="NodePort", selector={"app": "np-greeter"}))
+    ip, node_port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["nodePort"]
+    # The node's InternalIP, as an embedded node registers it.
+    address = node_ip(env.home.parent, 1)
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "svc-node"}}
+    await env.client.create(NODES, node)
+    addresses = [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": "svc-node"}]
+    await env.client.patch(NODES, "svc-node", {"status": {"addresses": addresses}}, subresource="status")
+    # Before the Service has endpoints the node port is refused at once, on the host.
+    assert await greeting(address, node_port) is None
+    await running_pod(env, "np-greeter", ready=True, app="np-greeter")
+
+    async def through_the_node_port() -> str | None:
+        return await greeting(address, node_port)
+
+    assert await eventually(through_the_node_port, timeout=20) == f"hello {env.pod_ip}"
+    # A second pod on the same node bridge reaches the ClusterIP: DNAT where the bridges end, and the reply back
+    # through it (masqueraded) rather than straight over the bridge.
+    uid = str(uuid.uuid4())
+    await env.pods.setup({"metadata": {"uid": uid, "name": "client", "namespace": env.namespace}, "spec": {}})
+    try:
+        path = str(env.pods.netns_of(uid))
+
+        async def from_the_pod() -> str | None:
+            return await greeting_in_pod(path, ip, 8080)
+
+        assert await eventually(from_the_pod, timeout=20) == f"hello {env.pod_ip}"
+        listed = await netns.run(
+            [*netns.enter_argv(env.network.netns), "nft", "list", "table", "ip", env.network.nft_table]
+        )
+        rules = listed.decode()
+        assert "hook prerouting" in rules and f"ip daddr {ip} tcp dport 8080" in rules
+    finally:
+        await env.pods.teardown(uid)
+        env.kubectl("delete", "svc", "np-web")
+        await env.client.delete(NODES, "svc-node")
 
 
 async def test_the_proxy_table_is_pykubevirts_own_and_down_removes_it(env: Env, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pykubevirt.api import service_validation as sv
 from pykubevirt.controller.endpoints_controller import desired_endpoints, desired_slice, endpoint_pods, target_port
 from pykubevirt.controller.node_ipam import CIDRSetFull, free_subnet
 from pykubevirt.node.pod_network import ClusterNetwork
-from pykubevirt.node.service_proxy import ServicePort, render_table, service_ports
+from pykubevirt.node.service_rules import ServicePort, node_ips, render_pod_table, render_table, service_ports
 
 
 def svc(**spec: Any) -> dict[str, Any]:
@@ -235,3 +235,74 @@ def test_cluster_ips_outside_the_proxys_range_are_still_kept_on_the_host() -> No
     assert "\t\tip daddr { 10.250.255.0/25, 10.0.0.7 } reject" in script.splitlines()
     check = subprocess.run(["nft", "-c", "-f", "-"], input=script, capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stderr
+
+
+def nft_accepts(script: str) -> None:
+    check = subprocess.run(["nft", "-c", "-f", "-"], input=script, capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stderr
+
+
+def test_node_ports_are_taken_only_from_node_port_services() -> None:
+    port = {"port": 80, "protocol": "TCP", "nodePort": 30080}
+    services = [
+        {
+            "metadata": {"name": "np", "namespace": "ns"},
+            "spec": {"type": "NodePort", "clusterIP": "10.0.0.5", "ports": [port]},
+        },
+        # A nodePort left on a ClusterIP Service (as after a type change) is not served.
+        {
+            "metadata": {"name": "ci", "namespace": "ns"},
+            "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.6", "ports": [port]},
+        },
+    ]
+    assert [(p.name, p.node_port) for p in service_ports(services, {})] == [("ns/np:", 30080), ("ns/ci:", 0)]
+
+
+def test_node_ips_are_the_nodes_loopback_internal_ips() -> None:
+    def node(*addresses: tuple[str, str]) -> dict[str, Any]:
+        return {"status": {"addresses": [{"type": t, "address": a} for t, a in addresses]}}
+
+    nodes = [
+        node(("InternalIP", "127.9.8.2"), ("Hostname", "n2")),
+        node(("InternalIP", "127.9.8.1")),
+        node(("InternalIP", "192.0.2.4")),
+        node(("ExternalIP", "127.9.8.3")),
+        {"metadata": {"name": "no-status"}},
+    ]
+    assert node_ips(nodes) == ["127.9.8.1", "127.9.8.2"]
+
+
+def test_node_ports_are_dnated_on_the_node_ips_and_masqueraded() -> None:
+    ports = [
+        ServicePort("ns/web:", "10.250.255.2", 80, "tcp", (("10.250.0.4", 8080),), 30080),
+        ServicePort("ns/idle:", "10.250.255.3", 80, "tcp", (), 30081),
+    ]
+    lines = render_table("pykubevirt-test", "10.250.255.0/25", ports, ["127.9.8.1", "127.9.8.2"]).splitlines()
+    assert "\t\tip daddr { 127.9.8.1, 127.9.8.2 } jump node-ports" in lines
+    assert f'\t\ttcp dport 30080 goto {ports[0].chain} comment "ns/web:"' in lines
+    # A 127/8 source cannot be answered from a pod: the host link's address stands in for it.
+    assert "\t\tct original ip daddr { 127.9.8.1, 127.9.8.2 } masquerade" in lines
+    # No endpoints: refused at once on the host, as kube-proxy does.
+    assert "\t\tip daddr { 127.9.8.1, 127.9.8.2 } tcp dport 30081 reject with tcp reset" in lines
+    nft_accepts("\n".join(lines) + "\n")
+    # Without nodes (or node ports) there is nothing of the kind.
+    assert "node-ports" not in render_table("pykubevirt-test", "10.250.255.0/25", ports)
+
+
+def test_pods_get_the_same_service_chains_at_prerouting_with_masquerade() -> None:
+    ports = [
+        ServicePort("ns/web:http", "10.250.255.2", 80, "tcp", (("10.250.0.4", 8080), ("10.250.1.5", 8080))),
+        ServicePort("ns/empty:", "10.250.255.4", 80, "tcp", ()),
+    ]
+    script = render_pod_table("pykubevirt-test", "10.250.255.0/25", ports)
+    lines = script.splitlines()
+    assert lines[:3] == ["table ip pykubevirt-test", "delete table ip pykubevirt-test", "table ip pykubevirt-test {"]
+    assert "\t\ttype nat hook prerouting priority -100; policy accept;" in lines
+    assert "\t\tip daddr 10.250.255.0/25 jump services" in lines
+    assert "\t\tct original ip daddr 10.250.255.0/25 masquerade" in lines
+    assert "\t\tmeta l4proto tcp dnat to 10.250.1.5:8080" in lines
+    assert "output" not in script and "10.250.255.4" not in script
+    # The host's table balances over the very same chains.
+    host = render_table("pykubevirt-test", "10.250.255.0/25", ports)
+    assert [line for line in lines if "dnat" in line] == [line for line in host.splitlines() if "dnat" in line]
+    nft_accepts(script)

@@ -48,7 +48,7 @@ async def serve(args: argparse.Namespace) -> int:
         # The embedded cluster's kube-controller-manager endpoints controllers and its kube-proxy.
         network = ClusterNetwork(args.cluster_cidr)
         extra.append(EndpointsController(client).run)
-        extra.append(ServiceProxy(client, table=network.nft_table, service_cidr=network.service_cidr).run)
+        extra.append(ServiceProxy(client, network).run)
     options = ControllerOptions(
         workers=args.workers,
         config=cluster,

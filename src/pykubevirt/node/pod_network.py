@@ -120,6 +120,10 @@ class ClusterNetwork:
                 await netns.run([IP, "-n", self.netns, "link", "set", HOST_IFNAME, "up"])
                 await netns.run([IP, "link", "set", self.host_veth, "up"])
             await netns.run([IP, "route", "replace", self.cidr, "via", self.inner_address, "dev", self.host_veth])
+            # A connection to a node's loopback InternalIP:nodePort is DNATed to a pod but keeps its 127/8 source
+            # until masqueraded after routing: the host veth must be allowed to route it (kube-proxy's localhost
+            # nodePorts set the same, host-wide; here only this link).
+            await netns.run(["sysctl", "-qw", f"net.ipv4.conf.{self.host_veth}.route_localnet=1"])
             await netns.run([*netns.enter_argv(self.netns), "sysctl", "-qw", "net.ipv4.ip_forward=1"])
 
     async def remove(self) -> None:
