@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 DATA_DIR ?= $(or $(PYKUBEVIRT_DATA_DIR),/var/lib/pykubevirt)
 
-.PHONY: setup test test-stress lint typecheck up down crds guest-image images
+.PHONY: setup test test-stress lint typecheck up down crds guest-image images test-images
 
 GUEST_IMAGE := _output/guest/demo-guest.img
 
@@ -19,6 +19,10 @@ $(GUEST_IMAGE): scripts/build-guest-image.sh | setup
 IMAGES_DIR ?= _output/images
 images: setup
 	scripts/build-images.sh $(IMAGES_DIR)
+
+# Unpacks the built images and runs their entrypoints and tools in a chroot (after `make images`).
+test-images:
+	PYKUBEVIRT_IMAGES_DIR=$(abspath $(IMAGES_DIR)) $(VENV)/bin/pytest -q tests/images
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

@@ -34,9 +34,9 @@ def image(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     shutil.rmtree(bundle)
 
 
-def in_image(image: dict[str, Any], argv: list[str]) -> subprocess.CompletedProcess[str]:
+def in_image(image: dict[str, Any], argv: list[str], user: str = "0:0") -> subprocess.CompletedProcess[str]:
     root = image["root"]
-    command = ["unshare", "-m", "-p", "-f", f"--mount-proc={root}/proc", "chroot", str(root)]
+    command = ["unshare", "-m", "-p", "-f", f"--mount-proc={root}/proc", "chroot", f"--userspec={user}", str(root)]
     return subprocess.run(
         [*command, "env", "-i", *image["process"]["env"], *argv], capture_output=True, text=True, timeout=60
     )
@@ -44,6 +44,13 @@ def in_image(image: dict[str, Any], argv: list[str]) -> subprocess.CompletedProc
 
 def test_the_default_process_prints_the_usage(image: dict[str, Any]) -> None:
     result = in_image(image, image["process"]["args"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: pykubevirt")
+
+
+def test_the_default_process_runs_as_the_non_root_user_deploy_gives_it(image: dict[str, Any]) -> None:
+    # deploy/ runs virt-api and virt-controller as uid 107, KubeVirt's non-root launcher runs as 107 too.
+    result = in_image(image, image["process"]["args"], user="107:107")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: pykubevirt")
 

@@ -121,7 +121,7 @@ def build(repo: Path, out: Path, names: list[str]) -> dict[str, Any]:
     cache, work = out / "cache", out / "work"
     work.mkdir(parents=True, exist_ok=True)
     host_sources = HOST_SOURCES.read_text()
-    base = rootfs.base_rootfs(cache, host_sources, rev.epoch)
+    base = rootfs.base_rootfs(cache, host_sources)
     build_wheels(repo, cache / "wheels")
     layout = work / "layout"
     base_image(layout, base, rev)

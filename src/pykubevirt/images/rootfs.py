@@ -84,12 +84,18 @@ def clamp_mtimes(root: Path, epoch: int) -> None:
 
 def base_key(host_sources: str) -> str:
     """What the cached base depends on: its sources and the filters and apt settings written into it."""
-    text = "\n".join([spec.SUITE, spec.apt_sources(host_sources), spec.DPKG_EXCLUDES, spec.APT_CONF, "v1"])
+    text = "\n".join([spec.SUITE, spec.apt_sources(host_sources), spec.DPKG_EXCLUDES, spec.APT_CONF, "v2"])
+    text += f"\n{spec.BASE_EPOCH}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def base_rootfs(cache: Path, host_sources: str, epoch: int) -> Path:
-    """The slim Debian base (debootstrap minbase + updates), built once and then reused from `cache`."""
+def base_rootfs(cache: Path, host_sources: str) -> Path:
+    """The slim Debian base (debootstrap minbase + updates), built once and then reused from `cache`.
+
+    Its times are clamped to spec.BASE_EPOCH, not to the commit's: a cached base and a fresh one (same mirror
+    contents) are the same layer, so one commit gives the same image digests with or without the cache.
+    """
+    epoch = spec.BASE_EPOCH
     root = cache / "base-rootfs"
     stamp = cache / "base-rootfs.key"
     key = base_key(host_sources)
@@ -108,7 +114,8 @@ def base_rootfs(cache: Path, host_sources: str, epoch: int) -> Path:
     _configure(fresh, host_sources)
     chroot(
         fresh,
-        "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get dist-upgrade -y -qq >/dev/null",
+        f"export DEBIAN_FRONTEND=noninteractive SOURCE_DATE_EPOCH={epoch}; apt-get update -qq"
+        " && apt-get dist-upgrade -y -qq >/dev/null",
         cache=cache,
     )
     _slim(fresh)

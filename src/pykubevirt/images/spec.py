@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from pykubevirt import __version__
 
 SUITE = "bookworm"
+# The base layer's time (Debian 12's release day, 2023-06-10): fixed, so the base does not change with each commit.
+BASE_EPOCH = 1_686_355_200
 VENV = "/opt/pykubevirt"
 PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # KubeVirt's launcher runs QEMU as uid/gid 107 ("qemu") when non-root; libvirt's QEMU driver looks this user up by
