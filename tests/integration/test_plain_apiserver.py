@@ -33,12 +33,14 @@ class Backend:
 
     def __init__(self) -> None:
         self.reviews: list[dict[str, Any]] = []
+        self.observed: list[dict[str, Any]] = []
 
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/mutate", self.mutate)
         app.router.add_post("/deny", self.deny)
         app.router.add_post("/slow", self.slow)
+        app.router.add_post("/observe", self.observe)
         app.router.add_get(f"/apis/{DEMO_GROUP}/v1", self.discovery)
         app.router.add_get(f"/apis/{DEMO_GROUP}/v1/namespaces/{{ns}}/widgets/{{name}}/echo", self.echo)
         app.router.add_get(f"/apis/{DEMO_GROUP}/v1/namespaces/{{ns}}/widgets/{{name}}/stream", self.stream)
@@ -61,6 +63,11 @@ class Backend:
         self.reviews.append(review)
         status = {"code": 422, "reason": "Invalid", "message": f"{review['name']} is not welcome"}
         return self._answer(review, allowed=False, status=status)
+
+    async def observe(self, request: web.Request) -> web.Response:
+        review = (await request.json())["request"]
+        self.observed.append(review)
+        return self._answer(review, allowed=True)
 
     async def slow(self, request: web.Request) -> web.Response:
         review = (await request.json())["request"]
@@ -214,6 +221,10 @@ def test_a_webhook_that_is_down_fails_a_create_only_with_failure_policy_fail(
     )
     config["webhooks"][0]["failurePolicy"] = "Ignore"
     _apply(plain, home, config)
+    stored = json.loads(
+        kubectl(plain, home, "get", "validatingwebhookconfiguration", "down.example.com", "-o", "json").stdout
+    )
+    assert stored["webhooks"][0] == config["webhooks"][0]  # kubectl's patch of the list merged by webhook name
     kubectl(plain, home, "-n", ns, "create", "configmap", "ignored")
     # A namespace the namespaceSelector does not select never reaches the webhook, whatever its policy.
     config["webhooks"][0]["failurePolicy"] = "Fail"
@@ -480,3 +491,32 @@ def test_a_delete_reaches_the_validating_webhooks_with_the_old_object(
     assert review["options"]["kind"] == "DeleteOptions"
     kubectl(plain, home, "delete", "validatingwebhookconfiguration", "delete.example.com")
     kubectl(plain, home, "-n", ns, "delete", "configmap", "precious")
+
+
+def test_a_webhook_with_reinvocation_if_needed_sees_what_a_later_one_changed(
+    plain: APIServerProcess, home: Path, backend: tuple[Backend, int], backend_pki: Pki
+) -> None:
+    recorder, _ = backend
+    ns = _namespace(plain, home, test="reinvoke")
+    # Configurations are called in name order: the observer first, then the mutator.
+    observer = _webhook_configuration(
+        "MutatingWebhookConfiguration",
+        "a-observe.example.com",
+        _service_config(backend_pki, "/observe"),
+        "reinvoke",
+        reinvocationPolicy="IfNeeded",
+    )
+    mutator = _webhook_configuration(
+        "MutatingWebhookConfiguration", "b-mutate.example.com", _service_config(backend_pki, "/mutate"), "reinvoke"
+    )
+    _apply(plain, home, observer, mutator)
+    seen = len(recorder.observed)
+    kubectl(plain, home, "-n", ns, "create", "configmap", "twice", "--from-literal=given=1")
+    calls = recorder.observed[seen:]
+    assert [c["object"].get("data") for c in calls] == [{"given": "1"}, {"mutated": "yes"}]
+    observer["webhooks"][0]["reinvocationPolicy"] = "Never"
+    _apply(plain, home, observer)
+    seen = len(recorder.observed)
+    kubectl(plain, home, "-n", ns, "create", "configmap", "once")
+    assert len(recorder.observed) == seen + 1
+    kubectl(plain, home, "delete", "mutatingwebhookconfiguration", "a-observe.example.com", "b-mutate.example.com")

@@ -32,6 +32,8 @@ _STRATEGIC_LIST_KEYS = {
     "tolerations": "key",
     "containerStatuses": "name",
     "ports": "containerPort",
+    # Mutating/ValidatingWebhookConfiguration: `kubectl apply` of a changed webhook patches it by name.
+    "webhooks": "name",
 }
 
 

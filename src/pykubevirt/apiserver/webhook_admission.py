@@ -195,25 +195,37 @@ class WebhookAdmission:
     ) -> dict[str, Any]:
         obj = attrs.obj
         assert obj is not None
-        patched = False
+        original = obj
+        # What each webhook left: one with reinvocationPolicy IfNeeded is called once more when a later one changed
+        # the object after it (kube's single reinvocation pass).
+        left: list[dict[str, Any]] = []
         for webhook in webhooks:
-            current = dataclasses.replace(attrs, obj=obj)
-            response = await self._call(webhook, current, resource, ctx)
-            if response is None:
-                continue
-            name = str(webhook.get("name", ""))
-            ctx.warnings.extend(str(w) for w in response.get("warnings") or [])
-            if not response.get("allowed"):
-                raise denied(name, response.get("status"))
-            if response.get("patch"):
-                obj = self._patched(name, webhook, obj, response)
-                patched = True
+            obj = await self._mutate_once(webhook, dataclasses.replace(attrs, obj=obj), resource, ctx)
+            left.append(obj)
+        for webhook, after in zip(webhooks, left, strict=True):
+            if webhook.get("reinvocationPolicy") == "IfNeeded" and obj != after:
+                obj = await self._mutate_once(webhook, dataclasses.replace(attrs, obj=obj), resource, ctx)
         schema = resource.schema
-        if patched and schema is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        if obj is not original and schema is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
             # As for custom resources in kube: what a webhook added is pruned and defaulted like any request's.
             obj = prune(obj, schema)
             apply_defaults(obj, schema)
         return obj
+
+    async def _mutate_once(
+        self, webhook: dict[str, Any], attrs: Attributes, resource: Resource, ctx: RequestContext
+    ) -> dict[str, Any]:
+        """The object after one call of one webhook (unchanged when it sends no patch or is ignored)."""
+        obj = attrs.obj
+        assert obj is not None
+        response = await self._call(webhook, attrs, resource, ctx)
+        if response is None:
+            return obj
+        name = str(webhook.get("name", ""))
+        ctx.warnings.extend(str(w) for w in response.get("warnings") or [])
+        if not response.get("allowed"):
+            raise denied(name, response.get("status"))
+        return self._patched(name, webhook, obj, response) if response.get("patch") else obj
 
     def _patched(
         self, name: str, webhook: dict[str, Any], obj: dict[str, Any], response: dict[str, Any]
