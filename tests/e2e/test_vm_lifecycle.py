@@ -67,8 +67,13 @@ async def cpu_seconds_rise_in_the_handlers_metrics(kube: ClusterView, ns: str, n
     node = await kube.admin.get(NODES, kube.node.name)
     address = node["metadata"]["annotations"][c.HANDLER_ADDRESS_ANNOTATION]
 
+    headers = {"Authorization": f"Bearer {kube.cluster.server.token()}"}
+
     async def cpu_seconds() -> float | None:
-        async with aiohttp.ClientSession() as session, session.get(f"http://{address}/metrics") as response:
+        async with (
+            aiohttp.ClientSession(headers=headers) as session,
+            session.get(f"http://{address}/metrics") as response,
+        ):
             text = await response.text()
         for family in text_string_to_metric_families(text):
             for sample in family.samples:

@@ -38,6 +38,7 @@ from pykubevirt.client.resources import (
 from pykubevirt.controller.volume_status import volume_statuses
 from pykubevirt.handler.app import HandlerOptions, VirtHandler
 from pykubevirt.launcher.protocol import PROTOCOL_VERSION
+from pykubevirt.virtapi.identities import HANDLER_USER
 from pykubevirt.virtapi.volumes import parse_add, parse_remove, spec_patch, verify
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for, eventually
@@ -386,17 +387,29 @@ async def test_a_masquerade_guest_without_a_pod_network_falls_back_to_user_netwo
     assert warning[0] == "Warning" and "QEMU user networking" in warning[2]
 
 
-async def test_metrics_report_each_running_vmis_domain_stats_under_kubevirts_names(node: Node) -> None:
+async def test_metrics_report_each_running_vmis_domain_stats_under_kubevirts_names(
+    node: Node, apiserver: APIServerProcess
+) -> None:
     await node.run_vmi("measured")
     await node.run_vmi("other")
     await node.admin.patch(
         VIRTUAL_MACHINE_INSTANCES, "measured", {"metadata": {"labels": {"app": "web"}}}, node.namespace
     )
 
+    url = f"http://{HANDLER_IP}:{node.handler.api.port}/metrics"
+    # Kube's delegated auth: a token the API server accepts, of a user RBAC allows `get /metrics` (the admin).
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url) as response:
+            assert response.status == 401
+        handlers_own = {"Authorization": f"Bearer {apiserver.token_of(HANDLER_USER)}"}
+        async with session.get(url, headers=handlers_own) as response:
+            assert response.status == 403
+            assert (await response.json())["reason"] == "Forbidden"
+
     async def scrape() -> dict[str, Any]:
         async with (
-            aiohttp.ClientSession() as session,
-            session.get(f"http://{HANDLER_IP}:{node.handler.api.port}/metrics") as response,
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {apiserver.token()}"}) as session,
+            session.get(url) as response,
         ):
             assert response.status == 200 and response.content_type == "text/plain"
             return {f.name: f for f in text_string_to_metric_families(await response.text())}

@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
+from pykubevirt.client.delegated_auth import DelegatedAuth
 from pykubevirt.client.resources import VIRTUAL_MACHINES
 from pykubevirt.controller.metrics_endpoint import MetricsEndpoint
 from tests.support.apiserver_process import APIServerProcess, kubectl
@@ -36,7 +37,7 @@ async def cp(apiserver: APIServerProcess) -> AsyncIterator[ControlPlane]:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def endpoint(cp: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[MetricsEndpoint]:
-    served = MetricsEndpoint(cp.controller.metrics)
+    served = MetricsEndpoint(cp.controller.metrics, auth=DelegatedAuth(cp.controller_client))
     await served.start(tmp_path_factory.mktemp("controller") / "metrics-address")
     yield served
     await served.stop()
@@ -46,9 +47,9 @@ def parse(text: str) -> Families:
     return {family.name: family for family in text_string_to_metric_families(text)}
 
 
-async def scrape(endpoint: MetricsEndpoint) -> Families:
+async def scrape(endpoint: MetricsEndpoint, token: str) -> Families:
     async with (
-        aiohttp.ClientSession() as session,
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as session,
         session.get(f"http://{endpoint.address}/metrics") as response,
     ):
         assert response.status == 200
@@ -66,17 +67,30 @@ def phase_count(families: Families, node: str, phase: str) -> float:
     return sum(s.value for s in samples if all(s.labels[k] == v for k, v in wanted.items()))
 
 
-async def test_the_phase_count_follows_a_vm_start_and_stop(cp: ControlPlane, endpoint: MetricsEndpoint) -> None:
+async def test_the_controllers_metrics_need_a_token_the_api_server_accepts(endpoint: MetricsEndpoint) -> None:
+    async with aiohttp.ClientSession() as session:
+        for headers in ({}, {"Authorization": "Bearer not-a-token"}):
+            async with session.get(f"http://{endpoint.address}/metrics", headers=headers) as response:
+                assert response.status == 401
+                assert (await response.json())["reason"] == "Unauthorized"
+        async with session.get(f"http://{endpoint.address}/healthz") as response:
+            assert response.status == 200
+
+
+async def test_the_phase_count_follows_a_vm_start_and_stop(
+    cp: ControlPlane, endpoint: MetricsEndpoint, apiserver: APIServerProcess
+) -> None:
     ns = await cp.namespace()
     node = cp.node.name
-    assert phase_count(await scrape(endpoint), node, "running") == 0
+    token = apiserver.token()
+    assert phase_count(await scrape(endpoint, token), node, "running") == 0
     vm = vm_manifest("counted", "Always")
     vm["spec"]["template"]["metadata"]["annotations"]["vm.kubevirt.io/os"] = OS
     await cp.admin.create(VIRTUAL_MACHINES, vm, ns)
     await cp.wait_printable(ns, "counted", "Running")
 
     async def counted(expected: float) -> Families | None:
-        families = await scrape(endpoint)
+        families = await scrape(endpoint, token)
         return families if phase_count(families, node, "running") == expected else None
 
     running = await eventually(lambda: counted(1))

@@ -20,6 +20,7 @@ logger = logging.getLogger("pykubevirt.controller")
 
 
 async def serve(args: argparse.Namespace) -> int:
+    from pykubevirt.client.delegated_auth import DelegatedAuth
     from pykubevirt.config.cluster_config import ClusterConfig
     from pykubevirt.controller.app import ControllerOptions, VirtController
     from pykubevirt.controller.metrics_endpoint import MetricsEndpoint
@@ -63,7 +64,9 @@ async def serve(args: argparse.Namespace) -> int:
     )
     controller = VirtController(client, options)
     host, _, port = args.metrics_listen.rpartition(":")
-    endpoint = MetricsEndpoint(controller.metrics, host=host or "127.0.0.1", port=int(port or 0))
+    endpoint = MetricsEndpoint(
+        controller.metrics, host=host or "127.0.0.1", port=int(port or 0), auth=DelegatedAuth(client)
+    )
     try:
         await endpoint.start(Path(args.metrics_address_file) if args.metrics_address_file else None)
     except OSError as exc:

@@ -34,7 +34,9 @@ def metrics_rows(api_server: str, controller: str, handlers: Mapping[str, str]) 
     """A table of component, metrics URL and how to authenticate."""
     rows: list[tuple[str, ...]] = [("COMPONENT", "METRICS", "ACCESS")]
     rows.append(("apiserver", f"{api_server}/metrics", "bearer token (kubectl get --raw /metrics)"))
-    rows.append(("virt-controller", f"http://{controller}/metrics" if controller else "(not serving)", "loopback"))
+    # Both check the bearer token with the API server (TokenReview, then SubjectAccessReview for `get /metrics`).
+    token = "bearer token, checked by the API server"
+    rows.append(("virt-controller", f"http://{controller}/metrics" if controller else "(not serving)", token))
     for node, address in sorted(handlers.items()):
-        rows.append((f"virt-handler-{node}", f"http://{address}/metrics", "loopback"))
+        rows.append((f"virt-handler-{node}", f"http://{address}/metrics", token))
     return rows

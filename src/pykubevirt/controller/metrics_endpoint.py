@@ -1,4 +1,5 @@
-"""virt-controller's HTTP endpoint: GET /metrics (Prometheus' text format) and GET /healthz.
+"""virt-controller's HTTP endpoint: GET /metrics (Prometheus' text format, to a bearer token the API server accepts
+and RBAC allows `get /metrics`) and GET /healthz (open, for the liveness probe).
 
 KubeVirt's virt-controller serves both on its port 8443. Here it listens where `--metrics-listen` says (loopback,
 an ephemeral port by default) and writes the address it got to `--metrics-address-file`, where `pykubevirt status`
@@ -16,6 +17,7 @@ from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from pykubevirt.client.delegated_auth import DelegatedAuth, status_body
 from pykubevirt.metrics.exposition import CONTENT_TYPE_LATEST
 
 log = logging.getLogger("pykubevirt.controller.metrics")
@@ -33,8 +35,12 @@ class _Chain(Collector):
 
 
 class MetricsEndpoint:
-    def __init__(self, collector: Collector, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, collector: Collector, *, host: str = "127.0.0.1", port: int = 0, auth: DelegatedAuth | None = None
+    ) -> None:
         self.source = _Chain(collector)
+        # /metrics wants a bearer token the API server accepts and RBAC allows `get /metrics` (None: open).
+        self.auth = auth
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -44,6 +50,10 @@ class MetricsEndpoint:
         return f"{self.host}:{self.port}"
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if self.auth is not None:
+            decision = await self.auth.decide(request.headers.get("Authorization"), request.path)
+            if decision.code != 200:
+                return web.json_response(status_body(decision), status=decision.code)
         return web.Response(body=generate_latest(self.source), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     @staticmethod

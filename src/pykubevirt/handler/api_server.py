@@ -2,9 +2,9 @@
 
 PUT …/pause, …/unpause, …/softreboot act through the VMI's launcher; GET …/guestosinfo, …/userlist and
 …/filesystemlist return what the launcher's guest agent poller knows; GET …/console and …/vnc are websockets
-carrying the bytes of the guest's serial console and VNC server; GET /metrics serves the node's VMI domain metrics
-(handler/domain_stats_scrape.py). It listens on loopback only; the heartbeat
-publishes its address in the Node annotation `pykubevirt.io/virt-handler-address`.
+carrying the bytes of the guest's serial console and VNC server. GET /metrics serves the node's VMI domain metrics
+(handler/domain_stats_scrape.py) to a bearer token the API server accepts (client/delegated_auth.py). It listens on
+loopback only; the heartbeat publishes its address in the Node annotation `pykubevirt.io/virt-handler-address`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from aiohttp import web
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
+from pykubevirt.client.delegated_auth import DelegatedAuth, status_body
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.streams import STREAM_PROTOCOL, pump_websocket_stream
 from pykubevirt.handler.domain_stats_scrape import DomainStatsScraper
@@ -63,13 +64,23 @@ def status(code: int, message: str, reason: str = "") -> web.Response:
 class HandlerAPI:
     """The aiohttp application and its lifecycle."""
 
-    def __init__(self, *, node: str, pods_dir: Path, vmis: Informer, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        *,
+        node: str,
+        pods_dir: Path,
+        vmis: Informer,
+        host: str = "127.0.0.1",
+        metrics_auth: DelegatedAuth | None = None,
+    ) -> None:
         self.node = node
         self.pods_dir = pods_dir
         self.vmis = vmis
         self.host = host
         self.port = 0
         self.metrics = DomainStatsScraper(node=node, pods_dir=pods_dir, vmis=vmis)
+        # The bearer token of the API, reviewed by the API server (kube's delegated auth); None leaves it open.
+        self.metrics_auth = metrics_auth
         self._runner: web.AppRunner | None = None
 
     def app(self) -> web.Application:
@@ -85,6 +96,10 @@ class HandlerAPI:
         return app
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if self.metrics_auth is not None:
+            decision = await self.metrics_auth.decide(request.headers.get("Authorization"), request.path)
+            if decision.code != 200:
+                return web.json_response(status_body(decision), status=decision.code)
         body = await self.metrics.exposition()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

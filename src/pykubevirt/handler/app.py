@@ -10,6 +10,7 @@ from pathlib import Path
 from pykubevirt.api import constants as c
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.controller import Controller, run_until_failure
+from pykubevirt.client.delegated_auth import DelegatedAuth
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, object_key
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
@@ -54,7 +55,13 @@ class VirtHandler:
             records=self.records,
             enqueue=self._enqueue,
         )
-        self.api = HandlerAPI(node=options.node, pods_dir=options.pods_dir, vmis=self.vmis, host=options.node_ip)
+        self.api = HandlerAPI(
+            node=options.node,
+            pods_dir=options.pods_dir,
+            vmis=self.vmis,
+            host=options.node_ip,
+            metrics_auth=DelegatedAuth(client),
+        )
         self.controller = Controller("virt-handler", self.reconciler, workers=options.workers)
         # VMIs migrating here carry the node's name in another label until they arrive (KubeVirt's target informer).
         self.incoming = Informer(
