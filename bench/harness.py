@@ -62,6 +62,17 @@ def pss_mib(pid: int) -> float:
     return int(match.group(1)) / 1024 if match else float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages: the machine is shared, so every figure carries them."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 

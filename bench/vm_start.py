@@ -6,6 +6,7 @@ Then the memory of running VMs (launcher, QEMU, and virt-handler / node agent gr
 `--density` VMIs on one node with launchers on libvirt's test driver, time to all Running and total RSS.
 
     python -m bench.vm_start --runs 10 --density 200
+    python -m bench.vm_start --runs 0 --density 1000     # the density run alone
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import libvirt
 import yaml
 
-from bench.harness import log, machine, percentile, pss_mib, rss_mib
+from bench.harness import cpu_seconds, load_average, log, machine, percentile, pss_mib, rss_mib
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_vmi
 from pykubevirt.api import pod_layout
@@ -311,7 +312,10 @@ async def density_run(root: Path, count: int) -> dict[str, Any]:
     }
     cluster = BenchCluster(root, extra)
     client = await cluster.start()
+    node = cluster.layout.node_names[0]
+    agents = {"node_agent": cluster.pid(f"node-{node}"), "virt_handler": cluster.pid(f"virt-handler-{node}")}
     try:
+        idle = {k: (rss_mib(pid), cpu_seconds(pid)) for k, pid in agents.items()}
         ns = "density"
         await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         template = demo_vm("x")["spec"]["template"]
@@ -358,9 +362,19 @@ async def density_run(root: Path, count: int) -> dict[str, Any]:
             except Exception:  # a pod without a launcher yet is simply not counted
                 continue
         components = {name: round(rss_mib(p.pid), 1) for name, p in cluster.processes.items()}
+        per_vmi = {
+            k: {
+                "rss_mib": round((rss_mib(pid) - idle[k][0]) / count, 3),
+                "cpu_s": round((cpu_seconds(pid) - idle[k][1]) / count, 4),
+            }
+            for k, pid in agents.items()
+        }
         return {
             "vmis": count,
             "all_running_s": round(elapsed, 1),
+            "load_average": load_average(),
+            "per_vmi": per_vmi,
+            "cpu_s": {name: round(cpu_seconds(p.pid), 1) for name, p in cluster.processes.items()},
             "launchers_measured": len(launchers),
             "launcher_rss_mib": stats(launchers),
             "launchers_total_rss_mib": round(sum(launchers), 1),
@@ -380,6 +394,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="pkv-bench-") as tmp:
         work = Path(tmp)
+        if args.runs == 0:
+            figures["density"] = await density_run(work / "density", args.density)
+            return figures
         figures["raw_libvirt"] = await raw_libvirt_runs(work / "raw", args.runs)
         cluster = BenchCluster(work / "cluster", {})
         client = await cluster.start()
@@ -402,7 +419,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=10, help="measured starts per path (plus one warm-up)")
+    parser.add_argument("--runs", type=int, default=10, help="measured starts per path (+1 warm-up); 0: density only")
     parser.add_argument("--concurrent", type=int, default=5, help="VMs running at once for the per-VM growth")
     parser.add_argument("--density", type=int, default=200, help="VMIs of the test-driver density run (0: skip)")
     args = parser.parse_args()

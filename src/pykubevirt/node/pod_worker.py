@@ -31,6 +31,7 @@ from pykubevirt.node.env import ConfigError, Fetch, container_env
 from pykubevirt.node.netns import NetworkError
 from pykubevirt.node.pod_dirs import ContainerRecord, PodDir
 from pykubevirt.node.pod_network import NetworkNotReady, PodNetwork, host_network
+from pykubevirt.node.stray_sweeper import StraySweeper
 from pykubevirt.node.volumes import PreparedVolumes, container_mounts, prepare_volumes
 
 log = logging.getLogger("pykubevirt.node.pod_worker")
@@ -71,6 +72,7 @@ class NodeContext:
     node_capacity: dict[str, str] = field(default_factory=dict)
     network: PodNetwork | None = None
     cpu_manager: StaticCPUManager | None = None
+    strays: StraySweeper = field(default_factory=StraySweeper)
 
 
 @dataclass
@@ -142,7 +144,7 @@ class PodWorker:
             if self.latest["metadata"].get("uid") == self.uid:
                 pod = self.latest
         self.host_network = host_network(pod)
-        self._refresh()
+        await self._refresh()
         if pod["metadata"].get("deletionTimestamp"):
             return await self._sync_terminating(pod)
         self.dir.create(pod)
@@ -159,7 +161,7 @@ class PodWorker:
         await self._report(pod, plan, killed=False)
         return min([RESYNC_SECONDS, *plan.requeue])
 
-    def _refresh(self) -> None:
+    async def _refresh(self) -> None:
         """Record the exit of every process that ended since the last look."""
         ended = False
         for record in self.records.values():
@@ -172,12 +174,12 @@ class PodWorker:
             self.dir.save_record(record)
             ended = True
         if ended and not self.any_alive():
-            self._kill_strays()
+            await self._kill_strays()
 
-    def _kill_strays(self) -> None:
+    async def _kill_strays(self) -> None:
         """Nothing of a pod outlives its containers, as a cgroup would ensure: QEMU daemonizes out of the group."""
         runtime = pod_layout.short_runtime_dir(self.uid)
-        if processes.kill_pod_strays(runtime + "/"):
+        if await self.ctx.strays.kill(runtime + "/"):
             log.info("killed processes the pod's containers left behind", extra={"pod": self.uid})
 
     # ------------------------------------------------------------------------------------------------ network
@@ -495,7 +497,7 @@ class PodWorker:
             for record in self.records.values():
                 if self.alive(record):
                     self.ctx.runtime.kill(record.pid, record.ticks)
-        self._refresh()
+        await self._refresh()
         if self.any_alive():
             await self._report(pod, _Plan(), killed=False)
             return 0.5 if self.sigkill_sent else max(0.05, self.kill_deadline - time.monotonic())
@@ -528,7 +530,7 @@ class PodWorker:
         for record in self.records.values():
             if record.pid > 0:
                 self.ctx.runtime.reap(record.pid)
-        self._kill_strays()
+        await self._kill_strays()
         self.ctx.puller.forget(self.uid)
         await self._teardown_network()
         self.dir.remove()

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 log = logging.getLogger("pykubevirt.node.processes")
 
@@ -76,34 +76,52 @@ def kill_group(pid: int, ticks: int) -> bool:
 def pod_strays(marker: str) -> list[int]:
     """Processes that left a pod's process groups but still belong to it: `marker` is in their command line or
     environment (libvirt daemonizes QEMU into its own session; a container runtime's cgroup would still hold it)."""
-    needle = marker.encode()
-    found = []
+    return strays_of_pods([marker])[marker]
+
+
+def strays_of_pods(markers: Iterable[str]) -> dict[str, list[int]]:
+    """`pod_strays` for many pods in one pass over /proc: a scan costs O(processes), and with one scan per pod a
+    node tearing down n pods (each with its processes) would read O(n²) files."""
+    needles = {marker: marker.encode() for marker in markers}
+    found: dict[str, list[int]] = {marker: [] for marker in needles}
+    if not needles:
+        return found
     own = os.getpid()
     with os.scandir("/proc") as entries:
         for entry in entries:
             if not entry.name.isdigit() or int(entry.name) == own:
                 continue
+            left = dict(needles)
             for part in ("cmdline", "environ"):
                 try:
                     with open(f"/proc/{entry.name}/{part}", "rb") as source:
-                        if needle in source.read():
-                            found.append(int(entry.name))
-                            break
+                        content = source.read()
                 except OSError:
-                    continue
+                    break
+                for marker, needle in list(left.items()):
+                    if needle in content:
+                        found[marker].append(int(entry.name))
+                        del left[marker]
     return found
 
 
 def kill_pod_strays(marker: str) -> int:
     """SIGKILL every stray process of a pod (see `pod_strays`); returns how many were signalled."""
-    killed = 0
-    for pid in pod_strays(marker):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            continue
-        killed += 1
-        log.warning("killed process %d left behind by a pod's containers", pid)
+    return kill_strays_of_pods([marker])[marker]
+
+
+def kill_strays_of_pods(markers: Iterable[str]) -> dict[str, int]:
+    """SIGKILL the stray processes of many pods after one scan of /proc; how many were signalled, per marker."""
+    killed: dict[str, int] = {}
+    for marker, pids in strays_of_pods(markers).items():
+        killed[marker] = 0
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+            killed[marker] += 1
+            log.warning("killed process %d left behind by a pod's containers", pid)
     return killed
 
 
