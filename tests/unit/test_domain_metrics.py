@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+from prometheus_client import generate_latest
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
 from pykubevirt.handler.domain_metrics import CATALOG, vmi_labels, vmi_samples
 from pykubevirt.launcher.domain_stats import device_aliases
@@ -137,3 +141,14 @@ def test_device_aliases_come_from_user_aliases_of_nics_and_disks() -> None:
       <interface><alias name='ua-nodev'/></interface>
     </devices></domain>"""
     assert device_aliases(xml) == {"vda": "rootdisk", "tap0": "default"}
+
+
+def test_the_fast_renderer_writes_what_prometheus_client_writes() -> None:
+    other = {**VMI, "metadata": {**VMI["metadata"], "name": 'vm"2\\', "labels": {"note": "a\nb"}}}
+    metrics = families(CATALOG, [*vmi_samples(VMI, REPLY), *vmi_samples(other, REPLY)])
+
+    class Families(Collector):
+        def collect(self) -> Iterator[Metric]:
+            return iter(metrics)
+
+    assert render(metrics) == generate_latest(Families())

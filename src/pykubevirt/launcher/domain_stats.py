@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 import libvirt
@@ -66,6 +67,30 @@ def device_aliases(xml: str) -> dict[str, str]:
     return aliases
 
 
+def _device_names(stats: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(sorted(str(v) for k, v in stats.items() if k.endswith(".name") and k.startswith(("net.", "block."))))
+
+
+@dataclass
+class AliasCache:
+    """A domain's aliases, reused while it has the same devices (a hotplug changes the names the bulk stats list):
+    reading and parsing the domain XML is most of a stats read's cost (0.4 of 0.45 ms on the test driver)."""
+
+    key: tuple[str, tuple[str, ...]] | None = None
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    def of(self, domain: Any, stats: dict[str, Any]) -> dict[str, str]:
+        key = (str(domain.UUIDString()), _device_names(stats))
+        if self.key != key:
+            self.aliases = device_aliases(domain.XMLDesc(0))
+            self.key = key
+        return dict(self.aliases)
+
+
+# A launcher runs one domain: one cache for the process.
+_ALIASES = AliasCache()
+
+
 def read(conn: Any, domain: Any) -> DomainStatsReply:
     """Everything the handler's domain metrics need, read in one thread (blocking libvirt calls)."""
     records = conn.domainListGetStats([domain], STATS_TYPES, 0)
@@ -82,7 +107,7 @@ def read(conn: Any, domain: Any) -> DomainStatsReply:
         "stats": stats,
         "memory": memory,
         "info": info,
-        "aliases": device_aliases(domain.XMLDesc(0)),
+        "aliases": _ALIASES.of(domain, stats),
     }
 
 
