@@ -17,7 +17,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from pykubevirt.apiserver.security import Pki, ensure_pki, service_account_groups, write_user_kubeconfig
+from pykubevirt.apiserver.security import Pki, ensure_pki
 from tests.paths import REPO
 from tests.support.apiserver_process import APIServerProcess, kubectl
 from tests.support.ports import free_port
@@ -367,12 +367,17 @@ def test_the_apiservice_proxy_upgrades_websockets(
     assert asyncio.run(exchange()) == ("plain.kubevirt.io", b"echo:hello")
 
 
-def test_rbac_denies_a_service_account_without_permission(plain: APIServerProcess, home: Path, tmp_path: Path) -> None:
+def test_rbac_denies_a_service_account_without_permission(plain: APIServerProcess, home: Path) -> None:
     ns = _namespace(plain, home)
     kubectl(plain, home, "-n", ns, "create", "serviceaccount", "nobody")
+    # The token a pod of that service account gets (TokenRequest, as the kubelet asks for it).
+    token = kubectl(plain, home, "-n", ns, "create", "token", "nobody").stdout.strip()
     user = f"system:serviceaccount:{ns}:nobody"
-    config = write_user_kubeconfig(plain.data_dir, tmp_path / "nobody.kubeconfig", user, service_account_groups(ns))
-    result = kubectl(plain, home, "--kubeconfig", str(config), "-n", ns, "get", "pods", check=False)
+    assert (
+        kubectl(plain, home, "--token", token, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}").stdout
+        == user
+    )
+    result = kubectl(plain, home, "--token", token, "-n", ns, "get", "pods", check=False)
     assert result.stderr.strip() == (
         f'Error from server (Forbidden): pods is forbidden: User "{user}" cannot list resource "pods" '
         f'in API group "" in the namespace "{ns}"'
@@ -389,8 +394,10 @@ def test_rbac_denies_a_service_account_without_permission(plain: APIServerProces
         "--role=pod-reader",
         f"--serviceaccount={ns}:nobody",
     )
-    allowed = kubectl(plain, home, "--kubeconfig", str(config), "-n", ns, "get", "pods", check=False)
+    allowed = kubectl(plain, home, "--token", token, "-n", ns, "get", "pods", check=False)
     assert allowed.returncode == 0, allowed.stderr
+    missing = kubectl(plain, home, "-n", ns, "create", "token", "ghost", check=False)
+    assert missing.stderr.strip() == 'error: failed to create token: serviceaccounts "ghost" not found'
 
 
 def test_what_a_mutating_webhook_adds_to_a_custom_resource_is_pruned(

@@ -25,7 +25,6 @@ from typing import Any
 
 import yaml
 
-from pykubevirt.apiserver.security import TokenTable, service_account_groups, service_account_user
 from pykubevirt.cli.cluster_layout import pykubevirt_argv
 from pykubevirt.client.config import SERVICE_ACCOUNT_DIR_ENV
 from tests.support.apiserver_process import APIServerProcess, kubectl
@@ -105,8 +104,8 @@ class ClusterMode:
     def _service_account_dir(self, pod_dir: Path, namespace: str, account: str) -> Path:
         directory = pod_dir / "serviceaccount"
         directory.mkdir(parents=True, exist_ok=True)
-        tokens = TokenTable(self.server.data_dir / "tokens.csv")
-        token = tokens.ensure(service_account_user(namespace, account), service_account_groups(namespace))
+        # A TokenRequest, as the kubelet makes for a pod's projected service-account token.
+        token = kubectl(self.server, self.home, "-n", namespace, "create", "token", account).stdout.strip()
         (directory / "token").write_text(token)
         (directory / "ca.crt").write_bytes(self.server.ca_file().read_bytes())
         (directory / "namespace").write_text(namespace)

@@ -159,6 +159,7 @@ BUILTIN_RESOURCES: tuple[Resource, ...] = (
         True,
         OPEN_SCHEMA,
         short_names=("sa",),
+        subresources=frozenset({"token"}),
         builtin=True,
         table=serviceaccount_table,
     ),

@@ -39,11 +39,13 @@ SUBRESOURCE_VERBS: dict[str, tuple[str, ...]] = {
     "log": ("get",),
     "eviction": ("create",),
     "finalize": ("update",),
+    "token": ("create",),
 }
 SUBRESOURCE_KINDS: dict[str, tuple[str, str, str]] = {
     "binding": ("", "v1", "Binding"),
     "eviction": ("policy", "v1", "Eviction"),
     "scale": ("autoscaling", "v1", "Scale"),
+    "token": ("authentication.k8s.io", "v1", "TokenRequest"),
 }
 DEFAULT_SUBRESOURCE_VERBS = ("get",)
 

@@ -188,6 +188,17 @@ MESSAGES: dict[str, dict[int, Field]] = {
         2: _f("spec", "message", message="TokenReviewSpec"),
     },
     "TokenReviewSpec": {1: _f("token"), 2: _f("audiences", repeated=True)},
+    # What `kubectl create token` sends to serviceaccounts/<name>/token.
+    "TokenRequest": {
+        1: _f("metadata", "message", message="ObjectMeta"),
+        2: _f("spec", "message", message="TokenRequestSpec"),
+    },
+    "TokenRequestSpec": {
+        1: _f("audiences", repeated=True),
+        3: _f("boundObjectRef", "message", message="BoundObjectReference"),
+        4: _f("expirationSeconds", "int64"),
+    },
+    "BoundObjectReference": {1: _f("kind"), 2: _f("apiVersion"), 3: _f("name"), 4: _f("uid")},
     # rbac.authorization.k8s.io/v1: what `kubectl create role|clusterrole|rolebinding|clusterrolebinding` sends.
     "Role": {
         1: _f("metadata", "message", message="ObjectMeta"),
@@ -235,6 +246,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): "SelfSubjectRulesReview",
     ("authentication.k8s.io/v1", "SelfSubjectReview"): "SelfSubjectReview",
     ("authentication.k8s.io/v1", "TokenReview"): "TokenReview",
+    ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     ("rbac.authorization.k8s.io/v1", "Role"): "Role",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "ClusterRole",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",

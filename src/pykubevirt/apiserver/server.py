@@ -49,6 +49,7 @@ from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.service_admission import ServiceAdmission
 from pykubevirt.apiserver.storage_admission import StorageAdmission
 from pykubevirt.apiserver.store import Store, StoreError
+from pykubevirt.apiserver.token_requests import TokenRequests
 from pykubevirt.apiserver.watch import WatchHub
 
 log = logging.getLogger("pykubevirt.apiserver")
@@ -139,6 +140,7 @@ class EmbeddedAPIServer:
         self.request_authorizer = RequestAuthorizer(self.authorizer)
         self.api.admission.append(RBACAdmission(self.authorizer))
         AccessReviews(self.authorizer, self.tokens).install(self.rest)
+        TokenRequests(self.api, self.tokens, lambda: datetime.now(UTC)).install(self.rest)
         cluster_roles = self.registry.get("rbac.authorization.k8s.io", "v1", "clusterroles")
         assert cluster_roles is not None
         self.aggregation = AggregationController(self.api, cluster_roles)
