@@ -281,7 +281,7 @@ def test_node_ports_are_dnated_on_the_node_ips_and_masqueraded() -> None:
     assert "\t\tip daddr { 127.9.8.1, 127.9.8.2 } jump node-ports" in lines
     assert f'\t\ttcp dport 30080 goto {ports[0].chain} comment "ns/web:"' in lines
     # A 127/8 source cannot be answered from a pod: the host link's address stands in for it.
-    assert "\t\tct original ip daddr { 127.9.8.1, 127.9.8.2 } masquerade" in lines
+    assert "\t\tct status dnat ct original ip daddr { 127.9.8.1, 127.9.8.2 } masquerade" in lines
     # No endpoints: refused at once on the host, as kube-proxy does.
     assert "\t\tip daddr { 127.9.8.1, 127.9.8.2 } tcp dport 30081 reject with tcp reset" in lines
     nft_accepts("\n".join(lines) + "\n")

@@ -162,7 +162,8 @@ def render_table(table: str, service_cidr: str, ports: list[ServicePort], nodes:
             "\t}",
             "\tchain nat-postrouting {",
             "\t\ttype nat hook postrouting priority 100; policy accept;",
-            f"\t\tct original ip daddr {_set(nodes)} masquerade",
+            # Only what node-ports DNATed: a node's address may be 127.0.0.1, which every local client uses.
+            f"\t\tct status dnat ct original ip daddr {_set(nodes)} masquerade",
             "\t}",
         ]
     lines += chains
