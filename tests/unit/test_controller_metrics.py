@@ -16,6 +16,7 @@ from pykubevirt.controller.cluster_metrics import (
     phase_counts,
     vmi_descriptive_labels,
 )
+from pykubevirt.controller.vmi_detail_metrics import detail_families
 from pykubevirt.metrics.rest_client import url_template
 
 
@@ -126,3 +127,48 @@ def test_a_named_work_queue_reports_adds_depth_and_retries() -> None:
         queue.shutdown()
 
     asyncio.run(run())
+
+
+def test_addresses_vnics_and_migration_times_are_labelled_as_kubevirt() -> None:
+    running = vmi("a", "Running")
+    running["spec"]["networks"] = [{"name": "default", "pod": {}}, {"name": "blue", "multus": {"networkName": "ns/br"}}]
+    running["spec"]["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "masquerade": {}},
+        {"name": "blue", "bridge": {}, "model": "e1000"},
+        {"name": "orphan", "bridge": {}},
+    ]
+    running["status"]["interfaces"] = [
+        {"name": "default", "interfaceName": "eth0", "ipAddress": "10.0.2.2"},
+        {"name": "blue", "interfaceName": "eth1"},
+        {},
+    ]
+    running["status"]["migrationState"] = {
+        "migrationUid": "m-uid",
+        "startTimestamp": "2026-01-01T00:00:00Z",
+        "endTimestamp": "2026-01-01T00:00:10Z",
+        "completed": True,
+    }
+    found = {m.name: m.samples for m in detail_families([running], {"m-uid": "move-a"})}
+    assert [
+        (s.labels["vnic_name"], s.labels["address"], s.labels["type"]) for s in found["kubevirt_vmi_status_addresses"]
+    ] == [
+        ("default", "10.0.2.2", "ExternalInterface"),
+        ("blue", "", "SystemInterface"),
+    ]
+    vnics = [
+        (
+            s.labels["vnic_name"],
+            s.labels["binding_type"],
+            s.labels["binding_name"],
+            s.labels["network"],
+            s.labels["model"],
+        )
+        for s in found["kubevirt_vmi_vnic_info"]
+    ]
+    assert vnics == [
+        ("default", "core", "masquerade", "pod networking", "<none>"),
+        ("blue", "core", "bridge", "ns/br", "e1000"),
+    ]
+    (end,) = found["kubevirt_vmi_migration_end_time_seconds"]
+    assert (end.labels["migration_name"], end.labels["status"]) == ("move-a", "succeeded")
+    assert end.value - found["kubevirt_vmi_migration_start_time_seconds"][0].value == 10

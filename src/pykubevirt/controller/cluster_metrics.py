@@ -18,6 +18,7 @@ from pykubevirt.api import constants as c
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.eviction_strategy import LIVE_MIGRATE, eviction_strategy, is_migratable
 from pykubevirt.controller.compute_resources import memory_overhead
+from pykubevirt.controller.vmi_detail_metrics import detail_families
 
 Object = dict[str, Any]
 
@@ -173,8 +174,11 @@ class ControllerCollector(Collector):
             # Only the leader's caches are filled; a candidate reports no workload, as KubeVirt's does.
             return
         vmis = self.vmis()
+        migrations = self.migrations()
         yield from self._vmi_families(vmis)
-        yield from self._migration_families(self.migrations())
+        names = {str(m["metadata"].get("uid", "")): str(m["metadata"].get("name", "")) for m in migrations}
+        yield from detail_families(vmis, names)
+        yield from self._migration_families(migrations)
 
     def _vmi_families(self, vmis: list[Object]) -> Iterator[Metric]:
         count = GaugeMetricFamily(
