@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import importlib.resources
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 
 from pykubevirt import __version__
 from pykubevirt.cli.main import build_parser
-from pykubevirt.controller.launcher_pod import LauncherSettings
+from pykubevirt.controller.launcher_pod import VIRT_TAIL_BINARY, LauncherSettings
 from pykubevirt.images import spec
 from tests.paths import REPO
 
@@ -111,3 +113,22 @@ def test_slim_filters_drop_docs_but_keep_copyright() -> None:
     lines = spec.DPKG_EXCLUDES.splitlines()
     assert "path-exclude=/usr/share/doc/*" in lines and "path-include=/usr/share/doc/*/copyright" in lines
     assert 'APT::Install-Recommends "false";' in spec.APT_CONF.splitlines()
+
+
+def test_virt_tail_prints_the_log_and_follows_it(tmp_path: Path) -> None:
+    # The launcher pod's guest-console-log container runs this file of the launcher image.
+    assert dict(spec.LAUNCHER.files)[VIRT_TAIL_BINARY] == spec.VIRT_TAIL
+    script = tmp_path / "virt-tail"
+    script.write_text(spec.VIRT_TAIL)
+    script.chmod(0o755)
+    log = tmp_path / "serial0"
+    log.write_text("boot\n")
+    with subprocess.Popen([str(script), "--logfile", str(log)], stdout=subprocess.PIPE, text=True) as tail:
+        assert tail.stdout is not None
+        assert tail.stdout.readline() == "boot\n"
+        with log.open("a") as serial:
+            serial.write("login:\n")
+        assert tail.stdout.readline() == "login:\n"
+        tail.terminate()
+    missing = subprocess.run([str(script)], capture_output=True, text=True)
+    assert missing.returncode == 2 and "--logfile is required" in missing.stderr

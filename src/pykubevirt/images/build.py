@@ -58,6 +58,10 @@ def build_image(image: spec.ImageSpec, *, layout: Path, work: Path, cache: Path,
         shutil.rmtree(bundle)
     run(["umoci", "unpack", "--image", f"{layout}:base", str(bundle)])
     root = bundle / "rootfs"
+    for path, content in image.files:
+        target = root / path.lstrip("/")
+        target.write_text(content)
+        target.chmod(0o755)
     script = spec.install_script(image, epoch=rev.epoch, update=update)
     rootfs.chroot(root, script, cache=cache, binds={cache / "wheels": "/tmp/wheels"})
     rootfs.remove_volatile(root)

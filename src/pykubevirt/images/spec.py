@@ -79,6 +79,8 @@ class ImageSpec:
     checks: tuple[tuple[str, ...], ...]
     # Shell run in the image after the install, before the cleanup.
     extra_setup: str = ""
+    # Executables written into the image as they are: absolute path → content.
+    files: tuple[tuple[str, str], ...] = ()
 
     def reference(self, tag: str) -> str:
         return f"{self.repository}:{tag}"
@@ -103,6 +105,23 @@ PYKUBEVIRT = ImageSpec(
         ("virtctl", "--help"),
     ),
 )
+
+# The guest-console-log sidecar's command (controller.launcher_pod renders `/usr/bin/virt-tail --logfile FILE` with
+# the launcher image): serial port 0's log to stdout, from its start and as it grows, waiting for it to appear.
+VIRT_TAIL = """\
+#!/bin/sh
+# virt-tail --logfile FILE: FILE on stdout from its first line, followed as it grows (KubeVirt's cmd/virt-tail).
+logfile=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --logfile) logfile=$2; shift 2 ;;
+    --logfile=*) logfile=${1#--logfile=}; shift ;;
+    *) shift ;;
+  esac
+done
+[ -n "$logfile" ] || { echo "virt-tail: --logfile is required" >&2; exit 2; }
+exec tail -n +1 -F "$logfile"
+"""
 
 LAUNCHER = ImageSpec(
     name="virt-launcher",
@@ -134,7 +153,10 @@ LAUNCHER = ImageSpec(
         ("nft", "--version"),
         ("ip", "-V"),
         ("id", QEMU_USER),
+        # tail -F never ends: the first line read proves the script, timeout ends the follow.
+        ("sh", "-c", "timeout 2 virt-tail --logfile /etc/debian_version | grep -q ^12"),
     ),
+    files=(("/usr/bin/virt-tail", VIRT_TAIL),),
     extra_setup=(
         f"groupadd --system --gid {QEMU_UID} {QEMU_USER}\n"
         f"useradd --system --uid {QEMU_UID} --gid {QEMU_UID} --no-create-home --home-dir /var/lib/libvirt"
