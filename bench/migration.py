@@ -1,13 +1,16 @@
 """Live migration cost: a VirtualMachineInstanceMigration on `pykubevirt up --nodes 2` against `virsh migrate` by hand.
 
-1. Cluster: a guest printing a counter on its serial console every 100 ms is migrated from one node to the other.
-   Measured: VMIM create → Succeeded, and the guest-observed pause (the longest gap, in host time, between two
-   consecutive counter lines across the source's and the target's console logs, which a host thread tails).
-2. By hand, in the same run: two private libvirtd (`launcher/libvirt_daemon.py`, as a migration target's launcher
-   starts them), the same demo disk and memory, and `virsh migrate --live --p2p --persistent --undefinesource
-   --copy-storage-inc` from one to the other: what libvirt alone takes, without the control plane.
+For each guest size (`--memory`) and load (`--load idle,dirty`), in the same run and alternately:
+1. Cluster: a guest ticking on its serial console every 10 ms (and, for `dirty`, rewriting `--dirty-fraction` of its
+   memory in a loop) is migrated from one node to the other. Measured: VMIM create → Succeeded; when each phase and
+   each `migrationState` step reached a watching client; the target launcher's private libvirtd start; the ticker's
+   gaps (`bench/migration_ticker.py`); libvirt's job statistics on the target (bytes moved, downtime).
+2. By hand (`bench/migration_by_hand.py`): the same disk, memory, ticker and load moved with `virsh migrate` between
+   two private libvirtd: what libvirt alone takes.
+`--compare-src DIR` runs a second cluster from another source tree (e.g. `git archive main src`) before ours, so a
+change is measured before and after in one run.
 
-Run: .venv/bin/python -m bench.migration [--memory 96Mi]
+Run: .venv/bin/python -m bench.migration [--memory 128Mi,512Mi] [--load idle,dirty] [--compare-src DIR]
 Prints progress on stderr and one JSON line on stdout.
 """
 
@@ -15,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -31,28 +34,37 @@ from tests.support.cluster import DEMO_IMAGE
 from tests.support.ports import free_port
 
 from bench.harness import cluster_env, log, machine
+from bench.migration_by_hand import completed_job, virsh_migration
+from bench.migration_ticker import ConsoleTail, user_data
 from pykubevirt.api import pod_layout
 from pykubevirt.api.quantity import Quantity
-from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
+from pykubevirt.launcher.protocol import domain_name
 
 REPO = Path(__file__).resolve().parent.parent
 GUEST_IMAGE = REPO / "_output" / "guest" / "demo-guest.img"
-COUNTER = re.compile(rb"^counter (\d+) ")
-USER_DATA = """#cloud-config
-runcmd:
-  - (i=0; while :; do i=$((i+1)); echo counter $i $(cut -d' ' -f1 /proc/uptime); usleep 100000; done) &
-"""
+PHASES = ("Pending", "Scheduling", "Scheduled", "PreparingTarget", "TargetReady", "Running", "Succeeded")
+VMI_STEPS = (
+    ("handed_off", "{.status.migrationState.targetNode}"),
+    ("target_listening", "{.status.migrationState.targetNodeAddress}"),
+    ("source_started", "{.status.migrationState.startTimestamp}"),
+    ("completed", "{.status.migrationState.completed}"),
+)
+LIBVIRTD_READY = re.compile(r"private libvirtd \d+ ready in ([\d.]+)s")
 
 
 class Cluster:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, src: Path | None) -> None:
         self.data_dir = root / "data"
         self.home = root / "home"
         self.home.mkdir(parents=True)
         self.listen = f"127.0.0.1:{free_port()}"
+        self.src = src
 
     def env(self) -> dict[str, str]:
-        return cluster_env(self.data_dir, self.home, self.listen)
+        env = cluster_env(self.data_dir, self.home, self.listen)
+        if self.src is not None:
+            env["PYTHONPATH"] = f"{self.src}:{REPO}"
+        return env
 
     def run(self, *argv: str, timeout: float = 180, stdin: str | None = None) -> str:
         result = subprocess.run(
@@ -69,52 +81,40 @@ class Cluster:
             return ""
 
 
+class Watch(threading.Thread):
+    """`kubectl get -w -o jsonpath=…`: when each distinct line reached this client (wall time)."""
+
+    def __init__(self, cluster: Cluster, *argv: str) -> None:
+        super().__init__(daemon=True)
+        self.process = subprocess.Popen(
+            ["kubectl", "get", *argv, "-w"], env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        self.lines: list[tuple[float, str]] = []
+
+    def run(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            line = raw.decode(errors="replace").strip()
+            if not self.lines or self.lines[-1][1] != line:
+                self.lines.append((time.time(), line))
+
+    def first(self, predicate: Any) -> float | None:
+        return next((t for t, line in self.lines if predicate(line)), None)
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait()
+
+
 def wait(probe: Any, what: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not probe():
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+        time.sleep(0.05)
 
 
-class ConsoleTail(threading.Thread):
-    """Host arrival times of counter lines in every console log of one VMI on the cluster's nodes."""
-
-    def __init__(self, data_dir: Path, vmi_uid: str) -> None:
-        super().__init__(daemon=True)
-        self.data_dir = data_dir
-        self.vmi_uid = vmi_uid
-        self.lines: list[tuple[float, int]] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        offsets: dict[Path, int] = {}
-        while not self.stop.is_set():
-            pattern = f"nodes/*/pods/*/volumes/private/{self.vmi_uid}/{pod_layout.SERIAL_LOG_NAME}"
-            for path in self.data_dir.glob(pattern):
-                try:
-                    with path.open("rb") as log_file:
-                        log_file.seek(offsets.get(path, 0))
-                        data = log_file.read()
-                except OSError:
-                    continue
-                complete = data[: data.rfind(b"\n") + 1]
-                offsets[path] = offsets.get(path, 0) + len(complete)
-                now = time.monotonic()
-                for line in complete.splitlines():
-                    match = COUNTER.match(line.strip())
-                    if match:
-                        self.lines.append((now, int(match.group(1))))
-            time.sleep(0.01)
-
-    def longest_pause(self, since: float) -> float:
-        """The longest host-time gap between consecutive counter values after `since`."""
-        ordered = sorted({n: t for t, n in self.lines if t >= since}.items())
-        gaps = [b[1] - a[1] for a, b in itertools.pairwise(ordered) if b[0] == a[0] + 1]
-        return max(gaps, default=0.0)
-
-
-def guest(name: str, memory: str) -> str:
+def guest(name: str, memory: str, data: str) -> str:
     spec = {
         "terminationGracePeriodSeconds": 0,
         "domain": {
@@ -127,7 +127,7 @@ def guest(name: str, memory: str) -> str:
         "networks": [{"name": "default", "pod": {}}],
         "volumes": [
             {"name": "root", "containerDisk": {"image": DEMO_IMAGE}},
-            {"name": "ci", "cloudInitNoCloud": {"userData": USER_DATA}},
+            {"name": "ci", "cloudInitNoCloud": {"userData": data}},
         ],
     }
     return json.dumps(
@@ -135,113 +135,135 @@ def guest(name: str, memory: str) -> str:
     )
 
 
-def cluster_migration(root: Path, memory: str) -> dict[str, Any]:
-    cluster = Cluster(root)
+def phase_timeline(started: float, move: str, target_pod: str, watches: tuple[Watch, Watch, Watch]) -> dict[str, float]:
+    """Seconds after the VMIM's create when each phase, `migrationState` step and target pod state was seen."""
+    vmims, vmis, pods = watches
+    timeline: dict[str, float] = {}
+    for p in PHASES:
+        at = vmims.first(lambda s, p=p: s.split() == [move, p])
+        if at is not None:
+            timeline[p] = round(at - started, 2)
+    for i, (step, _) in enumerate(VMI_STEPS):
+        at = vmis.first(lambda s, i=i: len(s.split("|")) > i and s.split("|")[i] not in ("", "false"))
+        if at is not None and at >= started:
+            timeline[step] = round(at - started, 2)
+    seen = pods.first(lambda s: s.split()[:1] == [target_pod])
+    ready = pods.first(lambda s: s.split() == [target_pod, "True"])
+    if seen is not None:
+        timeline["target_pod_created"] = round(seen - started, 2)
+    if ready is not None:
+        timeline["target_pod_ready"] = round(ready - started, 2)
+    return timeline
+
+
+def migrate_once(cluster: Cluster, name: str, memory: str, data: str) -> dict[str, Any]:
+    """One guest started, ticking, migrated, measured and deleted."""
+    cluster.run("kubectl", "apply", "-f", "-", stdin=guest(name, memory, data))
+    wait(lambda: cluster.jsonpath("vmi", name, "{.status.phase}") == "Running", "VMI Running", 300)
+    uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
+    pattern = f"nodes/*/pods/*/volumes/private/{uid}/{pod_layout.SERIAL_LOG_NAME}"
+    tail = ConsoleTail(lambda: list(cluster.data_dir.glob(pattern)))
+    tail.start()
+    wait(lambda: len(tail.ticks) >= 300, "the guest ticking", 300)
+    move = f"{name}-move"
+    phase_path = '{.metadata.name} {.status.phase}{"\\n"}'
+    vmims = Watch(cluster, "vmim", "-o", f"jsonpath={phase_path}")
+    steps = "|".join(path for _, path in VMI_STEPS)
+    vmis = Watch(cluster, "vmi", name, "-o", f'jsonpath={steps}{{"\\n"}}')
+    pod_path = '{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\\n"}'
+    pods = Watch(cluster, "pods", "-o", f"jsonpath={pod_path}")
+    for watch in (vmims, vmis, pods):
+        watch.start()
+    time.sleep(1.0)  # the watches' initial lists are in
+    log(f"  {name}: ticking; migrating")
+    vmim: dict[str, Any] = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
+    vmim |= {"metadata": {"name": move}, "spec": {"vmiName": name}}
+    started = time.time()
+    cluster.run("kubectl", "create", "-f", "-", stdin=json.dumps(vmim))
+    final = ("Succeeded", "Failed")
+    wait(lambda: vmims.first(lambda s: s.split()[:1] == [move] and s.split()[-1] in final) is not None, "VMIM", 600)
+    ended = vmims.first(lambda s: s.split()[:1] == [move] and s.split()[-1] in final) or time.time()
+    phase = vmims.lines[-1][1].split()[-1]
+    wait(lambda: tail.count_since(ended) >= 100, "the ticker on the target", 120)
+    tail.stop.set()
+    for watch in (vmims, vmis, pods):
+        watch.close()
+    target_pod = cluster.jsonpath("vmim", move, "{.status.migrationState.targetPod}")
+    timeline = phase_timeline(started, move, target_pod, (vmims, vmis, pods))
+    result: dict[str, Any] = {"phase": phase, "total_s": round(ended - started, 2), "timeline": timeline}
+    result |= tail.gaps(started, time.time())
+    result["host_gap_before_s"] = tail.gaps(started - 3, started)["host_gap_s"]
+    pod_uid = cluster.jsonpath("pod", target_pod, "{.metadata.uid}")
+    daemon_dir = Path(pod_layout.short_runtime_dir(pod_uid)) / "d"
+    uri = f"qemu+unix:///system?socket={daemon_dir / 'sock' / 'libvirt-sock'}"
+    result["job"] = completed_job(uri, domain_name("default", name))
+    try:
+        logs = cluster.run("kubectl", "logs", target_pod, "-c", "compute")
+        match = LIBVIRTD_READY.search(logs)
+        if match:
+            result["target_libvirtd_start_s"] = float(match.group(1))
+    except RuntimeError:
+        pass
+    cluster.run("kubectl", "delete", "vmi", name, "--wait=false")
+    cluster.run("kubectl", "delete", "vmim", move, "--wait=false")
+    return result
+
+
+def cases(args: argparse.Namespace) -> list[tuple[str, str, int]]:
+    """(memory, load, MiB the loop dirties) for each combination asked for."""
+    out = []
+    for memory in args.memory.split(","):
+        for load in args.load.split(","):
+            mib = int(Quantity.parse(memory).value * args.dirty_fraction / 2**20) if load == "dirty" else 0
+            out.append((memory, load, mib))
+    return out
+
+
+def run_cluster(root: Path, src: Path | None, label: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every case on one two-node cluster, each followed by the same case done by hand."""
+    cluster = Cluster(root / label, src)
     cluster.run("pykubevirt", "image", "import", DEMO_IMAGE, str(GUEST_IMAGE))
     cluster.run("pykubevirt", "up", "--nodes", "2", timeout=300)
+    results = []
     try:
-        cluster.run("kubectl", "apply", "-f", "-", stdin=guest("bench-mig", memory))
-        wait(lambda: cluster.jsonpath("vmi", "bench-mig", "{.status.phase}") == "Running", "VMI Running", 300)
-        uid = cluster.jsonpath("vmi", "bench-mig", "{.metadata.uid}")
-        tail = ConsoleTail(cluster.data_dir, uid)
-        tail.start()
-        wait(lambda: len(tail.lines) >= 20, "the guest counting", 300)
-        log("guest counting; migrating")
-        vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
-        vmim |= {"metadata": {"name": "bench-move"}, "spec": {"vmiName": "bench-mig"}}
-        started = time.monotonic()
-        cluster.run("kubectl", "create", "-f", "-", stdin=json.dumps(vmim))
-        wait(
-            lambda: cluster.jsonpath("vmim", "bench-move", "{.status.phase}") in ("Succeeded", "Failed"),
-            "the migration",
-            600,
-        )
-        total = time.monotonic() - started
-        phase = cluster.jsonpath("vmim", "bench-move", "{.status.phase}")
-        seen = len(tail.lines)
-        wait(lambda: len(tail.lines) >= seen + 20, "the counter on the target", 120)
-        tail.stop.set()
-        return {"phase": phase, "vmim_total_s": round(total, 2), "guest_pause_s": round(tail.longest_pause(started), 3)}
+        for i, (memory, load, mib) in enumerate(cases(args)):
+            data = user_data(mib)
+            entry: dict[str, Any] = {"code": label, "memory": memory, "load": load, "dirty_mib": mib}
+            log(f"{label}: cluster migration {memory} {load}")
+            entry["load_avg"] = round(os.getloadavg()[0], 1)
+            entry["cluster"] = migrate_once(cluster, f"bench-{i}", memory, data)
+            if not args.skip_by_hand:
+                log(f"{label}: virsh migrate {memory} {load}")
+                short = Path(tempfile.mkdtemp(prefix="bm", dir=pod_layout.SHORT_RUNTIME_ROOT))
+                try:
+                    entry["by_hand"] = asyncio.run(virsh_migration(short, GUEST_IMAGE, memory, data, 49700))
+                finally:
+                    shutil.rmtree(short, ignore_errors=True)
+                entry["ratio"] = round(entry["cluster"]["total_s"] / max(entry["by_hand"]["total_s"], 0.01), 2)
+            log(json.dumps(entry))
+            results.append(entry)
     finally:
         subprocess.run(["pykubevirt", "down", "--all"], env=cluster.env(), capture_output=True, check=False)
-
-
-DOMAIN = """<domain type='qemu'>
-  <name>benchmig</name>
-  <memory unit='KiB'>{kib}</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='q35'>hvm</type></os>
-  <devices>
-    <disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='/var/lib/libvirt/bench/disk.img'/>
-      <target dev='vda' bus='virtio'/></disk>
-    <serial type='file'><source path='/var/lib/libvirt/bench/serial.log'/></serial>
-    <memballoon model='none'/>
-  </devices>
-</domain>"""
-
-
-def virsh(uri: str, *args: str) -> str:
-    return subprocess.run(["virsh", "-c", uri, *args], check=True, capture_output=True, text=True).stdout
-
-
-async def virsh_migration(root: Path, memory: str) -> dict[str, Any]:
-    daemons = [
-        PrivateLibvirtd(root / name, migration_address="", ports=(49700 + 50 * i, 49749 + 50 * i))
-        for i, name in enumerate(("a", "b"))
-    ]
-    for daemon in daemons:
-        await daemon.start()
-    try:
-        size = GUEST_IMAGE.stat().st_size
-        for i, daemon in enumerate(daemons):
-            bench_dir = daemon.directory / "lib" / "bench"
-            bench_dir.mkdir(parents=True)
-            if i == 0:
-                shutil.copyfile(GUEST_IMAGE, bench_dir / "disk.img")
-            else:
-                with (bench_dir / "disk.img").open("wb") as empty:
-                    empty.truncate(size)
-        kib = int(Quantity.parse(memory).value // 1024)
-        xml = root / "domain.xml"
-        xml.write_text(DOMAIN.format(kib=kib))
-        source, target = daemons
-        await asyncio.to_thread(virsh, source.uri, "define", str(xml))
-        await asyncio.to_thread(virsh, source.uri, "start", "benchmig")
-        serial = source.directory / "lib" / "bench" / "serial.log"
-
-        def booted() -> bool:
-            return serial.exists() and b"ready" in serial.read_bytes()
-
-        await asyncio.to_thread(wait, booted, "boot", 300)
-        migrate = ("migrate", "--live", "--p2p", "--persistent", "--undefinesource", "--copy-storage-inc")
-        started = time.monotonic()
-        await asyncio.to_thread(virsh, source.uri, *migrate, "benchmig", target.uri)
-        total = time.monotonic() - started
-        state = (await asyncio.to_thread(virsh, target.uri, "domstate", "benchmig")).strip()
-        await asyncio.to_thread(virsh, target.uri, "destroy", "benchmig")
-        return {"virsh_migrate_s": round(total, 2), "target_state": state}
-    finally:
-        for daemon in daemons:
-            await daemon.stop()
+    return results
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memory", default="128Mi", help="guest memory (both runs)")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--memory", default="128Mi,512Mi", help="guest memory sizes, comma-separated")
+    parser.add_argument("--load", default="idle,dirty", help="idle and/or dirty (a memory-dirtying loop)")
+    parser.add_argument("--dirty-fraction", type=float, default=0.25, help="share of guest memory the loop rewrites")
+    parser.add_argument("--compare-src", type=Path, help="another src/ tree, run first as the 'before' cluster")
+    parser.add_argument("--skip-by-hand", action="store_true", help="no virsh migrate runs")
     args = parser.parse_args()
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-migration-") as tmp:
         root = Path(tmp)
-        log("cluster migration")
-        cluster = cluster_migration(root / "cluster", args.memory)
-        log("virsh migrate by hand")
-        # The daemons' sockets must stay within a unix socket path's length: a short directory under /run/pkv.
-        short = Path(tempfile.mkdtemp(prefix="bm", dir=pod_layout.SHORT_RUNTIME_ROOT))
-        try:
-            by_hand = asyncio.run(virsh_migration(short, args.memory))
-        finally:
-            shutil.rmtree(short, ignore_errors=True)
-    print(json.dumps({"bench": "migration", "memory": args.memory, **cluster, **by_hand, "machine": machine()}))
-    return 0 if cluster["phase"] == "Succeeded" else 1
+        if args.compare_src is not None:
+            results += run_cluster(root, args.compare_src.resolve(), "before", args)
+        results += run_cluster(root, None, "ours", args)
+    load = [round(x, 1) for x in os.getloadavg()]
+    print(json.dumps({"bench": "migration", "results": results, "load_avg_end": load, "machine": machine()}))
+    return 0 if all(r["cluster"]["phase"] == "Succeeded" for r in results) else 1
 
 
 if __name__ == "__main__":

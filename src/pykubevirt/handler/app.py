@@ -74,6 +74,7 @@ class VirtHandler:
             vmis=self.incoming,
             recorder=self.recorder,
             address=options.node_ip,
+            enqueue=lambda key: self.target_controller.queue.add(key),
         )
         self.target_controller = Controller("virt-handler-migration-target", self.migration_target, workers=2)
         self.target_controller.watch(self.incoming)

@@ -114,6 +114,9 @@ class Launcher(MigrationCommands):
         # Live migration: the outgoing job (source), or this pod's private daemon and what it prepared (target).
         self.outgoing: MigrationSource | None = None
         self.daemon: PrivateLibvirtd | None = None
+        # A migration target's daemon, started with the launcher (see `_start_early_daemon`).
+        self.early_daemon: PrivateLibvirtd | None = None
+        self.early_daemon_task: asyncio.Task[None] | None = None
         self.incoming: MigrationStatus | None = None
         # The guest agent poller and the qemuGuestAgent credential propagation, once the domain runs.
         self.agent: GuestAgentPoller | None = None
@@ -207,6 +210,8 @@ class Launcher(MigrationCommands):
             await self._connect(self.uri or embed_uri(root, self._hugetlbfs()))
             if not self.uri:
                 self._warm_up = asyncio.get_running_loop().create_task(self._warm_capabilities(root))
+        else:
+            self._start_early_daemon()
         # Only now does virt-handler see the socket: every command it sends can be served.
         await self.server.start()
         self._link(
@@ -343,6 +348,7 @@ class Launcher(MigrationCommands):
                 await self.domain.close()
             if self.daemon is not None:
                 await self.daemon.stop()
+            await self._stop_early_daemon()
             if not self.last_state.alive:
                 # The short runtime dir holds only sockets and libvirt state of a guest that is gone.
                 shutil.rmtree(self.runtime, ignore_errors=True)

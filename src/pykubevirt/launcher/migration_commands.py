@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from pykubevirt.launcher import migration_paths, migration_target
 from pykubevirt.launcher.command_server import CommandServer
 from pykubevirt.launcher.domain_manager import DomainManager
 from pykubevirt.launcher.domain_state import DomainState
-from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
+from pykubevirt.launcher.libvirt_daemon import LibvirtdError, PrivateLibvirtd
 from pykubevirt.launcher.migration_source import MigrationSource, progress
 from pykubevirt.launcher.protocol import MigrationStatus, Request, Status
 
@@ -42,6 +43,8 @@ class MigrationCommands:
     server: CommandServer
     outgoing: MigrationSource | None
     daemon: PrivateLibvirtd | None
+    early_daemon: PrivateLibvirtd | None
+    early_daemon_task: asyncio.Task[None] | None
     incoming: MigrationStatus | None
 
     def status(self, event: str = "") -> Status:
@@ -69,8 +72,7 @@ class MigrationCommands:
             return self.status()
         self.vmi = vmi
         address = (request.get("migration") or {}).get("listenAddress", "")
-        self.daemon = migration_target.daemon(self.runtime, address)
-        await self.daemon.start()
+        self.daemon = await self._target_daemon(migration_target.daemon(self.runtime, address))
         await self._connect(self.daemon.uri)
         xml = await self._prepare(vmi)
         await asyncio.to_thread(migration_target.record_paths, self.runtime, migration_paths.recorded(xml))
@@ -84,6 +86,41 @@ class MigrationCommands:
         }
         log.info("migration target ready: libvirt at %s, streams on %s", self.daemon.socket, address or "any address")
         return self.status()
+
+    def _start_early_daemon(self) -> None:
+        """A migration target's launcher starts its daemon at once, in the background: by the time virt-handler asks
+        it to prepare (after the pod is seen running and the VMI handed over), the daemon is up.
+
+        It binds no particular address; `preparemigrationtarget` replaces it when the node's address needs one."""
+        self.early_daemon = migration_target.daemon(self.runtime, "")
+        self.early_daemon_task = asyncio.get_running_loop().create_task(self.early_daemon.start())
+
+    async def _target_daemon(self, wanted: PrivateLibvirtd) -> PrivateLibvirtd:
+        """The early daemon when it came up as `wanted` would be configured, else `wanted`, started now."""
+        early, task = self.early_daemon, self.early_daemon_task
+        self.early_daemon = self.early_daemon_task = None
+        if early is not None and task is not None:
+            try:
+                await task
+            except LibvirtdError as exc:
+                log.warning("the migration target's early libvirtd failed: %s", exc)
+            else:
+                if early.migration_address == wanted.migration_address:
+                    return early
+            await early.stop()
+        await wanted.start()
+        return wanted
+
+    async def _stop_early_daemon(self) -> None:
+        """A daemon started early that no migration used goes with the launcher."""
+        early, task = self.early_daemon, self.early_daemon_task
+        self.early_daemon = self.early_daemon_task = None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, LibvirtdError):
+                await task
+        if early is not None:
+            await early.stop()
 
     async def _migrate(self, request: Request) -> Status:
         """Send the running domain to a prepared target (MigrateVMI); the job runs on, `status` tells how it goes."""
