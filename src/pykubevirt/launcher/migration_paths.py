@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from xml.etree import ElementTree
 
-from pykubevirt.launcher.converter.context import ConverterContext
+if TYPE_CHECKING:
+    # Only a type here: the migration hook imports this module in its own short-lived process, inside libvirt's job.
+    from pykubevirt.launcher.converter.context import ConverterContext
 
 NAMESPACE = "http://pykubevirt.io/migration"
 # Our element as libvirt writes it back: with our prefix, another one, or none (a default namespace).
