@@ -8,6 +8,7 @@ from pykubevirt.admission.context import KUBEVIRT_SERVICE_ACCOUNT_PREFIX
 from pykubevirt.cli.virtapi_command import SERVICE_NAMES
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.cluster import MUTATING_WEBHOOK_NAME, VALIDATING_WEBHOOK_NAME
+from pykubevirt.virtapi.eviction_webhook import EVICTION_PATH
 from pykubevirt.virtapi.webhooks import MUTATING_PATHS, VALIDATING_PATHS
 from tests.support.deploy_manifests import DEPLOY, named, render
 from tests.support.deploy_manifests import of_kind as installed
@@ -24,7 +25,7 @@ def test_webhooks_point_at_served_paths_with_kubevirt_names() -> None:
     assert mutating["metadata"]["name"] == MUTATING_WEBHOOK_NAME
     assert validating["metadata"]["name"] == VALIDATING_WEBHOOK_NAME
     assert {h["clientConfig"]["service"]["path"] for h in mutating["webhooks"]} == set(MUTATING_PATHS)
-    assert {h["clientConfig"]["service"]["path"] for h in validating["webhooks"]} == set(VALIDATING_PATHS)
+    assert {h["clientConfig"]["service"]["path"] for h in validating["webhooks"]} == {*VALIDATING_PATHS, EVICTION_PATH}
     names = {h["name"] for h in mutating["webhooks"] + validating["webhooks"]}
     assert {
         "virtualmachines-mutator.kubevirt.io",
