@@ -224,7 +224,10 @@ def test_a_webhook_that_is_down_fails_a_create_only_with_failure_policy_fail(
     stored = json.loads(
         kubectl(plain, home, "get", "validatingwebhookconfiguration", "down.example.com", "-o", "json").stdout
     )
-    assert stored["webhooks"][0] == config["webhooks"][0]  # kubectl's patch of the list merged by webhook name
+    # kubectl's patch of the list merged by webhook name; kube-apiserver's defaults filled in at the create.
+    defaults = {"matchPolicy": "Equivalent", "objectSelector": {}}
+    rules = [{**config["webhooks"][0]["rules"][0], "scope": "*"}]
+    assert stored["webhooks"][0] == {**config["webhooks"][0], **defaults, "rules": rules}
     kubectl(plain, home, "-n", ns, "create", "configmap", "ignored")
     # A namespace the namespaceSelector does not select never reaches the webhook, whatever its policy.
     config["webhooks"][0]["failurePolicy"] = "Fail"
@@ -527,3 +530,19 @@ def test_a_webhook_with_reinvocation_if_needed_sees_what_a_later_one_changed(
     kubectl(plain, home, "-n", ns, "create", "configmap", "once")
     assert len(recorder.observed) == seen + 1
     kubectl(plain, home, "delete", "mutatingwebhookconfiguration", "a-observe.example.com", "b-mutate.example.com")
+
+
+def test_webhook_configurations_are_validated_as_kube_validates_them(plain: APIServerProcess, home: Path) -> None:
+    bad = _webhook_configuration(
+        "ValidatingWebhookConfiguration", "bad", {"url": "https://127.0.0.1:1/x"}, "none", timeoutSeconds=31
+    )
+    del bad["webhooks"][0]["sideEffects"]
+    result = kubectl(plain, home, "apply", "-f", "-", stdin=json.dumps(bad), check=False)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == 'The ValidatingWebhookConfiguration "bad" is invalid: '
+    assert lines[1:] == [
+        '* webhooks[0].name: Invalid value: "bad": should be a domain with at least three segments separated by dots',
+        "* webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun",
+        "* webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds",
+    ]

@@ -15,6 +15,7 @@ from pykubevirt.apiserver.object_api import SYSTEM_USER, RequestContext
 from pykubevirt.apiserver.registration_kinds import REGISTRATION_RESOURCES
 from pykubevirt.apiserver.server import EmbeddedAPIServer, Extension
 from pykubevirt.apiserver.webhook_admission import WebhookAdmission
+from pykubevirt.apiserver.webhook_configurations import WebhookConfigurationAdmission
 from pykubevirt.apiserver.workload_kinds import WORKLOAD_RESOURCES
 
 
@@ -38,6 +39,7 @@ def extension() -> Extension:
 
     def install(server: EmbeddedAPIServer) -> None:
         server.registry.extend((*REGISTRATION_RESOURCES, *WORKLOAD_RESOURCES))
+        server.add_admission(WebhookConfigurationAdmission())
         webhooks = WebhookAdmission(server.store)
         server.add_admission(webhooks)
         server.rest.evictions.admission.append(webhooks.evict)
