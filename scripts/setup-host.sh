@@ -7,6 +7,8 @@ APT_PACKAGES=(
   skopeo xorriso syslinux syslinux-common mtools dosfstools cpio kmod strace
   ovmf swtpm swtpm-tools
   containernetworking-plugins nftables iproute2
+  # The web console's front-end is bundled with npm; its browser tests drive Debian's chromium (headless).
+  nodejs npm chromium
 )
 
 missing=()
@@ -52,4 +54,11 @@ completion=.venv/share/bash-completion/completions/virtctl
 parsers=(src/pykubevirt/cli src/pykubevirt/virtctl src/pykubevirt/launcher/arguments.py)
 if [ ! -f "$completion" ] || [ -n "$(find "${parsers[@]}" -name '*.py' -newer "$completion" | head -n 1)" ]; then
   scripts/install-completion.sh .venv
+fi
+
+# The web console's front-end: npm packages pinned by webconsole/package-lock.json, bundled into the Python package's
+# static directory; rebuilt when a source or the lockfile is newer than the bundle. Nothing is fetched at run time.
+bundle=src/pykubevirt/webconsole/static/dist/app.js
+if [ ! -f "$bundle" ] || [ -n "$(find webconsole/src webconsole/package-lock.json -newer "$bundle" | head -n 1)" ]; then
+  (cd webconsole && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build)
 fi

@@ -22,7 +22,17 @@ def test_components_start_with_the_api_server_and_have_one_agent_and_handler_per
         "virt-handler-node01",
         "node-node02",
         "virt-handler-node02",
+        "webconsole",
     ]
+
+
+def test_the_web_console_serves_on_loopback_for_the_admin_kubeconfig_and_records_its_address() -> None:
+    console = LAYOUT.components()[-1]
+    assert console.argv[3:] == (
+        "webconsole", "--kubeconfig", "/data/apiserver/kubeconfig", "--listen", "127.0.0.1:0",
+        "--address-file", "/data/run/webconsole-address",
+    )  # fmt: skip
+    assert console.pod is None and console.log_file == Path("/data/logs/webconsole.log")
 
 
 def test_command_lines_use_this_interpreter_and_the_component_kubeconfigs() -> None:

@@ -69,7 +69,12 @@ def mount_paths(container: dict[str, Any]) -> set[str]:
 
 @pytest.mark.parametrize(
     ("workload", "subcommand"),
-    [("virt-api", "virt-api"), ("virt-controller", "virt-controller"), ("virt-handler", "virt-handler")],
+    [
+        ("virt-api", "virt-api"),
+        ("virt-controller", "virt-controller"),
+        ("virt-handler", "virt-handler"),
+        ("pykubevirt-webconsole", "webconsole"),
+    ],
 )
 def test_each_component_runs_its_subcommand(workload: str, subcommand: str) -> None:
     (container,) = [c for name, _, c in containers() if name == workload]
@@ -79,7 +84,7 @@ def test_each_component_runs_its_subcommand(workload: str, subcommand: str) -> N
 
 
 def test_every_container_command_parses() -> None:
-    assert len(containers()) == 3
+    assert len(containers()) == 4
     for _, _, container in containers():
         parse(expanded_args(container))
 

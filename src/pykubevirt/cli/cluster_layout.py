@@ -109,6 +109,11 @@ class ClusterLayout:
         return self.run_dir / "virt-controller-metrics"
 
     @property
+    def webconsole_address_file(self) -> Path:
+        """Where the web console writes the HOST:PORT it serves on."""
+        return self.run_dir / "webconsole-address"
+
+    @property
     def node_names(self) -> list[str]:
         return [f"node{i:02d}" for i in range(1, self.node_count + 1)]
 
@@ -185,9 +190,17 @@ class ClusterLayout:
             kind="virt-handler",
         )
 
+    def webconsole(self) -> Component:
+        """The web console on loopback, a client of the API server like kubectl (users log in with their token)."""
+        return self._component(
+            "webconsole",
+            *("webconsole", "--kubeconfig", str(self.kubeconfig), "--listen", "127.0.0.1:0"),
+            *("--address-file", str(self.webconsole_address_file)),
+        )
+
     def components(self) -> list[Component]:
         """Every component, in start order (the API server first: the others need its kubeconfigs)."""
         found = [self.apiserver(), self.controller(), self.scheduler()]
         for node in self.node_names:
             found += [self.node_agent(node), self.handler(node)]
-        return found
+        return [*found, self.webconsole()]

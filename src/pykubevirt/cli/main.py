@@ -130,6 +130,7 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
         scheduler_command,
         up_command,
         virtapi_command,
+        webconsole_command,
     )
 
     up_command.add_parsers(sub)
@@ -143,6 +144,7 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     image_command.add_parser(sub)
     kubeconfig_command.add_parser(sub)
     virtapi_command.add_parser(sub)
+    webconsole_command.add_parser(sub)
 
 
 def _add_pod_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -26,6 +27,8 @@ from pykubevirt.cli.node_fence import DEFAULT_FENCE_GRACE_SECONDS
 from pykubevirt.cli.startup_error import ERROR_PREFIX, last_error_line
 
 READY_TIMEOUT_SECONDS = 120.0
+CONSOLE_WAIT_SECONDS = 15.0
+TOKEN_COMMAND = "kubectl config view --raw -o jsonpath='{.users[0].user.token}'"
 
 
 def _layout(args: argparse.Namespace) -> ClusterLayout:
@@ -70,6 +73,7 @@ def up(args: argparse.Namespace) -> int:
         nodes = ", ".join(state.get("nodes") or [])
         print(f"pykubevirt is already running (supervisor pid {pid}, nodes: {nodes}); nothing to do")
         _print_next_steps(layout)
+        _print_console(layout, recorded_address(layout.webconsole_address_file))
         return 0
     if not args.no_pod_network:
         try:
@@ -90,6 +94,7 @@ def up(args: argparse.Namespace) -> int:
         *("supervise", "--data-dir", str(layout.data_dir), "--nodes", str(layout.node_count)),
         *("--listen", layout.listen, "--fence-grace", str(args.fence_grace)),
     )
+    started = time.time()
     with supervisor_log.open("ab") as log:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -106,7 +111,26 @@ def up(args: argparse.Namespace) -> int:
         return 1
     print(f"pykubevirt is up: API server on https://{layout.listen}, nodes {', '.join(layout.node_names)}")
     _print_next_steps(layout)
+    _print_console(layout, _console_address(layout, started))
     return 0
+
+
+def _console_address(layout: ClusterLayout, since: float) -> str:
+    """The address this run's web console wrote, waiting a little for it (it starts after the API server)."""
+    deadline = time.monotonic() + CONSOLE_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if layout.webconsole_address_file.stat().st_mtime >= since - 1:
+                return recorded_address(layout.webconsole_address_file)
+        time.sleep(0.1)
+    return ""
+
+
+def _print_console(layout: ClusterLayout, address: str) -> None:
+    if not address:
+        print(f"the web console is not serving yet; see {layout.logs_dir / 'webconsole.log'}")
+        return
+    print(f"web console: http://{address}/ (log in with the token of $KUBECONFIG: {TOKEN_COMMAND})")
 
 
 class ComponentFailed(RuntimeError):
@@ -254,6 +278,8 @@ def status(args: argparse.Namespace) -> int:
     _table([("NODE", "STATUS", "SCHEDULABLE", "VMIS"), *nodes])
     print()
     _table(metrics_rows(_server(layout), recorded_address(layout.controller_metrics_file), handlers))
+    print()
+    _print_console(layout, recorded_address(layout.webconsole_address_file))
     return 0
 
 

@@ -1,0 +1,1 @@
+"""The web console: a small proxy that serves the browser front-end and forwards its API calls with the user's token."""

@@ -1,0 +1,149 @@
+"""Forwarding to the API server: plain requests and watch streams are streamed back chunk by chunk, websockets
+(virt-api's console and VNC) are relayed message by message; every request carries the session's bearer token."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict
+
+from pykubevirt.client.config import ClientConfig
+from pykubevirt.client.streams import pump_websockets
+
+# Hop-by-hop headers, and the browser's own credentials: the proxy sends the session's token instead.
+_DROPPED_REQUEST = frozenset(
+    {
+        "host",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "proxy-authorization",
+        "authorization",
+        "cookie",
+        "content-length",
+        "origin",
+        "referer",
+        "x-console",
+        "accept-encoding",
+    }
+)
+_DROPPED_RESPONSE = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "set-cookie"}
+)
+
+
+def upstream_ssl(config: ClientConfig) -> ssl.SSLContext | bool:
+    """Trust the cluster's CA, and present no client certificate: the user's token is the only credential."""
+    if not config.server.startswith("https"):
+        return False
+    context = ssl.create_default_context(cadata=config.ca_data.decode() if config.ca_data else None)
+    if config.insecure_skip_tls_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+@dataclass
+class Upstream:
+    """The API server the console talks to, and one connection pool to it."""
+
+    server: str
+    context: ssl.SSLContext | bool
+    session: aiohttp.ClientSession | None = None
+
+    def _session(self) -> aiohttp.ClientSession:
+        if self.session is None:
+            # Replies are decompressed here and sent on as plain bytes, so Content-Encoding is never passed on.
+            self.session = aiohttp.ClientSession(auto_decompress=True, timeout=aiohttp.ClientTimeout(total=None))
+        return self.session
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    def _headers(self, request: web.Request, token: str) -> CIMultiDict[str]:
+        headers: CIMultiDict[str] = CIMultiDict()
+        for name, value in request.headers.items():
+            lower = name.lower()
+            if lower in _DROPPED_REQUEST or lower.startswith("sec-websocket-"):
+                continue
+            headers.add(name, value)
+        headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    async def request(
+        self, method: str, path: str, token: str, *, json_body: object = None
+    ) -> tuple[int, dict[str, object]]:
+        """One JSON request on the user's behalf (the login's SelfSubjectReview)."""
+        async with self._session().request(
+            method,
+            self.server + path,
+            json=json_body,
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            ssl=self.context,
+            timeout=aiohttp.ClientTimeout(total=15),
+        ) as reply:
+            try:
+                body = await reply.json(content_type=None)
+            except ValueError:
+                body = {}
+            return reply.status, body if isinstance(body, dict) else {}
+
+    async def forward(self, request: web.Request, token: str) -> web.StreamResponse:
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            return await self._websocket(request, token)
+        body = await request.read()
+        try:
+            async with self._session().request(
+                request.method,
+                self.server + request.raw_path,
+                headers=self._headers(request, token),
+                data=body or None,
+                ssl=self.context,
+            ) as reply:
+                response = web.StreamResponse(status=reply.status, reason=reply.reason)
+                for name, value in reply.headers.items():
+                    if name.lower() not in _DROPPED_RESPONSE:
+                        response.headers.add(name, value)
+                await response.prepare(request)
+                # Watch streams: each event is passed on as soon as it arrives.
+                async for chunk in reply.content.iter_any():
+                    await response.write(chunk)
+                await response.write_eof()
+                return response
+        except (aiohttp.ClientError, OSError) as exc:
+            return unavailable(exc)
+
+    async def _websocket(self, request: web.Request, token: str) -> web.StreamResponse:
+        offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
+        url = self.server.replace("https://", "wss://", 1).replace("http://", "ws://", 1) + request.raw_path
+        try:
+            upstream = await self._session().ws_connect(
+                url, headers=self._headers(request, token), protocols=offered, ssl=self.context, max_msg_size=0
+            )
+        except aiohttp.WSServerHandshakeError as exc:
+            return web.json_response(_status(exc.status, exc.message), status=exc.status)
+        except (aiohttp.ClientError, OSError) as exc:
+            return unavailable(exc)
+        client = web.WebSocketResponse(protocols=[upstream.protocol] if upstream.protocol else (), max_msg_size=0)
+        await client.prepare(request)
+        try:
+            await pump_websockets(client, upstream)
+        finally:
+            await upstream.close()
+            await client.close()
+        return client
+
+
+def _status(code: int, message: str) -> dict[str, object]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": code}
+
+
+def unavailable(exc: BaseException) -> web.Response:
+    return web.json_response(_status(503, f"the API server cannot be reached: {exc}"), status=503)

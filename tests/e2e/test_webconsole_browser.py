@@ -1,0 +1,154 @@
+"""The web console in a real browser (Debian's chromium, headless, driven by Playwright) against `pykubevirt up`
+with the demo VM: log in with the token, watch the VM stop and start, type into the serial console, and see the API
+server's 422 for an invalid YAML edit. Screenshots go to tests/artifacts/webconsole/ (PYKUBEVIRT_UPDATE_SCREENSHOTS=1
+also copies them to docs/screenshots/, which the README shows)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.e2e.conftest import UpCluster, started_up_cluster, wait_for
+from tests.paths import REPO
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = "/usr/bin/chromium"
+DEMO = str(REPO / "examples" / "vm-demo.yaml")
+ARTIFACTS = REPO / "tests" / "artifacts" / "webconsole"
+SCREENSHOTS = REPO / "docs" / "screenshots"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="module")
+def console_cluster(tmp_path_factory: pytest.TempPathFactory, guest_image: Path) -> Iterator[UpCluster]:
+    """`pykubevirt up` with the demo VM Running (its printable status, which waits for the VMI's Ready condition)."""
+    with started_up_cluster(tmp_path_factory, guest_image, "webconsole") as cluster:
+        cluster.run("kubectl", "apply", "-f", DEMO)
+        wait_for(lambda: running(cluster), "the demo VM Running", 180)
+        yield cluster
+
+
+def running(cluster: UpCluster) -> bool:
+    return cluster.jsonpath("vm", "demo", "{.status.printableStatus}") == "Running"
+
+
+@pytest.fixture(scope="module")
+def console_url(console_cluster: UpCluster) -> str:
+    """The URL `up` prints (a second `up` is a no-op that prints it again)."""
+    printed = console_cluster.run("pykubevirt", "up").stdout
+    match = re.search(r"web console: (http://127\.0\.0\.1:\d+/)", printed)
+    assert match, printed
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium is not installed: run scripts/setup-host.sh")
+    with sync_playwright() as playwright:
+        # Root has no user namespaces for chromium's sandbox here; the page only ever loads the console.
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, console_url: str, console_cluster: UpCluster) -> Iterator[Page]:
+    """A new browser context (no session yet), logged in through the login page."""
+    context = browser.new_context(viewport=DESKTOP)
+    opened = context.new_page()
+    opened.goto(console_url)
+    opened.get_by_label("Bearer token").fill(token(console_cluster))
+    opened.get_by_role("button", name="Log in").click()
+    expect(opened.get_by_role("heading", name="Virtual machines")).to_be_visible()
+    yield opened
+    context.close()
+
+
+def token(cluster: UpCluster) -> str:
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    return str(config["users"][0]["user"]["token"])
+
+
+def screenshot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    if os.environ.get("PYKUBEVIRT_UPDATE_SCREENSHOTS"):
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, SCREENSHOTS / path.name)
+
+
+def status_of(page: Page, vm: str = "default/demo") -> str:
+    return page.locator(f'tr[data-vm="{vm}"] [data-field="status"]').inner_text()
+
+
+def test_login_and_the_live_list_follows_stop_and_start(page: Page, console_url: str) -> None:
+    row = page.locator('tr[data-vm="default/demo"]')
+    expect(row.locator('[data-field="status"]')).to_have_text("Running", timeout=30_000)
+    expect(row).to_contain_text("node01")
+    screenshot(page, "vms")
+    page.set_viewport_size(PHONE)
+    screenshot(page, "vms-phone")
+    page.set_viewport_size(DESKTOP)
+
+    row.get_by_role("button", name="Stop default/demo").click()
+    expect(row.locator('[data-field="status"]')).to_have_text("Stopped", timeout=90_000)
+    row.get_by_role("button", name="Start default/demo").click()
+    expect(row.locator('[data-field="status"]')).to_have_text("Running", timeout=90_000)
+
+    # Refused actions show the API's reason: the VM runs already.
+    row.get_by_role("button", name="Start default/demo").click()
+    expect(page.locator("#notice")).to_contain_text("refused", timeout=15_000)
+    screenshot(page, "vms-refused-action")
+
+    # Logged out, the list is gone and the API refuses the browser (no token in any URL or storage).
+    page.get_by_role("button", name="Log out").click()
+    expect(page.get_by_label("Bearer token")).to_be_visible()
+    assert page.evaluate("fetch('/api/v1/namespaces').then(r => r.status)") == 401
+
+
+def test_serial_console_answers_hostname(page: Page, console_url: str, console_cluster: UpCluster) -> None:
+    wait_for(lambda: running(console_cluster), "the demo VM Running", 120)
+    page.goto(console_url + "#/vm/default/demo/console")
+    expect(page.locator("#console-state")).to_contain_text("Connected", timeout=30_000)
+    page.locator("#terminal").click()
+    # The guest may still be booting after the restart: type the command until its shell answers.
+    deadline = time.monotonic() + 120
+    answered = False
+    while time.monotonic() < deadline and not answered:
+        page.keyboard.type("hostname\n")
+        try:
+            page.wait_for_function(
+                "() => window.consoleText().split('\\n').some(line => line.trim() === 'demo')", timeout=3_000
+            )
+            answered = True
+        except Exception:  # Playwright's TimeoutError: not booted yet, type again.
+            continue
+    assert answered, page.evaluate("window.consoleText()")
+    screenshot(page, "serial-console")
+
+
+def test_yaml_edit_shows_the_servers_422(page: Page, console_url: str) -> None:
+    page.goto(console_url + "#/vm/default/demo/overview")
+    expect(page.locator('[data-field="status"]')).to_have_text(re.compile(r"\S"), timeout=30_000)
+    screenshot(page, "vm-overview")
+    page.get_by_role("link", name="YAML").click()
+    editor = page.get_by_label("VirtualMachine YAML")
+    expect(editor).to_have_value(re.compile("runStrategy: Always"), timeout=15_000)
+    editor.fill(editor.input_value().replace("runStrategy: Always", "runStrategy: Sometimes"))
+    page.get_by_role("button", name="Save").click()
+    errors = page.locator("#yaml-errors")
+    expect(errors).to_contain_text("422", timeout=15_000)
+    expect(errors).to_contain_text("runStrategy")
+    screenshot(page, "vm-yaml-422")
