@@ -18,7 +18,7 @@ from tests.support.waiting import consistently_sync
 pytestmark = pytest.mark.e2e
 
 DEMO = str(REPO / "examples" / "vm-demo.yaml")
-COMPONENTS = ("apiserver", "virt-controller", "scheduler", "node-node01", "virt-handler-node01")
+COMPONENTS = ("apiserver", "virt-controller", "scheduler", "node-node01", "virt-handler-node01", "webconsole")
 # Where the node's virt-handler listens, as a kubectl jsonpath.
 HANDLER_ADDRESS = "{.metadata.annotations." + c.HANDLER_ADDRESS_ANNOTATION.replace(".", "\\.") + "}"
 
@@ -79,6 +79,8 @@ def test_every_component_killed_is_restarted_and_the_guest_keeps_running(up_clus
     uid = up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}")
     qemu = demo_qemu_pid(up_cluster)
     old_address = up_cluster.jsonpath("node", "node01", HANDLER_ADDRESS)
+    console_file = up_cluster.data_dir / "run" / "webconsole-address"
+    console_address, console_written = console_file.read_text(), console_file.stat().st_mtime_ns
     for component in COMPONENTS:
         before = up_cluster.state()["components"][component]
         os.kill(before["pid"], signal.SIGKILL)
@@ -90,6 +92,11 @@ def test_every_component_killed_is_restarted_and_the_guest_keeps_running(up_clus
         wait_for(restarted, f"{component} to be restarted")
         assert up_cluster.state()["components"][component]["restarts"] == before["restarts"] + 1
         assert alive(qemu), f"killing {component} took the guest down"
+    # The restarted web console took its old port back: the URL `up` printed still works.
+    wait_for(
+        lambda: console_file.stat().st_mtime_ns != console_written and console_file.read_text() == console_address,
+        "the restarted web console on its old address",
+    )
     # The restarted control plane still drives the same guest, once the new virt-handler has said where it listens.
     wait_for(lambda: up_cluster.jsonpath("node", "node01", HANDLER_ADDRESS) not in ("", old_address), "virt-handler")
     wait_for(lambda: up_cluster.jsonpath("vmi", "demo", "{.status.phase}") == "Running", "VMI Running")

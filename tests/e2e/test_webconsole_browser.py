@@ -89,8 +89,15 @@ def screenshot(page: Page, name: str) -> None:
         shutil.copy(path, SCREENSHOTS / path.name)
 
 
-def status_of(page: Page, vm: str = "default/demo") -> str:
-    return page.locator(f'tr[data-vm="{vm}"] [data-field="status"]').inner_text()
+NON_BLANK_CANVAS = """() => {
+  const canvas = document.querySelector("#vnc-screen canvas");
+  if (!canvas || !canvas.width || !canvas.height) return false;
+  const pixels = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+  for (let i = 4; i < pixels.length; i += 4) {
+    if (pixels[i] !== pixels[0] || pixels[i + 1] !== pixels[1] || pixels[i + 2] !== pixels[2]) return true;
+  }
+  return false;
+}"""
 
 
 def test_login_and_the_live_list_follows_stop_and_start(page: Page, console_url: str) -> None:
@@ -102,15 +109,19 @@ def test_login_and_the_live_list_follows_stop_and_start(page: Page, console_url:
     screenshot(page, "vms-phone")
     page.set_viewport_size(DESKTOP)
 
-    row.get_by_role("button", name="Stop default/demo").click()
+    row.get_by_role("button", name="Stop default/demo", exact=True).click()
     expect(row.locator('[data-field="status"]')).to_have_text("Stopped", timeout=90_000)
-    row.get_by_role("button", name="Start default/demo").click()
+    row.get_by_role("button", name="Start default/demo", exact=True).click()
     expect(row.locator('[data-field="status"]')).to_have_text("Running", timeout=90_000)
 
     # Refused actions show the API's reason: the VM runs already.
-    row.get_by_role("button", name="Start default/demo").click()
+    row.get_by_role("button", name="Start default/demo", exact=True).click()
     expect(page.locator("#notice")).to_contain_text("refused", timeout=15_000)
     screenshot(page, "vms-refused-action")
+
+    page.get_by_role("link", name="Nodes").click()
+    expect(page.locator('tr[data-node="node01"]')).to_contain_text("Ready")
+    screenshot(page, "nodes")
 
     # Logged out, the list is gone and the API refuses the browser (no token in any URL or storage).
     page.get_by_role("button", name="Log out").click()
@@ -137,6 +148,12 @@ def test_serial_console_answers_hostname(page: Page, console_url: str, console_c
             continue
     assert answered, page.evaluate("window.consoleText()")
     screenshot(page, "serial-console")
+
+    # VNC through the same proxy: noVNC draws the guest's screen (VGA text), so the canvas is not one colour.
+    page.get_by_role("link", name="VNC").click()
+    expect(page.locator("#vnc-state")).to_have_text("Connected", timeout=30_000)
+    page.wait_for_function(NON_BLANK_CANVAS, timeout=30_000)
+    screenshot(page, "vnc")
 
 
 def test_yaml_edit_shows_the_servers_422(page: Page, console_url: str) -> None:

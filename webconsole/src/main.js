@@ -3,6 +3,9 @@ import { get, request } from "./api.js";
 import { clearNotice, h } from "./dom.js";
 import { loginPage } from "./login.js";
 import { vmPage } from "./vm.js";
+import { createPage } from "./create.js";
+import { dataVolumesPage } from "./datavolumes.js";
+import { nodesPage } from "./nodes.js";
 import { vmsPage } from "./vms.js";
 
 const main = document.getElementById("main");
@@ -28,7 +31,15 @@ function route() {
   );
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "vm" && parts.length >= 3) cleanup = vmPage(main, parts[1], parts[2], parts[3]);
+  else if (parts[0] === "create") cleanup = createPage(main) || (() => {});
+  else if (parts[0] === "nodes") cleanup = nodesPage(main);
+  else if (parts[0] === "datavolumes") cleanup = dataVolumesPage(main);
   else cleanup = vmsPage(main);
+  for (const link of document.querySelectorAll("header nav a")) {
+    const current = link.getAttribute("href") === `#/${parts[0] === "vm" ? "" : parts[0] || ""}`;
+    if (current) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
   main.focus();
 }
 

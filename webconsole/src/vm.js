@@ -139,10 +139,11 @@ function events(panel, namespace, name) {
 
 async function yamlEditor(panel, path) {
   const errors = h("div", { id: "yaml-errors", className: "form-error", role: "alert" });
-  const text = h("textarea", { id: "yaml", spellcheck: "false", rows: 30, "aria-describedby": "yaml-errors" });
+  const text = h("textarea", { id: "yaml", spellcheck: "false", rows: 24, "aria-describedby": "yaml-errors" });
   const save = h("button", { type: "button", onclick: submit }, "Save");
   const reload = h("button", { type: "button", onclick: load }, "Reload");
-  panel.replaceChildren(h("label", { for: "yaml" }, "VirtualMachine YAML"), text, h("div", { className: "actions" }, save, reload), errors);
+  // The server's refusal goes right above the editor, where it is seen without scrolling.
+  panel.replaceChildren(h("label", { for: "yaml" }, "VirtualMachine YAML"), errors, h("div", { className: "actions" }, save, reload), text);
 
   async function load() {
     errors.replaceChildren();
