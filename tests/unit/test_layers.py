@@ -19,7 +19,7 @@ ROOT_PACKAGE = "pykubevirt"
 # Top to bottom: a package may import its own layer and the layers below it, never one above.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli", "virtctl", "images"}),
-    frozenset({"virtapi", "controller", "node", "handler", "apiserver", "storage"}),
+    frozenset({"virtapi", "controller", "node", "handler", "apiserver", "storage", "webconsole"}),
     frozenset({"launcher", "client", "admission"}),
     frozenset({"instancetype", "config", "metrics"}),
     frozenset({"api", "log"}),
@@ -35,6 +35,7 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "storage": frozenset({"apiserver", "controller", "node", "handler", "virtapi"}),
     "launcher": frozenset({"controller", "client", "apiserver", "handler"}),
     "virtctl": frozenset({"apiserver", "controller"}),
+    "webconsole": frozenset({"apiserver", "controller", "node", "handler", "virtapi", "storage"}),
     "apiserver": frozenset({"controller", "virtapi"}),
 }
 
