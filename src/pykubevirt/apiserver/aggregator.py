@@ -65,6 +65,8 @@ class Aggregator:
         self._changed = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Once, here: run() is restarted by the server's supervisor when it crashes.
+        api.store.add_listener(self.on_store_event)
 
     # ------------------------------------------------------------------------------------------- registration
 
@@ -103,7 +105,6 @@ class Aggregator:
     async def run(self) -> None:
         """Follow the APIServices: register them, check their backends' discovery, set their Available condition."""
         self._loop = asyncio.get_running_loop()
-        self.api.store.add_listener(self.on_store_event)
         while True:
             self._changed.clear()
             services = self._sync()
