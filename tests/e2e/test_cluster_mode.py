@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,3 +110,24 @@ def test_a_vm_reaches_running_through_webhooks_and_the_aggregated_api(plain_clus
     eventually_sync(lambda: plain_cluster.vmi_phase("plain-vm") == "", timeout=120, interval=0.5)
     assert "was scheduled to start" in plain_cluster.virtctl("start", "plain-vm")
     eventually_sync(lambda: plain_cluster.vmi_phase("plain-vm") == "Running", timeout=180, interval=0.5)
+
+
+def test_killing_the_leading_virt_controller_hands_over_to_the_other_replica(plain_cluster: PlainCluster) -> None:
+    def holder() -> str:
+        lease = plain_cluster.kubectl("-n", "kubevirt", "get", "lease", "virt-controller", "-o", "json", check=False)
+        return str(json.loads(lease.stdout)["spec"].get("holderIdentity") or "") if lease.returncode == 0 else ""
+
+    leader = eventually_sync(holder, timeout=60)
+    replicas = [p for p in plain_cluster.harness.pods if p.name.startswith("virt-controller-")]
+    assert sorted(p.name for p in replicas) == ["virt-controller-0", "virt-controller-1"]
+    leading = next(p for p in replicas if p.name == leader)
+    assert leading.process is not None
+    killed = time.monotonic()
+    leading.process.send_signal(signal.SIGKILL)  # no chance to release the lease: the other waits it out
+    leading.process.wait()
+    successor = eventually_sync(lambda: (h := holder()) != leader and h, timeout=30, interval=0.2)
+    took = time.monotonic() - killed
+    assert successor in {p.name for p in replicas} - {leader}
+    # KubeVirt's lease: 15 s from the last renewal (every 2 s), then the next 2 s retry of the candidate.
+    assert took < 17.5, f"handed over after {took:.1f}s"
+    print(f"virt-controller leadership handed over {took:.1f}s after SIGKILL")
