@@ -22,7 +22,7 @@ from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for, simulated_node_client
 from tests.support.simulated_node import SimulatedNode
 
-from bench.harness import log, machine, percentile, rss_mib, start_apiserver
+from bench.harness import load_average, log, machine, percentile, rss_mib, start_apiserver
 from bench.profiled import top
 from pykubevirt.cli.cluster_layout import pykubevirt_argv
 from pykubevirt.client.informer import EventHandler, Informer
@@ -108,6 +108,7 @@ async def run(args: argparse.Namespace, server: APIServerProcess) -> dict[str, A
     await asyncio.sleep(1.0)
     after = await api_write_counts(server)
     controller_rss = rss_mib(controller.pid)
+    footprint = server_footprint(server)
     controller.send_signal(signal.SIGTERM)
     controller.wait(timeout=30)
     vmis_task.cancel()
@@ -138,6 +139,17 @@ async def run(args: argparse.Namespace, server: APIServerProcess) -> dict[str, A
         "events_per_start": round(sum(v for (_, r), v in writes.items() if "events" in r) / started, 2),
         "writes_by_component": {f"{u}:{r}": v for (u, r), v in sorted(writes.items())},
         "controller_rss_mib": round(controller_rss, 1),
+        **footprint,
+        "load_average": load_average(),
+    }
+
+
+def server_footprint(server: APIServerProcess) -> dict[str, Any]:
+    """The API server's RSS and the size of its SQLite files (database, WAL)."""
+    sizes = {f.name: f.stat().st_size for f in server.data_dir.glob("state.db*")}
+    return {
+        "apiserver_rss_mib": round(rss_mib(server.pid), 1),
+        "sqlite_mib": {name: round(size / 2**20, 1) for name, size in sorted(sizes.items())},
     }
 
 
