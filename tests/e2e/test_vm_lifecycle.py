@@ -3,9 +3,13 @@ qemu:///embed, TCG here) → virt-handler → VMI status. Every component is its
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import os
+import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,7 @@ from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
 from pykubevirt.client.resources import NODES, VIRTUAL_MACHINES
 from pykubevirt.handler.launcher_client import LauncherClient
+from pykubevirt.node.pod_network import ClusterNetwork, pod_netns
 from tests.paths import REPO
 from tests.support.cluster import ClusterView
 from tests.support.waiting import consistently, eventually
@@ -259,6 +264,40 @@ async def node_process_marks(kube: ClusterView) -> tuple[str, int]:
     return address, port
 
 
+def network_plumbing(kube: ClusterView, pod: dict[str, Any]) -> dict[str, str]:
+    """What the pod's network is made of: its namespace's devices (ifindexes included, so anything re-made shows),
+    addresses and nft rules (without counters), the peer of its eth0 on the node bridge, and its IP leases."""
+    name = pod_netns(pod["metadata"]["uid"])
+
+    def run(*argv: str) -> str:
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+    links = run("ip", "-n", name, "-o", "link")
+    # The pod's veth (KubeVirt's bridge binding renames it eth0-nic): its peer's ifindex in the cluster namespace.
+    peer = re.search(r"eth0(?:-nic)?@if(\d+):", links)
+    assert peer, links
+    cluster = ClusterNetwork(kube.cluster.layout.cluster_cidr).netns
+    leases = kube.node.data_dir / "cni" / "ipam" / "pykubevirt"
+    return {
+        "links": links,
+        "addresses": run("ip", "-n", name, "-o", "addr"),
+        "rules": run("ip", "netns", "exec", name, "nft", "-s", "list", "ruleset"),
+        "peer": next(
+            line for line in run("ip", "-n", cluster, "-o", "link").splitlines() if line.startswith(f"{peer[1]}:")
+        ),
+        "leases": " ".join(sorted(f.name for f in leases.iterdir() if pod["metadata"]["uid"] in f.read_text())),
+    }
+
+
+async def guest_page(address: str) -> str | None:
+    """The guest's httpd page at an address, or None while it does not answer."""
+    with contextlib.suppress(OSError, asyncio.TimeoutError):
+        timeout = aiohttp.ClientTimeout(total=10)
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.get(f"http://{address}/") as response:
+            return await response.text()
+    return None
+
+
 async def test_restarting_node_agent_and_handler_keeps_the_guest_running(kube: ClusterView) -> None:
     ns = await kube.namespace()
     await kube.admin.create(VIRTUAL_MACHINES, demo_vm("survivor"), ns)
@@ -269,10 +308,18 @@ async def test_restarting_node_agent_and_handler_keeps_the_guest_running(kube: C
     await kube.wait_serial(kube.node, pod, vmi, BOOTED)
     qemu = qemu_pid(pod, vmi)
     launcher = await launcher_pid(kube, pod)
+    # The demo VM's bridge binding: the guest serves its page at the pod IP.
+    pod_ip = pod["status"]["podIP"]
+    page = await eventually(lambda: guest_page(pod_ip), timeout=60, interval=0.5)
+    assert page.startswith("pykubevirt-guest ")
+    plumbing = network_plumbing(kube, pod)
+    assert plumbing["leases"] == pod_ip
     node = kube.node
     old_address, old_port = await node_process_marks(kube)
     node.agent.stop(signal.SIGKILL)
     kube.cluster.restart_handler(node, signal.SIGKILL)
+    # The data path is the kernel's and QEMU's: with the agent dead, the guest still answers.
+    assert await guest_page(pod_ip) == page
     node.agent.start()
 
     async def both_back() -> bool:
@@ -288,6 +335,11 @@ async def test_restarting_node_agent_and_handler_keeps_the_guest_running(kube: C
     restarted = await kube.launcher_pod(after)
     assert restarted["status"]["phase"] == "Running"
     assert restarted["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert restarted["status"]["podIP"] == pod_ip
+    # The restarted agent adopted the pod's network as it was: no CNI ADD again, no new veth, tap or lease, and the
+    # launcher's nft rules untouched; the guest still answers at its address.
+    assert network_plumbing(kube, pod) == plumbing
+    assert await guest_page(pod_ip) == page
     # The re-started handler still drives the guest: a graceful stop reaches it.
     with kube.hold_serial(kube.node, pod, vmi) as console:
         await kube.run("kubectl", "delete", "vmi", "survivor", "-n", ns, "--wait=false")
