@@ -59,6 +59,7 @@ class Env:
     namespace: str
     home: Path
     pods: PodNetwork
+    greeter_uid: str
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
         return kubectl(self.server, self.home, "-n", self.namespace, *args, stdin=stdin, check=check)
@@ -84,7 +85,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     tasks = [asyncio.create_task(EndpointsController(client).run()), asyncio.create_task(proxy.run())]
     namespace = f"svc-{uuid.uuid4().hex[:8]}"
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    yield Env(server, client, network, pod_ip, namespace, root / "home", pods)
+    yield Env(server, client, network, pod_ip, namespace, root / "home", pods, uid)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -332,6 +333,9 @@ async def test_pods_reach_cluster_ips_and_the_host_reaches_node_ports(env: Env) 
             return await greeting_in_pod(path, ip, 8080)
 
         assert await eventually(from_the_pod, timeout=20) == f"hello {env.pod_ip}"
+        # The endpoint itself through its own Service: out and back in by its bridge port (hairpin), masqueraded.
+        own = str(env.pods.netns_of(env.greeter_uid))
+        assert await greeting_in_pod(own, ip, 8080) == f"hello {env.pod_ip}"
         listed = await netns.run(
             [*netns.enter_argv(env.network.netns), "nft", "list", "table", "ip", env.network.nft_table]
         )
