@@ -27,6 +27,8 @@ ARTIFACTS = REPO / "tests" / "artifacts" / "webconsole"
 SCREENSHOTS = REPO / "docs" / "screenshots"
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
+# The ones the README shows (docs/screenshots/); the others stay test artifacts.
+COMMITTED = frozenset({"vms", "vms-phone", "vm-overview", "serial-console", "vnc", "vm-yaml-422"})
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +82,11 @@ def token(cluster: UpCluster) -> str:
     return str(config["users"][0]["user"]["token"])
 
 
-def screenshot(page: Page, name: str) -> None:
+def screenshot(page: Page, name: str, *, full_page: bool = False) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path))
-    if os.environ.get("PYKUBEVIRT_UPDATE_SCREENSHOTS"):
+    page.screenshot(path=str(path), full_page=full_page)
+    if os.environ.get("PYKUBEVIRT_UPDATE_SCREENSHOTS") and name in COMMITTED:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, SCREENSHOTS / path.name)
 
@@ -159,7 +161,11 @@ def test_serial_console_answers_hostname(page: Page, console_url: str, console_c
 def test_yaml_edit_shows_the_servers_422(page: Page, console_url: str) -> None:
     page.goto(console_url + "#/vm/default/demo/overview")
     expect(page.locator('[data-field="status"]')).to_have_text(re.compile(r"\S"), timeout=30_000)
-    screenshot(page, "vm-overview")
+    # Charts from the node's virt-handler /metrics, polled through the console with the user's token.
+    expect(page.locator("#charts-state")).to_contain_text("from virt-handler on node01", timeout=60_000)
+    page.wait_for_function("() => Number(document.getElementById('charts').dataset.samples || 0) >= 2", timeout=30_000)
+    expect(page.locator(".facts")).to_contain_text("Run strategy")
+    screenshot(page, "vm-overview", full_page=True)
     page.get_by_role("link", name="YAML").click()
     editor = page.get_by_label("VirtualMachine YAML")
     expect(editor).to_have_value(re.compile("runStrategy: Always"), timeout=15_000)

@@ -61,6 +61,8 @@ async def test_the_page_is_served_with_a_strict_policy_and_the_api_needs_a_login
     async with browser.get(console + "/api/v1/namespaces") as reply:
         assert reply.status == 401
         assert (await reply.json())["reason"] == "Unauthorized"
+    async with browser.get(console + "/console/nodes/node01/metrics") as reply:
+        assert reply.status == 401, "node metrics (the charts) need a session too"
     async with browser.post(console + "/console/login", json={"token": "not-a-token"}, headers=OURS) as reply:
         assert reply.status == 401
         assert "does not accept this token" in (await reply.json())["message"]

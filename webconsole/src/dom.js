@@ -8,7 +8,7 @@ export function h(tag, attrs = {}, ...children) {
     else if (name === "className") element.className = value;
     else element.setAttribute(name, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     element.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }

@@ -2,6 +2,7 @@
 import { ApiError, get, listWatch, request, VM_API } from "./api.js";
 import { actionButtons } from "./actions.js";
 import { age, h, notify } from "./dom.js";
+import { vmCharts } from "./charts.js";
 import { serialConsole } from "./serial.js";
 import { vncConsole } from "./vnc.js";
 import { parse, stringify } from "yaml";
@@ -33,6 +34,12 @@ export function vmPage(root, namespace, name, tab = "overview") {
   );
   let vm = null;
   let vmi = null;
+  // The overview's facts follow every watch event; its charts live on, restarted only when the VMI changes node.
+  const facts = h("div");
+  const charts = h("div", { id: "charts" });
+  let chartsNode = "";
+  let stopCharts = () => {};
+  if (tab === "overview") panel.replaceChildren(facts, charts);
   const vmPath = `${VM_API}/namespaces/${namespace}/virtualmachines/${name}`;
   const renderHeader = () => {
     if (!vm) return;
@@ -40,7 +47,15 @@ export function vmPage(root, namespace, name, tab = "overview") {
       h("p", {}, "Status: ", h("strong", { "data-field": "status" }, vm.status?.printableStatus || "")),
       actionButtons(vm),
     );
-    if (tab === "overview") overview(panel, vm, vmi);
+    if (tab !== "overview") return;
+    overview(facts, vm, vmi);
+    const node = vmi?.status?.phase === "Running" ? vmi.status.nodeName || "" : "";
+    if (node !== chartsNode) {
+      stopCharts();
+      charts.replaceChildren();
+      chartsNode = node;
+      stopCharts = node ? vmCharts(charts, namespace, name, node) : () => {};
+    }
   };
   const field = (n) => `fieldSelector=metadata.name%3D${encodeURIComponent(n)}`;
   const cleanups = [
@@ -53,6 +68,7 @@ export function vmPage(root, namespace, name, tab = "overview") {
       renderHeader();
     }),
   ].map((w) => () => w.stop());
+  cleanups.push(() => stopCharts());
   if (tab === "events") cleanups.push(events(panel, namespace, name));
   if (tab === "yaml") yamlEditor(panel, vmPath);
   if (tab === "console") cleanups.push(serialConsole(panel, namespace, name));

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
 from aiohttp import web
 
+from pykubevirt.api.constants import HANDLER_ADDRESS_ANNOTATION
 from pykubevirt.webconsole.sessions import COOKIE, Sessions
 from pykubevirt.webconsole.upstream import Upstream, unavailable
 
@@ -106,6 +108,29 @@ async def forward(request: web.Request) -> web.StreamResponse:
     return await request.app[UPSTREAM].forward(request, session.token)
 
 
+async def node_metrics(request: web.Request) -> web.Response:
+    """The node's virt-handler /metrics (per-VMI CPU, memory, network), for the VM page's charts. Only the user's
+    token reaches it: the node is read with it, and virt-handler checks it with the API server (401/403)."""
+    session = request.app[SESSIONS].get(request.cookies.get(COOKIE))
+    if session is None:
+        return _failure(401, "Unauthorized", "log in with a bearer token")
+    upstream = request.app[UPSTREAM]
+    node = request.match_info["node"]
+    try:
+        status, body = await upstream.request("GET", f"/api/v1/nodes/{node}", session.token)
+        if status != 200:
+            return web.json_response(body, status=status)
+        metadata = body.get("metadata")
+        annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+        address = annotations.get(HANDLER_ADDRESS_ANNOTATION) if isinstance(annotations, dict) else None
+        if not address:
+            return _failure(404, "NotFound", f"node {node} has no virt-handler address")
+        status, text = await upstream.scrape(f"http://{address}/metrics", session.token)
+    except (aiohttp.ClientError, OSError) as exc:
+        return unavailable(exc)
+    return web.Response(status=status, text=text, content_type="text/plain")
+
+
 def make_app(upstream: Upstream, sessions: Sessions | None = None) -> web.Application:
     app = web.Application(client_max_size=64 * 1024**2)
     app.on_response_prepare.append(security_headers)
@@ -120,6 +145,7 @@ def make_app(upstream: Upstream, sessions: Sessions | None = None) -> web.Applic
     app.router.add_post("/console/login", login)
     app.router.add_post("/console/logout", logout)
     app.router.add_get("/console/whoami", whoami)
+    app.router.add_get("/console/nodes/{node}/metrics", node_metrics)
     for prefix in ("/api", "/apis"):
         app.router.add_route("*", prefix, forward)
         app.router.add_route("*", prefix + "/{tail:.*}", forward)

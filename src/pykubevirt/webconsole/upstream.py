@@ -95,6 +95,13 @@ class Upstream:
                 body = {}
             return reply.status, body if isinstance(body, dict) else {}
 
+    async def scrape(self, url: str, token: str) -> tuple[int, str]:
+        """A component's /metrics (virt-handler's), with the user's token: the component reviews it with the API."""
+        async with self._session().get(
+            url, headers={"Authorization": f"Bearer {token}"}, timeout=aiohttp.ClientTimeout(total=10)
+        ) as reply:
+            return reply.status, await reply.text()
+
     async def forward(self, request: web.Request, token: str) -> web.StreamResponse:
         if request.headers.get("Upgrade", "").lower() == "websocket":
             return await self._websocket(request, token)
