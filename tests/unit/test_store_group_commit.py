@@ -110,3 +110,16 @@ async def test_close_makes_committed_batches_durable_and_announces_them(tmp_path
     await asyncio.sleep(0)
     store.close()
     assert [e.key for e in heard] == ["ns/a"]
+
+
+async def test_the_announced_revision_waits_for_the_fsync(tmp_path: Path) -> None:
+    """What a watch's bookmark may promise: a client resuming from it must not skip writes not yet announced."""
+    store = Store(tmp_path / "state.db")
+    before = store.announced_revision
+    record = store.create("configmaps", "ns/a", {"metadata": {"name": "a"}})
+    await asyncio.sleep(0)
+    assert store.revision == record.revision
+    assert store.announced_revision == before
+    await store.durable()
+    assert store.announced_revision == record.revision
+    store.close()

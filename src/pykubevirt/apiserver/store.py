@@ -183,6 +183,9 @@ class Store:
         self.commits = 0
         self.committed_writes = 0
         self._load()
+        # The newest revision listeners have heard of: a watch's bookmark may not promise more, or a client resuming
+        # from it would skip the writes still awaiting their fsync.
+        self.announced_revision = self.revision
 
     # ---------------------------------------------------------------------------------------------------- state
 
@@ -352,6 +355,8 @@ class Store:
 
     def _announce(self, events: list[Event], waiters: list[asyncio.Future[None]]) -> None:
         """Tell the listeners of durable writes, in revision order, then wake the requests that made them."""
+        if events:
+            self.announced_revision = max(self.announced_revision, events[-1].revision)
         for event in events:
             for listener in list(self._listeners):
                 try:

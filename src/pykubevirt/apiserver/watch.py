@@ -162,7 +162,7 @@ async def watch_events(
             remaining = deadline - now
             if remaining <= 0:
                 if allow_bookmarks:
-                    yield BOOKMARK, bookmark(resource, max(last, store.revision))
+                    yield BOOKMARK, bookmark(resource, max(last, store.announced_revision))
                 return
             wait = min(remaining, max(next_bookmark - now, 0.0)) if allow_bookmarks else remaining
             try:
@@ -170,7 +170,7 @@ async def watch_events(
             except TimeoutError:
                 if allow_bookmarks and time.monotonic() >= next_bookmark:
                     next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
-                    yield BOOKMARK, bookmark(resource, max(last, store.revision))
+                    yield BOOKMARK, bookmark(resource, max(last, store.announced_revision))
                 continue
             if event.revision <= last:
                 continue
