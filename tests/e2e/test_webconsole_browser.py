@@ -91,6 +91,18 @@ def screenshot(page: Page, name: str, *, full_page: bool = False) -> None:
         shutil.copy(path, SCREENSHOTS / path.name)
 
 
+TINY_INSTANCETYPE = """
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterInstancetype
+metadata:
+  name: tiny
+spec:
+  cpu:
+    guest: 1
+  memory:
+    guest: 128Mi
+"""
+
 NON_BLANK_CANVAS = """() => {
   const canvas = document.querySelector("#vnc-screen canvas");
   if (!canvas || !canvas.width || !canvas.height) return false;
@@ -158,7 +170,9 @@ def test_serial_console_answers_hostname(page: Page, console_url: str, console_c
     screenshot(page, "vnc")
 
 
-def test_yaml_edit_shows_the_servers_422(page: Page, console_url: str) -> None:
+def test_yaml_edit_shows_the_servers_422_and_a_vm_is_created_from_an_instancetype(
+    page: Page, console_url: str, console_cluster: UpCluster
+) -> None:
     page.goto(console_url + "#/vm/default/demo/overview")
     expect(page.locator('[data-field="status"]')).to_have_text(re.compile(r"\S"), timeout=30_000)
     # Charts from the node's virt-handler /metrics, polled through the console with the user's token.
@@ -175,3 +189,17 @@ def test_yaml_edit_shows_the_servers_422(page: Page, console_url: str) -> None:
     expect(errors).to_contain_text("422", timeout=15_000)
     expect(errors).to_contain_text("runStrategy")
     screenshot(page, "vm-yaml-422")
+
+    # Create a VM from a cluster instancetype, see it run, and delete it from its page.
+    console_cluster.run("kubectl", "apply", "-f", "-", stdin=TINY_INSTANCETYPE)
+    page.get_by_role("link", name="Create VM").click()
+    page.get_by_label("Name", exact=True).fill("from-type")
+    expect(page.get_by_label("Instancetype")).to_contain_text("tiny", timeout=15_000)
+    page.get_by_label("Instancetype").select_option("tiny")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("heading", name="default/from-type")).to_be_visible(timeout=15_000)
+    expect(page.locator('[data-field="status"]')).to_have_text("Running", timeout=180_000)
+    screenshot(page, "created-from-instancetype")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete default/from-type").click()
+    wait_for(lambda: console_cluster.jsonpath("vm", "from-type", "{.metadata.name}") == "", "from-type deleted", 120)
