@@ -42,6 +42,7 @@ kubectl logs "$pod" -c guest-console-log | grep -a "pykubevirt-guest\|hello from
 echo "---- curl http://$ip/ ----"
 curl -s --max-time 5 --retry 20 --retry-delay 1 --retry-all-errors "http://$ip/" || echo "(the guest did not answer yet)"
 echo "------------------------------------------------"
+console_line=$(pykubevirt status 2>/dev/null | grep '^web console:' || true)
 cat <<EOF
 
 The demo VM runs at $ip, its pod's IP. To reach it:
@@ -54,3 +55,4 @@ The demo VM runs at $ip, its pod's IP. To reach it:
   pykubevirt status                 # components and nodes
   pykubevirt down                   # stop the cluster (guests keep running; --all stops them too)
 EOF
+if [ -n "$console_line" ]; then echo "$console_line"; fi
