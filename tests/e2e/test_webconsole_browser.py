@@ -188,6 +188,10 @@ def test_yaml_edit_shows_the_servers_422_and_a_vm_is_created_from_an_instancetyp
     errors = page.locator("#yaml-errors")
     expect(errors).to_contain_text("422", timeout=15_000)
     expect(errors).to_contain_text("runStrategy")
+    # The cause's field is found in the text: its button selects the offending value in the editor.
+    errors.get_by_role("button", name=re.compile(r"^line \d+$")).click()
+    selected = "(e => e.value.slice(e.selectionStart, e.selectionEnd))(document.getElementById('yaml'))"
+    assert page.evaluate(selected) == "Sometimes"
     screenshot(page, "vm-yaml-422")
 
     # Create a VM from a cluster instancetype, see it run, and delete it from its page.

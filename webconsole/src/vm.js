@@ -5,7 +5,7 @@ import { age, h, notify } from "./dom.js";
 import { vmCharts } from "./charts.js";
 import { serialConsole } from "./serial.js";
 import { vncConsole } from "./vnc.js";
-import { parse, stringify } from "yaml";
+import { parse, parseDocument, stringify } from "yaml";
 
 const TABS = [
   ["overview", "Overview"],
@@ -189,9 +189,46 @@ async function yamlEditor(panel, path) {
       const causes = error instanceof ApiError ? error.status.details?.causes || [] : [];
       errors.replaceChildren(
         h("p", { "data-code": error.code || "" }, `${error.code || ""} ${error.message}`.trim()),
-        causes.length ? h("ul", {}, causes.map((c) => h("li", {}, h("code", {}, c.field || ""), " ", c.message || ""))) : null,
+        causes.length ? h("ul", {}, causes.map((c) => causeItem(c))) : null,
       );
     }
   }
+  // A cause's field (spec.template.spec.domain.devices.disks[0].name) located in the text: its line, and a button
+  // that selects it in the editor.
+  function causeItem(cause) {
+    const range = fieldRange(text.value, cause.field || "");
+    const line = range ? text.value.slice(0, range[0]).split("\n").length : 0;
+    const goTo = () => {
+      text.focus();
+      text.setSelectionRange(range[0], range[1]);
+      // Selecting does not scroll a textarea: put the line near the top.
+      text.scrollTop = Math.max(0, (line - 3) * (Number.parseFloat(getComputedStyle(text).lineHeight) || 18));
+    };
+    return h(
+      "li",
+      {},
+      h("code", {}, cause.field || ""),
+      " ",
+      cause.message || "",
+      line ? [" ", h("button", { type: "button", className: "link", onclick: goTo }, `line ${line}`)] : null,
+    );
+  }
   await load();
+}
+
+function fieldRange(source, field) {
+  if (!field) return null;
+  const path = [];
+  for (const part of field.split(".")) {
+    const match = /^([^[\]]*)((?:\[\d+\])*)$/.exec(part);
+    if (!match) return null;
+    if (match[1]) path.push(match[1]);
+    for (const index of match[2].matchAll(/\[(\d+)\]/g)) path.push(Number(index[1]));
+  }
+  try {
+    const node = parseDocument(source).getIn(path, true);
+    return node?.range ? [node.range[0], node.range[1]] : null;
+  } catch {
+    return null;
+  }
 }
