@@ -7,8 +7,9 @@ For each guest size (`--memory`) and load (`--load idle,dirty`), in the same run
    gaps (`bench/migration_ticker.py`); libvirt's job statistics on the target (bytes moved, downtime).
 2. By hand (`bench/migration_by_hand.py`): the same disk, memory, ticker and load moved with `virsh migrate` between
    two private libvirtd: what libvirt alone takes.
-`--compare-src DIR` runs a second cluster from another source tree (e.g. `git archive main src`) before ours, so a
-change is measured before and after in one run.
+`--compare-src DIR` also brings up a cluster from another source tree (e.g. `git archive <commit> src`): each case then
+runs on it ("before"), on ours, and by hand, one after the other, so a change is measured before and after in one
+run under the same load.
 
 Run: .venv/bin/python -m bench.migration [--memory 128Mi,512Mi] [--load idle,dirty] [--compare-src DIR]
 Prints progress on stderr and one JSON line on stdout.
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
 import json
 import os
 import re
@@ -82,28 +85,39 @@ class Cluster:
 
 
 class Watch(threading.Thread):
-    """`kubectl get -w -o jsonpath=…`: when each distinct line reached this client (wall time)."""
+    """`kubectl get -w -o jsonpath=…`: when each distinct line reached this client (wall time).
+
+    A watch the API server ends (a loaded host) is opened again."""
 
     def __init__(self, cluster: Cluster, *argv: str) -> None:
         super().__init__(daemon=True)
-        self.process = subprocess.Popen(
-            ["kubectl", "get", *argv, "-w"], env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
+        self.cluster = cluster
+        self.argv = ["kubectl", "get", *argv, "-w"]
         self.lines: list[tuple[float, str]] = []
+        self.closed = threading.Event()
+        self.process: subprocess.Popen[bytes] | None = None
 
     def run(self) -> None:
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
-            line = raw.decode(errors="replace").strip()
-            if not self.lines or self.lines[-1][1] != line:
-                self.lines.append((time.time(), line))
+        while not self.closed.is_set():
+            self.process = subprocess.Popen(
+                self.argv, env=self.cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            )
+            assert self.process.stdout is not None
+            for raw in self.process.stdout:
+                line = raw.decode(errors="replace").strip()
+                if not self.lines or self.lines[-1][1] != line:
+                    self.lines.append((time.time(), line))
+            self.process.wait()
+            time.sleep(0.2)
 
     def first(self, predicate: Any) -> float | None:
         return next((t for t, line in self.lines if predicate(line)), None)
 
     def close(self) -> None:
-        self.process.terminate()
-        self.process.wait()
+        self.closed.set()
+        if self.process is not None:
+            self.process.terminate()
+        self.join(timeout=5)
 
 
 def wait(probe: Any, what: str, timeout: float) -> None:
@@ -174,20 +188,30 @@ def migrate_once(cluster: Cluster, name: str, memory: str, data: str) -> dict[st
     pods = Watch(cluster, "pods", "-o", f"jsonpath={pod_path}")
     for watch in (vmims, vmis, pods):
         watch.start()
-    time.sleep(1.0)  # the watches' initial lists are in
-    log(f"  {name}: ticking; migrating")
-    vmim: dict[str, Any] = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
-    vmim |= {"metadata": {"name": move}, "spec": {"vmiName": name}}
-    started = time.time()
-    cluster.run("kubectl", "create", "-f", "-", stdin=json.dumps(vmim))
-    final = ("Succeeded", "Failed")
-    wait(lambda: vmims.first(lambda s: s.split()[:1] == [move] and s.split()[-1] in final) is not None, "VMIM", 600)
-    ended = vmims.first(lambda s: s.split()[:1] == [move] and s.split()[-1] in final) or time.time()
-    phase = vmims.lines[-1][1].split()[-1]
-    wait(lambda: tail.count_since(ended) >= 100, "the ticker on the target", 120)
-    tail.stop.set()
-    for watch in (vmims, vmis, pods):
-        watch.close()
+    try:
+        time.sleep(1.0)  # the watches' initial lists are in
+        log(f"  {name}: ticking; migrating")
+        vmim: dict[str, Any] = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
+        vmim |= {"metadata": {"name": move}, "spec": {"vmiName": name}}
+        started = time.time()
+        cluster.run("kubectl", "create", "-f", "-", stdin=json.dumps(vmim))
+        final = ("Succeeded", "Failed")
+        polls = itertools.count()
+
+        def finished() -> bool:
+            if vmims.first(lambda s: s.split()[:1] == [move] and s.split()[-1] in final) is not None:
+                return True
+            # Every 2 s a plain read too, in case the watch missed the end.
+            return next(polls) % 40 == 39 and cluster.jsonpath("vmim", move, "{.status.phase}") in final
+
+        wait(finished, "VMIM", 240)
+        ended = vmims.first(lambda s: s.split()[:1] == [move] and s.split()[-1] in final) or time.time()
+        phase = cluster.jsonpath("vmim", move, "{.status.phase}")
+        wait(lambda: tail.count_since(ended) >= 100, "the ticker on the target", 120)
+    finally:
+        tail.stop.set()
+        for watch in (vmims, vmis, pods):
+            watch.close()
     target_pod = cluster.jsonpath("vmim", move, "{.status.migrationState.targetPod}")
     timeline = phase_timeline(started, move, target_pod, (vmims, vmis, pods))
     result: dict[str, Any] = {"phase": phase, "total_s": round(ended - started, 2), "timeline": timeline}
@@ -219,31 +243,62 @@ def cases(args: argparse.Namespace) -> list[tuple[str, str, int]]:
     return out
 
 
-def run_cluster(root: Path, src: Path | None, label: str, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every case on one two-node cluster, each followed by the same case done by hand."""
+def start_cluster(root: Path, src: Path | None, label: str) -> Cluster:
     cluster = Cluster(root / label, src)
     cluster.run("pykubevirt", "image", "import", DEMO_IMAGE, str(GUEST_IMAGE))
     cluster.run("pykubevirt", "up", "--nodes", "2", timeout=300)
+    return cluster
+
+
+def cluster_case(cluster: Cluster, name: str, memory: str, data: str) -> dict[str, Any]:
+    """One cluster migration; a case that fails (a loaded host) is recorded as such and the run goes on."""
+    try:
+        return migrate_once(cluster, name, memory, data)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        log(f"  {name}: {exc}")
+        with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+            cluster.run("kubectl", "delete", "vmi", name, "--wait=false")
+        return {"phase": "Error", "error": str(exc)[:300]}
+
+
+def by_hand_case(memory: str, data: str) -> dict[str, Any]:
+    short = Path(tempfile.mkdtemp(prefix="bm", dir=pod_layout.SHORT_RUNTIME_ROOT))
+    try:
+        return asyncio.run(virsh_migration(short, GUEST_IMAGE, memory, data, 49700))
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        return {"error": str(exc)[:300]}
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+
+
+def run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every case on each cluster in turn (before, ours), then by hand: the variants alternate within the run."""
+    clusters: list[tuple[str, Cluster]] = []
     results = []
     try:
+        if args.compare_src is not None:
+            clusters.append(("before", start_cluster(root, args.compare_src.resolve(), "before")))
+        clusters.append(("ours", start_cluster(root, None, "ours")))
         for i, (memory, load, mib) in enumerate(cases(args)):
             data = user_data(mib)
-            entry: dict[str, Any] = {"code": label, "memory": memory, "load": load, "dirty_mib": mib}
-            log(f"{label}: cluster migration {memory} {load}")
-            entry["load_avg"] = round(os.getloadavg()[0], 1)
-            entry["cluster"] = migrate_once(cluster, f"bench-{i}", memory, data)
+            entry: dict[str, Any] = {"memory": memory, "load": load, "dirty_mib": mib}
+            for label, cluster in clusters:
+                log(f"{label}: cluster migration {memory} {load}")
+                entry[f"load_avg_{label}"] = round(os.getloadavg()[0], 1)
+                entry[label] = cluster_case(cluster, f"bench-{i}", memory, data)
             if not args.skip_by_hand:
-                log(f"{label}: virsh migrate {memory} {load}")
-                short = Path(tempfile.mkdtemp(prefix="bm", dir=pod_layout.SHORT_RUNTIME_ROOT))
-                try:
-                    entry["by_hand"] = asyncio.run(virsh_migration(short, GUEST_IMAGE, memory, data, 49700))
-                finally:
-                    shutil.rmtree(short, ignore_errors=True)
-                entry["ratio"] = round(entry["cluster"]["total_s"] / max(entry["by_hand"]["total_s"], 0.01), 2)
+                log(f"virsh migrate {memory} {load}")
+                entry["load_avg_by_hand"] = round(os.getloadavg()[0], 1)
+                entry["by_hand"] = by_hand_case(memory, data)
+                for label, _ in clusters:
+                    if "total_s" in entry[label] and "total_s" in entry["by_hand"]:
+                        ratio = entry[label]["total_s"] / max(entry["by_hand"]["total_s"], 0.01)
+                        entry[f"ratio_{label}"] = round(ratio, 2)
             log(json.dumps(entry))
             results.append(entry)
     finally:
-        subprocess.run(["pykubevirt", "down", "--all"], env=cluster.env(), capture_output=True, check=False)
+        for _, cluster in clusters:
+            subprocess.run(["pykubevirt", "down", "--all"], env=cluster.env(), capture_output=True, check=False)
     return results
 
 
@@ -255,15 +310,12 @@ def main() -> int:
     parser.add_argument("--compare-src", type=Path, help="another src/ tree, run first as the 'before' cluster")
     parser.add_argument("--skip-by-hand", action="store_true", help="no virsh migrate runs")
     args = parser.parse_args()
-    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-migration-") as tmp:
         root = Path(tmp)
-        if args.compare_src is not None:
-            results += run_cluster(root, args.compare_src.resolve(), "before", args)
-        results += run_cluster(root, None, "ours", args)
+        results = run(root, args)
     load = [round(x, 1) for x in os.getloadavg()]
     print(json.dumps({"bench": "migration", "results": results, "load_avg_end": load, "machine": machine()}))
-    return 0 if all(r["cluster"]["phase"] == "Succeeded" for r in results) else 1
+    return 0 if all(r["ours"].get("phase") == "Succeeded" for r in results) else 1
 
 
 if __name__ == "__main__":
