@@ -80,8 +80,17 @@ class ConsoleTail(threading.Thread):
                 first[number] = (host, uptime)
         ordered = sorted(first.items())
         host_gap = guest_gap = 0.0
+        host_at = guest_at = since
         for (a, (ha, ua)), (b, (hb, ub)) in itertools.pairwise(ordered):
-            if b == a + 1:
-                host_gap = max(host_gap, hb - ha)
-                guest_gap = max(guest_gap, ub - ua)
-        return {"host_gap_s": round(host_gap, 3), "guest_gap_s": round(guest_gap, 3), "ticks": len(ordered)}
+            if b == a + 1 and hb - ha > host_gap:
+                host_gap, host_at = hb - ha, ha
+            if b == a + 1 and ub - ua > guest_gap:
+                guest_gap, guest_at = ub - ua, ha
+        return {
+            "host_gap_s": round(host_gap, 3),
+            "guest_gap_s": round(guest_gap, 3),
+            # When (host seconds after `since`) each gap began: at the switch-over, or during the copy.
+            "host_gap_at_s": round(host_at - since, 2),
+            "guest_gap_at_s": round(guest_at - since, 2),
+            "ticks": len(ordered),
+        }
