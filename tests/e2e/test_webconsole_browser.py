@@ -114,7 +114,9 @@ NON_BLANK_CANVAS = """() => {
 }"""
 
 
-def test_login_and_the_live_list_follows_stop_and_start(page: Page, console_url: str) -> None:
+def test_login_and_the_live_list_follows_stop_start_pause_and_unpause(
+    page: Page, console_url: str, console_cluster: UpCluster
+) -> None:
     row = page.locator('tr[data-vm="default/demo"]')
     expect(row.locator('[data-field="status"]')).to_have_text("Running", timeout=30_000)
     expect(row).to_contain_text("node01")
@@ -127,6 +129,11 @@ def test_login_and_the_live_list_follows_stop_and_start(page: Page, console_url:
     expect(row.locator('[data-field="status"]')).to_have_text("Stopped", timeout=90_000)
     row.get_by_role("button", name="Start default/demo", exact=True).click()
     expect(row.locator('[data-field="status"]')).to_have_text("Running", timeout=90_000)
+
+    row.get_by_role("button", name="Pause default/demo", exact=True).click()
+    expect(row.locator('[data-field="status"]')).to_have_text("Paused", timeout=60_000)
+    row.get_by_role("button", name="Unpause default/demo", exact=True).click()
+    expect(row.locator('[data-field="status"]')).to_have_text("Running", timeout=60_000)
 
     # Refused actions show the API's reason: the VM runs already.
     row.get_by_role("button", name="Start default/demo", exact=True).click()
@@ -141,6 +148,8 @@ def test_login_and_the_live_list_follows_stop_and_start(page: Page, console_url:
     page.get_by_role("button", name="Log out").click()
     expect(page.get_by_label("Bearer token")).to_be_visible()
     assert page.evaluate("fetch('/api/v1/namespaces').then(r => r.status)") == 401
+    stored = page.evaluate("JSON.stringify([location.href, {...localStorage}, {...sessionStorage}, document.cookie])")
+    assert token(console_cluster) not in stored
 
 
 def test_serial_console_answers_hostname(page: Page, console_url: str, console_cluster: UpCluster) -> None:
