@@ -7,14 +7,17 @@ APT_PACKAGES=(
   skopeo xorriso syslinux syslinux-common mtools dosfstools cpio kmod strace
   ovmf swtpm swtpm-tools
   containernetworking-plugins nftables iproute2
-  # The web console's front-end is bundled with npm; its browser tests drive Debian's chromium (headless).
-  nodejs npm chromium
+  # The web console's browser tests drive Debian's chromium (headless).
+  chromium
 )
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The web console's front-end is bundled with npm. A host may already have Node.js from elsewhere (NodeSource's
+# nodejs ships npm and conflicts with Debian's npm package), so Debian's are installed only when npm is absent.
+command -v npm >/dev/null || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
