@@ -201,3 +201,19 @@ async def test_a_guest_on_a_shared_claim_moves_without_a_block_copy(
         conn.close()
     # The target's QEMU opened the claim through its own pod's directory.
     assert f"{pod_layout.short_runtime_dir(target.pod_uid)}/vmi-disks/data/disk.img" in xml
+
+
+async def test_an_overdue_migration_that_allows_post_copy_switches_to_it_and_completes(
+    pair: tuple[LauncherProcess, LauncherProcess],
+) -> None:
+    # KubeVirt's monitor: past completionTimeoutPerGiB × the guest's memory, allowPostCopy switches instead of aborting.
+    source, target = pair
+    _, prepared = await running_pair(source, target)
+    request = migrate_request(prepared, bandwidthMiB=1, allowPostCopy=True, completionTimeoutPerGiB=1)
+    await source.client().request("migrate", migration=request)
+    done = await wait_migration(source, "Succeeded")
+    assert done["migration"]["mode"] == "PostCopy"
+    assert done["migration"]["completed"] is True and "abortStatus" not in done["migration"]
+    arrived = await wait_migration(target, "Succeeded")
+    assert arrived["domain"]["state"] == "Running"
+    assert "Starting post copy mode for migration" in source.log()

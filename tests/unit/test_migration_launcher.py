@@ -5,7 +5,7 @@ from __future__ import annotations
 import libvirt
 
 from pykubevirt.launcher import migration_paths
-from pykubevirt.launcher.migration_source import MonitorState, flags, local_disks, params
+from pykubevirt.launcher.migration_source import START_POST_COPY, MonitorState, flags, local_disks, params
 from pykubevirt.launcher.protocol import parse_migration
 
 SOURCE = {"private": "/run/pkv/aaa/private", "ephemeralDisks": "/n1/pods/a/volumes/ephemeral-disks"}
@@ -100,7 +100,18 @@ def test_the_monitor_aborts_a_stuck_or_overlong_migration() -> None:
     assert state.verdict({"data_remaining": 500}, 1.0) == ""
     assert state.verdict({"data_remaining": 400}, 5.0) == ""
     assert state.verdict({"data_remaining": 400}, 14.0) == ""
-    assert state.verdict({"data_remaining": 450}, 15.5) == "Aborting migration: stuck for 10 seconds"
+    assert state.verdict({"data_remaining": 450}, 15.5) == "Live migration stuck for 10 seconds and has been aborted"
     late = MonitorState(started=0.0, acceptable_seconds=30.0, progress_timeout=150.0)
     assert late.verdict({"data_remaining": 10}, 10.0) == ""
-    assert late.verdict({"data_remaining": 5}, 31.0) == "Aborting migration: not completed after 30 seconds"
+    assert late.verdict({"data_remaining": 5}, 31.0) == (
+        "Live migration is not completed after 31 seconds and has been aborted"
+    )
+
+
+def test_an_overdue_migration_switches_to_post_copy_when_allowed_and_is_then_left_alone() -> None:
+    state = MonitorState(started=0.0, acceptable_seconds=30.0, progress_timeout=10.0)
+    assert state.verdict({"data_remaining": 10}, 29.0, post_copy_allowed=True) == ""
+    # Overdue and stuck at once: post-copy comes first, as in KubeVirt's monitor.
+    assert state.verdict({"data_remaining": 10}, 45.0, post_copy_allowed=True) == START_POST_COPY
+    state.post_copy = True
+    assert state.verdict({"data_remaining": 10}, 500.0, post_copy_allowed=True) == ""

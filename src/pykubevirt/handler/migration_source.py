@@ -142,6 +142,8 @@ class OutgoingMigrations:
                 f"VirtualMachineInstance migration uid {state['migrationUid']} failed. reason:{reason}",
             )
             return None
+        if outgoing.get("mode") == "PostCopy" and state.get("mode") != "PostCopy":
+            await _patch(client, vmi, {"mode": "PostCopy"})
         if state.get("abortRequested") and outgoing.get("state") == "Running" and not outgoing.get("abortStatus"):
             try:
                 await launcher.request("cancelmigration")

@@ -25,6 +25,8 @@ log = logging.getLogger("pykubevirt.launcher.migration")
 
 MONITOR_INTERVAL_SECONDS = 0.4
 ABORTED_REASON = "Live migration has been aborted"
+# The monitor's verdict when an overdue migration may switch to post-copy instead of being aborted.
+START_POST_COPY = "start post-copy"
 # Defaults of KubeVirt's MigrationConfiguration (pkg/virt-config).
 DEFAULT_PROGRESS_TIMEOUT = 150
 DEFAULT_COMPLETION_TIMEOUT_PER_GIB = 150
@@ -104,19 +106,26 @@ class MonitorState:
     progress_timeout: float
     last_remaining: int = -1
     last_progress: float = 0.0
+    post_copy: bool = False
     stats: dict[str, Any] = field(default_factory=dict)
 
-    def verdict(self, stats: dict[str, Any], at: float) -> str:
-        """An abort reason, or "" while the migration may go on."""
+    def verdict(self, stats: dict[str, Any], at: float, *, post_copy_allowed: bool = False) -> str:
+        """An abort reason, START_POST_COPY, or "" while the migration may go on (KubeVirt's order of checks)."""
         self.stats = stats
         remaining = int(stats.get("data_remaining", -1))
         if self.last_remaining < 0 or 0 <= remaining < self.last_remaining:
             self.last_remaining = remaining
             self.last_progress = at
+        if self.post_copy:
+            # The guest already runs on the target: aborting now would lose its state.
+            return ""
+        overdue = at - self.started > self.acceptable_seconds
+        if overdue and post_copy_allowed:
+            return START_POST_COPY
         if at - self.last_progress > self.progress_timeout:
-            return f"Aborting migration: stuck for {int(at - self.last_progress)} seconds"
-        if at - self.started > self.acceptable_seconds:
-            return f"Aborting migration: not completed after {int(self.acceptable_seconds)} seconds"
+            return f"Live migration stuck for {int(at - self.last_progress)} seconds and has been aborted"
+        if overdue:
+            return f"Live migration is not completed after {int(at - self.started)} seconds and has been aborted"
         return ""
 
 
@@ -146,7 +155,7 @@ class MigrationSource:
         try:
             await asyncio.to_thread(self._migrate)
         except libvirt.libvirtError as exc:
-            reason = ABORTED_REASON if "abortStatus" in self.status else self._abort_reason or str(exc)
+            reason = self._abort_reason or (ABORTED_REASON if "abortStatus" in self.status else str(exc))
             log.warning("migration failed: %s", exc)
             self.status.update({"state": "Failed", "failed": True, "failureReason": reason, "endTimestamp": now()})
             if self.status.get("abortStatus") == "Aborting":
@@ -188,8 +197,18 @@ class MigrationSource:
             if not stats or stats.get("type") == libvirt.VIR_DOMAIN_JOB_NONE:
                 continue
             self.status["progress"] = progress(stats)
-            reason = state.verdict(stats, time.monotonic())
-            if reason:
+            reason = state.verdict(stats, time.monotonic(), post_copy_allowed=bool(self.request.get("allowPostCopy")))
+            if reason == START_POST_COPY:
+                log.info("Starting post copy mode for migration")
+                try:
+                    await asyncio.to_thread(self.domain.migrateStartPostCopy, 0)
+                except libvirt.libvirtError as exc:
+                    log.error("failed to start post migration: %s", exc)
+                    continue
+                state.post_copy = True
+                self.status["mode"] = "PostCopy"
+                self.publish()
+            elif reason:
                 log.warning("%s", reason)
                 self._abort_reason = reason
                 await self.abort()

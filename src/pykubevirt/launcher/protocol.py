@@ -103,6 +103,8 @@ class MigrationStatus(TypedDict, total=False):
     abortRequested: bool
     abortStatus: str
     migrateDisks: list[str]
+    # PostCopy once the monitor switched an overdue migration (the policy's allowPostCopy); absent means pre-copy.
+    mode: str
     # libvirt's job statistics (jobStats names).
     progress: dict[str, int]
     # Target: where the source sends the domain.
