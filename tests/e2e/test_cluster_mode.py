@@ -128,6 +128,6 @@ def test_killing_the_leading_virt_controller_hands_over_to_the_other_replica(pla
     successor = eventually_sync(lambda: (h := holder()) != leader and h, timeout=30, interval=0.2)
     took = time.monotonic() - killed
     assert successor in {p.name for p in replicas} - {leader}
-    # KubeVirt's lease: 15 s from the last renewal (every 2 s), then the next 2 s retry of the candidate.
-    assert took < 17.5, f"handed over after {took:.1f}s"
+    # deploy/'s lease: 10 s from the last renewal, then the candidate's next 2 s retry; the issue's bound is 15 s.
+    assert took < 15.0, f"handed over after {took:.1f}s"
     print(f"virt-controller leadership handed over {took:.1f}s after SIGKILL")
