@@ -307,7 +307,7 @@ async def density_run(root: Path, count: int) -> dict[str, Any]:
         "virt-controller": ("--launcher-libvirt-uri", "test:///default"),
         "node": (
             *("--max-pods", str(count + 10), "--capacity-override", f"memory={count}Gi"),
-            *("--capacity-override", f"cpu={count // 10 + 2}"),
+            *("--capacity-override", f"cpu={count // 5 + 2}"),  # 100m a launcher, with room for the others
         ),
     }
     cluster = BenchCluster(root, extra)
