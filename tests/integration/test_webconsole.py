@@ -4,28 +4,34 @@ session's token (watch streams included), and what it refuses (no session, cross
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 
 from pykubevirt.cli.cluster_layout import pykubevirt_argv
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.resources import DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 from tests.integration.conftest import unique, vm_manifest
 from tests.support.apiserver_process import APIServerProcess
+from tests.support.storage_plane import storage_plane
+from tests.support.waiting import eventually
 
 VMS = "/apis/kubevirt.io/v1/namespaces/{}/virtualmachines"
 
 
-@pytest.fixture
-def console(apiserver: APIServerProcess, tmp_path: Path) -> Iterator[str]:
-    """`pykubevirt webconsole` on loopback for the session's API server; its base URL."""
+@contextlib.contextmanager
+def console_for(kubeconfig: Path, tmp_path: Path) -> Iterator[str]:
+    """`pykubevirt webconsole` on loopback for the API server of `kubeconfig`; its base URL."""
     address_file = tmp_path / "address"
     log = (tmp_path / "webconsole.log").open("w")
-    argv = pykubevirt_argv("webconsole", "--kubeconfig", str(apiserver.kubeconfig), "--address-file", str(address_file))
+    argv = pykubevirt_argv("webconsole", "--kubeconfig", str(kubeconfig), "--address-file", str(address_file))
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(300):
@@ -38,6 +44,12 @@ def console(apiserver: APIServerProcess, tmp_path: Path) -> Iterator[str]:
         process.terminate()
         process.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture
+def console(apiserver: APIServerProcess, tmp_path: Path) -> Iterator[str]:
+    with console_for(apiserver.kubeconfig, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture
@@ -132,3 +144,68 @@ async def test_websockets_from_another_origin_are_refused(
     with pytest.raises(aiohttp.WSServerHandshakeError) as missing:
         await browser.ws_connect(console + path, headers={"Origin": console}, protocols=("plain.kubevirt.io",))
     assert missing.value.status == 404
+
+
+async def test_an_upload_streams_through_the_console_to_cdis_upload_proxy(
+    browser: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """The browser's path for an upload: an upload DataVolume, an UploadTokenRequest, and the image POSTed to the
+    console's /v1beta1/upload with that token, streamed on to the API server's proxy and the upload server."""
+    server = APIServerProcess(tmp_path / "apiserver").start()
+    try:
+        async with storage_plane(server, tmp_path, "console-node") as plane:
+            with console_for(server.kubeconfig, tmp_path) as console:
+                await upload_through(console, browser, server, plane.admin, tmp_path)
+    finally:
+        server.stop()
+
+
+async def upload_through(
+    console: str, browser: aiohttp.ClientSession, server: APIServerProcess, admin: KubeClient, tmp_path: Path
+) -> None:
+    async with browser.post(console + "/console/login", json={"token": server.token()}, headers=OURS) as reply:
+        assert reply.status == 200
+    ns = "default"
+    dv = {
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": "uploaded"},
+        "spec": {"source": {"upload": {}}, "storage": {"resources": {"requests": {"storage": "16Mi"}}}},
+    }
+    async with browser.post(
+        f"{console}/apis/cdi.kubevirt.io/v1beta1/namespaces/{ns}/datavolumes", json=dv, headers=OURS
+    ) as reply:
+        assert reply.status == 201, await reply.text()
+    tokens = f"{console}/apis/upload.cdi.kubevirt.io/v1beta1/namespaces/{ns}/uploadtokenrequests"
+    request = {
+        "apiVersion": "upload.cdi.kubevirt.io/v1beta1",
+        "kind": "UploadTokenRequest",
+        "spec": {"pvcName": "uploaded"},
+    }
+    async with browser.post(tokens, json=request, headers=OURS) as reply:
+        assert reply.status == 201, await reply.text()
+        upload_token = (await reply.json())["status"]["token"]
+
+    image = bytes(range(256)) * 4096 * 4  # 4 MiB, not zeros, sent in 64 KiB pieces as a browser does
+    upload = console + "/v1beta1/upload"
+    async with browser.post(upload, data=image, headers={"Authorization": f"Bearer {upload_token}"}) as reply:
+        assert reply.status == 403, "an upload without the console's header is refused"
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(image), 64 * 1024):
+            yield image[start : start + 64 * 1024]
+
+    headers = {**OURS, "Authorization": f"Bearer {upload_token}", "Content-Length": str(len(image))}
+    async with browser.post(upload, data=pieces(), headers=headers) as reply:
+        assert reply.status == 200, await reply.text()
+
+    async def succeeded() -> dict[str, Any] | None:
+        dv = await admin.get(DATA_VOLUMES, "uploaded", ns)
+        return dv if (dv.get("status") or {}).get("phase") == "Succeeded" else None
+
+    uploaded = await eventually(succeeded, timeout=30)
+    assert uploaded["status"]["progress"] == "100.0%"
+    pvc = await admin.get(PERSISTENT_VOLUME_CLAIMS, "uploaded", ns)
+    pv = await admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"])
+    with (Path(pv["spec"]["hostPath"]["path"]) / "disk.img").open("rb") as disk:
+        assert disk.read(len(image)) == image

@@ -26,6 +26,8 @@ CSP = (
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SESSIONS = web.AppKey("sessions", Sessions)
 UPSTREAM = web.AppKey("upstream", Upstream)
+# CDI's upload proxy paths, which the API server serves outside /api and /apis.
+UPLOAD_PATHS = ("/v1beta1/upload", "/v1alpha1/upload")
 SELF_SUBJECT_REVIEW = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
 
@@ -108,6 +110,20 @@ async def forward(request: web.Request) -> web.StreamResponse:
     return await request.app[UPSTREAM].forward(request, session.token)
 
 
+async def upload(request: web.Request) -> web.StreamResponse:
+    """CDI's upload proxy path: the body streams through to the API server's proxy, never held here whole. The
+    session must exist, and the browser sends the upload token it got from an UploadTokenRequest as its bearer."""
+    session = request.app[SESSIONS].get(request.cookies.get(COOKIE))
+    if session is None:
+        return _failure(401, "Unauthorized", "log in with a bearer token")
+    if request.headers.get("X-Console") != "1":
+        return _failure(403, "Forbidden", "uploads need the X-Console header")
+    scheme, _, upload_token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not upload_token.strip():
+        return _failure(400, "BadRequest", "send the upload token from an UploadTokenRequest as the bearer")
+    return await request.app[UPSTREAM].upload(request, upload_token.strip())
+
+
 async def node_metrics(request: web.Request) -> web.Response:
     """The node's virt-handler /metrics (per-VMI CPU, memory, network), for the VM page's charts. Only the user's
     token reaches it: the node is read with it, and virt-handler checks it with the API server (401/403)."""
@@ -146,6 +162,8 @@ def make_app(upstream: Upstream, sessions: Sessions | None = None) -> web.Applic
     app.router.add_post("/console/logout", logout)
     app.router.add_get("/console/whoami", whoami)
     app.router.add_get("/console/nodes/{node}/metrics", node_metrics)
+    for path in UPLOAD_PATHS:
+        app.router.add_post(path, upload)
     for prefix in ("/api", "/apis"):
         app.router.add_route("*", prefix, forward)
         app.router.add_route("*", prefix + "/{tail:.*}", forward)
