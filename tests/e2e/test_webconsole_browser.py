@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -201,6 +202,13 @@ def test_yaml_edit_shows_the_servers_422_and_a_vm_is_created_from_an_instancetyp
     errors.get_by_role("button", name=re.compile(r"^line \d+$")).click()
     selected = "(e => e.value.slice(e.selectionStart, e.selectionEnd))(document.getElementById('yaml'))"
     assert page.evaluate(selected) == "Sometimes"
+    # The cause also sits right under its field's line in the text, as a marked note ("# ⚠ ..."), the line marked too.
+    lines = editor.input_value().split("\n")
+    at = next(i for i, line in enumerate(lines) if line.strip() == "runStrategy: Sometimes")
+    assert lines[at + 1].strip().startswith("# ⚠ ") and "runStrategy" in lines[at + 1], lines[at : at + 2]
+    expect(page.locator(".yaml-layer .bad")).to_have_count(1)
+    expect(page.locator(".yaml-layer .note")).to_contain_text("runStrategy")
+    assert page.locator(".yaml-layer > div").count() == len(lines), "the marks layer mirrors the text line by line"
     screenshot(page, "vm-yaml-422")
 
     # Create a VM from a cluster instancetype, see it run, and delete it from its page.
@@ -216,3 +224,35 @@ def test_yaml_edit_shows_the_servers_422_and_a_vm_is_created_from_an_instancetyp
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Delete default/from-type").click()
     wait_for(lambda: console_cluster.jsonpath("vm", "from-type", "{.metadata.name}") == "", "from-type deleted", 120)
+
+
+def test_a_disk_image_uploaded_from_the_create_page_fills_its_datavolume(
+    page: Page, console_url: str, console_cluster: UpCluster, tmp_path: Path
+) -> None:
+    raw, qcow2 = tmp_path / "disk.raw", tmp_path / "disk.qcow2"
+    raw.write_bytes(bytes(range(256)) * 4096 * 8)  # 8 MiB that are not zeros
+    subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2)], check=True)
+    console_cluster.run("kubectl", "apply", "-f", "-", stdin=TINY_INSTANCETYPE)
+    page.get_by_role("link", name="Create VM").click()
+    page.get_by_label("Name", exact=True).fill("uploaded")
+    expect(page.get_by_label("Instancetype")).to_contain_text("tiny", timeout=15_000)
+    page.get_by_label("Instancetype").select_option("tiny")
+    page.get_by_label("Boot disk").select_option("upload")
+    page.get_by_label("Disk image file").set_input_files(str(qcow2))
+    page.get_by_label("DataVolume size").fill("64Mi")
+    page.get_by_label("Start it now").uncheck()
+    page.get_by_role("button", name="Create").click()
+    stage = page.locator("#upload-stage")
+    expect(stage).to_contain_text("Uploaded disk.qcow2", timeout=60_000)
+    expect(page.locator("#upload-progress")).to_have_js_property("value", 100)
+    expect(page.locator("#notice")).to_contain_text("Created default/uploaded")
+    screenshot(page, "create-upload")
+
+    # The DataVolumes page follows CDI's processing of the upload to the end.
+    stage.get_by_role("link", name="DataVolumes").click()
+    row = page.locator('tr[data-dv="default/uploaded-rootdisk"]')
+    expect(row.locator('[data-field="phase"]')).to_have_text("Succeeded", timeout=60_000)
+    expect(row.locator('[data-field="progress"]')).to_contain_text("100.0%")
+    expect(row.locator("progress")).to_have_js_property("value", 100)
+    screenshot(page, "datavolumes")
+    console_cluster.run("kubectl", "delete", "vm", "uploaded", "--wait=false")

@@ -1,4 +1,4 @@
-// DataVolumes: phase and import progress, kept current by a watch.
+// DataVolumes: phase and import or upload processing progress (status.progress), kept current by a watch.
 import { listWatch } from "./api.js";
 import { age, h, notify } from "./dom.js";
 
@@ -30,11 +30,11 @@ export function dataVolumesPage(root) {
           const size = dv.spec?.storage?.resources?.requests?.storage || dv.spec?.pvc?.resources?.requests?.storage || "";
           return h(
             "tr",
-            {},
+            { "data-dv": `${dv.metadata.namespace}/${dv.metadata.name}` },
             h("td", {}, dv.metadata.name),
             h("td", {}, dv.metadata.namespace),
-            h("td", {}, dv.status?.phase || ""),
-            h("td", {}, h("progress", { max: "100", value: String(progress), "aria-label": `${dv.metadata.name} progress` }), ` ${dv.status?.progress || ""}`),
+            h("td", { "data-field": "phase" }, dv.status?.phase || ""),
+            h("td", { "data-field": "progress" }, h("progress", { max: "100", value: String(progress), "aria-label": `${dv.metadata.name} progress` }), ` ${dv.status?.progress || ""}`),
             h("td", {}, source),
             h("td", {}, size),
             h("td", {}, age(dv.metadata.creationTimestamp)),

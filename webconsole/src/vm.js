@@ -5,7 +5,8 @@ import { age, h, notify } from "./dom.js";
 import { vmCharts } from "./charts.js";
 import { serialConsole } from "./serial.js";
 import { vncConsole } from "./vnc.js";
-import { parse, parseDocument, stringify } from "yaml";
+import { parse, stringify } from "yaml";
+import { annotate, annotatedTextarea, fieldRange } from "./yamlnotes.js";
 
 const TABS = [
   ["overview", "Overview"],
@@ -155,18 +156,24 @@ function events(panel, namespace, name) {
 
 async function yamlEditor(panel, path) {
   const errors = h("div", { id: "yaml-errors", className: "form-error", role: "alert" });
-  const text = h("textarea", { id: "yaml", spellcheck: "false", rows: 24, "aria-describedby": "yaml-errors" });
+  const editor = annotatedTextarea({ id: "yaml", spellcheck: "false", rows: 24, "aria-describedby": "yaml-errors" });
+  const text = editor.text;
   const save = h("button", { type: "button", onclick: submit }, "Save");
   const reload = h("button", { type: "button", onclick: load }, "Reload");
-  // The server's refusal goes right above the editor, where it is seen without scrolling.
-  panel.replaceChildren(h("label", { for: "yaml" }, "VirtualMachine YAML"), errors, h("div", { className: "actions" }, save, reload), text);
+  // The server's refusal goes right above the editor, where it is seen without scrolling, and each cause also under
+  // its field's line in the text.
+  panel.replaceChildren(h("label", { for: "yaml" }, "VirtualMachine YAML"), errors, h("div", { className: "actions" }, save, reload), editor.wrapper);
 
+  function show(value, bad = []) {
+    text.value = value;
+    editor.setBadLines(bad);
+  }
   async function load() {
     errors.replaceChildren();
     try {
       const object = await get(path);
       delete object.metadata.managedFields;
-      text.value = stringify(object);
+      show(stringify(object));
     } catch (error) {
       errors.replaceChildren(h("p", {}, error.message));
     }
@@ -183,10 +190,12 @@ async function yamlEditor(panel, path) {
     try {
       const saved = await request("PUT", path, object);
       delete saved.metadata.managedFields;
-      text.value = stringify(saved);
+      show(stringify(saved));
       notify("Saved", "ok");
     } catch (error) {
       const causes = error instanceof ApiError ? error.status.details?.causes || [] : [];
+      const annotated = annotate(text.value, causes);
+      show(annotated.text, annotated.bad);
       errors.replaceChildren(
         h("p", { "data-code": error.code || "" }, `${error.code || ""} ${error.message}`.trim()),
         causes.length ? h("ul", {}, causes.map((c) => causeItem(c))) : null,
@@ -214,21 +223,4 @@ async function yamlEditor(panel, path) {
     );
   }
   await load();
-}
-
-function fieldRange(source, field) {
-  if (!field) return null;
-  const path = [];
-  for (const part of field.split(".")) {
-    const match = /^([^[\]]*)((?:\[\d+\])*)$/.exec(part);
-    if (!match) return null;
-    if (match[1]) path.push(match[1]);
-    for (const index of match[2].matchAll(/\[(\d+)\]/g)) path.push(Number(index[1]));
-  }
-  try {
-    const node = parseDocument(source).getIn(path, true);
-    return node?.range ? [node.range[0], node.range[1]] : null;
-  } catch {
-    return null;
-  }
 }
