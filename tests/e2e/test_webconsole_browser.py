@@ -1,6 +1,7 @@
 """The web console in a real browser (Debian's chromium, headless, driven by Playwright) against `pykubevirt up`
 with the demo VM: log in with the token, watch the VM stop and start, type into the serial console, and see the API
-server's 422 for an invalid YAML edit. Screenshots go to tests/artifacts/webconsole/ (PYKUBEVIRT_UPDATE_SCREENSHOTS=1
+server's 422 for an invalid YAML edit next to its field, and VMs created on DataVolumes imported from a URL or
+uploaded from the browser. Screenshots go to tests/artifacts/webconsole/ (PYKUBEVIRT_UPDATE_SCREENSHOTS=1
 also copies them to docs/screenshots/, which the README shows)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import yaml
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.e2e.conftest import UpCluster, started_up_cluster, wait_for
+from tests.e2e.test_persistent_disks import loopback_file_server
 from tests.paths import REPO
 
 pytestmark = pytest.mark.e2e
@@ -226,21 +228,38 @@ def test_yaml_edit_shows_the_servers_422_and_a_vm_is_created_from_an_instancetyp
     wait_for(lambda: console_cluster.jsonpath("vm", "from-type", "{.metadata.name}") == "", "from-type deleted", 120)
 
 
-def test_a_disk_image_uploaded_from_the_create_page_fills_its_datavolume(
+def test_vms_created_on_a_new_datavolume_from_a_url_and_from_an_uploaded_image(
     page: Page, console_url: str, console_cluster: UpCluster, tmp_path: Path
 ) -> None:
     raw, qcow2 = tmp_path / "disk.raw", tmp_path / "disk.qcow2"
     raw.write_bytes(bytes(range(256)) * 4096 * 8)  # 8 MiB that are not zeros
     subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2)], check=True)
     console_cluster.run("kubectl", "apply", "-f", "-", stdin=TINY_INSTANCETYPE)
-    page.get_by_role("link", name="Create VM").click()
-    page.get_by_label("Name", exact=True).fill("uploaded")
-    expect(page.get_by_label("Instancetype")).to_contain_text("tiny", timeout=15_000)
-    page.get_by_label("Instancetype").select_option("tiny")
-    page.get_by_label("Boot disk").select_option("upload")
+
+    def fill_create_form(name: str, kind: str) -> None:
+        page.get_by_role("link", name="Create VM").click()
+        page.get_by_label("Name", exact=True).fill(name)
+        expect(page.get_by_label("Instancetype")).to_contain_text("tiny", timeout=15_000)
+        page.get_by_label("Instancetype").select_option("tiny")
+        page.get_by_label("Boot disk").select_option(kind)
+        page.get_by_label("DataVolume size").fill("64Mi")
+        page.get_by_label("Start it now").uncheck()
+
+    # A dataVolumeTemplate importing over http, as KubeVirt's: the VM controller creates the DataVolume.
+    with loopback_file_server(tmp_path) as port:
+        fill_create_form("imported", "http")
+        page.get_by_label("Image URL (http or https)").fill(f"http://127.0.0.1:{port}/disk.qcow2")
+        page.get_by_role("button", name="Create").click()
+        expect(page.get_by_role("heading", name="default/imported")).to_be_visible(timeout=15_000)
+        wait_for(
+            lambda: console_cluster.jsonpath("dv", "imported-rootdisk", "{.status.phase}") == "Succeeded",
+            "imported-rootdisk Succeeded",
+            60,
+        )
+
+    # An upload: the browser sends the file through the console to CDI's upload proxy, with a progress bar.
+    fill_create_form("uploaded", "upload")
     page.get_by_label("Disk image file").set_input_files(str(qcow2))
-    page.get_by_label("DataVolume size").fill("64Mi")
-    page.get_by_label("Start it now").uncheck()
     page.get_by_role("button", name="Create").click()
     stage = page.locator("#upload-stage")
     expect(stage).to_contain_text("Uploaded disk.qcow2", timeout=60_000)
@@ -248,11 +267,12 @@ def test_a_disk_image_uploaded_from_the_create_page_fills_its_datavolume(
     expect(page.locator("#notice")).to_contain_text("Created default/uploaded")
     screenshot(page, "create-upload")
 
-    # The DataVolumes page follows CDI's processing of the upload to the end.
+    # The DataVolumes page follows CDI's processing to the end.
     stage.get_by_role("link", name="DataVolumes").click()
-    row = page.locator('tr[data-dv="default/uploaded-rootdisk"]')
-    expect(row.locator('[data-field="phase"]')).to_have_text("Succeeded", timeout=60_000)
-    expect(row.locator('[data-field="progress"]')).to_contain_text("100.0%")
-    expect(row.locator("progress")).to_have_js_property("value", 100)
+    for name in ("imported-rootdisk", "uploaded-rootdisk"):
+        row = page.locator(f'tr[data-dv="default/{name}"]')
+        expect(row.locator('[data-field="phase"]')).to_have_text("Succeeded", timeout=60_000)
+        expect(row.locator('[data-field="progress"]')).to_contain_text("100.0%")
+        expect(row.locator("progress")).to_have_js_property("value", 100)
     screenshot(page, "datavolumes")
-    console_cluster.run("kubectl", "delete", "vm", "uploaded", "--wait=false")
+    console_cluster.run("kubectl", "delete", "vm", "imported", "uploaded", "--wait=false")
