@@ -27,11 +27,11 @@ VMS = "/apis/kubevirt.io/v1/namespaces/{}/virtualmachines"
 
 
 @contextlib.contextmanager
-def console_for(kubeconfig: Path, tmp_path: Path) -> Iterator[str]:
+def console_for(kubeconfig: Path, tmp_path: Path, *flags: str) -> Iterator[str]:
     """`pykubevirt webconsole` on loopback for the API server of `kubeconfig`; its base URL."""
     address_file = tmp_path / "address"
     log = (tmp_path / "webconsole.log").open("w")
-    argv = pykubevirt_argv("webconsole", "--kubeconfig", str(kubeconfig), "--address-file", str(address_file))
+    argv = pykubevirt_argv("webconsole", "--kubeconfig", str(kubeconfig), "--address-file", str(address_file), *flags)
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(300):
@@ -150,12 +150,23 @@ async def test_an_upload_streams_through_the_console_to_cdis_upload_proxy(
     browser: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     """The browser's path for an upload: an upload DataVolume, an UploadTokenRequest, and the image POSTed to the
-    console's /v1beta1/upload with that token, streamed on to the API server's proxy and the upload server."""
+    console's /v1beta1/upload with that token, streamed on to the upload proxy named by --uploadproxy-url (the API
+    server's here; without the flag the console takes the API server's too, as `up` runs it) and the upload server."""
     server = APIServerProcess(tmp_path / "apiserver").start()
+    flags = ("--uploadproxy-url", server.url, "--uploadproxy-insecure")
     try:
         async with storage_plane(server, tmp_path, "console-node") as plane:
-            with console_for(server.kubeconfig, tmp_path) as console:
+            with console_for(server.kubeconfig, tmp_path, *flags) as console:
                 await upload_through(console, browser, server, plane.admin, tmp_path)
+            # The flag is where uploads go: a console given a closed port says so, and nothing is sent elsewhere.
+            (tmp_path / "closed").mkdir()
+            closed = ("--uploadproxy-url", "http://127.0.0.1:9")
+            with console_for(server.kubeconfig, tmp_path / "closed", *closed) as console:
+                await login(browser, console, server)
+                headers = {**OURS, "Authorization": "Bearer some.upload.token"}
+                async with browser.post(console + "/v1beta1/upload", data=b"x" * 1024, headers=headers) as reply:
+                    assert reply.status == 503
+                    assert "the upload proxy http://127.0.0.1:9 cannot be reached" in (await reply.json())["message"]
     finally:
         server.stop()
 
@@ -163,8 +174,7 @@ async def test_an_upload_streams_through_the_console_to_cdis_upload_proxy(
 async def upload_through(
     console: str, browser: aiohttp.ClientSession, server: APIServerProcess, admin: KubeClient, tmp_path: Path
 ) -> None:
-    async with browser.post(console + "/console/login", json={"token": server.token()}, headers=OURS) as reply:
-        assert reply.status == 200
+    await login(browser, console, server)
     ns = "default"
     dv = {
         "apiVersion": "cdi.kubevirt.io/v1beta1",
@@ -209,3 +219,8 @@ async def upload_through(
     pv = await admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"])
     with (Path(pv["spec"]["hostPath"]["path"]) / "disk.img").open("rb") as disk:
         assert disk.read(len(image)) == image
+
+
+async def login(browser: aiohttp.ClientSession, console: str, server: APIServerProcess) -> None:
+    async with browser.post(console + "/console/login", json={"token": server.token()}, headers=OURS) as reply:
+        assert reply.status == 200, await reply.text()

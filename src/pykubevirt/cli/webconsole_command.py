@@ -27,7 +27,7 @@ async def serve(args: argparse.Namespace) -> int:
 
     from pykubevirt.client.config import ConfigError, load_config
     from pykubevirt.webconsole.app import STATIC_DIR, make_app
-    from pykubevirt.webconsole.upstream import Upstream, upstream_ssl
+    from pykubevirt.webconsole.upstream import Upstream, upload_proxy_ssl, upstream_ssl
 
     try:
         config = load_config(args.kubeconfig)
@@ -40,7 +40,12 @@ async def serve(args: argparse.Namespace) -> int:
         log.warning("the front-end is not built (%s/dist is missing): run `make setup`", STATIC_DIR)
     address_file = Path(args.address_file) if args.address_file else None
     # A browser that leaves a page drops its watches: cancelling their handlers ends the upstream watches too.
-    app = make_app(Upstream(config.server, upstream_ssl(config)))
+    upload_proxy = args.uploadproxy_url.rstrip("/")
+    if upload_proxy and "://" not in upload_proxy:
+        upload_proxy = "https://" + upload_proxy
+    upstream = Upstream(config.server, upstream_ssl(config))
+    upstream.upload_proxy, upstream.upload_context = upload_proxy, upload_proxy_ssl(args.uploadproxy_insecure)
+    app = make_app(upstream)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=2.0)
     await runner.setup()
     try:
@@ -83,6 +88,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument(
         "--listen", type=listen_address, default="127.0.0.1:0", help="HOST:PORT to serve on (default: loopback)"
+    )
+    parser.add_argument(
+        "--uploadproxy-url",
+        default="",
+        metavar="URL",
+        help="CDI's upload proxy for uploads from the browser (default: the API server's, as virtctl image-upload)",
+    )
+    parser.add_argument(
+        "--uploadproxy-insecure", action="store_true", help="do not check the upload proxy's TLS certificate"
     )
     parser.add_argument("--address-file", default="", metavar="FILE", help="write the HOST:PORT served on here")
     parser.set_defaults(func=run)

@@ -38,6 +38,17 @@ _DROPPED_RESPONSE = frozenset(
 )
 
 
+def upload_proxy_ssl(insecure: bool) -> ssl.SSLContext | bool:
+    """CDI's proxy has its own CA: the system's trust, or no checks at all with --uploadproxy-insecure (as virtctl's
+    --insecure)."""
+    if not insecure:
+        return True
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def upstream_ssl(config: ClientConfig) -> ssl.SSLContext | bool:
     """Trust the cluster's CA, and present no client certificate: the user's token is the only credential."""
     if not config.server.startswith("https"):
@@ -56,6 +67,9 @@ class Upstream:
     server: str
     context: ssl.SSLContext | bool
     session: aiohttp.ClientSession | None = None
+    # CDI's upload proxy; "" is the API server's own (the embedded cluster serves CDI's upload paths on its port).
+    upload_proxy: str = ""
+    upload_context: ssl.SSLContext | bool = True
 
     def _session(self) -> aiohttp.ClientSession:
         if self.session is None:
@@ -128,7 +142,7 @@ class Upstream:
             return unavailable(exc)
 
     async def upload(self, request: web.Request, upload_token: str) -> web.Response:
-        """A disk image to CDI's upload proxy on the API server (as `virtctl image-upload` without --uploadproxy-url),
+        """A disk image to CDI's upload proxy (as `virtctl image-upload`: the API server's unless one is named),
         streamed as it arrives: the proxy checks the upload token, which names one claim, not the user's token."""
         headers = {
             "Authorization": f"Bearer {upload_token}",
@@ -137,12 +151,15 @@ class Upstream:
         if request.content_length is not None:
             headers["Content-Length"] = str(request.content_length)
         try:
+            proxy, context = (
+                (self.upload_proxy, self.upload_context) if self.upload_proxy else (self.server, self.context)
+            )
             async with self._session().post(
-                self.server + request.path, data=request.content, headers=headers, ssl=self.context
+                proxy + request.path, data=request.content, headers=headers, ssl=context
             ) as reply:
                 return web.Response(status=reply.status, text=await reply.text())
         except (aiohttp.ClientError, OSError) as exc:
-            return unavailable(exc)
+            return web.json_response(_status(503, f"the upload proxy {proxy} cannot be reached: {exc}"), status=503)
 
     async def _websocket(self, request: web.Request, token: str) -> web.StreamResponse:
         offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
