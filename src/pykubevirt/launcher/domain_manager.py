@@ -175,9 +175,15 @@ class DomainManager:
             domain = self._domain()
             if domain is None:
                 return DomainState("NoState", "Unknown")
-            state, reason = domain.state()
-            # virDomainGetInfo's memory (KiB): the current memory KubeVirt reports as status.memory.guestCurrent.
-            self.current_memory = int(domain.info()[2]) * 1024
+            try:
+                state, reason = domain.state()
+                # virDomainGetInfo's memory (KiB): the current memory KubeVirt reports as status.memory.guestCurrent.
+                self.current_memory = int(domain.info()[2]) * 1024
+            except libvirt.libvirtError as exc:
+                # Undefined between the lookup and the read (a migration's UNDEFINE_SOURCE, a concurrent delete).
+                if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                    raise
+                return DomainState("NoState", "Unknown")
             return from_libvirt(state, reason)
 
         return await asyncio.to_thread(read)
