@@ -20,7 +20,7 @@ from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.backend_storage import BackendStorage
-from pykubevirt.controller.launcher_pod import LauncherSettings, render_launcher_pod
+from pykubevirt.controller.launcher_pod import LauncherSettings, launcher_pod_selector, render_launcher_pod
 from pykubevirt.controller.migration_receiver import waits_for_sync
 from pykubevirt.controller.multus_annotations import sync_multus_status
 from pykubevirt.controller.status_coalescing import HeldWrites, only_details_changed
@@ -78,6 +78,8 @@ class VMIController:
         self.settings = settings
         self.clock = clock
         self.pod_expectations = ControllerExpectations()
+        # VMIs whose last pod create failed with its connection, so whether the pod exists is unknown.
+        self._ambiguous_creates: set[str] = set()
         self.held_status = HeldWrites()
         # Persistent EFI/TPM state needs claims to be watched; without them such a VMI's state stays in its pod.
         self.backend_storage = BackendStorage(client, claims, storage_classes) if claims is not None else None
@@ -186,9 +188,20 @@ class VMIController:
             template = render_launcher_pod(vmi, self.settings, pvcs=claims, backend_claim=backend_claim)
         except (ValueError, KeyError) as exc:
             return SyncError(f"failed to render launch manifest: {exc}", FAILED_CREATE_POD), None
+        namespace = vmi["metadata"]["namespace"]
+        if key in self._ambiguous_creates:
+            # The last create's answer was lost with its connection: the API server may have stored the pod without
+            # the informer having shown it yet. Ask the server itself before making a second launcher pod.
+            listed = await self.client.list(PODS, namespace, label_selector=launcher_pod_selector(vmi))
+            self._ambiguous_creates.discard(key)
+            if any(not p["metadata"].get("deletionTimestamp") for p in listed.get("items") or []):
+                return None, None  # the informer brings the pod, and the VMI back with it
         try:
             with self.pod_expectations.creating(key):
-                pod = await self.client.create(PODS, template, vmi["metadata"]["namespace"])
+                pod = await self.client.create(PODS, template, namespace)
+        except OSError:
+            self._ambiguous_creates.add(key)
+            raise
         except ApiError as exc:
             self.recorder.event(vmi, WARNING, FAILED_CREATE_POD, f"Error creating pod: {exc.message}")
             return SyncError(f"failed to create virtual machine pod: {exc.message}", FAILED_CREATE_POD), None
