@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 
 import pytest
 
 from pykubevirt.apiserver import suspension
-from pykubevirt.apiserver.store import Store
 
 
 async def test_the_write_awaits_on_the_loop_while_other_tasks_run() -> None:
@@ -75,17 +73,3 @@ async def test_an_error_of_the_awaited_call_is_raised_in_the_write() -> None:
     assert not suspension.in_suspendable_write()
     with pytest.raises(RuntimeError):
         suspension.await_from_write(failing())
-
-
-async def test_a_write_made_in_the_worker_is_announced_after_earlier_writes_awaiting_their_fsync(
-    tmp_path: Path,
-) -> None:
-    store = Store(tmp_path / "state.db", fsync=True)
-    heard: list[str] = []
-    store.add_listener(lambda event: heard.append(event.key))
-    store.create("core/configmaps", "ns/first", {"metadata": {"name": "first"}})
-    await asyncio.sleep(0)  # its batch commits; its fsync is still to come
-    await suspension.run_suspendable(lambda: store.create("core/configmaps", "ns/second", {"metadata": {}}))
-    await store.durable()
-    assert heard == ["ns/first", "ns/second"]
-    store.close()

@@ -342,12 +342,9 @@ class Store:
                 loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
             except RuntimeError:
                 loop = None
-            if loop is not None or self._unsynced:
-                # Off the loop with batches still awaiting their fsync (a request's write that awaited an admission
-                # webhook runs in a worker while the loop waits, apiserver/suspension.py), the batch joins them: the
-                # running syncer fsyncs and announces it after them, so listeners hear of writes in revision order.
+            if loop is not None:
                 self._unsynced.append((events, waiters))
-                if loop is not None and (self._syncer is None or self._syncer.done()):
+                if self._syncer is None or self._syncer.done():
                     self._syncer = loop.create_task(self._sync_batches(), name="store-fsync")
                 return
             self._sync_wal()
