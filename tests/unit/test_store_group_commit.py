@@ -86,38 +86,11 @@ def test_the_database_is_private(tmp_path: Path) -> None:
     store.close()
 
 
-async def test_a_committed_batch_is_announced_only_after_its_fsync_which_runs_off_the_loop(tmp_path: Path) -> None:
-    store = Store(tmp_path / "state.db")
-    heard: list[Event] = []
-    store.add_listener(heard.append)
-    record = store.create("configmaps", "ns/a", {"metadata": {"name": "a"}})
-    # The next turn commits; the fsync then runs in a thread, and its result comes back in a later turn.
-    await asyncio.sleep(0)
-    assert _rows_seen_by_another_connection(tmp_path / "state.db") == 1
-    assert heard == []
-    # A request that wrote in that batch still waits for the fsync, and so does one writing while it runs.
-    later = store.create("configmaps", "ns/b", {"metadata": {"name": "b"}})
-    await store.durable()
-    assert [e.revision for e in heard] == [record.revision, later.revision]
-    store.close()
-
-
-async def test_close_makes_committed_batches_durable_and_announces_them(tmp_path: Path) -> None:
-    store = Store(tmp_path / "state.db")
-    heard: list[Event] = []
-    store.add_listener(heard.append)
-    store.create("configmaps", "ns/a", {"metadata": {"name": "a"}})
-    await asyncio.sleep(0)
-    store.close()
-    assert [e.key for e in heard] == ["ns/a"]
-
-
-async def test_the_announced_revision_waits_for_the_fsync(tmp_path: Path) -> None:
+async def test_the_announced_revision_waits_for_the_commit(tmp_path: Path) -> None:
     """What a watch's bookmark may promise: a client resuming from it must not skip writes not yet announced."""
     store = Store(tmp_path / "state.db")
     before = store.announced_revision
     record = store.create("configmaps", "ns/a", {"metadata": {"name": "a"}})
-    await asyncio.sleep(0)
     assert store.revision == record.revision
     assert store.announced_revision == before
     await store.durable()

@@ -6,10 +6,9 @@ racing from the same revision fail. Committed rows are fanned out to watchers in
 an older revision is replayed from the in-memory ring or, failing that, from the table, until compaction removed
 the rows it would need (then it gets 410 Expired).
 
-Durability is etcd's: a write is acknowledged only once it is fsynced. Group commit keeps the throughput: the
-writes of one event-loop turn go into one open transaction, committed at the start of the next turn; the WAL is then
-fsynced in a thread, so the loop serves on meanwhile, and commits made during one fsync share the next. Listeners
-hear of writes after their fsync, and `durable()` is what a request awaits before answering.
+Durability is etcd's: a write is acknowledged only once it is fsynced (synchronous=FULL). Group commit keeps the
+throughput: the writes of one event-loop turn go into one open transaction, committed (one fsync) at the start of
+the next turn; listeners hear of them after that commit, and `durable()` is what a request awaits before answering.
 """
 
 from __future__ import annotations
@@ -154,12 +153,11 @@ class Store:
         _private_database(Path(self._path))
         self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
-        # An acknowledged write survives an OS crash or power loss, as with etcd: NORMAL writes the WAL at COMMIT
-        # without syncing it, and the store fsyncs the WAL itself (off the event loop, see _sync_batches) before
-        # anyone hears of the write. SQLite's FULL would fsync inside COMMIT, on the loop, stalling every request.
-        # fsync=False is the unsafe mode (etcd's --unsafe-no-fsync): a commit per write and no fsync; a killed
-        # process loses nothing, an OS crash the newest writes.
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        # FULL fsyncs the WAL at every commit, so an acknowledged write survives an OS crash or power loss, as
+        # with etcd. Group commit (one commit per event-loop turn) keeps that to one fsync per batch.
+        # fsync=False is the unsafe mode (etcd's --unsafe-no-fsync): NORMAL and a commit per write; a killed process
+        # loses nothing, an OS crash the newest writes.
+        self._db.execute("PRAGMA synchronous=FULL" if fsync else "PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(SCHEMA)
         self._current: dict[str, dict[str, Record]] = collections.defaultdict(dict)
@@ -174,10 +172,6 @@ class Store:
         self._pending: list[Event] = []
         self._batch_open = False
         self._waiters: list[asyncio.Future[None]] = []
-        # Committed batches awaiting their fsync, oldest first: (events, waiters); and the task fsyncing them.
-        self._unsynced: collections.deque[tuple[list[Event], list[asyncio.Future[None]]]] = collections.deque()
-        self._syncer: asyncio.Task[None] | None = None
-        self._wal_fd: int | None = None
         self._failure: str = ""
         # Committed transactions and the writes in them, for measuring the group commit.
         self.commits = 0
@@ -208,15 +202,6 @@ class Store:
 
     def close(self) -> None:
         self._flush()
-        if self._unsynced:
-            self._sync_wal()
-            while self._unsynced:
-                self._announce(*self._unsynced.popleft())
-        if self._syncer is not None:
-            self._syncer.cancel()
-        if self._wal_fd is not None:
-            os.close(self._wal_fd)
-            self._wal_fd = None
         self._db.close()
 
     def add_listener(self, listener: Listener) -> None:
@@ -319,7 +304,7 @@ class Store:
         loop.call_soon(self._flush)
 
     def _flush(self) -> None:
-        """Commit the open transaction, then (after its fsync) tell the listeners and wake the writers awaiting it."""
+        """Commit the open transaction (one fsync), then tell the listeners and wake the writers waiting on it."""
         events, self._pending = self._pending, []
         waiters, self._waiters = self._waiters, []
         self._batch_open = False
@@ -337,21 +322,7 @@ class Store:
                 return
             self.commits += 1
             self.committed_writes += len(events)
-        if self._fsync and (events or waiters):
-            try:
-                loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-            except RuntimeError:
-                loop = None
-            if loop is not None:
-                self._unsynced.append((events, waiters))
-                if self._syncer is None or self._syncer.done():
-                    self._syncer = loop.create_task(self._sync_batches(), name="store-fsync")
-                return
-            self._sync_wal()
-        self._announce(events, waiters)
-
-    def _announce(self, events: list[Event], waiters: list[asyncio.Future[None]]) -> None:
-        """Tell the listeners of durable writes, in revision order, then wake the requests that made them."""
+        # Listeners hear of writes only once committed; a watch's bookmark may promise no more than they heard.
         if events:
             self.announced_revision = max(self.announced_revision, events[-1].revision)
         for event in events:
@@ -364,40 +335,13 @@ class Store:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _sync_wal(self) -> None:
-        """fsync the WAL, which holds every committed transaction not yet checkpointed (reopened if replaced)."""
-        path = self._path + "-wal"
-        if self._wal_fd is None or os.fstat(self._wal_fd).st_ino != os.stat(path).st_ino:
-            if self._wal_fd is not None:
-                os.close(self._wal_fd)
-            self._wal_fd = os.open(path, os.O_RDONLY)
-        os.fsync(self._wal_fd)
-
-    async def _sync_batches(self) -> None:
-        """One fsync in a thread for every batch committed so far; batches committed meanwhile share the next."""
-        while self._unsynced:
-            count = len(self._unsynced)
-            try:
-                await asyncio.to_thread(self._sync_wal)
-            except OSError as exc:
-                self._failure = f"the store could not fsync and refuses writes until restarted: {exc}"
-                log.critical("%s", self._failure)
-                while self._unsynced:
-                    for waiter in self._unsynced.popleft()[1]:
-                        if not waiter.done():
-                            waiter.set_exception(StoreError(self._failure))
-                return
-            for _ in range(count):
-                self._announce(*self._unsynced.popleft())
-
     async def durable(self) -> None:
         """Return once every write made so far is committed to disk; StoreError if its commit failed."""
         if self._failure:
             raise StoreError(self._failure)
-        if self._batch_open or self._unsynced:
+        if self._batch_open:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            # The open batch, else the newest committed one: its fsync covers every earlier write.
-            (self._waiters if self._batch_open else self._unsynced[-1][1]).append(waiter)
+            self._waiters.append(waiter)
             await waiter
 
     def _track_lease(self, collection: str, key: str, lease: float) -> None:
