@@ -30,6 +30,7 @@ from pykubevirt.apiserver.object_api import SYSTEM_USER, ObjectAPI, RequestConte
 from pykubevirt.apiserver.registration_kinds import API_SERVICES
 from pykubevirt.apiserver.service_resolution import Backend, ResolutionError, ca_bundle_context, resolve_service
 from pykubevirt.apiserver.store import Event
+from pykubevirt.client.response_relay import relay
 
 log = logging.getLogger("pykubevirt.apiserver.aggregator")
 
@@ -243,15 +244,7 @@ class Aggregator:
                 server_hostname=backend.server_name,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=DISCOVERY_TIMEOUT_SECONDS),
             ) as reply:
-                response = web.StreamResponse(status=reply.status, reason=reply.reason)
-                for name, value in reply.headers.items():
-                    if name.lower() not in _DROPPED_RESPONSE:
-                        response.headers.add(name, value)
-                await response.prepare(request)
-                async for chunk in reply.content.iter_any():
-                    await response.write(chunk)
-                await response.write_eof()
-                return response
+                return await relay(request, reply, _DROPPED_RESPONSE)
         except (aiohttp.ClientError, OSError) as exc:
             return error_response(errors.APIError(503, "ServiceUnavailable", f"error trying to reach service: {exc}"))
 

@@ -11,6 +11,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from pykubevirt.client.config import ClientConfig
+from pykubevirt.client.response_relay import relay
 from pykubevirt.client.streams import pump_websockets
 
 # Hop-by-hop headers, and the browser's own credentials: the proxy sends the session's token instead.
@@ -128,16 +129,7 @@ class Upstream:
                 data=body or None,
                 ssl=self.context,
             ) as reply:
-                response = web.StreamResponse(status=reply.status, reason=reply.reason)
-                for name, value in reply.headers.items():
-                    if name.lower() not in _DROPPED_RESPONSE:
-                        response.headers.add(name, value)
-                await response.prepare(request)
-                # Watch streams: each event is passed on as soon as it arrives.
-                async for chunk in reply.content.iter_any():
-                    await response.write(chunk)
-                await response.write_eof()
-                return response
+                return await relay(request, reply, _DROPPED_RESPONSE)
         except (aiohttp.ClientError, OSError) as exc:
             return unavailable(exc)
 
