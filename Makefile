@@ -31,10 +31,12 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
+# Test modules run on TEST_WORKERS processes, a module (and so its one shared cluster) on one of them.
+TEST_WORKERS ?= 2
 test: setup guest-image
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q --durations=30
+	$(VENV)/bin/pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile
 
 # The integration and e2e suites RUNS times with both cores loaded by busy loops (races show up under load).
 RUNS ?= 5
