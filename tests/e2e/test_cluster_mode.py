@@ -2,8 +2,8 @@
 way the manifests start them (tests/support/cluster_mode.py), each under its own service account and RBAC.
 
 Every KubeVirt behaviour comes from the deployed components: admission through virt-api's webhook configurations,
-`virtctl start/stop` through the APIService. The node agent stands in for the kubelet and the embedded scheduler
-for kube-scheduler; a real QEMU guest boots.
+`virtctl start/stop/pause/unpause` through the APIService. The node agent stands in for the kubelet and the
+embedded scheduler for kube-scheduler; a real QEMU guest boots.
 """
 
 from __future__ import annotations
@@ -49,6 +49,15 @@ class PlainCluster:
         result = subprocess.run([VIRTCTL, *args], env=env, capture_output=True, text=True, timeout=120, check=False)
         assert result.returncode == 0, result.stderr
         return result.stdout
+
+    def vm_status(self, name: str) -> str:
+        """The VM's printable status, the STATUS column of `kubectl get vm`."""
+        return self.kubectl("get", "vm", name, "-o", "jsonpath={.status.printableStatus}").stdout
+
+    def vmi_condition(self, name: str, kind: str) -> str:
+        """The status of one of the VMI's conditions, "" when it has none of that type."""
+        path = f'jsonpath={{.status.conditions[?(@.type=="{kind}")].status}}'
+        return self.kubectl("get", "vmi", name, "-o", path).stdout
 
     def vmi_phase(self, name: str) -> str:
         result = self.kubectl("get", "vmi", name, "-o", "jsonpath={.status.phase}", check=False)
@@ -110,6 +119,13 @@ def test_a_vm_reaches_running_through_webhooks_and_the_aggregated_api(plain_clus
     eventually_sync(lambda: plain_cluster.vmi_phase("plain-vm") == "", timeout=120, interval=0.5)
     assert "was scheduled to start" in plain_cluster.virtctl("start", "plain-vm")
     eventually_sync(lambda: plain_cluster.vmi_phase("plain-vm") == "Running", timeout=180, interval=0.5)
+    # pause and unpause go through the APIService to virt-api, which asks the node's virt-handler.
+    assert plain_cluster.virtctl("pause", "vm", "plain-vm").strip() == "VMI plain-vm was scheduled to pause"
+    eventually_sync(lambda: plain_cluster.vm_status("plain-vm") == "Paused", timeout=60, interval=0.5)
+    assert plain_cluster.vmi_condition("plain-vm", "Paused") == "True"
+    assert plain_cluster.virtctl("unpause", "vm", "plain-vm").strip() == "VMI plain-vm was scheduled to unpause"
+    eventually_sync(lambda: plain_cluster.vm_status("plain-vm") == "Running", timeout=60, interval=0.5)
+    assert plain_cluster.vmi_condition("plain-vm", "Paused") == ""
 
 
 def test_killing_the_leading_virt_controller_hands_over_to_the_other_replica(plain_cluster: PlainCluster) -> None:
