@@ -3,6 +3,10 @@
 Pure: `vmi_samples` maps a VMI and its launcher's `domainstats` reply (libvirt bulk stats, balloon memory stats,
 domain info and device aliases) to samples, as KubeVirt's domainstats collectors do. libvirt reports times in
 nanoseconds and memory in KiB; the metrics are in seconds and bytes.
+
+While the VMI migrates away from this node, the source launcher's reply also carries libvirt's job statistics, and
+`migration_samples` maps them to KubeVirt's migration progress metrics (its virt-handler's migrationdomainstats
+collector): labelled `namespace`, `name`, `node` only, and reported while the VMI's migrationState is not completed.
 """
 
 from __future__ import annotations
@@ -26,6 +30,29 @@ MEMORY_RESIDENT = "kubevirt_vmi_memory_resident_bytes"
 MEMORY_DOMAIN = "kubevirt_vmi_memory_domain_bytes"
 MEMORY_AVAILABLE = "kubevirt_vmi_memory_available_bytes"
 MEMORY_USED = "kubevirt_vmi_memory_used_bytes"
+
+MIGRATION_DATA_TOTAL = "kubevirt_vmi_migration_data_bytes_total"
+MIGRATION_DATA_REMAINING = "kubevirt_vmi_migration_data_remaining_bytes"
+MIGRATION_DATA_PROCESSED = "kubevirt_vmi_migration_data_processed_bytes"
+MIGRATION_DIRTY_MEMORY_RATE = "kubevirt_vmi_migration_dirty_memory_rate_bytes"
+MIGRATION_MEMORY_TRANSFER_RATE = "kubevirt_vmi_migration_memory_transfer_rate_bytes"
+
+# KubeVirt's MigrationStatsCollector, in its order (`kubevirt_vmi_migration_data_bytes_total` replaced
+# `kubevirt_vmi_migration_data_total_bytes`, now a deprecated recording rule of the same value).
+MIGRATION_CATALOG: tuple[Descriptor, ...] = (
+    Descriptor(MIGRATION_DATA_TOTAL, "counter", "The total Guest OS data to be migrated to the new VM."),
+    Descriptor(MIGRATION_DATA_REMAINING, "gauge", "The remaining guest OS data to be migrated to the new VM."),
+    Descriptor(MIGRATION_DATA_PROCESSED, "gauge", "The total Guest OS data processed and migrated to the new VM."),
+    Descriptor(MIGRATION_DIRTY_MEMORY_RATE, "gauge", "The rate of memory being dirty in the Guest OS."),
+    Descriptor(MIGRATION_MEMORY_TRANSFER_RATE, "gauge", "The rate at which the memory is being transferred."),
+)
+# libvirt's job statistics (bytes, bytes/s) → metric (KubeVirt's Convert_libvirt_DomainJobInfo_To_stats_DomainJobInfo).
+_JOB_FIELDS = {
+    "data_total": MIGRATION_DATA_TOTAL,
+    "data_remaining": MIGRATION_DATA_REMAINING,
+    "data_processed": MIGRATION_DATA_PROCESSED,
+    "memory_bps": MIGRATION_MEMORY_TRANSFER_RATE,
+}
 
 CATALOG: tuple[Descriptor, ...] = (
     Descriptor(CPU_USAGE, "counter", "Total CPU time spent in all modes (sum of both vcpu and hypervisor usage)."),
@@ -119,6 +146,7 @@ CATALOG: tuple[Descriptor, ...] = (
     Descriptor("kubevirt_vmi_storage_write_times_seconds_total", "counter", "Total time spent on write operations."),
     Descriptor("kubevirt_vmi_storage_flush_requests_total", "counter", "Total storage flush requests."),
     Descriptor("kubevirt_vmi_storage_flush_times_seconds_total", "counter", "Total time spent on cache flushing."),
+    *MIGRATION_CATALOG,
 )
 
 # Balloon memory stats (KiB; virDomainMemoryStats keys) → gauge. The bulk stats' `balloon.<key>` take precedence.
@@ -276,9 +304,39 @@ def _device_samples(vmi: Mapping[str, Any], reply: Mapping[str, Any], base: dict
     return samples
 
 
+def migration_samples(vmi: Mapping[str, Any], reply: Mapping[str, Any]) -> list[Sample]:
+    """KubeVirt's migration progress metrics of a VMI migrating away, from the job statistics its source launcher's
+    reply carries (none without them, or once the VMI's migrationState is completed or gone)."""
+    job = reply.get("migrationJob") or {}
+    state = (vmi.get("status") or {}).get("migrationState")
+    if not job or not isinstance(state, Mapping) or state.get("completed"):
+        return []
+    metadata = vmi.get("metadata") or {}
+    labels = {
+        "namespace": str(metadata.get("namespace", "")),
+        "name": str(metadata.get("name", "")),
+        "node": str((vmi.get("status") or {}).get("nodeName", "")),
+    }
+    samples = []
+    for field, metric in _JOB_FIELDS.items():
+        value = _number(job.get(field))
+        if value is not None:
+            samples.append(Sample(metric, labels, value))
+    # libvirt counts dirtied pages per second; KubeVirt reports bytes, and only when both are known.
+    pages, page_size = _number(job.get("memory_dirty_rate")), _number(job.get("memory_page_size"))
+    if pages is not None and page_size is not None:
+        samples.append(Sample(MIGRATION_DIRTY_MEMORY_RATE, labels, pages * page_size))
+    return samples
+
+
 def vmi_samples(vmi: Mapping[str, Any], reply: Mapping[str, Any]) -> list[Sample]:
     """The domain metrics of one VMI from its launcher's `domainstats` reply (none when it has no domain)."""
     if not reply.get("stats") and not reply.get("info"):
         return []
     base = vmi_labels(vmi)
-    return [*_cpu_samples(reply, base), *_memory_samples(reply, base), *_device_samples(vmi, reply, base)]
+    return [
+        *_cpu_samples(reply, base),
+        *_memory_samples(reply, base),
+        *_device_samples(vmi, reply, base),
+        *migration_samples(vmi, reply),
+    ]

@@ -143,7 +143,7 @@ class Launcher(MigrationCommands):
                 Command.GUEST_INFO: self._guest_info,
                 Command.USER_LIST: self._user_list,
                 Command.FILESYSTEM_LIST: self._filesystem_list,
-                Command.DOMAIN_STATS: lambda request: domain_stats.answer(self.domain, request),
+                Command.DOMAIN_STATS: lambda request: domain_stats.answer(self.domain, request, self._outgoing_job()),
             },
             self.status,
         )

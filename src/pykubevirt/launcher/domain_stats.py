@@ -4,14 +4,17 @@ As KubeVirt's launcher does (virtwrap/cli GetDomainStats), the reply joins libvi
 (`virConnectGetAllDomainStats` for the one domain), the balloon driver's memory stats (which carry the QEMU
 process's RSS also on drivers whose bulk stats leave the balloon group empty), the domain's info, and the
 user aliases of its NICs and disks, so the handler can label each device by the VMI's interface or volume name.
+While the domain migrates away, the reply also carries the migration job's statistics (KubeVirt's
+MigrateDomainJobInfo), for virt-handler's `kubevirt_vmi_migration_*` gauges.
 """
 
 from __future__ import annotations
 
 import asyncio
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import libvirt
 
@@ -49,6 +52,10 @@ class DomainStatsReply(TypedDict):
     info: DomainInfo | None
     # libvirt device name (NIC target dev, disk target) → the VMI's interface or volume name.
     aliases: dict[str, str]
+    # Only while an outgoing migration's job runs: its libvirt job statistics by jobStats names
+    # (`migration_source.JOB_STATS_KEYS`). Added in protocol version 1: a reply without it means no job runs, or a
+    # launcher from before the field, and the handler renders no migration gauges for it.
+    migrationJob: NotRequired[dict[str, int]]
 
 
 def device_aliases(xml: str) -> dict[str, str]:
@@ -115,13 +122,21 @@ def empty() -> DomainStatsReply:
     return {"protocolVersion": PROTOCOL_VERSION, "stats": {}, "memory": {}, "info": None, "aliases": {}}
 
 
-async def answer(manager: DomainManager | None, request: Request) -> DomainStatsReply:
-    """The command's handler: the stats of the launcher's domain, or an empty reply when there is none."""
+async def answer(
+    manager: DomainManager | None, request: Request, migration_job: Mapping[str, int] | None = None
+) -> DomainStatsReply:
+    """The command's handler: the stats of the launcher's domain, or an empty reply when there is none; with the
+    outgoing migration's job statistics (`migration_job`, the source monitor's last poll) while one runs."""
     if manager is None:
         return empty()
 
     def run() -> DomainStatsReply:
         domain = manager.lookup()
-        return read(manager.connection, domain) if domain is not None else empty()
+        if domain is None:
+            return empty()
+        reply = read(manager.connection, domain)
+        if migration_job:
+            reply["migrationJob"] = dict(migration_job)
+        return reply
 
     return await asyncio.to_thread(run)

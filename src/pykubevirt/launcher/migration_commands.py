@@ -153,6 +153,12 @@ class MigrationCommands:
             asyncio.get_running_loop().call_later(MIGRATED_EXIT_SECONDS, self.deleted.set)
         self.server.publish(self.status(event="Migration"))
 
+    def _outgoing_job(self) -> dict[str, int]:
+        """The running outgoing migration's job statistics (the monitor's last poll), empty when none runs."""
+        if self.outgoing is None or self.outgoing.done:
+            return {}
+        return dict(self.outgoing.job)
+
     async def _cancel_migration(self, request: Request) -> Status:
         """Abort the outgoing migration (CancelVirtualMachineMigration); the guest stays here."""
         if self.outgoing is None or self.outgoing.done:

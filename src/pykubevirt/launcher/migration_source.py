@@ -32,6 +32,17 @@ DEFAULT_PROGRESS_TIMEOUT = 150
 DEFAULT_COMPLETION_TIMEOUT_PER_GIB = 150
 ABORT_JOB_WAIT_SECONDS = 10.0
 ABORT_RETRY_SECONDS = 0.05
+# The job statistics the `domainstats` reply carries while the job runs, for virt-handler's migration metrics
+# (KubeVirt's stats.DomainJobInfo: data total, processed and remaining, memory bandwidth, dirty rate in pages/s and
+# the page size that makes it bytes/s).
+JOB_STATS_KEYS = (
+    "data_total",
+    "data_processed",
+    "data_remaining",
+    "memory_bps",
+    "memory_dirty_rate",
+    "memory_page_size",
+)
 
 
 def now() -> str:
@@ -142,6 +153,9 @@ class MigrationSource:
         self._abort_reason = ""
         # Set before libvirt's job exists: the migration thread checks it instead of starting the copy.
         self._abort_requested = threading.Event()
+        # The monitor's last poll of the running job (JOB_STATS_KEYS), empty once it ended: KubeVirt's
+        # domainInfoStats, which its launcher adds to the domain stats it hands virt-handler.
+        self.job: dict[str, int] = {}
 
     @property
     def done(self) -> bool:
@@ -165,6 +179,7 @@ class MigrationSource:
             self.status.update({"state": "Succeeded", "completed": True, "endTimestamp": now()})
         finally:
             monitor.cancel()
+            self.job = {}
         self.publish()
 
     def _migrate(self) -> None:
@@ -197,6 +212,8 @@ class MigrationSource:
             if not stats or stats.get("type") == libvirt.VIR_DOMAIN_JOB_NONE:
                 continue
             self.status["progress"] = progress(stats)
+            if stats.get("type") == libvirt.VIR_DOMAIN_JOB_UNBOUNDED:
+                self.job = job_stats(stats)
             reason = state.verdict(stats, time.monotonic(), post_copy_allowed=bool(self.request.get("allowPostCopy")))
             if reason == START_POST_COPY:
                 log.info("Starting post copy mode for migration")
@@ -255,3 +272,8 @@ def progress(stats: dict[str, Any]) -> dict[str, int]:
         "downtime",
     )
     return {key: int(stats[key]) for key in keys if key in stats}
+
+
+def job_stats(stats: dict[str, Any]) -> dict[str, int]:
+    """The statistics of a running job that virt-handler's migration metrics read, by libvirt's names."""
+    return {key: int(stats[key]) for key in JOB_STATS_KEYS if key in stats}

@@ -13,6 +13,7 @@ from typing import Any, Final, NotRequired, TypedDict
 
 # Bump when a command, a request field or a reply field changes meaning; both sides must then be upgraded together.
 # Adding a command does not: a launcher that lacks it answers "unknown command" (`hotplug` was added in version 1).
+# Nor does an optional reply field whose absence the reader handles (`domainstats`' `migrationJob`).
 PROTOCOL_VERSION: Final = 1
 # The longest line either side reads: a request carries a whole VMI.
 MAX_LINE: Final = 4 * 1024 * 1024
@@ -50,6 +51,8 @@ class Command(StrEnum):
     USER_LIST = "userlist"
     FILESYSTEM_LIST = "filesystemlist"
     # The domain's libvirt bulk stats, for virt-handler's /metrics (cmd.proto's GetDomainStats); added in version 1.
+    # Its reply's optional `migrationJob` (a running outgoing migration's job statistics) was added in version 1
+    # too: a new optional reply field changes no other field's meaning, and a handler that does not know it skips it.
     DOMAIN_STATS = "domainstats"
 
 
