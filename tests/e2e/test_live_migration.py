@@ -10,11 +10,15 @@ import os
 import re
 import shutil
 import signal
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
+from pykubevirt.api import constants as c
 from pykubevirt.api.quantity import Quantity
 from pykubevirt.node.pod_dirs import existing_pod_dirs
 from pykubevirt.node.processes import kill_group
@@ -317,6 +321,32 @@ def assert_guest_stayed(cluster: UpCluster, source: str, before: int) -> None:
     assert ClusterQemus(cluster.data_dir).count()[f"default_{SLOW}"] == 1
 
 
+# KubeVirt's migration progress metrics, which the source node's virt-handler serves while the job runs.
+MIGRATION_FAMILIES = {
+    "kubevirt_vmi_migration_data_bytes_total",
+    "kubevirt_vmi_migration_data_processed_bytes",
+    "kubevirt_vmi_migration_data_remaining_bytes",
+    "kubevirt_vmi_migration_dirty_memory_rate_bytes",
+    "kubevirt_vmi_migration_memory_transfer_rate_bytes",
+}
+HANDLER_ADDRESS = "{.metadata.annotations." + c.HANDLER_ADDRESS_ANNOTATION.replace(".", "\\.") + "}"
+
+
+def migration_metrics(cluster: UpCluster, node: str) -> dict[str, tuple[dict[str, str], float]]:
+    """The slow guest's `kubevirt_vmi_migration_*` samples on `node`'s virt-handler /metrics, by name."""
+    address = cluster.jsonpath("node", node, HANDLER_ADDRESS)
+    token = yaml.safe_load(cluster.kubeconfig.read_text())["users"][0]["user"]["token"]
+    scrape = urllib.request.Request(f"http://{address}/metrics", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(scrape, timeout=30) as response:
+        text = response.read().decode()
+    return {
+        sample.name: (sample.labels, sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name in MIGRATION_FAMILIES and sample.labels.get("name") == SLOW
+    }
+
+
 def wait_final(cluster: UpCluster, name: str, timeout: float = 120) -> str:
     wait_for(
         lambda: cluster.jsonpath("vmim", name, "{.status.phase}") in ("Succeeded", "Failed"), f"{name} to end", timeout
@@ -329,6 +359,23 @@ def test_a_cancelled_migration_leaves_the_guest_running_on_the_source(two_nodes:
     cluster = two_nodes
     # `virtctl migrate-cancel`: the VMIM is deleted, the source aborts libvirt's job, the abort is recorded.
     started = start_slow_migration(cluster, "cancel-by-virtctl")
+    # While libvirt's job runs, the source node's virt-handler reports its progress, and the target's does not.
+    wait_for(lambda: set(migration_metrics(cluster, started["source"])) == MIGRATION_FAMILIES, "migration metrics", 60)
+    progress = migration_metrics(cluster, started["source"])
+    labels = {"namespace": "default", "name": SLOW, "node": started["source"]}
+    assert all(sample[0] == labels for sample in progress.values()), progress
+    total, remaining, processed = (
+        progress["kubevirt_vmi_migration_data_" + key][1]
+        for key in ("bytes_total", "remaining_bytes", "processed_bytes")
+    )
+    assert remaining > 0 and total >= remaining, progress
+
+    def moved_on() -> bool:
+        now = migration_metrics(cluster, started["source"]).get("kubevirt_vmi_migration_data_processed_bytes")
+        return now is not None and now[1] > processed
+
+    wait_for(moved_on, "the processed bytes to rise", 60)
+    assert migration_metrics(cluster, started["target"]) == {}
     before = counted(cluster)
     cancelled = cluster.run("virtctl", "migrate-cancel", SLOW)
     assert cancelled.stdout.strip() == f"VM {SLOW} was scheduled to migrate-cancel"
@@ -338,6 +385,8 @@ def test_a_cancelled_migration_leaves_the_guest_running_on_the_source(two_nodes:
     assert state["failureReason"] == "Live migration has been aborted", state
     assert "completed" not in state or state["completed"] is False, state
     assert_guest_stayed(cluster, started["source"], before)
+    # The job is over: no progress to report.
+    assert migration_metrics(cluster, started["source"]) == {}
     # The target pod is gone.
     wait_for(
         lambda: started["target"] not in pods_by_node(cluster, cluster.jsonpath("vmi", SLOW, "{.metadata.uid}")),
