@@ -145,9 +145,26 @@ class SimulatedNode:
 
     async def _react_pod(self, key: str) -> None:
         pod = self.pods.get(key)
-        if pod is None:
-            return
         namespace, name = key.split("/", 1)
+        for attempt in range(5):
+            if pod is None:
+                return
+            try:
+                await self._react_to_pod(pod)
+                return
+            except Conflict:
+                # As the node agent's status writes: the pod changed since the cache showed it (virt-controller's
+                # readiness gate, say), so its status is computed again from a fresh read instead of overwriting
+                # that change with a stale conditions list.
+                if attempt == 4:
+                    raise
+                try:
+                    pod = await self.client.get(PODS, name, namespace)
+                except NotFound:
+                    return
+
+    async def _react_to_pod(self, pod: Object) -> None:
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         spec = pod.get("spec") or {}
         status = pod.get("status") or {}
         if pod["metadata"].get("deletionTimestamp"):
@@ -176,7 +193,7 @@ class SimulatedNode:
             if not await self._fits(pod):
                 # As a scheduler does: an unschedulable pod is tried again, since the node's labels may change
                 # (a heartbeat that arrives late briefly marks the node kubevirt.io/schedulable=false).
-                self._queue.add_after(("pod", key), UNFIT_RETRY_SECONDS)
+                self._queue.add_after(("pod", f"{namespace}/{name}"), UNFIT_RETRY_SECONDS)
                 return
             binding = {
                 "apiVersion": "v1",
@@ -248,8 +265,11 @@ class SimulatedNode:
         wanted = (pod.get("spec") or {}).get("nodeSelector") or {}
         return all(labels.get(k) == v for k, v in wanted.items())
 
-    async def _put_status(self, pod: Object, status: dict[str, Any]) -> None:
-        patch = {"status": status}
+    async def _put_status(self, pod: Object, status: dict[str, Any], *, as_read: bool = True) -> None:
+        """Merge `status` into the pod's; `as_read` guards it with the resourceVersion it was computed from."""
+        patch: dict[str, Any] = {"status": status}
+        if as_read:
+            patch["metadata"] = {"resourceVersion": pod["metadata"]["resourceVersion"]}
         await self.client.patch(
             PODS, pod["metadata"]["name"], patch, pod["metadata"]["namespace"], subresource="status"
         )
@@ -265,7 +285,7 @@ class SimulatedNode:
             for c in (pod.get("spec") or {}).get("containers") or []
         ]
         with contextlib.suppress(NotFound):
-            await self._put_status(pod, {"phase": phase, "containerStatuses": containers})
+            await self._put_status(pod, {"phase": phase, "containerStatuses": containers}, as_read=False)
 
     async def _react_vmi(self, key: str) -> None:
         vmi = self.vmis.get(key)
