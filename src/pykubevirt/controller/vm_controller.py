@@ -27,7 +27,7 @@ from pykubevirt.client.resources import DATA_VOLUMES, VIRTUAL_MACHINE_INSTANCES,
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.crash_loop import backoff_remaining, sync_start_failure
 from pykubevirt.controller.instancetype_sync import InstancetypeSync
-from pykubevirt.controller.printable_status import printable_status
+from pykubevirt.controller.printable_status import STATUS_STOPPED, printable_status
 from pykubevirt.controller.run_strategy import (
     FAILED_CREATE,
     Act,
@@ -116,6 +116,8 @@ class VMController:
         self.clock = clock
         self.expectations = ControllerExpectations()
         self.held_status = HeldWrites()
+        # An observable change's own window starts when it first waits, not when a detail before it began to.
+        self.held_observable = HeldWrites()
         self.start_revisions = StartRevisions(client, revisions)
         self.instancetypes = InstancetypeSync(client, revisions)
         self.live_update = LiveUpdate(client, lambda: self.config, self.start_revisions)
@@ -145,7 +147,7 @@ class VMController:
         cached = self.vms.get(key)
         if cached is None:
             self.expectations.delete(key)
-            self.held_status.release(key)
+            self._release(key)
             return None
         if not await self._ensure_metadata(cached):
             return None
@@ -498,6 +500,11 @@ class VMController:
         self, vm: Object, original: Object, vmi: Object | None, key: str, sync_error: SyncError | None
     ) -> float | None:
         """Write the status if it changed; returns when to look again for a change held back (status_coalescing)."""
+        if vmi is None and self.expectations.pending_creations(key):
+            # The VMI this controller created is not in the cache yet (the VM's informer ran ahead of the VMI's):
+            # a status computed now would say created: false for the VMI's add event to set it back, two writes
+            # for nothing. That event brings the VM back here.
+            return None
         status = vm.setdefault("status", {})
         now = self.clock()
         status.update(status_fields(vm, vmi))
@@ -533,7 +540,10 @@ class VMController:
             now=now,
         )
         releasing = vmi is not None and (is_final(vmi) or self._receiver_deleted(vmi))
-        held = None if releasing else self._hold(key, original.get("status") or {}, status, vmi)
+        if releasing:
+            held = self._hold_until_gone(key, vm, original.get("status") or {}, status, vmi)
+        else:
+            held = self._hold(key, original.get("status") or {}, status, vmi)
         if held is None and status != (original.get("status") or {}):
             try:
                 await self.client.update_status(VIRTUAL_MACHINES, vm)
@@ -544,10 +554,14 @@ class VMController:
                 log.debug("VM status update conflicted; waiting for the newer version", extra=object_fields(vm))
                 return None
         if held is None:
-            self.held_status.release(key)
+            self._release(key)
         if releasing and vmi is not None:
             await self._remove_vmi_finalizer(vmi)
         return held
+
+    def _release(self, key: str) -> None:
+        self.held_status.release(key)
+        self.held_observable.release(key)
 
     def _hold(self, key: str, before: Object, after: Object, vmi: Object | None) -> float | None:
         """How long the status write may wait to be merged with the next one (status_coalescing), None: write now.
@@ -561,8 +575,30 @@ class VMController:
         if only_details_changed(before, after):
             return self.held_status.hold(key)
         if vmi_awaits_ready_sync(vmi):
-            return self.held_status.hold(key, OBSERVABLE_SECONDS)
+            # Counted from when the VMI turned Running: a detail held since it was Scheduling (its Ready reason)
+            # must not cut this wait short, or Running and ready cost two writes whenever scheduling took a second.
+            return self.held_observable.hold(key, OBSERVABLE_SECONDS)
         return None
+
+    def _hold_until_gone(self, key: str, vm: Object, before: Object, after: Object, vmi: Object | None) -> float | None:
+        """A VM stopping for good whose final VMI is being deleted: Stopped waits for the VMI to go (at most
+        OBSERVABLE_SECONDS), so that it is written together with created: false rather than one write before it.
+
+        Only when no new VMI follows (Halted, a deleted VM, Manual without a start request): a restart's Stopped is
+        written at once, since the next VMI's Starting would otherwise replace it unseen.
+        """
+        if after == before or vmi is None or not vmi["metadata"].get("deletionTimestamp"):
+            return None
+        if after.get("printableStatus") != STATUS_STOPPED:
+            return None
+        strategy = run_strategy_or_none(vm)
+        start_requested = any(r.get("action") == "Start" for r in after.get("stateChangeRequests") or [])
+        stays_stopped = (
+            bool(vm["metadata"].get("deletionTimestamp"))
+            or strategy == c.RUN_STRATEGY_HALTED
+            or (strategy == c.RUN_STRATEGY_MANUAL and not start_requested)
+        )
+        return self.held_observable.hold(key, OBSERVABLE_SECONDS) if stays_stopped else None
 
     @staticmethod
     def _receiver_deleted(vmi: Object) -> bool:
