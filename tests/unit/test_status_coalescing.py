@@ -9,6 +9,7 @@ from pykubevirt.controller.status_coalescing import (
     OBSERVABLE_SECONDS,
     HeldWrites,
     only_details_changed,
+    vm_stopped_awaits_vmi_removal,
     vmi_awaits_ready_sync,
 )
 
@@ -50,6 +51,28 @@ def test_a_running_vmi_awaits_its_ready_sync_while_its_ready_condition_predates_
         {"status": {"phase": "Scheduled", "conditions": [ready("False", "GuestNotRunning")]}}
     )
     assert not vmi_awaits_ready_sync(None)
+
+
+def vm(strategy: str, *, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "vm", "deletionTimestamp": "t2"} if deleting else {"name": "vm"}
+    return {"metadata": meta, "spec": {"runStrategy": strategy}}
+
+
+def test_a_stopped_vm_awaits_the_removal_of_its_deleted_vmi_unless_another_vmi_follows() -> None:
+    deleted = {"metadata": {"deletionTimestamp": "t1"}, "status": {"phase": "Succeeded"}}
+    stopped = {"printableStatus": "Stopped", "created": True}
+    assert vm_stopped_awaits_vmi_removal(vm("Halted"), stopped, deleted)
+    assert vm_stopped_awaits_vmi_removal(vm("Manual"), stopped, deleted)
+    assert vm_stopped_awaits_vmi_removal(vm("Always", deleting=True), stopped, deleted)
+    # A restart: the next VMI's Starting would replace Stopped unseen.
+    assert not vm_stopped_awaits_vmi_removal(vm("Always"), stopped, deleted)
+    start = {**stopped, "stateChangeRequests": [{"action": "Start"}]}
+    assert not vm_stopped_awaits_vmi_removal(vm("Manual"), start, deleted)
+    # A final VMI nobody deletes stays: there is nothing to wait for.
+    finished = {"metadata": {}, "status": {"phase": "Succeeded"}}
+    assert not vm_stopped_awaits_vmi_removal(vm("Halted"), stopped, finished)
+    assert not vm_stopped_awaits_vmi_removal(vm("Halted"), {**stopped, "printableStatus": "Stopping"}, deleted)
+    assert not vm_stopped_awaits_vmi_removal(vm("Halted"), stopped, None)
 
 
 class Clock:

@@ -5,7 +5,8 @@ VMI's Ready goes VMIConditionMissing → GuestNotRunning) or the controller's bo
 activePods). Writing each costs an API write and an event to every watcher. Such a change is held back for at most
 DETAIL_SECONDS: the next observable change (a phase, a printableStatus, a condition's status) writes it too, and
 if none comes the held change is written when the window ends, so nothing is lost, only merged. An observable change
-that is about to be followed by another one (vmi_awaits_ready_sync) waits at most OBSERVABLE_SECONDS.
+that is about to be followed by another one (vmi_awaits_ready_sync, vm_stopped_awaits_vmi_removal) waits at most
+OBSERVABLE_SECONDS.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.vm_run_strategy import run_strategy_or_none
+from pykubevirt.controller.printable_status import STATUS_STOPPED
 from pykubevirt.controller.vmi_status import GUEST_NOT_RUNNING, READY
 
 # Long enough to span a start's steps on a busy machine (at 1 s a loaded node's slower steps still cost a write each).
@@ -48,6 +51,22 @@ def vmi_awaits_ready_sync(vmi: Mapping[str, Any] | None) -> bool:
     status = (vmi or {}).get("status") or {}
     ready: Mapping[str, Any] = next((x for x in status.get("conditions") or [] if x.get("type") == READY), {})
     return status.get("phase") == c.PHASE_RUNNING and ready.get("reason") == GUEST_NOT_RUNNING
+
+
+def vm_stopped_awaits_vmi_removal(vm: Mapping[str, Any], status: Status, vmi: Mapping[str, Any] | None) -> bool:
+    """The VM's new status says Stopped while its final VMI is being deleted, and no new VMI will follow.
+
+    The VMI is gone a moment later (its finalizers go once its pod has), and the VM's created: false and Ready
+    VMINotExists follow: Stopped waits for them, one write instead of two. Not for a restart (Always, or a Start
+    request queued): the next VMI's Starting would replace a held Stopped before anyone saw it.
+    """
+    if vmi is None or not vmi["metadata"].get("deletionTimestamp") or status.get("printableStatus") != STATUS_STOPPED:
+        return False
+    if vm["metadata"].get("deletionTimestamp"):
+        return True
+    strategy = run_strategy_or_none(vm)
+    start_requested = any(r.get("action") == "Start" for r in status.get("stateChangeRequests") or [])
+    return strategy == c.RUN_STRATEGY_HALTED or (strategy == c.RUN_STRATEGY_MANUAL and not start_requested)
 
 
 class HeldWrites:

@@ -27,7 +27,7 @@ from pykubevirt.client.resources import DATA_VOLUMES, VIRTUAL_MACHINE_INSTANCES,
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.crash_loop import backoff_remaining, sync_start_failure
 from pykubevirt.controller.instancetype_sync import InstancetypeSync
-from pykubevirt.controller.printable_status import STATUS_STOPPED, printable_status
+from pykubevirt.controller.printable_status import printable_status
 from pykubevirt.controller.run_strategy import (
     FAILED_CREATE,
     Act,
@@ -37,6 +37,7 @@ from pykubevirt.controller.status_coalescing import (
     OBSERVABLE_SECONDS,
     HeldWrites,
     only_details_changed,
+    vm_stopped_awaits_vmi_removal,
     vmi_awaits_ready_sync,
 )
 from pykubevirt.controller.sync_error import SyncError
@@ -581,24 +582,10 @@ class VMController:
         return None
 
     def _hold_until_gone(self, key: str, vm: Object, before: Object, after: Object, vmi: Object | None) -> float | None:
-        """A VM stopping for good whose final VMI is being deleted: Stopped waits for the VMI to go (at most
-        OBSERVABLE_SECONDS), so that it is written together with created: false rather than one write before it.
-
-        Only when no new VMI follows (Halted, a deleted VM, Manual without a start request): a restart's Stopped is
-        written at once, since the next VMI's Starting would otherwise replace it unseen.
-        """
-        if after == before or vmi is None or not vmi["metadata"].get("deletionTimestamp"):
-            return None
-        if after.get("printableStatus") != STATUS_STOPPED:
-            return None
-        strategy = run_strategy_or_none(vm)
-        start_requested = any(r.get("action") == "Start" for r in after.get("stateChangeRequests") or [])
-        stays_stopped = (
-            bool(vm["metadata"].get("deletionTimestamp"))
-            or strategy == c.RUN_STRATEGY_HALTED
-            or (strategy == c.RUN_STRATEGY_MANUAL and not start_requested)
-        )
-        return self.held_observable.hold(key, OBSERVABLE_SECONDS) if stays_stopped else None
+        """A VM stopping for good: Stopped waits for its deleted VMI to go (vm_stopped_awaits_vmi_removal)."""
+        if after != before and vm_stopped_awaits_vmi_removal(vm, after, vmi):
+            return self.held_observable.hold(key, OBSERVABLE_SECONDS)
+        return None
 
     @staticmethod
     def _receiver_deleted(vmi: Object) -> bool:
