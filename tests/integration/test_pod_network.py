@@ -35,13 +35,15 @@ from tests.support.waiting import eventually
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 PY = sys.executable
-# Listens on 0.0.0.0:8080 and answers each connection with the pod's own view: its IP as the peer sees it.
+# Listens on port 8080 of both families ([::], not IPv6-only) and answers each connection with the pod's own view:
+# the peer's IP as it sees it (an IPv4 peer's without its ::ffff: mapping).
 LISTENER = (
     "import socket\n"
-    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-    "s.bind(('0.0.0.0', 8080)); s.listen()\n"
+    "s = socket.socket(socket.AF_INET6); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n"
+    "s.bind(('::', 8080)); s.listen()\n"
     "while True:\n"
-    "    c, peer = s.accept(); c.sendall(('hello ' + peer[0]).encode()); c.close()\n"
+    "    c, peer = s.accept(); c.sendall(('hello ' + peer[0].removeprefix('::ffff:')).encode()); c.close()\n"
 )
 
 
@@ -156,15 +158,15 @@ def pid_of(obj: Object) -> int:
     return int(str(obj["status"]["containerStatuses"][0]["containerID"]).removeprefix("process://"))
 
 
-def leases(env: Net, node: str) -> dict[str, str]:
-    """host-local's store of the node: leased IP -> container id (the pod uid)."""
+def leases(env: Net, node: str, *, ipv6: bool = False) -> dict[str, str]:
+    """host-local's store of the node: leased IP (of one family) -> container id (the pod uid)."""
     store = env.root / node / "cni" / "ipam" / "pykubevirt"
     if not store.is_dir():
         return {}
     return {
         path.name: path.read_text().split("\n", 1)[0].strip()
         for path in store.iterdir()
-        if path.name[0].isdigit() and "last_reserved" not in path.name
+        if "last_reserved" not in path.name and path.name != "lock" and (":" in path.name) == ipv6
     }
 
 
@@ -177,29 +179,59 @@ async def node_cidr(env: Net, node: str) -> str:
     return str((await env.client.get(NODES, node))["spec"].get("podCIDR") or "")
 
 
+async def node_cidr_v6(env: Net, node: str) -> str:
+    cidrs = (await env.client.get(NODES, node))["spec"].get("podCIDRs") or []
+    return next((str(c) for c in cidrs if ":" in c), "")
+
+
+def v6(obj: Object) -> str:
+    """The pod's IPv6 address from status.podIPs."""
+    (address,) = [entry["ip"] for entry in obj["status"]["podIPs"] if ":" in entry["ip"]]
+    return str(address)
+
+
 async def test_node_ipam_gives_each_node_its_own_slash_24_of_the_cluster_cidr(net: Net) -> None:
     cidrs = [await eventually(lambda n=n: node_cidr(net, n)) for n in nodes(net)]
     assert len(set(cidrs)) == 2
+    cluster = ClusterNetwork(net.cidr)
     for cidr in cidrs:
         subnet = ipaddress.IPv4Network(cidr)
-        assert subnet.prefixlen == 24 and subnet.subnet_of(ipaddress.IPv4Network(net.cidr))
-        assert not subnet.overlaps(ClusterNetwork(net.cidr).host_link)
+        assert subnet.prefixlen == 24 and subnet.subnet_of(ipaddress.IPv4Network(cluster.ipv4_cidr))
+        assert not subnet.overlaps(cluster.host_link)
+
+
+async def test_a_dual_stack_cluster_gives_each_node_an_ipv6_slash_64_too(net: Net) -> None:
+    cluster = ClusterNetwork(net.cidr)
+    assert cluster.ipv6_cidr and cluster.has_ipv6, "this host has IPv6: the cluster must be dual-stack"
+    for node in nodes(net):
+        spec = (await eventually(lambda n=node: net.client.get(NODES, n)))["spec"]
+        ipv4, ipv6 = spec["podCIDRs"]
+        assert ipv4 == spec["podCIDR"]
+        subnet = ipaddress.IPv6Network(ipv6)
+        assert subnet.prefixlen == 64 and subnet.subnet_of(ipaddress.IPv6Network(cluster.ipv6_cidr))
+        assert not subnet.overlaps(cluster.host_link_v6)
+    assert len({await node_cidr_v6(net, n) for n in nodes(net)}) == 2
 
 
 async def test_a_pod_gets_its_own_namespace_and_an_ip_of_its_node_that_the_host_reaches(net: Net) -> None:
     node = nodes(net)[0]
     await net.client.create(PODS, pod("web", node), net.namespace)
     obj = await running(net, "web")
-    ip = obj["status"]["podIP"]
-    assert obj["status"]["podIPs"] == [{"ip": ip}]
+    ip, ipv6 = obj["status"]["podIP"], v6(obj)
+    # Dual-stack, as kubelet reports it: podIP is the IPv4 address, podIPs lists it first and then the IPv6 one.
+    assert obj["status"]["podIPs"] == [{"ip": ip}, {"ip": ipv6}]
     assert ipaddress.IPv4Address(ip) in ipaddress.IPv4Network(await node_cidr(net, node))
+    assert ipaddress.IPv6Address(ipv6) in ipaddress.IPv6Network(await node_cidr_v6(net, node))
     assert leases(net, node)[ip] == obj["metadata"]["uid"]
+    assert leases(net, node, ipv6=True)[ipv6] == obj["metadata"]["uid"]
     # The container's process is in the pod's namespace, not the host's.
     ns_file = netns.netns_path(pod_netns(obj["metadata"]["uid"]))
     assert os.stat(f"/proc/{pid_of(obj)}/ns/net").st_ino == os.stat(ns_file).st_ino
     assert os.stat(f"/proc/{pid_of(obj)}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
     # From the host: the answer names the host's end of the link into the cluster's namespace.
     assert await fetch(ip) == f"hello {ClusterNetwork(net.cidr).host_address}"
+    # And over IPv6: from the host's end of the link's IPv6 side.
+    assert await fetch(ipv6) == f"hello {ClusterNetwork(net.cidr).host_address_v6}"
 
 
 async def test_pods_on_two_nodes_reach_each_other(net: Net) -> None:
@@ -226,6 +258,31 @@ async def test_pods_on_two_nodes_reach_each_other(net: Net) -> None:
     assert ipaddress.IPv4Address(client_pod["status"]["podIP"]) in ipaddress.IPv4Network(await node_cidr(net, second))
 
 
+async def test_pods_on_two_nodes_reach_each_other_over_ipv6(net: Net) -> None:
+    first, second = nodes(net)
+    await net.client.create(PODS, pod("server6", first), net.namespace)
+    server_ip = v6(await running(net, "server6"))
+    dial = (
+        "import socket, time\n"
+        "for _ in range(100):\n"
+        "    try:\n"
+        f"        c = socket.create_connection(('{server_ip}', 8080), timeout=2); break\n"
+        "    except OSError: time.sleep(0.1)\n"
+        "print(c.recv(100).decode(), flush=True)\n"
+    )
+    await net.client.create(PODS, pod("client6", second, dial), net.namespace)
+
+    async def succeeded() -> Object | None:
+        obj = await net.client.get(PODS, "client6", net.namespace)
+        return obj if (obj.get("status") or {}).get("phase") == "Succeeded" else None
+
+    client_pod = await eventually(succeeded, timeout=30.0)
+    log = (net.root / second / "pods" / client_pod["metadata"]["uid"] / "logs" / "main.log").read_text()
+    # The server saw the client's own IPv6 pod address: routed between the node bridges, not translated.
+    assert log.strip() == f"hello {v6(client_pod)}"
+    assert ipaddress.IPv6Address(v6(client_pod)) in ipaddress.IPv6Network(await node_cidr_v6(net, second))
+
+
 async def test_a_host_network_pod_stays_in_the_hosts_namespace(net: Net) -> None:
     code = "import time; time.sleep(600)"
     await net.client.create(PODS, pod("hostnet", nodes(net)[0], code, hostNetwork=True), net.namespace)
@@ -248,6 +305,7 @@ async def test_deleting_a_pod_frees_its_ip_and_leaves_no_namespace_or_veth(net: 
     await gone(net, "doomed")
     assert not netns.exists(pod_netns(uid))
     assert ip not in leases(net, node)
+    assert v6(obj) not in leases(net, node, ipv6=True)
     assert set(cluster_links(net)) <= links_before
     assert not (net.root / node / "cni" / "pods" / f"{uid}.json").exists()
 
@@ -291,7 +349,7 @@ async def test_a_sandbox_left_by_a_crash_is_removed_when_the_agent_starts(net: N
     network = PodNetwork(net.cidr, node, net.root / node, pod_cidr=await node_cidr(net, node))
     await network.start(await node_cidr(net, node))
     fake = {"metadata": {"uid": uid, "name": "ghost", "namespace": net.namespace}, "spec": {}}
-    (ip,) = await network.setup(fake)
+    ip, _ = await network.setup(fake)
     assert netns.exists(pod_netns(uid)) and leases(net, node)[ip] == uid
     await net.start_node(node)
     assert not netns.exists(pod_netns(uid))

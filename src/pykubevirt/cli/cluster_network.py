@@ -1,5 +1,9 @@
 """Which cluster CIDR an embedded cluster's pod network uses: a /16 of 10.0.0.0/8 that nothing on this host routes
 or holds, chosen once per data dir (recorded in it) and reserved host-wide by creating the cluster's namespace.
+
+Where the host has IPv6 the cluster is dual-stack: next to 10.N.0.0/16 it takes the unique local /48 `fd70:6b76:N::`
+("pkv"), recorded as kube's `--cluster-cidr` takes both, "10.N.0.0/16,fd70:6b76:N::/48". A host with IPv6 disabled,
+or whose own routes hold that /48, gets the IPv4 CIDR alone and runs the pod network IPv4 only.
 """
 
 from __future__ import annotations
@@ -11,11 +15,18 @@ import subprocess
 from pathlib import Path
 
 from pykubevirt.node import netns
-from pykubevirt.node.pod_network import LOCK_DIR, ClusterNetwork
+from pykubevirt.node.pod_network import LOCK_DIR, ClusterNetwork, ipv6_enabled
 
 CIDR_FILE = "cluster-cidr"
 # 10.96.0.0/12 is Kubernetes' default Service range and 10.244.0.0/16 its common pod range: left to real clusters.
 CANDIDATES = [f"10.{n}.0.0/16" for n in range(128, 240)]
+IPV6_PREFIX = "fd70:6b76"
+
+
+def ipv6_cidr_for(ipv4_cidr: str) -> str:
+    """The unique local /48 paired with the cluster's 10.N.0.0/16."""
+    second = ipaddress.IPv4Network(ipv4_cidr).network_address.packed[1]
+    return f"{IPV6_PREFIX}:{second:x}::/48"
 
 
 def recorded_cidr(data_dir: Path) -> str:
@@ -41,6 +52,33 @@ def _host_networks() -> list[ipaddress.IPv4Network]:
     return found
 
 
+def _host_networks_v6() -> list[ipaddress.IPv6Network]:
+    """Every IPv6 destination and address the host's own namespace knows."""
+    found = []
+    for argv in (["ip", "-o", "-6", "route", "show", "table", "all"], ["ip", "-o", "-6", "addr"]):
+        out = subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+        for line in out.splitlines():
+            for word in line.split():
+                if ":" in word:
+                    try:
+                        network = ipaddress.IPv6Network(word, strict=False)
+                    except ValueError:
+                        continue
+                    if network.prefixlen > 0 and not network.is_link_local and not network.is_multicast:
+                        found.append(network)
+    return found
+
+
+def dual_stack(ipv4_cidr: str) -> str:
+    """The cluster CIDR to record: "V4,V6" where the host has IPv6 and nothing of it holds the /48, else "V4"."""
+    if not ipv6_enabled():
+        return ipv4_cidr
+    ipv6 = ipaddress.IPv6Network(ipv6_cidr_for(ipv4_cidr))
+    if any(ipv6.overlaps(used) for used in _host_networks_v6()):
+        return ipv4_cidr
+    return f"{ipv4_cidr},{ipv6}"
+
+
 def choose_cluster_cidr(data_dir: Path) -> str:
     """The data dir's cluster CIDR, choosing and reserving a free one the first time."""
     chosen = recorded_cidr(data_dir)
@@ -55,8 +93,9 @@ def choose_cluster_cidr(data_dir: Path) -> str:
                 continue
             subprocess.run(["ip", "netns", "add", ClusterNetwork(cidr).netns], check=True, capture_output=True)
             Path(data_dir).mkdir(parents=True, exist_ok=True)
-            (Path(data_dir) / CIDR_FILE).write_text(cidr + "\n")
-            return cidr
+            chosen = dual_stack(cidr)
+            (Path(data_dir) / CIDR_FILE).write_text(chosen + "\n")
+            return chosen
     raise RuntimeError("no free /16 in 10.128.0.0/9 for the pod network")
 
 

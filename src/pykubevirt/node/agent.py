@@ -29,7 +29,7 @@ from pykubevirt.node.cpu_manager import CPU_MANAGER_LABEL, StaticCPUManager
 from pykubevirt.node.image_store import ImageStore
 from pykubevirt.node.log_server import LogError, LogServer, LogTarget
 from pykubevirt.node.pod_dirs import PodDir, existing_pod_dirs
-from pykubevirt.node.pod_network import PodNetwork
+from pykubevirt.node.pod_network import PodNetwork, node_pod_cidrs
 from pykubevirt.node.pod_worker import NodeContext, PodWorker, api_fetch
 from pykubevirt.node.registration import HEARTBEAT_INTERVAL_SECONDS, NODE_IP, NodeRegistration
 from pykubevirt.node.virtual_containers import ImagePuller
@@ -126,7 +126,7 @@ class NodeAgent:
         await self.registration.register()
         if self.network is not None:
             node = await self.client.get(NODES, self.name)
-            await self.network.start(self.network.pod_cidr or str((node.get("spec") or {}).get("podCIDR") or ""))
+            await self.network.start(self.network.pod_cidr or node_pod_cidrs(node))
         adopted = self._adopt()
         if self.network is not None:
             # Sandboxes of pods whose directory is gone: a crash came between the two removals.

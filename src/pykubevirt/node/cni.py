@@ -39,8 +39,11 @@ def pod_args(namespace: str, name: str, uid: str) -> str:
     )
 
 
-def bridge_conflist(name: str, bridge: str, subnet: str, ipam_dir: Path, mtu: int) -> dict[str, Any]:
-    """The node's pod network: bridge + host-local IPAM from the node's podCIDR, then portmap for hostPorts."""
+def bridge_conflist(name: str, bridge: str, subnets: str | Sequence[str], ipam_dir: Path, mtu: int) -> dict[str, Any]:
+    """The node's pod network: bridge + host-local IPAM from the node's podCIDRs (one range set per family, IPv4
+    first, each with its default route), then portmap for hostPorts."""
+    subnet_list = [subnets] if isinstance(subnets, str) else list(subnets)
+    routes = [{"dst": "::/0" if ":" in subnet else "0.0.0.0/0"} for subnet in subnet_list]
     return {
         "cniVersion": CNI_VERSION,
         "name": name,
@@ -54,14 +57,23 @@ def bridge_conflist(name: str, bridge: str, subnet: str, ipam_dir: Path, mtu: in
                 "mtu": mtu,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": subnet}]],
-                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "ranges": [[{"subnet": subnet}] for subnet in subnet_list],
+                    "routes": routes,
                     "dataDir": str(ipam_dir),
                 },
             },
             {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
         ],
     }
+
+
+def has_ipv6(conflist: Mapping[str, Any]) -> bool:
+    """Whether a configuration list's IPAM gives IPv6 addresses."""
+    for plugin in conflist.get("plugins") or []:
+        for ranges in ((plugin.get("ipam") or {}).get("ranges")) or []:
+            if any(":" in str(r.get("subnet") or "") for r in ranges):
+                return True
+    return False
 
 
 def write_conflist(path: Path, conflist: Mapping[str, Any]) -> None:

@@ -34,6 +34,7 @@ POD_NETNS_PREFIX = "pkvpod-"
 HOST_IFNAME = "host0"
 DEFAULT_MTU = 1500
 LOCK_DIR = "/run/lock"
+IPV6_DISABLED_SYSCTL = "/proc/sys/net/ipv6/conf/all/disable_ipv6"
 # Secondary networks' host-local stores, one per cluster: its nodes share each secondary bridge, so they must share
 # its leases too. Under /run: they live as long as the cluster's namespace, which a reboot removes as well.
 SHARED_IPAM_ROOT = "/run/pykubevirt-cni"
@@ -47,36 +48,76 @@ def _key(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
+def ipv6_enabled(path: str = "") -> bool:
+    """Whether the host has IPv6 (`net.ipv6.conf.all.disable_ipv6` is 0): without it the pod network is IPv4 only."""
+    try:
+        with open(path or IPV6_DISABLED_SYSCTL) as sysctl:
+            return sysctl.read().strip() == "0"
+    except OSError:
+        return False  # no such file: a kernel without IPv6
+
+
+def split_cidrs(cidrs: str) -> tuple[str, str]:
+    """A dual-stack list as kube-controller-manager's `--cluster-cidr` (or a node's podCIDRs) takes it, "V4[,V6]":
+    the IPv4 CIDR and the IPv6 one ("" when absent)."""
+    ipv4 = ipv6 = ""
+    for part in (p.strip() for p in cidrs.split(",")):
+        if not part:
+            continue
+        if ":" in part:
+            ipv6 = ipv6 or part
+        else:
+            ipv4 = ipv4 or part
+    return ipv4, ipv6
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterNetwork:
-    """The names and host link of one cluster CIDR (one embedded cluster on this host)."""
+    """The names and host link of one cluster CIDR (one embedded cluster on this host): "V4" or dual-stack "V4,V6".
+    Names derive from the IPv4 CIDR, so a cluster keeps them whether or not it has IPv6."""
 
     cidr: str
 
     @property
+    def ipv4_cidr(self) -> str:
+        return split_cidrs(self.cidr)[0]
+
+    @property
+    def ipv6_cidr(self) -> str:
+        return split_cidrs(self.cidr)[1]
+
+    @property
     def netns(self) -> str:
-        return f"pkvnet-{_key(self.cidr)}"
+        return f"pkvnet-{_key(self.ipv4_cidr)}"
 
     @property
     def host_veth(self) -> str:
-        return f"pkvh{_key(self.cidr)}"
+        return f"pkvh{_key(self.ipv4_cidr)}"
 
     @property
     def host_link(self) -> ipaddress.IPv4Network:
         """The last /30 of the cluster CIDR joins the host and the cluster namespace (never a node's podCIDR)."""
-        network = ipaddress.IPv4Network(self.cidr)
+        network = ipaddress.IPv4Network(self.ipv4_cidr)
         return ipaddress.IPv4Network(f"{network.broadcast_address - 3}/30")
+
+    @property
+    def host_link_v6(self) -> ipaddress.IPv6Network | None:
+        """The last /64 of the IPv6 cluster CIDR joins the host and the cluster namespace (never a node's)."""
+        if not self.ipv6_cidr:
+            return None
+        network = ipaddress.IPv6Network(self.ipv6_cidr)
+        return ipaddress.IPv6Network(f"{network.broadcast_address - (2**64 - 1)}/64")
 
     @property
     def nft_table(self) -> str:
         """The host's nft table (family ip) of the cluster's Service proxy."""
-        return f"pykubevirt-{_key(self.cidr)}"
+        return f"pykubevirt-{_key(self.ipv4_cidr)}"
 
     @property
     def service_cidr(self) -> str:
         """The Services' ClusterIP range: the first half of the /24 that holds the host link, which node IPAM never
         gives a node; the host's route for the cluster CIDR already leads it into the cluster's namespace only."""
-        network = ipaddress.IPv4Network(self.cidr)
+        network = ipaddress.IPv4Network(self.ipv4_cidr)
         return str(ipaddress.IPv4Network(f"{network.broadcast_address - 255}/25"))
 
     @property
@@ -90,6 +131,21 @@ class ClusterNetwork:
     @property
     def inner_address(self) -> str:
         return str(self.host_link.network_address + 2)
+
+    @property
+    def host_address_v6(self) -> str:
+        link = self.host_link_v6
+        return str(link.network_address + 1) if link is not None else ""
+
+    @property
+    def inner_address_v6(self) -> str:
+        link = self.host_link_v6
+        return str(link.network_address + 2) if link is not None else ""
+
+    @property
+    def has_ipv6(self) -> bool:
+        """Whether the cluster's IPv6 CIDR is plumbed: it has one and the host has IPv6 (else IPv4 only)."""
+        return bool(self.ipv6_cidr) and ipv6_enabled()
 
     async def ensure(self) -> None:
         """Create the cluster namespace and its link to the host (idempotent; agents of a cluster race safely)."""
@@ -119,12 +175,29 @@ class ClusterNetwork:
                 )
                 await netns.run([IP, "-n", self.netns, "link", "set", HOST_IFNAME, "up"])
                 await netns.run([IP, "link", "set", self.host_veth, "up"])
-            await netns.run([IP, "route", "replace", self.cidr, "via", self.inner_address, "dev", self.host_veth])
+            await netns.run([IP, "route", "replace", self.ipv4_cidr, "via", self.inner_address, "dev", self.host_veth])
             # A connection to a node's loopback InternalIP:nodePort is DNATed to a pod but keeps its 127/8 source
             # until masqueraded after routing: the host veth must be allowed to route it (kube-proxy's localhost
             # nodePorts set the same, host-wide; here only this link).
             await netns.run(["sysctl", "-qw", f"net.ipv4.conf.{self.host_veth}.route_localnet=1"])
             await netns.run([*netns.enter_argv(self.netns), "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+            if self.has_ipv6:
+                await self._ensure_ipv6()
+
+    async def _ensure_ipv6(self) -> None:
+        """The IPv6 side of the host link (no DAD: both ends are ours) and the route for the IPv6 cluster CIDR."""
+        prefix = 64
+        inside = netns.enter_argv(self.netns)
+        # Devices made here later (node bridges, pod veths' host ends) skip DAD too: a pod's start never waits on it.
+        await netns.run(
+            [*inside, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.accept_dad=0"]
+        )
+        for argv in (
+            [IP, "addr", "replace", f"{self.host_address_v6}/{prefix}", "dev", self.host_veth, "nodad"],
+            [IP, "-n", self.netns, "addr", "replace", f"{self.inner_address_v6}/{prefix}", "dev", HOST_IFNAME, "nodad"],
+            [IP, "-6", "route", "replace", self.ipv6_cidr, "via", self.inner_address_v6, "dev", self.host_veth],
+        ):
+            await netns.run(argv)
 
     async def remove(self) -> None:
         """Delete the cluster namespace: its bridges and the host veth (and so the host route) go with it."""
@@ -144,6 +217,13 @@ def _locked(path: str) -> IO[str]:
     lock = open(path, "a+")
     fcntl.flock(lock, fcntl.LOCK_EX)
     return lock
+
+
+def node_pod_cidrs(node: Mapping[str, Any]) -> str:
+    """A Node's podCIDRs as "V4[,V6]" (`spec.podCIDRs`, dual-stack, else `spec.podCIDR`; "" before IPAM gave any)."""
+    spec = node.get("spec") or {}
+    cidrs = [str(c) for c in spec.get("podCIDRs") or [] if c] or ([str(spec["podCIDR"])] if spec.get("podCIDR") else [])
+    return ",".join(cidrs)
 
 
 def pod_netns(uid: str) -> str:
@@ -181,12 +261,21 @@ class PodNetwork:
             self.set_pod_cidr(pod_cidr)
 
     def set_pod_cidr(self, pod_cidr: str) -> None:
+        """The node's podCIDRs ("V4[,V6]", as `spec.podCIDRs` joined): the conflist's ranges. The IPv6 one is left
+        out where the host has IPv6 disabled, so such a host runs the pod network IPv4 only."""
         if pod_cidr == self.pod_cidr and self.conf_file.exists():
             return
         self.pod_cidr = pod_cidr
-        conflist = cni.bridge_conflist(NETWORK_NAME, self.bridge, pod_cidr, self.ipam_dir, self.mtu)
+        ipv4, ipv6 = split_cidrs(pod_cidr)
+        subnets = [ipv4] + ([ipv6] if ipv6 and self.cluster.has_ipv6 else [])
+        conflist = cni.bridge_conflist(NETWORK_NAME, self.bridge, subnets, self.ipam_dir, self.mtu)
         cni.write_conflist(self.conf_file, conflist)
-        log.info("pod network ready: podCIDR %s on bridge %s", pod_cidr, self.bridge, extra={"node": self.node_name})
+        log.info(
+            "pod network ready: podCIDRs %s on bridge %s",
+            ", ".join(subnets),
+            self.bridge,
+            extra={"node": self.node_name},
+        )
 
     def _conflist(self) -> dict[str, Any]:
         if not self.pod_cidr or not self.conf_file.exists():
@@ -261,6 +350,10 @@ class PodNetwork:
             record.update(conflist=conflist, network=default_name)
         self._write_record(uid, record)
         await netns.add(name, loopback_up=False)  # the loopback plugin brings `lo` up
+        if cni.has_ipv6(conflist):
+            # The pod's eth0 is made here by CNI: without DAD its IPv6 address is usable at once (the bridge plugin
+            # waits for it to settle), and it cannot clash, host-local gives each address once.
+            await netns.run([*netns.enter_argv(name), "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0"])
         await cni.add_loopback(netns.netns_path(name), uid, run_in=self.cluster.netns)
         result = await cni.add_network(conflist, call, run_in=self.cluster.netns, runtime=runtime)
         ips = cni.result_ips(result)

@@ -30,7 +30,7 @@ from pykubevirt.node.cpu_manager import StaticCPUManager
 from pykubevirt.node.env import ConfigError, Fetch, container_env
 from pykubevirt.node.netns import NetworkError
 from pykubevirt.node.pod_dirs import ContainerRecord, PodDir
-from pykubevirt.node.pod_network import NetworkNotReady, PodNetwork, host_network
+from pykubevirt.node.pod_network import NetworkNotReady, PodNetwork, host_network, node_pod_cidrs
 from pykubevirt.node.stray_sweeper import StraySweeper
 from pykubevirt.node.volumes import PreparedVolumes, container_mounts, prepare_volumes
 
@@ -192,7 +192,7 @@ class PodWorker:
         try:
             if not network.pod_cidr:
                 node = await self.ctx.client.get(NODES, self.ctx.node_name)
-                cidr = str((node.get("spec") or {}).get("podCIDR") or "")
+                cidr = node_pod_cidrs(node)
                 if cidr:
                     network.set_pod_cidr(cidr)
             ips, attached = await multus_pod.setup(self.ctx.client, network, pod)
