@@ -201,7 +201,7 @@ async def test_each_selected_network_is_added_under_its_name_and_reported_in_net
         uid = obj["metadata"]["uid"]
         primary, secondary = status
         assert primary["name"] == "pykubevirt" and primary["interface"] == "eth0" and primary["default"] is True
-        assert primary["ips"] == [obj["status"]["podIP"]]
+        assert primary["ips"] == [entry["ip"] for entry in obj["status"]["podIPs"]]
         assert secondary["name"] == f"{env.namespace}/blue" and secondary["interface"] == iface
         assert "default" not in secondary
         (ip,) = secondary["ips"]

@@ -37,7 +37,8 @@ async def main():
         dhcp = await masquerade.plumb(iface, masquerade.pod_interface(), "leak")
     links = [link["ifname"] for link in json.loads(subprocess.check_output(["ip", "-j", "link"]))]
     rules = subprocess.check_output(["nft", "list", "ruleset"], text=True)
-    print(json.dumps({"links": sorted(links), "nft": "KUBEVIRT_PREINBOUND" in rules}))
+    nft6 = "table ip6 nat" in rules and "KUBEVIRT_PREINBOUND" in rules.split("table ip6 nat", 1)[1]
+    print(json.dumps({"links": sorted(links), "nft": "KUBEVIRT_PREINBOUND" in rules, "nft6": nft6}))
     dhcp.close()
 
 asyncio.run(main())
@@ -86,10 +87,13 @@ async def test_fifty_vm_network_cycles_leave_no_namespace_veth_rule_or_ip(networ
             assert {"k6t-eth0", "eth0-nic", "eth0", "tap0"} <= set(made["links"]) and not made["nft"]
         else:
             assert {"k6t-eth0", "eth0", "tap0"} <= set(made["links"]) and made["nft"]
+            # A dual-stack pod (this host has IPv6) gets the ip6 rules as well.
+            assert made["nft6"] == cluster.has_ipv6
         assert len(await link_names(cluster.netns)) == len(cluster_links) + 1
         await network.teardown(uid)
 
-    assert len(pod_ips) == CYCLES  # host-local hands out fresh addresses, so a leak cannot hide behind reuse
+    # host-local hands out fresh addresses, so a leak cannot hide behind reuse (an IPv4 and an IPv6 one a cycle)
+    assert len(pod_ips) == CYCLES * (2 if cluster.has_ipv6 else 1)
     namespaces = {line.split()[0] for line in await ip_lines("netns", "list")}
     assert not namespaces & {f"pkvpod-{uid}" for uid in uids}
     # The cluster namespace holds the node bridge, the host link and no veth of any cycle. A bridge binding's veth

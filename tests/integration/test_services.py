@@ -74,7 +74,8 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     pods = PodNetwork(cidr, "svc-node", root / "node")
     await pods.start(cidr.replace(".0.0/16", ".0.0/24"))
     uid = str(uuid.uuid4())
-    (pod_ip,) = await pods.setup({"metadata": {"uid": uid, "name": "echo", "namespace": "svc"}, "spec": {}})
+    # Services are IPv4 (single-stack); a dual-stack pod's IPv4 address comes first.
+    pod_ip, *_ = await pods.setup({"metadata": {"uid": uid, "name": "echo", "namespace": "svc"}, "spec": {}})
     greeter = await asyncio.create_subprocess_exec(
         *netns.enter_argv(str(pods.netns_of(uid))), sys.executable, "-c", GREETER, stdout=asyncio.subprocess.PIPE
     )

@@ -110,3 +110,19 @@ def test_the_guest_agent_answer_libvirt_gives_becomes_guest_interfaces() -> None
         GuestInterface("eth0", "0a:58:0a:f4:00:05", ("10.244.0.5", "fe80::1")),
         GuestInterface("lo", "00:00:00:00:00:00", ("127.0.0.1",)),
     ]
+
+
+def test_a_dual_stack_masquerade_interface_reports_both_pod_ips_never_the_guests_private_ones() -> None:
+    vmi: dict[str, Any] = {
+        "spec": {
+            "domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}]}},
+            "networks": [{"name": "default", "pod": {}}],
+        }
+    }
+    domain = [DomainInterface("default", "0a:58:0a:f4:00:05")]
+    guest = [GuestInterface("eth0", "0a:58:0a:f4:00:05", ("10.0.2.2", "fd10:0:2::2", "fe80::858:aff:fef4:5"))]
+    (status,) = interface_statuses(vmi, domain, {"default": ["10.244.0.5", "fd70:6b76:80::5"]}, guest)
+    # ipAddress stays the IPv4 pod IP; ipAddresses lists the pod's IPv6 too, as KubeVirt reports a dual-stack pod.
+    assert status["ipAddress"] == "10.244.0.5"
+    assert status["ipAddresses"] == ["10.244.0.5", "fd70:6b76:80::5"]
+    assert status["infoSource"] == "domain, guest-agent"

@@ -3,6 +3,10 @@
 guest (10.0.2.2 by the launcher's DHCP), and nftables NAT so the pod IP's inbound traffic (only `ports`, when given)
 reaches the guest and the guest's outbound traffic leaves as the pod IP.
 
+Where the pod has IPv6 (a dual-stack pod network) the same is done for that family: `fd10:0:2::1/120` on the bridge,
+the guest's `fd10:0:2::2` by the launcher's DHCPv6 server with router advertisements for its default route
+(`dhcpv6_server.py`), and the same rules in an `ip6 nat` table, so `ports` restricts IPv6 forwarding the same way.
+
 Everything is created inside the pod's own namespace and dies with it; nothing here touches the host's namespace.
 """
 
@@ -17,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pykubevirt.launcher import dhcp_server
+from pykubevirt.launcher import dhcp_server, dhcpv6_server
 
 log = logging.getLogger("pykubevirt.launcher.masquerade")
 
@@ -27,8 +31,12 @@ TAP = "tap0"
 GATEWAY = "10.0.2.1"
 GUEST = "10.0.2.2"
 PREFIX = 24
+GATEWAY6 = "fd10:0:2::1"
+GUEST6 = "fd10:0:2::2"
+PREFIX6 = 120
 BRIDGE_MAC = "02:00:00:00:00:00"
 LOOPBACK = "127.0.0.1"
+LOOPBACK6 = "::1"
 
 
 class PlumbingError(Exception):
@@ -43,6 +51,13 @@ class PodInterface:
     mtu: int
     ipv4: tuple[str, ...]
     mac: str = ""
+    # Global IPv6 addresses (a dual-stack pod network); link-local ones are not the pod's IPs.
+    ipv6: tuple[str, ...] = ()
+
+    @property
+    def ips(self) -> list[str]:
+        """The pod IPs status reports: IPv4 first, then IPv6."""
+        return [*self.ipv4, *self.ipv6]
 
 
 # The kernel's fixed inode number of the initial PID namespace (PROC_PID_INIT_INO).
@@ -76,25 +91,29 @@ def link_exists(name: str) -> bool:
 
 
 def pod_interface(name: str = POD_IFACE) -> PodInterface | None:
-    """The pod interface with its IPv4 addresses, None when this namespace has none (no pod network, or the host's)."""
+    """The pod interface with its addresses, None when this namespace has none (no pod network, or the host's) or
+    it has no IPv4 address."""
     if in_host_network() or not link_exists(name):
         return None
-    out = subprocess.run(["ip", "-j", "-4", "addr", "show", "dev", name], capture_output=True, text=True, check=False)
+    out = subprocess.run(["ip", "-j", "addr", "show", "dev", name], capture_output=True, text=True, check=False)
     try:
         entries: list[dict[str, Any]] = json.loads(out.stdout or "[]")
     except ValueError:
         return None
-    addresses = tuple(
-        str(info["local"]) for entry in entries for info in entry.get("addr_info") or [] if info.get("local")
+    infos = [info for entry in entries for info in entry.get("addr_info") or [] if info.get("local")]
+    addresses = tuple(str(info["local"]) for info in infos if info.get("family") == "inet")
+    ipv6 = tuple(
+        str(info["local"]) for info in infos if info.get("family") == "inet6" and info.get("scope") == "global"
     )
     if not addresses:
         return None
-    return PodInterface(name, int(entries[0]["mtu"]), addresses, str(entries[0].get("address") or "").lower())
+    return PodInterface(name, int(entries[0]["mtu"]), addresses, str(entries[0].get("address") or "").lower(), ipv6)
 
 
-def nft_commands(ports: Sequence[Mapping[str, Any]], pod_iface: str = POD_IFACE) -> list[str]:
-    """KubeVirt's IPv4 masquerade rules, in its order (`masquerade.go`), as `nft` command lines."""
-    fam, lo = "ip", LOOPBACK
+def nft_commands(ports: Sequence[Mapping[str, Any]], pod_iface: str = POD_IFACE, *, ipv6: bool = False) -> list[str]:
+    """KubeVirt's masquerade rules of one family (IPv4, or with `ipv6` the `ip6` table), in its order
+    (`masquerade.go`), as `nft` command lines."""
+    fam, lo, guest, gateway = ("ip6", LOOPBACK6, GUEST6, GATEWAY6) if ipv6 else ("ip", LOOPBACK, GUEST, GATEWAY)
     commands = [
         f"add table {fam} nat",
         f"add chain {fam} nat prerouting {{ type nat hook prerouting priority -100; }}",
@@ -103,39 +122,39 @@ def nft_commands(ports: Sequence[Mapping[str, Any]], pod_iface: str = POD_IFACE)
         f"add chain {fam} nat postrouting {{ type nat hook postrouting priority 100; }}",
         f"add chain {fam} nat KUBEVIRT_PREINBOUND",
         f"add chain {fam} nat KUBEVIRT_POSTINBOUND",
-        f"add rule {fam} nat postrouting {fam} saddr {GUEST} counter masquerade",
+        f"add rule {fam} nat postrouting {fam} saddr {guest} counter masquerade",
         f"add rule {fam} nat prerouting iifname {pod_iface} counter jump KUBEVIRT_PREINBOUND",
         f"add rule {fam} nat postrouting oifname {BRIDGE} counter jump KUBEVIRT_POSTINBOUND",
     ]
     if not ports:
         return [
             *commands,
-            f"add rule {fam} nat KUBEVIRT_PREINBOUND counter dnat to {GUEST}",
-            f"add rule {fam} nat KUBEVIRT_POSTINBOUND {fam} saddr {{ {lo} }} counter snat to {GATEWAY}",
-            f"add rule {fam} nat output {fam} daddr {{ {lo} }} counter dnat to {GUEST}",
+            f"add rule {fam} nat KUBEVIRT_PREINBOUND counter dnat to {guest}",
+            f"add rule {fam} nat KUBEVIRT_POSTINBOUND {fam} saddr {{ {lo} }} counter snat to {gateway}",
+            f"add rule {fam} nat output {fam} daddr {{ {lo} }} counter dnat to {guest}",
         ]
     for port in ports:
         proto = str(port.get("protocol") or "TCP").lower()
         number = int(port["port"])
         commands += [
-            f"add rule {fam} nat KUBEVIRT_PREINBOUND {proto} dport {{ {number} }} counter dnat to {GUEST}",
+            f"add rule {fam} nat KUBEVIRT_PREINBOUND {proto} dport {{ {number} }} counter dnat to {guest}",
             f"add rule {fam} nat KUBEVIRT_POSTINBOUND {proto} dport {number} {fam} saddr {{ {lo} }} "
-            f"counter snat to {GATEWAY}",
-            f"add rule {fam} nat output {fam} daddr {{ {lo} }} {proto} dport {number} counter dnat to {GUEST}",
+            f"counter snat to {gateway}",
+            f"add rule {fam} nat output {fam} daddr {{ {lo} }} {proto} dport {number} counter dnat to {guest}",
         ]
     return commands
 
 
-def resolv_conf(path: str = "/etc/resolv.conf") -> tuple[list[str], list[str]]:
-    """The pod's IPv4 nameservers and search domains (what the guest's DHCP lease passes on)."""
+def resolv_conf(path: str = "/etc/resolv.conf", *, ipv6: bool = False) -> tuple[list[str], list[str]]:
+    """The pod's IPv4 (or, with `ipv6`, IPv6) nameservers and search domains (what the guest's lease passes on)."""
     servers: list[str] = []
     search: list[str] = []
     try:
         with open(path) as conf:
             for line in conf:
                 words = line.split()
-                if len(words) >= 2 and words[0] == "nameserver" and ":" not in words[1]:
-                    servers.append(words[1])
+                if len(words) >= 2 and words[0] == "nameserver" and (":" in words[1]) == ipv6:
+                    servers.append(words[1].split("%")[0])
                 elif len(words) >= 2 and words[0] == "search":
                     search = words[1:]
     except OSError:
@@ -160,20 +179,37 @@ async def run_checked(argv: Sequence[str], stdin: str | None = None) -> None:
         raise PlumbingError(f"{' '.join(argv)}: {err.decode(errors='replace').strip()}")
 
 
-def _sysctl_on(key: str) -> None:
-    """A sysctl of this namespace set to 1 (a /proc write: no process to start)."""
+def _sysctl_on(key: str, value: str = "1") -> None:
+    """A sysctl of this namespace set (to 1 by default; a /proc write: no process to start)."""
     with open(f"/proc/sys/{key}", "w") as sysctl:
-        sysctl.write("1")
+        sysctl.write(value)
 
 
-async def plumb(iface: Mapping[str, Any], pod: PodInterface, hostname: str) -> asyncio.DatagramTransport:
-    """Bridge, tap, sysctls, nft rules (once: a restarted launcher finds them) and the DHCP server (every start)."""
+class Servers:
+    """The launcher's servers for the guest's masquerade interface: DHCP, and DHCPv6 with router advertisements
+    where the pod has IPv6. close() stops them all."""
+
+    def __init__(self, dhcp: asyncio.DatagramTransport, *ipv6: asyncio.DatagramTransport | Any) -> None:
+        self.dhcp = dhcp
+        self.ipv6 = list(ipv6)
+
+    def close(self) -> None:
+        for server in [self.dhcp, *self.ipv6]:
+            server.close()
+
+
+async def plumb(iface: Mapping[str, Any], pod: PodInterface, hostname: str) -> Servers:
+    """Bridge, tap, sysctls, nft rules (once: a restarted launcher finds them) and the DHCP servers (every start)."""
     if not link_exists(BRIDGE):
+        if pod.ipv6:
+            # The bridge's own addresses skip DAD, so it can answer the guest at once (they are the pod's alone).
+            _sysctl_on("net/ipv6/conf/default/accept_dad", "0")
         # One `ip` process for every link step: each process start is most of the cost on a busy host.
         batch = [
             f"link add {BRIDGE} type bridge",
             f"link set {BRIDGE} mtu {pod.mtu} address {BRIDGE_MAC}",
             f"addr add {GATEWAY}/{PREFIX} dev {BRIDGE}",
+            *([f"addr add {GATEWAY6}/{PREFIX6} dev {BRIDGE} nodad"] if pod.ipv6 else []),
             f"tuntap add mode tap name {TAP}",
             f"link set {TAP} mtu {pod.mtu} master {BRIDGE} up",
             f"link set {BRIDGE} up",
@@ -181,8 +217,14 @@ async def plumb(iface: Mapping[str, Any], pod: PodInterface, hostname: str) -> a
         await run_checked(["ip", "-batch", "-"], "\n".join(batch) + "\n")
         for key in (f"net/ipv4/conf/{BRIDGE}/route_localnet", "net/ipv4/ip_forward"):
             _sysctl_on(key)
-        await run_checked(["nft", "-f", "-"], "\n".join(nft_commands(iface.get("ports") or [], pod.name)) + "\n")
-        log.info("masquerade plumbed: pod %s %s, guest %s on %s", pod.name, pod.ipv4[0], GUEST, TAP)
+        if pod.ipv6:
+            _sysctl_on("net/ipv6/conf/all/forwarding")
+        rules = nft_commands(iface.get("ports") or [], pod.name)
+        if pod.ipv6:
+            rules += nft_commands(iface.get("ports") or [], pod.name, ipv6=True)
+        await run_checked(["nft", "-f", "-"], "\n".join(rules) + "\n")
+        guests = f"{GUEST} and {GUEST6}" if pod.ipv6 else GUEST
+        log.info("masquerade plumbed: pod %s, guest %s on %s", ", ".join(pod.ips), guests, TAP)
     servers, search = resolv_conf()
     try:
         extra = dhcp_server.interface_options(iface.get("dhcpOptions") or {})
@@ -191,4 +233,14 @@ async def plumb(iface: Mapping[str, Any], pod: PodInterface, hostname: str) -> a
     lease = dhcp_server.Lease(
         GUEST, PREFIX, GATEWAY, GATEWAY, pod.mtu, tuple(servers), **lease_names(hostname, search), extra=extra
     )
-    return await dhcp_server.serve(BRIDGE, lease)
+    dhcp = await dhcp_server.serve(BRIDGE, lease)
+    if not pod.ipv6:
+        return Servers(dhcp)
+    try:
+        servers6, _ = resolv_conf(ipv6=True)
+        dhcp6 = await dhcpv6_server.serve(BRIDGE, dhcpv6_server.Lease6(GUEST6, BRIDGE_MAC, tuple(servers6)))
+        advertiser = await dhcpv6_server.advertise(BRIDGE, f"{GATEWAY6}/{PREFIX6}", pod.mtu, BRIDGE_MAC)
+    except OSError as exc:
+        dhcp.close()
+        raise PlumbingError(f"the guest's IPv6 servers on {BRIDGE}: {exc}") from exc
+    return Servers(dhcp, dhcp6, advertiser)

@@ -34,7 +34,8 @@ class PrimaryNetwork:
     pod_ips: dict[str, list[str]] = field(default_factory=dict)
     # Why the guest uses QEMU user networking, when it does.
     fallback: str = ""
-    dhcp: asyncio.DatagramTransport | None = None
+    # The interface's DHCP server(s) (close() stops them).
+    dhcp: asyncio.DatagramTransport | masquerade.Servers | None = None
 
 
 def pod_network_interface(vmi: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
@@ -73,7 +74,7 @@ def recorded_pod_ips(vmi: Mapping[str, Any], cache_dir: Path) -> dict[str, list[
     if link is not None:
         return {name: link.ips}
     pod = masquerade.pod_interface()
-    return {name: list(pod.ipv4) if pod is not None else [USER_GUEST_IP]}
+    return {name: pod.ips if pod is not None else [USER_GUEST_IP]}
 
 
 def hostname(vmi: Mapping[str, Any], name: str) -> str:
@@ -116,5 +117,5 @@ async def plumb(vmi: Mapping[str, Any], name: str, cache_dir: Path) -> PrimaryNe
         log.warning("%s", reason)
         return PrimaryNetwork(pod_ips={iface_name: [USER_GUEST_IP]}, fallback=reason)
     mac = str(iface.get("macAddress") or pod.mac).lower()
-    dhcp = await masquerade.plumb(iface, pod, guest_hostname)
-    return PrimaryNetwork("kubevirt", {iface_name: mac}, {iface_name: pod.mtu}, {iface_name: list(pod.ipv4)}, dhcp=dhcp)
+    servers = await masquerade.plumb(iface, pod, guest_hostname)
+    return PrimaryNetwork("kubevirt", {iface_name: mac}, {iface_name: pod.mtu}, {iface_name: pod.ips}, dhcp=servers)
