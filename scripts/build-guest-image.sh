@@ -38,7 +38,10 @@ SELECTED=()
 USERLAND=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
   --no-enhances --no-pre-depends qemu-guest-agent dropbear-bin 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u)
 [ -n "$USERLAND" ] || { echo "build-guest-image: cannot resolve qemu-guest-agent (run apt-get update)" >&2; exit 1; }
-for pkg in "$KPKG" busybox-static $USERLAND; do
+# dhcpcd-base: busybox has no DHCPv6 client (no udhcpc6 in Debian's build); dhcpcd takes a masquerade guest's
+# IPv6 address by DHCPv6 and its default route from the launcher's router advertisements. Its libraries (libc,
+# libudev) are already among the guest agent's.
+for pkg in "$KPKG" busybox-static dhcpcd-base $USERLAND; do
   version=$(apt-cache policy "$pkg" | sed -n 's/^ *Candidate: //p')
   [ -n "$version" ] && [ "$version" != "(none)" ] || { echo "build-guest-image: no candidate for $pkg" >&2; exit 1; }
   deb=$DEBS/${pkg}_${version//:/%3a}_$ARCH.deb
@@ -79,7 +82,7 @@ LOADER=$ROOT/$LIBDIR/ld-linux-x86-64.so.2
 mkdir -p "$INITRD_DIR/$LIBDIR" "$INITRD_DIR/lib64"
 cp "$LOADER" "$INITRD_DIR/$LIBDIR/"
 ln -sf "/$LIBDIR/ld-linux-x86-64.so.2" "$INITRD_DIR/lib64/ld-linux-x86-64.so.2"
-for bin in usr/sbin/qemu-ga usr/sbin/dropbear usr/bin/dropbearkey; do
+for bin in usr/sbin/qemu-ga usr/sbin/dropbear usr/bin/dropbearkey usr/sbin/dhcpcd; do
   [ -x "$ROOT/$bin" ] || { echo "build-guest-image: $bin missing from its package" >&2; exit 1; }
   cp "$ROOT/$bin" "$INITRD_DIR/$bin"
   while read -r soname _ path _; do
@@ -153,10 +156,11 @@ cat >"$INITRD_DIR/etc/udhcpc/default.script" <<'EOF'
 #!/bin/sh
 # busybox udhcpc's hook: the lease's address, default route and MTU on the NIC (KubeVirt's masquerade DHCP gives
 # 10.0.2.2/24 via 10.0.2.1), announced on the console so tests and users see the guest's address.
+# Only IPv4 addresses are flushed: the NIC's IPv6 ones are dhcpcd's.
 case "$1" in
-  deconfig) ip addr flush dev "$interface"; ip link set "$interface" up ;;
+  deconfig) ip -4 addr flush dev "$interface"; ip link set "$interface" up ;;
   bound|renew)
-    ip addr flush dev "$interface"
+    ip -4 addr flush dev "$interface"
     ip addr add "$ip/${mask:-24}" dev "$interface"
     [ -n "$mtu" ] && ip link set "$interface" mtu "$mtu"
     [ -n "$router" ] && ip route replace default via "${router%% *}" dev "$interface"
@@ -164,6 +168,24 @@ case "$1" in
 esac
 exit 0
 EOF
+
+# dhcpcd, IPv6 only: the address by DHCPv6 (KubeVirt's masquerade gives fd10:0:2::2, with rapid commit), routes
+# from router advertisements; it adds them itself and the hook only announces the address on the console. With no
+# `dhcpcd` account it runs without privilege separation (it says so on its stderr), which a one-user guest can.
+cat >"$INITRD_DIR/etc/dhcpcd.conf" <<'EOF'
+ipv6only
+option rapid_commit
+noipv6rs_delay
+EOF
+cat >"$INITRD_DIR/etc/dhcpcd.sh" <<'EOF'
+#!/bin/sh
+case "$reason" in
+  BOUND6|REBOOT6|RENEW6|REBIND6)
+    [ -n "$new_dhcp6_ia_na1_ia_addr1" ] && echo "pykubevirt-guest: $interface IPv6 $new_dhcp6_ia_na1_ia_addr1" >/dev/console ;;
+esac
+exit 0
+EOF
+mkdir -p "$INITRD_DIR/var/lib/dhcpcd"
 
 # Accounts for dropbear and qemu-ga (getpwnam); '*' is a locked password, as dropbear refuses an empty one.
 mkdir -p "$INITRD_DIR/etc/dropbear" "$INITRD_DIR/var"
@@ -254,13 +276,15 @@ done </etc/modules.load
 
 start-guest-agent >/dev/null 2>&1 &
 
-# Every NIC asks for DHCP in the background (udhcpc retries until the launcher's server answers), so boot never waits.
+# Every NIC asks for DHCP in the background (udhcpc retries until the launcher's server answers), and dhcpcd for
+# DHCPv6 (it waits quietly where no router advertises), so boot never waits.
 ip link set lo up
 for nic in /sys/class/net/eth*; do
   [ -e "$nic" ] || continue
   ip link set "${nic##*/}" up
   udhcpc -f -i "${nic##*/}" -t 0 -T 1 -A 1 -S >/dev/null 2>&1 </dev/null &
   echo $! >"/run/udhcpc.${nic##*/}.pid"
+  dhcpcd -6 -B -q -f /etc/dhcpcd.conf -c /etc/dhcpcd.sh "${nic##*/}" >/dev/null 2>&1 </dev/null &
 done
 
 # button + evdev expose the power button as /dev/input/event*; acpid runs /etc/acpi/PWRF/00000080 for it.
@@ -445,7 +469,7 @@ say ready
 while :; do wait; sleep 1; done
 EOF
 chmod 0755 "$INITRD_DIR/init" "$INITRD_DIR/etc/acpi/PWRF/00000080" "$INITRD_DIR"/usr/local/sbin/* "$INITRD_DIR/sbin/shutdown" \
-  "$INITRD_DIR/etc/udhcpc/default.script"
+  "$INITRD_DIR/etc/udhcpc/default.script" "$INITRD_DIR/etc/dhcpcd.sh"
 if [ "$(id -u)" = 0 ]; then mknod -m 600 "$INITRD_DIR/dev/console" c 5 1; fi
 
 INITRD=$WORK/initrd.gz

@@ -1,6 +1,7 @@
 """A real guest on the embedded pod network: masquerade inside the launcher pod's namespace (k6t-eth0, tap0, the
-launcher's DHCP, KubeVirt's nft rules), reached from the host at the pod IP on the ports listed only; bridge, where
-the pod's own address moves to the guest, reached at the pod IP and by another guest."""
+launcher's DHCP and DHCPv6, KubeVirt's nft rules for both families), reached from the host at the pod's IPv4 and IPv6
+addresses on the ports listed only; bridge, where the pod's own address moves to the guest, reached at the pod IP and
+by another guest."""
 
 from __future__ import annotations
 
@@ -87,6 +88,24 @@ async def test_masquerade_forwards_the_listed_port_to_the_guest_and_refuses_the_
     # The guest listens on 8080 too, but only 80 is forwarded: the pod itself refuses 8080.
     assert await refused(pod_ip, 8080)
 
+    # IPv6, where the pod has it (this host has IPv6, so the pod network is dual-stack): the guest takes fd10:0:2::2
+    # from the launcher's DHCPv6 and its route from router advertisements, and the same ports reach it through the
+    # ip6 nat rules at the pod's IPv6 address.
+    (pod_ipv6,) = [entry["ip"] for entry in pod["status"]["podIPs"] if ":" in entry["ip"]]
+    await kube.wait_serial(kube.node, pod, vmi, "pykubevirt-guest: eth0 IPv6 fd10:0:2::2", timeout=120)
+    status = (await kube.vmi(ns, "web"))["status"]["interfaces"][0]
+    assert status["ipAddress"] == pod_ip and status["ipAddresses"] == [pod_ip, pod_ipv6]
+
+    async def page6() -> str | None:
+        proc = await asyncio.create_subprocess_exec(
+            "curl", "-g", "-s", "--max-time", "5", f"http://[{pod_ipv6}]:80/", stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await proc.communicate()
+        return out.decode(errors="replace") if proc.returncode == 0 else None
+
+    assert "pykubevirt-guest web" in await eventually(page6, timeout=60, interval=0.5)
+    assert await refused(pod_ipv6, 8080)
+
     uid = pod["metadata"]["uid"]
     links_before = cluster_links(kube)
     await delete_vm(kube, ns, "web")
@@ -100,7 +119,7 @@ async def test_masquerade_forwards_the_listed_port_to_the_guest_and_refuses_the_
     await eventually(pod_gone, timeout=60)
     assert not netns.exists(pod_netns(uid))
     leases = kube.node.data_dir / "cni" / "ipam" / "pykubevirt"
-    assert not (leases / pod_ip).exists()
+    assert not (leases / pod_ip).exists() and not (leases / pod_ipv6).exists()
     # The pod's veth went with its namespace; its nft rules and k6t-eth0 lived inside it.
     assert len(cluster_links(kube)) == len(links_before) - 1
 
@@ -136,7 +155,8 @@ async def test_bridge_binding_gives_the_guest_the_pod_ip_and_another_guest_reach
         return interfaces[0] if interfaces[0].get("ipAddress") == pod_ip and interfaces[0].get("mac") else None
 
     primary = await eventually(reported, timeout=30)
-    assert primary["name"] == "default" and primary["ipAddresses"] == [pod_ip]
+    # Both pod IPs (the IPv6 one stays in the pod: bridge binding's DHCP gives the guest IPv4 only, as KubeVirt's).
+    assert primary["name"] == "default" and primary["ipAddresses"] == [e["ip"] for e in pod["status"]["podIPs"]]
     assert primary["podInterfaceName"] == "eth0" and primary["linkState"] == "up"
     assert "domain" in primary["infoSource"]
     _, out, _ = await kube.run("kubectl", "get", "vmi", "bridged", "-n", ns, "--no-headers")

@@ -99,7 +99,7 @@ async def test_two_guests_on_one_nad_bridge_reach_each_other(kube: ClusterView) 
         # Multus's network-status: the default network, then blue under KubeVirt's pod interface name, with the
         # address the guest took by DHCP from its launcher.
         default, blue = nad.read_network_status(guest["pod"])
-        assert default["default"] is True and default["ips"] == [guest["pod"]["status"]["podIP"]]
+        assert default["default"] is True and default["ips"] == [e["ip"] for e in guest["pod"]["status"]["podIPs"]]
         assert blue["name"] == f"{ns}/blue" and blue["interface"] == POD_IFACE
         assert blue["ips"] == [guest["ip"]] and ipaddress.IPv4Address(guest["ip"]) in ipaddress.IPv4Network(SUBNET)
 

@@ -80,7 +80,7 @@ async def guest(apiserver: APIServerProcess, tmp_path_factory: pytest.TempPathFa
     pod_cidr = cidr.replace(".0.0/16", ".0.0/24")
     await network.start(pod_cidr)
     uid = str(uuid.uuid4())
-    (ip,) = await network.setup({"metadata": {"uid": uid, "name": "launcher", "namespace": "pf"}, "spec": {}})
+    ip, *_ = await network.setup({"metadata": {"uid": uid, "name": "launcher", "namespace": "pf"}, "spec": {}})
     server = await asyncio.create_subprocess_exec(
         *netns.enter_argv(str(network.netns_of(uid))), sys.executable, "-c", ECHO, stdout=asyncio.subprocess.PIPE
     )
