@@ -350,10 +350,6 @@ class PodNetwork:
             record.update(conflist=conflist, network=default_name)
         self._write_record(uid, record)
         await netns.add(name, loopback_up=False)  # the loopback plugin brings `lo` up
-        if cni.has_ipv6(conflist):
-            # The pod's eth0 is made here by CNI: without DAD its IPv6 address is usable at once (the bridge plugin
-            # waits for it to settle), and it cannot clash, host-local gives each address once.
-            await netns.run([*netns.enter_argv(name), "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0"])
         await cni.add_loopback(netns.netns_path(name), uid, run_in=self.cluster.netns)
         result = await cni.add_network(conflist, call, run_in=self.cluster.netns, runtime=runtime)
         ips = cni.result_ips(result)
