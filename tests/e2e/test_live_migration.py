@@ -144,6 +144,10 @@ def test_a_counting_guest_migrates_to_the_other_node_without_a_reboot(two_nodes:
     assert cluster.jsonpath("vmi", name, "{.status.migrationState.sourceNode}") == source_node
     assert cluster.jsonpath("vmi", name, "{.status.migrationMethod}") == "BlockMigration"
     assert cluster.jsonpath("vmi", name, "{.status.phase}") == "Running"
+    # KubeVirt's default (disableTLS unset): both handlers' proxies spoke TLS on the TCP leg, with their certificates.
+    for node, said in ((source_node, "migration proxies dial"), (target_node, "migration proxies listen")):
+        handler_log = cluster.run("kubectl", "logs", "-n", "kubevirt", f"virt-handler-{node}", check=False).stdout
+        assert any(said in line and "with TLS" in line for line in handler_log.splitlines()), handler_log[-2000:]
 
     pods = pods_by_node(cluster, uid)
     target = pods[target_node]

@@ -50,8 +50,9 @@ def test_command_lines_use_this_interpreter_and_the_component_kubeconfigs() -> N
         "--kubeconfig", "/data/apiserver/node-node01.kubeconfig",
         "--images-dir", "/data/images", "--node-ip", LAYOUT.node_ip("node01"), "--max-pods", "9",
     )  # fmt: skip
-    assert handler.argv[-4:] == (
+    assert handler.argv[-7:] == (
         "--kubeconfig", "/data/apiserver/virt-handler.kubeconfig", "--node-ip", LAYOUT.node_ip("node01"),
+        "--certificates-dir", "/data/kubevirt-pki", "--create-certificates",
     )  # fmt: skip
 
 

@@ -87,6 +87,11 @@ class ClusterLayout:
         return self.apiserver_dir / f"node-{node}.kubeconfig"
 
     @property
+    def handler_certificates_dir(self) -> Path:
+        """The KubeVirt CA and the virt-handlers' certificates (migration TLS), shared by all nodes' handlers."""
+        return self.data_dir / "kubevirt-pki"
+
+    @property
     def images_dir(self) -> Path:
         return self.data_dir / "images"
 
@@ -185,6 +190,7 @@ class ClusterLayout:
             *("virt-handler", "--node-name", node, "--data-dir", str(self.node_dir(node))),
             *("--kubeconfig", str(self.component_kubeconfig("virt-handler"))),
             *("--node-ip", self.node_ip(node)),
+            *("--certificates-dir", str(self.handler_certificates_dir), "--create-certificates"),
             node=node,
             pod=pod,
             kind="virt-handler",

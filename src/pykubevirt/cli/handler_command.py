@@ -24,6 +24,8 @@ async def serve(args: argparse.Namespace) -> int:
         state_dir=data_dir / "virt-handler",
         workers=args.workers,
         node_ip=args.node_ip,
+        certificates_dir=args.certificates_dir,
+        create_certificates=args.create_certificates,
     )
     handler = VirtHandler(client, options)
     task = asyncio.create_task(handler.run())
@@ -49,4 +51,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--pods-dir", default="", help="where pod volumes live (default: DATA_DIR/pods)")
     parser.add_argument("--workers", type=int, default=10)
     add_node_ip_flag(parser)
+    parser.add_argument(
+        "--certificates-dir",
+        default="",
+        help="the handlers' CA (ca.crt) and certificates (client.crt/.key, server.crt/.key) for migration TLS",
+    )
+    parser.add_argument(
+        "--create-certificates",
+        action="store_true",
+        help="create the CA and certificates in --certificates-dir where missing (the embedded cluster)",
+    )
     parser.set_defaults(func=run)

@@ -15,6 +15,7 @@ from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, object_key
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.handler.api_server import HandlerAPI
+from pykubevirt.handler.certificates import load_migration_tls
 from pykubevirt.handler.heartbeat import HEARTBEAT_INTERVAL_SECONDS, heartbeat_loop
 from pykubevirt.handler.migration_target import MigrationTargetReconciler
 from pykubevirt.handler.records import NodeRecords
@@ -34,6 +35,9 @@ class HandlerOptions:
     api_port: int = 0
     # The Node's InternalIP: the handler's API and the migration proxies listen there.
     node_ip: str = "127.0.0.1"
+    # The handler's certificates for the migration proxies' TLS (handler/certificates.py); created there when asked.
+    certificates_dir: str = ""
+    create_certificates: bool = False
 
 
 class VirtHandler:
@@ -46,6 +50,9 @@ class VirtHandler:
         self.vmis = Informer(client, VIRTUAL_MACHINE_INSTANCES, label_selector=f"{c.NODE_NAME_LABEL}={options.node}")
         self.records = NodeRecords(options.state_dir / "vmis.json")
         self.recorder = EventRecorder(client, "virt-handler", host=options.node)
+        self.migration_tls = load_migration_tls(options.certificates_dir, create=options.create_certificates)
+        if self.migration_tls is None:
+            log.warning("virt-handler has no migration certificates: only migrations with disableTLS can run")
         self.reconciler = VMIReconciler(
             client,
             node=options.node,
@@ -54,6 +61,7 @@ class VirtHandler:
             recorder=self.recorder,
             records=self.records,
             enqueue=self._enqueue,
+            migration_tls=self.migration_tls,
         )
         self.api = HandlerAPI(
             node=options.node,
@@ -75,6 +83,7 @@ class VirtHandler:
             recorder=self.recorder,
             address=options.node_ip,
             enqueue=lambda key: self.target_controller.queue.add(key),
+            tls=self.migration_tls,
         )
         self.target_controller = Controller("virt-handler-migration-target", self.migration_target, workers=2)
         self.target_controller.watch(self.incoming)

@@ -4,6 +4,9 @@ The source handler listens on `pod_layout.migration_socket(uid[, port])` for the
 the target node's address; the target handler listens there (`targetNodeAddress`, `targetDirectMigrationNodePorts`)
 and dials the target pod's libvirt socket and the sockets its QEMU listens on. Unix sockets cross the pods' network
 namespaces, so the launchers need no route to each other.
+
+The TCP leg is TLS with both handlers' certificates (handler/certificates.py) unless the migration's configuration
+says `disableTLS: true`; then it is plain TCP and the bytes are spliced without entering Python.
 """
 
 from __future__ import annotations
@@ -13,10 +16,20 @@ import contextlib
 import fcntl
 import logging
 import os
+import select
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
+
+from pykubevirt.handler.certificates import (
+    CLIENT_COMMON_NAME,
+    HANDSHAKE_TIMEOUT_SECONDS,
+    SERVER_COMMON_NAME,
+    check_peer,
+)
 
 log = logging.getLogger("pykubevirt.handler.migration")
 
@@ -49,19 +62,186 @@ def _splice(source: socket.socket, sink: socket.socket) -> None:
         os.close(write_end)
 
 
-def relay(client: socket.socket, upstream: socket.socket) -> None:
-    """Both directions between two connected blocking sockets until both reach EOF; then both are closed."""
-    back = threading.Thread(target=_splice, args=(upstream, client), daemon=True, name="migration-proxy")
-    back.start()
+# Plaintext or ciphertext one side may have waiting before the proxy stops reading the other.
+TLS_BUFFER = 4 * CHUNK
+# What one read of the TLS pump takes from a socket (a TLS record holds 16 KiB of plaintext at most).
+TLS_READ = 256 * 1024
+
+
+class TLSStream:
+    """One end of the TCP leg in TLS: the socket and an OpenSSL object over memory buffers.
+
+    The proxy's one thread per connection does every TLS operation (an OpenSSL connection is not to be used from two
+    threads at once) and all socket I/O, so reading one way never blocks writing the other."""
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext, *, server_side: bool) -> None:
+        self.sock = sock
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_side=server_side)
+        # The other handler's certificate: the client's on the target, the server's on the source.
+        self.peer_name = CLIENT_COMMON_NAME if server_side else SERVER_COMMON_NAME
+
+    def handshake(self, timeout: float = HANDSHAKE_TIMEOUT_SECONDS) -> None:
+        """Complete the handshake (blocking) and check the peer; raises ssl.SSLError or OSError."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                try:
+                    self.tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    self._flush()
+                    data = self.sock.recv(CHUNK)
+                    if not data:
+                        raise ConnectionResetError("the peer closed the connection during the TLS handshake") from None
+                    self.incoming.write(data)
+                except ssl.SSLError:
+                    # Tell the peer why (the alert OpenSSL wrote), as far as it still listens.
+                    with contextlib.suppress(OSError):
+                        self._flush()
+                    raise
+            self._flush()
+            check_peer(self.tls.getpeercert(), self.peer_name)
+        finally:
+            self.sock.settimeout(None)
+
+    def _flush(self) -> None:
+        if self.outgoing.pending:
+            self.sock.sendall(self.outgoing.read())
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+End = socket.socket | TLSStream
+
+
+def _shutdown(end: End, how: int) -> None:
+    with contextlib.suppress(OSError):
+        (end.sock if isinstance(end, TLSStream) else end).shutdown(how)
+
+
+def _pump(plain: socket.socket, secure: TLSStream) -> None:
+    """Both directions between a plain socket and a TLS one until both reach EOF, in one thread.
+
+    The end of a direction is a TCP half-close on either leg (a TLS close_notify would end both directions in
+    OpenSSL): what was sent before it arrives whole, and a truncated record is an error. What one read brings is
+    written on at once, as far as the other socket takes it; only the rest waits for the poll."""
+    raw = secure.sock
+    plain.setblocking(False)
+    raw.setblocking(False)
+    to_secure = bytearray()  # ciphertext for raw
+    to_plain = bytearray()  # plaintext for plain
+    plain_eof = secure_eof = False
+    raw_shut = plain_shut = False
+    poller = select.poll()
+    watching = {plain.fileno(): 0, raw.fileno(): 0}
+    # Reused buffers: a fresh CHUNK-sized bytes object for every read costs more than the copy out of it.
+    plain_buffer = memoryview(bytearray(TLS_READ))
+    raw_buffer = memoryview(bytearray(TLS_READ))
     try:
-        _splice(client, upstream)
-        back.join()
+        # Records that came in with the handshake's last flight are already read off the socket.
+        secure_eof = _decrypt(secure, to_plain, plain_buffer)
+        while not (raw_shut and plain_shut):
+            # Read from one side while the other side's queue has room; write what is queued.
+            wanted = {
+                plain.fileno(): (select.POLLIN if not plain_eof and len(to_secure) < TLS_BUFFER else 0)
+                | (select.POLLOUT if to_plain else 0),
+                raw.fileno(): (select.POLLIN if not secure_eof and len(to_plain) < TLS_BUFFER else 0)
+                | (select.POLLOUT if to_secure else 0),
+            }
+            for fd, events in wanted.items():
+                if events != watching[fd]:
+                    if events:
+                        poller.register(fd, events)  # registers, or modifies a registered one
+                    else:
+                        poller.unregister(fd)
+                    watching[fd] = events
+            ready = dict(poller.poll())
+            plain_events, raw_events = ready.get(plain.fileno(), 0), ready.get(raw.fileno(), 0)
+            if (
+                plain_events & (select.POLLIN | select.POLLHUP | select.POLLERR)
+                and watching[plain.fileno()] & select.POLLIN
+            ):
+                count = plain.recv_into(plain_buffer)
+                if count:
+                    secure.tls.write(plain_buffer[:count])
+                    to_secure += secure.outgoing.read()
+                else:
+                    plain_eof = True
+            if (
+                raw_events & (select.POLLIN | select.POLLHUP | select.POLLERR)
+                and watching[raw.fileno()] & select.POLLIN
+            ):
+                count = raw.recv_into(raw_buffer)
+                if count:
+                    secure.incoming.write(raw_buffer[:count])
+                    secure_eof = _decrypt(secure, to_plain, plain_buffer)
+                else:
+                    secure_eof = True
+                # Whatever OpenSSL answers on its own (a key update).
+                to_secure += secure.outgoing.read()
+            if to_plain:
+                del to_plain[: _send_some(plain, to_plain)]
+            if to_secure:
+                del to_secure[: _send_some(raw, to_secure)]
+            if plain_eof and not to_secure and not raw_shut:
+                raw.shutdown(socket.SHUT_WR)
+                raw_shut = True
+            if secure_eof and not to_plain and not plain_shut:
+                plain.shutdown(socket.SHUT_WR)
+                plain_shut = True
+    except (OSError, ssl.SSLError) as exc:
+        # One side broke (or the peer's TLS did): neither direction can go on.
+        log.debug("migration proxy: connection ended: %s", exc)
+        _shutdown(plain, socket.SHUT_RDWR)
+        _shutdown(secure, socket.SHUT_RDWR)
+
+
+def _send_some(sock: socket.socket, data: bytearray) -> int:
+    """As much of `data` as the non-blocking `sock` takes now."""
+    try:
+        return sock.send(data)
+    except BlockingIOError:
+        return 0
+
+
+def _decrypt(secure: TLSStream, into: bytearray, buffer: memoryview) -> bool:
+    """Append every whole record's plaintext to `into`; True once the peer closed TLS (close_notify)."""
+    while True:
+        try:
+            # Given a buffer, read returns the count (typeshed says bytes).
+            count = cast(int, secure.tls.read(len(buffer), buffer))
+        except ssl.SSLWantReadError:
+            return False
+        except ssl.SSLZeroReturnError:
+            return True
+        into += buffer[:count]
+
+
+def relay(client: End, upstream: End) -> None:
+    """Both directions between two connected blocking ends until both reach EOF; then both are closed.
+
+    Two plain sockets are spliced, one thread a direction; a TLS end is pumped with its plain partner in one thread."""
+    try:
+        if isinstance(client, TLSStream) and isinstance(upstream, socket.socket):
+            _pump(upstream, client)
+        elif isinstance(upstream, TLSStream) and isinstance(client, socket.socket):
+            _pump(client, upstream)
+        elif isinstance(client, socket.socket) and isinstance(upstream, socket.socket):
+            back = threading.Thread(target=_splice, args=(upstream, client), daemon=True, name="migration-proxy")
+            back.start()
+            _splice(client, upstream)
+            back.join()
+        else:
+            raise TypeError("a migration proxy has TLS on one leg at most")
     finally:
         client.close()
         upstream.close()
 
 
-Dial = Callable[[], socket.socket]
+Dial = Callable[[], End]
 
 
 def dial_unix(path: str) -> Dial:
@@ -77,15 +257,42 @@ def dial_unix(path: str) -> Dial:
     return dial
 
 
-def dial_tcp(host: str, port: int) -> Dial:
-    return lambda: socket.create_connection((host, port))
+def dial_tcp(host: str, port: int, tls: ssl.SSLContext | None = None) -> Dial:
+    """Connect to the target handler's proxy; with `tls`, as a client presenting the handler's client certificate."""
+
+    def dial() -> End:
+        sock = socket.create_connection((host, port))
+        if tls is None:
+            return sock
+        secure = TLSStream(sock, tls, server_side=False)
+        try:
+            secure.handshake()
+        except BaseException:
+            sock.close()
+            raise
+        return secure
+
+    return dial
 
 
 class MigrationProxy:
-    """Forwards every connection it accepts (TCP on `address`, or the unix socket `path`) to what `dial` opens."""
+    """Forwards every connection it accepts (TCP on `address`, or the unix socket `path`) to what `dial` opens.
 
-    def __init__(self, dial: Dial, *, address: str = "", path: str = "", shown: str = "", role: int = 0) -> None:
+    With `tls`, a TCP client must complete a handshake with it (the target handler's server context, which asks for
+    the source handler's client certificate) before anything is dialled."""
+
+    def __init__(
+        self,
+        dial: Dial,
+        *,
+        address: str = "",
+        path: str = "",
+        shown: str = "",
+        role: int = 0,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.dial = dial
+        self.tls = tls
         # The port it stands for (targetDirectMigrationNodePorts: 0 libvirt, 49152 memory, 49153 block copy).
         self.role = role
         self.address = address
@@ -121,10 +328,20 @@ class MigrationProxy:
             # threads are for short calls).
             threading.Thread(target=self._serve, args=(client,), daemon=True, name="migration-proxy").start()
 
-    def _serve(self, client: socket.socket) -> None:
+    def _serve(self, accepted: socket.socket) -> None:
+        client: End = accepted
+        if self.tls is not None:
+            secure = TLSStream(accepted, self.tls, server_side=True)
+            try:
+                secure.handshake()
+            except (OSError, ssl.SSLError) as exc:
+                log.warning("migration proxy: refused a peer at %s: %s", self.address, exc)
+                accepted.close()
+                return
+            client = secure
         try:
             upstream = self.dial()
-        except OSError as exc:
+        except (OSError, ssl.SSLError) as exc:
             log.warning("migration proxy: %s unreachable: %s", self.shown, exc)
             client.close()
             return

@@ -17,6 +17,7 @@ from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Result
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.handler.certificates import MigrationTLS, MigrationTLSUnavailable, migration_context
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
 from pykubevirt.handler.live_migratable import shared_volumes
 from pykubevirt.handler.migration_proxy import MigrationProxy, ProxySet, dial_tcp
@@ -55,9 +56,11 @@ def migrate_request(vmi: Object, state: dict[str, Any]) -> dict[str, Any]:
 class OutgoingMigrations:
     """The source handler's migrations and their proxies."""
 
-    def __init__(self, client: KubeClient, recorder: EventRecorder) -> None:
+    def __init__(self, client: KubeClient, recorder: EventRecorder, tls: MigrationTLS | None = None) -> None:
         self.client = client
         self.recorder = recorder
+        # The handler's certificates for the TCP leg to the target (None: it has none; only disableTLS works).
+        self.tls = tls
         self._proxies: dict[str, ProxySet] = {}
         # VMI uid → the migration whose proxies are open.
         self._by_vmi: dict[str, str] = {}
@@ -67,6 +70,7 @@ class OutgoingMigrations:
         uid, migration_uid = vmi["metadata"]["uid"], str(state["migrationUid"])
         if migration_uid in self._proxies:
             return
+        context = migration_context(self.tls, state, server=False)
         proxies = self._proxies[migration_uid] = ProxySet()
         self._by_vmi[uid] = migration_uid
         address = str(state["targetNodeAddress"])
@@ -74,8 +78,12 @@ class OutgoingMigrations:
             name = pod_layout.migration_socket(uid, int(role)).removeprefix(pod_layout.MIGRATION_PROXY_DIR)
             path = directory.rstrip("/") + name
             await proxies.add(
-                MigrationProxy(dial_tcp(address, int(port)), path=path, shown=f"{address}:{port}", role=int(role))
+                MigrationProxy(
+                    dial_tcp(address, int(port), context), path=path, shown=f"{address}:{port}", role=int(role)
+                )
             )
+        secured = "with TLS" if context is not None else "in plain TCP (disableTLS)"
+        log.info("migration proxies dial %s %s", address, secured, extra=object_fields(vmi))
 
     async def _close_proxies(self, state: dict[str, Any]) -> None:
         proxies = self._proxies.pop(str(state.get("migrationUid")), None)
@@ -104,10 +112,12 @@ class OutgoingMigrations:
         if not state.get("startTimestamp") and outgoing.get("state") not in ("Running", "Succeeded"):
             # Not started yet: a finished migration the launcher reports is an earlier one's. (One that runs is
             # this one, started by a sync that worked from a VMI without the start recorded yet.)
-            await self._open_proxies(vmi, state, str(status.get("migrationProxyDir") or pod_layout.MIGRATION_PROXY_DIR))
             try:
+                directory = str(status.get("migrationProxyDir") or pod_layout.MIGRATION_PROXY_DIR)
+                await self._open_proxies(vmi, state, directory)
                 await launcher.request("migrate", migration=migrate_request(vmi, state))
-            except CommandFailed as exc:
+            except (CommandFailed, MigrationTLSUnavailable) as exc:
+                await self._close_proxies(state)
                 await _patch(client, vmi, {"failed": True, "failureReason": str(exc), "endTimestamp": now_rfc3339()})
                 recorder.event(
                     vmi,

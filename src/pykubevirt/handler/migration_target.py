@@ -25,6 +25,7 @@ from pykubevirt.client.errors import NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import NODES, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.handler.certificates import MigrationTLS, MigrationTLSUnavailable, migration_context
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
 from pykubevirt.handler.migration_proxy import MigrationProxy, ProxySet, dial_unix
 from pykubevirt.handler.resource_hotplug import finalize_hotplug
@@ -82,6 +83,7 @@ class MigrationTargetReconciler:
         clock: Callable[[], str] = now_rfc3339,
         address: str = "",
         enqueue: Callable[[str], None] | None = None,
+        tls: MigrationTLS | None = None,
     ) -> None:
         self.client = client
         self.node = node
@@ -91,6 +93,8 @@ class MigrationTargetReconciler:
         self.clock = clock
         # Where the proxies listen: the handler's --node-ip, or (when not given) the Node's InternalIP.
         self._address = address
+        # The handler's certificates: its proxies listen with TLS unless the migration disables it.
+        self.tls = tls
         # Migration uid → the proxy listening for it.
         self._proxies: dict[str, ProxySet] = {}
         # Reconcile a key again now (the controller's queue); None: the 0.5 s requeues alone notice the domain.
@@ -149,6 +153,18 @@ class MigrationTargetReconciler:
         self._watches[uid] = asyncio.get_running_loop().create_task(follow())
 
     async def _prepare(self, vmi: Object, uid: str, launcher: LauncherClient) -> Result | None:
+        try:
+            context = migration_context(self.tls, migration_state(vmi), server=True)
+        except MigrationTLSUnavailable as exc:
+            # Nothing could connect: the migration fails here rather than at the source's handshake.
+            meta = vmi["metadata"]
+            failed = {"failed": True, "failureReason": str(exc), "endTimestamp": self.clock()}
+            patch = {"status": {"migrationState": failed}}
+            await self.client.patch(VIRTUAL_MACHINE_INSTANCES, meta["name"], patch, meta["namespace"])
+            self.recorder.event(
+                vmi, WARNING, "Migrated", f"VirtualMachineInstance migration uid {uid} failed. reason:{exc}"
+            )
+            return None
         address = await self.address()
         try:
             reply = await launcher.request("preparemigrationtarget", vmi=vmi, migration={"listenAddress": address})
@@ -169,13 +185,15 @@ class MigrationTargetReconciler:
                 BLOCK_MIGRATION_PORT_ROLE: f"{proxy_dir}/{vmi_uid}-{BLOCK_MIGRATION_PORT_ROLE}-source.sock",
             }
             for role, path in targets.items():
-                await proxies.add(MigrationProxy(dial_unix(path), address=address, shown=path, role=role))
+                await proxies.add(MigrationProxy(dial_unix(path), address=address, shown=path, role=role, tls=context))
         ports = {str(p.port): p.role for p in proxies.proxies}
         patch = {"status": {"migrationState": {"targetNodeAddress": address, "targetDirectMigrationNodePorts": ports}}}
         meta = vmi["metadata"]
         # A VMI has no status subresource: its status is patched through the object.
         await self.client.patch(VIRTUAL_MACHINE_INSTANCES, meta["name"], patch, meta["namespace"])
         shown = ",".join(sorted(ports))
+        secured = "with TLS" if context is not None else "in plain TCP (disableTLS)"
+        log.info("migration proxies listen at %s:%s %s", address, shown, secured, extra=object_fields(vmi))
         self.recorder.event(
             vmi, NORMAL, "PreparingTarget", f"Migration Target is listening at {address}, on ports: {shown}"
         )

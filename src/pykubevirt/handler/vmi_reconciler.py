@@ -29,6 +29,7 @@ from pykubevirt.client.errors import ApiError, Invalid, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.handler.certificates import MigrationTLS
 from pykubevirt.handler.guest_agent_status import agent_status
 from pykubevirt.handler.hotplug import after_sync, claim_mounts, mark_detaching, wants_launcher
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
@@ -91,6 +92,7 @@ class VMIReconciler:
         records: NodeRecords,
         enqueue: Callable[[str, float], None],
         clock: Callable[[], float] = time.time,
+        migration_tls: MigrationTLS | None = None,
     ) -> None:
         self.client = client
         self.node = node
@@ -104,7 +106,7 @@ class VMIReconciler:
         self._first_seen: dict[str, float] = {}
         # The claim capacities each VMI's launcher last synced with (vmi uid → sizes); a change means a claim grew.
         self._synced_sizes: dict[str, tuple[tuple[str, str], ...]] = {}
-        self.outgoing = OutgoingMigrations(client, recorder)
+        self.outgoing = OutgoingMigrations(client, recorder, migration_tls)
 
     # ------------------------------------------------------------------------------------------------ launchers
 

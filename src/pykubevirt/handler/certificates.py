@@ -1,0 +1,279 @@
+"""virt-handler's certificates and the TLS of its migration proxies (KubeVirt's pkg/util/tls/tls.go).
+
+KubeVirt's virt-operator keeps a CA (`kubevirt-ca`) and gives every virt-handler one client certificate
+(`kubevirt.io:system:client:virt-handler`, extended key usage clientAuth) and one server certificate
+(`kubevirt.io:system:node:virt-handler`, serverAuth). Handler to handler, each end checks the other's chain against the
+CA, the key usage and the common name, and neither checks a host name (the certificates name no node).
+
+Here a handler reads them from `--certificates-dir` (`ca.crt`, `client.crt`/`client.key`, `server.crt`/`server.key`);
+in the embedded cluster it creates what is missing there first (`--create-certificates`), as virt-operator would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+CLIENT_COMMON_NAME = "kubevirt.io:system:client:virt-handler"
+SERVER_COMMON_NAME = "kubevirt.io:system:node:virt-handler"
+CA_COMMON_NAME = "kubevirt.io:kubevirt-ca"
+CA_VALIDITY = datetime.timedelta(days=3650)
+CERT_VALIDITY = datetime.timedelta(days=365)
+RENEW_BEFORE = datetime.timedelta(days=30)
+# A peer that does not finish its handshake in this long is dropped.
+HANDSHAKE_TIMEOUT_SECONDS = 10.0
+
+
+class MigrationTLSUnavailable(Exception):
+    """The migration asks for TLS and this handler has no certificates."""
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=cert_sign,
+        crl_sign=cert_sign,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def _write(path: Path, data: bytes, mode: int) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    tmp.touch(mode)
+    tmp.chmod(mode)
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def create_ca(common_name: str = CA_COMMON_NAME) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + CA_VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(cert_sign=True), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def issue(
+    ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, common_name: str, *, server: bool
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A leaf certificate of the CA for `common_name`: serverAuth for the server one, clientAuth for the client one."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = _now()
+    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(min(now + CERT_VALIDITY, ca_cert.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(cert_sign=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerCertificates:
+    """The files of one `--certificates-dir`."""
+
+    directory: Path
+
+    @property
+    def ca_file(self) -> Path:
+        return self.directory / "ca.crt"
+
+    @property
+    def ca_key_file(self) -> Path:
+        return self.directory / "ca.key"
+
+    @property
+    def client_cert_file(self) -> Path:
+        return self.directory / "client.crt"
+
+    @property
+    def client_key_file(self) -> Path:
+        return self.directory / "client.key"
+
+    @property
+    def server_cert_file(self) -> Path:
+        return self.directory / "server.crt"
+
+    @property
+    def server_key_file(self) -> Path:
+        return self.directory / "server.key"
+
+    def complete(self) -> bool:
+        files = (self.ca_file, self.client_cert_file, self.client_key_file, self.server_cert_file, self.server_key_file)
+        return all(f.exists() for f in files)
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """The handlers of one embedded cluster share the directory: one creates, the others wait and reuse."""
+    with (directory / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _current(cert_file: Path, ca_cert: x509.Certificate) -> bool:
+    if not cert_file.exists():
+        return False
+    cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
+    if cert.not_valid_after_utc - RENEW_BEFORE < _now():
+        return False
+    try:
+        cert.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def ensure_handler_certificates(directory: Path) -> HandlerCertificates:
+    """Create the CA and the handlers' client and server certificates where missing (or expiring); reuse the rest."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    found = HandlerCertificates(directory)
+    with _locked(directory):
+        ca_cert: x509.Certificate | None = None
+        ca_key: ec.EllipticCurvePrivateKey | None = None
+        if found.ca_file.exists() and found.ca_key_file.exists():
+            ca_cert = x509.load_pem_x509_certificate(found.ca_file.read_bytes())
+            loaded = serialization.load_pem_private_key(found.ca_key_file.read_bytes(), password=None)
+            if isinstance(loaded, ec.EllipticCurvePrivateKey) and ca_cert.not_valid_after_utc > _now() + RENEW_BEFORE:
+                ca_key = loaded
+        if ca_cert is None or ca_key is None:
+            ca_cert, ca_key = create_ca()
+            _write(found.ca_key_file, _key_pem(ca_key), 0o600)
+            _write(found.ca_file, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+        for cert_file, key_file, name, server in (
+            (found.client_cert_file, found.client_key_file, CLIENT_COMMON_NAME, False),
+            (found.server_cert_file, found.server_key_file, SERVER_COMMON_NAME, True),
+        ):
+            if key_file.exists() and _current(cert_file, ca_cert):
+                continue
+            cert, key = issue(ca_cert, ca_key, name, server=server)
+            _write(key_file, _key_pem(key), 0o600)
+            _write(cert_file, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    return found
+
+
+def peer_common_name(peer: dict[str, Any] | None) -> str:
+    """The subject's common name of a certificate as `getpeercert()` returns it."""
+    for rdn in (peer or {}).get("subject") or ():
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return ""
+
+
+class PeerRejected(ssl.SSLError):
+    """The peer's certificate chains to the CA but is not the other handler's (KubeVirt's verifyPeerCert)."""
+
+
+def check_peer(peer: dict[str, Any] | None, expected: str) -> None:
+    name = peer_common_name(peer)
+    if name != expected:
+        raise PeerRejected(f"common name is invalid, expected {expected}, but got {name}")
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationTLS:
+    """The two contexts of the migration proxies: the target listens with `server`, the source dials with `client`.
+
+    OpenSSL checks the chain against the CA and, by the purpose it verifies for, the extended key usage (clientAuth
+    from a client, serverAuth from a server); `check_peer` then checks the common name, as KubeVirt's verifyPeerCert.
+    """
+
+    server: ssl.SSLContext
+    client: ssl.SSLContext
+
+    @classmethod
+    def load(cls, certs: HandlerCertificates) -> MigrationTLS:
+        server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server.minimum_version = ssl.TLSVersion.TLSv1_2
+        server.load_cert_chain(certs.server_cert_file, certs.server_key_file)
+        server.load_verify_locations(cafile=str(certs.ca_file))
+        server.verify_mode = ssl.CERT_REQUIRED
+        # One connection per stream and no resumption: no session tickets to send after the handshake.
+        server.num_tickets = 0
+        client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        client.minimum_version = ssl.TLSVersion.TLSv1_2
+        # The certificates name no host; the common name is checked instead (check_peer).
+        client.check_hostname = False
+        client.verify_mode = ssl.CERT_REQUIRED
+        client.load_cert_chain(certs.client_cert_file, certs.client_key_file)
+        client.load_verify_locations(cafile=str(certs.ca_file))
+        return cls(server=server, client=client)
+
+
+def migration_context(tls: MigrationTLS | None, state: dict[str, Any], *, server: bool) -> ssl.SSLContext | None:
+    """The context of one migration's TCP leg: None when its configuration says `disableTLS: true`.
+
+    Both handlers read the setting from the VMI's `migrationState.migrationConfiguration`, which virt-controller
+    fixed at handoff from the KubeVirt CR's `spec.configuration.migrations`, so the two ends always agree."""
+    config = state.get("migrationConfiguration") or {}
+    if config.get("disableTLS") is True:
+        return None
+    if tls is None:
+        raise MigrationTLSUnavailable(
+            "migration TLS is enabled but virt-handler has no certificates (--certificates-dir); "
+            "set spec.configuration.migrations.disableTLS or give the handlers their certificates"
+        )
+    return tls.server if server else tls.client
+
+
+def load_migration_tls(directory: str, *, create: bool) -> MigrationTLS | None:
+    """The handler's migration TLS from `--certificates-dir` (None without one, or when it holds no certificates)."""
+    if not directory:
+        return None
+    certs = ensure_handler_certificates(Path(directory)) if create else HandlerCertificates(Path(directory))
+    if not certs.complete():
+        return None
+    return MigrationTLS.load(certs)
