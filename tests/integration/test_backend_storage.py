@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS, PODS, STORAGE_CLASSES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import (
+    KUBEVIRTS,
+    MIGRATIONS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PODS,
+    STORAGE_CLASSES,
+    VIRTUAL_MACHINES,
+)
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
 from tests.support.waiting import eventually
@@ -133,3 +140,55 @@ async def test_the_claim_is_made_mounted_and_reused_on_the_next_start(cp: Contro
         return all(c["metadata"].get("deletionTimestamp") for c in left)
 
     await eventually(collected)
+
+
+async def test_a_migration_target_mounts_the_shared_claim_of_the_persistent_state(cp: ControlPlane) -> None:
+    """vmStateStorageClass set: the claim is ReadWriteMany, and a migration's target pod mounts that same claim
+    (KubeVirt's CreatePVCForMigrationTarget for an RWX claim: source and target PersistentStatePVCName agree)."""
+    sc = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": "rwx-state"},
+        "provisioner": "example.com/none",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    await cp.admin.create(STORAGE_CLASSES, sc)
+    kubevirt = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt"},
+        "spec": {"configuration": {"vmStateStorageClass": "rwx-state"}},
+    }
+    await cp.admin.create(KUBEVIRTS, kubevirt, "kubevirt")
+    try:
+        await eventually(lambda: cp.controller.config.vm_state_storage_class == "rwx-state")
+        ns = await cp.namespace()
+        await cp.admin.create(VIRTUAL_MACHINES, persistent_vm("mover"), ns)
+        vmi = await cp.wait_vmi_phase(ns, "mover", "Running")
+        (pvc,) = await state_claims(cp, ns, "mover")
+        claim = pvc["metadata"]["name"]
+        assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+        assert vmi["status"]["volumeStatus"][0]["persistentVolumeClaimInfo"]["accessModes"] == ["ReadWriteMany"]
+
+        vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration"}
+        vmim |= {"metadata": {"name": "move-mover"}, "spec": {"vmiName": "mover"}}
+        created = await cp.admin.create(MIGRATIONS, vmim, ns)
+
+        async def handed_over() -> dict[str, Any] | None:
+            current = await cp.vmi(ns, "mover")
+            state = ((current or {}).get("status") or {}).get("migrationState") or {}
+            return state if state.get("migrationUid") == created["metadata"]["uid"] else None
+
+        state = await eventually(handed_over)
+        assert state["sourcePersistentStatePVCName"] == state["targetPersistentStatePVCName"] == claim
+        selector = f"kubevirt.io/migrationJobUID={created['metadata']['uid']}"
+        (target,) = (await cp.admin.list(PODS, ns, label_selector=selector))["items"]
+        volume = next(v for v in target["spec"]["volumes"] if v["name"] == "vm-state")
+        assert volume["persistentVolumeClaim"]["claimName"] == claim
+        # No second claim was made for the target.
+        assert [c["metadata"]["name"] for c in await state_claims(cp, ns, "mover")] == [claim]
+        current = await cp.admin.get(MIGRATIONS, "move-mover", ns)
+        assert current["status"]["migrationState"]["targetPersistentStatePVCName"] == claim
+    finally:
+        await cp.admin.delete(KUBEVIRTS, "kubevirt", "kubevirt")
+        await eventually(lambda: cp.controller.config.vm_state_storage_class == "")

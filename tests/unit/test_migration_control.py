@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from pykubevirt.api import backend_storage as bs
 from pykubevirt.api import constants as c
 from pykubevirt.controller.launcher_pod import LauncherSettings
 from pykubevirt.controller.migration_controller import MigrationController, target_pod
@@ -235,3 +238,57 @@ def test_the_migration_method_is_live_when_nothing_needs_copying() -> None:
     # A writable CD-ROM is copied like a disk.
     vmi["spec"]["domain"]["devices"]["disks"][2]["cdrom"]["readonly"] = False
     assert migration_method(vmi) == "BlockMigration"
+
+
+def persistent_state_vmi(access_modes: list[str] | None) -> dict[str, Any]:
+    """A running VMI with persistent EFI and TPM; its backend-storage claim recorded with `access_modes` (None: not
+    recorded yet)."""
+    vmi = running_vmi()
+    vmi["spec"]["domain"]["devices"]["interfaces"] = [{"name": "default", "masquerade": {}}]
+    vmi["spec"]["domain"]["firmware"] = {"bootloader": {"efi": {"persistent": True}}}
+    vmi["spec"]["domain"]["devices"]["tpm"] = {"persistent": True}
+    if access_modes is not None:
+        info = {"claimName": "persistent-state-for-testvmi-abcde", "accessModes": access_modes}
+        vmi["status"]["volumeStatus"] = [
+            {"name": "persistent-state-for-this-vm", "target": "", "persistentVolumeClaimInfo": info}
+        ]
+    return vmi
+
+
+def test_persistent_state_on_a_claim_that_is_not_read_write_many_is_not_live_migratable() -> None:
+    condition = live_migratable(persistent_state_vmi(["ReadWriteOnce"]), NOW)
+    assert condition == {
+        "type": "LiveMigratable",
+        "status": "False",
+        "reason": "DisksNotLiveMigratable",
+        "message": "cannot migrate VMI: Backend storage PVC is not RWX",
+        "lastTransitionTime": NOW,
+    }
+    # On a shared (RWX) claim, or before the claim is recorded, the state does not stand in the way.
+    assert live_migratable(persistent_state_vmi(["ReadWriteMany"]), NOW)["status"] == "True"
+    assert live_migratable(persistent_state_vmi(None), NOW)["status"] == "True"
+    # The claim is no disk: what is copied is decided by the VMI's volumes alone.
+    assert migration_method(persistent_state_vmi(["ReadWriteOnce"])) == migration_method(running_vmi())
+
+
+def test_a_migration_of_persistent_state_waits_for_its_claim_and_refuses_one_it_cannot_share() -> None:
+    ctl = controller([vmim("Pending")])
+    assert ctl._next(vmim("Pending"), persistent_state_vmi(None), None) == "wait"
+    assert ctl._next(vmim("Pending"), persistent_state_vmi(["ReadWriteOnce"]), None) == (
+        "fail:cannot migrate VMI: Backend storage PVC is not RWX"
+    )
+    assert ctl._next(vmim("Pending"), persistent_state_vmi(["ReadWriteMany"]), None) == "create-pod"
+
+
+def test_the_target_pod_mounts_the_shared_claim_of_the_persistent_state() -> None:
+    vmi = persistent_state_vmi(["ReadWriteMany"])
+    pod = target_pod(vmi, vmim(), LauncherSettings(), backend_claim="persistent-state-for-testvmi-abcde")
+    state = next(v for v in pod["spec"]["volumes"] if v["name"] == "vm-state")
+    assert state["persistentVolumeClaim"]["claimName"] == "persistent-state-for-testvmi-abcde"
+    compute = next(x for x in pod["spec"]["containers"] if x["name"] == c.LAUNCHER_COMPUTE_CONTAINER)
+    sub_paths = {m.get("subPath") for m in compute["volumeMounts"] if m["name"] == "vm-state"}
+    assert sub_paths == {"meta", "swtpm", "swtpm-localca", "nvram"}
+    assert bs.migration_target_claim(vmi) == "persistent-state-for-testvmi-abcde"
+    for refused, message in ((["ReadWriteOnce"], bs.NOT_SHARED_MESSAGE), (None, bs.NO_CLAIM_MESSAGE)):
+        with pytest.raises(bs.BackendStorageError, match=message):
+            bs.migration_target_claim(persistent_state_vmi(refused))

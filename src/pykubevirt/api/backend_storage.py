@@ -176,6 +176,41 @@ def with_volume_status(statuses: list[dict[str, Any]], pvc: Obj) -> list[dict[st
     return [volume_status(pvc), *rest]
 
 
+def current_claim(vmi: Obj) -> tuple[str, list[str]] | None:
+    """The claim the VMI runs with and its access modes, from its volumeStatus (CurrentPVCName,
+    IsBackendStorageVolume); None before virt-controller recorded it."""
+    for entry in (vmi.get("status") or {}).get("volumeStatus") or []:
+        info = entry.get("persistentVolumeClaimInfo")
+        if str(entry.get("name") or "").startswith(PVC_PREFIX) and info:
+            return str(info.get("claimName") or ""), list(info.get("accessModes") or [])
+    return None
+
+
+# KubeVirt's checkVolumesForMigration from April to August 2024 (84ddd7c435 to 4ef8c916ed): a VMI whose backend
+# storage is not ReadWriteMany is not live-migratable (DisksNotLiveMigratable). KubeVirt since then creates a new claim
+# for the migration target and lets the state travel with the guest; that is not built here (see live_migratable).
+NOT_SHARED_MESSAGE = "cannot migrate VMI: Backend storage PVC is not RWX"
+NO_CLAIM_MESSAGE = "no backend-storage PVC found in VMI volume status"
+SHARED_ACCESS_MODE = "ReadWriteMany"
+
+
+def claim_not_shared(vmi: Obj) -> bool:
+    """The VMI's recorded backend-storage claim is not ReadWriteMany (one a migration target could not share)."""
+    current = current_claim(vmi)
+    return current is not None and SHARED_ACCESS_MODE not in current[1]
+
+
+def migration_target_claim(vmi: Obj) -> str:
+    """The claim a migration target mounts: the source's own, which is ReadWriteMany (CreatePVCForMigrationTarget's
+    RWX case, where source and target PersistentStatePVCName are the same). Raises BackendStorageError otherwise."""
+    current = current_claim(vmi)
+    if current is None or not current[0]:
+        raise BackendStorageError(NO_CLAIM_MESSAGE)
+    if SHARED_ACCESS_MODE not in current[1]:
+        raise BackendStorageError(NOT_SHARED_MESSAGE)
+    return current[0]
+
+
 def pod_mounts(vmi: Obj, non_root: bool) -> list[tuple[str, str]]:
     """(mountPath, subPath) of the claim in the compute container, as withBackendStorage mounts it."""
     mounts = [(META_MOUNT, "meta")]

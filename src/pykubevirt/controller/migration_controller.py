@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from pykubevirt.api import backend_storage as bs
 from pykubevirt.api import constants as c
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import KubeClient, Object
@@ -45,9 +46,11 @@ MIGRATION_TARGET_FLAG = "--migration-target"
 CANCELED = "Migration failed due to being canceled"
 
 
-def target_pod(vmi: Object, vmim: Object, settings: LauncherSettings) -> Object:
-    """KubeVirt's RenderMigrationManifest: the launcher pod, labelled for the job, kept off the source node."""
-    pod = render_launcher_pod(vmi, settings)
+def target_pod(vmi: Object, vmim: Object, settings: LauncherSettings, backend_claim: str = "") -> Object:
+    """KubeVirt's RenderMigrationManifest: the launcher pod, labelled for the job, kept off the source node.
+
+    `backend_claim` is the claim with the VMI's persistent EFI/TPM state the target mounts (the source's, shared)."""
+    pod = render_launcher_pod(vmi, settings, backend_claim=backend_claim)
     meta = pod["metadata"]
     meta.setdefault("labels", {})[c.MIGRATION_JOB_UID_LABEL] = vmim["metadata"]["uid"]
     meta.setdefault("annotations", {})[MIGRATION_JOB_NAME_ANNOTATION] = vmim["metadata"]["name"]
@@ -73,6 +76,20 @@ def target_pod(vmi: Object, vmim: Object, settings: LauncherSettings) -> Object:
         if container.get("name") == c.LAUNCHER_COMPUTE_CONTAINER:
             container["args"] = [*(container.get("args") or []), MIGRATION_TARGET_FLAG]
     return pod
+
+
+def backend_storage_step(vmi: Object) -> str:
+    """Whether a Pending migration may create its target pod, as far as the VMI's persistent EFI/TPM state goes."""
+    if not bs.is_needed(vmi):
+        return "create-pod"
+    current = bs.current_claim(vmi)
+    if current is None:
+        return "wait"  # KubeVirt's handleBackendStorage retries until volumeStatus names the claim
+    if bs.SHARED_ACCESS_MODE not in current[1]:
+        # Admission refuses such a migration (LiveMigratable=False); one created before the condition was written
+        # ends here instead of with a target pod that could not mount the claim.
+        return f"fail:{bs.NOT_SHARED_MESSAGE}"
+    return "create-pod"
 
 
 def parse_time(value: str) -> datetime | None:
@@ -215,7 +232,7 @@ class MigrationController:
                 return "phase:Scheduling"
             if vmi_phase != c.PHASE_RUNNING or self._at_limit(vmim, vmi):
                 return "wait"
-            return "create-pod"
+            return backend_storage_step(vmi)
         if phase == "Scheduling":
             if pod is not None and pod_state.is_ready_for_handover(pod):
                 return "phase:Scheduled"
@@ -298,7 +315,17 @@ class MigrationController:
 
     async def _create_target(self, vmim: Object, vmi: Object) -> bool:
         try:
-            pod = await self.client.create(PODS, target_pod(vmi, vmim, self.settings()), vmim["metadata"]["namespace"])
+            claim = ""
+            if bs.is_needed(vmi):
+                # handleBackendStorage: a shared claim is the target's too; both names go on the migration's state.
+                claim = bs.migration_target_claim(vmi)
+                names = {"sourcePersistentStatePVCName": claim, "targetPersistentStatePVCName": claim}
+                vmim["status"].setdefault("migrationState", {}).update(names)
+            rendered = target_pod(vmi, vmim, self.settings(), backend_claim=claim)
+            pod = await self.client.create(PODS, rendered, vmim["metadata"]["namespace"])
+        except bs.BackendStorageError as exc:
+            self.recorder.event(vmim, WARNING, "FailedCreate", f"Error creating pod: {exc}")
+            return False
         except (ApiError, ValueError, KeyError) as exc:
             message = getattr(exc, "message", str(exc))
             self.recorder.event(vmim, WARNING, "FailedCreate", f"Error creating pod: {message}")
@@ -335,6 +362,9 @@ class MigrationController:
         }
         if effective.policy_name is not None:
             state["migrationPolicyName"] = effective.policy_name
+        for name in ("sourcePersistentStatePVCName", "targetPersistentStatePVCName"):
+            if (value := (vmim["status"].get("migrationState") or {}).get(name)) is not None:
+                state[name] = value
         # The new state replaces an earlier migration's whole (KubeVirt replaces /status/migrationState): a merge patch
         # would keep its `failed`, `abortStatus` or `completed`, and this migration would end before it began.
         state = {**{key: None for key in migration_state(vmi)}, **state}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pykubevirt.api import backend_storage as bs
+
 ALLOW_POD_BRIDGE_ANNOTATION = "kubevirt.io/allow-pod-bridge-network-live-migration"
 INTERFACE_MESSAGE = (
     "cannot migrate VMI which does not use masquerade or a migratable plugin to connect to the pod network"
@@ -56,6 +58,10 @@ def live_migratable(vmi: dict[str, Any], now: str) -> dict[str, Any]:
     """The LiveMigratable condition of `vmi`."""
     message = _interface_problem(vmi)
     reason = "InterfaceNotLiveMigratable" if message else ""
+    if not reason and bs.claim_not_shared(vmi):
+        # Persistent EFI/TPM state on a claim the target pod could not mount too (KubeVirt 1.3's check; see
+        # api/backend_storage.NOT_SHARED_MESSAGE).
+        reason, message = "DisksNotLiveMigratable", bs.NOT_SHARED_MESSAGE
     if not reason:
         for volume in (vmi.get("spec") or {}).get("volumes") or []:
             if "hostDisk" in volume:
