@@ -12,8 +12,10 @@ says `disableTLS: true`; then it is plain TCP and the bytes are spliced without 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import fcntl
+import itertools
 import logging
 import os
 import select
@@ -22,7 +24,6 @@ import ssl
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
 
 from pykubevirt.handler.certificates import (
     CLIENT_COMMON_NAME,
@@ -64,8 +65,12 @@ def _splice(source: socket.socket, sink: socket.socket) -> None:
 
 # Plaintext or ciphertext one side may have waiting before the proxy stops reading the other.
 TLS_BUFFER = 4 * CHUNK
-# What one read of the TLS pump takes from a socket (a TLS record holds 16 KiB of plaintext at most).
+# What one read of the TLS pump takes from a socket.
 TLS_READ = 256 * 1024
+# The most plaintext one TLS record holds.
+TLS_RECORD = 16 * 1024
+# Buffers one sendmsg takes at most (well under the kernel's IOV_MAX of 1024).
+SENDMSG_CHUNKS = 64
 
 
 class TLSStream:
@@ -131,24 +136,25 @@ def _pump(plain: socket.socket, secure: TLSStream) -> None:
     raw = secure.sock
     plain.setblocking(False)
     raw.setblocking(False)
-    to_secure = bytearray()  # ciphertext for raw
-    to_plain = bytearray()  # plaintext for plain
+    to_secure = _Outbox()  # ciphertext for raw
+    to_plain = _Outbox()  # plaintext for plain
     plain_eof = secure_eof = False
     raw_shut = plain_shut = False
     poller = select.poll()
     watching = {plain.fileno(): 0, raw.fileno(): 0}
     # Reused buffers: a fresh CHUNK-sized bytes object for every read costs more than the copy out of it.
+    # A reused buffer per socket: a fresh TLS_READ-sized bytes object for every read costs more than the data.
     plain_buffer = memoryview(bytearray(TLS_READ))
     raw_buffer = memoryview(bytearray(TLS_READ))
     try:
         # Records that came in with the handshake's last flight are already read off the socket.
-        secure_eof = _decrypt(secure, to_plain, plain_buffer)
+        secure_eof = _decrypt(secure, to_plain)
         while not (raw_shut and plain_shut):
             # Read from one side while the other side's queue has room; write what is queued.
             wanted = {
-                plain.fileno(): (select.POLLIN if not plain_eof and len(to_secure) < TLS_BUFFER else 0)
+                plain.fileno(): (select.POLLIN if not plain_eof and to_secure.size < TLS_BUFFER else 0)
                 | (select.POLLOUT if to_plain else 0),
-                raw.fileno(): (select.POLLIN if not secure_eof and len(to_plain) < TLS_BUFFER else 0)
+                raw.fileno(): (select.POLLIN if not secure_eof and to_plain.size < TLS_BUFFER else 0)
                 | (select.POLLOUT if to_secure else 0),
             }
             for fd, events in wanted.items():
@@ -167,7 +173,7 @@ def _pump(plain: socket.socket, secure: TLSStream) -> None:
                 count = plain.recv_into(plain_buffer)
                 if count:
                     secure.tls.write(plain_buffer[:count])
-                    to_secure += secure.outgoing.read()
+                    to_secure.add(secure.outgoing.read())
                 else:
                     plain_eof = True
             if (
@@ -177,15 +183,13 @@ def _pump(plain: socket.socket, secure: TLSStream) -> None:
                 count = raw.recv_into(raw_buffer)
                 if count:
                     secure.incoming.write(raw_buffer[:count])
-                    secure_eof = _decrypt(secure, to_plain, plain_buffer)
+                    secure_eof = _decrypt(secure, to_plain)
                 else:
                     secure_eof = True
                 # Whatever OpenSSL answers on its own (a key update).
-                to_secure += secure.outgoing.read()
-            if to_plain:
-                del to_plain[: _send_some(plain, to_plain)]
-            if to_secure:
-                del to_secure[: _send_some(raw, to_secure)]
+                to_secure.add(secure.outgoing.read())
+            to_plain.send(plain)
+            to_secure.send(raw)
             if plain_eof and not to_secure and not raw_shut:
                 raw.shutdown(socket.SHUT_WR)
                 raw_shut = True
@@ -199,25 +203,46 @@ def _pump(plain: socket.socket, secure: TLSStream) -> None:
         _shutdown(secure, socket.SHUT_RDWR)
 
 
-def _send_some(sock: socket.socket, data: bytearray) -> int:
-    """As much of `data` as the non-blocking `sock` takes now."""
-    try:
-        return sock.send(data)
-    except BlockingIOError:
-        return 0
+class _Outbox:
+    """What waits to be written to one socket: the chunks as they came (no copying into one buffer), written with
+    one scatter-gather sendmsg as far as the socket takes them."""
+
+    def __init__(self) -> None:
+        self.chunks: collections.deque[memoryview] = collections.deque()
+        self.size = 0
+
+    def __bool__(self) -> bool:
+        return self.size > 0
+
+    def add(self, data: bytes) -> None:
+        if data:
+            self.chunks.append(memoryview(data))
+            self.size += len(data)
+
+    def send(self, sock: socket.socket) -> None:
+        while self.chunks:
+            try:
+                sent = sock.sendmsg(list(itertools.islice(self.chunks, SENDMSG_CHUNKS)))
+            except BlockingIOError:
+                return
+            self.size -= sent
+            while sent and sent >= len(self.chunks[0]):
+                sent -= len(self.chunks.popleft())
+            if sent:
+                self.chunks[0] = self.chunks[0][sent:]
+                return
 
 
-def _decrypt(secure: TLSStream, into: bytearray, buffer: memoryview) -> bool:
-    """Append every whole record's plaintext to `into`; True once the peer closed TLS (close_notify)."""
+def _decrypt(secure: TLSStream, into: _Outbox) -> bool:
+    """Queue every whole record's plaintext; True once the peer closed TLS (close_notify)."""
     while True:
         try:
-            # Given a buffer, read returns the count (typeshed says bytes).
-            count = cast(int, secure.tls.read(len(buffer), buffer))
+            # One record at a time, in a bytes object of its size: no copy beyond the decryption.
+            into.add(secure.tls.read(TLS_RECORD))
         except ssl.SSLWantReadError:
             return False
         except ssl.SSLZeroReturnError:
             return True
-        into += buffer[:count]
 
 
 def relay(client: End, upstream: End) -> None:
