@@ -95,6 +95,8 @@ def test_virt_handler_serves_the_node_it_runs_on_from_its_mounts() -> None:
     assert args.node_name == FIELD_VALUES["spec.nodeName"]
     mounts = mount_paths(container)
     assert args.data_dir in mounts and args.pods_dir in mounts
+    # Migration TLS: the certificates' directory is a volume (an optional Secret), and nothing is created there.
+    assert args.certificates_dir in mounts and not args.create_certificates
 
 
 def test_virt_api_keeps_its_ca_on_a_mounted_volume() -> None:
