@@ -106,6 +106,23 @@ def test_doctor_passes_with_a_free_port(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout
 
 
+def test_doctor_fails_a_missing_cni_plugin_directory_with_its_fix(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    empty = tmp_path / "no-cni"
+    empty.mkdir()
+    env = {**os.environ, "PYKUBEVIRT_CNI_PATH": str(empty)}
+    argv = pykubevirt_argv("doctor", "--data-dir", str(tmp_path / "data"), "--listen", f"127.0.0.1:{free}")
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    cni_row = re.split(r"\s{3,}", next(line for line in result.stdout.splitlines() if line.startswith("cni ")))
+    assert cni_row[:2] == ["cni", "FAIL"]
+    assert cni_row[2].startswith(f"CNI plugins missing from {empty}: bridge")
+    assert cni_row[3] == "apt-get install containernetworking-plugins, or `pykubevirt up --no-pod-network`"
+    assert "Traceback" not in result.stderr
+
+
 def test_make_up_stops_at_the_doctors_fail(tmp_path: Path, taken_port: int) -> None:
     env = {**os.environ, "PYKUBEVIRT_DATA_DIR": str(tmp_path / "data"), "PYKUBEVIRT_LISTEN": f"127.0.0.1:{taken_port}"}
     result = subprocess.run(
