@@ -41,7 +41,7 @@ test: setup guest-image
 # The integration and e2e suites RUNS times with both cores loaded by busy loops (races show up under load).
 RUNS ?= 5
 test-stress: setup guest-image
-	scripts/stress-test.sh $(RUNS)
+	scripts/stress-test.sh $(RUNS) -n $(TEST_WORKERS) --dist loadfile tests/integration tests/e2e
 
 # The generated parts of deploy/: the CRDs (API model) and the RBAC (the embedded server's shipped policy).
 crds: setup
