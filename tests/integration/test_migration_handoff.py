@@ -12,7 +12,7 @@ from pykubevirt.client.api import JSON_PATCH
 from pykubevirt.client.resources import MIGRATIONS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
-from tests.support.waiting import eventually
+from tests.support.waiting import consistently, eventually
 
 
 @pytest_asyncio.fixture
@@ -55,6 +55,17 @@ async def test_a_migration_after_a_cancelled_one_starts_from_a_clean_state(cp: C
     for field in aborted:
         if field != "migrationUid":
             assert field not in state, state
-    # The controller did not take the earlier migration's end for this one's.
-    current = await cp.admin.get(MIGRATIONS, "again", ns)
-    assert current["status"]["phase"] in ("PreparingTarget", "TargetReady"), current["status"]
+
+    # The controller did not take the earlier migration's end for this one's. It writes the migration's phase after
+    # the VMI's hand-over, in a second request, so the phase is waited for, then watched for a failure that follows.
+    async def phase() -> str:
+        current = await cp.admin.get(MIGRATIONS, "again", ns)
+        return str((current.get("status") or {}).get("phase") or "")
+
+    async def prepared() -> str | None:
+        value = await phase()
+        assert value != "Failed", "the earlier migration's failure ended this one"
+        return value if value in ("PreparingTarget", "TargetReady") else None
+
+    await eventually(prepared)
+    await consistently(prepared, for_=1.0)
