@@ -11,7 +11,9 @@ import socket
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
+
+from pykubevirt.launcher.datagram_responder import respond_on
 
 log = logging.getLogger("pykubevirt.launcher.dhcp")
 
@@ -156,25 +158,6 @@ def reply(request: bytes, lease: Lease) -> bytes | None:
     return header + MAGIC + b"".join(options) + bytes([OPT_END])
 
 
-class _Protocol(asyncio.DatagramProtocol):
-    def __init__(self, lease: Lease) -> None:
-        self.lease = lease
-        self.transport: asyncio.DatagramTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.DatagramTransport, transport)
-
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        answer = reply(data, self.lease)
-        if answer is None or self.transport is None:
-            return
-        # The client has no address yet: the answer is broadcast on the bridge the socket is bound to.
-        self.transport.sendto(answer, ("255.255.255.255", CLIENT_PORT))
-        log.info(
-            "DHCP %s: %s to the guest", "offered" if answer[HEADER.size + 6] == OFFER else "acked", self.lease.address
-        )
-
-
 async def serve(device: str, lease: Lease) -> asyncio.DatagramTransport:
     """Answer DHCP on `device` until the transport is closed."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -182,6 +165,13 @@ async def serve(device: str, lease: Lease) -> asyncio.DatagramTransport:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, device.encode() + b"\0")
     sock.bind(("0.0.0.0", SERVER_PORT))
-    transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(lambda: _Protocol(lease), sock=sock)
+
+    def answered(answer: bytes) -> None:
+        log.info("DHCP %s: %s to the guest", "offered" if answer[HEADER.size + 6] == OFFER else "acked", lease.address)
+
+    # The client has no address yet: the answer is broadcast on the bridge the socket is bound to.
+    transport = await respond_on(
+        sock, lambda request: reply(request, lease), answered, destination=("255.255.255.255", CLIENT_PORT)
+    )
     log.info("DHCP server on %s: %s/%d via %s", device, lease.address, lease.prefix, lease.router)
     return transport

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+from pykubevirt.launcher.datagram_responder import respond_on
+
 log = logging.getLogger("pykubevirt.launcher.dhcpv6")
 
 SERVER_PORT = 547
@@ -190,25 +192,6 @@ def parse_router_advertisement(data: bytes) -> dict[str, object]:
     return found
 
 
-class _Protocol(asyncio.DatagramProtocol):
-    def __init__(self, lease: Lease6) -> None:
-        self.lease = lease
-        self.transport: asyncio.DatagramTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.DatagramTransport, transport)
-
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        answer = reply(data, self.lease)
-        if answer is None or self.transport is None:
-            return
-        # To the client's own (link-local) address and port, on the interface it came from.
-        self.transport.sendto(answer, addr)
-        log.info(
-            "DHCPv6 %s: %s to the guest", "advertised" if answer[0] == ADVERTISE else "replied", self.lease.address
-        )
-
-
 async def serve(device: str, lease: Lease6) -> asyncio.DatagramTransport:
     """Answer DHCPv6 on `device` until the transport is closed."""
     index = socket.if_nametoindex(device)
@@ -223,7 +206,12 @@ async def serve(device: str, lease: Lease6) -> asyncio.DatagramTransport:
     except OSError:
         sock.close()
         raise
-    transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(lambda: _Protocol(lease), sock=sock)
+
+    def answered(answer: bytes) -> None:
+        log.info("DHCPv6 %s: %s to the guest", "advertised" if answer[0] == ADVERTISE else "replied", lease.address)
+
+    # To the client's own (link-local) address and port, on the interface it came from.
+    transport = await respond_on(sock, lambda request: reply(request, lease), answered)
     log.info("DHCPv6 server on %s: %s", device, lease.address)
     return transport
 
