@@ -142,7 +142,6 @@ def _pump(plain: socket.socket, secure: TLSStream) -> None:
     raw_shut = plain_shut = False
     poller = select.poll()
     watching = {plain.fileno(): 0, raw.fileno(): 0}
-    # Reused buffers: a fresh CHUNK-sized bytes object for every read costs more than the copy out of it.
     # A reused buffer per socket: a fresh TLS_READ-sized bytes object for every read costs more than the data.
     plain_buffer = memoryview(bytearray(TLS_READ))
     raw_buffer = memoryview(bytearray(TLS_READ))
@@ -165,29 +164,20 @@ def _pump(plain: socket.socket, secure: TLSStream) -> None:
                         poller.unregister(fd)
                     watching[fd] = events
             ready = dict(poller.poll())
-            plain_events, raw_events = ready.get(plain.fileno(), 0), ready.get(raw.fileno(), 0)
-            if (
-                plain_events & (select.POLLIN | select.POLLHUP | select.POLLERR)
-                and watching[plain.fileno()] & select.POLLIN
-            ):
-                count = plain.recv_into(plain_buffer)
-                if count:
-                    secure.tls.write(plain_buffer[:count])
-                    to_secure.add(secure.outgoing.read())
+            # Plaintext goes into OpenSSL to be encrypted, ciphertext to be decrypted; an empty read is EOF.
+            if (data := _receive(plain, plain_buffer, ready, watching)) is not None:
+                if data:
+                    secure.tls.write(data)
                 else:
                     plain_eof = True
-            if (
-                raw_events & (select.POLLIN | select.POLLHUP | select.POLLERR)
-                and watching[raw.fileno()] & select.POLLIN
-            ):
-                count = raw.recv_into(raw_buffer)
-                if count:
-                    secure.incoming.write(raw_buffer[:count])
+            if (data := _receive(raw, raw_buffer, ready, watching)) is not None:
+                if data:
+                    secure.incoming.write(data)
                     secure_eof = _decrypt(secure, to_plain)
                 else:
                     secure_eof = True
-                # Whatever OpenSSL answers on its own (a key update).
-                to_secure.add(secure.outgoing.read())
+            # The records of the plaintext, and whatever OpenSSL answers on its own (a key update).
+            to_secure.add(secure.outgoing.read())
             to_plain.send(plain)
             to_secure.send(raw)
             if plain_eof and not to_secure and not raw_shut:
@@ -201,6 +191,17 @@ def _pump(plain: socket.socket, secure: TLSStream) -> None:
         log.debug("migration proxy: connection ended: %s", exc)
         _shutdown(plain, socket.SHUT_RDWR)
         _shutdown(secure, socket.SHUT_RDWR)
+
+
+def _receive(
+    sock: socket.socket, buffer: memoryview, ready: dict[int, int], watching: dict[int, int]
+) -> memoryview | None:
+    """What one read of `sock` brings (empty at EOF) when the poll found it readable and it was polled for input;
+    None when it is not to be read now."""
+    fd = sock.fileno()
+    if not (ready.get(fd, 0) & (select.POLLIN | select.POLLHUP | select.POLLERR) and watching[fd] & select.POLLIN):
+        return None
+    return buffer[: sock.recv_into(buffer)]
 
 
 class _Outbox:
