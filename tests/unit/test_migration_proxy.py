@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import socket
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -166,8 +167,10 @@ def context_without_certificate(tls_dir: Path) -> ssl.SSLContext:
     return context
 
 
-def context_with(tmp_path: Path, tls_dir: Path, name: str, *, own_ca: bool, server: bool = False) -> ssl.SSLContext:
-    """A client presenting a certificate for `name`, of the handlers' CA or of a CA of its own."""
+def peer_certificate(
+    tmp_path: Path, tls_dir: Path, name: str, *, own_ca: bool, server: bool = False
+) -> tuple[Path, Path]:
+    """The files of a certificate for `name`, of the handlers' CA or of a CA of its own."""
     if own_ca:
         ca_cert, ca_key = create_ca("someone-else")
     else:
@@ -180,25 +183,42 @@ def context_with(tmp_path: Path, tls_dir: Path, name: str, *, own_ca: bool, serv
     (tmp_path / "peer.key").write_bytes(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
+    return tmp_path / "peer.crt", tmp_path / "peer.key"
+
+
+def context_with(tmp_path: Path, tls_dir: Path, name: str, *, own_ca: bool, server: bool = False) -> ssl.SSLContext:
+    """A client presenting a certificate for `name`, of the handlers' CA or of a CA of its own."""
     context = context_without_certificate(tls_dir)
-    context.load_cert_chain(tmp_path / "peer.crt", tmp_path / "peer.key")
+    context.load_cert_chain(*peer_certificate(tmp_path, tls_dir, name, own_ca=own_ca, server=server))
     return context
 
 
+# Clients the target proxy refuses, as (tmp_path, the handlers' PKI directory) → the client's context.
+REFUSED_CLIENTS = [
+    pytest.param(lambda tmp_path, pki: context_without_certificate(pki), id="no-certificate"),
+    pytest.param(
+        lambda tmp_path, pki: context_with(tmp_path, pki, CLIENT_COMMON_NAME, own_ca=True),
+        id="the-client-name-from-another-ca",
+    ),
+    # The handlers' CA, but a server certificate (serverAuth only) and the wrong common name.
+    pytest.param(
+        lambda tmp_path, pki: context_with(tmp_path, pki, SERVER_COMMON_NAME, own_ca=False, server=True),
+        id="the-handlers-server-certificate",
+    ),
+    pytest.param(
+        lambda tmp_path, pki: context_with(tmp_path, pki, "kubevirt.io:system:client:someone", own_ca=False),
+        id="a-client-certificate-of-the-ca-with-another-name",
+    ),
+]
+
+
+@pytest.mark.parametrize("refused_client", REFUSED_CLIENTS)
 async def test_the_target_proxy_refuses_a_peer_without_the_handlers_client_certificate(
-    tmp_path: Path, tls: MigrationTLS
+    tmp_path: Path, tls: MigrationTLS, refused_client: Callable[[Path, Path], ssl.SSLContext]
 ) -> None:
     proxies, target, server, sizes = await tls_pair(tmp_path, tls)
     pki = tmp_path / "pki"
-    refused = [
-        context_without_certificate(pki),
-        context_with(tmp_path, pki, CLIENT_COMMON_NAME, own_ca=True),
-        # The handlers' CA, but a server certificate (serverAuth only) and the wrong common name.
-        context_with(tmp_path, pki, SERVER_COMMON_NAME, own_ca=False, server=True),
-        context_with(tmp_path, pki, "kubevirt.io:system:client:someone", own_ca=False),
-    ]
-    for context in refused:
-        assert await asyncio.to_thread(tls_client, target.port, context) == b""
+    assert await asyncio.to_thread(tls_client, target.port, refused_client(tmp_path, pki)) == b""
     # Nothing reached the target's socket; the handlers' own client certificate does.
     assert sizes == []
     accepted = context_with(tmp_path, pki, CLIENT_COMMON_NAME, own_ca=False)
@@ -208,13 +228,36 @@ async def test_the_target_proxy_refuses_a_peer_without_the_handlers_client_certi
     server.close()
 
 
+# Targets the source proxy's dial refuses: (tmp_path, the handlers' PKI directory) → the target's certificate and
+# key files, and the error the dial raises.
+REFUSED_TARGETS = [
+    # The handlers' client certificate (clientAuth only): OpenSSL's check of the server's purpose fails.
+    pytest.param(
+        lambda tmp_path, pki: (pki / "client.crt", pki / "client.key"),
+        ssl.SSLError,
+        id="the-handlers-client-certificate",
+    ),
+    # A server certificate of the handlers' CA with another common name: the chain holds, check_peer rejects it.
+    pytest.param(
+        lambda tmp_path, pki: peer_certificate(
+            tmp_path, pki, "kubevirt.io:system:node:someone", own_ca=False, server=True
+        ),
+        PeerRejected,
+        id="a-server-certificate-of-the-ca-with-another-name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("target_certificate", "error"), REFUSED_TARGETS)
 async def test_the_source_proxy_refuses_a_target_without_the_handlers_server_certificate(
-    tmp_path: Path, tls: MigrationTLS
+    tmp_path: Path,
+    tls: MigrationTLS,
+    target_certificate: Callable[[Path, Path], tuple[Path, Path]],
+    error: type[ssl.SSLError],
 ) -> None:
-    """A listener whose certificate is the handlers' client one: the source proxy's dial fails its check."""
-    pki = tmp_path / "pki"
+    """A listener presenting another certificate: the source proxy's dial fails its check."""
     impostor = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    impostor.load_cert_chain(pki / "client.crt", pki / "client.key")
+    impostor.load_cert_chain(*target_certificate(tmp_path, tmp_path / "pki"))
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
 
@@ -225,28 +268,7 @@ async def test_the_source_proxy_refuses_a_target_without_the_handlers_server_cer
         conn.close()
 
     accepting = asyncio.create_task(asyncio.to_thread(accept))
-    with pytest.raises(ssl.SSLError):
-        await asyncio.to_thread(dial_tcp("127.0.0.1", port, tls.client))
-    await accepting
-    listener.close()
-
-
-async def test_a_server_certificate_of_the_ca_with_another_name_is_rejected(tmp_path: Path, tls: MigrationTLS) -> None:
-    pki = tmp_path / "pki"
-    context_with(tmp_path, pki, "kubevirt.io:system:node:someone", own_ca=False, server=True)
-    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_context.load_cert_chain(tmp_path / "peer.crt", tmp_path / "peer.key")
-    listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-
-    def accept() -> None:
-        conn, _ = listener.accept()
-        with contextlib.suppress(ssl.SSLError, OSError), server_context.wrap_socket(conn, server_side=True) as s:
-            s.recv(1)
-        conn.close()
-
-    accepting = asyncio.create_task(asyncio.to_thread(accept))
-    with pytest.raises(PeerRejected):
+    with pytest.raises(error):
         await asyncio.to_thread(dial_tcp("127.0.0.1", port, tls.client))
     await accepting
     listener.close()
