@@ -20,7 +20,7 @@ ROOT_PACKAGE = "pykubevirt"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli", "virtctl", "images"}),
     frozenset({"virtapi", "controller", "node", "handler", "apiserver", "storage", "webconsole"}),
-    frozenset({"launcher", "client", "admission"}),
+    frozenset({"launcher", "client", "admission", "pki"}),
     frozenset({"instancetype", "config", "metrics"}),
     frozenset({"api", "log"}),
 )
