@@ -15,7 +15,6 @@ import hashlib
 import hmac
 import io
 import ipaddress
-import os
 import secrets
 import ssl
 import threading
@@ -27,20 +26,24 @@ from typing import Any
 
 import yaml
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from pykubevirt.pki.certificates import (
+    IPAddress,
+    certificate_sans,
+    ensure_ca,
+    is_current,
+    issue_leaf,
+    load_certificate,
+    write_file,
+    write_pair,
+)
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-CAKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
-
-CA_VALIDITY = datetime.timedelta(days=3650)
+CA_COMMON_NAME = "pykubevirt-ca"
+SERVING_COMMON_NAME = "kube-apiserver"
 SERVING_VALIDITY = datetime.timedelta(days=365)
-# Renew the serving certificate this long before it expires, at the next start.
-RENEW_BEFORE = datetime.timedelta(days=30)
 
 DEFAULT_DNS_NAMES = (
     "localhost",
@@ -58,119 +61,10 @@ AUTHENTICATED_GROUP = "system:authenticated"
 NODES_GROUP = "system:nodes"
 
 
-def _private_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _key_pem(key: CAKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    """Write through a temporary file created with the final mode, so a key is never readable by others."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
-
-
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
-def _create_ca() -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = _private_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pykubevirt-ca")])
-    now = _now()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + CA_VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert, key
-
-
 def _sans(hostnames: Iterable[str], ips: Iterable[str]) -> tuple[set[str], set[IPAddress]]:
     dns = {h for h in (*DEFAULT_DNS_NAMES, *hostnames) if h}
     addresses = {ipaddress.ip_address(i) for i in (*DEFAULT_IPS, *ips) if i}
     return dns, addresses
-
-
-def _create_serving(
-    ca_cert: x509.Certificate,
-    ca_key: CAKey,
-    dns: set[str],
-    addresses: set[IPAddress],
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = _private_key()
-    now = _now()
-    general_names: list[x509.GeneralName] = [x509.DNSName(d) for d in sorted(dns)]
-    general_names += [x509.IPAddress(a) for a in sorted(addresses, key=lambda a: (a.version, int(a)))]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(min(now + SERVING_VALIDITY, ca_cert.not_valid_after_utc))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(general_names), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    return cert, key
-
-
-def certificate_sans(cert: x509.Certificate) -> tuple[set[str], set[IPAddress]]:
-    """The DNS names and IP addresses a certificate is valid for."""
-    try:
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
-        return set(), set()
-    addresses = {a for a in san.get_values_for_type(x509.IPAddress) if isinstance(a, IPAddress)}
-    return set(san.get_values_for_type(x509.DNSName)), addresses
 
 
 def _serving_is_current(
@@ -180,15 +74,7 @@ def _serving_is_current(
     addresses: set[IPAddress],
 ) -> bool:
     have_dns, have_ips = certificate_sans(cert)
-    if not dns <= have_dns or not addresses <= have_ips:
-        return False
-    if cert.not_valid_after_utc - RENEW_BEFORE < _now():
-        return False
-    try:
-        cert.verify_directly_issued_by(ca_cert)
-    except (ValueError, TypeError, InvalidSignature):  # a CA regenerated since, or a foreign certificate
-        return False
-    return True
+    return dns <= have_dns and addresses <= have_ips and is_current(cert, ca_cert)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,32 +121,23 @@ def ensure_pki(data_dir: Path, hostnames: Iterable[str] = (), ips: Iterable[str]
     pki = Pki(Path(data_dir) / "pki")
     pki.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     dns, addresses = _sans(hostnames, ips)
-    ca_cert: x509.Certificate | None = None
-    ca_key: CAKey | None = None
-    if pki.ca_cert_path.exists() and pki.ca_key_path.exists():
-        ca_cert = x509.load_pem_x509_certificate(pki.ca_cert_path.read_bytes())
-        loaded = serialization.load_pem_private_key(pki.ca_key_path.read_bytes(), password=None)
-        if (
-            isinstance(loaded, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey)
-            and ca_cert.not_valid_after_utc > _now() + RENEW_BEFORE
-        ):
-            ca_key = loaded
-    if ca_cert is None or ca_key is None:
-        ca_cert, ca_key = _create_ca()
-        _write(pki.ca_key_path, _key_pem(ca_key), 0o600)
-        _write(pki.ca_cert_path, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    current = pki.cert_path.exists() and pki.key_path.exists()
-    if current:
-        cert = x509.load_pem_x509_certificate(pki.cert_path.read_bytes())
-        current = _serving_is_current(cert, ca_cert, dns, addresses)
-    if not current:
+    ca_cert, ca_key = ensure_ca(pki.ca_cert_path, pki.ca_key_path, CA_COMMON_NAME)
+    old = load_certificate(pki.cert_path)
+    if old is None or not pki.key_path.exists() or not _serving_is_current(old, ca_cert, dns, addresses):
         # Keep names added by earlier starts, so alternating flags do not flip the certificate back and forth.
-        if pki.cert_path.exists():
-            old_dns, old_ips = certificate_sans(x509.load_pem_x509_certificate(pki.cert_path.read_bytes()))
+        if old is not None:
+            old_dns, old_ips = certificate_sans(old)
             dns, addresses = dns | old_dns, addresses | old_ips
-        cert, key = _create_serving(ca_cert, ca_key, dns, addresses)
-        _write(pki.key_path, _key_pem(key), 0o600)
-        _write(pki.cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+        cert, key = issue_leaf(
+            ca_cert,
+            ca_key,
+            SERVING_COMMON_NAME,
+            ExtendedKeyUsageOID.SERVER_AUTH,
+            validity=SERVING_VALIDITY,
+            dns_names=dns,
+            addresses=addresses,
+        )
+        write_pair(pki.cert_path, pki.key_path, cert, key)
     return pki
 
 
@@ -354,7 +231,7 @@ class TokenTable:
         writer = csv.writer(out, lineterminator="\n")
         for entry in self._by_digest.values():
             writer.writerow([entry.token, entry.user.username, entry.user.uid, ",".join(entry.user.groups)])
-        _write(self.path, out.getvalue().encode(), 0o600)
+        write_file(self.path, out.getvalue().encode(), 0o600)
         self._version = _file_version(self.path)
 
     def ensure(self, user: str, groups: Iterable[str] = ()) -> str:
@@ -476,7 +353,7 @@ def write_kubeconfig(
     )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write(path, yaml.safe_dump(document, sort_keys=False).encode(), 0o600)
+    write_file(path, yaml.safe_dump(document, sort_keys=False).encode(), 0o600)
 
 
 def write_user_kubeconfig(
