@@ -20,13 +20,13 @@ from pykubevirt.handler.certificates import (
     MigrationTLS,
     MigrationTLSUnavailable,
     PeerRejected,
-    create_ca,
     ensure_handler_certificates,
     issue,
     load_migration_tls,
     migration_context,
 )
 from pykubevirt.handler.migration_proxy import MigrationProxy, ProxySet, TLSStream, dial_tcp, dial_unix
+from pykubevirt.pki.certificates import create_ca
 
 PAYLOAD = bytes(range(256)) * 40_000  # 10 MB, more than a pipe holds
 

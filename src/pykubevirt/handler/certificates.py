@@ -21,17 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from pykubevirt.pki.certificates import CAKey, ensure_ca, is_current, issue_leaf, load_certificate, write_pair
 
 CLIENT_COMMON_NAME = "kubevirt.io:system:client:virt-handler"
 SERVER_COMMON_NAME = "kubevirt.io:system:node:virt-handler"
 CA_COMMON_NAME = "kubevirt.io:kubevirt-ca"
-CA_VALIDITY = datetime.timedelta(days=3650)
 CERT_VALIDITY = datetime.timedelta(days=365)
-RENEW_BEFORE = datetime.timedelta(days=30)
 # A peer that does not finish its handshake in this long is dropped.
 HANDSHAKE_TIMEOUT_SECONDS = 10.0
 
@@ -40,81 +38,13 @@ class MigrationTLSUnavailable(Exception):
     """The migration asks for TLS and this handler has no certificates."""
 
 
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
-def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=cert_sign,
-        crl_sign=cert_sign,
-        encipher_only=False,
-        decipher_only=False,
-    )
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    tmp.touch(mode)
-    tmp.chmod(mode)
-    tmp.write_bytes(data)
-    tmp.replace(path)
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def create_ca(common_name: str = CA_COMMON_NAME) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = _now()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + CA_VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(cert_sign=True), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert, key
-
-
 def issue(
-    ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, common_name: str, *, server: bool
+    ca_cert: x509.Certificate, ca_key: CAKey, common_name: str, *, server: bool
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """A leaf certificate of the CA for `common_name`: serverAuth for the server one, clientAuth for the client one."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = _now()
     usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(min(now + CERT_VALIDITY, ca_cert.not_valid_after_utc))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(cert_sign=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    return cert, key
+    # No subject key identifier, as KubeVirt's (Go's x509 makes one only for a CA).
+    return issue_leaf(ca_cert, ca_key, common_name, usage, validity=CERT_VALIDITY, subject_key_id=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,44 +93,21 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _current(cert_file: Path, ca_cert: x509.Certificate) -> bool:
-    if not cert_file.exists():
-        return False
-    cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
-    if cert.not_valid_after_utc - RENEW_BEFORE < _now():
-        return False
-    try:
-        cert.verify_directly_issued_by(ca_cert)
-    except (ValueError, TypeError, InvalidSignature):
-        return False
-    return True
-
-
 def ensure_handler_certificates(directory: Path) -> HandlerCertificates:
     """Create the CA and the handlers' client and server certificates where missing (or expiring); reuse the rest."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     found = HandlerCertificates(directory)
     with _locked(directory):
-        ca_cert: x509.Certificate | None = None
-        ca_key: ec.EllipticCurvePrivateKey | None = None
-        if found.ca_file.exists() and found.ca_key_file.exists():
-            ca_cert = x509.load_pem_x509_certificate(found.ca_file.read_bytes())
-            loaded = serialization.load_pem_private_key(found.ca_key_file.read_bytes(), password=None)
-            if isinstance(loaded, ec.EllipticCurvePrivateKey) and ca_cert.not_valid_after_utc > _now() + RENEW_BEFORE:
-                ca_key = loaded
-        if ca_cert is None or ca_key is None:
-            ca_cert, ca_key = create_ca()
-            _write(found.ca_key_file, _key_pem(ca_key), 0o600)
-            _write(found.ca_file, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+        ca_cert, ca_key = ensure_ca(found.ca_file, found.ca_key_file, CA_COMMON_NAME)
         for cert_file, key_file, name, server in (
             (found.client_cert_file, found.client_key_file, CLIENT_COMMON_NAME, False),
             (found.server_cert_file, found.server_key_file, SERVER_COMMON_NAME, True),
         ):
-            if key_file.exists() and _current(cert_file, ca_cert):
+            cert = load_certificate(cert_file) if key_file.exists() else None
+            if cert is not None and is_current(cert, ca_cert):
                 continue
             cert, key = issue(ca_cert, ca_key, name, server=server)
-            _write(key_file, _key_pem(key), 0o600)
-            _write(cert_file, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+            write_pair(cert_file, key_file, cert, key)
     return found
 
 
