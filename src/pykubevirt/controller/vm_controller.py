@@ -23,7 +23,7 @@ from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.expectations import ControllerExpectations
 from pykubevirt.client.informer import Informer
-from pykubevirt.client.resources import DATA_VOLUMES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.crash_loop import backoff_remaining, sync_start_failure
 from pykubevirt.controller.instancetype_sync import InstancetypeSync
@@ -47,6 +47,7 @@ from pykubevirt.controller.vm_conditions import (
     trim_state_change_requests,
     vm_conditions,
 )
+from pykubevirt.controller.vm_data_volumes import VMDataVolumes
 from pykubevirt.controller.vm_hotplug import LiveUpdate
 from pykubevirt.controller.vm_revisions import StartRevisions
 from pykubevirt.controller.vm_volume_requests import (
@@ -64,11 +65,6 @@ log = logging.getLogger("pykubevirt.controller.vm")
 
 FAILED_DELETE = "FailedDelete"
 SUCCESSFUL_CREATE = "SuccessfulCreate"
-SUCCESSFUL_DATA_VOLUME_CREATE = "SuccessfulDataVolumeCreate"
-ALLOW_CLAIM_ADOPTION = "cdi.kubevirt.io/allowClaimAdoption"
-# A VMI may start once its DataVolumes are populated, or wait for it as their first consumer (KubeVirt's
-# dataVolumeReady / IsSucceededOrPendingPopulation).
-DATA_VOLUME_READY_PHASES = ("Succeeded", "WaitForFirstConsumer", "PendingPopulation")
 SUCCESSFUL_DELETE = "SuccessfulDelete"
 API_VERSION_VALUE = c.KUBEVIRT_VERSION
 
@@ -110,8 +106,7 @@ class VMController:
         self.client = client
         self.vms = vms
         self.vmis = vmis
-        self.data_volumes = data_volumes
-        self.pvcs = pvcs
+        self.data_volumes = VMDataVolumes(client, data_volumes, pvcs, recorder)
         self.recorder = recorder
         self.config = config
         self.clock = clock
@@ -229,7 +224,7 @@ class VMController:
         if synced_error is not None:
             outcome.sync_error = synced_error
             return vm, vmi
-        ready, dv_error = await self._ensure_data_volumes(vm)
+        ready, dv_error = await self.data_volumes.ensure(vm)
         if dv_error is not None:
             outcome.sync_error = dv_error
             return vm, vmi
@@ -452,49 +447,6 @@ class VMController:
             return
         vm["metadata"] = updated["metadata"]
 
-    # ------------------------------------------------------------------------------------------------ data volumes
-
-    def _template_data_volumes(self, vm: Object) -> list[Object]:
-        namespace = vm["metadata"]["namespace"]
-        found = []
-        for template in vm["spec"].get("dataVolumeTemplates") or []:
-            dv = self.data_volumes.get_by_name(namespace, str((template.get("metadata") or {}).get("name")))
-            if dv is not None:
-                found.append(dv)
-        return found
-
-    async def _ensure_data_volumes(self, vm: Object) -> tuple[bool, SyncError | None]:
-        """Create missing DataVolumes from the templates; ready when all report phase Succeeded."""
-        ready = True
-        namespace = vm["metadata"]["namespace"]
-        for template in vm["spec"].get("dataVolumeTemplates") or []:
-            name = str((template.get("metadata") or {}).get("name"))
-            dv = self.data_volumes.get_by_name(namespace, name)
-            if dv is None:
-                metadata = copy_json(template.get("metadata") or {})
-                # GenerateDataVolumeFromTemplate: the DV may adopt a claim of its name; it records the VM that made it.
-                metadata["annotations"] = {**(metadata.get("annotations") or {}), ALLOW_CLAIM_ADOPTION: "true"}
-                metadata["labels"] = {**(metadata.get("labels") or {}), c.CREATED_BY_LABEL: vm["metadata"]["uid"]}
-                body = {
-                    "apiVersion": c.CDI_API_VERSION,
-                    "kind": c.DATA_VOLUME_KIND,
-                    "metadata": {**metadata, "namespace": namespace, "ownerReferences": [controller_ref(vm)]},
-                    "spec": copy_json(template.get("spec") or {}),
-                }
-                try:
-                    await self.client.create(DATA_VOLUMES, body, namespace)
-                except AlreadyExists:
-                    pass
-                except ApiError as exc:
-                    return False, SyncError(
-                        f"Error encountered while creating DataVolumes: {exc.message}", FAILED_CREATE
-                    )
-                self.recorder.event(vm, NORMAL, SUCCESSFUL_DATA_VOLUME_CREATE, f"Created DataVolume {name}")
-                ready = False
-            elif (dv.get("status") or {}).get("phase") not in DATA_VOLUME_READY_PHASES:
-                ready = False
-        return ready, None
-
     # ------------------------------------------------------------------------------------------------ status
 
     async def _update_status(
@@ -536,8 +488,8 @@ class VMController:
             vmi,
             creation_expected=self.expectations.pending_creations(key),
             deletion_expected=self.expectations.pending_deletions(key),
-            data_volumes=self._template_data_volumes(vm),
-            pvc_bound=lambda claim: self._pvc_bound(vm["metadata"]["namespace"], claim),
+            data_volumes=self.data_volumes.of(vm),
+            pvc_bound=lambda claim: self.data_volumes.pvc_bound(vm["metadata"]["namespace"], claim),
             now=now,
         )
         releasing = vmi is not None and (is_final(vmi) or self._receiver_deleted(vmi))
@@ -591,15 +543,6 @@ class VMController:
     def _receiver_deleted(vmi: Object) -> bool:
         phase = (vmi.get("status") or {}).get("phase")
         return phase == c.PHASE_WAITING_FOR_SYNC and bool(vmi["metadata"].get("deletionTimestamp"))
-
-    def _pvc_bound(self, namespace: str, claim: str) -> bool | None:
-        """Whether a PersistentVolumeClaim is bound; None when it does not exist (or PVCs are not watched)."""
-        if self.pvcs is None:
-            return None
-        pvc = self.pvcs.get_by_name(namespace, claim)
-        if pvc is None:
-            return None
-        return (pvc.get("status") or {}).get("phase") == "Bound"
 
     async def _remove_vmi_finalizer(self, vmi: Object) -> None:
         finalizers = vmi["metadata"].get("finalizers") or []

@@ -1,0 +1,101 @@
+"""A VM's DataVolumes: created from its dataVolumeTemplates, awaited before its VMI starts, read for printableStatus.
+
+KubeVirt's handleDataVolumes and GenerateDataVolumeFromTemplate (`pkg/virt-controller/watch/vm/vm.go`,
+`pkg/storage/types/dv.go`), and the claims the VM's printable status looks at.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pykubevirt.api import constants as c
+from pykubevirt.api.json_copy import copy_json
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.errors import AlreadyExists, ApiError
+from pykubevirt.client.events import NORMAL, EventRecorder
+from pykubevirt.client.informer import Informer
+from pykubevirt.client.resources import DATA_VOLUMES
+from pykubevirt.controller.run_strategy import FAILED_CREATE
+from pykubevirt.controller.sync_error import SyncError
+from pykubevirt.controller.vmi_from_vm import controller_ref
+
+SUCCESSFUL_DATA_VOLUME_CREATE = "SuccessfulDataVolumeCreate"
+ALLOW_CLAIM_ADOPTION = "cdi.kubevirt.io/allowClaimAdoption"
+# A VMI may start once its DataVolumes are populated, or wait for it as their first consumer (KubeVirt's
+# dataVolumeReady / IsSucceededOrPendingPopulation).
+DATA_VOLUME_READY_PHASES = ("Succeeded", "WaitForFirstConsumer", "PendingPopulation")
+
+
+def template_name(template: dict[str, Any]) -> str:
+    return str((template.get("metadata") or {}).get("name"))
+
+
+def data_volume_from_template(vm: Object, template: dict[str, Any]) -> Object:
+    """GenerateDataVolumeFromTemplate: the DV may adopt a claim of its name; it records the VM that made it."""
+    namespace = vm["metadata"]["namespace"]
+    metadata = copy_json(template.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), ALLOW_CLAIM_ADOPTION: "true"}
+    metadata["labels"] = {**(metadata.get("labels") or {}), c.CREATED_BY_LABEL: vm["metadata"]["uid"]}
+    return {
+        "apiVersion": c.CDI_API_VERSION,
+        "kind": c.DATA_VOLUME_KIND,
+        "metadata": {**metadata, "namespace": namespace, "ownerReferences": [controller_ref(vm)]},
+        "spec": copy_json(template.get("spec") or {}),
+    }
+
+
+def data_volume_ready(dv: Object) -> bool:
+    return (dv.get("status") or {}).get("phase") in DATA_VOLUME_READY_PHASES
+
+
+class VMDataVolumes:
+    """The DataVolumes of VMs' templates, through the API and the DataVolume (and claim) caches."""
+
+    def __init__(
+        self, client: KubeClient, data_volumes: Informer, pvcs: Informer | None, recorder: EventRecorder
+    ) -> None:
+        self.client = client
+        self.data_volumes = data_volumes
+        self.pvcs = pvcs
+        self.recorder = recorder
+
+    def of(self, vm: Object) -> list[Object]:
+        """The template DataVolumes that exist."""
+        namespace = vm["metadata"]["namespace"]
+        found = []
+        for template in vm["spec"].get("dataVolumeTemplates") or []:
+            dv = self.data_volumes.get_by_name(namespace, template_name(template))
+            if dv is not None:
+                found.append(dv)
+        return found
+
+    async def ensure(self, vm: Object) -> tuple[bool, SyncError | None]:
+        """Create missing DataVolumes from the templates; ready when all are populated (or await their consumer)."""
+        ready = True
+        namespace = vm["metadata"]["namespace"]
+        for template in vm["spec"].get("dataVolumeTemplates") or []:
+            name = template_name(template)
+            dv = self.data_volumes.get_by_name(namespace, name)
+            if dv is None:
+                try:
+                    await self.client.create(DATA_VOLUMES, data_volume_from_template(vm, template), namespace)
+                except AlreadyExists:
+                    pass
+                except ApiError as exc:
+                    return False, SyncError(
+                        f"Error encountered while creating DataVolumes: {exc.message}", FAILED_CREATE
+                    )
+                self.recorder.event(vm, NORMAL, SUCCESSFUL_DATA_VOLUME_CREATE, f"Created DataVolume {name}")
+                ready = False
+            elif not data_volume_ready(dv):
+                ready = False
+        return ready, None
+
+    def pvc_bound(self, namespace: str, claim: str) -> bool | None:
+        """Whether a PersistentVolumeClaim is bound; None when it does not exist (or PVCs are not watched)."""
+        if self.pvcs is None:
+            return None
+        pvc = self.pvcs.get_by_name(namespace, claim)
+        if pvc is None:
+            return None
+        return (pvc.get("status") or {}).get("phase") == "Bound"
