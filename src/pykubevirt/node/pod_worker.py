@@ -19,18 +19,18 @@ from pykubevirt.api.timestamps import now_rfc3339, parse_time
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
-from pykubevirt.client.resources import CONFIG_MAPS, NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SECRETS
+from pykubevirt.client.resources import CONFIG_MAPS, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SECRETS
 from pykubevirt.log import object_fields
 from pykubevirt.node import containers as runtime_mod
-from pykubevirt.node import multus_pod, pod_status, processes
+from pykubevirt.node import pod_status, processes
 from pykubevirt.node import virtual_containers as virtual
 from pykubevirt.node.container_statuses import container_statuses, gating_init_statuses, sidecar_names, terminated_state
 from pykubevirt.node.containers import ProcessRuntime, StartError
 from pykubevirt.node.cpu_manager import StaticCPUManager
 from pykubevirt.node.env import ConfigError, Fetch, container_env
-from pykubevirt.node.netns import NetworkError
 from pykubevirt.node.pod_dirs import ContainerRecord, PodDir
-from pykubevirt.node.pod_network import NetworkNotReady, PodNetwork, host_network, node_pod_cidrs
+from pykubevirt.node.pod_network import PodNetwork, host_network
+from pykubevirt.node.sandbox_network import SandboxNetwork
 from pykubevirt.node.stray_sweeper import StraySweeper
 from pykubevirt.node.volumes import PreparedVolumes, container_mounts, prepare_volumes
 
@@ -101,10 +101,7 @@ class PodWorker:
         self.sigkill_sent = False
         self.delete_sent = False
         self.finished = False
-        # The pod's IPs once its sandbox network is up (None until then, or for ever without a pod network).
-        self.pod_ips: list[str] | None = ctx.network.recorded_ips(self.uid) if ctx.network is not None else None
-        self.host_network = False
-        self.network_problem = ""
+        self.sandbox = SandboxNetwork(ctx.client, ctx.node_name, ctx.network, ctx.recorder, self.uid)
         for record in self.records.values():
             self._watch(record)
 
@@ -143,7 +140,7 @@ class PodWorker:
         if self.latest is not None and _resource_version(self.latest) > _resource_version(pod):
             if self.latest["metadata"].get("uid") == self.uid:
                 pod = self.latest
-        self.host_network = host_network(pod)
+        self.sandbox.host_network = host_network(pod)
         await self._refresh()
         if pod["metadata"].get("deletionTimestamp"):
             return await self._sync_terminating(pod)
@@ -152,7 +149,7 @@ class PodWorker:
             self.volumes = await prepare_volumes(pod, self.dir, self.ctx.fetch)
         plan = _Plan()
         if (pod.get("status") or {}).get("phase") not in pod_status.TERMINAL_PHASES:
-            if await self._ensure_network(pod):
+            if await self.sandbox.ensure(pod):
                 await self._run_containers(pod, plan)
             else:
                 plan.requeue.append(NETWORK_RETRY_SECONDS)
@@ -181,54 +178,6 @@ class PodWorker:
         runtime = pod_layout.short_runtime_dir(self.uid)
         if await self.ctx.strays.kill(runtime + "/"):
             log.info("killed processes the pod's containers left behind", extra={"pod": self.uid})
-
-    # ------------------------------------------------------------------------------------------------ network
-
-    async def _ensure_network(self, pod: Object) -> bool:
-        """The pod's sandbox network, before any container starts (the kubelet's RunPodSandbox); False: not yet."""
-        network = self.ctx.network
-        if network is None or self.host_network or self.pod_ips is not None:
-            return True
-        try:
-            if not network.pod_cidr:
-                node = await self.ctx.client.get(NODES, self.ctx.node_name)
-                cidr = node_pod_cidrs(node)
-                if cidr:
-                    network.set_pod_cidr(cidr)
-            ips, attached = await multus_pod.setup(self.ctx.client, network, pod)
-            for added in attached:
-                addresses = ", ".join(added.ips)
-                self.ctx.recorder.event(
-                    pod, NORMAL, "AddedInterface", f"Add {added.ifname} [{addresses}] from {added.network}"
-                )
-            self.pod_ips = ips
-        except (NetworkNotReady, NetworkError, OSError) as exc:
-            message = str(exc)
-            if message != self.network_problem:
-                reason = "NetworkNotReady" if isinstance(exc, NetworkNotReady) else "FailedCreatePodSandBox"
-                self.ctx.recorder.event(pod, WARNING, reason, f"Failed to create pod sandbox: {message}")
-                log.warning("pod sandbox network: %s", message, extra=object_fields(pod, node=self.ctx.node_name))
-            self.network_problem = message
-            return False
-        self.network_problem = ""
-        return True
-
-    def _netns(self) -> str | None:
-        """The network namespace the pod's processes run in (None: the node's)."""
-        if self.ctx.network is None or self.pod_ips is None:
-            return None
-        return self.ctx.network.netns_of(self.uid)
-
-    async def _teardown_network(self) -> None:
-        """CNI DEL and the namespace, once nothing of the pod runs (the kubelet's StopPodSandbox)."""
-        if self.ctx.network is not None:
-            await self.ctx.network.teardown(self.uid)
-            self.pod_ips = None
-
-    def _reported_ips(self) -> list[str] | None:
-        if self.ctx.network is None or self.host_network:
-            return None
-        return self.pod_ips or []
 
     # ------------------------------------------------------------------------------------------------ running
 
@@ -377,7 +326,7 @@ class PodWorker:
             cwd=cwd,
             log_file=self.dir.log_file(name),
             exit_file=self.dir.exit_file(name, attempt),
-            netns=self._netns(),
+            netns=self.sandbox.netns(),
             cpus=cpus,
         )
         record = ContainerRecord(
@@ -505,7 +454,7 @@ class PodWorker:
             return RESYNC_SECONDS
         self._end_sidecars(pod)
         await self._report(pod, _Plan(), killed=True)
-        await self._teardown_network()
+        await self.sandbox.teardown()
         try:
             await self.ctx.client.delete(
                 PODS, meta["name"], meta.get("namespace"), grace_period_seconds=0, preconditions={"uid": self.uid}
@@ -532,7 +481,7 @@ class PodWorker:
                 self.ctx.runtime.reap(record.pid)
         await self._kill_strays()
         self.ctx.puller.forget(self.uid)
-        await self._teardown_network()
+        await self.sandbox.teardown()
         self.dir.remove()
         if self.ctx.cpu_manager is not None:
             self.ctx.cpu_manager.release(self.uid)
@@ -557,9 +506,9 @@ class PodWorker:
                 mains,
                 gating_inits=gating_init_statuses(pod, inits),
                 killed=killed,
-                sandbox_ready=self.dir.exists() and not self.network_problem,
+                sandbox_ready=self.dir.exists() and not self.sandbox.problem,
                 now=now_rfc3339(),
-                pod_ips=self._reported_ips(),
+                pod_ips=self.sandbox.reported_ips(),
             )
             if not pod_status.status_differs(pod.get("status") or {}, desired):
                 return
