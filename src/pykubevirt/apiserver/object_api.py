@@ -13,12 +13,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from pykubevirt.api import errors
-from pykubevirt.api.field_hints import unknown_field_messages
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector
-from pykubevirt.api.structural import apply_defaults, prune, unknown_fields, validate
+from pykubevirt.api.structural import validate
 from pykubevirt.api.timestamps import format_time
-from pykubevirt.apiserver import body_decoding, managed_fields, metadata, patching, server_side_apply, write_validation
+from pykubevirt.apiserver import managed_fields, metadata, patching, server_side_apply, write_validation
 from pykubevirt.apiserver.deletion import (
     PROTECTED_NAMESPACES,
     DeleteOptions,
@@ -28,6 +27,7 @@ from pykubevirt.apiserver.deletion import (
     ready_to_remove,
 )
 from pykubevirt.apiserver.list_pages import list_page
+from pykubevirt.apiserver.object_decoding import decode_object, schema_pass
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import FieldSelector
 from pykubevirt.apiserver.store import AlreadyExists, Conflict, NotFound, Record, Store, without_resource_version
@@ -167,7 +167,7 @@ class ObjectAPI:
     ) -> dict[str, Any]:
         """Create an object; `track=False` keeps the managedFields it carries (a server-side apply made them)."""
         managed_fields.options_error("CreateOptions", ctx.field_manager)
-        obj = self._decode_object(resource, body, ctx)
+        obj = decode_object(resource, body, ctx.field_validation, ctx.warnings, max_bytes=self.max_object_bytes)
         meta = obj["metadata"]
         if resource.namespaced:
             body_ns = meta.get("namespace")
@@ -189,7 +189,7 @@ class ObjectAPI:
         if resource.has_status and not resource.builtin:
             # Custom resources with a status subresource never take status from a create.
             obj.pop("status", None)
-        obj = self._schema_pass(resource, obj, ctx, "CREATE")
+        obj = schema_pass(resource, obj, ctx.field_validation, ctx.warnings)
         if track:
             obj = managed_fields.track(resource, None, obj, manager=ctx.manager, subresource="", now=self._now())
         metadata.stamp_new(obj, track_generation=not resource.builtin or resource.kind == "CustomResourceDefinition")
@@ -226,7 +226,9 @@ class ObjectAPI:
         current = self.store.get(resource.collection, resource.key(namespace, name))
         if current is None:
             raise errors.not_found(resource.plural, resource.group, name)
-        new = self._decode_object(resource, body, ctx, old=current.value)
+        new = decode_object(
+            resource, body, ctx.field_validation, ctx.warnings, max_bytes=self.max_object_bytes, old=current.value
+        )
         body_name = (new.get("metadata") or {}).get("name")
         if body_name and body_name != name:
             raise errors.bad_request(
@@ -273,7 +275,7 @@ class ObjectAPI:
         if resource.namespaced:
             new["metadata"]["namespace"] = old["metadata"]["namespace"]
         self._check_finalizers(resource, new, old)
-        new = self._schema_pass(resource, new, ctx, "UPDATE")
+        new = schema_pass(resource, new, ctx.field_validation, ctx.warnings)
         if tracked:
             managed_fields.restore(new, applied_fields)
         else:
@@ -363,7 +365,15 @@ class ObjectAPI:
         tracked: bool,
     ) -> dict[str, Any]:
         name = str(current.value["metadata"]["name"])
-        patched = self._decode_object(resource, patched, ctx, old=current.value, patched=True)
+        patched = decode_object(
+            resource,
+            patched,
+            ctx.field_validation,
+            ctx.warnings,
+            max_bytes=self.max_object_bytes,
+            old=current.value,
+            patched=True,
+        )
         expected = _parse_resource_version((patched.get("metadata") or {}).get("resourceVersion"), resource, name)
         if expected is not None and str(expected) == current.value["metadata"].get("resourceVersion"):
             expected = current.revision
@@ -500,43 +510,6 @@ class ObjectAPI:
 
     # ------------------------------------------------------------------------------------------------- helpers
 
-    def _decode_object(
-        self,
-        resource: Resource,
-        body: Any,
-        ctx: RequestContext,
-        *,
-        old: dict[str, Any] | None = None,
-        patched: bool = False,
-    ) -> dict[str, Any]:
-        """The body as the kind's decoder leaves it (see write_validation), with the resource's kind and version."""
-        if not isinstance(body, dict):
-            raise errors.bad_request(f"the request body must be a JSON object, not {type(body).__name__}")
-        if patched:
-            # A patch is bounded on the wire, not in what it makes (JSON patch `copy`, merges into a large object).
-            try:
-                body_decoding.check_value(body, self.max_object_bytes)
-            except body_decoding.DecodeError as exc:
-                raise body_decoding.as_api_error(exc, yaml_body=False, max_bytes=self.max_object_bytes) from exc
-        obj = copy_json(body)
-        kind = obj.get("kind")
-        api_version = obj.get("apiVersion")
-        if kind and kind != resource.kind:
-            raise errors.bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API version "
-                f"({resource.api_version})"
-                if api_version and api_version != resource.api_version
-                else f"the kind in the data ({kind}) does not match the expected kind ({resource.kind})"
-            )
-        if api_version and api_version != resource.api_version:
-            raise errors.bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API version "
-                f"({resource.api_version})"
-            )
-        obj["kind"] = resource.kind
-        obj["apiVersion"] = resource.api_version
-        return write_validation.decode_fields(resource, obj, ctx.field_validation, ctx.warnings, old=old)
-
     def _now(self) -> str:
         return format_time(self.clock())
 
@@ -551,27 +524,6 @@ class ObjectAPI:
             raise errors.forbidden(
                 f"unable to create new content in namespace {namespace} because it is being terminated"
             )
-
-    def _schema_pass(
-        self, resource: Resource, obj: dict[str, Any], ctx: RequestContext, operation: str
-    ) -> dict[str, Any]:
-        """Unknown fields per fieldValidation, then pruning and defaulting, as for custom resources."""
-        schema = resource.schema
-        if schema is None or schema.get("x-kubernetes-preserve-unknown-fields"):
-            return obj
-        unknown = unknown_fields(obj, schema)
-        if unknown:
-            messages = unknown_field_messages(unknown)
-            if ctx.field_validation == STRICT:
-                raise errors.bad_request(
-                    f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: '
-                    f"strict decoding error: {', '.join(messages)}"
-                )
-            if ctx.field_validation == WARN:
-                ctx.warnings.extend(messages)
-        pruned: dict[str, Any] = prune(obj, schema)
-        apply_defaults(pruned, schema)
-        return pruned
 
     def _validate_schema(self, resource: Resource, obj: dict[str, Any], name: str) -> None:
         if resource.schema is None or resource.schema.get("x-kubernetes-preserve-unknown-fields"):
