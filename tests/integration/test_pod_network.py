@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,6 +184,11 @@ async def node_cidr_v6(env: Net, node: str) -> str:
     return next((str(c) for c in cidrs if ":" in c), "")
 
 
+def v4(obj: Object) -> str:
+    """The pod's IPv4 address (status.podIP)."""
+    return str(obj["status"]["podIP"])
+
+
 def v6(obj: Object) -> str:
     """The pod's IPv6 address from status.podIPs."""
     (address,) = [entry["ip"] for entry in obj["status"]["podIPs"] if ":" in entry["ip"]]
@@ -234,10 +239,14 @@ async def test_a_pod_gets_its_own_namespace_and_an_ip_of_its_node_that_the_host_
     assert await fetch(ipv6) == f"hello {ClusterNetwork(net.cidr).host_address_v6}"
 
 
-async def test_pods_on_two_nodes_reach_each_other(net: Net) -> None:
-    first, second = nodes(net)
-    await net.client.create(PODS, pod("server", first), net.namespace)
-    server_ip = (await running(net, "server"))["status"]["podIP"]
+async def exchange_across_nodes(
+    env: Net, server: str, client: str, address: Callable[[Object], str]
+) -> tuple[Object, str]:
+    """A listener pod on the first node, and a pod on the second that dials it at `address` of the listener's pod
+    (one family's) and exits: the client pod once it has succeeded, and the answer it printed."""
+    first, second = nodes(env)
+    await env.client.create(PODS, pod(server, first), env.namespace)
+    server_ip = address(await running(env, server))
     dial = (
         "import socket, time\n"
         "for _ in range(100):\n"
@@ -246,40 +255,29 @@ async def test_pods_on_two_nodes_reach_each_other(net: Net) -> None:
         "    except OSError: time.sleep(0.1)\n"
         "print(c.recv(100).decode(), flush=True)\n"
     )
-    await net.client.create(PODS, pod("client", second, dial), net.namespace)
+    await env.client.create(PODS, pod(client, second, dial), env.namespace)
 
     async def succeeded() -> Object | None:
-        obj = await net.client.get(PODS, "client", net.namespace)
+        obj = await env.client.get(PODS, client, env.namespace)
         return obj if (obj.get("status") or {}).get("phase") == "Succeeded" else None
 
     client_pod = await eventually(succeeded, timeout=30.0)
-    log = (net.root / second / "pods" / client_pod["metadata"]["uid"] / "logs" / "main.log").read_text()
-    assert log.strip() == f"hello {client_pod['status']['podIP']}"
+    log = (env.root / second / "pods" / client_pod["metadata"]["uid"] / "logs" / "main.log").read_text()
+    return client_pod, log.strip()
+
+
+async def test_pods_on_two_nodes_reach_each_other(net: Net) -> None:
+    client_pod, answer = await exchange_across_nodes(net, "server", "client", v4)
+    assert answer == f"hello {client_pod['status']['podIP']}"
+    second = nodes(net)[1]
     assert ipaddress.IPv4Address(client_pod["status"]["podIP"]) in ipaddress.IPv4Network(await node_cidr(net, second))
 
 
 async def test_pods_on_two_nodes_reach_each_other_over_ipv6(net: Net) -> None:
-    first, second = nodes(net)
-    await net.client.create(PODS, pod("server6", first), net.namespace)
-    server_ip = v6(await running(net, "server6"))
-    dial = (
-        "import socket, time\n"
-        "for _ in range(100):\n"
-        "    try:\n"
-        f"        c = socket.create_connection(('{server_ip}', 8080), timeout=2); break\n"
-        "    except OSError: time.sleep(0.1)\n"
-        "print(c.recv(100).decode(), flush=True)\n"
-    )
-    await net.client.create(PODS, pod("client6", second, dial), net.namespace)
-
-    async def succeeded() -> Object | None:
-        obj = await net.client.get(PODS, "client6", net.namespace)
-        return obj if (obj.get("status") or {}).get("phase") == "Succeeded" else None
-
-    client_pod = await eventually(succeeded, timeout=30.0)
-    log = (net.root / second / "pods" / client_pod["metadata"]["uid"] / "logs" / "main.log").read_text()
+    client_pod, answer = await exchange_across_nodes(net, "server6", "client6", v6)
     # The server saw the client's own IPv6 pod address: routed between the node bridges, not translated.
-    assert log.strip() == f"hello {v6(client_pod)}"
+    assert answer == f"hello {v6(client_pod)}"
+    second = nodes(net)[1]
     assert ipaddress.IPv6Address(v6(client_pod)) in ipaddress.IPv6Network(await node_cidr_v6(net, second))
 
 
