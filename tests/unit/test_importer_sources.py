@@ -24,7 +24,7 @@ import pytest
 from pykubevirt.api.quantity import MI
 from pykubevirt.apiserver.security import ensure_pki
 from pykubevirt.storage import datavolume_claim as dvc
-from pykubevirt.storage.importer import ImporterError, import_volume
+from pykubevirt.storage.importer import FATAL_MARKER, ImporterError, import_volume
 from pykubevirt.virtctl.image_upload import Progress
 from tests.unit.test_image_store import oci_image
 
@@ -407,4 +407,33 @@ def test_a_checksum_is_verified_over_the_whole_body(
     with pytest.raises(ImporterError) as failure:
         import_volume(environ(data, f"{base}/sum/{layout}", IMPORTER_CHECKSUM=bad))
     assert str(failure.value) == f"checksum mismatch: expected {bad}, got md5:{hashlib.md5(body).hexdigest()}"
-    assert list(data.iterdir()) == []
+    # No image, whole or partial; only the recorded failure.
+    assert [p.name for p in data.iterdir()] == [FATAL_MARKER]
+
+
+def test_a_restarted_importer_repeats_a_checksum_mismatch_without_downloading_again(
+    files: tuple[str, dict[str, bytes], list[dict[str, str]]], tmp_path: Path
+) -> None:
+    base, bodies, seen = files
+    bodies["fatal/raw"] = PAYLOAD
+    env = environ(tmp_path, f"{base}/fatal/raw", IMPORTER_CHECKSUM="sha256:" + "0" * 64)
+    before = len(seen)
+    with pytest.raises(ImporterError) as first:
+        import_volume(env)
+    assert str(first.value).startswith("checksum mismatch: expected sha256:000")
+    # The kubelet restarts the container (restartPolicy OnFailure) before the controller deletes the pod.
+    with pytest.raises(ImporterError) as again:
+        import_volume(env)
+    assert str(again.value) == str(first.value)
+    assert len(seen) - before == 1
+
+
+def test_an_ordinary_failure_is_retried_by_the_next_attempt(
+    files: tuple[str, dict[str, bytes], list[dict[str, str]]], tmp_path: Path
+) -> None:
+    base, bodies, _ = files
+    url = f"{base}/late/raw"
+    with pytest.raises(ImporterError):
+        import_volume(environ(tmp_path, url))  # 404: not there yet
+    bodies["late/raw"] = PAYLOAD
+    assert import_volume(environ(tmp_path, url)) == "Import Complete"

@@ -27,11 +27,15 @@ from pykubevirt.api import pod_layout
 from pykubevirt.api.volume_binding import to_bytes
 from pykubevirt.storage import http_source, registry_source
 from pykubevirt.storage.datavolume_claim import DATA_DIR, SOURCE_DIR, usable_space
-from pykubevirt.storage.import_progress import FAILURE_PREFIX, QEMU_PROGRESS, ProgressReporter
+from pykubevirt.storage.import_progress import CHECKSUM_MISMATCH, FAILURE_PREFIX, QEMU_PROGRESS, ProgressReporter
 from pykubevirt.storage.nbd_export import GrowingFile, NBDExport
 
 DISK_IMG = "disk.img"
 BLOCK_DEVICE = "/dev/cdi-block-volume"
+# A checksum mismatch is CDI's one fatal import error. The kubelet may restart the failed container before the
+# DataVolume controller has read why it failed and deleted the pod; the failure recorded next to the image makes that
+# attempt fail the same way without downloading again. (A block volume has no room for it.)
+FATAL_MARKER = ".import-fatal"
 
 
 class ImporterError(Exception):
@@ -286,8 +290,15 @@ def import_volume(environ: dict[str, str]) -> str:
             _qemu_img("create", "-f", "raw", str(target), str(usable))
         return "Import Complete"
     if source == "http":
+        marker = None if block else target.with_name(FATAL_MARKER)
+        if marker is not None and marker.exists():
+            raise ImporterError(marker.read_text())
         try:
             _import_http(environ, mounts, target, block, usable)
+        except http_source.ChecksumError as exc:
+            if marker is not None and str(exc).startswith(CHECKSUM_MISMATCH):
+                marker.write_text(str(exc))
+            raise ImporterError(str(exc)) from exc
         except http_source.SourceError as exc:
             raise ImporterError(str(exc)) from exc
         return "Import Complete"
