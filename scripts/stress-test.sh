@@ -36,6 +36,20 @@ for ((run = 1; run <= runs; run++)); do
   elapsed=$(($(date +%s) - start))
   times+=("$elapsed")
   echo "stress run $run/$runs: $outcome in ${elapsed}s ($(tail -1 "$out/run$run.log"))"
+  # What the run's clusters left behind: pod network namespaces recorded under its directory, processes naming it.
+  left=()
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+    [[ $ns == pkvpod-* ]] || continue
+    [ -n "$(find "$out/run$run" -path "*/cni/pods/${ns#pkvpod-}.json" -print -quit 2>/dev/null)" ] && left+=("netns $ns")
+  done
+  for pid in $(pgrep -f -- "$(realpath "$out/run$run")/" || true); do
+    left+=("process $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)")
+  done
+  if ((${#left[@]})); then
+    printf 'stress run %d left behind: %s\n' "$run" "${left[@]}"
+    [ "$outcome" = passed ] && failed=$((failed + 1))
+    outcome=LEAKED
+  fi
   [ "$outcome" = passed ] && rm -rf "$out/run$run/tmp"
 done
 printf '{"runs": %d, "failed_runs": %d, "busy_loops": %d, "seconds": [%s]}\n' \
