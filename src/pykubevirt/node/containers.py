@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from pykubevirt.api import pod_layout
 from pykubevirt.api.pod_layout import MOUNTS_ENV
 from pykubevirt.node import processes
 from pykubevirt.node.env import expand
+from pykubevirt.node.exit_recorder import FORWARDED_SIGNALS
 from pykubevirt.node.netns import enter_argv
 
 log = logging.getLogger("pykubevirt.node.containers")
@@ -141,6 +143,10 @@ class ProcessRuntime:
         if netns is not None:
             # nsenter execs the recorder in place: the pid recorded is still the process group's leader.
             wrapper = [*enter_argv(netns), *wrapper]
+        # The recorder is a Python that needs a while to start: a SIGTERM arriving before its handlers are in place
+        # would kill it alone (the command never told, its exit never recorded). It starts with the signals it
+        # forwards blocked, so they wait until it can forward them; the mask survives nsenter's and taskset's exec.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
         try:
             with log_file.open("ab") as output:
                 child = subprocess.Popen(
@@ -155,6 +161,8 @@ class ProcessRuntime:
                 )
         except OSError as exc:
             raise StartError(f"cannot start {executable}: {exc.strerror or exc}") from exc
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         self._children[child.pid] = child
         ticks = processes.start_ticks(child.pid) or 0
         return Started(child.pid, ticks, executable)

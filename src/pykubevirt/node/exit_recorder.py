@@ -66,9 +66,12 @@ def run(state_path: str, command: list[str]) -> int:
         with contextlib.suppress(OSError):
             child.send_signal(signum)
 
-    # Handlers first, so a SIGTERM racing the start is forwarded rather than killing us alone.
+    # Handlers first, so a SIGTERM racing the start is forwarded rather than killing us alone. The node agent starts
+    # us with these signals blocked (one sent before this point waits); unblocking delivers it to `forward`, and
+    # CMD, started after, gets the ordinary mask.
     for signum in FORWARDED_SIGNALS:
         signal.signal(signum, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
     except OSError as exc:
