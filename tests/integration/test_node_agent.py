@@ -34,6 +34,7 @@ from pykubevirt.node.agent import DataDirError, NodeAgent
 from pykubevirt.node.env import expand
 from pykubevirt.node.image_store import ImageStore
 from pykubevirt.node.log_server import tail_offset
+from pykubevirt.node.processes import is_alive as processes_alive
 from pykubevirt.node.processes import start_ticks
 from tests.support.apiserver_process import KUBECTL, APIServerProcess, kubectl, kubectl_env
 from tests.support.control_plane import client_for
@@ -774,6 +775,54 @@ async def test_native_sidecars_run_next_to_later_init_containers_and_end_with_th
     assert state(final, "main")["terminated"]["exitCode"] == 0
     assert status_of(final, "helper", init=True)["ready"] is False
     await until(lambda: not processes_mentioning(marker), timeout=10)
+
+
+async def test_a_sidecar_stopped_at_the_end_of_its_pod_is_not_restarted(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stress run's race, made certain: the sidecar dies of the agent's SIGTERM before the same sync writes the
+    # status (on a loaded host it may). Its exit is not recorded yet; it must not read as "never started" (the pod
+    # back to Pending) nor be restarted by its restartPolicy: Always once the pod is over.
+    runtime = env.agent.runtime
+    plain_terminate = runtime.terminate
+
+    def terminate_and_wait(pid: int, ticks: int) -> bool:
+        sent = plain_terminate(pid, ticks)
+        deadline = time.monotonic() + 10
+        while processes_alive(pid, ticks) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return sent
+
+    monkeypatch.setattr(runtime, "terminate", terminate_and_wait)
+    ns = await env.namespace()
+    marker = f"sidecar-{uuid.uuid4().hex[:8]}"
+    helper = f"import time\nmarker = '{marker}'\ntime.sleep(600)\n"
+    body = pod_manifest(
+        "ended",
+        env.node,
+        py("main", "import time; time.sleep(1)"),
+        initContainers=[py("helper", helper, restartPolicy="Always")],
+    )
+    phases: list[str] = []
+
+    async def watch() -> None:
+        async for event in env.client.watch(PODS, ns, field_selector="metadata.name=ended", timeout_seconds=30):
+            phases.append(phase(event.object))
+            if phase(event.object) in ("Succeeded", "Failed"):
+                return
+
+    watcher = asyncio.create_task(watch())
+    await env.client.create(PODS, body, ns)
+    await asyncio.wait_for(watcher, 30)
+    final = await wait_pod(env.client, ns, "ended", lambda p: "terminated" in state(p, "helper", init=True))
+    assert phase(final) == "Succeeded"
+    seen = [p for i, p in enumerate(phases) if p and (i == 0 or p != phases[i - 1])]
+    assert seen[-2:] == ["Running", "Succeeded"] and "Pending" not in seen[seen.index("Running") :], phases
+    helper_status = status_of(final, "helper", init=True)
+    assert helper_status["restartCount"] == 0, helper_status
+    assert helper_status["state"]["terminated"]["exitCode"] == 128 + signal.SIGTERM.value
+    await consistently(lambda: not processes_mentioning(marker), for_=2)
+    assert status_of(await get_pod(env.client, ns, "ended") or {}, "helper", init=True)["restartCount"] == 0
 
 
 async def test_guest_console_log_serves_the_serial_log_without_a_process(env: Env, tmp_path: Path) -> None:

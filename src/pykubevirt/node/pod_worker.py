@@ -116,6 +116,15 @@ class PodWorker:
             return False
         return record.virtual_state == "running" if record.virtual else self.alive(record)
 
+    def last_seen_running(self, name: str) -> bool:
+        """Running as the status reports it: until `_refresh` records a process's exit (its watcher brings that
+        sync), as the kubelet reports a container's last known state. A process that just died must not read as
+        never started: a sidecar would then hold the pod back in Pending."""
+        record = self.records.get(name)
+        if record is None or record.terminated is not None:
+            return False
+        return record.virtual_state == "running" if record.virtual else record.pid > 0
+
     def any_alive(self) -> bool:
         return any(self.alive(r) for r in self.records.values())
 
@@ -184,6 +193,11 @@ class PodWorker:
     async def _run_containers(self, pod: Object, plan: _Plan) -> None:
         spec = pod.get("spec") or {}
         policy = pod_status.restart_policy(pod)
+        if self._regular_containers_over(pod, policy):
+            # The pod has ended even if its phase is not written yet: nothing starts or restarts any more, and a
+            # sidecar the agent stops now must not come back by its own restartPolicy (the kubelet's too).
+            self._end_virtual_after_processes(pod)
+            return
         inits = spec.get("initContainers") or []
         regular_done = all(self.completed(str(c["name"])) for c in inits if not virtual.is_restartable(c))
         for container in inits:
@@ -222,22 +236,29 @@ class PodWorker:
                 failed = int(record.terminated.get("exitCode") or 0) != 0
                 if policy == "Always" or (policy == "OnFailure" and failed):
                     await self._restart(pod, container, record, init=False, plan=plan)
-        if policy == "Never":
+        if self._regular_containers_over(pod, policy):
             self._end_virtual_after_processes(pod)
+
+    def _regular_containers_over(self, pod: Object, policy: str) -> bool:
+        """Every regular container that runs a process has exited and the restart policy brings none back."""
+        if policy == "Always":
+            return False
+        containers = (pod.get("spec") or {}).get("containers") or []
+        records = [self.records.get(str(c["name"])) for c in containers]
+        if any(r is None for r in records):
+            return False
+        processes_ = [r for r in records if r is not None and not r.virtual]
+        if not processes_ or any(r.terminated is None for r in processes_):
+            return False
+        return policy == "Never" or all(int((r.terminated or {}).get("exitCode") or 0) == 0 for r in processes_)
 
     def _end_virtual_after_processes(self, pod: Object) -> None:
         """Upstream's container-disk servers and virt-tail end once virt-launcher has: when every container that
         runs a process has exited for good, the virtual ones complete too, so a migrated-away launcher's pod (or
         one whose guest shut down) reaches Succeeded as in KubeVirt, and a drain may then evict it."""
-        containers = (pod.get("spec") or {}).get("containers") or []
-        records = [self.records.get(str(c["name"])) for c in containers]
-        if any(r is None for r in records):
-            return
-        processes_ = [r for r in records if r is not None and not r.virtual]
-        if not processes_ or any(r.terminated is None for r in processes_):
-            return
         now = now_rfc3339()
-        for record in records:
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            record = self.records.get(str(container["name"]))
             if record is not None and record.virtual and record.virtual_state == "running":
                 self._complete_virtual(record, now)
         self._end_sidecars(pod)
@@ -338,7 +359,7 @@ class PodWorker:
             started_at=now_rfc3339(),
             image_id=f"process://{started.executable}",
             last_terminated=previous.terminated if previous is not None else None,
-            extra=dict(previous.extra) if previous is not None else {},
+            extra={k: v for k, v in previous.extra.items() if k != "stop_sent"} if previous is not None else {},
         )
         self.records[name] = record
         self.dir.save_record(record)
@@ -493,7 +514,13 @@ class PodWorker:
     def statuses(self, pod: Object, plan: _Plan, *, killed: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         default = "ContainerCreating" if plan.initialized and not plan.init_failed else "PodInitializing"
         return container_statuses(
-            pod, self.records, self.waiting, self.running, self.uid, main_default_reason=default, killed=killed
+            pod,
+            self.records,
+            self.waiting,
+            self.last_seen_running,
+            self.uid,
+            main_default_reason=default,
+            killed=killed,
         )
 
     async def _report(self, pod: Object, plan: _Plan, *, killed: bool) -> None:
