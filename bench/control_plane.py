@@ -171,14 +171,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--profile", metavar="FILE", help="write a CPU-time cProfile of virt-controller to FILE")
+    parser.add_argument("--profile-apiserver", metavar="FILE", help="write a CPU-time cProfile of the API server")
     args = parser.parse_args()
-    server = start_apiserver()
+    server = start_apiserver(profile=args.profile_apiserver)
     try:
         figures = asyncio.run(run(args, server))
     finally:
         server.stop()
-    if args.profile:
-        log(top(args.profile))
+    for path in (args.profile, args.profile_apiserver):
+        if path:
+            log(top(path))
     print(json.dumps({"bench": "control_plane", "machine": machine(), **figures}))
 
 
