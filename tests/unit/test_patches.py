@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pykubevirt.api.json_patch import JSONPatchError, JSONPatchTestFailed, apply_patch, make_patch
 from pykubevirt.api.merge_patch import apply_merge_patch, make_merge_patch
+from pykubevirt.apiserver import patching
 
 DOC = {"metadata": {"name": "vm", "labels": {"a/b": "1"}}, "spec": {"list": [1, 2, 3], "runStrategy": "Halted"}}
 
@@ -75,3 +78,19 @@ def test_json_patch_copies_are_bounded_in_total() -> None:
         apply_patch(doc, doubling, copy_limit=100_000)
     with pytest.raises(JSONPatchError, match="maximum operations"):
         apply_patch(doc, [{"op": "test", "path": "/a", "value": doc["a"]}] * 10_001)
+
+
+def test_a_patched_object_shares_nothing_with_the_stored_one() -> None:
+    # The API server decodes a patch's result in place, so no patch type may hand back a part of the stored object.
+    stored = {"metadata": {"name": "p", "labels": {"a": "1"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    before = json.dumps(stored)
+    for patch_type, patch in (
+        (patching.JSON_PATCH, [{"op": "add", "path": "/metadata/labels/b", "value": "2"}]),
+        (patching.MERGE_PATCH, {"metadata": {"labels": {"b": "2"}}}),
+        (patching.STRATEGIC_MERGE_PATCH, {"metadata": {"labels": {"b": "2"}}}),
+    ):
+        result = patching.apply(stored, patch, patch_type, builtin=True)
+        result["metadata"]["name"] = "changed"
+        result["spec"]["containers"][0]["image"] = "changed"
+        result["metadata"]["labels"]["a"] = "changed"
+        assert json.dumps(stored) == before, patch_type

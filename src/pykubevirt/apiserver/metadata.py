@@ -69,21 +69,28 @@ def bump_generation(new: dict[str, Any], old: dict[str, Any], *, status_is_separ
         new["metadata"]["generation"] = int(old["metadata"]["generation"]) + 1
 
 
-def _with_status_of(obj: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `obj` whose `status` is that of `source` (absent when `source` has none)."""
-    result = copy_json(obj)
-    if "status" in source:
-        result["status"] = copy_json(source["status"])
-    else:
-        result.pop("status", None)
+def only_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """The stored object with only `status` taken from `new` (what a write to /status may change).
+
+    `new` is this write's own decoded object, so its status is moved rather than copied; `old` is not changed.
+    """
+    result = {
+        k: (new["status"] if k == "status" else copy_json(v))
+        for k, v in old.items()
+        if k != "status" or "status" in new
+    }
+    if "status" in new and "status" not in old:
+        result["status"] = new["status"]
     return result
 
 
-def only_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-    """The stored object with only `status` taken from `new` (what a write to /status may change)."""
-    return _with_status_of(old, new)
-
-
 def without_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-    """`new` with the stored `status` (what a write to the main resource may change when status is separate)."""
-    return _with_status_of(new, old)
+    """`new` with the stored `status` (what a write to the main resource may change when status is separate).
+
+    `new` is this write's own decoded object and is changed in place; `old` is not changed.
+    """
+    if "status" in old:
+        new["status"] = copy_json(old["status"])
+    else:
+        new.pop("status", None)
+    return new

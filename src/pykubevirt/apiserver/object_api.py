@@ -373,6 +373,8 @@ class ObjectAPI:
             max_bytes=self.max_object_bytes,
             old=current.value,
             patched=True,
+            # A patch's result is this write's own (patching.apply copies); an apply's may share with its inputs.
+            owned=not tracked,
         )
         expected = _parse_resource_version((patched.get("metadata") or {}).get("resourceVersion"), resource, name)
         if expected is not None and str(expected) == current.value["metadata"].get("resourceVersion"):

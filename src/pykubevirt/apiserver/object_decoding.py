@@ -27,10 +27,12 @@ def decode_object(
     max_bytes: int,
     old: dict[str, Any] | None = None,
     patched: bool = False,
+    owned: bool = False,
 ) -> dict[str, Any]:
     """The body as the kind's decoder leaves it (see write_validation), with the resource's kind and version.
 
-    `body` is not changed. A patched object is checked against `max_bytes`, as a request body is on the wire.
+    `body` is not changed unless `owned` (a patch's result, made for this write, is decoded in place rather than
+    copied). A patched object is checked against `max_bytes`, as a request body is on the wire.
     """
     if not isinstance(body, dict):
         raise errors.bad_request(f"the request body must be a JSON object, not {type(body).__name__}")
@@ -40,7 +42,7 @@ def decode_object(
             body_decoding.check_value(body, max_bytes)
         except body_decoding.DecodeError as exc:
             raise body_decoding.as_api_error(exc, yaml_body=False, max_bytes=max_bytes) from exc
-    obj = copy_json(body)
+    obj = body if owned else copy_json(body)
     kind = obj.get("kind")
     api_version = obj.get("apiVersion")
     if kind and kind != resource.kind:

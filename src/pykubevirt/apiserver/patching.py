@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from pykubevirt.api import errors
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.json_patch import JSONPatchError, JSONPatchTestFailed, apply_patch
 from pykubevirt.api.merge_patch import apply_merge_patch
 from pykubevirt.apiserver import body_decoding
@@ -86,7 +87,8 @@ def _strategic_merge(target: Any, patch: Any, field: str = "") -> Any:
 
 
 def apply(current: dict[str, Any], patch: Any, patch_type: str, *, builtin: bool) -> dict[str, Any]:
-    """The object after the patch; 415 for patch types the resource does not take, 422 for a failed `test`."""
+    """The object after the patch, sharing nothing with `current`; 415 for patch types the resource does not take,
+    422 for a failed `test`."""
     if patch_type == JSON_PATCH:
         try:
             result = apply_patch(current, patch)
@@ -103,7 +105,8 @@ def apply(current: dict[str, Any], patch: Any, patch_type: str, *, builtin: bool
     elif patch_type == STRATEGIC_MERGE_PATCH and builtin:
         if not isinstance(patch, dict):
             raise errors.bad_request("a strategic merge patch must be a JSON object")
-        result = _strategic_merge(current, patch)
+        # The merge shares what it does not change with its target; a copy keeps the stored object out of the result.
+        result = _strategic_merge(copy_json(current), patch)
     else:
         accepted = BUILTIN_PATCH_TYPES if builtin else CUSTOM_RESOURCE_PATCH_TYPES
         raise errors.unsupported_media_type(patch_type, accepted)
