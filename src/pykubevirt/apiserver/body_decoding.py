@@ -16,6 +16,7 @@ import json
 import math
 from typing import Any
 
+import orjson
 import yaml
 
 from pykubevirt.api import errors
@@ -38,7 +39,7 @@ def _reject_constant(name: str) -> Any:
 def load_json(raw: bytes, max_bytes: int) -> Any:
     """A JSON body as a value within the limits; DecodeError otherwise."""
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        value = _parse_json(raw)
     except RecursionError as exc:
         raise DecodeError("exceeded max depth") from exc
     except DecodeError:
@@ -47,6 +48,15 @@ def load_json(raw: bytes, max_bytes: int) -> Any:
         raise DecodeError(str(exc)) from exc
     check_value(value, max_bytes)
     return value
+
+
+def _parse_json(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        # Anything orjson refuses goes to the json module, which takes what JSON allows beyond orjson (big integers,
+        # lone surrogates, UTF-16) and words the errors as before.
+        return json.loads(raw, parse_constant=_reject_constant)
 
 
 def load_yaml(raw: bytes, max_bytes: int) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import json
 import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from pykubevirt.api import errors
+from pykubevirt.api import errors, json_codec
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector, SelectorError, parse_label_selector
 from pykubevirt.apiserver import body_decoding, patching, printers, protobuf, query_options, suspension
@@ -58,7 +57,7 @@ def warning_header(text: str) -> str:
 
 
 def json_response(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
-    response = web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type=JSON)
+    response = web.Response(body=json_codec.dumps(body), status=status, content_type=JSON)
     for warning in dict.fromkeys(warnings or ()):
         response.headers.add("Warning", warning_header(warning))
     return response
@@ -466,7 +465,7 @@ class RestHandlers:
                 if payload is obj:
                     data = self._event_line(kind, obj)
                 else:
-                    data = (json.dumps({"type": kind, "object": payload}, separators=(",", ":")) + "\n").encode()
+                    data = json_codec.dumps({"type": kind, "object": payload}) + b"\n"
                 await response.write(data)
         except ConnectionResetError:
             pass  # the client went away; the watcher is unregistered as the generator closes
@@ -479,7 +478,7 @@ class RestHandlers:
         if cached is not None and cached[0] is obj:
             line: bytes = cached[1]
             return line
-        data = (json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n").encode()
+        data = json_codec.dumps({"type": kind, "object": obj}) + b"\n"
         self._lines[key] = (obj, data)
         if len(self._lines) > 512:
             self._lines.popitem(last=False)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
 import os
 import sqlite3
@@ -24,6 +23,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pykubevirt.api import json_codec
 
 log = logging.getLogger("pykubevirt.apiserver.store")
 
@@ -196,7 +197,7 @@ class Store:
             if deleted:
                 continue
             collection, key = _split(name)
-            obj = _with_revision(json.loads(value), rev)
+            obj = _with_revision(json_codec.loads(value), rev)
             self._current[collection][key] = Record(collection, key, rev, create_rev, obj, lease or 0)
             self._track_lease(collection, key, lease or 0)
 
@@ -280,7 +281,7 @@ class Store:
                     create_revision,
                     prev_revision,
                     lease,
-                    json.dumps(value, separators=(",", ":")),
+                    json_codec.dumps_text(value),
                 ),
             )
         except sqlite3.IntegrityError as exc:
@@ -437,12 +438,12 @@ class Store:
                 continue
             previous = self._value_at(prev_rev) if prev_rev and not created else None
             kind = DELETED if deleted else ADDED if created else MODIFIED
-            events.append(Event(kind, coll, key, rev, _with_revision(json.loads(value), rev), previous))
+            events.append(Event(kind, coll, key, rev, _with_revision(json_codec.loads(value), rev), previous))
         return events
 
     def _value_at(self, revision: int) -> dict[str, Any] | None:
         row = self._db.execute("SELECT value FROM kine WHERE id = ?", (revision,)).fetchone()
-        return _with_revision(json.loads(row[0]), revision) if row else None
+        return _with_revision(json_codec.loads(row[0]), revision) if row else None
 
     def compact(self, keep_revisions: int) -> int:
         """Drop history older than the newest `keep_revisions` revisions; returns the new compaction revision."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from pykubevirt.api import json_codec
 from pykubevirt.client.config import ClientConfig
 from pykubevirt.client.errors import ApiError, Gone, error_for
 from pykubevirt.client.resources import ResourceRef
@@ -127,7 +128,7 @@ class KubeClient:
         began = time.monotonic()
         await self._limiter.acquire()
         sent = time.monotonic()
-        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        data = None if body is None else (body if isinstance(body, bytes) else json_codec.dumps(body))
         status = 0
         try:
             async with self.session.request(
@@ -150,7 +151,7 @@ class KubeClient:
             raise error_for(_status_of(payload, status), status)
         if not payload:
             return None
-        return json.loads(payload)
+        return json_codec.loads(payload)
 
     # --------------------------------------------------------------------------------------------------- verbs
 
@@ -334,12 +335,13 @@ class KubeClient:
                 raise error_for(_status_of(await response.read(), response.status), response.status)
             buffer = b""
             async for chunk in response.content.iter_any():
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                # All the chunk's complete lines at once: splitting one line off at a time copies the rest of a
+                # large chunk (an initial list of thousands of objects) once per line.
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
                     if not line.strip():
                         continue
-                    event = json.loads(line)
+                    event = json_codec.loads(line)
                     kind = str(event.get("type"))
                     obj = event.get("object") or {}
                     if kind == "ERROR":
