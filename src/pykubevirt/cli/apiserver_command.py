@@ -10,6 +10,7 @@ from pathlib import Path
 from pykubevirt import log
 from pykubevirt.apiserver.server import EmbeddedAPIServer, Extension, ServerOptions
 from pykubevirt.cli.component_client import set_on_signals
+from pykubevirt.cli.garbage_collection import pace_garbage_collection
 from pykubevirt.cli.port_owner import in_use_message, port_owner
 from pykubevirt.cli.startup_error import StartupError
 from pykubevirt.config.cluster_config import ClusterConfig
@@ -46,6 +47,7 @@ async def serve(options: ServerOptions, config: ClusterConfig, *, plain: bool = 
 
 def run(args: argparse.Namespace) -> int:
     log.configure("virt-apiserver")
+    pace_garbage_collection()
     host, port = args.listen
     options = ServerOptions(
         data_dir=Path(args.data_dir),

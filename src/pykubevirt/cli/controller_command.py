@@ -119,8 +119,10 @@ def go_duration(value: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from pykubevirt import log
+    from pykubevirt.cli.garbage_collection import pace_garbage_collection
 
     log.configure("virt-controller")
+    pace_garbage_collection()
     return asyncio.run(serve(args))
 
 

@@ -90,8 +90,10 @@ async def serve(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from pykubevirt import log
+    from pykubevirt.cli.garbage_collection import pace_garbage_collection
 
     log.configure("node-agent")
+    pace_garbage_collection()
     return asyncio.run(serve(args))
 
 
