@@ -35,7 +35,7 @@ from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
 from pykubevirt.controller.backend_storage import claim_owner_keys
 from pykubevirt.controller.cluster_metrics import ControllerCollector
-from pykubevirt.controller.evacuation_controller import EvacuationController
+from pykubevirt.controller.evacuation_controller import VMI_EVACUATION_INDEX, EvacuationController
 from pykubevirt.controller.launcher_pod import LauncherSettings
 from pykubevirt.controller.migration_controller import MigrationController
 from pykubevirt.controller.node_controller import (
@@ -121,6 +121,7 @@ class VirtController:
         self.pods.add_indexer(POD_OWNER_INDEX, controller_uid_index)
         self.pods.add_indexer(POD_NODE_INDEX, field_index("spec.nodeName"))
         self.vmis.add_indexer(VMI_NODE_INDEX, _node_of_vmi)
+        self.vmis.add_indexer(VMI_EVACUATION_INDEX, field_index("status.evacuationNodeName"))
         self.vmis.add_indexer(VMI_CLAIM_INDEX, _claims_of_vmi)
         self.vms.add_indexer(VM_CLAIM_INDEX, _claims_of_vm)
         self.revisions.add_indexer(OWNER_INDEX, owner_uid_index)

@@ -33,6 +33,9 @@ PRIORITY_MAINTENANCE = "system-maintenance"
 # How soon a node waiting for migration capacity is looked at again (upstream's 5 s requeue).
 CAPACITY_RECHECK_SECONDS = 5.0
 MIGRATING_STRATEGIES = frozenset({LIVE_MIGRATE, LIVE_MIGRATE_IF_POSSIBLE})
+# The VMI informer's index on status.evacuationNodeName: on a node without the drain taint only the VMIs marked for
+# evacuation from it can need a migration, so a reconcile does not walk every VMI of the node.
+VMI_EVACUATION_INDEX = "evacuation-node-name"
 
 
 def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -189,7 +192,7 @@ class EvacuationController:
         pending = self._pending(migrations)
         candidates = [
             vmi
-            for vmi in self.vmis.by_index(VMI_NODE_INDEX, node)
+            for vmi in self.vmis.by_index(VMI_NODE_INDEX if tainted else VMI_EVACUATION_INDEX, node)
             if needs_evacuation(vmi, node, tainted, eviction_strategy(vmi, config))
             and not self._has_active_migration(vmi, migrations)
             and self._active_pods(vmi) <= 1
