@@ -110,6 +110,16 @@ def bookmark(resource: Resource, revision: int, *, initial_events_end: bool = Fa
     return {"kind": resource.kind, "apiVersion": resource.api_version, "metadata": meta}
 
 
+def _delivered_through(watcher: Watcher, last: int, store: Store) -> int:
+    """The revision a bookmark may promise: every event up to it has been sent to this watcher.
+
+    Committed events reach every watcher's queue in the commit's own turn, so with the queue empty the watcher has
+    all the store has announced. With events still queued (a client behind), only `last` is safe: a bookmark past
+    them would make the client re-watch after them, and they would be lost to it for good.
+    """
+    return max(last, store.announced_revision) if watcher.queue.empty() else last
+
+
 async def watch_events(
     hub: WatchHub,
     resource: Resource,
@@ -162,7 +172,7 @@ async def watch_events(
             remaining = deadline - now
             if remaining <= 0:
                 if allow_bookmarks:
-                    yield BOOKMARK, bookmark(resource, max(last, store.announced_revision))
+                    yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store))
                 return
             wait = min(remaining, max(next_bookmark - now, 0.0)) if allow_bookmarks else remaining
             try:
@@ -170,7 +180,7 @@ async def watch_events(
             except TimeoutError:
                 if allow_bookmarks and time.monotonic() >= next_bookmark:
                     next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
-                    yield BOOKMARK, bookmark(resource, max(last, store.announced_revision))
+                    yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store))
                 continue
             if event.revision <= last:
                 continue
