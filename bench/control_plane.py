@@ -2,8 +2,12 @@
 virt-controller RSS. KubeVirt's equivalent is its KWOK density job (8,000 VMIs: p50 0.62 s, p99 1.9 s).
 
 Run: .venv/bin/python -m bench.control_plane [--vms 1000 --rate 10] [--burst] [--profile controller.prof]
+         [--profile-apiserver apiserver.prof]
 The controller runs in a process of its own (so its RSS is its own); the simulated node and the load generator
 share this process. One JSON line with the figures goes to stdout.
+
+cProfile's per-call overhead overstates recursive Python walks; for where the time really goes, sample the running
+processes instead: `.venv/bin/py-spy record --pid PID --format raw -o out.txt --duration 20`.
 """
 
 from __future__ import annotations
