@@ -17,7 +17,6 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from typing import Any
@@ -27,8 +26,7 @@ from tests.support.control_plane import client_for, simulated_node_client
 from tests.support.simulated_node import SimulatedNode
 
 from bench.harness import load_average, log, machine, percentile, rss_mib, start_apiserver
-from bench.profiled import top
-from pykubevirt.cli.cluster_layout import pykubevirt_argv
+from bench.profiled import component_argv, top
 from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import NAMESPACES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 
@@ -62,7 +60,7 @@ async def run(args: argparse.Namespace, server: APIServerProcess) -> dict[str, A
         *("--no-leader-election", "--workers", str(args.workers)),
     )
     controller = subprocess.Popen(  # noqa: ASYNC220 - started once, before the measured part
-        (sys.executable, "-m", "bench.profiled", args.profile, *command) if args.profile else pykubevirt_argv(*command),
+        component_argv(args.profile, *command),
         stderr=(server.data_dir.parent / "virt-controller.log").open("w"),
     )
     node_client = await simulated_node_client(server, admin)

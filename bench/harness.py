@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.apiserver_process import APIServerProcess
+
+from bench.profiled import component_argv
 
 
 def machine() -> dict[str, Any]:
@@ -81,7 +84,7 @@ def start_apiserver(*extra_args: str, profile: str | None = None) -> APIServerPr
     """`pykubevirt apiserver` in a temporary directory (kept for its logs), stopped by its PID; `profile` runs it
     under bench.profiled."""
     data_dir = Path(tempfile.mkdtemp(prefix="pykubevirt-bench-")) / "data"
-    return APIServerProcess(data_dir, *extra_args, profile=profile).start()
+    return APIServerProcess(data_dir, *extra_args, argv=functools.partial(component_argv, profile)).start()
 
 
 def cluster_env(data_dir: Path, home: Path, listen: str) -> dict[str, str]:

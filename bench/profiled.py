@@ -14,6 +14,8 @@ import runpy
 import sys
 import time
 
+from pykubevirt.cli.cluster_layout import pykubevirt_argv
+
 
 def main() -> None:
     out = sys.argv[1]
@@ -27,6 +29,13 @@ def main() -> None:
     finally:
         profile.disable()
         profile.dump_stats(out)
+
+
+def component_argv(profile: str | None, *command: str) -> tuple[str, ...]:
+    """The argv of a pykubevirt command, under this profiler when `profile` names its output file."""
+    if profile:
+        return (sys.executable, "-m", "bench.profiled", profile, *command)
+    return tuple(pykubevirt_argv(*command))
 
 
 def top(path: str, count: int = 15) -> str:

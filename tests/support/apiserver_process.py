@@ -7,8 +7,8 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
@@ -21,11 +21,11 @@ KUBECTL = "/usr/bin/kubectl"
 class APIServerProcess:
     """`pykubevirt apiserver` on 127.0.0.1 with a free port; started by the test, stopped by its PID."""
 
-    def __init__(self, data_dir: Path, *extra_args: str, profile: str | None = None) -> None:
+    def __init__(self, data_dir: Path, *extra_args: str, argv: Callable[..., Sequence[str]] = pykubevirt_argv) -> None:
         self.data_dir = data_dir
         self.extra_args = extra_args
-        # A bench's CPU-time cProfile of the server, written to this file when it stops.
-        self.profile = profile
+        # How the command is run: pykubevirt's own argv, or a bench's (under a profiler).
+        self.argv = argv
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
         self.log_path = data_dir.parent / f"{data_dir.name}-apiserver.log"
@@ -34,10 +34,7 @@ class APIServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         argv = ("apiserver", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{port}", *self.extra_args)
         with self.log_path.open("a") as log:
-            command = (sys.executable, "-m", "bench.profiled", self.profile, *argv) if self.profile else None
-            self.process = subprocess.Popen(
-                command or pykubevirt_argv(*argv), stdout=subprocess.PIPE, stderr=log, text=True
-            )
+            self.process = subprocess.Popen(self.argv(*argv), stdout=subprocess.PIPE, stderr=log, text=True)
         banner = r"listening on (https://\S+)"
         self.url = wait_for_banner(self.process, banner, "the API server", self.log_path, timeout)
         return self

@@ -8,6 +8,7 @@ to the json module, so every value still encodes, and every text decodes, as it 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -26,10 +27,14 @@ def dumps_text(value: Any) -> str:
     return dumps(value).decode()
 
 
-def loads(data: bytes | str) -> Any:
-    """The value of a JSON text; json.JSONDecodeError (a ValueError) when it is not one."""
+def loads(data: bytes | str, *, parse_constant: Callable[[str], Any] | None = None) -> Any:
+    """The value of a JSON text; json.JSONDecodeError (a ValueError) when it is not one.
+
+    `parse_constant` is the json module's hook for NaN and Infinity, which orjson always refuses.
+    """
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        # The json module takes what orjson does not (big integers, lone surrogates) and words the real errors.
-        return json.loads(data)
+        # The json module takes what orjson does not (big integers, lone surrogates, UTF-16, NaN unless
+        # parse_constant refuses it) and words the real errors.
+        return json.loads(data, parse_constant=parse_constant)

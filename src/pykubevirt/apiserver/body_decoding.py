@@ -12,14 +12,12 @@ Each violation is a 400 (413 for size), never a 500 from a RecursionError or a v
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
-import orjson
 import yaml
 
-from pykubevirt.api import errors
+from pykubevirt.api import errors, json_codec
 
 MAX_DEPTH = 200
 
@@ -39,7 +37,7 @@ def _reject_constant(name: str) -> Any:
 def load_json(raw: bytes, max_bytes: int) -> Any:
     """A JSON body as a value within the limits; DecodeError otherwise."""
     try:
-        value = _parse_json(raw)
+        value = json_codec.loads(raw, parse_constant=_reject_constant)
     except RecursionError as exc:
         raise DecodeError("exceeded max depth") from exc
     except DecodeError:
@@ -48,15 +46,6 @@ def load_json(raw: bytes, max_bytes: int) -> Any:
         raise DecodeError(str(exc)) from exc
     check_value(value, max_bytes)
     return value
-
-
-def _parse_json(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        # Anything orjson refuses goes to the json module, which takes what JSON allows beyond orjson (big integers,
-        # lone surrogates, UTF-16) and words the errors as before.
-        return json.loads(raw, parse_constant=_reject_constant)
 
 
 def load_yaml(raw: bytes, max_bytes: int) -> Any:

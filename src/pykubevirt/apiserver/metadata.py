@@ -74,13 +74,12 @@ def only_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, A
 
     `new` is this write's own decoded object, so its status is moved rather than copied; `old` is not changed.
     """
-    result = {
-        k: (new["status"] if k == "status" else copy_json(v))
-        for k, v in old.items()
-        if k != "status" or "status" in new
-    }
-    if "status" in new and "status" not in old:
+    # The stored status is not copied: a placeholder keeps its place among the keys.
+    result = {k: None if k == "status" else copy_json(v) for k, v in old.items()}
+    if "status" in new:
         result["status"] = new["status"]
+    else:
+        result.pop("status", None)
     return result
 
 

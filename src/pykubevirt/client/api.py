@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import json
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -355,7 +354,7 @@ def _params(**values: str) -> dict[str, str]:
 
 def _status_of(payload: bytes, http_status: int) -> dict[str, Any]:
     try:
-        status = json.loads(payload)
+        status = json_codec.loads(payload)
         if isinstance(status, dict) and status.get("kind") == "Status":
             return status
     except ValueError:
