@@ -53,6 +53,8 @@ class Soak:
     def __init__(self, args: argparse.Namespace, root: Path) -> None:
         self.args = args
         self.random = random.Random(args.seed)
+        # The VM operations run on their own thread: their own generator keeps the faults' sequence the seed's.
+        self.ops_random = random.Random(None if args.seed is None else args.seed + 1)
         self.data_dir = root / "data"
         self.listen = f"127.0.0.1:{free_port()}"
         self.home = root / "home"
@@ -180,11 +182,21 @@ class Soak:
                 self.seen_pods.update(d.uid for d in existing_pod_dirs(self.data_dir / "nodes" / node / "pods"))
 
     def _vm_ops_loop(self) -> None:
-        while not self._done.wait(self.random.uniform(3, 8)):
-            name = self.random.choice(self.vms)
-            op = self.random.choice(["stop", "start", "restart", "start"])
-            if self.run("virtctl", op, name, timeout=30).returncode == 0:
+        while not self._done.wait(self.ops_random.uniform(3, 8)):
+            name = self.ops_random.choice(self.vms)
+            vm = self.get("vm", name)
+            if vm is None:
+                log(f"vm op skipped: {name} could not be read")
+                continue
+            # What a user would ask of the VM as it stands: virtctl refuses to start a running VM or stop a stopped one.
+            halted = vm["spec"].get("runStrategy") == "Halted"
+            op = "start" if halted else self.ops_random.choice(["stop", "restart"])
+            result = self.run("virtctl", op, name, timeout=30)
+            if result.returncode == 0:
                 self.vm_ops[op] += 1
+                log(f"vm op: virtctl {op} {name}")
+            else:
+                log(f"vm op failed: virtctl {op} {name}: {(result.stderr or result.stdout).strip()[:200]}")
 
     def _writes_loop(self) -> None:
         n = 0
