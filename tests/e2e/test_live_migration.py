@@ -178,6 +178,59 @@ def test_a_counting_guest_migrates_to_the_other_node_without_a_reboot(two_nodes:
     assert len(qemu_of(target["uid"])) == 1
 
 
+def counting_vm(name: str) -> str:
+    template = json.loads(counting_guest(name))["spec"]
+    body = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name},
+        "spec": {"runStrategy": "Always", "template": {"spec": template}},
+    }
+    return json.dumps(body)
+
+
+def migrations_of(cluster: UpCluster, vmi: str, leave_out: set[str]) -> dict[str, str]:
+    """The phase of each of the VMI's migrations, by name, but those in `leave_out`."""
+    listed = json.loads(cluster.run("kubectl", "get", "vmim", "-o", "json").stdout)["items"]
+    return {
+        m["metadata"]["name"]: m.get("status", {}).get("phase", "")
+        for m in listed
+        if m["spec"]["vmiName"] == vmi and m["metadata"]["name"] not in leave_out
+    }
+
+
+@pytest.mark.timeout(900)
+def test_a_vm_migrated_away_migrates_back_with_virtctl(two_nodes: UpCluster) -> None:
+    """The second move starts from the pod the first one made: a launcher that was a migration's target."""
+    cluster, name = two_nodes, "round-trip"
+    cluster.run("kubectl", "apply", "-f", "-", stdin=counting_vm(name))
+    wait_for(lambda: cluster.jsonpath("vmi", name, "{.status.phase}") == "Running", "VMI Running", 180)
+    uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
+    nodes = [cluster.jsonpath("vmi", name, "{.status.nodeName}")]
+    first = pods_by_node(cluster, uid)[nodes[0]]
+    wait_for(lambda: len(COUNTER.findall(console(cluster, first["name"]))) >= 10, "the guest counting", 240)
+    done: set[str] = set()
+    for hop in (1, 2):
+        assert "was scheduled to migrate" in cluster.run("virtctl", "migrate", name).stdout
+        wait_for(
+            lambda: set(migrations_of(cluster, name, done).values()) & {"Succeeded", "Failed"},
+            f"migration {hop} to end",
+            240,
+        )
+        ((vmim, phase),) = migrations_of(cluster, name, done).items()
+        described = cluster.run("kubectl", "get", "vmim", vmim, "-o", "yaml").stdout
+        assert phase == "Succeeded", described
+        done.add(vmim)
+        nodes.append(cluster.jsonpath("vmi", name, "{.status.nodeName}"))
+        assert cluster.jsonpath("vmi", name, "{.status.migrationState.completed}") == "true", described
+    assert nodes[2] == nodes[0] != nodes[1]
+    assert cluster.jsonpath("vmi", name, "{.metadata.uid}") == uid
+    back = cluster.jsonpath("vmi", name, "{.status.migrationState.targetPod}")
+    assert back != first["name"], "a third launcher pod, on the first node again"
+    wait_for(lambda: len(COUNTER.findall(console(cluster, back))) >= 5, "the counter back home", 60)
+    assert BOOTED not in console(cluster, back)
+
+
 # The guest reports its online CPUs every 200 ms; busybox has no udev, so the loop onlines a hot-added CPU as udev's
 # auto-online rule would (the kernel announces the CPU over ACPI and leaves it offline).
 HOTPLUG_USER_DATA = """#cloud-config

@@ -32,6 +32,7 @@ def migrate_request(vmi: Object, state: dict[str, Any]) -> dict[str, Any]:
     uid = vmi["metadata"]["uid"]
     config = state.get("migrationConfiguration") or {}
     request: dict[str, Any] = {
+        "migrationUid": str(state.get("migrationUid", "")),
         "targetUri": f"qemu+unix:///system?socket={pod_layout.migration_socket(uid)}",
         "migrationUri": f"unix://{pod_layout.migration_socket(uid, DIRECT_PORT_ROLE)}",
         "blockMigration": (vmi.get("status") or {}).get("migrationMethod") == "BlockMigration",
@@ -51,6 +52,19 @@ def migrate_request(vmi: Object, state: dict[str, Any]) -> dict[str, Any]:
         # libvirt takes MiB/s; KubeVirt converts the quantity the same way.
         request["bandwidthMiB"] = int(Quantity.parse(str(bandwidth)).value // (1024 * 1024))
     return request
+
+
+def this_migration(reported: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """The launcher's outgoing migration when it is the VMI's current one, else {}.
+
+    A launcher that received the domain by migration reports that finished incoming one (role target, Succeeded); read
+    as this migration's, a move back from that pod was taken for done before it started, and hung at TargetReady.
+    KubeVirt's handler matches the migration's UID the same way."""
+    if reported.get("role") != "source":
+        return {}
+    if reported.get("migrationUid") and reported["migrationUid"] != state.get("migrationUid"):
+        return {}
+    return reported
 
 
 class OutgoingMigrations:
@@ -108,7 +122,7 @@ class OutgoingMigrations:
         except (LauncherUnavailable, CommandFailed):
             # A launcher that left after its domain migrated; the target handler finishes the job.
             return Result(requeue_after=1.0) if state.get("startTimestamp") else None
-        outgoing = status.get("migration") or {}
+        outgoing = this_migration(status.get("migration") or {}, state)
         if not state.get("startTimestamp") and outgoing.get("state") not in ("Running", "Succeeded"):
             # Not started yet: a finished migration the launcher reports is an earlier one's. (One that runs is
             # this one, started by a sync that worked from a VMI without the start recorded yet.)

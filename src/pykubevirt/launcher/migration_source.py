@@ -148,7 +148,12 @@ class MigrationSource:
         self.request = request
         self.data_gib = max(data_gib, 1.0 / 1024)
         self.publish = publish
-        self.status: MigrationStatus = {"role": "source", "state": "Running", "startTimestamp": now()}
+        self.status: MigrationStatus = {
+            "role": "source",
+            "migrationUid": request.get("migrationUid", ""),
+            "state": "Running",
+            "startTimestamp": now(),
+        }
         self.task: asyncio.Task[None] | None = None
         self._abort_reason = ""
         # Set before libvirt's job exists: the migration thread checks it instead of starting the copy.

@@ -77,6 +77,8 @@ class MigrationRequest(TypedDict, total=False):
 
     # preparemigrationtarget: the address incoming migration streams bind (the node's migration address).
     listenAddress: str
+    # migrate: the VMIM's uid (KubeVirt's migrationState.migrationUid), echoed in the source's status.
+    migrationUid: str
     # migrate: the target's libvirt, the URI its QEMU listens on, and where its block-copy (NBD) server is.
     targetUri: str
     migrationUri: str
@@ -96,6 +98,8 @@ class MigrationStatus(TypedDict, total=False):
     """A launcher's side of a migration, in the words of KubeVirt's VMI migrationState where they exist."""
 
     role: str
+    # Source: the migration this status answers for (a pod that was the target of the last one migrates again).
+    migrationUid: str
     # Source: Running, Succeeded, Failed. Target: TargetReady, then Succeeded once the domain runs here.
     state: str
     startTimestamp: str
