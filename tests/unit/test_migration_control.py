@@ -11,7 +11,7 @@ from pykubevirt.api import constants as c
 from pykubevirt.controller.launcher_pod import LauncherSettings
 from pykubevirt.controller.migration_controller import MigrationController, target_pod
 from pykubevirt.handler.live_migratable import INTERFACE_MESSAGE, live_migratable, migration_method
-from pykubevirt.handler.migration_source import migrate_request
+from pykubevirt.handler.migration_source import migrate_request, this_migration
 from tests.support.launcher_process import defaulted_vmi
 
 NOW = "2026-12-02T03:00:00Z"
@@ -158,8 +158,10 @@ def test_live_migratable_reasons() -> None:
 def test_the_source_sends_everything_through_its_handlers_unix_sockets() -> None:
     vmi = running_vmi()
     vmi["status"]["migrationMethod"] = "BlockMigration"
-    state = {"targetNodeAddress": "127.0.0.3", "targetDirectMigrationNodePorts": {"4001": 0, "4002": 49153}}
+    state = {"migrationUid": "m1", "targetNodeAddress": "127.0.0.3"}
+    state["targetDirectMigrationNodePorts"] = {"4001": 0, "4002": 49153}
     assert migrate_request(vmi, state) == {
+        "migrationUid": "m1",
         "targetUri": "qemu+unix:///system?socket=/run/pkv/mp/v1-source.sock",
         "migrationUri": "unix:///run/pkv/mp/v1-49152-source.sock",
         "disksUri": "unix:///run/pkv/mp/v1-49153-source.sock",
@@ -168,6 +170,17 @@ def test_the_source_sends_everything_through_its_handlers_unix_sockets() -> None
     # Claims stay where they are (KubeVirt migrates only ReadWriteMany ones): the launcher copies none of them.
     vmi["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "shared"}})
     assert migrate_request(vmi, state)["sharedVolumes"] == ["data"]
+
+
+def test_the_source_handler_reads_only_the_current_outgoing_migration_of_its_launcher() -> None:
+    state = {"migrationUid": "m2", "targetNodeAddress": "127.0.0.3"}
+    # The pod the last migration made reports how the domain came in: not this migration, which has not started.
+    assert this_migration({"role": "target", "state": "Succeeded", "completed": True}, state) == {}
+    assert this_migration({"role": "source", "migrationUid": "m1", "state": "Succeeded"}, state) == {}
+    running = {"role": "source", "migrationUid": "m2", "state": "Running"}
+    assert this_migration(running, state) == running
+    # A launcher from before the uid was echoed: its outgoing migration is the one it reports.
+    assert this_migration({"role": "source", "state": "Running"}, state) == {"role": "source", "state": "Running"}
 
 
 def test_a_migration_waits_while_the_parallelism_limits_are_reached() -> None:
