@@ -178,6 +178,10 @@ async def test_secure_boot_scenario_runs_ovmf_which_refuses_the_unsigned_loader(
     await kube.admin.delete(VIRTUAL_MACHINES, "efi-secureboot", ns)
 
 
+async def sync_failed_event(kube: ClusterView, ns: str) -> bool:
+    return ("Warning", "SyncFailed") in await kube.events(ns, "no-ovmf")
+
+
 async def test_a_missing_ovmf_image_is_named_and_the_vm_ends_in_crash_loop_backoff(
     kube: ClusterView, ovmf_dir: Path
 ) -> None:
@@ -200,10 +204,16 @@ async def test_a_missing_ovmf_image_is_named_and_the_vm_ends_in_crash_loop_backo
         condition = await eventually(unsynchronized, timeout=120, interval=0.5)
         assert condition["status"] == "False"
         assert condition["message"].startswith("EFI OVMF rom missing for booting in EFI mode with SecureBoot disabled")
-        vm_now = await kube.vm(ns, "no-ovmf") or {}
-        mirrored = [c for c in vm_now["status"]["conditions"] if c["type"] == "Synchronized"]
-        assert mirrored and wanted in mirrored[0]["message"]
-        assert ("Warning", "SyncFailed") in await kube.events(ns, "no-ovmf")
+
+        async def mirrored() -> dict[str, Any] | None:
+            # The VM controller copies the VMI's condition onto the VM from its own informer's event, a moment later.
+            vm_now = await kube.vm(ns, "no-ovmf")
+            conditions = ((vm_now or {}).get("status") or {}).get("conditions") or []
+            return next((c for c in conditions if c["type"] == "Synchronized" and wanted in c["message"]), None)
+
+        assert (await eventually(mirrored, timeout=30, interval=0.5))["status"] == "False"
+        # virt-handler posts its event from a task of its own, beside the condition's patch.
+        await eventually(lambda: sync_failed_event(kube, ns), timeout=30, interval=0.5)
         # The launcher gives up after its qemu-timeout, the VMI fails without having run, the VM backs off.
         await kube.wait_printable(ns, "no-ovmf", "CrashLoopBackOff", timeout=QEMU_TIMEOUT + 90)
     finally:
