@@ -23,8 +23,9 @@ from pykubevirt.client.api import STRATEGIC_MERGE_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Controller, Result
 from pykubevirt.client.errors import Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
-from pykubevirt.client.informer import EventHandler, Informer, field_index, object_key
+from pykubevirt.client.informer import EventHandler, Informer, object_key
 from pykubevirt.client.resources import NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, STORAGE_CLASSES
+from pykubevirt.node.node_usage import NodeUsage
 from pykubevirt.node.scheduling_predicates import (
     NodeInfo,
     PodUsage,
@@ -47,7 +48,6 @@ REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 REASON_GATED = "SchedulingGated"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
-_NODE_INDEX = "node-name"
 
 
 def _meta(obj: Object) -> dict[str, Any]:
@@ -99,7 +99,6 @@ class Scheduler:
         self.claims = Informer(client, PERSISTENT_VOLUME_CLAIMS)
         self.volumes = Informer(client, PERSISTENT_VOLUMES)
         self.classes = Informer(client, STORAGE_CLASSES)
-        self.pods.add_indexer(_NODE_INDEX, field_index("spec.nodeName"))
         # One worker: decisions are serial so each one accounts for the pods placed before it.
         self.controller = Controller("scheduler", self, workers=1)
         self.controller.informers += [self.pods, self.nodes, self.claims, self.volumes, self.classes]
@@ -108,6 +107,7 @@ class Scheduler:
         self._assumed: dict[str, _Assumed] = {}
         self._unschedulable: set[str] = set()
         self._usage: dict[str, PodUsage] = {}
+        self.node_usage = NodeUsage()
         self.bindings = 0
         self.pods.add_handler(
             EventHandler(
@@ -144,6 +144,8 @@ class Scheduler:
 
     def _pod_changed(self, old: Object | None, pod: Object) -> None:
         key = object_key(pod)
+        node = (pod.get("spec") or {}).get("nodeName")
+        self.node_usage.place(key, node, None if not node or is_terminal(pod) else self._usage_of(pod))
         if self.wants(pod):
             self.controller.queue.add(key)
             return
@@ -158,6 +160,7 @@ class Scheduler:
 
     def _pod_gone(self, pod: Object) -> None:
         key = object_key(pod)
+        self.node_usage.place(key, None, None)
         uid = str(_meta(pod).get("uid", ""))
         self._usage.pop(uid, None)
         self._unschedulable.discard(key)
@@ -198,19 +201,16 @@ class Scheduler:
         now = self.clock()
         for key in [k for k, a in self._assumed.items() if a.expires is not None and a.expires < now]:
             del self._assumed[key]
-        infos = []
+        infos: dict[str, NodeInfo] = {}
         for node in sorted(self.nodes.items(), key=lambda n: str(_meta(n).get("name", ""))):
-            info = NodeInfo(node)
-            counted = set()
-            for pod in self.pods.by_index(_NODE_INDEX, info.name):
-                counted.add(object_key(pod))
-                if not is_terminal(pod):
-                    info.add(self._usage_of(pod))
-            for key, assumed in self._assumed.items():
-                if assumed.node == info.name and key not in counted:
-                    info.add(assumed.usage)
-            infos.append(info)
-        return infos
+            info = self.node_usage.info(node)
+            infos[info.name] = info
+        for key, assumed in self._assumed.items():
+            # An assumed pod counts until the pod cache shows it on its node.
+            target = infos.get(assumed.node)
+            if target is not None and self.node_usage.node_of(key) != assumed.node:
+                target.add(assumed.usage)
+        return list(infos.values())
 
     async def reconcile(self, key: str) -> Result | None:
         pod = self.pods.get(key)
