@@ -1,14 +1,17 @@
-"""The store's group commit: the writes of one event-loop turn share one transaction (one fsync), and nothing
-about them reaches a listener, another reader of the database or a waiting request before that commit."""
+"""The store's group commit: the writes of one event-loop turn share one transaction (one fsync, off the event loop),
+and nothing about them reaches a listener, another reader of the database or a waiting request before it is on disk."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 import stat
+import threading
 from pathlib import Path
 
-from pykubevirt.apiserver.store import Event, Store
+import pytest
+
+from pykubevirt.apiserver.store import Event, Store, StoreError
 
 
 def _rows_seen_by_another_connection(path: Path) -> int:
@@ -96,3 +99,76 @@ async def test_the_announced_revision_waits_for_the_commit(tmp_path: Path) -> No
     await store.durable()
     assert store.announced_revision == record.revision
     store.close()
+
+
+class _HeldFsync:
+    """Holds the store's WAL fsync on its thread until released, as a slow disk would."""
+
+    def __init__(self, store: Store) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self._real = store._sync_wal
+        store._sync_wal = self._held  # type: ignore[method-assign]
+
+    def _held(self) -> None:
+        self.entered.set()
+        assert self.release.wait(10), "the test never released the fsync"
+        self._real()
+
+    async def started(self) -> None:
+        assert await asyncio.to_thread(self.entered.wait, 5), "no fsync started"
+
+
+async def test_the_event_loop_serves_the_next_writes_while_a_commit_is_fsynced(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    heard: list[Event] = []
+    store.add_listener(heard.append)
+    held = _HeldFsync(store)
+    first = store.create("configmaps", "ns/a", {"metadata": {"name": "a"}})
+    waiting = asyncio.create_task(store.durable())
+    await held.started()
+    # The first batch is committed and its fsync under way: the loop runs on and takes the next write.
+    second = store.create("configmaps", "ns/b", {"metadata": {"name": "b"}})
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    assert heard == []
+    assert store.announced_revision < first.revision
+    held.release.set()
+    await waiting
+    await store.durable()
+    # Listeners hear of both batches once on disk, in commit order.
+    assert [e.revision for e in heard] == [first.revision, second.revision]
+    assert store.announced_revision == second.revision
+    store.close()
+
+
+async def test_a_failed_fsync_fails_its_requests_and_refuses_further_writes(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    heard: list[Event] = []
+    store.add_listener(heard.append)
+
+    def broken() -> None:
+        raise OSError(5, "Input/output error")
+
+    store._sync_wal = broken  # type: ignore[method-assign]
+    store.create("configmaps", "ns/a", {"metadata": {"name": "a"}})
+    with pytest.raises(StoreError, match="could not fsync its log"):
+        await store.durable()
+    assert heard == []
+    with pytest.raises(StoreError, match="refuses writes until restarted"):
+        store.create("configmaps", "ns/b", {"metadata": {"name": "b"}})
+    store.close()
+
+
+async def test_closing_waits_for_the_fsync_under_way_and_announces_everything(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    heard: list[Event] = []
+    store.add_listener(heard.append)
+    held = _HeldFsync(store)
+    store.create("configmaps", "ns/a", {"metadata": {"name": "a"}})
+    await held.started()
+    store.create("configmaps", "ns/b", {"metadata": {"name": "b"}})
+    threading.Timer(0.1, held.release.set).start()
+    store.close()
+    assert [e.key for e in heard] == ["ns/a", "ns/b"]
+    assert _rows_seen_by_another_connection(tmp_path / "state.db") == 2

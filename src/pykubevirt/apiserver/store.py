@@ -6,21 +6,24 @@ racing from the same revision fail. Committed rows are fanned out to watchers in
 an older revision is replayed from the in-memory ring or, failing that, from the table, until compaction removed
 the rows it would need (then it gets 410 Expired).
 
-Durability is etcd's: a write is acknowledged only once it is fsynced (synchronous=FULL). Group commit keeps the
-throughput: the writes of one event-loop turn go into one open transaction, committed (one fsync) at the start of
-the next turn; listeners hear of them after that commit, and `durable()` is what a request awaits before answering.
+Durability is etcd's: a write is acknowledged only once it is fsynced. Group commit keeps the throughput: the writes
+of one event-loop turn go into one open transaction, committed at the start of the next turn. The commit only hands
+the WAL's pages to the kernel (synchronous=NORMAL); the WAL's fsync runs on a thread of its own, so the event loop
+serves the next turn's requests meanwhile. Listeners hear of a batch once its fsync is done, in commit order, and
+`durable()` is what a request awaits before answering.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import logging
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +109,16 @@ class Event:
 Listener = Callable[[Event], None]
 
 
+@dataclass(eq=False, slots=True)
+class _Batch:
+    """One group commit: its events (told to listeners once on disk) and the requests awaiting it, each with a
+    future of its own so that one cancelled request cancels nothing else."""
+
+    events: list[Event] = field(default_factory=list)
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    synced: bool = False
+
+
 def _full_name(collection: str, key: str) -> str:
     return f"{collection}\x00{key}"
 
@@ -154,11 +167,11 @@ class Store:
         _private_database(Path(self._path))
         self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
-        # FULL fsyncs the WAL at every commit, so an acknowledged write survives an OS crash or power loss, as
-        # with etcd. Group commit (one commit per event-loop turn) keeps that to one fsync per batch.
-        # fsync=False is the unsafe mode (etcd's --unsafe-no-fsync): NORMAL and a commit per write; a killed process
-        # loses nothing, an OS crash the newest writes.
-        self._db.execute("PRAGMA synchronous=FULL" if fsync else "PRAGMA synchronous=NORMAL")
+        # NORMAL: a commit writes the WAL without fsync (a killed process loses nothing). With `fsync` the store then
+        # fsyncs the WAL itself, off the event loop, before anyone hears of the commit: what FULL does inside COMMIT,
+        # so an acknowledged write survives an OS crash or power loss, as with etcd. fsync=False is the unsafe mode
+        # (etcd's --unsafe-no-fsync): a commit per write, and an OS crash may lose the newest writes.
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(SCHEMA)
         self._current: dict[str, dict[str, Record]] = collections.defaultdict(dict)
@@ -168,11 +181,12 @@ class Store:
         self._leases: dict[tuple[str, str], float] = {}
         self.revision = 0
         self.compact_revision = 0
-        # The open group commit: its events (told to listeners once committed) and the requests awaiting it, each
-        # with a future of its own so that one cancelled request cancels nothing else.
-        self._pending: list[Event] = []
+        # The open group commit, and the committed ones whose fsync is still under way (oldest first).
+        self._open = _Batch()
         self._batch_open = False
-        self._waiters: list[asyncio.Future[None]] = []
+        self._unsynced: collections.deque[_Batch] = collections.deque()
+        # One thread: fsyncs run in commit order, and each one covers every commit before it.
+        self._syncer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-fsync")
         self._failure: str = ""
         # Committed transactions and the writes in them, for measuring the group commit.
         self.commits = 0
@@ -202,7 +216,8 @@ class Store:
             self._track_lease(collection, key, lease or 0)
 
     def close(self) -> None:
-        self._flush()
+        self._flush(wait=True)
+        self._syncer.shutdown(wait=True)
         self._db.close()
 
     def add_listener(self, listener: Listener) -> None:
@@ -304,46 +319,115 @@ class Store:
         # and any task woken by one of them runs after the commit.
         loop.call_soon(self._flush)
 
-    def _flush(self) -> None:
-        """Commit the open transaction (one fsync), then tell the listeners and wake the writers waiting on it."""
-        events, self._pending = self._pending, []
-        waiters, self._waiters = self._waiters, []
+    def _flush(self, *, wait: bool = False) -> None:
+        """Commit the open transaction and have the WAL fsynced: on the fsync thread when a loop runs, else now
+        (`wait`, or no loop). The batch is announced once on disk."""
+        batch, self._open = self._open, _Batch()
         self._batch_open = False
-        if self._db.in_transaction:
+        if not self._db.in_transaction:
+            # Nothing of its own to write; its waiters (if any) still wait for the batches before it.
+            batch.synced = True
+            self._unsynced.append(batch)
+            self._announce()
+            return
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._fail(batch, f"could not commit: {exc}")
+            return
+        self.commits += 1
+        self.committed_writes += len(batch.events)
+        self._unsynced.append(batch)
+        if not self._fsync:
+            self._synced(batch)
+            return
+        loop = None
+        if not wait:
             try:
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                # The memory state now holds writes the disk does not; refuse further writes rather than serve on
-                # as if they were stored. A restart loads the committed state.
-                self._failure = f"the store could not commit and refuses writes until restarted: {exc}"
-                log.critical("%s", self._failure)
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_exception(StoreError(self._failure))
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                pass
+        if loop is None:
+            try:
+                self._sync_wal()
+            except OSError as exc:
+                self._fail(batch, f"could not fsync its log: {exc}")
                 return
-            self.commits += 1
-            self.committed_writes += len(events)
-        # Listeners hear of writes only once committed; a watch's bookmark may promise no more than they heard.
-        if events:
-            self.announced_revision = max(self.announced_revision, events[-1].revision)
-        for event in events:
-            for listener in list(self._listeners):
-                try:
-                    listener(event)
-                except Exception:
-                    log.exception("a store listener failed on %s %s", event.type, event.key)
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+            self._synced(batch)
+            return
+        future = loop.run_in_executor(self._syncer, self._sync_wal)
+        future.add_done_callback(lambda done: self._after_sync(batch, done))
+
+    def _sync_wal(self) -> None:
+        # The fd is opened each time: a checkpoint may have truncated the file, and an fd costs nothing here.
+        fd = os.open(self._path + "-wal", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _after_sync(self, batch: _Batch, done: asyncio.Future[None]) -> None:
+        if done.cancelled() or batch.synced:
+            return  # the loop is closing, or a later fsync (close's) already covered it
+        exc = done.exception()
+        if exc is not None:
+            self._fail(batch, f"could not fsync its log: {exc}")
+        else:
+            self._synced(batch)
+
+    def _synced(self, batch: _Batch) -> None:
+        """The batch is on disk, and so is every batch committed before it (one fsync covers the whole log)."""
+        if batch not in self._unsynced:
+            return
+        for earlier in self._unsynced:
+            earlier.synced = True
+            if earlier is batch:
+                break
+        self._announce()
+
+    def _announce(self) -> None:
+        """Tell the listeners of the batches on disk, oldest first, and wake the requests waiting on them."""
+        while self._unsynced and self._unsynced[0].synced:
+            batch = self._unsynced.popleft()
+            # A watch's bookmark may promise no more than the listeners heard.
+            if batch.events:
+                self.announced_revision = max(self.announced_revision, batch.events[-1].revision)
+            for event in batch.events:
+                for listener in list(self._listeners):
+                    try:
+                        listener(event)
+                    except Exception:
+                        log.exception("a store listener failed on %s %s", event.type, event.key)
+            for waiter in batch.waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def _fail(self, batch: _Batch, what: str) -> None:
+        # The memory state now holds writes the disk may not; refuse further writes rather than serve on as if they
+        # were stored. A restart loads what is on disk.
+        if self._failure:
+            return
+        self._failure = f"the store {what}; it refuses writes until restarted"
+        log.critical("%s", self._failure)
+        for failed in (*self._unsynced, batch, self._open):
+            for waiter in failed.waiters:
+                if not waiter.done():
+                    waiter.set_exception(StoreError(self._failure))
+        self._unsynced.clear()
 
     async def durable(self) -> None:
-        """Return once every write made so far is committed to disk; StoreError if its commit failed."""
+        """Return once every write made so far is on disk; StoreError if its commit or fsync failed."""
         if self._failure:
             raise StoreError(self._failure)
         if self._batch_open:
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            await waiter
+            batch = self._open
+        elif self._unsynced:
+            batch = self._unsynced[-1]
+        else:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        batch.waiters.append(waiter)
+        await waiter
 
     def _track_lease(self, collection: str, key: str, lease: float) -> None:
         if lease:
@@ -371,7 +455,7 @@ class Store:
         self._track_lease(collection, key, lease)
         event = Event(kind, collection, key, revision, obj, current.value if current is not None else None)
         self._ring.append(event)
-        self._pending.append(event)
+        self._open.events.append(event)
         if not self._batch_open:
             self._flush()
         return record
