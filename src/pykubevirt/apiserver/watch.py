@@ -174,14 +174,18 @@ async def watch_events(
                 if allow_bookmarks:
                     yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store))
                 return
-            wait = min(remaining, max(next_bookmark - now, 0.0)) if allow_bookmarks else remaining
-            try:
-                event = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
-            except TimeoutError:
-                if allow_bookmarks and time.monotonic() >= next_bookmark:
-                    next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
-                    yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store))
-                continue
+            if watcher.queue.empty():
+                wait = min(remaining, max(next_bookmark - now, 0.0)) if allow_bookmarks else remaining
+                try:
+                    event = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
+                except TimeoutError:
+                    if allow_bookmarks and time.monotonic() >= next_bookmark:
+                        next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
+                        yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store))
+                    continue
+            else:
+                # A watcher behind takes its queued events without wait_for's task and timer for each one.
+                event = watcher.queue.get_nowait()
             if event.revision <= last:
                 continue
             last = event.revision
