@@ -119,6 +119,14 @@ class _Batch:
     synced: bool = False
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The thread's running event loop; None outside one (a write run by `run_suspendable`, or no loop at all)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _full_name(collection: str, key: str) -> str:
     return f"{collection}\x00{key}"
 
@@ -308,12 +316,9 @@ class Store:
     def _begin(self) -> None:
         """Open the transaction of a group commit, committed at the start of the event loop's next turn."""
         self._db.execute("BEGIN IMMEDIATE")
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no event loop: _commit flushes right after the write
-        if not self._fsync:
-            return
+        loop = _running_loop()
+        if loop is None or not self._fsync:
+            return  # _commit flushes right after the write
         self._batch_open = True
         # Callbacks scheduled in this turn run in the next one, in order: every write of this turn is in the batch,
         # and any task woken by one of them runs after the commit.
@@ -324,39 +329,32 @@ class Store:
         (`wait`, or no loop). The batch is announced once on disk."""
         batch, self._open = self._open, _Batch()
         self._batch_open = False
-        if not self._db.in_transaction:
-            # Nothing of its own to write; its waiters (if any) still wait for the batches before it.
+        self._unsynced.append(batch)
+        committed = self._db.in_transaction
+        if committed:
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._fail(f"could not commit: {exc}")
+                return
+            self.commits += 1
+            self.committed_writes += len(batch.events)
+        if not committed or not self._fsync:
+            # Nothing of its own to fsync; its waiters (if any) still wait for the batches before it.
             batch.synced = True
-            self._unsynced.append(batch)
             self._announce()
             return
+        loop = None if wait else _running_loop()
+        if loop is not None:
+            future = loop.run_in_executor(self._syncer, self._sync_wal)
+            future.add_done_callback(lambda done: self._after_sync(batch, done))
+            return
         try:
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._fail(batch, f"could not commit: {exc}")
+            self._sync_wal()
+        except OSError as exc:
+            self._fail(f"could not fsync its log: {exc}")
             return
-        self.commits += 1
-        self.committed_writes += len(batch.events)
-        self._unsynced.append(batch)
-        if not self._fsync:
-            self._synced(batch)
-            return
-        loop = None
-        if not wait:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-        if loop is None:
-            try:
-                self._sync_wal()
-            except OSError as exc:
-                self._fail(batch, f"could not fsync its log: {exc}")
-                return
-            self._synced(batch)
-            return
-        future = loop.run_in_executor(self._syncer, self._sync_wal)
-        future.add_done_callback(lambda done: self._after_sync(batch, done))
+        self._synced(batch)
 
     def _sync_wal(self) -> None:
         # The fd is opened each time: a checkpoint may have truncated the file, and an fd costs nothing here.
@@ -371,7 +369,7 @@ class Store:
             return  # the loop is closing, or a later fsync (close's) already covered it
         exc = done.exception()
         if exc is not None:
-            self._fail(batch, f"could not fsync its log: {exc}")
+            self._fail(f"could not fsync its log: {exc}")
         else:
             self._synced(batch)
 
@@ -402,14 +400,14 @@ class Store:
                 if not waiter.done():
                     waiter.set_result(None)
 
-    def _fail(self, batch: _Batch, what: str) -> None:
+    def _fail(self, what: str) -> None:
         # The memory state now holds writes the disk may not; refuse further writes rather than serve on as if they
         # were stored. A restart loads what is on disk.
         if self._failure:
             return
         self._failure = f"the store {what}; it refuses writes until restarted"
         log.critical("%s", self._failure)
-        for failed in (*self._unsynced, batch, self._open):
+        for failed in (*self._unsynced, self._open):
             for waiter in failed.waiters:
                 if not waiter.done():
                     waiter.set_exception(StoreError(self._failure))
