@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -9,6 +12,7 @@ import pytest_asyncio
 
 from pykubevirt.client.api import JSON_PATCH, STRATEGIC_MERGE_PATCH, Object
 from pykubevirt.client.errors import NotFound
+from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
     EVENTS,
@@ -281,6 +285,104 @@ async def test_always_to_halted_stops_and_back_starts(cp: ControlPlane) -> None:
         await cp.wait_printable(ns, "cycle", "Stopped")
         await cp.admin.patch(VIRTUAL_MACHINES, "cycle", {"spec": {"runStrategy": "Always"}}, ns)
     await cp.wait_printable(ns, "cycle", "Running")
+
+
+@contextlib.asynccontextmanager
+async def printable_history(cp: ControlPlane, ns: str, name: str) -> AsyncIterator[list[str]]:
+    """The VM's printableStatus values in the order a watch sees them (what `kubectl get vm -w` shows)."""
+    seen: list[str] = []
+
+    def record(vm: Object) -> None:
+        status = str((vm.get("status") or {}).get("printableStatus") or "")
+        if vm["metadata"]["name"] == name and status and (not seen or seen[-1] != status):
+            seen.append(status)
+
+    vms = Informer(cp.admin, VIRTUAL_MACHINES, namespace=ns)
+    vms.add_handler(EventHandler(on_add=record, on_update=lambda _, vm: record(vm)))
+    watching = asyncio.create_task(vms.run())
+    await vms.synced.wait()
+    try:
+        yield seen
+    finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+
+
+async def stop_and_wait_stopped(cp: ControlPlane, ns: str, name: str, uid: str) -> None:
+    await cp.admin.patch(VIRTUAL_MACHINES, name, {"spec": {"runStrategy": "Halted"}}, ns)
+    await cp.wait_vmi_gone(ns, name, uid)
+    await cp.wait_printable(ns, name, "Stopped")
+
+
+async def test_a_stop_while_running_waits_for_the_vmi_readiness_shows_stopping(
+    cp: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop right after the VM shows Running, before virt-controller has copied the pod's readiness onto the VMI.
+
+    The VM's Running waits (up to a second) for that copy, to go out in one write with it. A Stopping held the same
+    way was overtaken by the VMI's end and never written: the watch went Running → Stopped (stress run on f77ce6c).
+    Here the readiness copy stays late and the controller's hold clock stands still, so what is held stays held.
+    """
+    ns = await cp.namespace()
+    key = f"{ns}/late-ready"
+    reconciler = cp.controller.vmi_reconciler
+    reconcile = reconciler.reconcile
+
+    async def late_readiness(k: str) -> object:
+        vmi = cp.controller.vmis.get(k)
+        if k == key and vmi is not None and (vmi.get("status") or {}).get("phase") == "Running":
+            return None  # virt-controller has not got to this VMI since it turned Running
+        return await reconcile(k)
+
+    monkeypatch.setattr(reconciler, "reconcile", late_readiness)
+    async with printable_history(cp, ns, "late-ready") as seen:
+        await create_vm(cp, ns, "late-ready")
+        await cp.wait_printable(ns, "late-ready", "Running")
+        vmi = await cp.vmi(ns, "late-ready")
+        assert vmi is not None
+        ready = next(x for x in vmi["status"]["conditions"] if x["type"] == "Ready")
+        assert ready["reason"] == "GuestNotRunning", "the readiness copy was meant to be late"
+        frozen = time.monotonic()
+        monkeypatch.setattr(cp.controller.vm_reconciler.held_observable, "clock", lambda: frozen)
+        await stop_and_wait_stopped(cp, ns, "late-ready", vmi["metadata"]["uid"])
+        await eventually(lambda: seen[-1:] == ["Stopped"])  # the watch may trail the GET
+    assert seen == ["Starting", "Running", "Stopping", "Stopped"], seen
+
+
+async def test_a_stop_whose_answer_comes_after_the_vmi_ended_shows_stopping(
+    cp: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The VMI informer may hear of the delete before its answer comes back, settling the deletion expectation.
+
+    The controller then computed the VM's status from the cached VMI as it was before the delete (Running, nothing
+    to write), and by its next look the VMI had ended: Running → Stopped. Here the delete's answer is held back
+    until the VMI has ended (the simulated node ends a deleted VMI at once).
+    """
+    ns = await cp.namespace()
+    await create_vm(cp, ns, "late-answer")
+    vmi = await cp.wait_vmi_phase(ns, "late-answer", "Running")
+    await cp.wait_printable(ns, "late-answer", "Running")
+    key = f"{ns}/late-answer"
+    client = cp.controller.vm_reconciler.client
+    delete = client.delete
+
+    async def late_answer(resource: object, name: str, namespace: str | None = None, **kw: object) -> Object:
+        answer = await delete(resource, name, namespace, **kw)  # type: ignore[arg-type]
+        if resource == VIRTUAL_MACHINE_INSTANCES and f"{namespace}/{name}" == key:
+
+            def ended() -> bool:
+                cached = cp.controller.vmis.get(key)
+                return cached is None or (cached.get("status") or {}).get("phase") == "Succeeded"
+
+            await eventually(ended)
+        return answer
+
+    monkeypatch.setattr(client, "delete", late_answer)
+    async with printable_history(cp, ns, "late-answer") as seen:
+        await stop_and_wait_stopped(cp, ns, "late-answer", vmi["metadata"]["uid"])
+        await eventually(lambda: seen[-1:] == ["Stopped"])  # the watch may trail the GET
+    assert seen == ["Running", "Stopping", "Stopped"], seen
 
 
 async def test_restart_request_replaces_the_vmi(cp: ControlPlane) -> None:

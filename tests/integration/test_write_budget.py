@@ -87,6 +87,7 @@ async def test_one_start_to_running_and_stop_stays_within_the_write_budget(cp: C
     await eventually(stopped)
     await cp.controller.recorder.flush()
     writes = flow_writes(before, await write_counts(cp))
+    await eventually(lambda: printable[-1:] == ["Stopped"])  # the watch may trail the GETs above
     watching.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watching

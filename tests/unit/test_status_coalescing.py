@@ -9,6 +9,7 @@ from pykubevirt.controller.status_coalescing import (
     OBSERVABLE_SECONDS,
     HeldWrites,
     only_details_changed,
+    running_awaits_ready_sync,
     vm_stopped_awaits_vmi_removal,
     vmi_awaits_ready_sync,
 )
@@ -51,6 +52,16 @@ def test_a_running_vmi_awaits_its_ready_sync_while_its_ready_condition_predates_
         {"status": {"phase": "Scheduled", "conditions": [ready("False", "GuestNotRunning")]}}
     )
     assert not vmi_awaits_ready_sync(None)
+
+
+def test_only_a_running_status_waits_for_the_readiness_of_its_vmi() -> None:
+    awaiting = {"status": {"phase": "Running", "conditions": [ready("False", "GuestNotRunning")]}}
+    assert running_awaits_ready_sync({"printableStatus": "Running"}, awaiting)
+    # Stopped right after the start: Stopping is shown at once, or the VMI's end overtakes it (Running → Stopped).
+    for news in ("Stopping", "Terminating", "Migrating", "Paused"):
+        assert not running_awaits_ready_sync({"printableStatus": news}, awaiting), news
+    synced = {"status": {"phase": "Running", "conditions": [ready("True", "")]}}
+    assert not running_awaits_ready_sync({"printableStatus": "Running"}, synced)
 
 
 def vm(strategy: str, *, deleting: bool = False) -> dict[str, Any]:

@@ -5,7 +5,7 @@ VMI's Ready goes VMIConditionMissing → GuestNotRunning) or the controller's bo
 activePods). Writing each costs an API write and an event to every watcher. Such a change is held back for at most
 DETAIL_SECONDS: the next observable change (a phase, a printableStatus, a condition's status) writes it too, and
 if none comes the held change is written when the window ends, so nothing is lost, only merged. An observable change
-that is about to be followed by another one (vmi_awaits_ready_sync, vm_stopped_awaits_vmi_removal) waits at most
+that is about to be followed by another one (running_awaits_ready_sync, vm_stopped_awaits_vmi_removal) waits at most
 OBSERVABLE_SECONDS.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.api.vm_run_strategy import run_strategy_or_none
-from pykubevirt.controller.printable_status import STATUS_STOPPED
+from pykubevirt.controller.printable_status import STATUS_RUNNING, STATUS_STOPPED
 from pykubevirt.controller.vmi_status import GUEST_NOT_RUNNING, READY
 
 # Long enough to span a start's steps on a busy machine (at 1 s a loaded node's slower steps still cost a write each).
@@ -51,6 +51,15 @@ def vmi_awaits_ready_sync(vmi: Mapping[str, Any] | None) -> bool:
     status = (vmi or {}).get("status") or {}
     ready: Mapping[str, Any] = next((x for x in status.get("conditions") or [] if x.get("type") == READY), {})
     return status.get("phase") == c.PHASE_RUNNING and ready.get("reason") == GUEST_NOT_RUNNING
+
+
+def running_awaits_ready_sync(status: Status, vmi: Mapping[str, Any] | None) -> bool:
+    """The VM's new status says Running, and its VMI's readiness is about to follow (vmi_awaits_ready_sync).
+
+    Only Running waits for it: any other status (Stopping after a stop right after the start, Terminating,
+    Migrating) is news of its own, and held it could be overtaken and never shown (Running → Stopped).
+    """
+    return status.get("printableStatus") == STATUS_RUNNING and vmi_awaits_ready_sync(vmi)
 
 
 def vm_stopped_awaits_vmi_removal(vm: Mapping[str, Any], status: Status, vmi: Mapping[str, Any] | None) -> bool:

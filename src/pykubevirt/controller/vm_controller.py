@@ -37,8 +37,8 @@ from pykubevirt.controller.status_coalescing import (
     OBSERVABLE_SECONDS,
     HeldWrites,
     only_details_changed,
+    running_awaits_ready_sync,
     vm_stopped_awaits_vmi_removal,
-    vmi_awaits_ready_sync,
 )
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vm_conditions import (
@@ -79,8 +79,10 @@ class _Outcome:
 
     sync_error: SyncError | None = None
     requeue_after: float | None = None
-    # The VMI this sync created: its status is computed from it at once instead of one write later.
+    # The VMI this sync created, or the one it deleted as the delete left it (terminating): the VM's status is
+    # computed from it at once, not from the cache, which may not have heard of the write yet.
     started: Object | None = None
+    stopped: Object | None = None
 
     def look_again_within(self, seconds: float | None) -> None:
         if seconds is not None:
@@ -215,8 +217,8 @@ class VMController:
             if vmi is None or "orphan" in (vm["metadata"].get("finalizers") or []):
                 await self._remove_vm_finalizer(vm)
             else:
-                outcome.sync_error = await self._stop(vm, vmi, as_read=True)
-            return vm, vmi
+                outcome.sync_error, outcome.stopped = await self._stop(vm, vmi, as_read=True)
+            return vm, outcome.stopped or vmi
         strategy = run_strategy(vm)
         if vmi is not None:
             vmi = await self.start_revisions.bump_generation_annotation(vm, vmi)
@@ -231,7 +233,7 @@ class VMController:
         if not ready and strategy != c.RUN_STRATEGY_HALTED:
             return vm, vmi
         await self._sync_run_strategy(vm, vmi, strategy, outcome)
-        vmi = outcome.started or vmi
+        vmi = outcome.started or outcome.stopped or vmi
         # Again: starting or stopping may have changed the VMI the requests apply to.
         if outcome.sync_error is None and self.expectations.satisfied(key) and volume_requests(vm):
             outcome.sync_error = await self._handle_volume_requests(vm, vmi)
@@ -319,7 +321,7 @@ class VMController:
             )
             outcome.requeue_after = action.wait_seconds
         elif action.act in (Act.STOP, Act.STOP_THEN_REQUEST_START) and vmi is not None:
-            outcome.sync_error = await self._stop(vm, vmi)
+            outcome.sync_error, outcome.stopped = await self._stop(vm, vmi)
             if action.act is Act.STOP_THEN_REQUEST_START and outcome.sync_error is None:
                 await self._add_start_request(vm)
         elif action.act is Act.SWITCH_HALTED_TO_ALWAYS:
@@ -388,38 +390,38 @@ class VMController:
         )
         return None, created
 
-    async def _stop(self, vm: Object, vmi: Object, *, as_read: bool = False) -> SyncError | None:
-        """Delete the VMI (KubeVirt's stopVMI); no-op while it is already terminating.
+    async def _stop(self, vm: Object, vmi: Object, *, as_read: bool = False) -> tuple[SyncError | None, Object | None]:
+        """Delete the VMI (KubeVirt's stopVMI); no-op while it is already terminating. Returns the VMI terminating.
 
         `as_read` guards the delete with the VMI's resourceVersion too: only the VMI exactly as read is deleted.
         """
         if vmi["metadata"].get("deletionTimestamp"):
-            return None
+            return None, None
         key = f"{vm['metadata']['namespace']}/{vm['metadata']['name']}"
         preconditions = {"uid": vmi["metadata"]["uid"]}
         if as_read:
             preconditions["resourceVersion"] = vmi["metadata"]["resourceVersion"]
         try:
             with self.expectations.deleting(key):
-                await self.client.delete(
+                answer = await self.client.delete(
                     VIRTUAL_MACHINE_INSTANCES,
                     vmi["metadata"]["name"],
                     vmi["metadata"]["namespace"],
                     preconditions=preconditions,
                 )
         except NotFound:
-            return None
+            return None, None
         except ApiError as exc:
             if as_read and isinstance(exc, Conflict):
                 # Changed since the fresh read (perhaps released by an Orphan delete): decide again on fresh data.
-                return SyncError("the VirtualMachineInstance changed while it was being stopped", FAILED_DELETE)
+                return SyncError("the VirtualMachineInstance changed while it was being stopped", FAILED_DELETE), None
             self.recorder.event(
                 vm,
                 WARNING,
                 FAILED_DELETE,
                 f"Error deleting virtual machine instance {vmi['metadata']['name']}: {exc.message}",
             )
-            return SyncError(f"Failure attempting to delete VMI: {exc.message}", FAILED_DELETE)
+            return SyncError(f"Failure attempting to delete VMI: {exc.message}", FAILED_DELETE), None
         log.info(
             "stopped the VM by deleting VMI %s (phase %s)",
             vmi["metadata"]["name"],
@@ -432,7 +434,10 @@ class VMController:
             SUCCESSFUL_DELETE,
             f"Stopped the virtual machine by deleting the virtual machine instance {vmi['metadata']['uid']}",
         )
-        return None
+        # Its finalizers keep it, now marked for deletion. The VMI informer may deliver that before this answer and
+        # settle the deletion expectation, so the cached VMI alone would say Running, not Stopping.
+        terminating = answer.get("kind") == c.VMI_KIND and bool((answer.get("metadata") or {}).get("deletionTimestamp"))
+        return None, answer if terminating else None
 
     async def _remove_vm_finalizer(self, vm: Object) -> None:
         finalizers = [f for f in vm["metadata"].get("finalizers") or [] if f != c.VM_CONTROLLER_FINALIZER]
@@ -520,14 +525,14 @@ class VMController:
         """How long the status write may wait to be merged with the next one (status_coalescing), None: write now.
 
         Held: a change only to a condition's reason or message (Ready: VMIConditionMissing → GuestNotRunning while
-        the VMI is scheduled), and anything while the VMI has just turned Running but virt-controller has yet to
-        copy the pod's readiness onto it (Running and ready arrive in one write instead of two).
+        the VMI is scheduled), and a Running status while virt-controller has yet to copy the pod's readiness onto
+        the VMI that has just turned Running (Running and ready arrive in one write instead of two).
         """
         if after == before:
             return None
         if only_details_changed(before, after):
             return self.held_status.hold(key)
-        if vmi_awaits_ready_sync(vmi):
+        if running_awaits_ready_sync(after, vmi):
             # Counted from when the VMI turned Running: a detail held since it was Scheduling (its Ready reason)
             # must not cut this wait short, or Running and ready cost two writes whenever scheduling took a second.
             return self.held_observable.hold(key, OBSERVABLE_SECONDS)
