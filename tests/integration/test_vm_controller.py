@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator
 
@@ -12,7 +10,6 @@ import pytest_asyncio
 
 from pykubevirt.client.api import JSON_PATCH, STRATEGIC_MERGE_PATCH, Object
 from pykubevirt.client.errors import NotFound
-from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
     EVENTS,
@@ -22,7 +19,7 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINES,
 )
 from tests.support.apiserver_process import APIServerProcess
-from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
+from tests.support.control_plane import ControlPlane, printable_history, start_control_plane, vm_manifest
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -287,28 +284,6 @@ async def test_always_to_halted_stops_and_back_starts(cp: ControlPlane) -> None:
     await cp.wait_printable(ns, "cycle", "Running")
 
 
-@contextlib.asynccontextmanager
-async def printable_history(cp: ControlPlane, ns: str, name: str) -> AsyncIterator[list[str]]:
-    """The VM's printableStatus values in the order a watch sees them (what `kubectl get vm -w` shows)."""
-    seen: list[str] = []
-
-    def record(vm: Object) -> None:
-        status = str((vm.get("status") or {}).get("printableStatus") or "")
-        if vm["metadata"]["name"] == name and status and (not seen or seen[-1] != status):
-            seen.append(status)
-
-    vms = Informer(cp.admin, VIRTUAL_MACHINES, namespace=ns)
-    vms.add_handler(EventHandler(on_add=record, on_update=lambda _, vm: record(vm)))
-    watching = asyncio.create_task(vms.run())
-    await vms.synced.wait()
-    try:
-        yield seen
-    finally:
-        watching.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watching
-
-
 async def stop_and_wait_stopped(cp: ControlPlane, ns: str, name: str, uid: str) -> None:
     await cp.admin.patch(VIRTUAL_MACHINES, name, {"spec": {"runStrategy": "Halted"}}, ns)
     await cp.wait_vmi_gone(ns, name, uid)
@@ -336,7 +311,7 @@ async def test_a_stop_while_running_waits_for_the_vmi_readiness_shows_stopping(
         return await reconcile(k)
 
     monkeypatch.setattr(reconciler, "reconcile", late_readiness)
-    async with printable_history(cp, ns, "late-ready") as seen:
+    async with printable_history(cp.admin, ns, "late-ready") as seen:
         await create_vm(cp, ns, "late-ready")
         await cp.wait_printable(ns, "late-ready", "Running")
         vmi = await cp.vmi(ns, "late-ready")
@@ -379,7 +354,7 @@ async def test_a_stop_whose_answer_comes_after_the_vmi_ended_shows_stopping(
         return answer
 
     monkeypatch.setattr(client, "delete", late_answer)
-    async with printable_history(cp, ns, "late-answer") as seen:
+    async with printable_history(cp.admin, ns, "late-answer") as seen:
         await stop_and_wait_stopped(cp, ns, "late-answer", vmi["metadata"]["uid"])
         await eventually(lambda: seen[-1:] == ["Stopped"])  # the watch may trail the GET
     assert seen == ["Running", "Stopping", "Stopped"], seen

@@ -7,19 +7,15 @@ issue 18 budget, and a change that adds a write shows here with its verb and res
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 
-from pykubevirt.client.api import Object
-from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import PODS, VIRTUAL_MACHINES
 from tests.support.apiserver_process import APIServerProcess
-from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
+from tests.support.control_plane import ControlPlane, printable_history, start_control_plane, vm_manifest
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
@@ -60,37 +56,24 @@ def breakdown(writes: dict[tuple[str, str], int]) -> str:
 
 async def test_one_start_to_running_and_stop_stays_within_the_write_budget(cp: ControlPlane) -> None:
     ns = await cp.namespace()
-    printable: list[str] = []
+    async with printable_history(cp.admin, ns, "budget") as printable:
+        before = await write_counts(cp)
 
-    def seen(vm: Object) -> None:
-        status = str((vm.get("status") or {}).get("printableStatus") or "")
-        if status and (not printable or printable[-1] != status):
-            printable.append(status)
+        await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("budget"), ns)
+        await cp.wait_printable(ns, "budget", "Running")
+        await cp.admin.patch(VIRTUAL_MACHINES, "budget", {"spec": {"runStrategy": "Halted"}}, ns)
 
-    vms = Informer(cp.admin, VIRTUAL_MACHINES, namespace=ns)
-    vms.add_handler(EventHandler(on_add=seen, on_update=lambda _, vm: seen(vm)))
-    watching = asyncio.create_task(vms.run())
-    await vms.synced.wait()
-    before = await write_counts(cp)
+        async def stopped() -> bool:
+            vm = await cp.vm(ns, "budget")
+            status = (vm or {}).get("status") or {}
+            pods = await cp.admin.list(PODS, ns)
+            gone = await cp.vmi(ns, "budget") is None and not pods["items"]
+            return gone and status.get("printableStatus") == "Stopped" and status.get("created") is False
 
-    await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("budget"), ns)
-    await cp.wait_printable(ns, "budget", "Running")
-    await cp.admin.patch(VIRTUAL_MACHINES, "budget", {"spec": {"runStrategy": "Halted"}}, ns)
-
-    async def stopped() -> bool:
-        vm = await cp.vm(ns, "budget")
-        status = (vm or {}).get("status") or {}
-        pods = await cp.admin.list(PODS, ns)
-        gone = await cp.vmi(ns, "budget") is None and not pods["items"]
-        return gone and status.get("printableStatus") == "Stopped" and status.get("created") is False
-
-    await eventually(stopped)
-    await cp.controller.recorder.flush()
-    writes = flow_writes(before, await write_counts(cp))
-    await eventually(lambda: printable[-1:] == ["Stopped"])  # the watch may trail the GETs above
-    watching.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watching
+        await eventually(stopped)
+        await cp.controller.recorder.flush()
+        writes = flow_writes(before, await write_counts(cp))
+        await eventually(lambda: printable[-1:] == ["Stopped"])  # the watch may trail the GETs above
 
     total = sum(writes.values())
     assert total <= WRITE_BUDGET, (

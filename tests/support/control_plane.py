@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -14,6 +14,7 @@ from pykubevirt.apiserver.security import write_user_kubeconfig
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.config import load_kubeconfig
 from pykubevirt.client.errors import AlreadyExists, NotFound
+from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import EVENTS, NAMESPACES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.controller.app import ControllerOptions, VirtController
 from tests.support.apiserver_process import APIServerProcess
@@ -217,3 +218,25 @@ def vm_manifest(name: str, run_strategy: str | None = "Always", **spec: Any) -> 
     if run_strategy is not None:
         body["spec"]["runStrategy"] = run_strategy
     return body
+
+
+@contextlib.asynccontextmanager
+async def printable_history(client: KubeClient, namespace: str, name: str) -> AsyncIterator[list[str]]:
+    """The VM's printableStatus values in the order a watch sees them (what `kubectl get vm -w` shows)."""
+    seen: list[str] = []
+
+    def record(vm: Object) -> None:
+        status = str((vm.get("status") or {}).get("printableStatus") or "")
+        if vm["metadata"]["name"] == name and status and (not seen or seen[-1] != status):
+            seen.append(status)
+
+    vms = Informer(client, VIRTUAL_MACHINES, namespace=namespace)
+    vms.add_handler(EventHandler(on_add=record, on_update=lambda _, vm: record(vm)))
+    watching = asyncio.create_task(vms.run())
+    await vms.synced.wait()
+    try:
+        yield seen
+    finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
