@@ -227,10 +227,10 @@ async def printable_history(client: KubeClient, namespace: str, name: str) -> As
 
     def record(vm: Object) -> None:
         status = str((vm.get("status") or {}).get("printableStatus") or "")
-        if vm["metadata"]["name"] == name and status and (not seen or seen[-1] != status):
+        if status and (not seen or seen[-1] != status):
             seen.append(status)
 
-    vms = Informer(client, VIRTUAL_MACHINES, namespace=namespace)
+    vms = Informer(client, VIRTUAL_MACHINES, namespace=namespace, field_selector=f"metadata.name={name}")
     vms.add_handler(EventHandler(on_add=record, on_update=lambda _, vm: record(vm)))
     watching = asyncio.create_task(vms.run())
     await vms.synced.wait()
