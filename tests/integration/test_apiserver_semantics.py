@@ -719,6 +719,37 @@ async def test_posting_a_crd_serves_its_kind(api: APIClient, namespace: str) -> 
     assert (await api.get(path)).status == 404
 
 
+async def test_a_yaml_alias_of_the_metadata_keeps_what_the_server_adds_to_the_metadata(
+    api: APIClient, namespace: str
+) -> None:
+    group = f"{unique('g')}.example.com"
+    free = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {"copy": free}}}}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"gadgets.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}],
+        },
+    }
+    assert (await api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)).status == 201
+    path = f"/apis/{group}/v1/namespaces/{namespace}/gadgets"
+    body = (
+        f"apiVersion: {group}/v1\nkind: Gadget\nmetadata: &meta {{name: g, labels: {{a: b}}}}\nspec: {{copy: *meta}}\n"
+    )
+    made = await api.request("POST", path, raw=body.encode(), content_type="application/yaml")
+    assert made.status == 201, made.body
+    # One mapping at two paths in the YAML: what the server sets in the metadata (namespace, uid, ...) stays there.
+    assert made.body["metadata"]["namespace"] == namespace
+    assert made.body["spec"] == {"copy": {"name": "g", "labels": {"a": "b"}}}
+    assert (await api.get(f"{path}/g")).body["spec"] == {"copy": {"name": "g", "labels": {"a": "b"}}}
+    assert (await api.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.{group}")).status == 200
+
+
 # --------------------------------------------------------------------------------------------------------- Table
 
 

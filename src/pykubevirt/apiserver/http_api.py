@@ -247,7 +247,7 @@ class RestHandlers:
                 raise errors.method_not_allowed(method)
             body = await self._body(request)
             new_object = await self._write(
-                target.resource, lambda: self.api.create(target.resource, target.namespace, body, ctx)
+                target.resource, lambda: self.api.create(target.resource, target.namespace, body, ctx, owned=True)
             )
             return json_response(new_object, 201, ctx.warnings)
         if method == "PUT":
@@ -257,7 +257,13 @@ class RestHandlers:
             updated = await self._write(
                 target.resource,
                 lambda: self.api.update(
-                    target.resource, target.namespace, target.name, body, ctx, subresource=target.subresource
+                    target.resource,
+                    target.namespace,
+                    target.name,
+                    body,
+                    ctx,
+                    subresource=target.subresource,
+                    owned=True,
                 ),
             )
             return json_response(updated, 200, ctx.warnings)
@@ -325,7 +331,10 @@ class RestHandlers:
             return protobuf.decode(raw)
         if content_type not in (JSON, "*/*", "application/yaml", "application/x-yaml", "text/yaml"):
             raise errors.unsupported_media_type(content_type, [JSON, YAML])
-        return body_decoding.decode_body(raw, content_type, self.max_body_bytes)
+        value = body_decoding.decode_body(raw, content_type, self.max_body_bytes)
+        # Writes change the decoded body in place (it is theirs); YAML's aliases make one subtree appear at several
+        # paths, which a change at one path (pruning, defaults) must not reach. The copy gives each its own.
+        return value if content_type in (JSON, "*/*") else copy_json(value)
 
     # --------------------------------------------------------------------------------------------------- reads
 

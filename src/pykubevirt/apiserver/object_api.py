@@ -164,10 +164,15 @@ class ObjectAPI:
         *,
         lease: float = 0,
         track: bool = True,
+        owned: bool = False,
     ) -> dict[str, Any]:
-        """Create an object; `track=False` keeps the managedFields it carries (a server-side apply made them)."""
+        """Create an object; `track=False` keeps the managedFields it carries (a server-side apply made them).
+
+        `owned`: the body was decoded for this request alone and may be changed in place rather than copied."""
         managed_fields.options_error("CreateOptions", ctx.field_manager)
-        obj = decode_object(resource, body, ctx.field_validation, ctx.warnings, max_bytes=self.max_object_bytes)
+        obj = decode_object(
+            resource, body, ctx.field_validation, ctx.warnings, max_bytes=self.max_object_bytes, owned=owned
+        )
         meta = obj["metadata"]
         if resource.namespaced:
             body_ns = meta.get("namespace")
@@ -221,13 +226,21 @@ class ObjectAPI:
         ctx: RequestContext,
         *,
         subresource: str = "",
+        owned: bool = False,
     ) -> dict[str, Any]:
+        """Replace an object (PUT); `owned` as for create."""
         managed_fields.options_error("UpdateOptions", ctx.field_manager)
         current = self.store.get(resource.collection, resource.key(namespace, name))
         if current is None:
             raise errors.not_found(resource.plural, resource.group, name)
         new = decode_object(
-            resource, body, ctx.field_validation, ctx.warnings, max_bytes=self.max_object_bytes, old=current.value
+            resource,
+            body,
+            ctx.field_validation,
+            ctx.warnings,
+            max_bytes=self.max_object_bytes,
+            old=current.value,
+            owned=owned,
         )
         body_name = (new.get("metadata") or {}).get("name")
         if body_name and body_name != name:
