@@ -28,6 +28,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from pykubevirt.client.config import LOCAL_SOCKET_EXTENSION, local_socket
 from pykubevirt.pki.certificates import (
     IPAddress,
     certificate_sans,
@@ -310,17 +311,16 @@ def kubeconfig(
     context_name: str = "pykubevirt",
     cluster_name: str = "pykubevirt",
     namespace: str = "default",
+    local_socket: str = "",
 ) -> dict[str, Any]:
-    """A kubeconfig document with one cluster, user and context."""
+    """A kubeconfig document with one cluster, user and context (and the server's unix socket, for this host)."""
+    cluster: dict[str, Any] = {"server": server_url, "certificate-authority-data": base64.b64encode(ca_pem).decode()}
+    if local_socket:
+        cluster["extensions"] = [{"name": LOCAL_SOCKET_EXTENSION, "extension": {"path": local_socket}}]
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {
-                "name": cluster_name,
-                "cluster": {"server": server_url, "certificate-authority-data": base64.b64encode(ca_pem).decode()},
-            }
-        ],
+        "clusters": [{"name": cluster_name, "cluster": cluster}],
         "users": [{"name": user_name, "user": {"token": token}}],
         "contexts": [
             {"name": context_name, "context": {"cluster": cluster_name, "user": user_name, "namespace": namespace}}
@@ -340,6 +340,7 @@ def write_kubeconfig(
     context_name: str = "pykubevirt",
     cluster_name: str = "pykubevirt",
     namespace: str = "default",
+    local_socket: str = "",
 ) -> None:
     """Write a kubeconfig (mode 0600: it holds a bearer token) that kubectl and pykubevirt.client read."""
     document = kubeconfig(
@@ -350,6 +351,7 @@ def write_kubeconfig(
         context_name=context_name,
         cluster_name=cluster_name,
         namespace=namespace,
+        local_socket=local_socket,
     )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -367,5 +369,7 @@ def write_user_kubeconfig(
     cluster = admin["clusters"][0]["cluster"]
     token = TokenTable(Path(apiserver_dir) / "tokens.csv").ensure(user, groups)
     ca_pem = base64.b64decode(cluster["certificate-authority-data"])
-    write_kubeconfig(path, cluster["server"], ca_pem, token, user_name=user, namespace=namespace)
+    write_kubeconfig(
+        path, cluster["server"], ca_pem, token, user_name=user, namespace=namespace, local_socket=local_socket(cluster)
+    )
     return Path(path)

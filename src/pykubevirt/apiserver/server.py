@@ -56,6 +56,9 @@ log = logging.getLogger("pykubevirt.apiserver")
 
 # system:public-info-viewer's paths.
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
+# The unix socket in the data directory that the kubeconfigs this server writes name for clients on its host.
+LOCAL_SOCKET_NAME = "apiserver.sock"
+UNIX_PATH_MAX = 108  # sun_path's size on Linux, its terminating NUL included
 
 
 class CRDAdmission:
@@ -406,17 +409,44 @@ class EmbeddedAPIServer:
         sock.bind((self.options.host, self.options.port))
         self.port = sock.getsockname()[1]
         await HTTPSOnlySite(self._runner, sock, ssl_context).start()
+        local_socket = await self._serve_local_socket()
         security.write_kubeconfig(
-            self.kubeconfig_path, self.url, self.pki.ca_pem, self.tokens.admin_token, user_name="admin"
+            self.kubeconfig_path,
+            self.url,
+            self.pki.ca_pem,
+            self.tokens.admin_token,
+            user_name="admin",
+            local_socket=local_socket,
         )
         for component, user in self._component_users.items():
             token = self.tokens.ensure(user, security.service_account_groups(security.service_account_namespace(user)))
             security.write_kubeconfig(
-                self.data_dir / f"{component}.kubeconfig", self.url, self.pki.ca_pem, token, user_name=component
+                self.data_dir / f"{component}.kubeconfig",
+                self.url,
+                self.pki.ca_pem,
+                token,
+                user_name=component,
+                local_socket=local_socket,
             )
         for start in self._startups:
             await start()
         log.info("serving on %s (data in %s, revision %d)", self.url, self.data_dir, self.store.revision)
+
+    async def _serve_local_socket(self) -> str:
+        """Serve the same API on a unix socket in the data directory, for the clients on this host (no TLS).
+
+        Requests over it are authenticated as over HTTPS; only root (the socket is 0600, its directory 0700)
+        reaches it. A path too long for a unix socket leaves the clients on HTTPS.
+        """
+        assert self._runner is not None
+        path = self.data_dir / LOCAL_SOCKET_NAME
+        if len(str(path).encode()) >= UNIX_PATH_MAX:
+            log.info("no local socket: %s is too long a path for a unix socket", path)
+            return ""
+        path.unlink(missing_ok=True)
+        await web.UnixSite(self._runner, str(path)).start()
+        path.chmod(0o600)
+        return str(path)
 
     async def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
         while True:

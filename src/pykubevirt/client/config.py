@@ -14,6 +14,8 @@ import yaml
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # Where a test harness that runs a pod's command as a plain process puts the pod's service-account files instead.
 SERVICE_ACCOUNT_DIR_ENV = "PYKUBEVIRT_SERVICE_ACCOUNT_DIR"
+# A kubeconfig cluster extension naming the embedded API server's unix socket (kubectl ignores extensions).
+LOCAL_SOCKET_EXTENSION = "pykubevirt.io/local-socket"
 
 
 class ConfigError(Exception):
@@ -30,6 +32,8 @@ class ClientConfig:
     client_key_data: bytes = b""
     insecure_skip_tls_verify: bool = False
     namespace: str = "default"
+    # The same API server's unix socket, for a client on its host: no TLS on every request (see KubeClient).
+    local_socket: str = ""
 
     def bearer_token(self) -> str:
         if self.token_file:
@@ -74,6 +78,14 @@ def _named(items: list[dict[str, Any]], name: str, what: str) -> dict[str, Any]:
     raise ConfigError(f"{what} {name!r} not found in the kubeconfig")
 
 
+def local_socket(cluster: dict[str, Any]) -> str:
+    """The unix socket a kubeconfig's cluster entry names in its pykubevirt extension, or ''."""
+    for entry in cluster.get("extensions") or []:
+        if isinstance(entry, dict) and entry.get("name") == LOCAL_SOCKET_EXTENSION:
+            return str((entry.get("extension") or {}).get("path") or "")
+    return ""
+
+
 def load_kubeconfig(path: str | os.PathLike[str] | None = None, *, context: str | None = None) -> ClientConfig:
     """Read a kubeconfig (`path`, else $KUBECONFIG's first entry, else ~/.kube/config) for `context`."""
     if path is None:
@@ -103,6 +115,7 @@ def load_kubeconfig(path: str | os.PathLike[str] | None = None, *, context: str 
         client_key_data=_data(user, "client-key", base),
         insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify")),
         namespace=str(ctx.get("namespace") or "default"),
+        local_socket=local_socket(cluster),
     )
 
 

@@ -61,7 +61,7 @@ async def _refusal(client: KubeClient, path: str, params: dict[str, str], status
     """
     try:
         async with client.session.get(
-            client.config.server + path,
+            client.base_url + path,
             params=params,
             headers=_headers(client),
             timeout=aiohttp.ClientTimeout(total=30),
@@ -89,7 +89,7 @@ async def open_stream(
     params = params or {}
     try:
         return await client.session.ws_connect(
-            client.config.server + path,
+            client.base_url + path,
             params=params or None,
             protocols=(STREAM_PROTOCOL,),
             headers=_headers(client),
