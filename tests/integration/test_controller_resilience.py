@@ -9,8 +9,10 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 
+import pytest
 import pytest_asyncio
 
+from pykubevirt.client.informer import Object
 from pykubevirt.client.resources import LEASES, NODES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, client_for, start_control_plane, vm_manifest
@@ -54,6 +56,66 @@ async def test_controllers_converge_after_the_api_server_restarts(cp: ControlPla
         p["metadata"]["ownerReferences"][0]["uid"] for p in pods["items"] if not p["metadata"].get("deletionTimestamp")
     ]
     assert len(owners) == len(set(owners)) == 8, "exactly one live launcher pod per VMI"
+
+
+async def test_a_pod_whose_create_answer_was_lost_is_awaited_not_made_twice(
+    cp: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pod's create is stored but its answer lost, and the pod informer has not shown it yet (as while it re-lists
+    after an API server restart): the VMI's next events must not make a second launcher pod."""
+    ns = await cp.namespace()
+    client = cp.controller.vmi_reconciler.client
+    create = client.create
+    lost: list[Object] = []
+
+    async def answer_lost(resource: object, body: Object, namespace: str | None = None, **kw: object) -> Object:
+        made = await create(resource, body, namespace, **kw)  # type: ignore[arg-type]
+        if resource == PODS and not lost:
+            lost.append(made)
+            raise ConnectionError("POST pods: Server disconnected")
+        return made
+
+    pods = cp.controller.pods
+    store, notify = pods._store, pods._notify
+    held: list[Object] = []
+
+    def hidden(obj: Object) -> bool:
+        return bool(lost) and obj["metadata"]["name"] == lost[0]["metadata"]["name"] and held is not None
+
+    def held_store(obj: Object) -> tuple[Object | None, Object]:
+        if hidden(obj):
+            held.append(obj)
+            return None, obj
+        return store(obj)
+
+    def held_notify(kind: str, obj: Object, old: Object | None = None) -> None:
+        if not hidden(obj):
+            notify(kind, obj, old)
+
+    monkeypatch.setattr(client, "create", answer_lost)
+    monkeypatch.setattr(pods, "_store", held_store)
+    monkeypatch.setattr(pods, "_notify", held_notify)
+    await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("lost", "Always"), ns)
+    await eventually(lambda: bool(held))
+    selector = "kubevirt.io=virt-launcher"
+
+    async def launchers() -> int:
+        return len((await cp.admin.list(PODS, ns, label_selector=selector))["items"])
+
+    # Events of the VMI while the pod is still unseen: each is a reconcile that could make a second pod.
+    for i in range(3):
+        patch = {"metadata": {"labels": {"touched": str(i)}}}
+        await cp.admin.patch(VIRTUAL_MACHINE_INSTANCES, "lost", patch, ns)
+        await asyncio.sleep(0.5)
+    assert await launchers() == 1
+    # The informer catches up: the VMI goes on with the one pod.
+    monkeypatch.setattr(pods, "_store", store)
+    monkeypatch.setattr(pods, "_notify", notify)
+    for obj in held:
+        old, new = store(obj)
+        notify("add" if old is None else "update", new, old)
+    await cp.wait_printable(ns, "lost", "Running", timeout=40)
+    assert await launchers() == 1
 
 
 async def _create(cp: ControlPlane, ns: str, name: str) -> bool:

@@ -195,7 +195,12 @@ class VMIController:
             listed = await self.client.list(PODS, namespace, label_selector=launcher_pod_selector(vmi))
             self._ambiguous_creates.discard(key)
             if any(not p["metadata"].get("deletionTimestamp") for p in listed.get("items") or []):
-                return None, None  # the informer brings the pod, and the VMI back with it
+                # The informer brings the pod, and the VMI back with it. Until then (it may still be re-listing after
+                # the server came back) expect it, or the VMI's next event would make a second pod. Nothing awaits
+                # between this look at the cache and the expectation, so the pod's add cannot fall between them.
+                if not self.pods.by_index(POD_OWNER_INDEX, vmi["metadata"]["uid"]):
+                    self.pod_expectations.expect_creations(key)
+                return None, None
         try:
             with self.pod_expectations.creating(key):
                 pod = await self.client.create(PODS, template, namespace)
