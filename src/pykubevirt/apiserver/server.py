@@ -433,11 +433,9 @@ class EmbeddedAPIServer:
         log.info("serving on %s (data in %s, revision %d)", self.url, self.data_dir, self.store.revision)
 
     async def _serve_local_socket(self) -> str:
-        """Serve the same API on a unix socket in the data directory, for the clients on this host (no TLS).
+        """The same API, authenticated alike, on a 0600 unix socket in the data directory for clients on this host.
 
-        Requests over it are authenticated as over HTTPS; only root (the socket is 0600, its directory 0700)
-        reaches it. A path too long for a unix socket leaves the clients on HTTPS.
-        """
+        A path too long for a unix socket leaves the clients on HTTPS."""
         assert self._runner is not None
         path = self.data_dir / LOCAL_SOCKET_NAME
         if len(str(path).encode()) >= UNIX_PATH_MAX:

@@ -81,8 +81,10 @@ def _named(items: list[dict[str, Any]], name: str, what: str) -> dict[str, Any]:
 def local_socket(cluster: dict[str, Any]) -> str:
     """The unix socket a kubeconfig's cluster entry names in its pykubevirt extension, or ''."""
     for entry in cluster.get("extensions") or []:
-        if isinstance(entry, dict) and entry.get("name") == LOCAL_SOCKET_EXTENSION:
-            return str((entry.get("extension") or {}).get("path") or "")
+        if not isinstance(entry, dict) or entry.get("name") != LOCAL_SOCKET_EXTENSION:
+            continue
+        extension = entry.get("extension")
+        return str(extension.get("path") or "") if isinstance(extension, dict) else ""
     return ""
 
 
