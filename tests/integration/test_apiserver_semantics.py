@@ -633,40 +633,42 @@ async def test_concurrent_writers_from_the_same_resource_version(api: APIClient,
 # --------------------------------------------------------------------------------------------------------- CRDs
 
 
-async def test_posting_a_crd_serves_its_kind(api: APIClient, namespace: str) -> None:
-    group = f"{unique('g')}.example.com"
-    crd = {
+def custom_resource_definition(
+    group: str,
+    kind: str,
+    schema: dict[str, Any],
+    *,
+    short_names: list[str] | None = None,
+    printer_columns: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A namespaced CRD of `kind` in `group`, served and stored as v1 with `schema`."""
+    names: dict[str, Any] = {"plural": f"{kind.lower()}s", "singular": kind.lower(), "kind": kind}
+    if short_names:
+        names["shortNames"] = short_names
+    version: dict[str, Any] = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+    if printer_columns:
+        version["additionalPrinterColumns"] = printer_columns
+    return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"widgets.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "spec": {
-                                    "type": "object",
-                                    "properties": {
-                                        "size": {"type": "integer", "default": 3},
-                                        "color": {"type": "string"},
-                                    },
-                                }
-                            },
-                        }
-                    },
-                    "additionalPrinterColumns": [{"name": "Color", "type": "string", "jsonPath": ".spec.color"}],
-                }
-            ],
+        "metadata": {"name": f"{names['plural']}.{group}"},
+        "spec": {"group": group, "scope": "Namespaced", "names": names, "versions": [version]},
+    }
+
+
+async def test_posting_a_crd_serves_its_kind(api: APIClient, namespace: str) -> None:
+    group = f"{unique('g')}.example.com"
+    widget_schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "properties": {"size": {"type": "integer", "default": 3}, "color": {"type": "string"}},
+            }
         },
     }
+    color = {"name": "Color", "type": "string", "jsonPath": ".spec.color"}
+    crd = custom_resource_definition(group, "Widget", widget_schema, short_names=["wd"], printer_columns=[color])
     assert (await api.get(f"/apis/{group}/v1")).status == 404
     reply = await api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
     assert reply.status == 201, reply.body
@@ -725,17 +727,7 @@ async def test_a_yaml_alias_of_the_metadata_keeps_what_the_server_adds_to_the_me
     group = f"{unique('g')}.example.com"
     free = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {"copy": free}}}}
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"gadgets.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}],
-        },
-    }
+    crd = custom_resource_definition(group, "Gadget", schema)
     assert (await api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)).status == 201
     path = f"/apis/{group}/v1/namespaces/{namespace}/gadgets"
     body = (

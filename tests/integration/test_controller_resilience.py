@@ -80,7 +80,7 @@ async def test_a_pod_whose_create_answer_was_lost_is_awaited_not_made_twice(
     held: list[Object] = []
 
     def hidden(obj: Object) -> bool:
-        return bool(lost) and obj["metadata"]["name"] == lost[0]["metadata"]["name"] and held is not None
+        return bool(lost) and obj["metadata"]["name"] == lost[0]["metadata"]["name"]
 
     def held_store(obj: Object) -> tuple[Object | None, Object]:
         if hidden(obj):

@@ -9,18 +9,17 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-import yaml
 
 from pykubevirt.client.api import KubeClient
-from pykubevirt.client.config import LOCAL_SOCKET_EXTENSION, load_kubeconfig
+from pykubevirt.client.config import load_kubeconfig
 from pykubevirt.client.errors import Forbidden
 from tests.support.apiserver_process import KUBECTL, APIServerProcess
 
 
 def named_socket(kubeconfig: Path) -> str:
-    cluster = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]
-    (extension,) = [e for e in cluster["extensions"] if e["name"] == LOCAL_SOCKET_EXTENSION]
-    return str(extension["extension"]["path"])
+    socket = load_kubeconfig(kubeconfig).local_socket
+    assert socket, f"{kubeconfig} names no local socket"
+    return socket
 
 
 async def test_a_component_talks_to_the_server_over_its_socket_with_its_own_identity(

@@ -28,7 +28,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from pykubevirt.client.config import LOCAL_SOCKET_EXTENSION, local_socket
+from pykubevirt.client.config import LOCAL_SOCKET_EXTENSION, local_socket_of
 from pykubevirt.pki.certificates import (
     IPAddress,
     certificate_sans,
@@ -369,7 +369,6 @@ def write_user_kubeconfig(
     cluster = admin["clusters"][0]["cluster"]
     token = TokenTable(Path(apiserver_dir) / "tokens.csv").ensure(user, groups)
     ca_pem = base64.b64decode(cluster["certificate-authority-data"])
-    write_kubeconfig(
-        path, cluster["server"], ca_pem, token, user_name=user, namespace=namespace, local_socket=local_socket(cluster)
-    )
+    socket = local_socket_of(cluster)
+    write_kubeconfig(path, cluster["server"], ca_pem, token, user_name=user, namespace=namespace, local_socket=socket)
     return Path(path)

@@ -69,15 +69,13 @@ class KubeClient:
         self._limiter = TokenBucket(qps, burst)
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
-        self._base_url = config.server
         self._token = ""
         self._token_read_at = -TOKEN_REREAD_SECONDS
 
     @property
     def base_url(self) -> str:
         """Where requests go: the server's URL, or plain HTTP over its unix socket when that is on this host."""
-        _ = self.session
-        return self._base_url
+        return "http://localhost" if isinstance(self.session.connector, aiohttp.UnixConnector) else self.config.server
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -87,10 +85,8 @@ class KubeClient:
                 # The socket is the server's own (0600 in its 0700 data directory), so TLS would protect nothing;
                 # it cost virt-controller 8 % of its CPU at 50 VM starts/s.
                 connector = aiohttp.UnixConnector(self.config.local_socket, limit=64)
-                self._base_url = "http://localhost"
             else:
                 connector = aiohttp.TCPConnector(ssl=self.config.ssl_context(), limit=64)
-                self._base_url = self.config.server
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),

@@ -78,7 +78,7 @@ def _named(items: list[dict[str, Any]], name: str, what: str) -> dict[str, Any]:
     raise ConfigError(f"{what} {name!r} not found in the kubeconfig")
 
 
-def local_socket(cluster: dict[str, Any]) -> str:
+def local_socket_of(cluster: dict[str, Any]) -> str:
     """The unix socket a kubeconfig's cluster entry names in its pykubevirt extension, or ''."""
     for entry in cluster.get("extensions") or []:
         if not isinstance(entry, dict) or entry.get("name") != LOCAL_SOCKET_EXTENSION:
@@ -117,7 +117,7 @@ def load_kubeconfig(path: str | os.PathLike[str] | None = None, *, context: str 
         client_key_data=_data(user, "client-key", base),
         insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify")),
         namespace=str(ctx.get("namespace") or "default"),
-        local_socket=local_socket(cluster),
+        local_socket=local_socket_of(cluster),
     )
 
 
