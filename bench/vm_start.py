@@ -301,13 +301,27 @@ async def raw_libvirt_runs(work: Path, runs: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ density
 
 
-async def density_run(root: Path, count: int) -> dict[str, Any]:
-    """`count` VMIs on one node, launchers on libvirt's test driver (no QEMU): time to all Running, total RSS."""
+def mem_available_mib() -> float:
+    """The machine's MemAvailable: what all the pods' processes together took, shared pages counted once."""
+    text = Path("/proc/meminfo").read_text()
+    return int(text.split("MemAvailable:")[1].split()[0]) / 1024
+
+
+def parent_pid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+async def density_run(
+    root: Path, count: int, *, fork_server: bool = True, memory_floor_mib: float = 1536
+) -> dict[str, Any]:
+    """`count` VMIs on one node, launchers on libvirt's test driver (no QEMU): time to all Running, total RSS.
+    Stops with an error before the machine's available memory falls under `memory_floor_mib`."""
     extra = {
         "virt-controller": ("--launcher-libvirt-uri", "test:///default"),
         "node": (
             *("--max-pods", str(count + 10), "--capacity-override", f"memory={count}Gi"),
             *("--capacity-override", f"cpu={count // 5 + 2}"),  # 100m a launcher, with room for the others
+            "--fork-server" if fork_server else "--no-fork-server",
         ),
     }
     cluster = BenchCluster(root, extra)
@@ -316,6 +330,7 @@ async def density_run(root: Path, count: int) -> dict[str, Any]:
     agents = {"node_agent": cluster.pid(f"node-{node}"), "virt_handler": cluster.pid(f"virt-handler-{node}")}
     try:
         idle = {k: (rss_mib(pid), cpu_seconds(pid)) for k, pid in agents.items()}
+        available_before = mem_available_mib()
         ns = "density"
         await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         template = demo_vm("x")["spec"]["template"]
@@ -346,19 +361,29 @@ async def density_run(root: Path, count: int) -> dict[str, Any]:
             await asyncio.sleep(0.5)
             if time.monotonic() - last_report > 10:
                 last_report = time.monotonic()
-                log(f"density: {len(running)}/{count} Running after {time.monotonic() - started:.0f}s")
+                log(
+                    f"density: {len(running)}/{count} Running after {time.monotonic() - started:.0f}s, "
+                    f"{mem_available_mib():.0f} MiB available"
+                )
+            if mem_available_mib() < memory_floor_mib:
+                raise MemoryError(
+                    f"only {mem_available_mib():.0f} MiB of memory left with {len(running)}/{count} VMIs Running: "
+                    "stopped before the machine runs out"
+                )
             if time.monotonic() - started > 1800:
                 raise TimeoutError(f"only {len(running)}/{count} VMIs Running after 30 minutes")
         elapsed = time.monotonic() - started
         watcher.cancel()
         await asyncio.sleep(2)
-        launchers, launchers_pss = [], []
+        used_per_vmi = (available_before - mem_available_mib()) / count
+        launchers, launchers_pss, recorders_pss = [], [], []
         for pod_dir in cluster.pods_dir.iterdir():
             socket = Path(pod_layout.launcher_socket(str(cluster.pods_dir), pod_dir.name))
             try:
                 pid = int((await LauncherClient(socket).request("ping"))["pid"])
                 launchers.append(rss_mib(pid))
                 launchers_pss.append(pss_mib(pid))
+                recorders_pss.append(pss_mib(parent_pid(pid)))
             except Exception:  # a pod without a launcher yet is simply not counted
                 continue
         components = {name: round(rss_mib(p.pid), 1) for name, p in cluster.processes.items()}
@@ -371,7 +396,9 @@ async def density_run(root: Path, count: int) -> dict[str, Any]:
         }
         return {
             "vmis": count,
+            "fork_server": fork_server,
             "all_running_s": round(elapsed, 1),
+            "machine_memory_per_vmi_mib": round(used_per_vmi, 2),
             "load_average": load_average(),
             "per_vmi": per_vmi,
             "cpu_s": {name: round(cpu_seconds(p.pid), 1) for name, p in cluster.processes.items()},
@@ -380,6 +407,7 @@ async def density_run(root: Path, count: int) -> dict[str, Any]:
             "launchers_total_rss_mib": round(sum(launchers), 1),
             "launcher_pss_mib": stats(launchers_pss),
             "launchers_total_pss_mib": round(sum(launchers_pss), 1),
+            "exit_recorder_pss_mib": stats(recorders_pss),
             "components_rss_mib": components,
             "total_rss_mib": round(sum(launchers) + sum(components.values()), 1),
         }
@@ -395,7 +423,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="pkv-bench-") as tmp:
         work = Path(tmp)
         if args.runs == 0:
-            figures["density"] = await density_run(work / "density", args.density)
+            figures["density"] = await density_run(work / "density", args.density, fork_server=args.fork_server)
             return figures
         figures["raw_libvirt"] = await raw_libvirt_runs(work / "raw", args.runs)
         cluster = BenchCluster(work / "cluster", {})
@@ -406,7 +434,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             await cluster.stop()
         if args.density:
-            figures["density"] = await density_run(work / "density", args.density)
+            figures["density"] = await density_run(work / "density", args.density, fork_server=args.fork_server)
     raw = figures["raw_libvirt"]["define_create_s"]["p50"]
     ours = figures["pykubevirt"]["running_s"]["p50"]
     figures["ratio_running_vs_raw_define_create_p50"] = round(ours / raw, 2) if raw else None
@@ -422,6 +450,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="measured starts per path (+1 warm-up); 0: density only")
     parser.add_argument("--concurrent", type=int, default=5, help="VMs running at once for the per-VM growth")
     parser.add_argument("--density", type=int, default=200, help="VMIs of the test-driver density run (0: skip)")
+    parser.add_argument(
+        "--fork-server",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the node forks launchers from its preloaded Python (--no-fork-server: a fresh interpreter each)",
+    )
     args = parser.parse_args()
     if not GUEST_IMAGE.exists():
         raise SystemExit(f"{GUEST_IMAGE} is missing: run `make guest-image` first")

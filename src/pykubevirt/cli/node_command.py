@@ -63,6 +63,7 @@ async def serve(args: argparse.Namespace) -> int:
         if args.cluster_cidr
         else None,
         node_ip=args.node_ip,
+        fork_server=args.fork_server,
     )
     task = asyncio.create_task(agent.run())
     cancel_on_signals(task)
@@ -130,6 +131,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument("--reserved-cpus", default="0", help="kubelet's: CPUs never given exclusively (default 0)")
     parser.add_argument("--heartbeat-interval", type=float, default=10.0, help="seconds between Node heartbeats")
+    parser.add_argument(
+        "--fork-server",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="fork pykubevirt's own containers (launchers) from one preloaded Python, sharing its imports; "
+        "--no-fork-server starts each in a fresh interpreter",
+    )
     parser.add_argument(
         "--cluster-cidr",
         default="",

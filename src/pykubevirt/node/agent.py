@@ -65,6 +65,7 @@ class NodeAgent:
         network: PodNetwork | None = None,
         cpu_manager: StaticCPUManager | None = None,
         node_ip: str = NODE_IP,
+        fork_server: bool = True,
     ) -> None:
         self.client = client
         self.capacity_overrides = dict(capacity_overrides or {})
@@ -78,7 +79,7 @@ class NodeAgent:
         self.queue: WorkQueue[str] = WorkQueue()
         self.workers: dict[str, PodWorker] = {}
         self._keys: dict[str, str] = {}
-        self.runtime = ProcessRuntime()
+        self.runtime = ProcessRuntime(fork_server=fork_server)
         self.puller = ImagePuller(images, self.enqueue)
         self.recorder = EventRecorder(client, "kubelet", host=name)
         # The API server reaches the log endpoint at the Node's InternalIP, so it listens there.

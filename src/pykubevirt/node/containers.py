@@ -25,7 +25,8 @@ from pykubevirt.api.pod_layout import MOUNTS_ENV
 from pykubevirt.node import processes
 from pykubevirt.node.env import expand
 from pykubevirt.node.exit_recorder import FORWARDED_SIGNALS
-from pykubevirt.node.netns import enter_argv
+from pykubevirt.node.fork_server import ForkServer, ForkServerError
+from pykubevirt.node.netns import enter_argv, netns_path
 
 log = logging.getLogger("pykubevirt.node.containers")
 
@@ -107,9 +108,11 @@ def working_dir(container: Mapping[str, Any], mounts: Mapping[str, str], default
 class ProcessRuntime:
     """Starts and signals container processes; remembers its own children only to reap them."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fork_server: bool = True) -> None:
         self.watcher = processes.ExitWatcher()
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        # Our own `pykubevirt` commands (launchers above all) are forked from one preloaded Python.
+        self.fork_server = ForkServer(INHERITED_ENV) if fork_server else None
 
     def start(
         self,
@@ -127,6 +130,10 @@ class ProcessRuntime:
         executable = resolve_command(argv[0], env.get("PATH", ""))
         exit_file.unlink(missing_ok=True)
         log_file.parent.mkdir(parents=True, exist_ok=True)
+        if self.fork_server is not None and self.fork_server.serves(executable, env):
+            forked = self._fork(argv, env=env, cwd=cwd, log_file=log_file, exit_file=exit_file, netns=netns, cpus=cpus)
+            if forked is not None:
+                return Started(forked, processes.start_ticks(forked) or 0, executable)
         wrapper = [
             sys.executable,
             "-P",
@@ -167,6 +174,36 @@ class ProcessRuntime:
         ticks = processes.start_ticks(child.pid) or 0
         return Started(child.pid, ticks, executable)
 
+    def _fork(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        log_file: Path,
+        exit_file: Path,
+        netns: str | None,
+        cpus: frozenset[int] | None,
+    ) -> int | None:
+        """The container started by the fork server: its recorder's pid; None when the server has gone."""
+        assert self.fork_server is not None
+        try:
+            with log_file.open("ab") as output:
+                return self.fork_server.spawn(
+                    argv,
+                    env=env,
+                    cwd=cwd,
+                    log_fd=output.fileno(),
+                    exit_file=str(exit_file),
+                    netns=netns_path(netns) if netns is not None else None,
+                    cpus=cpus,
+                )
+        except ForkServerError as exc:
+            raise StartError(f"cannot start {argv[0]}: {exc}") from exc
+        except OSError as exc:
+            log.warning("the fork server has gone; containers start without it: %s", exc)
+            return None
+
     def reap(self, pid: int) -> None:
         child = self._children.pop(pid, None)
         if child is not None:
@@ -182,8 +219,10 @@ class ProcessRuntime:
         return processes.kill_group(pid, ticks)
 
     def close(self) -> None:
-        """Stop watching; the processes themselves keep running."""
+        """Stop watching and forking; the processes themselves keep running."""
         self.watcher.close()
+        if self.fork_server is not None:
+            self.fork_server.close()
         for pid, child in list(self._children.items()):
             if child.poll() is not None:
                 self._children.pop(pid, None)

@@ -55,45 +55,65 @@ def _kill_leftovers() -> None:
                 os.kill(int(entry), signal.SIGKILL)
 
 
-def run(state_path: str, command: list[str]) -> int:
-    child: subprocess.Popen[bytes] | None = None
-    pending: list[int] = []
+class SignalForwarder:
+    """Forwards FORWARDED_SIGNALS to the command; those that arrive before it exists are delivered once it does."""
 
-    def forward(signum: int, frame: FrameType | None) -> None:
-        if child is None:
-            pending.append(signum)  # arrived before CMD started; delivered right after
+    def __init__(self) -> None:
+        self.child: int | None = None
+        self.pending: list[int] = []
+
+    def install(self) -> None:
+        # Handlers first, so a SIGTERM racing the start is forwarded rather than killing us alone. The node agent
+        # starts us with these signals blocked (one sent before this point waits); unblocking delivers it here, and
+        # the command, started after, gets the ordinary mask.
+        for signum in FORWARDED_SIGNALS:
+            signal.signal(signum, self._forward)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
+
+    def attach(self, pid: int) -> None:
+        self.child = pid
+        for early in self.pending:
+            with contextlib.suppress(OSError):
+                os.kill(pid, early)
+        self.pending.clear()
+
+    def _forward(self, signum: int, frame: FrameType | None) -> None:
+        if self.child is None:
+            self.pending.append(signum)
             return
         with contextlib.suppress(OSError):
-            child.send_signal(signum)
+            os.kill(self.child, signum)
 
-    # Handlers first, so a SIGTERM racing the start is forwarded rather than killing us alone. The node agent starts
-    # us with these signals blocked (one sent before this point waits); unblocking delivers it to `forward`, and
-    # CMD, started after, gets the ordinary mask.
-    for signum in FORWARDED_SIGNALS:
-        signal.signal(signum, forward)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
+
+def wait_and_record(state_path: str, pid: int) -> int:
+    """Wait for the command `pid`, write its exit to `state_path`, kill what it left in our group; its exit code."""
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    returncode = os.waitstatus_to_exitcode(status)
+    code = exit_code_of(returncode)
+    state: dict[str, object] = {"exitCode": code, "finishedAt": now_rfc3339(), "pid": pid}
+    if returncode < 0:
+        state["signal"] = -returncode
+    write_state(state_path, state)
+    _kill_leftovers()
+    return code
+
+
+def run(state_path: str, command: list[str]) -> int:
+    forwarder = SignalForwarder()
+    forwarder.install()
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
     except OSError as exc:
         print(f"exit_recorder: cannot start {command[0]}: {exc.strerror}", file=sys.stderr, flush=True)
         write_state(state_path, {"exitCode": START_FAILURE_EXIT_CODE, "finishedAt": now_rfc3339(), "message": str(exc)})
         return START_FAILURE_EXIT_CODE
-    for early in pending:
-        with contextlib.suppress(OSError):
-            child.send_signal(early)
-    while True:
-        try:
-            returncode = child.wait()
-            break
-        except InterruptedError:
-            continue
-    code = exit_code_of(returncode)
-    state: dict[str, object] = {"exitCode": code, "finishedAt": now_rfc3339(), "pid": child.pid}
-    if returncode < 0:
-        state["signal"] = -returncode
-    write_state(state_path, state)
-    _kill_leftovers()
-    return code
+    forwarder.attach(child.pid)
+    return wait_and_record(state_path, child.pid)
 
 
 def main(argv: list[str] | None = None) -> int:
