@@ -14,6 +14,7 @@ import ctypes
 import gc
 import json
 import os
+import runpy
 import select
 import signal
 import socket
@@ -25,7 +26,8 @@ from typing import Any
 
 from pykubevirt.node.exit_recorder import FORWARDED_SIGNALS, SignalForwarder, wait_and_record
 
-# What the launcher imports, loaded once here; a module a command imports later is its own.
+# What the launcher imports, loaded once here; a module a command imports later is its own. Names, not imports:
+# the node does not depend on the commands it runs.
 PRELOAD = ("pykubevirt.cli.main", "pykubevirt.launcher.arguments", "pykubevirt.launcher.app")
 REAP_INTERVAL_SECONDS = 1.0
 REPLY_TIMEOUT_SECONDS = 10.0
@@ -234,11 +236,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = serve(socket.socket(fileno=int(args[0])))
     if command is None:
         return 0
-    # From here this is the container's process, as `pykubevirt ARGS...` started afresh.
-    from pykubevirt.cli.main import main as cli_main
-
+    # From here this is the container's process: it runs the console script as its exec would, with the modules
+    # the script imports already loaded; the script's SystemExit ends the interpreter as usual.
     sys.argv = list(command.argv)
-    return cli_main(command.argv[1:])
+    runpy.run_path(command.argv[0], run_name="__main__")
+    return 0
 
 
 # ------------------------------------------------------------------------------------------------ node agent side
