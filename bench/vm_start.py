@@ -301,6 +301,9 @@ async def raw_libvirt_runs(work: Path, runs: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ density
 
 
+STEADY_WINDOW_SECONDS = 10.0
+
+
 def mem_available_mib() -> float:
     """The machine's MemAvailable: what all the pods' processes together took, shared pages counted once."""
     text = Path("/proc/meminfo").read_text()
@@ -357,8 +360,10 @@ async def density_run(
             }
             await client.create(VIRTUAL_MACHINE_INSTANCES, vmi, ns)
         last_report = 0.0
+        pod_seconds = 0.0  # running VMIs integrated over time: what the agents' periodic syncs scale with
         while not done.is_set():
             await asyncio.sleep(0.5)
+            pod_seconds += 0.5 * len(running)
             if time.monotonic() - last_report > 10:
                 last_report = time.monotonic()
                 log(
@@ -374,7 +379,11 @@ async def density_run(
                 raise TimeoutError(f"only {len(running)}/{count} VMIs Running after 30 minutes")
         elapsed = time.monotonic() - started
         watcher.cancel()
-        await asyncio.sleep(2)
+        # The agents' steady cost with every VMI running (the node agent syncs each pod every 10 s): it grows with
+        # the pods and the run's length, so it is told apart from the cost of a start.
+        at_end = {k: cpu_seconds(pid) for k, pid in agents.items()}
+        await asyncio.sleep(STEADY_WINDOW_SECONDS)
+        steady = {k: (cpu_seconds(pid) - at_end[k]) / STEADY_WINDOW_SECONDS / count for k, pid in agents.items()}
         used_per_vmi = (available_before - mem_available_mib()) / count
         launchers, launchers_pss, recorders_pss = [], [], []
         for pod_dir in cluster.pods_dir.iterdir():
@@ -390,7 +399,9 @@ async def density_run(
         per_vmi = {
             k: {
                 "rss_mib": round((rss_mib(pid) - idle[k][0]) / count, 3),
-                "cpu_s": round((cpu_seconds(pid) - idle[k][1]) / count, 4),
+                "cpu_s": round((at_end[k] - idle[k][1]) / count, 4),
+                "steady_cpu_ms_per_vmi_second": round(steady[k] * 1000, 4),
+                "start_cpu_s": round((at_end[k] - idle[k][1] - steady[k] * pod_seconds) / count, 4),
             }
             for k, pid in agents.items()
         }
