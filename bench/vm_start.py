@@ -314,6 +314,39 @@ def parent_pid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+async def wait_all_running(
+    count: int,
+    running: set[str],
+    done: asyncio.Event,
+    creating: asyncio.Task[None],
+    started: float,
+    memory_floor_mib: float,
+) -> float:
+    """Wait until `count` VMIs run; the running VMIs integrated over time (what the agents' periodic syncs scale
+    with). MemoryError when the machine's available memory falls under the floor first."""
+    pod_seconds = 0.0
+    last_report = 0.0
+    while not done.is_set():
+        await asyncio.sleep(0.25)
+        pod_seconds += 0.25 * len(running)
+        if creating.done():
+            creating.result()  # a create that failed ends the run with its error
+        if time.monotonic() - last_report > 10:
+            last_report = time.monotonic()
+            log(
+                f"density: {len(running)}/{count} Running after {time.monotonic() - started:.0f}s, "
+                f"{mem_available_mib():.0f} MiB available"
+            )
+        if mem_available_mib() < memory_floor_mib:
+            raise MemoryError(
+                f"stopped with {len(running)}/{count} VMIs Running after {time.monotonic() - started:.0f}s: only "
+                f"{mem_available_mib():.0f} MiB of the machine's memory left"
+            )
+        if time.monotonic() - started > 1800:
+            raise TimeoutError(f"only {len(running)}/{count} VMIs Running after 30 minutes")
+    return pod_seconds
+
+
 async def density_run(
     root: Path, count: int, *, fork_server: bool = True, memory_floor_mib: float = 1536
 ) -> dict[str, Any]:
@@ -351,32 +384,36 @@ async def density_run(
 
         watcher = asyncio.create_task(follow())
         started = time.monotonic()
-        for i in range(count):
-            vmi = {
-                "apiVersion": "kubevirt.io/v1",
-                "kind": "VirtualMachineInstance",
-                "metadata": {"name": f"dense-{i:04d}"},
-                "spec": copy.deepcopy(template["spec"]),
+
+        async def create_all() -> None:
+            for i in range(count):
+                vmi = {
+                    "apiVersion": "kubevirt.io/v1",
+                    "kind": "VirtualMachineInstance",
+                    "metadata": {"name": f"dense-{i:04d}"},
+                    "spec": copy.deepcopy(template["spec"]),
+                }
+                await client.create(VIRTUAL_MACHINE_INSTANCES, vmi, ns)
+
+        # The memory floor is watched from the first create: pods start while the rest are still being created.
+        creating = asyncio.create_task(create_all())
+        try:
+            pod_seconds = await wait_all_running(count, running, done, creating, started, memory_floor_mib)
+        except MemoryError as exc:
+            log(f"density: {exc}")
+            watcher.cancel()
+            return {
+                "vmis": count,
+                "fork_server": fork_server,
+                "stopped": str(exc),
+                "running_when_stopped": len(running),
+                "stopped_after_s": round(time.monotonic() - started, 1),
+                "machine_memory_per_running_vmi_mib": round(
+                    (available_before - mem_available_mib()) / max(len(running), 1), 2
+                ),
             }
-            await client.create(VIRTUAL_MACHINE_INSTANCES, vmi, ns)
-        last_report = 0.0
-        pod_seconds = 0.0  # running VMIs integrated over time: what the agents' periodic syncs scale with
-        while not done.is_set():
-            await asyncio.sleep(0.5)
-            pod_seconds += 0.5 * len(running)
-            if time.monotonic() - last_report > 10:
-                last_report = time.monotonic()
-                log(
-                    f"density: {len(running)}/{count} Running after {time.monotonic() - started:.0f}s, "
-                    f"{mem_available_mib():.0f} MiB available"
-                )
-            if mem_available_mib() < memory_floor_mib:
-                raise MemoryError(
-                    f"only {mem_available_mib():.0f} MiB of memory left with {len(running)}/{count} VMIs Running: "
-                    "stopped before the machine runs out"
-                )
-            if time.monotonic() - started > 1800:
-                raise TimeoutError(f"only {len(running)}/{count} VMIs Running after 30 minutes")
+        finally:
+            creating.cancel()
         elapsed = time.monotonic() - started
         watcher.cancel()
         # The agents' steady cost with every VMI running (the node agent syncs each pod every 10 s): it grows with
