@@ -1,4 +1,5 @@
-"""The process "container runtime": a container is its command run detached under the exit recorder.
+"""The process "container runtime": a container is its command run detached under the exit recorder (our own
+`pykubevirt` commands forked, recorder and all, from the node's fork server; see `fork_server`).
 
 Each process is a session leader (`start_new_session`), so it outlives the agent and a SIGKILL of its process group
 ends everything it started. Its stdout and stderr go to the pod's log file; its environment is the pod's env plus
