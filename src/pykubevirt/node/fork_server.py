@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -162,14 +163,20 @@ def _spawn(request: Mapping[str, Any], fds: list[int], channel: socket.socket) -
             os.write(report_write, message.encode() or b"?")
             os._exit(1)
         os.close(report_write)
-        child = os.fork()
-        if child == 0:
-            _reset_signals()
-            with contextlib.suppress(OSError):
-                _retitle(argv, env)
-            return Command(argv)
-        forwarder.attach(child)
-        os._exit(wait_and_record(exit_file, child))
+        # From here on this process is the recorder, and neither it nor the command may fall back into the
+        # server's loop: whatever goes wrong ends the process, its traceback in the container's log.
+        try:
+            child = os.fork()
+            if child == 0:
+                _reset_signals()
+                with contextlib.suppress(OSError):
+                    _retitle(argv, env)
+                return Command(argv)
+            forwarder.attach(child)
+            os._exit(wait_and_record(exit_file, child))
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
     os.close(report_write)
     for fd in fds:
         os.close(fd)
