@@ -67,6 +67,29 @@ def wait_gone(started: Started, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def parent_of(pid: int) -> int:
+    fields = processes._stat_fields(pid)
+    assert fields is not None, f"pid {pid} is gone"
+    return int(fields[1])
+
+
+def start_failing_validate(runtime: ProcessRuntime, tmp_path: Path, env: dict[str, str]) -> Started:
+    """A short `pykubevirt` command that fails: validating a file that does not exist."""
+    return runtime.start(
+        ["pykubevirt", "validate", "-f", str(tmp_path / "missing.yaml")],
+        env=env,
+        cwd=str(tmp_path),
+        log_file=tmp_path / "log",
+        exit_file=tmp_path / "exit",
+    )
+
+
+def recorded_exit_code(runtime: ProcessRuntime, started: Started, tmp_path: Path) -> int:
+    wait_gone(started)
+    runtime.reap(started.pid)
+    return int(json.loads((tmp_path / "exit").read_text())["exitCode"])
+
+
 def test_a_launcher_forked_from_the_server_looks_and_ends_as_a_fresh_one(
     runtime: ProcessRuntime, tmp_path: Path
 ) -> None:
@@ -97,7 +120,7 @@ def test_a_launcher_forked_from_the_server_looks_and_ends_as_a_fresh_one(
         assert os.readlink(f"/proc/{command}/cwd") == str(tmp_path / "work")
         # Not an interpreter of its own: its parent's parent is the fork server.
         assert runtime.fork_server is not None and runtime.fork_server._process is not None
-        assert int(processes._stat_fields(started.pid)[1]) == runtime.fork_server._process.pid  # type: ignore[index]
+        assert parent_of(started.pid) == runtime.fork_server._process.pid
         socket_path = Path(pod_layout.short_runtime_dir(uid)) / "launcher-sock"
         deadline = time.monotonic() + 30
         while not socket_path.exists():
@@ -118,15 +141,8 @@ def test_a_launcher_forked_from_the_server_looks_and_ends_as_a_fresh_one(
 def test_a_forked_command_s_exit_code_and_error_are_recorded(runtime: ProcessRuntime, tmp_path: Path) -> None:
     env = container_env()
     forking(runtime, env)
-    started = runtime.start(
-        ["pykubevirt", "validate", "-f", str(tmp_path / "missing.yaml")],
-        env=env,
-        cwd=str(tmp_path),
-        log_file=tmp_path / "log",
-        exit_file=tmp_path / "exit",
-    )
-    wait_gone(started)
-    assert json.loads((tmp_path / "exit").read_text())["exitCode"] == 1
+    started = start_failing_validate(runtime, tmp_path, env)
+    assert recorded_exit_code(runtime, started, tmp_path) == 1
     assert "missing.yaml" in (tmp_path / "log").read_text()
 
 
@@ -152,18 +168,10 @@ def test_other_interpreter_settings_get_a_fresh_interpreter(runtime: ProcessRunt
     env = container_env()
     forking(runtime, env)
     other = {**env, "PYTHONPATH": f"{tmp_path}:{env.get('PYTHONPATH', '')}"}
-    started = runtime.start(
-        ["pykubevirt", "validate", "-f", str(tmp_path / "missing.yaml")],
-        env=other,
-        cwd=str(tmp_path),
-        log_file=tmp_path / "log",
-        exit_file=tmp_path / "exit",
-    )
+    started = start_failing_validate(runtime, tmp_path, other)
     # A fresh interpreter under the stdlib recorder: the recorder's parent is this process, not the server.
-    assert int(processes._stat_fields(started.pid)[1]) == os.getpid()  # type: ignore[index]
-    wait_gone(started)
-    runtime.reap(started.pid)
-    assert json.loads((tmp_path / "exit").read_text())["exitCode"] == 1
+    assert parent_of(started.pid) == os.getpid()
+    assert recorded_exit_code(runtime, started, tmp_path) == 1
 
 
 def test_containers_start_without_the_server_once_it_has_gone(runtime: ProcessRuntime, tmp_path: Path) -> None:
@@ -173,15 +181,7 @@ def test_containers_start_without_the_server_once_it_has_gone(runtime: ProcessRu
     server = runtime.fork_server._process
     os.kill(server.pid, signal.SIGKILL)
     server.wait()
-    started = runtime.start(
-        ["pykubevirt", "validate", "-f", str(tmp_path / "missing.yaml")],
-        env=env,
-        cwd=str(tmp_path),
-        log_file=tmp_path / "log",
-        exit_file=tmp_path / "exit",
-    )
-    assert int(processes._stat_fields(started.pid)[1]) == os.getpid()  # type: ignore[index]
-    wait_gone(started)
-    runtime.reap(started.pid)
-    assert json.loads((tmp_path / "exit").read_text())["exitCode"] == 1
+    started = start_failing_validate(runtime, tmp_path, env)
+    assert parent_of(started.pid) == os.getpid()
+    assert recorded_exit_code(runtime, started, tmp_path) == 1
     assert not runtime.fork_server.serves(SCRIPT, env)

@@ -132,9 +132,21 @@ class ProcessRuntime:
         exit_file.unlink(missing_ok=True)
         log_file.parent.mkdir(parents=True, exist_ok=True)
         if self.fork_server is not None and self.fork_server.serves(executable, env):
-            forked = self._fork(argv, env=env, cwd=cwd, log_file=log_file, exit_file=exit_file, netns=netns, cpus=cpus)
-            if forked is not None:
-                return Started(forked, processes.start_ticks(forked) or 0, executable)
+            try:
+                pid = self.fork_server.spawn(
+                    argv,
+                    env=env,
+                    cwd=cwd,
+                    log_file=log_file,
+                    exit_file=exit_file,
+                    netns=netns_path(netns) if netns is not None else None,
+                    cpus=cpus,
+                )
+                return Started(pid, processes.start_ticks(pid) or 0, executable)
+            except ForkServerError as exc:
+                raise StartError(f"cannot start {executable}: {exc}") from exc
+            except OSError as exc:
+                log.warning("the fork server has gone; containers start without it: %s", exc)
         wrapper = [
             sys.executable,
             "-P",
@@ -174,36 +186,6 @@ class ProcessRuntime:
         self._children[child.pid] = child
         ticks = processes.start_ticks(child.pid) or 0
         return Started(child.pid, ticks, executable)
-
-    def _fork(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str],
-        cwd: str,
-        log_file: Path,
-        exit_file: Path,
-        netns: str | None,
-        cpus: frozenset[int] | None,
-    ) -> int | None:
-        """The container started by the fork server: its recorder's pid; None when the server has gone."""
-        assert self.fork_server is not None
-        try:
-            with log_file.open("ab") as output:
-                return self.fork_server.spawn(
-                    argv,
-                    env=env,
-                    cwd=cwd,
-                    log_fd=output.fileno(),
-                    exit_file=str(exit_file),
-                    netns=netns_path(netns) if netns is not None else None,
-                    cpus=cpus,
-                )
-        except ForkServerError as exc:
-            raise StartError(f"cannot start {argv[0]}: {exc}") from exc
-        except OSError as exc:
-            log.warning("the fork server has gone; containers start without it: %s", exc)
-            return None
 
     def reap(self, pid: int) -> None:
         child = self._children.pop(pid, None)

@@ -23,6 +23,7 @@ import sys
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pykubevirt.node.exit_recorder import FORWARDED_SIGNALS, SignalForwarder, wait_and_record
@@ -116,7 +117,7 @@ def _enter_netns(path: str) -> None:
         os.close(fd)
 
 
-def _enter(request: Mapping[str, Any], log_fd: int, keep: int) -> None:
+def _enter(request: Mapping[str, Any], env: Mapping[str, str], log_fd: int, keep: int) -> None:
     """Become the container's recorder: its session, namespace, CPUs, directory, environment and output."""
     os.setsid()
     if request.get("netns"):
@@ -125,7 +126,7 @@ def _enter(request: Mapping[str, Any], log_fd: int, keep: int) -> None:
         os.sched_setaffinity(0, {int(cpu) for cpu in request["cpus"]})
     os.chdir(str(request["cwd"]))
     os.environ.clear()
-    os.environ.update({str(k): str(v) for k, v in request["env"].items()})
+    os.environ.update(env)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(log_fd, 1)
@@ -152,7 +153,7 @@ def _spawn(request: Mapping[str, Any], fds: list[int], channel: socket.socket) -
         os.close(report_read)
         channel.detach()
         try:
-            _enter(request, fds[0], report_write)
+            _enter(request, env, fds[0], report_write)
             recorder_title = [sys.executable, "-P", "-m", "pykubevirt.node.exit_recorder", exit_file, "--", *argv]
             with contextlib.suppress(OSError):
                 _retitle(recorder_title, env)
@@ -310,24 +311,25 @@ class ForkServer:
         *,
         env: Mapping[str, str],
         cwd: str,
-        log_fd: int,
-        exit_file: str,
+        log_file: Path,
+        exit_file: Path,
         netns: str | None,
         cpus: frozenset[int] | None,
     ) -> int:
-        """Start the container; the pid of its recorder (its process group's leader). ForkServerError if the
-        server refused it, OSError if the server is gone (then it is not asked again)."""
+        """Start the container (`netns` a namespace's path); the pid of its recorder, its process group's leader.
+        ForkServerError if the server refused it, OSError if the server is gone (then it is not asked again)."""
         assert self._channel is not None
         request = {
             "argv": [self.script, *argv[1:]],
             "env": dict(env),
             "cwd": cwd,
-            "exit_file": exit_file,
+            "exit_file": str(exit_file),
             "netns": netns,
             "cpus": sorted(cpus) if cpus else None,
         }
         try:
-            socket.send_fds(self._channel, [json.dumps(request).encode()], [log_fd])
+            with log_file.open("ab") as output:
+                socket.send_fds(self._channel, [json.dumps(request).encode()], [output.fileno()])
             self._channel.settimeout(REPLY_TIMEOUT_SECONDS)
             reply = self._channel.recv(MAX_MESSAGE)
             if not reply:
