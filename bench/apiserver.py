@@ -19,7 +19,7 @@ from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for
 from tests.support.fsync_count import STRACE, counting_fsyncs
 
-from bench.harness import log, machine, percentile, rss_mib, start_apiserver
+from bench.harness import log, machine, percentile, rss_mib, start_apiserver, stop_apiserver
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES, VIRTUAL_MACHINES
 
@@ -88,7 +88,7 @@ async def measure_without_fsync(args: argparse.Namespace) -> dict[str, Any]:
         await client.close()
         return figures
     finally:
-        server.stop()
+        stop_apiserver(server)
 
 
 async def fsyncs_per_write(server: APIServerProcess, client: KubeClient, writes: int) -> dict[str, Any]:
@@ -255,7 +255,7 @@ def main() -> None:
     try:
         figures.update(asyncio.run(measure(args, server)))
     finally:
-        server.stop()
+        stop_apiserver(server)
     print(json.dumps({"bench": "apiserver", "machine": machine(), **figures}))
 
 

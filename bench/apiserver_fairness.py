@@ -17,7 +17,7 @@ from typing import Any
 from tests.support.control_plane import client_for
 
 from bench.apiserver import bounded, vm
-from bench.harness import log, machine, percentile, start_apiserver
+from bench.harness import log, machine, percentile, start_apiserver, stop_apiserver
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.resources import NAMESPACES, VIRTUAL_MACHINES
 
@@ -79,7 +79,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             "list_p50_ms": round(percentile(list_latencies, 50) * 1000, 1),
         }
     finally:
-        server.stop()
+        stop_apiserver(server)
 
 
 def main() -> None:

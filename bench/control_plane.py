@@ -26,7 +26,7 @@ from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for, simulated_node_client
 from tests.support.simulated_node import SimulatedNode
 
-from bench.harness import cpu_seconds, load_average, log, machine, percentile, rss_mib, start_apiserver
+from bench.harness import cpu_seconds, load_average, log, machine, percentile, rss_mib, start_apiserver, stop_apiserver
 from bench.profiled import component_argv, top
 from pykubevirt.cli.garbage_collection import pace_garbage_collection
 from pykubevirt.client.informer import EventHandler, Informer
@@ -201,7 +201,7 @@ def main() -> None:
     try:
         figures = asyncio.run(run(args, server))
     finally:
-        server.stop()
+        stop_apiserver(server)
     for path in (args.profile, args.profile_apiserver):
         if path:
             log(top(path))

@@ -6,6 +6,7 @@ import functools
 import os
 import platform
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -81,10 +82,16 @@ def log(message: str) -> None:
 
 
 def start_apiserver(*extra_args: str, profile: str | None = None) -> APIServerProcess:
-    """`pykubevirt apiserver` in a temporary directory (kept for its logs), stopped by its PID; `profile` runs it
-    under bench.profiled."""
+    """`pykubevirt apiserver` in a temporary directory, stopped by its PID; `profile` runs it under bench.profiled."""
     data_dir = Path(tempfile.mkdtemp(prefix="pykubevirt-bench-")) / "data"
     return APIServerProcess(data_dir, *extra_args, argv=functools.partial(component_argv, profile)).start()
+
+
+def stop_apiserver(server: APIServerProcess) -> None:
+    """Stop the server and remove its data (an 8,000-VM run leaves 0.7 GiB of database); its log is kept."""
+    server.stop()
+    shutil.rmtree(server.data_dir, ignore_errors=True)
+    log(f"the API server's log: {server.log_path}")
 
 
 def cluster_env(data_dir: Path, home: Path, listen: str) -> dict[str, str]:
