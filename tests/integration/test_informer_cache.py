@@ -1,0 +1,68 @@
+"""Informer caches drop managedFields, as client-go's TransformStripManagedFields, without losing them on the server:
+an update sent from the cache keeps the stored entries and adds its own manager's."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from pykubevirt.api.json_copy import copy_json
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.config import load_kubeconfig
+from pykubevirt.client.informer import EventHandler, Informer
+from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES
+from tests.support.apiserver_process import APIServerProcess
+
+pytestmark = pytest.mark.asyncio(loop_scope="function")
+
+
+def config_map(namespace: str, name: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": {}}
+
+
+async def test_cached_objects_have_no_managed_fields_and_updates_from_them_keep_the_stored_ones(
+    apiserver: APIServerProcess,
+) -> None:
+    config = load_kubeconfig(apiserver.kubeconfig)
+    creator, updater = KubeClient(config, user_agent="creator/1"), KubeClient(config, user_agent="updater/1")
+    namespace = "informer-strip"
+    informer = Informer(updater, CONFIG_MAPS, namespace=namespace)
+    seen: list[dict[str, Any]] = []
+    watched = asyncio.Event()
+
+    def added(obj: dict[str, Any]) -> None:
+        seen.append(obj)
+        if obj["metadata"]["name"] == "watched":
+            watched.set()
+
+    informer.add_handler(EventHandler(on_add=added, on_update=lambda _old, new: seen.append(new)))
+    task = asyncio.create_task(informer.run())
+    try:
+        await creator.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        await creator.create(CONFIG_MAPS, config_map(namespace, "listed"), namespace)
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        await creator.create(CONFIG_MAPS, config_map(namespace, "watched"), namespace)
+        await asyncio.wait_for(watched.wait(), 10)
+        stored = await creator.get(CONFIG_MAPS, "watched", namespace)
+        assert [e["manager"] for e in stored["metadata"]["managedFields"]] == ["creator"]
+        for key in (f"{namespace}/listed", f"{namespace}/watched"):
+            cached = informer.get(key)
+            assert cached is not None and "managedFields" not in cached["metadata"]
+        assert all("managedFields" not in obj["metadata"] for obj in seen)
+
+        cached = informer.get(f"{namespace}/watched")
+        assert cached is not None
+        edited = copy_json(cached)
+        edited["data"] = {"key": "value"}
+        await updater.update(CONFIG_MAPS, edited)
+        stored = await creator.get(CONFIG_MAPS, "watched", namespace)
+        managers = {e["manager"]: e["fieldsV1"] for e in stored["metadata"]["managedFields"]}
+        assert set(managers) == {"creator", "updater"}
+        assert managers["updater"] == {"f:data": {"f:key": {}}}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await creator.close()
+        await updater.close()
