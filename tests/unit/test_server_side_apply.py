@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pykubevirt.api import errors
+from pykubevirt.api import errors, json_codec
 from pykubevirt.apiserver import managed_fields, protobuf, server_side_apply
 from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES
 from pykubevirt.apiserver.field_sets import (
@@ -77,9 +77,14 @@ def configmap(data: dict[str, str], **meta: Any) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", **meta}, "data": data}
 
 
+def wire(obj: dict[str, Any]) -> Any:
+    """The object as a client reads it (the server keeps field sets as their JSON text)."""
+    return json.loads(json_codec.dumps(obj))
+
+
 def entries(obj: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """managedFields by (manager, operation)."""
-    return {(e["manager"], e["operation"]): e for e in obj["metadata"].get("managedFields", [])}
+    """managedFields by (manager, operation), as a client reads them."""
+    return {(e["manager"], e["operation"]): e for e in wire(obj)["metadata"].get("managedFields", [])}
 
 
 def fields_of(obj: dict[str, Any], manager: str, operation: str = "Apply") -> Any:
@@ -256,7 +261,7 @@ def test_create_owns_everything_it_sets_except_identity() -> None:
     created = track(
         CONFIG_MAPS, None, configmap({"key": "a"}, namespace="ns", annotations={"n": "v"}), "kubectl-create"
     )
-    assert created["metadata"]["managedFields"] == [
+    assert wire(created)["metadata"]["managedFields"] == [
         {
             "manager": "kubectl-create",
             "operation": "Update",
@@ -283,7 +288,7 @@ def test_update_moves_changed_fields_and_drops_removed_ones() -> None:
     assert ("cleaner", "Update") not in entries(removed)
     # A write that changes nothing leaves managedFields (and their times) as they were.
     again = track(CONFIG_MAPS, removed, removed, "someone", T2)
-    assert again["metadata"]["managedFields"] == removed["metadata"]["managedFields"]
+    assert wire(again)["metadata"]["managedFields"] == wire(removed)["metadata"]["managedFields"]
 
 
 def test_status_writes_are_their_own_entries_and_main_writes_do_not_take_status() -> None:
@@ -330,7 +335,7 @@ def test_sent_managed_fields_replace_or_reset_the_stored_ones() -> None:
     broken = track(
         CONFIG_MAPS, created, {**created, "metadata": {"name": "cm", "managedFields": [{"manager": 5}]}}, "b", T1
     )
-    assert broken["metadata"]["managedFields"] == created["metadata"]["managedFields"]
+    assert wire(broken)["metadata"]["managedFields"] == wire(created)["metadata"]["managedFields"]
 
 
 def test_at_most_ten_update_managers_are_kept() -> None:
@@ -353,7 +358,7 @@ def test_at_most_ten_update_managers_are_kept() -> None:
 def test_apply_creates_and_owns_its_configuration() -> None:
     created = apply(CONFIG_MAPS, None, configmap({"key": "a"}), "a")
     assert created["data"] == {"key": "a"}
-    assert created["metadata"]["managedFields"] == [
+    assert wire(created)["metadata"]["managedFields"] == [
         {
             "manager": "a",
             "operation": "Apply",
@@ -549,7 +554,7 @@ def test_broken_stored_managed_fields_are_dropped_not_fatal() -> None:
     entry = {"manager": "old", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1"}
     broken["metadata"]["managedFields"] = [{**entry, "fieldsV1": {"f:data": 5}}]
     updated = track(CONFIG_MAPS, broken, configmap({"key": "b"}), "writer", T1)
-    assert updated["metadata"]["managedFields"] == [
+    assert wire(updated)["metadata"]["managedFields"] == [
         {
             "manager": "writer",
             "operation": "Update",

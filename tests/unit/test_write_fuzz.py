@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pykubevirt.api import errors
+from pykubevirt.api import errors, json_codec
 from pykubevirt.api.crd import crd_manifest
 from pykubevirt.api.kinds import ALL_KINDS
 from pykubevirt.apiserver.object_api import RequestContext
@@ -90,7 +90,7 @@ def paths(value: Any, prefix: tuple[str | int, ...] = ()) -> Iterator[tuple[str 
 
 def mutated(obj: dict[str, Any], rnd: random.Random) -> dict[str, Any]:
     """`obj` with one value replaced by garbage, or garbage added under a well-known field name."""
-    copy = json.loads(json.dumps(obj))
+    copy = json.loads(json_codec.dumps(obj))  # as a client sends it back (JSON of the answer)
     path = rnd.choice([p for p in paths(copy) if p])
     parent: Any = copy
     for key in path[:-1]:

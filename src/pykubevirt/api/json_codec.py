@@ -3,6 +3,9 @@
 orjson is several times faster than the json module and writes the same compact text, in UTF-8 rather than with
 `\\u` escapes. What orjson refuses (integers beyond 64 bits, keys that are not strings, lone surrogates) falls back
 to the json module, so every value still encodes, and every text decodes, as it did with the json module alone.
+
+A `bytes` value inside an object is JSON already encoded and is written as it is: the API server keeps managedFields'
+field sets so (`apiserver/fields_v1.py`). JSON itself has no bytes, so no decoded value is mistaken for one.
 """
 
 from __future__ import annotations
@@ -14,12 +17,25 @@ from typing import Any
 import orjson
 
 
+def _encoded_json(value: Any) -> orjson.Fragment:
+    if type(value) is bytes:
+        return orjson.Fragment(value)
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+
+
+def decoded_json(value: Any) -> Any:
+    """The json module's `default` for objects that may hold encoded JSON (bytes)."""
+    if type(value) is bytes:
+        return json.loads(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def dumps(value: Any) -> bytes:
     """Compact JSON of `value` as UTF-8 bytes."""
     try:
-        return orjson.dumps(value)
+        return orjson.dumps(value, default=_encoded_json)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return json.dumps(value, separators=(",", ":")).encode()
+        return json.dumps(value, separators=(",", ":"), default=decoded_json).encode()
 
 
 def dumps_text(value: Any) -> str:

@@ -102,6 +102,8 @@ def _scalar(value: Any, budget: list[int], yaml_source: bool) -> None:
         budget[0] -= 8
     elif value is None or isinstance(value, bool | int):
         budget[0] -= 5
+    elif type(value) is bytes and not yaml_source:
+        budget[0] -= len(value)  # JSON kept encoded (a stored field set, in a patched object)
     elif yaml_source:
         # Timestamps, binary and sets from YAML tags have no JSON form.
         raise DecodeError(f"error converting YAML to JSON: unsupported value of type {type(value).__name__}")

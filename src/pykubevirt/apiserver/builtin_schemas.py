@@ -81,6 +81,7 @@ def _go_name(definition: str) -> str:
 
 
 _compiled: dict[str, Node] = {}
+FIELDS_V1_DEFINITION = "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1"
 
 
 def definition_node(definition: str) -> Node:
@@ -112,6 +113,8 @@ def _fill(node: Node, schema: dict[str, Any], definition: str) -> None:
             names = {"object"}
     if names:
         node.types = tuple(dict.fromkeys(t for n in sorted(names) for t in _PY_TYPES[n]))
+        if definition == FIELDS_V1_DEFINITION:
+            node.types += (bytes,)  # stored field sets are kept as their JSON text (fields_v1.py)
         node.integer = names == {"integer"}
         node.only_strings = names == {"string"}
         node.container = bool(names & {"object", "array"})

@@ -13,6 +13,8 @@ from typing import Any
 
 from aiohttp import web
 
+from pykubevirt.api import json_codec
+
 # Lists up to this many items are encoded at once; longer ones are streamed.
 STREAM_THRESHOLD = 500
 ITEMS_PER_CHUNK = 50
@@ -39,8 +41,8 @@ async def write_list(
         for start in range(0, len(items), ITEMS_PER_CHUNK):
             # One C call per chunk: the list's brackets are dropped and the chunks joined with commas.
             entries = items[start : start + ITEMS_PER_CHUNK]
-            chunk = json.dumps(convert(entries) if convert else entries, separators=(",", ":"))[1:-1]
-            await response.write((chunk if start == 0 else "," + chunk).encode())
+            chunk = json_codec.dumps(convert(entries) if convert else entries)[1:-1]
+            await response.write(chunk if start == 0 else b"," + chunk)
             # Let requests that arrived meanwhile run before the next chunk.
             await asyncio.sleep(0)
         await response.write(b"]}")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pykubevirt.api import errors
+from pykubevirt.apiserver import fields_v1
 from pykubevirt.apiserver.field_sets import FieldSet, difference, intersection, recursive_difference, union
 from pykubevirt.apiserver.field_types import FieldType, kind_type
 from pykubevirt.apiserver.resources import Resource
@@ -49,7 +50,8 @@ EntryKey = tuple[str, str, str, str]
 
 @dataclass(slots=True)
 class Entry:
-    """One managedFields entry; `raw` is the stored dict, reused while the entry does not change."""
+    """One managedFields entry; `raw` is the stored dict (its fieldsV1 as text), reused while the entry does not
+    change."""
 
     manager: str
     operation: str
@@ -72,7 +74,7 @@ class Entry:
         if self.time:
             entry["time"] = self.time
         entry["fieldsType"] = FIELDS_V1
-        entry["fieldsV1"] = self.fields
+        entry["fieldsV1"] = fields_v1.encoded(self.fields)
         if self.subresource:
             entry["subresource"] = self.subresource
         return entry
@@ -140,7 +142,8 @@ def decode(entries: Any, *, check_fields: bool) -> Managed | None:
         if not isinstance(raw, dict):
             return None
         operation = raw.get("operation")
-        fields = raw.get("fieldsV1", {})
+        stored_fields = raw.get("fieldsV1", {})
+        fields = fields_v1.decoded(stored_fields)
         time = raw.get("time")
         if (
             operation not in (APPLY, UPDATE)
@@ -157,8 +160,9 @@ def decode(entries: Any, *, check_fields: bool) -> Managed | None:
             time,
             fields,
             raw.get("subresource", ""),
-            # Stored entries are trusted and reused as they are; sent ones are re-encoded.
-            None if check_fields else raw,
+            # Stored entries are trusted and reused as they are; sent ones (and stored ones not yet kept as text)
+            # are re-encoded.
+            None if check_fields or type(stored_fields) is not bytes else raw,
         )
         if entry.key in managed:
             return None
@@ -181,7 +185,7 @@ def live_or_new(live: dict[str, Any] | None, new: dict[str, Any], *, subresource
     """
     live_entries = ((live or {}).get("metadata") or {}).get("managedFields")
     sent = (new.get("metadata") or {}).get("managedFields")
-    if not subresource and sent is not None and sent is not live_entries and sent != live_entries:
+    if not subresource and sent is not None and sent is not live_entries and not _same_entries(sent, live_entries):
         if sent == [] or sent == [{}]:
             return {}
         decoded = decode(sent, check_fields=True)
@@ -190,6 +194,15 @@ def live_or_new(live: dict[str, Any] | None, new: dict[str, Any], *, subresource
     if not live_entries:
         return {}
     return decode(live_entries, check_fields=False) or {}
+
+
+def _same_entries(sent: Any, live: Any) -> bool:
+    """Whether a client sent back the stored entries (its field sets decoded, the stored ones kept as text)."""
+    if sent == live:
+        return True
+    if not isinstance(sent, list) or not isinstance(live, list) or len(sent) != len(live):
+        return False
+    return sent == fields_v1.decoded_entries(live)
 
 
 def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from pykubevirt.api import json_codec
 from pykubevirt.api.timestamps import format_time
 from pykubevirt.apiserver.jsonpath import CompiledPath, JSONPathError, compile_path
 from pykubevirt.apiserver.pod_printing import pod_summary, readiness_gates
@@ -145,7 +146,9 @@ def go_text(value: Any) -> str:
         return _go_float(value)
     if isinstance(value, dict | list):
         # Go's encoding/json sorts keys, writes no spaces and escapes <, > and & for HTML safety.
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=json_codec.decoded_json
+        )
         return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return str(value)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import json_codec
+from pykubevirt.apiserver import fields_v1
 
 log = logging.getLogger("pykubevirt.apiserver.store")
 
@@ -220,6 +221,7 @@ class Store:
                 continue
             collection, key = _split(name)
             obj = _with_revision(json_codec.loads(value), rev)
+            fields_v1.compact_entries(obj)
             self._current[collection][key] = Record(collection, key, rev, create_rev, obj, lease or 0)
             self._track_lease(collection, key, lease or 0)
 

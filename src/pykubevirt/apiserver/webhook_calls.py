@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from pykubevirt.api import json_codec
 from pykubevirt.apiserver.service_resolution import Backend, ResolutionError, ca_bundle_context, resolve_service
 from pykubevirt.apiserver.store import Store
 from pykubevirt.apiserver.webhook_matching import Attributes
@@ -96,7 +97,8 @@ async def call(session: aiohttp.ClientSession, target: Target, review: dict[str,
     try:
         async with session.post(
             target.url,
-            json=review,
+            data=json_codec.dumps(review),
+            headers={"Content-Type": "application/json"},
             ssl=target.context,
             server_hostname=target.server_name,
             timeout=aiohttp.ClientTimeout(total=seconds),
