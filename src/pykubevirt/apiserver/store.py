@@ -4,7 +4,8 @@ Every create, update and delete appends a row; the row id is the global revision
 resourceVersion clients see. `UNIQUE(name, prev_revision)` is the compare-and-swap that makes a second writer
 racing from the same revision fail. Committed rows are fanned out to watchers in memory; a watch that starts from
 an older revision is replayed from the in-memory ring or, failing that, from the table, until compaction removed
-the rows it would need (then it gets 410 Expired).
+the rows it would need (then it gets 410 Expired). The ring keeps each change as the JSON text of its row, decoded
+only for a replay: as decoded objects its old versions were a third of the API server's heap.
 
 Durability is etcd's: a write is acknowledged only once it is fsynced. Group commit keeps the throughput: the writes
 of one event-loop turn go into one open transaction, committed at the start of the next turn. The commit only hands
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pykubevirt.api import json_codec
 from pykubevirt.apiserver import fields_v1
@@ -110,6 +111,17 @@ class Event:
 Listener = Callable[[Event], None]
 
 
+class _Past(NamedTuple):
+    """A change in the ring: its row's text, and the revision of the version it replaced (0 for a create)."""
+
+    type: str
+    collection: str
+    key: str
+    revision: int
+    replaced: int
+    text: str
+
+
 @dataclass(eq=False, slots=True)
 class _Batch:
     """One group commit: its events (told to listeners once on disk) and the requests awaiting it, each with a
@@ -184,7 +196,10 @@ class Store:
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(SCHEMA)
         self._current: dict[str, dict[str, Record]] = collections.defaultdict(dict)
-        self._ring: collections.deque[Event] = collections.deque(maxlen=ring_size)
+        self._ring: collections.deque[_Past] = collections.deque()
+        self._ring_size = ring_size
+        # revision → text of the changes in the ring, for the version an update or delete replaced.
+        self._ring_texts: dict[int, str] = {}
         self._listeners: list[Listener] = []
         # (collection, key) → lease of the objects that have one, so expiry never scans everything.
         self._leases: dict[tuple[str, str], float] = {}
@@ -288,7 +303,7 @@ class Store:
         key: str,
         create_revision: int,
         prev_revision: int,
-        value: dict[str, Any],
+        text: str,
         lease: float,
     ) -> int:
         if self._failure:
@@ -306,7 +321,7 @@ class Store:
                     create_revision,
                     prev_revision,
                     lease,
-                    json_codec.dumps_text(value),
+                    text,
                 ),
             )
         except sqlite3.IntegrityError as exc:
@@ -445,7 +460,8 @@ class Store:
             create_revision, prev_revision = self.revision + 1, self._last_revision_of(collection, key)
         else:
             create_revision, prev_revision = current.create_revision, current.revision
-        revision = self._append(kind, collection, key, create_revision, prev_revision, stored, lease)
+        text = json_codec.dumps_text(stored)
+        revision = self._append(kind, collection, key, create_revision, prev_revision, text, lease)
         obj = _with_revision(stored, revision)
         record = Record(collection, key, revision, create_revision, obj, lease)
         if kind == DELETED:
@@ -454,11 +470,23 @@ class Store:
             self._current[collection][key] = record
         self._track_lease(collection, key, lease)
         event = Event(kind, collection, key, revision, obj, current.value if current is not None else None)
-        self._ring.append(event)
+        self._remember(_Past(kind, collection, key, revision, current.revision if current is not None else 0, text))
         self._open.events.append(event)
         if not self._batch_open:
             self._flush()
         return record
+
+    def _remember(self, past: _Past) -> None:
+        if self._ring_size <= 0:
+            return
+        if len(self._ring) >= self._ring_size:
+            self._forget_oldest()
+        self._ring.append(past)
+        self._ring_texts[past.revision] = past.text
+
+    def _forget_oldest(self) -> None:
+        oldest = self._ring.popleft()
+        self._ring_texts.pop(oldest.revision, None)
 
     def _last_revision_of(self, collection: str, key: str) -> int:
         row = self._db.execute("SELECT MAX(id) FROM kine WHERE name = ?", (_full_name(collection, key),)).fetchone()
@@ -507,9 +535,21 @@ class Store:
             raise Compacted(revision, self.compact_revision)
         if self._ring and self._ring[0].revision <= revision + 1:
             return [
-                e for e in self._ring if e.revision > revision and (collection is None or e.collection == collection)
+                self._replayed(p)
+                for p in self._ring
+                if p.revision > revision and (collection is None or p.collection == collection)
             ]
         return self._events_from_table(revision, collection)
+
+    def _replayed(self, past: _Past) -> Event:
+        previous = None
+        if past.replaced:
+            text = self._ring_texts.get(past.replaced)
+            previous = (
+                self._value_at(past.replaced) if text is None else _with_revision(json_codec.loads(text), past.replaced)
+            )
+        value = _with_revision(json_codec.loads(past.text), past.revision)
+        return Event(past.type, past.collection, past.key, past.revision, value, previous)
 
     def _events_from_table(self, revision: int, collection: str | None) -> list[Event]:
         rows = self._db.execute(
@@ -546,7 +586,7 @@ class Store:
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('compact_rev', ?)", (target,))
         self.compact_revision = target
         while self._ring and self._ring[0].revision <= target:
-            self._ring.popleft()
+            self._forget_oldest()
         return target
 
     def expired(self, now: float | None = None) -> list[Record]:
