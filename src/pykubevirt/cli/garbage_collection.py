@@ -7,7 +7,7 @@ took 13–18 % of each component's CPU. A collection's pause is what it must loo
 survivors of `threshold0 × threshold1` allocations, nearly all of them stored objects. At (50,000, 20) that was a
 million objects, 0.2–0.7 s during which the API server answered nothing (the p99 of 8,000 VM starts at 50/s was
 0.9–2 s); at (10,000, 10) it is at most 100,000, 15–45 ms, for the same CPU in all. Full collections, whose pause
-grows with the whole heap (1.8 s for the API server at 8,000 VMs), still wait for as many allocations as before:
+grows with the whole heap (1.2 s for the API server at 8,000 VMs), still wait for as many allocations as before:
 100 middle ones.
 """
 
