@@ -62,6 +62,12 @@ def test_a_patch_can_edit_a_field_set_as_json() -> None:
     patched = apply(created, ops, JSON_PATCH, builtin=True)
     assert patched["metadata"]["managedFields"][0]["fieldsV1"] == {"f:data": {".": {}, "f:key": {}, "f:extra": {}}}
     assert isinstance(created["metadata"]["managedFields"][0]["fieldsV1"], bytes), "the stored object is unchanged"
+    # A `test` of the list compares the field sets a client read, not their stored text.
+    read = wire(created)["metadata"]["managedFields"]
+    tested = apply(
+        created, [{"op": "test", "path": "/metadata/managedFields", "value": read}], JSON_PATCH, builtin=True
+    )
+    assert wire(tested) == wire(created)
     merged = apply(created, {"metadata": {"managedFields": [{"manager": "x"}]}}, MERGE_PATCH, builtin=True)
     assert merged["metadata"]["managedFields"] == [{"manager": "x"}]
     untouched = apply(created, {"data": {"key": "b"}}, MERGE_PATCH, builtin=True)

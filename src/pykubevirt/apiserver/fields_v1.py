@@ -13,6 +13,8 @@ from typing import Any
 from pykubevirt.api import json_codec
 from pykubevirt.apiserver.field_sets import FieldSet
 
+MANAGED_FIELDS = "/metadata/managedFields"
+
 
 def encoded(fields: FieldSet) -> bytes:
     return json_codec.dumps(fields)
@@ -33,16 +35,23 @@ def compact_entries(obj: dict[str, Any]) -> None:
             entry["fieldsV1"] = encoded(entry["fieldsV1"])
 
 
-def with_decoded_entries(obj: dict[str, Any]) -> dict[str, Any]:
-    """A shallow copy whose managedFields carry decoded `fieldsV1`, for a patch that edits them as JSON."""
+def patch_target(obj: dict[str, Any], ops: Any) -> dict[str, Any]:
+    """The object a JSON patch applies to: a shallow copy with its field sets decoded when an op reaches them, else
+    `obj` itself. (Merge patches replace managedFields whole, so they never need them decoded.)"""
+    pointers = (
+        [op.get(k) for op in ops if isinstance(op, dict) for k in ("path", "from")] if isinstance(ops, list) else []
+    )
+    # The list itself, inside it, or a document holding it (a `test` of /metadata compares the field sets too).
+    if not any(
+        isinstance(p, str) and (p in ("", "/metadata", MANAGED_FIELDS) or p.startswith(MANAGED_FIELDS + "/"))
+        for p in pointers
+    ):
+        return obj
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("managedFields"), list):
         return obj
-    return {**obj, "metadata": {**meta, "managedFields": decoded_entries(meta["managedFields"])}}
-
-
-def decoded_entries(entries: list[Any]) -> list[Any]:
-    """The entries with their `fieldsV1` decoded (new dicts; the given ones are not changed)."""
-    return [
-        {**e, "fieldsV1": decoded(e["fieldsV1"])} if isinstance(e, dict) and "fieldsV1" in e else e for e in entries
+    entries = [
+        {**e, "fieldsV1": decoded(e["fieldsV1"])} if isinstance(e, dict) and "fieldsV1" in e else e
+        for e in meta["managedFields"]
     ]
+    return {**obj, "metadata": {**meta, "managedFields": entries}}

@@ -185,7 +185,7 @@ def live_or_new(live: dict[str, Any] | None, new: dict[str, Any], *, subresource
     """
     live_entries = ((live or {}).get("metadata") or {}).get("managedFields")
     sent = (new.get("metadata") or {}).get("managedFields")
-    if not subresource and sent is not None and sent is not live_entries and not _same_entries(sent, live_entries):
+    if not subresource and sent is not None and sent is not live_entries and sent != live_entries:
         if sent == [] or sent == [{}]:
             return {}
         decoded = decode(sent, check_fields=True)
@@ -194,15 +194,6 @@ def live_or_new(live: dict[str, Any] | None, new: dict[str, Any], *, subresource
     if not live_entries:
         return {}
     return decode(live_entries, check_fields=False) or {}
-
-
-def _same_entries(sent: Any, live: Any) -> bool:
-    """Whether a client sent back the stored entries (its field sets decoded, the stored ones kept as text)."""
-    if sent == live:
-        return True
-    if not isinstance(sent, list) or not isinstance(live, list) or len(sent) != len(live):
-        return False
-    return sent == fields_v1.decoded_entries(live)
 
 
 def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:

@@ -86,27 +86,12 @@ def _strategic_merge(target: Any, patch: Any, field: str = "") -> Any:
     return patch
 
 
-def edits_managed_fields(patch: Any, patch_type: str) -> bool:
-    """Whether the patch reaches into managedFields, whose field sets it then needs decoded (fields_v1.py)."""
-    if patch_type == JSON_PATCH:
-        paths = (
-            [op.get(k) for op in patch if isinstance(op, dict) for k in ("path", "from")]
-            if isinstance(patch, list)
-            else []
-        )
-        return any(isinstance(p, str) and p.startswith("/metadata/managedFields/") for p in paths)
-    meta = patch.get("metadata") if isinstance(patch, dict) else None
-    return isinstance(meta, dict) and "managedFields" in meta
-
-
 def apply(current: dict[str, Any], patch: Any, patch_type: str, *, builtin: bool) -> dict[str, Any]:
     """The object after the patch, sharing nothing with `current`; 415 for patch types the resource does not take,
     422 for a failed `test`."""
-    if edits_managed_fields(patch, patch_type):
-        current = fields_v1.with_decoded_entries(current)
     if patch_type == JSON_PATCH:
         try:
-            result = apply_patch(current, patch)
+            result = apply_patch(fields_v1.patch_target(current, patch), patch)
         except JSONPatchTestFailed as exc:
             raise errors.APIError(422, "Invalid", str(exc)) from exc
         except JSONPatchError as exc:

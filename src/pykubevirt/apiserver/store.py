@@ -196,10 +196,9 @@ class Store:
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(SCHEMA)
         self._current: dict[str, dict[str, Record]] = collections.defaultdict(dict)
-        self._ring: collections.deque[_Past] = collections.deque()
+        # revision → change, oldest first: replayed in order, and looked up for the version a change replaced.
+        self._ring: collections.OrderedDict[int, _Past] = collections.OrderedDict()
         self._ring_size = ring_size
-        # revision → text of the changes in the ring, for the version an update or delete replaced.
-        self._ring_texts: dict[int, str] = {}
         self._listeners: list[Listener] = []
         # (collection, key) → lease of the objects that have one, so expiry never scans everything.
         self._leases: dict[tuple[str, str], float] = {}
@@ -480,13 +479,11 @@ class Store:
         if self._ring_size <= 0:
             return
         if len(self._ring) >= self._ring_size:
-            self._forget_oldest()
-        self._ring.append(past)
-        self._ring_texts[past.revision] = past.text
+            self._ring.popitem(last=False)
+        self._ring[past.revision] = past
 
-    def _forget_oldest(self) -> None:
-        oldest = self._ring.popleft()
-        self._ring_texts.pop(oldest.revision, None)
+    def _oldest_in_ring(self) -> int | None:
+        return next(iter(self._ring), None)
 
     def _last_revision_of(self, collection: str, key: str) -> int:
         row = self._db.execute("SELECT MAX(id) FROM kine WHERE name = ?", (_full_name(collection, key),)).fetchone()
@@ -533,10 +530,11 @@ class Store:
         """Committed events after `revision` (for one collection or all), oldest first; Compacted if too old."""
         if revision < self.compact_revision:
             raise Compacted(revision, self.compact_revision)
-        if self._ring and self._ring[0].revision <= revision + 1:
+        oldest = self._oldest_in_ring()
+        if oldest is not None and oldest <= revision + 1:
             return [
                 self._replayed(p)
-                for p in self._ring
+                for p in self._ring.values()
                 if p.revision > revision and (collection is None or p.collection == collection)
             ]
         return self._events_from_table(revision, collection)
@@ -544,9 +542,11 @@ class Store:
     def _replayed(self, past: _Past) -> Event:
         previous = None
         if past.replaced:
-            text = self._ring_texts.get(past.replaced)
+            replaced = self._ring.get(past.replaced)
             previous = (
-                self._value_at(past.replaced) if text is None else _with_revision(json_codec.loads(text), past.replaced)
+                self._value_at(past.replaced)
+                if replaced is None
+                else _with_revision(json_codec.loads(replaced.text), past.replaced)
             )
         value = _with_revision(json_codec.loads(past.text), past.revision)
         return Event(past.type, past.collection, past.key, past.revision, value, previous)
@@ -585,8 +585,8 @@ class Store:
             )
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('compact_rev', ?)", (target,))
         self.compact_revision = target
-        while self._ring and self._ring[0].revision <= target:
-            self._forget_oldest()
+        while (oldest := self._oldest_in_ring()) is not None and oldest <= target:
+            self._ring.popitem(last=False)
         return target
 
     def expired(self, now: float | None = None) -> list[Record]:

@@ -24,7 +24,6 @@ from pykubevirt.api.json_patch import apply_patch
 from pykubevirt.api.structural import apply_defaults, prune
 from pykubevirt.apiserver import fields_v1, suspension
 from pykubevirt.apiserver.object_api import RequestContext
-from pykubevirt.apiserver.patching import JSON_PATCH, edits_managed_fields
 from pykubevirt.apiserver.resources import Resource
 from pykubevirt.apiserver.store import Store
 from pykubevirt.apiserver.webhook_calls import DEFAULT_TIMEOUT_SECONDS, CallError, call, review_request, target_of
@@ -238,9 +237,7 @@ class WebhookAdmission:
                 )
             try:
                 patch = json.loads(base64.b64decode(response["patch"], validate=True))
-                if edits_managed_fields(patch, JSON_PATCH):
-                    obj = fields_v1.with_decoded_entries(obj)
-                patched = apply_patch(obj, patch)
+                patched = apply_patch(fields_v1.patch_target(obj, patch), patch)
             except (binascii.Error, ValueError, KeyError, IndexError, TypeError) as exc:
                 raise CallError(f"JSON Patch: {exc}") from exc
             if not isinstance(patched, dict):

@@ -114,7 +114,6 @@ class Informer:
                     index.setdefault(value, set()).add(key)
 
     def _store(self, obj: Object) -> tuple[Object | None, Object]:
-        _strip_managed_fields(obj)
         key = object_key(obj)
         old = self._items.get(key)
         self._index(key, old, remove=True)
@@ -176,6 +175,7 @@ class Informer:
         )
         seen = set()
         for obj in items:
+            _strip_managed_fields(obj)
             obj.setdefault("kind", self.resource.kind)
             obj.setdefault("apiVersion", self.resource.api_version)
             key = object_key(obj)
@@ -208,13 +208,13 @@ class Informer:
             if event.type == "BOOKMARK":
                 self.resource_version = revision or self.resource_version
                 continue
+            _strip_managed_fields(obj)
             obj.setdefault("kind", self.resource.kind)
             obj.setdefault("apiVersion", self.resource.api_version)
             if event.type in ("ADDED", "MODIFIED"):
                 old, new = self._store(obj)
                 self._notify("add" if old is None else "update", new, old)
             elif event.type == "DELETED":
-                _strip_managed_fields(obj)
                 gone = self._remove(object_key(obj))
                 self._notify("delete", gone if gone is not None else obj)
             self.resource_version = revision or self.resource_version
