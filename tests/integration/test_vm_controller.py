@@ -19,7 +19,13 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINES,
 )
 from tests.support.apiserver_process import APIServerProcess
-from tests.support.control_plane import ControlPlane, printable_history, start_control_plane, vm_manifest
+from tests.support.control_plane import (
+    ControlPlane,
+    printable_history,
+    start_control_plane,
+    status_ready_history,
+    vm_manifest,
+)
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -323,6 +329,52 @@ async def test_a_stop_while_running_waits_for_the_vmi_readiness_shows_stopping(
         await stop_and_wait_stopped(cp, ns, "late-ready", vmi["metadata"]["uid"])
         await eventually(lambda: seen[-1:] == ["Stopped"])  # the watch may trail the GET
     assert seen == ["Starting", "Running", "Stopping", "Stopped"], seen
+
+
+async def test_a_stopping_vm_is_not_ready_while_its_launcher_pod_terminates(cp: ControlPlane) -> None:
+    """A launcher pod marked for deletion counts as deleted for the VMI's expectations (KubeVirt's updatePod).
+
+    So the VMI controller follows the pod while it terminates: the VMI's Ready goes False (PodTerminating) before
+    the guest is down, and the VM shows Stopping, not ready. Waiting for the pod to be gone instead left the VMI
+    Ready until its last write, and `kubectl get vm -w` showed `Stopped True` on the way.
+    """
+    ns = await cp.namespace()
+    name = "pod-going"
+    async with status_ready_history(cp.admin, ns, name) as rows:
+        await create_vm(cp, ns, name)
+        vmi = await cp.wait_vmi_phase(ns, name, "Running")
+        await eventually(lambda: rows[-1:] == [("Running", True)])
+        cp.node.auto_run = False  # the guest shuts down slowly: the pod stays terminating until it is told
+        try:
+            await cp.admin.patch(VIRTUAL_MACHINES, name, {"spec": {"runStrategy": "Halted"}}, ns)
+
+            async def not_ready_while_terminating() -> bool:
+                current = await cp.vmi(ns, name)
+                pods = (await cp.admin.list(PODS, ns))["items"]
+                if current is None or not pods or not pods[0]["metadata"].get("deletionTimestamp"):
+                    return False
+                ready = next(x for x in current["status"]["conditions"] if x["type"] == "Ready")
+                running = current["status"]["phase"] == "Running"
+                return running and ready["status"] == "False" and ready["reason"] == "PodTerminating"
+
+            await eventually(not_ready_while_terminating)
+            await eventually(lambda: rows[-1:] == [("Stopping", False)])
+            await cp.node.set_phase(f"{ns}/{name}", "Succeeded")
+        finally:
+            cp.node.auto_run = True
+            cp.node.resync()
+        await cp.wait_vmi_gone(ns, name, vmi["metadata"]["uid"])
+        await cp.wait_printable(ns, name, "Stopped")
+        await eventually(lambda: rows[-1:] == [("Stopped", False)])
+    assert ("Stopped", True) not in rows, rows
+    assert rows[:2] == [("Starting", False), ("Running", True)], rows
+    events = (await cp.admin.list(EVENTS, ns))["items"]
+    deleted = [
+        e
+        for e in events
+        if e["reason"] == "SuccessfulDelete" and e["involvedObject"]["kind"] == "VirtualMachineInstance"
+    ]
+    assert [e.get("count", 1) for e in deleted] == [1], "the pod's deletion is announced once"
 
 
 async def test_a_stop_whose_answer_comes_after_the_vmi_ended_shows_stopping(

@@ -25,10 +25,11 @@ pytestmark = pytest.mark.asyncio(loop_scope="function")
 # Start: the VM's finalizer, the start revision, the VMI, the launcher pod, the pod's unpaused gate, the VMI's moves
 # to Scheduling and Scheduled, the binding, the kubelet's Running, virt-handler's Running, the VMI's Ready, the VM's
 # Starting and Running, and one event each for the VMI and the pod: 15, each one KubeVirt's components make too.
-# Stop: the VMI's generation annotation, its delete, the pod's delete (controller and kubelet), the kubelet's
+# Stop: the VMI's generation annotation, its delete, the pod's delete (controller and kubelet), the VMI's Ready
+# False while the pod terminates (KubeVirt's too: a pod marked for deletion counts as deleted), the kubelet's
 # Succeeded, virt-handler's Succeeded, both finalizers, the VM's Stopping, its Stopped with the VMI gone in one
-# write, two events: 12.
-WRITE_BUDGET = 27
+# write, two events: 13.
+WRITE_BUDGET = 28
 # The test's own writes (create the VM, set it Halted, its namespace) and the node's heartbeats are not the flow's.
 NOT_COUNTED = {("other", "POST virtualmachines"), ("other", "PATCH virtualmachines"), ("other", "POST namespaces")}
 

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pykubevirt.apiserver.security import write_user_kubeconfig
 from pykubevirt.client.api import KubeClient, Object
@@ -20,6 +20,8 @@ from pykubevirt.controller.app import ControllerOptions, VirtController
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.simulated_node import SimulatedNode
 from tests.support.waiting import eventually
+
+T = TypeVar("T")
 
 
 def client_for(server: APIServerProcess, component: str = "") -> KubeClient:
@@ -223,12 +225,32 @@ def vm_manifest(name: str, run_strategy: str | None = "Always", **spec: Any) -> 
 @contextlib.asynccontextmanager
 async def printable_history(client: KubeClient, namespace: str, name: str) -> AsyncIterator[list[str]]:
     """The VM's printableStatus values in the order a watch sees them (what `kubectl get vm -w` shows)."""
-    seen: list[str] = []
+    async with _watched_rows(client, namespace, name, lambda status: str(status.get("printableStatus") or "")) as seen:
+        yield seen
+
+
+@contextlib.asynccontextmanager
+async def status_ready_history(client: KubeClient, namespace: str, name: str) -> AsyncIterator[list[tuple[str, bool]]]:
+    """The VM's (printableStatus, ready) rows in the order a watch sees them: `kubectl get vm -w`'s STATUS, READY."""
+
+    def row(status: Object) -> tuple[str, bool] | None:
+        printable = str(status.get("printableStatus") or "")
+        return (printable, bool(status.get("ready"))) if printable else None
+
+    async with _watched_rows(client, namespace, name, row) as seen:
+        yield seen
+
+
+@contextlib.asynccontextmanager
+async def _watched_rows(
+    client: KubeClient, namespace: str, name: str, row_of: Callable[[Object], T | None]
+) -> AsyncIterator[list[T]]:
+    seen: list[T] = []
 
     def record(vm: Object) -> None:
-        status = str((vm.get("status") or {}).get("printableStatus") or "")
-        if status and (not seen or seen[-1] != status):
-            seen.append(status)
+        row = row_of(vm.get("status") or {})
+        if row and (not seen or seen[-1] != row):
+            seen.append(row)
 
     vms = Informer(client, VIRTUAL_MACHINES, namespace=namespace, field_selector=f"metadata.name={name}")
     vms.add_handler(EventHandler(on_add=record, on_update=lambda _, vm: record(vm)))

@@ -107,6 +107,22 @@ def test_expectations_are_withdrawn_when_the_write_fails() -> None:
     assert expectations.pending_deletions("ns/vm"), "a delete that went through waits to be observed"
 
 
+def test_a_tracked_deletion_is_observed_once_however_many_events_show_it() -> None:
+    expectations = ControllerExpectations()
+    with expectations.deleting("ns/vmi", "ns/pod-a"), expectations.deleting("ns/vmi", "ns/pod-b"):
+        pass
+    assert expectations.pending_deletions("ns/vmi")
+    # pod-a marked for deletion, then gone: two events, one deletion; pod-b still pending.
+    expectations.deletion_of_observed("ns/vmi", "ns/pod-a")
+    expectations.deletion_of_observed("ns/vmi", "ns/pod-a")
+    assert not expectations.satisfied("ns/vmi"), "pod-a's second event must not stand in for pod-b"
+    expectations.deletion_of_observed("ns/vmi", "ns/pod-b")
+    assert expectations.satisfied("ns/vmi")
+    with pytest.raises(ConnectionError), expectations.deleting("ns/vmi", "ns/pod-c"):
+        raise ConnectionError("connection lost mid-request")
+    assert expectations.satisfied("ns/vmi"), "a delete that may not have happened must not block the key"
+
+
 async def test_pending_covers_queued_and_processing_items_only() -> None:
     queue: WorkQueue[str] = WorkQueue()
     assert not queue.pending("a")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 EXPECTATIONS_TTL_SECONDS = 300.0
 
@@ -19,6 +19,9 @@ class _Record:
     adds: int
     deletes: int
     timestamp: float
+    # Deletions tracked by the deleted object's key (KubeVirt's UIDTrackingControllerExpectations): each is
+    # observed once however many events show it going (marked for deletion, then gone).
+    deleting: set[str] = field(default_factory=set)
 
 
 class ControllerExpectations:
@@ -55,14 +58,24 @@ class ControllerExpectations:
             raise
 
     @contextlib.contextmanager
-    def deleting(self, key: str) -> Iterator[None]:
-        """Expect one deletion around the write; any failure withdraws it."""
-        self.expect_deletions(key)
+    def deleting(self, key: str, item: str | None = None) -> Iterator[None]:
+        """Expect one deletion (of `item`, when given) around the write; any failure withdraws it."""
+        if item is None:
+            self.expect_deletions(key)
+        else:
+            self.expect_deletion_of(key, item)
         try:
             yield
         except BaseException:
-            self.deletion_observed(key)
+            if item is None:
+                self.deletion_observed(key)
+            else:
+                self.deletion_of_observed(key, item)
             raise
+
+    def expect_deletion_of(self, key: str, item: str) -> None:
+        self._expect(key, adds=0, deletes=0)
+        self._records[key].deleting.add(item)
 
     def creation_observed(self, key: str) -> None:
         record = self._records.get(key)
@@ -74,11 +87,17 @@ class ControllerExpectations:
         if record is not None:
             record.deletes -= 1
 
+    def deletion_of_observed(self, key: str, item: str) -> None:
+        """`item` is gone or going: observing it again changes nothing."""
+        record = self._records.get(key)
+        if record is not None:
+            record.deleting.discard(item)
+
     def satisfied(self, key: str) -> bool:
         record = self._records.get(key)
         if record is None:
             return True
-        if (record.adds <= 0 and record.deletes <= 0) or self._expired(record):
+        if (record.adds <= 0 and record.deletes <= 0 and not record.deleting) or self._expired(record):
             return True
         return False
 
@@ -88,7 +107,7 @@ class ControllerExpectations:
 
     def pending_deletions(self, key: str) -> bool:
         record = self._records.get(key)
-        return record is not None and record.deletes > 0 and not self._expired(record)
+        return record is not None and (record.deletes > 0 or bool(record.deleting)) and not self._expired(record)
 
     def delete(self, key: str) -> None:
         self._records.pop(key, None)

@@ -220,7 +220,9 @@ class VirtController:
             self.pvcs, lambda pvc: [object_key(vm) for vm in self.vms.by_index(VM_CLAIM_INDEX, object_key(pvc))]
         )
         vmi = self.vmi_reconciler
-        self.pods.add_handler(EventHandler(on_add=vmi.on_pod_add, on_delete=vmi.on_pod_delete))
+        self.pods.add_handler(
+            EventHandler(on_add=vmi.on_pod_add, on_update=vmi.on_pod_update, on_delete=vmi.on_pod_delete)
+        )
         self.vmi_controller.watch(self.vmis, own_key).watch(self.pods, owner_keys(c.VMI_KIND)).watch(self.vms, own_key)
         # A claim appearing, binding or growing concerns the VMIs that use it (pod creation, volumeStatus).
 

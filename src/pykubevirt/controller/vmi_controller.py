@@ -4,7 +4,6 @@ Scheduled (hand-over to virt-handler), or to Failed when the pod goes away; mirr
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Any
 
@@ -16,7 +15,7 @@ from pykubevirt.client.controller import Result, controller_owner_key
 from pykubevirt.client.errors import ApiError, Conflict, Invalid, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.expectations import ControllerExpectations
-from pykubevirt.client.informer import Informer
+from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.backend_storage import BackendStorage
@@ -88,11 +87,21 @@ class VMIController:
 
     def on_pod_add(self, pod: Object) -> None:
         if key := controller_owner_key(pod, c.VMI_KIND):
-            self.pod_expectations.creation_observed(key)
+            if pod["metadata"].get("deletionTimestamp"):
+                # Seen first already going (after a relist): not the creation this controller waits for.
+                self.on_pod_delete(pod)
+            else:
+                self.pod_expectations.creation_observed(key)
+
+    def on_pod_update(self, old: Object, new: Object) -> None:
+        # A pod marked for deletion counts as deleted (KubeVirt's updatePod): its VMI's status follows the pod
+        # while it terminates, instead of waiting for it to be gone.
+        if new["metadata"].get("deletionTimestamp"):
+            self.on_pod_delete(new)
 
     def on_pod_delete(self, pod: Object) -> None:
         if key := controller_owner_key(pod, c.VMI_KIND):
-            self.pod_expectations.deletion_observed(key)
+            self.pod_expectations.deletion_of_observed(key, object_key(pod))
 
     # ------------------------------------------------------------------------------------------------ reconcile
 
@@ -125,7 +134,7 @@ class VMIController:
                 if candidate["metadata"].get("deletionTimestamp") and not pod_state.pod_is_down(candidate):
                     continue
                 try:
-                    await self._delete_pod(key, candidate)
+                    deleted = await self._delete_pod(key, candidate)
                 except ApiError as exc:
                     self.recorder.event(
                         vmi,
@@ -134,9 +143,14 @@ class VMIController:
                         f"Failed to delete virtual machine pod {candidate['metadata']['name']}",
                     )
                     return SyncError(f"failed to delete pod: {exc.message}", FAILED_DELETE_POD), pod
-                self.recorder.event(
-                    vmi, NORMAL, SUCCESSFUL_DELETE_POD, f"Deleted virtual machine pod {candidate['metadata']['name']}"
-                )
+                if deleted and not candidate["metadata"].get("deletionTimestamp"):
+                    # A finished pod already going is deleted once more to remove it at once; that is no news.
+                    self.recorder.event(
+                        vmi,
+                        NORMAL,
+                        SUCCESSFUL_DELETE_POD,
+                        f"Deleted virtual machine pod {candidate['metadata']['name']}",
+                    )
             return None, pod
         if phase in c.FINAL_PHASES:
             return None, pod
@@ -216,9 +230,14 @@ class VMIController:
         )
         return None, pod
 
-    async def _delete_pod(self, key: str, pod: Object) -> None:
-        with contextlib.suppress(NotFound), self.pod_expectations.deleting(key):
-            await self.client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
+    async def _delete_pod(self, key: str, pod: Object) -> bool:
+        """Delete the pod; False if it was already gone."""
+        try:
+            with self.pod_expectations.deleting(key, object_key(pod)):
+                await self.client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
+        except NotFound:
+            return False
+        return True
 
     # ------------------------------------------------------------------------------------------------ status
 
