@@ -474,8 +474,10 @@ class PodWorker:
         if self.delete_sent:
             return RESYNC_SECONDS
         self._end_sidecars(pod)
-        await self._report(pod, _Plan(), killed=True)
+        # The sandbox goes before the pod is reported finished, as the kubelet's killPod stops it: a finished pod
+        # may be removed from the API at once (virt-controller deletes it again), and its network must be gone by then.
         await self.sandbox.teardown()
+        await self._report(pod, _Plan(), killed=True)
         try:
             await self.ctx.client.delete(
                 PODS, meta["name"], meta.get("namespace"), grace_period_seconds=0, preconditions={"uid": self.uid}
