@@ -21,6 +21,7 @@ import pytest_asyncio
 from pykubevirt.cli.cluster_network import choose_cluster_cidr, release_cluster_network
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import NotFound
+from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import NAMESPACES, NODES, PODS
 from pykubevirt.controller.node_ipam import NodeIpamController
 from pykubevirt.node import netns
@@ -306,6 +307,35 @@ async def test_deleting_a_pod_frees_its_ip_and_leaves_no_namespace_or_veth(net: 
     assert v6(obj) not in leases(net, node, ipv6=True)
     assert set(cluster_links(net)) <= links_before
     assert not (net.root / node / "cni" / "pods" / f"{uid}.json").exists()
+
+
+async def test_a_terminating_pod_is_reported_finished_only_once_its_network_is_gone(net: Net) -> None:
+    """The kubelet's order: containers, then the sandbox, then the terminal status. A finished pod may be removed from
+    the API at once (virt-controller deletes it again), so its network must not outlive its last status."""
+    node = nodes(net)[0]
+    await net.client.create(PODS, pod("finishing", node), net.namespace)
+    uid = (await running(net, "finishing"))["metadata"]["uid"]
+    seen: list[tuple[str, bool]] = []
+
+    def record(obj: Object) -> None:
+        phase = str((obj.get("status") or {}).get("phase") or "")
+        if phase in ("Succeeded", "Failed") and not seen:
+            seen.append((phase, netns.exists(pod_netns(uid))))
+
+    watched = Informer(net.client, PODS, namespace=net.namespace, field_selector="metadata.name=finishing")
+    watched.add_handler(EventHandler(on_add=record, on_update=lambda _, obj: record(obj), on_delete=record))
+    watching = asyncio.create_task(watched.run())
+    await watched.synced.wait()
+    try:
+        await net.client.delete(PODS, "finishing", net.namespace)
+        await gone(net, "finishing")
+        await eventually(lambda: bool(seen))
+    finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+    phase, namespace_left = seen[0]
+    assert not namespace_left, f"the pod was reported {phase} while its network namespace was still there"
 
 
 async def test_a_restarted_agent_keeps_pod_ips_and_continues_the_ipam_store(net: Net) -> None:
