@@ -21,7 +21,6 @@ import pytest_asyncio
 from pykubevirt.cli.cluster_network import choose_cluster_cidr, release_cluster_network
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import NotFound
-from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import NAMESPACES, NODES, PODS
 from pykubevirt.controller.node_ipam import NodeIpamController
 from pykubevirt.node import netns
@@ -32,6 +31,7 @@ from pykubevirt.node.teardown import kill_node_pods
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for
 from tests.support.waiting import eventually
+from tests.support.watching import watching
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -322,18 +322,10 @@ async def test_a_terminating_pod_is_reported_finished_only_once_its_network_is_g
         if phase in ("Succeeded", "Failed") and not seen:
             seen.append((phase, netns.exists(pod_netns(uid))))
 
-    watched = Informer(net.client, PODS, namespace=net.namespace, field_selector="metadata.name=finishing")
-    watched.add_handler(EventHandler(on_add=record, on_update=lambda _, obj: record(obj), on_delete=record))
-    watching = asyncio.create_task(watched.run())
-    await watched.synced.wait()
-    try:
+    async with watching(net.client, PODS, net.namespace, "finishing", record):
         await net.client.delete(PODS, "finishing", net.namespace)
         await gone(net, "finishing")
         await eventually(lambda: bool(seen))
-    finally:
-        watching.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watching
     phase, namespace_left = seen[0]
     assert not namespace_left, f"the pod was reported {phase} while its network namespace was still there"
 

@@ -14,12 +14,12 @@ from pykubevirt.apiserver.security import write_user_kubeconfig
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.config import load_kubeconfig
 from pykubevirt.client.errors import AlreadyExists, NotFound
-from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import EVENTS, NAMESPACES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.controller.app import ControllerOptions, VirtController
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.simulated_node import SimulatedNode
 from tests.support.waiting import eventually
+from tests.support.watching import watching
 
 T = TypeVar("T")
 
@@ -252,13 +252,5 @@ async def _watched_rows(
         if row and (not seen or seen[-1] != row):
             seen.append(row)
 
-    vms = Informer(client, VIRTUAL_MACHINES, namespace=namespace, field_selector=f"metadata.name={name}")
-    vms.add_handler(EventHandler(on_add=record, on_update=lambda _, vm: record(vm)))
-    watching = asyncio.create_task(vms.run())
-    await vms.synced.wait()
-    try:
+    async with watching(client, VIRTUAL_MACHINES, namespace, name, record):
         yield seen
-    finally:
-        watching.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watching

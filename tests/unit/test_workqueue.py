@@ -90,7 +90,7 @@ def test_expectations_block_until_observed_or_expired() -> None:
     assert expectations.pending_creations("ns/vm")
     expectations.creation_observed("ns/vm")
     assert expectations.satisfied("ns/vm")
-    expectations.expect_deletions("ns/vm")
+    expectations.expect_deletion("ns/vm", "ns/vmi")
     assert expectations.pending_deletions("ns/vm")
     now[0] = 301
     assert expectations.satisfied("ns/vm"), "expectations expire so a lost event cannot block a key forever"
@@ -102,7 +102,7 @@ def test_expectations_are_withdrawn_when_the_write_fails() -> None:
         assert not expectations.satisfied("ns/vm")
         raise ConnectionError("connection lost mid-request")
     assert expectations.satisfied("ns/vm"), "a create that may not have happened must not block the key"
-    with expectations.deleting("ns/vm"):
+    with expectations.deleting("ns/vm", "ns/vmi"):
         pass
     assert expectations.pending_deletions("ns/vm"), "a delete that went through waits to be observed"
 
@@ -113,10 +113,10 @@ def test_a_tracked_deletion_is_observed_once_however_many_events_show_it() -> No
         pass
     assert expectations.pending_deletions("ns/vmi")
     # pod-a marked for deletion, then gone: two events, one deletion; pod-b still pending.
-    expectations.deletion_of_observed("ns/vmi", "ns/pod-a")
-    expectations.deletion_of_observed("ns/vmi", "ns/pod-a")
+    expectations.deletion_observed("ns/vmi", "ns/pod-a")
+    expectations.deletion_observed("ns/vmi", "ns/pod-a")
     assert not expectations.satisfied("ns/vmi"), "pod-a's second event must not stand in for pod-b"
-    expectations.deletion_of_observed("ns/vmi", "ns/pod-b")
+    expectations.deletion_observed("ns/vmi", "ns/pod-b")
     assert expectations.satisfied("ns/vmi")
     with pytest.raises(ConnectionError), expectations.deleting("ns/vmi", "ns/pod-c"):
         raise ConnectionError("connection lost mid-request")

@@ -17,15 +17,14 @@ EXPECTATIONS_TTL_SECONDS = 300.0
 @dataclass(slots=True)
 class _Record:
     adds: int
-    deletes: int
     timestamp: float
-    # Deletions tracked by the deleted object's key (KubeVirt's UIDTrackingControllerExpectations): each is
+    # Deletions are tracked by the deleted object's key (KubeVirt's UIDTrackingControllerExpectations): each is
     # observed once however many events show it going (marked for deletion, then gone).
     deleting: set[str] = field(default_factory=set)
 
 
 class ControllerExpectations:
-    """Per-key counts of pending creations and deletions."""
+    """Per key: the count of pending creations and the keys of objects whose deletion is pending."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, ttl: float = EXPECTATIONS_TTL_SECONDS) -> None:
         self._clock = clock
@@ -33,19 +32,18 @@ class ControllerExpectations:
         self._records: dict[str, _Record] = {}
 
     def expect_creations(self, key: str, count: int = 1) -> None:
-        self._expect(key, adds=count, deletes=0)
+        self._record(key).adds += count
 
-    def expect_deletions(self, key: str, count: int = 1) -> None:
-        self._expect(key, adds=0, deletes=count)
+    def expect_deletion(self, key: str, item: str) -> None:
+        self._record(key).deleting.add(item)
 
-    def _expect(self, key: str, *, adds: int, deletes: int) -> None:
+    def _record(self, key: str) -> _Record:
+        """The key's record, fresh if it had none or it expired, its clock restarted."""
         record = self._records.get(key)
         if record is None or self._expired(record):
-            self._records[key] = _Record(adds, deletes, self._clock())
-        else:
-            record.adds += adds
-            record.deletes += deletes
-            record.timestamp = self._clock()
+            record = self._records[key] = _Record(0, self._clock())
+        record.timestamp = self._clock()
+        return record
 
     @contextlib.contextmanager
     def creating(self, key: str) -> Iterator[None]:
@@ -58,36 +56,21 @@ class ControllerExpectations:
             raise
 
     @contextlib.contextmanager
-    def deleting(self, key: str, item: str | None = None) -> Iterator[None]:
-        """Expect one deletion (of `item`, when given) around the write; any failure withdraws it."""
-        if item is None:
-            self.expect_deletions(key)
-        else:
-            self.expect_deletion_of(key, item)
+    def deleting(self, key: str, item: str) -> Iterator[None]:
+        """Expect the deletion of `item` around the write; any failure withdraws it."""
+        self.expect_deletion(key, item)
         try:
             yield
         except BaseException:
-            if item is None:
-                self.deletion_observed(key)
-            else:
-                self.deletion_of_observed(key, item)
+            self.deletion_observed(key, item)
             raise
-
-    def expect_deletion_of(self, key: str, item: str) -> None:
-        self._expect(key, adds=0, deletes=0)
-        self._records[key].deleting.add(item)
 
     def creation_observed(self, key: str) -> None:
         record = self._records.get(key)
         if record is not None:
             record.adds -= 1
 
-    def deletion_observed(self, key: str) -> None:
-        record = self._records.get(key)
-        if record is not None:
-            record.deletes -= 1
-
-    def deletion_of_observed(self, key: str, item: str) -> None:
+    def deletion_observed(self, key: str, item: str) -> None:
         """`item` is gone or going: observing it again changes nothing."""
         record = self._records.get(key)
         if record is not None:
@@ -97,7 +80,7 @@ class ControllerExpectations:
         record = self._records.get(key)
         if record is None:
             return True
-        if (record.adds <= 0 and record.deletes <= 0 and not record.deleting) or self._expired(record):
+        if (record.adds <= 0 and not record.deleting) or self._expired(record):
             return True
         return False
 
@@ -107,7 +90,7 @@ class ControllerExpectations:
 
     def pending_deletions(self, key: str) -> bool:
         record = self._records.get(key)
-        return record is not None and (record.deletes > 0 or bool(record.deleting)) and not self._expired(record)
+        return record is not None and bool(record.deleting) and not self._expired(record)
 
     def delete(self, key: str) -> None:
         self._records.pop(key, None)

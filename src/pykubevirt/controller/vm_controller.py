@@ -22,7 +22,7 @@ from pykubevirt.client.controller import Result, controller_owner_key
 from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.expectations import ControllerExpectations
-from pykubevirt.client.informer import Informer
+from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.controller.crash_loop import backoff_remaining, sync_start_failure
@@ -128,16 +128,13 @@ class VMController:
             self.expectations.creation_observed(key)
 
     def on_vmi_update(self, old: Object, new: Object) -> None:
-        # A VMI that starts terminating counts as deleted for the VM's expectations (as KubeVirt does).
-        if new["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionTimestamp"):
-            key = controller_owner_key(new, c.VM_KIND)
-            if key:
-                self.expectations.deletion_observed(key)
+        # A VMI that is terminating counts as deleted for the VM's expectations (as KubeVirt does).
+        if new["metadata"].get("deletionTimestamp"):
+            self.on_vmi_delete(new)
 
     def on_vmi_delete(self, vmi: Object) -> None:
-        key = controller_owner_key(vmi, c.VM_KIND)
-        if key and not vmi["metadata"].get("deletionTimestamp"):
-            self.expectations.deletion_observed(key)
+        if key := controller_owner_key(vmi, c.VM_KIND):
+            self.expectations.deletion_observed(key, object_key(vmi))
 
     # ------------------------------------------------------------------------------------------------ reconcile
 
@@ -361,7 +358,7 @@ class VMController:
 
     async def _start(self, vm: Object) -> tuple[SyncError | None, Object | None]:
         """Create the VMI (KubeVirt's startVMI); the created VMI is returned and arrives through the informer too."""
-        key = f"{vm['metadata']['namespace']}/{vm['metadata']['name']}"
+        key = object_key(vm)
         if condition_true(vm, COND_MANUAL_RECOVERY_REQUIRED):
             return None, None
         try:
@@ -397,12 +394,12 @@ class VMController:
         """
         if vmi["metadata"].get("deletionTimestamp"):
             return None, None
-        key = f"{vm['metadata']['namespace']}/{vm['metadata']['name']}"
+        key = object_key(vm)
         preconditions = {"uid": vmi["metadata"]["uid"]}
         if as_read:
             preconditions["resourceVersion"] = vmi["metadata"]["resourceVersion"]
         try:
-            with self.expectations.deleting(key):
+            with self.expectations.deleting(key, object_key(vmi)):
                 answer = await self.client.delete(
                     VIRTUAL_MACHINE_INSTANCES,
                     vmi["metadata"]["name"],

@@ -101,7 +101,7 @@ class VMIController:
 
     def on_pod_delete(self, pod: Object) -> None:
         if key := controller_owner_key(pod, c.VMI_KIND):
-            self.pod_expectations.deletion_of_observed(key, object_key(pod))
+            self.pod_expectations.deletion_observed(key, object_key(pod))
 
     # ------------------------------------------------------------------------------------------------ reconcile
 
