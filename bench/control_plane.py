@@ -144,6 +144,8 @@ def write_figures(writes: dict[tuple[str, str], int], started: int) -> dict[str,
     """API writes a start, from the (user, "VERB resource") counts of the run."""
     # The simulated node binds pods and reports their status as a node (the scheduler's and kubelet's writes, counted
     # as "other"); only its VMI patches go out as virt-handler.
+    rejected = {(u.removeprefix("rejected:"), r): v for (u, r), v in writes.items() if u.startswith("rejected:")}
+    writes = {(u, r): v for (u, r), v in writes.items() if not u.startswith("rejected:")}
     kubevirt = {
         (u, r): v
         for (u, r), v in writes.items()
@@ -160,6 +162,9 @@ def write_figures(writes: dict[tuple[str, str], int], started: int) -> dict[str,
         "kubevirt_all_writes_per_start": round(sum(kubevirt.values()) / started, 2),
         "events_per_start": round(sum(v for (_, r), v in writes.items() if "events" in r) / started, 2),
         "writes_by_component": {f"{u}:{r}": v for (u, r), v in sorted(writes.items())},
+        # Writes refused for a stale read (409, a failed JSON patch test): work for nothing, and a retry.
+        "rejected_writes_per_start": round(sum(rejected.values()) / started, 2),
+        "rejected_by_component": {f"{u}:{r}": v for (u, r), v in sorted(rejected.items()) if v},
     }
 
 
@@ -187,13 +192,19 @@ def server_footprint(server: APIServerProcess) -> dict[str, Any]:
 
 
 async def api_write_counts(server: APIServerProcess) -> Counter[tuple[str, str]]:
-    """Writes per (component, resource) from the API server's audit counters."""
+    """Writes per (component, resource) from the API server's audit counters; refused ones under "rejected:"."""
     admin = client_for(server)
     try:
         counts = await admin.request("GET", "/debug/writes")
     finally:
         await admin.close()
-    return Counter({(c["user"], c["resource"]): c["count"] for c in counts["writes"]})
+    return Counter(
+        {
+            (("rejected:" if kind == "rejected" else "") + c["user"], c["resource"]): c["count"]
+            for kind in ("writes", "rejected")
+            for c in counts[kind]
+        }
+    )
 
 
 def main() -> None:

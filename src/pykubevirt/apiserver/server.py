@@ -58,6 +58,8 @@ log = logging.getLogger("pykubevirt.apiserver")
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
 # The unix socket in the data directory that the kubeconfigs this server writes name for clients on its host.
 LOCAL_SOCKET_NAME = "apiserver.sock"
+# Writes refused for the object's state: a conflict, or 422 (a JSON patch's failed test, an invalid object).
+REJECTED_WRITE_CODES = frozenset({409, 422})
 UNIX_PATH_MAX = 108  # sun_path's size on Linux, its terminating NUL included
 
 
@@ -137,6 +139,7 @@ class EmbeddedAPIServer:
         # In-process aggregated API groups (subresources.kubevirt.io): (group, version) → (handler, APIResourceList).
         self.extra_groups: dict[tuple[str, str], tuple[ExtraHandler, dict[str, Any]]] = {}
         self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.rejected_write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self.pki = security.ensure_pki(self.data_dir, list(options.extra_hostnames), [])
         self.tokens = security.ensure_tokens(self.data_dir)
         self.authorizer = Authorizer(StorePolicy(self.store))
@@ -343,12 +346,16 @@ class EmbeddedAPIServer:
             response = await extra[0](request, request[USER])
         else:
             response = await self.rest.handle(request)
-        if request.method != "GET" and response.status < 400:
-            self._count_write(request)
+        if request.method != "GET" and (response.status < 400 or response.status in REJECTED_WRITE_CODES):
+            self._count_write(request, response.status)
         return response
 
-    def _count_write(self, request: web.Request) -> None:
-        """Successful writes per component and resource, for measuring what a flow costs (GET /debug/writes)."""
+    def _count_write(self, request: web.Request, code: int) -> None:
+        """Writes per component and resource, for measuring what a flow costs (GET /debug/writes).
+
+        Writes refused for the object's state are counted apart: most are a writer working from a stale read (409,
+        or a JSON patch's failed test), a request's worth of work for nothing and a retry.
+        """
         user = request[USER].username
         component = next((name for name, known in self._component_users.items() if known == user), "other")
         parts = [p for p in request.path.split("/") if p]
@@ -358,11 +365,14 @@ class EmbeddedAPIServer:
         resource = tail[0] if tail else ""
         if len(tail) >= 3:
             resource += "/" + tail[2]
-        self.write_counts[(component, f"{request.method} {resource}")] += 1
+        counts = self.write_counts if code < 400 else self.rejected_write_counts
+        counts[(component, f"{request.method} {resource}")] += 1
 
     async def _debug_writes(self, request: web.Request) -> web.Response:
-        writes = [{"user": u, "resource": r, "count": n} for (u, r), n in sorted(self.write_counts.items())]
-        return json_response({"writes": writes})
+        def rows(counts: collections.Counter[tuple[str, str]]) -> list[dict[str, Any]]:
+            return [{"user": u, "resource": r, "count": n} for (u, r), n in sorted(counts.items())]
+
+        return json_response({"writes": rows(self.write_counts), "rejected": rows(self.rejected_write_counts)})
 
     async def _openapi_v2(self, request: web.Request) -> web.Response:
         accept = request.headers.get("Accept", "")
