@@ -14,6 +14,7 @@ from pykubevirt.client.config import load_kubeconfig
 from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES
 from tests.support.apiserver_process import APIServerProcess
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -66,3 +67,65 @@ async def test_cached_objects_have_no_managed_fields_and_updates_from_them_keep_
         await asyncio.gather(task, return_exceptions=True)
         await creator.close()
         await updater.close()
+
+
+async def test_a_write_is_served_from_the_cache_until_the_watch_brings_it_or_a_newer_version(
+    apiserver: APIServerProcess,
+) -> None:
+    config = load_kubeconfig(apiserver.kubeconfig)
+    writer, other = KubeClient(config, user_agent="writer/1"), KubeClient(config, user_agent="other/1")
+    namespace = "informer-wrote"
+    informer = Informer(writer, CONFIG_MAPS, namespace=namespace)
+    key = f"{namespace}/cm"
+    try:
+        await writer.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        await writer.create(CONFIG_MAPS, config_map(namespace, "cm"), namespace)
+        await writer.create(CONFIG_MAPS, config_map(namespace, "elsewhere"), namespace)
+        # A cache that lists and then hears nothing: every write below is one the watch has not brought back yet.
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        listed = informer.get(key)
+        assert listed is not None
+
+        edited = copy_json(listed)
+        edited["data"] = {"step": "1"}
+        written = await writer.update(CONFIG_MAPS, edited)
+        informer.wrote(written, listed["metadata"]["resourceVersion"])
+        served = informer.get(key)
+        assert served is not None and served["data"] == {"step": "1"}
+        assert served["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
+        assert "managedFields" not in served["metadata"]
+        assert informer.get_by_name(namespace, "cm") is served
+        # A second write from what the cache serves is based on the current version: it is not refused.
+        again = copy_json(served)
+        again["data"] = {"step": "2"}
+        informer.wrote(await writer.update(CONFIG_MAPS, again), served["metadata"]["resourceVersion"])
+        second = informer.get(key)
+        assert second is not None and second["data"] == {"step": "2"}
+
+        # A write based on a version the cache does not hold serves nothing new.
+        elsewhere = informer.get(f"{namespace}/elsewhere")
+        assert elsewhere is not None
+        fresh = await writer.get(CONFIG_MAPS, "elsewhere", namespace)
+        fresh["data"] = {"from": "a fresh read"}
+        first = await writer.update(CONFIG_MAPS, fresh)
+        first["data"] = {"from": "a second write"}
+        informer.wrote(await writer.update(CONFIG_MAPS, first), first["metadata"]["resourceVersion"])
+        assert informer.get(f"{namespace}/elsewhere") is elsewhere
+
+        # Once the cache moves on (here past the write, to another writer's newer version), the cache is served.
+        await other.patch(CONFIG_MAPS, "cm", {"data": {"step": "3"}}, namespace)
+        task = asyncio.create_task(informer.run())
+
+        async def caught_up() -> bool:
+            cached = informer.get(key)
+            return cached is not None and cached["data"] == {"step": "3"}
+
+        await eventually(caught_up)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    finally:
+        await writer.close()
+        await other.close()

@@ -7,15 +7,25 @@ issue 18 budget, and a change that adds a write shows here with its verb and res
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 
-from pykubevirt.client.resources import PODS, VIRTUAL_MACHINES
+from pykubevirt.api.constants import VM_CONTROLLER_FINALIZER
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.resources import NAMESPACES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.controller.app import VirtController
 from tests.support.apiserver_process import APIServerProcess
-from tests.support.control_plane import ControlPlane, printable_history, start_control_plane, vm_manifest
+from tests.support.control_plane import (
+    ControlPlane,
+    client_for,
+    printable_history,
+    start_control_plane,
+    vm_manifest,
+)
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
@@ -82,3 +92,42 @@ async def test_one_start_to_running_and_stop_stays_within_the_write_budget(cp: C
     )
     # Fewer writes, the same story for `kubectl get vm -w`.
     assert printable == ["Starting", "Running", "Stopping", "Stopped"], printable
+
+
+async def test_a_sync_before_the_watch_brings_back_the_controllers_own_write_goes_on_from_that_write(
+    fresh_apiserver: APIServerProcess,
+) -> None:
+    admin, client = client_for(fresh_apiserver), client_for(fresh_apiserver, "virt-controller")
+    controller = VirtController(client)
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "early"}})
+        await admin.create(VIRTUAL_MACHINES, vm_manifest("early"), "early")
+        # Caches that list and then hear nothing: the controller's own writes never come back as events.
+        tasks = [asyncio.create_task(informer.run()) for informer in controller.informers]
+        await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in controller.informers)), 10)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        rejected = await rejected_counts(admin)
+
+        await controller.vm_reconciler.reconcile("early/early")  # the finalizer
+        await controller.vm_reconciler.reconcile("early/early")  # woken again before the watch brought it back
+        vm = await admin.get(VIRTUAL_MACHINES, "early", "early")
+        assert VM_CONTROLLER_FINALIZER in vm["metadata"]["finalizers"]
+        # The second sync saw the finalizer it had written and started the VM, instead of sending the same patch
+        # from the version it replaced and having it refused.
+        vmi = await admin.get(VIRTUAL_MACHINE_INSTANCES, "early", "early")
+        assert vmi["metadata"]["ownerReferences"][0]["uid"] == vm["metadata"]["uid"]
+        assert await rejected_counts(admin) == rejected
+    finally:
+        for task in tasks:
+            task.cancel()
+        await controller.recorder.flush()
+        await admin.close()
+        await client.close()
+
+
+async def rejected_counts(admin: KubeClient) -> Counter[tuple[str, str]]:
+    counts = await admin.request("GET", "/debug/writes")
+    return Counter({(c["user"], c["resource"]): c["count"] for c in counts["rejected"]})

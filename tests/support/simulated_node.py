@@ -60,6 +60,8 @@ class SimulatedNode:
         self.unschedulable_message = ""
         self._labels: dict[str, str] = {}
         self._labels_read = -1.0
+        # Pods bound but not yet seen bound in the cache (the scheduler's assumed pods): name → uid.
+        self._assumed: dict[str, str] = {}
         self.writes = 0
 
     # ------------------------------------------------------------------------------------------------ lifecycle
@@ -175,6 +177,11 @@ class SimulatedNode:
                     await self.client.delete(PODS, name, namespace, grace_period_seconds=0)
                     self.writes += 1
             return
+        if spec.get("nodeName"):
+            self._assumed.pop(f"{namespace}/{name}", None)
+        elif self._assumed.get(f"{namespace}/{name}") == pod["metadata"].get("uid"):
+            # Bound already; the binding's update event is on its way.
+            return
         if not spec.get("nodeName"):
             if self.unschedulable_message:
                 conditions = status.get("conditions") or []
@@ -202,6 +209,7 @@ class SimulatedNode:
                 "target": {"kind": "Node", "name": self.name},
             }
             await self.client.request("POST", PODS.path(namespace, name, "binding"), body=binding)
+            self._assumed[f"{namespace}/{name}"] = pod["metadata"].get("uid", "")
             self.writes += 1
             return
         if spec.get("nodeName") != self.name or status.get("phase") in ("Succeeded", "Failed"):
@@ -270,9 +278,10 @@ class SimulatedNode:
         patch: dict[str, Any] = {"status": status}
         if as_read:
             patch["metadata"] = {"resourceVersion": pod["metadata"]["resourceVersion"]}
-        await self.client.patch(
+        patched = await self.client.patch(
             PODS, pod["metadata"]["name"], patch, pod["metadata"]["namespace"], subresource="status"
         )
+        self.pods.wrote(patched, pod["metadata"]["resourceVersion"])
         self.writes += 1
 
     async def _finish_pod(self, pod: Object, phase: str, *, exit_code: int) -> None:
@@ -308,20 +317,23 @@ class SimulatedNode:
 
     async def set_phase(self, key: str, phase: str, *, reason: str = "") -> None:
         """What virt-handler writes when the domain starts, stops or crashes (retried on a concurrent change)."""
-        await self._retry(lambda: self._set_phase(key, phase, reason))
+        await self._retry(lambda cached: self._set_phase(key, phase, reason, cached=cached))
 
     async def _retry(self, write: Any) -> None:
-        for _ in range(50):
+        # The first try works from the cache, as virt-handler does; a retry reads the VMI afresh.
+        for attempt in range(50):
             try:
-                await write()
+                await write(attempt == 0)
                 return
             except (Invalid, Conflict):
                 await asyncio.sleep(0.02)
         raise AssertionError("the VMI kept changing under the simulated handler")
 
-    async def _set_phase(self, key: str, phase: str, reason: str) -> None:
+    async def _set_phase(self, key: str, phase: str, reason: str, *, cached: bool) -> None:
         namespace, name = key.split("/", 1)
-        vmi = await self.handler.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
+        vmi = self.vmis.get(key) if cached else None
+        if vmi is None:
+            vmi = await self.handler.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
         status = copy.deepcopy(vmi.get("status") or {})
         if status.get("phase") == phase:
             return
@@ -342,11 +354,12 @@ class SimulatedNode:
             {"op": "test", "path": "/metadata/resourceVersion", "value": vmi["metadata"]["resourceVersion"]},
             {"op": "replace" if "status" in vmi else "add", "path": "/status", "value": status},
         ]
-        await self.handler.patch(VIRTUAL_MACHINE_INSTANCES, name, ops, namespace, patch_type=JSON_PATCH)
+        patched = await self.handler.patch(VIRTUAL_MACHINE_INSTANCES, name, ops, namespace, patch_type=JSON_PATCH)
+        self.vmis.wrote(patched, vmi["metadata"]["resourceVersion"])
         self.writes += 1
 
     async def set_paused(self, key: str, paused: bool) -> None:
-        await self._retry(lambda: self._set_paused(key, paused))
+        await self._retry(lambda _: self._set_paused(key, paused))
 
     async def _set_paused(self, key: str, paused: bool) -> None:
         namespace, name = key.split("/", 1)

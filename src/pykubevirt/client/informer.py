@@ -63,6 +63,8 @@ class Informer:
         self._indexers: dict[str, IndexFunc] = {}
         self._indices: dict[str, dict[str, set[str]]] = {}
         self._handlers: list[EventHandler] = []
+        # key -> (the versions a write of this process's supersedes, the object it returned); see `wrote`.
+        self._written: dict[str, tuple[frozenset[str], Object]] = {}
         self.synced = asyncio.Event()
         self.resource_version = ""
 
@@ -83,10 +85,30 @@ class Informer:
                 handler.on_add(obj)
 
     def get(self, key: str) -> Object | None:
-        return self._items.get(key)
+        """The cached object, or this process's own newer write of it while its watch event is on the way."""
+        obj = self._items.get(key)
+        written = self._written.get(key)
+        if written is not None and obj is not None and _version(obj) in written[0]:
+            return written[1]
+        return obj
 
     def get_by_name(self, namespace: str | None, name: str) -> Object | None:
-        return self._items.get(f"{namespace}/{name}" if namespace else name)
+        return self.get(f"{namespace}/{name}" if namespace else name)
+
+    def wrote(self, written: Object, replaced_version: str) -> None:
+        """Serve this process's write of an object from `get` until the cache moves on (client-go's MutationCache).
+
+        A controller woken for an object again before the watch brings its own write back would otherwise work from
+        the version that write replaced: its next write fails with a conflict, a request and a retry for nothing.
+        """
+        _strip_managed_fields(written)
+        key = object_key(written)
+        cached, served = self._items.get(key), self.get(key)
+        if cached is None or served is None or _version(served) != replaced_version:
+            return  # based on a read the cache never served: nothing to say about the cache
+        # It supersedes the cached version, and each earlier write of this process's the watch has yet to bring.
+        earlier = self._written[key][0] if served is not cached else frozenset()
+        self._written[key] = (earlier | {_version(cached), replaced_version}, written)
 
     def items(self) -> list[Object]:
         return list(self._items.values())
@@ -115,6 +137,9 @@ class Informer:
 
     def _store(self, obj: Object) -> tuple[Object | None, Object]:
         key = object_key(obj)
+        written = self._written.get(key)
+        if written is not None and _version(obj) not in written[0]:
+            del self._written[key]
         old = self._items.get(key)
         self._index(key, old, remove=True)
         self._items[key] = obj
@@ -123,6 +148,7 @@ class Informer:
 
     def _remove(self, key: str) -> Object | None:
         old = self._items.pop(key, None)
+        self._written.pop(key, None)
         self._index(key, old, remove=True)
         return old
 
@@ -218,6 +244,10 @@ class Informer:
                 gone = self._remove(object_key(obj))
                 self._notify("delete", gone if gone is not None else obj)
             self.resource_version = revision or self.resource_version
+
+
+def _version(obj: Object) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _strip_managed_fields(obj: Object) -> None:

@@ -180,10 +180,11 @@ class VMController:
         if needs_finalizer:
             patch["metadata"]["finalizers"] = [*(meta.get("finalizers") or []), c.VM_CONTROLLER_FINALIZER]
         try:
-            await self.client.patch(VIRTUAL_MACHINES, meta["name"], patch, meta["namespace"])
+            updated = await self.client.patch(VIRTUAL_MACHINES, meta["name"], patch, meta["namespace"])
         except (Conflict, NotFound):
-            pass
-        # The write comes back as an event; reconcile again from the fresh cache.
+            return False
+        self.vms.wrote(updated, meta["resourceVersion"])
+        # The write comes back as an event; reconcile again then.
         return False
 
     def _claimed_vmi(self, vm: Object, key: str) -> Object | None:
@@ -501,7 +502,8 @@ class VMController:
             held = self._hold(key, original.get("status") or {}, status, vmi)
         if held is None and status != (original.get("status") or {}):
             try:
-                await self.client.update_status(VIRTUAL_MACHINES, vm)
+                replaced = vm["metadata"]["resourceVersion"]
+                self.vms.wrote(await self.client.update_status(VIRTUAL_MACHINES, vm), replaced)
             except NotFound:
                 return None
             except Conflict:

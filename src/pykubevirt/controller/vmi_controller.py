@@ -329,7 +329,8 @@ class VMIController:
 
     async def _write(self, vmi: Object) -> None:
         try:
-            await self.client.update(VIRTUAL_MACHINE_INSTANCES, vmi)
+            replaced = vmi["metadata"]["resourceVersion"]
+            self.vmis.wrote(await self.client.update(VIRTUAL_MACHINE_INSTANCES, vmi), replaced)
         except NotFound:
             return
         except Conflict:
@@ -374,7 +375,7 @@ class VMIController:
         if "status" not in old:
             ops = [{"op": "add", "path": "/status", "value": {}}, *ops]
         try:
-            await self.client.patch(
+            patched = await self.client.patch(
                 VIRTUAL_MACHINE_INSTANCES,
                 new["metadata"]["name"],
                 ops,
@@ -384,3 +385,4 @@ class VMIController:
         except (NotFound, Invalid):
             # A failed `test` means the VMI changed under us; the change arrives as an event.
             return
+        self.vmis.wrote(patched, old["metadata"]["resourceVersion"])

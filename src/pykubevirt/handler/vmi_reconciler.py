@@ -364,7 +364,7 @@ class VMIReconciler:
         else:
             ops.extend({"op": "add", "path": f"/status/{field}", "value": value} for field, value in changes.items())
         try:
-            await self.client.patch(
+            patched = await self.client.patch(
                 VIRTUAL_MACHINE_INSTANCES, meta["name"], ops, meta["namespace"], patch_type=JSON_PATCH
             )
         except (Invalid, NotFound):
@@ -373,4 +373,5 @@ class VMIReconciler:
         except ApiError as exc:
             log.warning("could not update the VMI: %s", exc.message, extra=object_fields(vmi))
             raise
+        self.vmis.wrote(patched, meta["resourceVersion"])
         return True
