@@ -15,6 +15,7 @@ from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.waiting import eventually
+from tests.support.watching import listed_once
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -82,10 +83,7 @@ async def test_a_write_is_served_from_the_cache_until_the_watch_brings_it_or_a_n
         await writer.create(CONFIG_MAPS, config_map(namespace, "cm"), namespace)
         await writer.create(CONFIG_MAPS, config_map(namespace, "elsewhere"), namespace)
         # A cache that lists and then hears nothing: every write below is one the watch has not brought back yet.
-        task = asyncio.create_task(informer.run())
-        await asyncio.wait_for(informer.synced.wait(), 10)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await listed_once(informer)
         listed = informer.get(key)
         assert listed is not None
 

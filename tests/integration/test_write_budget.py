@@ -7,7 +7,6 @@ issue 18 budget, and a change that adds a write shows here with its verb and res
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 
@@ -27,6 +26,7 @@ from tests.support.control_plane import (
     vm_manifest,
 )
 from tests.support.waiting import eventually
+from tests.support.watching import listed_once
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -51,9 +51,10 @@ async def cp(fresh_apiserver: APIServerProcess) -> AsyncIterator[ControlPlane]:
     await plane.stop()
 
 
-async def write_counts(cp: ControlPlane) -> Counter[tuple[str, str]]:
-    counts = await cp.admin.request("GET", "/debug/writes")
-    return Counter({(c["user"], c["resource"]): c["count"] for c in counts["writes"]})
+async def write_counts(client: KubeClient, kind: str = "writes") -> Counter[tuple[str, str]]:
+    """The API server's counts of writes done, or (kind "rejected") refused for the object's state."""
+    counts = await client.request("GET", "/debug/writes")
+    return Counter({(c["user"], c["resource"]): c["count"] for c in counts[kind]})
 
 
 def flow_writes(before: Counter[tuple[str, str]], after: Counter[tuple[str, str]]) -> dict[tuple[str, str], int]:
@@ -68,7 +69,7 @@ def breakdown(writes: dict[tuple[str, str], int]) -> str:
 async def test_one_start_to_running_and_stop_stays_within_the_write_budget(cp: ControlPlane) -> None:
     ns = await cp.namespace()
     async with printable_history(cp.admin, ns, "budget") as printable:
-        before = await write_counts(cp)
+        before = await write_counts(cp.admin)
 
         await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("budget"), ns)
         await cp.wait_printable(ns, "budget", "Running")
@@ -83,7 +84,7 @@ async def test_one_start_to_running_and_stop_stays_within_the_write_budget(cp: C
 
         await eventually(stopped)
         await cp.controller.recorder.flush()
-        writes = flow_writes(before, await write_counts(cp))
+        writes = flow_writes(before, await write_counts(cp.admin))
         await eventually(lambda: printable[-1:] == ["Stopped"])  # the watch may trail the GETs above
 
     total = sum(writes.values())
@@ -99,17 +100,12 @@ async def test_a_sync_before_the_watch_brings_back_the_controllers_own_write_goe
 ) -> None:
     admin, client = client_for(fresh_apiserver), client_for(fresh_apiserver, "virt-controller")
     controller = VirtController(client)
-    tasks: list[asyncio.Task[None]] = []
     try:
         await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "early"}})
         await admin.create(VIRTUAL_MACHINES, vm_manifest("early"), "early")
         # Caches that list and then hear nothing: the controller's own writes never come back as events.
-        tasks = [asyncio.create_task(informer.run()) for informer in controller.informers]
-        await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in controller.informers)), 10)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        rejected = await rejected_counts(admin)
+        await listed_once(*controller.informers)
+        rejected = await write_counts(admin, "rejected")
 
         await controller.vm_reconciler.reconcile("early/early")  # the finalizer
         await controller.vm_reconciler.reconcile("early/early")  # woken again before the watch brought it back
@@ -119,15 +115,8 @@ async def test_a_sync_before_the_watch_brings_back_the_controllers_own_write_goe
         # from the version it replaced and having it refused.
         vmi = await admin.get(VIRTUAL_MACHINE_INSTANCES, "early", "early")
         assert vmi["metadata"]["ownerReferences"][0]["uid"] == vm["metadata"]["uid"]
-        assert await rejected_counts(admin) == rejected
+        assert await write_counts(admin, "rejected") == rejected
     finally:
-        for task in tasks:
-            task.cancel()
         await controller.recorder.flush()
         await admin.close()
         await client.close()
-
-
-async def rejected_counts(admin: KubeClient) -> Counter[tuple[str, str]]:
-    counts = await admin.request("GET", "/debug/writes")
-    return Counter({(c["user"], c["resource"]): c["count"] for c in counts["rejected"]})

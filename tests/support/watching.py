@@ -1,4 +1,4 @@
-"""A test's own watch of one object: every version a watch delivers, handed to a callback as it arrives."""
+"""A test's own watch of one object, and informer caches that list once and then hear nothing."""
 
 from __future__ import annotations
 
@@ -28,3 +28,14 @@ async def watching(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def listed_once(*informers: Informer) -> None:
+    """Fill the caches from one list each, then stop the informers: no later write comes back as an event."""
+    tasks = [asyncio.create_task(informer.run()) for informer in informers]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(informer.synced.wait() for informer in informers)), 10)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
