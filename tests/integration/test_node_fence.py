@@ -23,6 +23,8 @@ from pykubevirt.client.api import STRATEGIC_MERGE_PATCH, KubeClient
 from pykubevirt.client.resources import NAMESPACES, NODES, PODS
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for
+from tests.support.waiting import eventually
+from tests.support.watching import watching
 
 GRACE = 30.0
 NAMES = ("apiserver", "node-node01", "virt-handler-node01")
@@ -117,6 +119,20 @@ async def test_a_silent_node_is_fenced_held_down_released_and_untainted(
     taints, fenced = fenced_state(await admin.get(NODES, "node01"))
     assert (taints, fenced) == ([], {"status": "False", "reason": "NodeRecovered"})
     assert fencer.fenced == {} and fencer.fences == 1
+
+
+async def test_a_fenced_node_says_why_before_it_is_tainted(admin: KubeClient, entries: Entries, tmp_path: Path) -> None:
+    """Whoever sees the out-of-service taint (virt-controller failing the node's VMIs, a user) sees its reason too."""
+    fencer = NodeFencer(ClusterLayout(tmp_path / "data"), list(entries().values()), grace=GRACE)
+    await register(admin)
+    long_ago = datetime.now(UTC) - timedelta(minutes=5)
+    await beat(admin, agent=long_ago, handler=long_ago)
+    versions: list[tuple[list[str], dict[str, str]]] = []
+    async with watching(admin, NODES, None, "node01", lambda node: versions.append(fenced_state(node))):
+        await fencer.check(admin)
+        await eventually(lambda: versions and versions[-1][0])
+    tainted = [fenced for taints, fenced in versions if taints]
+    assert tainted and all(fenced == {"status": "True", "reason": "NodeUnresponsive"} for fenced in tainted), versions
 
 
 async def test_one_hung_component_is_restarted_not_fenced(admin: KubeClient, entries: Entries, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pykubevirt.client.resources import ResourceRef
 
 @contextlib.asynccontextmanager
 async def watching(
-    client: KubeClient, resource: ResourceRef, namespace: str, name: str, on_version: Callable[[Object], None]
+    client: KubeClient, resource: ResourceRef, namespace: str | None, name: str, on_version: Callable[[Object], None]
 ) -> AsyncIterator[None]:
     """Call `on_version` with each version of namespace/name (the listed one, updates, the deleted one) meanwhile."""
     informer = Informer(client, resource, namespace=namespace, field_selector=f"metadata.name={name}")

@@ -167,8 +167,9 @@ class NodeFencer:
             f"no heartbeat for {self.grace:.0f}s: the supervisor killed the node agent, virt-handler and "
             f"{killed} pod process(es)"
         )
-        await self._set_taint(client, name, present=True)
+        # The reason first: whoever sees the taint (virt-controller failing the node's VMIs, a user) sees why.
         await self._set_condition(client, name, "True", "NodeUnresponsive", message, now)
+        await self._set_taint(client, name, present=True)
         log.warning("fenced node %s: %s", name, message, extra={"node": name, "count": killed})
 
     async def _recover(self, client: KubeClient, name: str, node: Object, now: datetime) -> None:
