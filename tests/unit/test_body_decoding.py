@@ -8,7 +8,15 @@ import pytest
 
 from pykubevirt.api import errors
 from pykubevirt.apiserver import patching
-from pykubevirt.apiserver.body_decoding import MAX_DEPTH, DecodeError, decode_body, load_json, load_yaml
+from pykubevirt.apiserver.body_decoding import (
+    MAX_DEPTH,
+    DecodeError,
+    check_value,
+    decode_body,
+    load_json,
+    load_yaml,
+    surely_within_limits,
+)
 
 LIMIT = 3 * 1024 * 1024
 
@@ -107,3 +115,30 @@ def test_the_size_limit_counts_the_decoded_value() -> None:
     with pytest.raises(DecodeError) as caught:
         load_json(raw, 50_000)
     assert caught.value.too_large
+
+
+def test_many_shallow_brackets_are_not_mistaken_for_depth() -> None:
+    value = {"items": [{"a": [1]} for _ in range(MAX_DEPTH)]}
+    encoded = json.dumps(value).encode()
+    assert not surely_within_limits(encoded, LIMIT)
+    assert load_json(encoded, LIMIT) == value
+    assert surely_within_limits(json.dumps(value["items"][:10]).encode(), LIMIT)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [0] * 1000,
+        {f"{i}": None for i in range(1000)},
+        [[]] * 500,
+        [{}] * 500,
+        {"": [1.5, True, None, 0, ""] * 200},
+        {"a": {"b": {"c": [0, 1, 2]}}},
+    ],
+)
+def test_the_walk_never_counts_more_than_five_bytes_a_byte_of_json(value: object) -> None:
+    """What lets `surely_within_limits` skip the walk: a budget of five times the text's length is never overdrawn."""
+    encoded = json.dumps(value, separators=(",", ":")).encode()
+    check_value(value, len(encoded) * 5)
+    with pytest.raises(DecodeError):
+        check_value(value, len(encoded) // 2)

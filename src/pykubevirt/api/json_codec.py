@@ -43,6 +43,15 @@ def dumps_text(value: Any) -> str:
     return dumps(value).decode()
 
 
+def loads_plain(data: bytes | str) -> Any:
+    """The value of a JSON text orjson takes; orjson.JSONDecodeError (a ValueError) for anything else.
+
+    What it refuses (NaN and Infinity, numbers that overflow to infinity or beyond 64 bits, lone surrogates, nesting
+    past 1,024 levels) is left to `loads` and the checks after it, so a value from here is finite and plain.
+    """
+    return orjson.loads(data)
+
+
 def loads(data: bytes | str, *, parse_constant: Callable[[str], Any] | None = None) -> Any:
     """The value of a JSON text; json.JSONDecodeError (a ValueError) when it is not one.
 

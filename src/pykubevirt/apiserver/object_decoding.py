@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pykubevirt.api import errors
+from pykubevirt.api import errors, json_codec
 from pykubevirt.api.field_hints import unknown_field_messages
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.api.structural import apply_defaults, prune, unknown_fields
+from pykubevirt.api.structural import ABSENT, apply_defaults, prune, unknown_fields
 from pykubevirt.apiserver import body_decoding, write_validation
 from pykubevirt.apiserver.resources import Resource
 
@@ -39,7 +39,8 @@ def decode_object(
     if patched:
         # A patch is bounded on the wire, not in what it makes (JSON patch `copy`, merges into a large object).
         try:
-            body_decoding.check_value(body, max_bytes)
+            if not body_decoding.surely_within_limits(json_codec.dumps(body), max_bytes):
+                body_decoding.check_value(body, max_bytes)
         except body_decoding.DecodeError as exc:
             raise body_decoding.as_api_error(exc, yaml_body=False, max_bytes=max_bytes) from exc
     obj = body if owned else copy_json(body)
@@ -62,16 +63,25 @@ def decode_object(
     return write_validation.decode_fields(resource, obj, field_validation, warnings, old=old)
 
 
-def schema_pass(resource: Resource, obj: dict[str, Any], field_validation: str, warnings: list[str]) -> dict[str, Any]:
+def schema_pass(
+    resource: Resource,
+    obj: dict[str, Any],
+    field_validation: str,
+    warnings: list[str],
+    *,
+    checked: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Unknown fields per fieldValidation, then pruning and defaulting, as for custom resources.
 
     Strict refuses unknown fields (400), Warn adds a warning for each, Ignore drops them silently. Without a schema,
-    or with one that preserves unknown fields, `obj` is returned as it is.
+    or with one that preserves unknown fields, `obj` is returned as it is. `checked`: the stored object an update
+    replaces, when it was written under this schema; what the update leaves as it was there is not walked again.
     """
     schema = resource.schema
     if schema is None or schema.get("x-kubernetes-preserve-unknown-fields"):
         return obj
-    unknown = unknown_fields(obj, schema)
+    old: Any = checked if checked is not None else ABSENT
+    unknown = unknown_fields(obj, schema, old=old)
     if unknown:
         messages = unknown_field_messages(unknown)
         if field_validation == write_validation.STRICT:
@@ -81,6 +91,6 @@ def schema_pass(resource: Resource, obj: dict[str, Any], field_validation: str, 
             )
         if field_validation == write_validation.WARN:
             warnings.extend(messages)
-    pruned: dict[str, Any] = prune(obj, schema)
-    apply_defaults(pruned, schema)
+    pruned: dict[str, Any] = prune(obj, schema, old=old)
+    apply_defaults(pruned, schema, old)
     return pruned
