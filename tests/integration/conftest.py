@@ -76,6 +76,29 @@ def pod_manifest(name: str, node: str | None = None, **labels: str) -> dict[str,
     return body
 
 
+def custom_resource_definition(
+    group: str,
+    kind: str,
+    schema: dict[str, Any],
+    *,
+    short_names: list[str] | None = None,
+    printer_columns: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A namespaced CRD of `kind` in `group`, served and stored as v1 with `schema`."""
+    names: dict[str, Any] = {"plural": f"{kind.lower()}s", "singular": kind.lower(), "kind": kind}
+    if short_names:
+        names["shortNames"] = short_names
+    version: dict[str, Any] = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+    if printer_columns:
+        version["additionalPrinterColumns"] = printer_columns
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{names['plural']}.{group}"},
+        "spec": {"group": group, "scope": "Namespaced", "names": names, "versions": [version]},
+    }
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 

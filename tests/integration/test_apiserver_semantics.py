@@ -12,7 +12,15 @@ from typing import Any
 from pykubevirt.apiserver import protobuf
 from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
 from pykubevirt.virtapi.identities import CONTROLLER_USER
-from tests.integration.conftest import VM_API, configmap, pod_manifest, unique, vm_manifest, vmi_manifest
+from tests.integration.conftest import (
+    VM_API,
+    configmap,
+    custom_resource_definition,
+    pod_manifest,
+    unique,
+    vm_manifest,
+    vmi_manifest,
+)
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.http_client import APIClient
 from tests.support.waiting import consistently, eventually
@@ -631,29 +639,6 @@ async def test_concurrent_writers_from_the_same_resource_version(api: APIClient,
 
 
 # --------------------------------------------------------------------------------------------------------- CRDs
-
-
-def custom_resource_definition(
-    group: str,
-    kind: str,
-    schema: dict[str, Any],
-    *,
-    short_names: list[str] | None = None,
-    printer_columns: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """A namespaced CRD of `kind` in `group`, served and stored as v1 with `schema`."""
-    names: dict[str, Any] = {"plural": f"{kind.lower()}s", "singular": kind.lower(), "kind": kind}
-    if short_names:
-        names["shortNames"] = short_names
-    version: dict[str, Any] = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
-    if printer_columns:
-        version["additionalPrinterColumns"] = printer_columns
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{names['plural']}.{group}"},
-        "spec": {"group": group, "scope": "Namespaced", "names": names, "versions": [version]},
-    }
 
 
 async def test_posting_a_crd_serves_its_kind(api: APIClient, namespace: str) -> None:

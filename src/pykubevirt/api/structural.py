@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pykubevirt.api import json_codec
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.schema import Schema
 
@@ -84,18 +85,45 @@ def _is_embedded(schema: Schema) -> bool:
     return bool(schema.get("x-kubernetes-embedded-resource"))
 
 
+# What a value of an update has no stored counterpart for (None is a JSON value).
+ABSENT: Any = object()
+
+
+def unchanged(value: Any, old: Any) -> bool:
+    """Whether a container is the JSON `old` holds, to the type: `1 == True` in Python, so equal values are encoded too.
+
+    The walks skip such a part of an update: the stored object passed them under the same schema when it was written
+    (the caller's guarantee), so there is nothing in it to prune, default or report. Errors in what an update did not
+    change are not reported, as kube-apiserver's CRD validation ratcheting does.
+    """
+    return old == value and json_codec.dumps(old) == json_codec.dumps(value)
+
+
+def _old_child(old: Any, key: str) -> Any:
+    return old.get(key, ABSENT) if type(old) is dict else ABSENT
+
+
+def _old_item(old: Any, index: int) -> Any:
+    return old[index] if type(old) is list and index < len(old) else ABSENT
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Unknown fields and pruning
 
 
-def unknown_fields(value: Any, schema: Schema, *, root: bool = True) -> list[str]:
-    """Dotted paths of every field the schema does not know (what strict field validation reports)."""
+def unknown_fields(value: Any, schema: Schema, *, root: bool = True, old: Any = ABSENT) -> list[str]:
+    """Dotted paths of every field the schema does not know (what strict field validation reports).
+
+    `old`: the stored object an update replaces, whose unchanged parts are not walked again (see `unchanged`).
+    """
     found: list[str] = []
-    _collect_unknown(value, schema, "", found, root=root)
+    _collect_unknown(value, schema, "", found, old, root=root)
     return found
 
 
-def _collect_unknown(value: Any, schema: Schema, path: str, found: list[str], *, root: bool = False) -> None:
+def _collect_unknown(value: Any, schema: Schema, path: str, found: list[str], old: Any, *, root: bool = False) -> None:
+    if old is not ABSENT and type(value) in (dict, list) and unchanged(value, old):
+        return
     if isinstance(value, dict):
         props: dict[str, Schema] = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
@@ -106,24 +134,29 @@ def _collect_unknown(value: Any, schema: Schema, path: str, found: list[str], *,
                     found.extend(_join(child_path, k) for k in child if k not in OBJECT_META_FIELDS)
                 continue
             if key in props:
-                _collect_unknown(child, props[key], child_path, found)
+                _collect_unknown(child, props[key], child_path, found, _old_child(old, key))
             elif isinstance(additional, dict):
-                _collect_unknown(child, additional, child_path, found)
+                _collect_unknown(child, additional, child_path, found, _old_child(old, key))
             elif not _preserves(schema) and additional is not True:
                 found.append(child_path)
     elif isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
             for i, item in enumerate(value):
-                _collect_unknown(item, items, f"{path}[{i}]", found)
+                _collect_unknown(item, items, f"{path}[{i}]", found, _old_item(old, i))
 
 
-def prune(value: Any, schema: Schema, *, root: bool = True) -> Any:
-    """A copy of `value` without unknown fields and without nulls the schema does not allow (kube-apiserver pruning)."""
-    return _prune(copy_json(value), schema, root=root)
+def prune(value: Any, schema: Schema, *, root: bool = True, old: Any = ABSENT) -> Any:
+    """A copy of `value` without unknown fields and without nulls the schema does not allow (kube-apiserver pruning).
+
+    `old` as for `unknown_fields`.
+    """
+    return _prune(copy_json(value), schema, old, root=root)
 
 
-def _prune(value: Any, schema: Schema, *, root: bool = False) -> Any:
+def _prune(value: Any, schema: Schema, old: Any, *, root: bool = False) -> Any:
+    if old is not ABSENT and type(value) in (dict, list) and unchanged(value, old):
+        return value
     if isinstance(value, dict):
         props: dict[str, Schema] = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
@@ -144,11 +177,12 @@ def _prune(value: Any, schema: Schema, *, root: bool = False) -> Any:
             if child is None and not child_schema.get("nullable"):
                 del value[key]
                 continue
-            value[key] = _prune(child, child_schema)
+            value[key] = _prune(child, child_schema, _old_child(old, key))
     elif isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
-            return [_prune(item, items) for item in value if item is not None or items.get("nullable")]
+            kept = [item for item in value if item is not None or items.get("nullable")]
+            return [_prune(item, items, _old_item(old, i)) for i, item in enumerate(kept)]
     return value
 
 
@@ -156,10 +190,13 @@ def _prune(value: Any, schema: Schema, *, root: bool = False) -> Any:
 # Validation
 
 
-def validate(value: Any, schema: Schema, *, root: bool = True) -> list[FieldError]:
-    """Type, enum, required, pattern and bound violations, in apiextensions' message format."""
+def validate(value: Any, schema: Schema, *, root: bool = True, old: Any = ABSENT) -> list[FieldError]:
+    """Type, enum, required, pattern and bound violations, in apiextensions' message format.
+
+    `old` as for `unknown_fields`: what an update did not change is not reported again.
+    """
     errors: list[FieldError] = []
-    _validate(value, schema, "", errors, root=root)
+    _validate(value, schema, "", errors, old, root=root)
     return errors
 
 
@@ -178,7 +215,9 @@ def _quote(value: Any) -> str:
     return str(value)
 
 
-def _validate(value: Any, schema: Schema, path: str, errors: list[FieldError], *, root: bool = False) -> None:
+def _validate(value: Any, schema: Schema, path: str, errors: list[FieldError], old: Any, *, root: bool = False) -> None:
+    if old is not ABSENT and type(value) in (dict, list) and unchanged(value, old):
+        return
     if value is None:
         if schema.get("nullable"):
             return
@@ -219,17 +258,7 @@ def _validate(value: Any, schema: Schema, path: str, errors: list[FieldError], *
     elif actual in ("integer", "number"):
         _validate_number(value, schema, path, errors)
     elif isinstance(value, dict):
-        for name in schema.get("required") or ():
-            if value.get(name) is None:
-                errors.append(FieldError("FieldValueRequired", _join(path, name), "Required value"))
-        props: dict[str, Schema] = schema.get("properties") or {}
-        additional = schema.get("additionalProperties")
-        for key, child in value.items():
-            if (root or _is_embedded(schema)) and key in _ROOT_FIELDS:
-                continue
-            child_schema = props.get(key) or (additional if isinstance(additional, dict) else None)
-            if child_schema is not None:
-                _validate(child, child_schema, _join(path, key), errors)
+        _validate_object(value, schema, path, errors, old, root=root)
     elif isinstance(value, list):
         items = schema.get("items")
         max_items = schema.get("maxItems")
@@ -239,7 +268,23 @@ def _validate(value: Any, schema: Schema, path: str, errors: list[FieldError], *
             )
         if isinstance(items, dict):
             for i, item in enumerate(value):
-                _validate(item, items, f"{path}[{i}]", errors)
+                _validate(item, items, f"{path}[{i}]", errors, _old_item(old, i))
+
+
+def _validate_object(
+    value: dict[str, Any], schema: Schema, path: str, errors: list[FieldError], old: Any, *, root: bool
+) -> None:
+    for name in schema.get("required") or ():
+        if value.get(name) is None:
+            errors.append(FieldError("FieldValueRequired", _join(path, name), "Required value"))
+    props: dict[str, Schema] = schema.get("properties") or {}
+    additional = schema.get("additionalProperties")
+    for key, child in value.items():
+        if (root or _is_embedded(schema)) and key in _ROOT_FIELDS:
+            continue
+        child_schema = props.get(key) or (additional if isinstance(additional, dict) else None)
+        if child_schema is not None:
+            _validate(child, child_schema, _join(path, key), errors, _old_child(old, key))
 
 
 def _validate_string(value: str, schema: Schema, path: str, errors: list[FieldError]) -> None:
@@ -296,8 +341,13 @@ def _validate_number(value: float, schema: Schema, path: str, errors: list[Field
 # Defaulting
 
 
-def apply_defaults(value: Any, schema: Schema) -> Any:
-    """Fill `default`s of absent fields in objects that exist, as structural defaulting does (in place)."""
+def apply_defaults(value: Any, schema: Schema, old: Any = ABSENT) -> Any:
+    """Fill `default`s of absent fields in objects that exist, as structural defaulting does (in place).
+
+    `old` as for `unknown_fields`.
+    """
+    if old is not ABSENT and type(value) in (dict, list) and unchanged(value, old):
+        return value
     if isinstance(value, dict):
         props: dict[str, Schema] = schema.get("properties") or {}
         for key, field_schema in props.items():
@@ -309,12 +359,12 @@ def apply_defaults(value: Any, schema: Schema) -> Any:
             if child_schema is None and isinstance(additional, dict):
                 child_schema = additional
             if child_schema is not None:
-                apply_defaults(child, child_schema)
+                apply_defaults(child, child_schema, _old_child(old, key))
     elif isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
-            for item in value:
-                apply_defaults(item, items)
+            for i, item in enumerate(value):
+                apply_defaults(item, items, _old_item(old, i))
     return value
 
 

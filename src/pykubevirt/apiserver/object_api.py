@@ -15,7 +15,8 @@ from typing import Any, Protocol
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector
-from pykubevirt.api.structural import validate
+from pykubevirt.api.schema import Schema
+from pykubevirt.api.structural import ABSENT, validate
 from pykubevirt.api.timestamps import format_time
 from pykubevirt.apiserver import managed_fields, metadata, patching, server_side_apply, write_validation
 from pykubevirt.apiserver.deletion import (
@@ -114,6 +115,8 @@ class ObjectAPI:
         self.max_object_bytes = max_object_bytes
         # Called after a write that changes the set of served resources (CRDs).
         self.on_crd_change: list[Callable[[dict[str, Any], str], None]] = []
+        # Per collection, the schema its writes were last checked against and the revision it has served since.
+        self._schemas_since: dict[str, tuple[Schema, int]] = {}
 
     # ------------------------------------------------------------------------------------------------- reads
 
@@ -288,7 +291,8 @@ class ObjectAPI:
         if resource.namespaced:
             new["metadata"]["namespace"] = old["metadata"]["namespace"]
         self._check_finalizers(resource, new, old)
-        new = schema_pass(resource, new, ctx.field_validation, ctx.warnings)
+        checked = old if self._written_under_current_schema(resource, current) else None
+        new = schema_pass(resource, new, ctx.field_validation, ctx.warnings, checked=checked)
         if tracked:
             managed_fields.restore(new, applied_fields)
         else:
@@ -299,7 +303,7 @@ class ObjectAPI:
         if not subresource:
             new = self._mutate(resource, "UPDATE", new, old, ctx)
         write_validation.validate_metadata(resource, new, old)
-        self._validate_schema(resource, new, name)
+        self._validate_schema(resource, new, name, checked=checked)
         if not subresource:
             self._validate_admission(resource, "UPDATE", new, old, ctx)
         metadata.bump_generation(new, old, status_is_separate=resource.has_status)
@@ -540,10 +544,27 @@ class ObjectAPI:
                 f"unable to create new content in namespace {namespace} because it is being terminated"
             )
 
-    def _validate_schema(self, resource: Resource, obj: dict[str, Any], name: str) -> None:
+    def _written_under_current_schema(self, resource: Resource, current: Record) -> bool:
+        """Whether the stored object went through the resource's schema as it is now (a CRD update changes it).
+
+        Then what an update leaves unchanged needs no pruning, defaulting or validation again. Objects stored before
+        the schema was first used here (by an earlier process, or before a CRD update) are walked in full.
+        """
+        schema = resource.schema
+        if schema is None:
+            return False
+        seen = self._schemas_since.get(resource.collection)
+        if seen is None or seen[0] is not schema:
+            self._schemas_since[resource.collection] = (schema, self.store.revision)
+            return False
+        return current.revision > seen[1]
+
+    def _validate_schema(
+        self, resource: Resource, obj: dict[str, Any], name: str, *, checked: dict[str, Any] | None = None
+    ) -> None:
         if resource.schema is None or resource.schema.get("x-kubernetes-preserve-unknown-fields"):
             return
-        problems = validate(obj, resource.schema)
+        problems = validate(obj, resource.schema, old=checked if checked is not None else ABSENT)
         if problems:
             raise errors.invalid(resource.kind, resource.group, name, [p.cause() for p in problems])
 
