@@ -54,4 +54,3 @@ def test_changed_parts_are_pruned_and_defaulted_and_their_unknown_fields_found()
     assert pruned == {"spec": {"size": 2, "parts": [{"n": 1}, {"n": 2}]}}
     apply_defaults(pruned, SCHEMA, old)
     assert pruned["spec"]["color"] == "blue"
-
