@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pykubevirt.api import json_codec
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.json_equal import ABSENT, same_json
 from pykubevirt.api.schema import Schema
 
 # ObjectMeta fields a client may send; anything else under a root or embedded `metadata` is unknown.
@@ -85,20 +85,6 @@ def _is_embedded(schema: Schema) -> bool:
     return bool(schema.get("x-kubernetes-embedded-resource"))
 
 
-# What a value of an update has no stored counterpart for (None is a JSON value).
-ABSENT: Any = object()
-
-
-def unchanged(value: Any, old: Any) -> bool:
-    """Whether a container is the JSON `old` holds, to the type: `1 == True` in Python, so equal values are encoded too.
-
-    The walks skip such a part of an update: the stored object passed them under the same schema when it was written
-    (the caller's guarantee), so there is nothing in it to prune, default or report. Errors in what an update did not
-    change are not reported, as kube-apiserver's CRD validation ratcheting does.
-    """
-    return old == value and json_codec.dumps(old) == json_codec.dumps(value)
-
-
 def _old_child(old: Any, key: str) -> Any:
     return old.get(key, ABSENT) if type(old) is dict else ABSENT
 
@@ -114,7 +100,7 @@ def _old_item(old: Any, index: int) -> Any:
 def unknown_fields(value: Any, schema: Schema, *, root: bool = True, old: Any = ABSENT) -> list[str]:
     """Dotted paths of every field the schema does not know (what strict field validation reports).
 
-    `old`: the stored object an update replaces, whose unchanged parts are not walked again (see `unchanged`).
+    `old`: the stored object an update replaces, whose unchanged parts are not walked again (see api/json_equal.py).
     """
     found: list[str] = []
     _collect_unknown(value, schema, "", found, old, root=root)
@@ -122,7 +108,7 @@ def unknown_fields(value: Any, schema: Schema, *, root: bool = True, old: Any = 
 
 
 def _collect_unknown(value: Any, schema: Schema, path: str, found: list[str], old: Any, *, root: bool = False) -> None:
-    if old is not ABSENT and type(value) in (dict, list) and unchanged(value, old):
+    if old is not ABSENT and type(value) in (dict, list) and same_json(value, old):
         return
     if isinstance(value, dict):
         props: dict[str, Schema] = schema.get("properties") or {}
@@ -155,7 +141,7 @@ def prune(value: Any, schema: Schema, *, root: bool = True, old: Any = ABSENT) -
 
 
 def _prune(value: Any, schema: Schema, old: Any, *, root: bool = False) -> Any:
-    if old is not ABSENT and type(value) in (dict, list) and unchanged(value, old):
+    if old is not ABSENT and type(value) in (dict, list) and same_json(value, old):
         return value
     if isinstance(value, dict):
         props: dict[str, Schema] = schema.get("properties") or {}
@@ -216,7 +202,7 @@ def _quote(value: Any) -> str:
 
 
 def _validate(value: Any, schema: Schema, path: str, errors: list[FieldError], old: Any, *, root: bool = False) -> None:
-    if old is not ABSENT and type(value) in (dict, list) and unchanged(value, old):
+    if old is not ABSENT and type(value) in (dict, list) and same_json(value, old):
         return
     if value is None:
         if schema.get("nullable"):
@@ -346,7 +332,7 @@ def apply_defaults(value: Any, schema: Schema, old: Any = ABSENT) -> Any:
 
     `old` as for `unknown_fields`.
     """
-    if old is not ABSENT and type(value) in (dict, list) and unchanged(value, old):
+    if old is not ABSENT and type(value) in (dict, list) and same_json(value, old):
         return value
     if isinstance(value, dict):
         props: dict[str, Schema] = schema.get("properties") or {}

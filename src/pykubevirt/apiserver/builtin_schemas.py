@@ -15,6 +15,7 @@ from typing import Any
 
 from pykubevirt.api import errors
 from pykubevirt.api.go_json import go_json_value
+from pykubevirt.api.json_equal import ABSENT, same_json
 from pykubevirt.apiserver import builtin_openapi
 
 _REF_PREFIX = "#/$defs/"
@@ -159,11 +160,15 @@ def kind_node(group: str, version: str, kind: str) -> Node | None:
     return definition_node(definition) if definition else None
 
 
-def decode_check(value: Any, node: Node, *, struct: str = "") -> DecodeResult:
-    """Type errors and unknown fields of `value` decoded as `node` (kube's JSON decoding into the Go struct)."""
+def decode_check(value: Any, node: Node, *, struct: str = "", checked: Any = ABSENT) -> DecodeResult:
+    """Type errors and unknown fields of `value` decoded as `node` (kube's JSON decoding into the Go struct).
+
+    `checked`: a stored object that passed this check; the objects and arrays `value` has unchanged from it are not
+    walked again (see api/json_equal.py).
+    """
     result = DecodeResult()
     if value is not None:  # null decodes to any type's zero value
-        _walk(value, node, [], struct or node.struct, result)
+        _walk(value, node, [], struct or node.struct, result, checked)
     return result
 
 
@@ -172,7 +177,7 @@ def decode_check(value: Any, node: Node, *, struct: str = "") -> DecodeResult:
 Stack = list[tuple[str | int, bool]]
 
 
-def _walk(value: Any, node: Node, stack: Stack, struct: str, result: DecodeResult) -> None:
+def _walk(value: Any, node: Node, stack: Stack, struct: str, result: DecodeResult, checked: Any) -> None:
     types = node.types
     if types is not None:
         if isinstance(value, bool) and bool not in types:
@@ -191,6 +196,7 @@ def _walk(value: Any, node: Node, stack: Stack, struct: str, result: DecodeResul
     if isinstance(value, dict):
         properties = node.properties
         inner = node.struct or struct
+        checked_map = checked if type(checked) is dict else None
         for key, child in value.items():
             child_node = properties.get(key) if properties is not None else None
             named = True
@@ -209,18 +215,25 @@ def _walk(value: Any, node: Node, stack: Stack, struct: str, result: DecodeResul
                 continue
             if child_node.only_strings and type(child) is str:
                 continue  # most fields are strings: no call for them
+            checked_child = checked_map.get(key, ABSENT) if checked_map is not None else ABSENT
+            if checked_child is not ABSENT and type(child) in (dict, list) and same_json(child, checked_child):
+                continue
             stack.append((key, named))
-            _walk(child, child_node, stack, inner, result)
+            _walk(child, child_node, stack, inner, result, checked_child)
             stack.pop()
             if result.type_error is not None:
                 return
     elif isinstance(value, list) and node.items is not None:
         items = node.items
+        checked_list = checked if type(checked) is list else ()
         for index, item in enumerate(value):
             if item is None or (items.only_strings and type(item) is str):
                 continue
+            checked_item = checked_list[index] if index < len(checked_list) else ABSENT
+            if checked_item is not ABSENT and type(item) in (dict, list) and same_json(item, checked_item):
+                continue
             stack.append((index, False))
-            _walk(item, items, stack, struct, result)
+            _walk(item, items, stack, struct, result, checked_item)
             stack.pop()
             if result.type_error is not None:
                 return

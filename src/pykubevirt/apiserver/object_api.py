@@ -14,9 +14,10 @@ from typing import Any, Protocol
 
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.json_equal import ABSENT
 from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.api.schema import Schema
-from pykubevirt.api.structural import ABSENT, validate
+from pykubevirt.api.structural import validate
 from pykubevirt.api.timestamps import format_time
 from pykubevirt.apiserver import managed_fields, metadata, patching, server_side_apply, write_validation
 from pykubevirt.apiserver.deletion import (
@@ -117,6 +118,7 @@ class ObjectAPI:
         self.on_crd_change: list[Callable[[dict[str, Any], str], None]] = []
         # Per collection, the schema its writes were last checked against and the revision it has served since.
         self._schemas_since: dict[str, tuple[Schema, int]] = {}
+        self._first_revision = store.revision
 
     # ------------------------------------------------------------------------------------------------- reads
 
@@ -243,6 +245,7 @@ class ObjectAPI:
             ctx.warnings,
             max_bytes=self.max_object_bytes,
             old=current.value,
+            checked=self._checked(resource, current),
             owned=owned,
         )
         body_name = (new.get("metadata") or {}).get("name")
@@ -291,7 +294,7 @@ class ObjectAPI:
         if resource.namespaced:
             new["metadata"]["namespace"] = old["metadata"]["namespace"]
         self._check_finalizers(resource, new, old)
-        checked = old if self._written_under_current_schema(resource, current) else None
+        checked = self._checked(resource, current)
         new = schema_pass(resource, new, ctx.field_validation, ctx.warnings, checked=checked)
         if tracked:
             managed_fields.restore(new, applied_fields)
@@ -389,6 +392,7 @@ class ObjectAPI:
             ctx.warnings,
             max_bytes=self.max_object_bytes,
             old=current.value,
+            checked=self._checked(resource, current),
             patched=True,
             # A patch's result is this write's own (patching.apply copies); an apply's may share with its inputs.
             owned=not tracked,
@@ -544,20 +548,23 @@ class ObjectAPI:
                 f"unable to create new content in namespace {namespace} because it is being terminated"
             )
 
-    def _written_under_current_schema(self, resource: Resource, current: Record) -> bool:
-        """Whether the stored object went through the resource's schema as it is now (a CRD update changes it).
+    def _checked(self, resource: Resource, current: Record) -> dict[str, Any] | None:
+        """The stored object when it passed this process's decoding and schema walks as they are now, else None.
 
-        Then what an update leaves unchanged needs no pruning, defaulting or validation again. Objects stored before
-        the schema was first used here (by an earlier process, or before a CRD update) are walked in full.
+        What an update leaves as it was there needs no walk again (api/json_equal.py). Objects stored before this
+        process started (an older version may have let through what this one refuses) or, for a custom resource,
+        before its schema last changed (a CRD update) are walked in full.
         """
+        if resource.builtin:
+            return current.value if current.revision > self._first_revision else None
         schema = resource.schema
         if schema is None:
-            return False
+            return None
         seen = self._schemas_since.get(resource.collection)
         if seen is None or seen[0] is not schema:
             self._schemas_since[resource.collection] = (schema, self.store.revision)
-            return False
-        return current.revision > seen[1]
+            return None
+        return current.value if current.revision > seen[1] else None
 
     def _validate_schema(
         self, resource: Resource, obj: dict[str, Any], name: str, *, checked: dict[str, Any] | None = None

@@ -13,7 +13,8 @@ from typing import Any
 from pykubevirt.api import errors, json_codec
 from pykubevirt.api.field_hints import unknown_field_messages
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.api.structural import ABSENT, apply_defaults, prune, unknown_fields
+from pykubevirt.api.json_equal import ABSENT
+from pykubevirt.api.structural import apply_defaults, prune, unknown_fields
 from pykubevirt.apiserver import body_decoding, write_validation
 from pykubevirt.apiserver.resources import Resource
 
@@ -26,13 +27,15 @@ def decode_object(
     *,
     max_bytes: int,
     old: dict[str, Any] | None = None,
+    checked: dict[str, Any] | None = None,
     patched: bool = False,
     owned: bool = False,
 ) -> dict[str, Any]:
     """The body as the kind's decoder leaves it (see write_validation), with the resource's kind and version.
 
     `body` is not changed unless `owned` (a patch's result, made for this write, is decoded in place rather than
-    copied). A patched object is checked against `max_bytes`, as a request body is on the wire.
+    copied). A patched object is checked against `max_bytes`, as a request body is on the wire. `checked` as for
+    `write_validation.decode_fields`.
     """
     if not isinstance(body, dict):
         raise errors.bad_request(f"the request body must be a JSON object, not {type(body).__name__}")
@@ -60,7 +63,7 @@ def decode_object(
         )
     obj["kind"] = resource.kind
     obj["apiVersion"] = resource.api_version
-    return write_validation.decode_fields(resource, obj, field_validation, warnings, old=old)
+    return write_validation.decode_fields(resource, obj, field_validation, warnings, old=old, checked=checked)
 
 
 def schema_pass(

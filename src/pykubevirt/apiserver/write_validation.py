@@ -16,6 +16,7 @@ from typing import Any
 
 from pykubevirt.api import errors
 from pykubevirt.api.field_hints import strict_decoding_error, unknown_field_messages
+from pykubevirt.api.json_equal import ABSENT
 from pykubevirt.apiserver import builtin_schemas
 from pykubevirt.apiserver.object_meta_validation import (
     Cause,
@@ -42,10 +43,12 @@ def decode_fields(
     warnings: list[str],
     *,
     old: dict[str, Any] | None = None,
+    checked: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`obj` as the kind's decoder would leave it; 400 for values of the wrong type (or unknown fields, if Strict).
 
-    `obj` is not changed; a copy is returned when something is dropped.
+    `obj` is not changed; a copy is returned when something is dropped. `checked`: `old` when it passed this check
+    (written by this process), so what `obj` has unchanged from it is not walked again.
     """
     if obj.get("metadata") is None:
         obj = {**obj, "metadata": {}}
@@ -53,7 +56,7 @@ def decode_fields(
     if node is None:
         return _drop_malformed_metadata(obj)
     for _ in range(_MAX_DROPPED_FIELDS):
-        result = builtin_schemas.decode_check(obj, node)
+        result = builtin_schemas.decode_check(obj, node, checked=checked if checked is not None else ABSENT)
         error = result.type_error
         if error is None:
             break
