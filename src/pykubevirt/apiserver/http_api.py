@@ -512,7 +512,7 @@ class RestHandlers:
             )
         updated = copy_json(pod)
         updated["spec"]["nodeName"] = node
-        self.api.update(target.resource, target.namespace, target.name, updated, ctx)
+        self.api.update(target.resource, target.namespace, target.name, updated, ctx, owned=True)
         return json_response(CREATED_STATUS, 201)
 
     async def _evict(self, request: web.Request, target: Target, ctx: RequestContext) -> web.Response:
