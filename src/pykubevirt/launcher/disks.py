@@ -11,6 +11,7 @@ from typing import Any
 
 from pykubevirt.api.quantity import MI, Quantity
 from pykubevirt.launcher import cloudinit
+from pykubevirt.launcher.image_format import probed_format
 
 QEMU_IMG = "qemu-img"
 
@@ -30,6 +31,9 @@ async def _run(*command: str) -> str:
 
 
 async def image_format(path: Path) -> str:
+    probed = probed_format(path)
+    if probed is not None:
+        return probed
     info = json.loads(await _run(QEMU_IMG, "info", "--output=json", "--force-share", str(path)))
     return str(info.get("format", "raw"))
 
