@@ -30,16 +30,16 @@ from tests.support.watching import listed_once
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
-# The writes one start → Running → stop may cost (31 before status writes were coalesced, 28 before the VM mutator
-# gave a new VM the controller's finalizer; issue 18).
-# Start: the start revision, the VMI, the launcher pod, the pod's unpaused gate, the VMI's moves
+# The writes one start → Running → stop may cost (31 before status writes were coalesced, 28 before the VM's Stopped
+# waited for its deleted VMI to go; issue 18).
+# Start: the VM's finalizer, the start revision, the VMI, the launcher pod, the pod's unpaused gate, the VMI's moves
 # to Scheduling and Scheduled, the binding, the kubelet's Running, virt-handler's Running, the VMI's Ready, the VM's
-# Starting and Running, and one event each for the VMI and the pod: 14, each one KubeVirt's components make too.
+# Starting and Running, and one event each for the VMI and the pod: 15, each one KubeVirt's components make too.
 # Stop: the VMI's generation annotation, its delete, the pod's delete (controller and kubelet), the VMI's Ready
 # False while the pod terminates (KubeVirt's too: a pod marked for deletion counts as deleted), the kubelet's
 # Succeeded, virt-handler's Succeeded, both finalizers, the VM's Stopping, its Stopped with the VMI gone in one
 # write, two events: 13.
-WRITE_BUDGET = 27
+WRITE_BUDGET = 28
 # The test's own writes (create the VM, set it Halted, its namespace) and the node's heartbeats are not the flow's.
 NOT_COUNTED = {("other", "POST virtualmachines"), ("other", "PATCH virtualmachines"), ("other", "POST namespaces")}
 
@@ -102,10 +102,7 @@ async def test_a_sync_before_the_watch_brings_back_the_controllers_own_write_goe
     controller = VirtController(client)
     try:
         await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "early"}})
-        created = await admin.create(VIRTUAL_MACHINES, vm_manifest("early"), "early")
-        assert created["metadata"]["finalizers"] == [VM_CONTROLLER_FINALIZER]
-        # A VM stored without it (the mutator gives it to new VMs since issue 18): the controller adds it.
-        await admin.patch(VIRTUAL_MACHINES, "early", {"metadata": {"finalizers": None}}, "early")
+        await admin.create(VIRTUAL_MACHINES, vm_manifest("early"), "early")
         # Caches that list and then hear nothing: the controller's own writes never come back as events.
         await listed_once(*controller.informers)
         rejected = await write_counts(admin, "rejected")

@@ -869,22 +869,6 @@ def test_vm_update_assigns_no_firmware_ids_or_annotation() -> None:
     assert template["spec"]["domain"]["machine"] == {"type": "q35"}
 
 
-def test_a_new_vm_has_the_controllers_finalizer_and_annotations_an_update_adds_none() -> None:
-    vm = new_vm()
-    vm["metadata"].update(finalizers=["example.com/keep"], annotations={"a": "b"})
-    mutate_vm(vm, make_ctx(), operation="CREATE")
-    assert vm["metadata"]["finalizers"] == ["example.com/keep", "kubevirt.io/virtualMachineControllerFinalize"]
-    assert vm["metadata"]["annotations"] == {
-        "a": "b",
-        "kubevirt.io/latest-observed-api-version": "v1",
-        "kubevirt.io/storage-observed-api-version": "v1",
-    }
-    # Removed by an update, it is the controller's to put back (as KubeVirt's does), not the mutator's.
-    updated = new_vm()
-    mutate_vm(updated, make_ctx(), operation="UPDATE", old=vm)
-    assert "finalizers" not in updated["metadata"] and "annotations" not in updated["metadata"]
-
-
 def test_vm_being_deleted_is_untouched() -> None:
     vm = new_vm()
     vm["metadata"]["deletionTimestamp"] = NOW

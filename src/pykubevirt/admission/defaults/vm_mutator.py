@@ -31,7 +31,6 @@ from pykubevirt.admission.defaults.vm_instancetype import (
 )
 from pykubevirt.admission.defaults.vmi_mutator import set_pci_topology_version
 from pykubevirt.admission.defaults.vmi_spec import supports_pcie_hotplug
-from pykubevirt.api import constants as c
 from pykubevirt.api.json_lookup import get
 
 TEMPLATE_ARCH_LABEL = "template.kubevirt.io/architecture"
@@ -94,27 +93,6 @@ def _mutate(vm: dict[str, Any], ctx: AdmissionContext, operation: str, old: dict
         canonicalize_data_volume_templates(spec)
 
 
-def _observed_by_the_controller(vm: dict[str, Any]) -> None:
-    """The controller's finalizer and api-version annotations, there from the start.
-
-    KubeVirt's VM controller adds them in its own write before anything else; setting them on create spares every VM
-    that write (and the full validation an update of the VM makes). The controller still adds them to a VM without.
-    """
-    metadata = vm.get("metadata")
-    if not isinstance(metadata, dict):
-        return
-    finalizers = metadata.get("finalizers")
-    if finalizers is None or (isinstance(finalizers, list) and c.VM_CONTROLLER_FINALIZER not in finalizers):
-        metadata["finalizers"] = [*(finalizers or []), c.VM_CONTROLLER_FINALIZER]
-    annotations = metadata.get("annotations")
-    if annotations is None or isinstance(annotations, dict):
-        metadata["annotations"] = {
-            **(annotations or {}),
-            c.LATEST_OBSERVED_API_VERSION_ANNOTATION: c.KUBEVIRT_VERSION,
-            c.STORAGE_OBSERVED_API_VERSION_ANNOTATION: c.KUBEVIRT_VERSION,
-        }
-
-
 def mutate_vm(vm: dict[str, Any], ctx: AdmissionContext, *, operation: str, old: dict[str, Any] | None = None) -> None:
     """Apply the VM mutator in place (CREATE and UPDATE); a VM being deleted is left alone.
 
@@ -123,8 +101,6 @@ def mutate_vm(vm: dict[str, Any], ctx: AdmissionContext, *, operation: str, old:
     """
     if get(vm, "metadata", "deletionTimestamp") is not None:
         return
-    if operation == "CREATE":
-        _observed_by_the_controller(vm)
     try:
         _mutate(vm, ctx, operation, old)
     except MutationDenied as denied:
