@@ -53,3 +53,7 @@ def test_text_and_an_old_qcow_are_left_to_qemu_img(tmp_path: Path) -> None:
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow", str(qcow1), "1M"], check=True)
     assert qemu_img_format(qcow1) == "qcow"
     assert probed_format(qcow1) is None
+
+
+def test_an_image_that_cannot_be_read_is_left_to_qemu_img(tmp_path: Path) -> None:
+    assert probed_format(tmp_path) is None  # a directory: open() fails, qemu-img reports it

@@ -33,8 +33,11 @@ def probed_format(path: Path) -> str | None:
     """ "qcow2" or "raw" when the first sector settles it, None when only qemu-img can tell."""
     if path.name.endswith(".dmg"):
         return None
-    with open(path, "rb") as image:
-        head = image.read(_SECTOR)
+    try:
+        with open(path, "rb") as image:
+            head = image.read(_SECTOR)
+    except OSError:
+        return None  # qemu-img then says why it cannot read it, as before
     if head.startswith(QCOW_MAGIC):
         version = int.from_bytes(head[4:8], "big")
         return "qcow2" if version in (2, 3) else None
