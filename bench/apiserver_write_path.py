@@ -67,16 +67,11 @@ class OneStart:
         self.events = resource("", "events")
         self.revisions = resource("apps", "controllerrevisions")
 
-    def _status(self, resource: Resource, obj: dict[str, Any], ctx: RequestContext, **status: Any) -> dict[str, Any]:
+    def _put(self, resource: Resource, obj: dict[str, Any], ctx: RequestContext, sub: str, **status: Any) -> Any:
+        """A PUT of `obj` with `status` merged in: the VM's status subresource, or the whole VMI (it has none)."""
         new = copy_json(obj)
         new["status"] = {**(new.get("status") or {}), **status}
-        meta = new["metadata"]
-        return self.api.update(resource, NAMESPACE, meta["name"], new, ctx, subresource="status", owned=True)
-
-    def _put(self, obj: dict[str, Any], ctx: RequestContext, **status: Any) -> dict[str, Any]:
-        new = copy_json(obj)
-        new["status"] = {**(new.get("status") or {}), **status}
-        return self.api.update(self.vmis, NAMESPACE, new["metadata"]["name"], new, ctx, owned=True)
+        return self.api.update(resource, NAMESPACE, new["metadata"]["name"], new, ctx, subresource=sub, owned=True)
 
     def _patch(self, resource: Resource, name: str, patch: Any, ctx: RequestContext, kind: str, sub: str = "") -> Any:
         body = json.dumps(patch).encode()
@@ -111,12 +106,12 @@ class OneStart:
         self.api.create(self.revisions, NAMESPACE, revision, self.controller, owned=True)
         vmi = self.api.create(self.vmis, NAMESPACE, vmi_from_vm(vm, self.config), self.controller, owned=True)
         self._event(vmi, "SuccessfulCreate")
-        vm = self._status(self.vms, vm, self.controller, printableStatus="Starting", created=True)
+        vm = self._put(self.vms, vm, self.controller, "status", printableStatus="Starting", created=True)
         pod = render_launcher_pod(vmi, self.settings)
         pod["metadata"]["name"] = f"virt-launcher-{name}-abcde"
         pod = self.api.create(self.pods, NAMESPACE, pod, self.controller, owned=True)
         self._event(pod, "SuccessfulCreate")
-        vmi = self._put(vmi, self.controller, phase="Scheduling")
+        vmi = self._put(self.vmis, vmi, self.controller, "", phase="Scheduling")
         pod = self.api.update(
             self.pods,
             NAMESPACE,
@@ -137,7 +132,7 @@ class OneStart:
             },
         }
         pod = self._patch(self.pods, pod["metadata"]["name"], running, self.kubelet, MERGE_PATCH, "status")
-        vmi = self._put(vmi, self.controller, phase="Scheduled", nodeName="node01")
+        vmi = self._put(self.vmis, vmi, self.controller, "", phase="Scheduled", nodeName="node01")
         gate = {"type": "kubevirt.io/virtual-machine-unpaused", "status": "True", "lastTransitionTime": NOW}
         pod = self._patch(
             self.pods,
@@ -156,7 +151,7 @@ class OneStart:
         vmi = self._patch(
             self.vmis, name, [{"op": "add", "path": "/status/conditions", "value": ready}], self.controller, JSON_PATCH
         )
-        self._status(self.vms, vm, self.controller, printableStatus="Running", ready=True)
+        self._put(self.vms, vm, self.controller, "status", printableStatus="Running", ready=True)
 
 
 async def measure(starts: int, repeats: int) -> dict[str, Any]:

@@ -238,6 +238,7 @@ class ObjectAPI:
         current = self.store.get(resource.collection, resource.key(namespace, name))
         if current is None:
             raise errors.not_found(resource.plural, resource.group, name)
+        checked = self._checked(resource, current)
         new = decode_object(
             resource,
             body,
@@ -245,7 +246,7 @@ class ObjectAPI:
             ctx.warnings,
             max_bytes=self.max_object_bytes,
             old=current.value,
-            checked=self._checked(resource, current),
+            checked=checked,
             owned=owned,
         )
         body_name = (new.get("metadata") or {}).get("name")
@@ -262,7 +263,9 @@ class ObjectAPI:
                 "metadata.resourceVersion",
                 "Invalid value: 0: must be specified for an update",
             )
-        return self._write_update(resource, current, new, ctx, subresource=subresource, expected=expected)
+        return self._write_update(
+            resource, current, new, ctx, subresource=subresource, expected=expected, checked=checked
+        )
 
     def _write_update(
         self,
@@ -273,8 +276,10 @@ class ObjectAPI:
         *,
         subresource: str,
         expected: int | None,
+        checked: dict[str, Any] | None,
         tracked: bool = False,
     ) -> dict[str, Any]:
+        """`checked`: `_checked(resource, current)`, worked out once by the caller, which decoded `new` with it."""
         old = current.value
         name = str(old["metadata"]["name"])
         if expected is not None and expected != current.revision:
@@ -294,7 +299,6 @@ class ObjectAPI:
         if resource.namespaced:
             new["metadata"]["namespace"] = old["metadata"]["namespace"]
         self._check_finalizers(resource, new, old)
-        checked = self._checked(resource, current)
         new = schema_pass(resource, new, ctx.field_validation, ctx.warnings, checked=checked)
         if tracked:
             managed_fields.restore(new, applied_fields)
@@ -385,6 +389,7 @@ class ObjectAPI:
         tracked: bool,
     ) -> dict[str, Any]:
         name = str(current.value["metadata"]["name"])
+        checked = self._checked(resource, current)
         patched = decode_object(
             resource,
             patched,
@@ -392,7 +397,7 @@ class ObjectAPI:
             ctx.warnings,
             max_bytes=self.max_object_bytes,
             old=current.value,
-            checked=self._checked(resource, current),
+            checked=checked,
             patched=True,
             # A patch's result is this write's own (patching.apply copies); an apply's may share with its inputs.
             owned=not tracked,
@@ -401,7 +406,14 @@ class ObjectAPI:
         if expected is not None and str(expected) == current.value["metadata"].get("resourceVersion"):
             expected = current.revision
         return self._write_update(
-            resource, current, patched, ctx, subresource=subresource, expected=expected, tracked=tracked
+            resource,
+            current,
+            patched,
+            ctx,
+            subresource=subresource,
+            expected=expected,
+            checked=checked,
+            tracked=tracked,
         )
 
     def _apply(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pykubevirt.api.json_equal import ABSENT
 from pykubevirt.apiserver.field_sets import (
     MEMBER,
     FieldSet,
@@ -17,9 +18,6 @@ from pykubevirt.apiserver.field_sets import (
     value_element,
 )
 from pykubevirt.apiserver.field_types import LIST, MAP, FieldType
-
-ABSENT: Any = object()
-
 
 # ------------------------------------------------------------------------------------------------- path elements
 
