@@ -151,6 +151,30 @@ async def test_sigterm_marks_graceful_shutdown_and_destroys_after_grace(launcher
     assert await launcher.wait_exit() == 0
 
 
+def wakeups(pid: int) -> int:
+    """Every time a thread of the process went to sleep and woke again (its voluntary context switches)."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        for line in status.read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total += int(line.split()[1])
+    return total
+
+
+async def test_a_launcher_with_its_guest_running_sleeps_until_something_happens(launcher: LauncherProcess) -> None:
+    await launcher.wait_ready()
+    await launcher.client().request("sync", vmi=defaulted_vmi("testvmi", launcher.vmi_uid))
+    await asyncio.sleep(1.0)  # the sync's own follow-ups (network status, agent poller's first round)
+    before = wakeups(launcher.process.pid)
+    await asyncio.sleep(3.0)
+    # A loop polling every half second would wake six times; 1,000 idle launchers are then a fifth of a core.
+    assert wakeups(launcher.process.pid) - before <= 1
+    # It still answers at once, and SIGTERM still starts the grace period.
+    assert (await launcher.client().request("ping"))["pid"] == launcher.process.pid
+    launcher.process.send_signal(signal.SIGTERM)
+    assert await launcher.wait_exit(within=10) == 0
+
+
 async def test_simulated_crash_exits_non_zero(tmp_path: Path) -> None:
     proc = start_launcher(tmp_path, "crashy", str(uuid.uuid4()), "--simulate-crash")
     assert await proc.wait_exit() == 1

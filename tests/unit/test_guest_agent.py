@@ -4,6 +4,7 @@ agent's part of status.interfaces; the qemuGuestAgent credentials read from thei
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from pykubevirt.handler.guest_agent_status import REQUIRED_COMMANDS, SSH_COMMANDS, agent_status, unsupported_reason
 from pykubevirt.launcher import access_credentials, interface_status
 from pykubevirt.launcher import guest_agent_info as info
+from pykubevirt.launcher.guest_agent_poller import GuestAgentPoller
 
 NOW = "2026-12-02T03:00:00Z"
 
@@ -326,3 +328,42 @@ def test_agent_passwords_from_mounted_secrets(tmp_path: Path) -> None:
         "execute": "guest-set-user-password",
         "arguments": {"username": "root", "password": "czNjcmV0", "crypted": False},
     }
+
+
+class AgentChannel:
+    """A domain whose agent channel the test opens; it records what the poller asks of the agent."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.listeners: list[Any] = []
+
+    def add_agent_listener(self, listener: Any) -> None:
+        self.listeners.append(listener)
+
+    async def xml(self) -> str:
+        return "<domain><devices/></domain>"  # no agent channel connected
+
+    async def agent_command(self, command: str) -> str:
+        self.asked.append(json.loads(command)["execute"])
+        return GUEST_INFO_REPLY if "guest-info" in command else json.dumps({"return": []})
+
+    async def guest_info(self) -> dict[str, Any]:
+        self.asked.append("guestInfo")
+        return LIBVIRT_GUEST_INFO
+
+
+async def test_the_poller_asks_nobody_until_the_agents_channel_opens() -> None:
+    domain = AgentChannel()
+    changes: list[bool] = []
+    poller = GuestAgentPoller(domain, lambda: changes.append(poller.connected))  # type: ignore[arg-type]
+    poller.start()
+    try:
+        await asyncio.sleep(0.2)
+        assert domain.asked == [] and not poller.connected
+        domain.listeners[0](True)  # libvirt's agent lifecycle event
+        await asyncio.sleep(0.2)
+        assert sorted(domain.asked) == ["guest-get-fsinfo", "guest-info", "guestInfo"]
+        assert poller.connected and changes[0] is True
+        assert poller.status_fields()["osInfo"]["id"] == "pykubevirt-guest"
+    finally:
+        await poller.stop()

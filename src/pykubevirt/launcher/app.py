@@ -71,6 +71,10 @@ log = logging.getLogger("pykubevirt.launcher")
 
 # How long a launcher whose domain stopped waits for virt-handler to collect the final state before exiting anyway.
 ORPHAN_EXIT_SECONDS = 600.0
+# How often the launcher looks at a pending deadline (grace period, orphan exit, qemu-timeout). With none pending it
+# sleeps until an event: every wakeup costs a VM's timer ~0.2 ms of CPU, 1,000 idle launchers at 2 a second a fifth
+# of a core.
+DEADLINE_POLL_SECONDS = 0.5
 # Where KubeVirt's launcher pod mounts its HugePages emptyDir.
 HUGEPAGES_DIR = "/dev/hugepages"
 
@@ -100,6 +104,8 @@ class Launcher(MigrationCommands):
         self.last_state = DomainState(NO_STATE, UNKNOWN_REASON)
         self.defined = False
         self.deleted = asyncio.Event()
+        # Set on what can start a deadline (a state event, SIGTERM): wakes the supervising loop.
+        self._wake = asyncio.Event()
         self.stopped_at: float | None = None
         # KubeVirt's qemu-timeout: a launcher whose guest never started gives up, so its pod (and VMI) fail.
         self.started_at = time.monotonic()
@@ -251,6 +257,7 @@ class Launcher(MigrationCommands):
             self.stopped_at = None
         elif self.stopped_at is None and self.defined:
             self.stopped_at = time.monotonic()
+        self._wake.set()
         self.server.publish(self.status(event=event))
 
     def status(self, event: str = "") -> Status:
@@ -322,7 +329,10 @@ class Launcher(MigrationCommands):
         await self.start()
         try:
             while not self.deleted.is_set():
-                await asyncio.sleep(0.5)
+                self._wake.clear()
+                await self._wait_for_change(DEADLINE_POLL_SECONDS if self._deadline_pending() else None)
+                if self.deleted.is_set():
+                    break
                 if self.marked_for_graceful_shutdown and self.graceful_deadline is not None:
                     if time.monotonic() >= self.graceful_deadline and self.last_state.alive:
                         log.warning("grace period over; destroying the domain")
@@ -362,6 +372,23 @@ class Launcher(MigrationCommands):
         """The host path of the pod's /dev/hugepages volume (a hugetlbfs mount), or "" when the pod has none."""
         return str(self.host(HUGEPAGES_DIR)) if HUGEPAGES_DIR in self.mounts else ""
 
+    def _deadline_pending(self) -> bool:
+        """A grace period, a stopped domain's orphan exit or the qemu-timeout runs: `run` must look again."""
+        return (
+            self.marked_for_graceful_shutdown
+            or self.stopped_at is not None
+            or not (self.ever_alive or self.last_state.alive)
+        )
+
+    async def _wait_for_change(self, seconds: float | None) -> None:
+        """Until the launcher is deleted, something wakes it, or `seconds` pass (None: no limit)."""
+        waits = [asyncio.ensure_future(self.deleted.wait()), asyncio.ensure_future(self._wake.wait())]
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+
     def _qemu_timed_out(self) -> bool:
         """No guest ever ran within --qemu-timeout of the launcher's start (virt-launcher's process monitor)."""
         if self.ever_alive or self.last_state.alive or self.marked_for_graceful_shutdown:
@@ -377,6 +404,7 @@ class Launcher(MigrationCommands):
         log.info("SIGTERM: graceful shutdown requested (grace %ss)", self.args.grace_period_seconds)
         if not self.defined:
             self.deleted.set()
+        self._wake.set()
         self.server.publish(self.status(event="GracefulShutdownRequested"))
 
     # ------------------------------------------------------------------------------------------------ commands

@@ -4,7 +4,8 @@ Workers: `guest-info` (version and commands) and `guest-get-fsinfo` by qemuAgent
 guest info (interfaces, OS, hostname, timezone, users) every 10 s. Each runs at once, then after
 min(10 s, interval), doubling up to its interval. libvirt's agent lifecycle event says when the guest opens or
 closes its port: the launcher then tells virt-handler at once (AgentConnected) and polls again right away, so a
-freshly booted guest's OS shows up without waiting for the next tick.
+freshly booted guest's OS shows up without waiting for the next tick. While the port is closed nobody is asked
+(KubeVirt asks anyway and is refused): each round woke the launcher's threads, 0.2 ms of CPU a second per idle VM.
 """
 
 from __future__ import annotations
@@ -102,12 +103,14 @@ class GuestAgentPoller:
         self._kicks.append(kick)
         wait = min(POLL_INITIAL_INTERVAL, interval)
         while True:
-            await poll()
+            polled = self.connected
+            if polled:
+                await poll()
             # An agent that (re)connects wakes every worker early; the schedule itself carries on.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(kick.wait(), wait)
+                await asyncio.wait_for(kick.wait(), wait if polled else None)
             kick.clear()
-            if wait < interval:
+            if polled and wait < interval:
                 wait = min(wait * 2, interval)
 
     async def _command(self, command: str) -> str | None:
