@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable, Sequence
 
@@ -58,6 +59,13 @@ def _cdi_uploadserver(args: argparse.Namespace) -> int:
 # (aiohttp, cryptography: half a second of imports) are not loaded, as an importer pod's start is on its
 # DataVolume's critical path and a launcher's on its VM's.
 POD_COMMANDS = frozenset({"cdi-importer", "cdi-uploadserver", "virt-launcher"})
+
+
+@functools.cache
+def pod_parser() -> argparse.ArgumentParser:
+    """The pods' commands' parser, built once: a node's fork server builds it for every container it forks (argparse
+    takes ~7 ms, most of it looking for translations of each help string on disk)."""
+    return build_parser(pod_command=True)
 
 
 def build_parser(*, pod_command: bool = False) -> argparse.ArgumentParser:
@@ -166,7 +174,7 @@ def _add_pod_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(pod_command=bool(words) and words[0] in POD_COMMANDS)
+    parser = pod_parser() if words and words[0] in POD_COMMANDS else build_parser()
     args = parser.parse_args(words)
     func: Command = args.func
     try:

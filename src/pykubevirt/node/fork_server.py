@@ -30,7 +30,17 @@ from pykubevirt.node.exit_recorder import FORWARDED_SIGNALS, SignalForwarder, wa
 
 # What the launcher imports, loaded once here; a module a command imports later is its own. Names, not imports:
 # the node does not depend on the commands it runs.
-PRELOAD = ("pykubevirt.cli.main", "pykubevirt.launcher.arguments", "pykubevirt.launcher.app")
+# `runpy.run_path` imports pkgutil, the launcher's libvirt events libvirtaio and its first `to_thread` the executor.
+PRELOAD = (
+    "pykubevirt.cli.main",
+    "pykubevirt.launcher.arguments",
+    "pykubevirt.launcher.app",
+    "pkgutil",
+    "libvirtaio",
+    "concurrent.futures.thread",
+)
+# Work each command would repeat, done once here: "module:function" called after the imports.
+WARM_UP = ("pykubevirt.cli.main:pod_parser",)
 REAP_INTERVAL_SECONDS = 1.0
 REPLY_TIMEOUT_SECONDS = 10.0
 MAX_MESSAGE = 1 << 20
@@ -232,15 +242,23 @@ def serve(channel: socket.socket) -> Command | None:
         channel.send(json.dumps(result).encode())
 
 
+def preload() -> None:
+    """Load what every container would load, and do what each would do first (its children then share it)."""
+    import importlib
+
+    for module in PRELOAD:
+        importlib.import_module(module)
+    for target in WARM_UP:
+        module, function = target.split(":")
+        getattr(importlib.import_module(module), function)()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1 or not args[0].isdigit():
         print("usage: python -m pykubevirt.node.fork_server CHANNEL-FD", file=sys.stderr)
         return 2
-    import importlib
-
-    for module in PRELOAD:
-        importlib.import_module(module)
+    preload()
     command = serve(socket.socket(fileno=int(args[0])))
     if command is None:
         return 0
