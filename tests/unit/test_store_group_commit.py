@@ -142,6 +142,30 @@ async def test_the_event_loop_serves_the_next_writes_while_a_commit_is_fsynced(t
     store.close()
 
 
+async def test_the_turns_written_during_an_fsync_are_committed_together_after_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    heard: list[Event] = []
+    store.add_listener(heard.append)
+    held = _HeldFsync(store)
+    commits = store.commits
+    store.create("configmaps", "ns/a", {"metadata": {"name": "a"}})
+    await held.started()
+    # Three more turns of writes while the first commit's fsync runs: nothing of them is committed yet.
+    for name in ("b", "c", "d"):
+        store.create("configmaps", f"ns/{name}", {"metadata": {"name": name}})
+        await asyncio.sleep(0.01)
+    assert store.commits == commits + 1
+    assert _rows_seen_by_another_connection(tmp_path / "state.db") == 1
+    held.release.set()
+    await store.durable()
+    # Then one commit (and one fsync) for the three, announced in order.
+    assert store.commits == commits + 2
+    assert store.committed_writes == 4
+    assert [e.key for e in heard] == ["ns/a", "ns/b", "ns/c", "ns/d"]
+    assert _rows_seen_by_another_connection(tmp_path / "state.db") == 4
+    store.close()
+
+
 async def test_a_failed_fsync_fails_its_requests_and_refuses_further_writes(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
     heard: list[Event] = []

@@ -8,7 +8,9 @@ the rows it would need (then it gets 410 Expired). The ring keeps each change as
 only for a replay: as decoded objects its old versions were a third of the API server's heap.
 
 Durability is etcd's: a write is acknowledged only once it is fsynced. Group commit keeps the throughput: the writes
-of one event-loop turn go into one open transaction, committed at the start of the next turn. The commit only hands
+of one event-loop turn go into one open transaction, committed at the start of the next turn, or, while an earlier
+commit's fsync is under way, once it is done (its writes wait for a later fsync anyway, and a busy server then
+commits and fsyncs fewer, bigger groups instead of one each turn). The commit only hands
 the WAL's pages to the kernel (synchronous=NORMAL); the WAL's fsync runs on a thread of its own, so the event loop
 serves the next turn's requests meanwhile. Listeners hear of a batch once its fsync is done, in commit order, and
 `durable()` is what a request awaits before answering.
@@ -208,6 +210,9 @@ class Store:
         self._open = _Batch()
         self._batch_open = False
         self._unsynced: collections.deque[_Batch] = collections.deque()
+        # fsyncs handed to the thread and not yet done; the open batch's commit waits for them (`_flush_turn`).
+        self._fsyncs_in_flight = 0
+        self._flush_deferred = False
         # One thread: fsyncs run in commit order, and each one covers every commit before it.
         self._syncer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-fsync")
         self._failure: str = ""
@@ -338,7 +343,14 @@ class Store:
         self._batch_open = True
         # Callbacks scheduled in this turn run in the next one, in order: every write of this turn is in the batch,
         # and any task woken by one of them runs after the commit.
-        loop.call_soon(self._flush)
+        loop.call_soon(self._flush_turn)
+
+    def _flush_turn(self) -> None:
+        """The next turn's commit of the open batch; left to the fsync under way, if any, to do once it is done."""
+        if self._fsyncs_in_flight and self._batch_open:
+            self._flush_deferred = True
+            return
+        self._flush()
 
     def _flush(self, *, wait: bool = False) -> None:
         """Commit the open transaction and have the WAL fsynced: on the fsync thread when a loop runs, else now
@@ -363,6 +375,7 @@ class Store:
         loop = None if wait else _running_loop()
         if loop is not None:
             future = loop.run_in_executor(self._syncer, self._sync_wal)
+            self._fsyncs_in_flight += 1
             future.add_done_callback(lambda done: self._after_sync(batch, done))
             return
         try:
@@ -381,13 +394,19 @@ class Store:
             os.close(fd)
 
     def _after_sync(self, batch: _Batch, done: asyncio.Future[None]) -> None:
-        if done.cancelled() or batch.synced:
-            return  # the loop is closing, or a later fsync (close's) already covered it
-        exc = done.exception()
-        if exc is not None:
-            self._fail(f"could not fsync its log: {exc}")
-        else:
-            self._synced(batch)
+        self._fsyncs_in_flight -= 1
+        if done.cancelled():
+            return  # the loop is closing
+        if not batch.synced:  # else a later fsync (close's) already covered it
+            exc = done.exception()
+            if exc is not None:
+                self._fail(f"could not fsync its log: {exc}")
+            else:
+                self._synced(batch)
+        if self._flush_deferred and not self._fsyncs_in_flight:
+            self._flush_deferred = False
+            if self._batch_open and not self._failure:
+                self._flush()
 
     def _synced(self, batch: _Batch) -> None:
         """The batch is on disk, and so is every batch committed before it (one fsync covers the whole log)."""
