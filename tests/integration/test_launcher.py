@@ -28,6 +28,8 @@ def launcher(tmp_path: Path) -> Iterator[LauncherProcess]:
     proc = start_launcher(tmp_path, "testvmi", str(uuid.uuid4()), "--grace-period-seconds", "2")
     yield proc
     proc.stop()
+    # However it ended, nothing it left running failed unseen (a state read racing the exit, say).
+    assert "never retrieved" not in proc.log() and "Traceback" not in proc.log(), proc.log()
 
 
 async def next_status(stream: AsyncIterator[Obj], predicate: Any, within: float = 10.0) -> Obj:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 from contextvars import ContextVar
 from typing import Any
 
@@ -46,3 +48,24 @@ async def test_a_domain_undefined_after_its_lookup_reads_as_not_defined() -> Non
             manager.connection.lookupByName("vanishing").undefine()
         except libvirt.libvirtError:
             pass
+
+
+async def test_an_event_libvirt_queued_before_the_close_is_dropped_after_it() -> None:
+    """A launcher closes its connection as soon as its guest is down, while libvirt's later events for the guest are
+    still queued on the loop: they must not fail in a task nobody awaits."""
+    failures: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: failures.append(context))
+    manager = DomainManager("test:///default", "closing")
+    await manager.connect()
+    manager.connection.defineXML(XML.replace("vanishing", "closing")).create()
+    heard: list[str] = []
+    manager.add_listener(lambda state, event: heard.append(event))
+    # Two lifecycle events as libvirtaio hands them over: one read in a task the close overtakes, one run after it.
+    manager._on_event(libvirt.VIR_DOMAIN_EVENT_STOPPED, 0)
+    await manager.close()
+    manager._on_event(libvirt.VIR_DOMAIN_EVENT_STOPPED, 0)
+    await asyncio.sleep(0.1)
+    gc.collect()  # a failed task nobody awaited is reported when it is collected
+    await asyncio.sleep(0)
+    assert failures == []
+    assert heard == []

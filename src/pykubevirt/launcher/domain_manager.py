@@ -83,6 +83,9 @@ class DomainManager:
         self._listeners: list[StateListener] = []
         self._agent_listeners: list[AgentListener] = []
         self._callback_ids: list[int] = []
+        # Events being read and published; `close` cancels them (a launcher exits as soon as its guest is down, while
+        # libvirt's later events for it are still on their way).
+        self._publishing: set[asyncio.Task[None]] = set()
         # libvirt's currentMemory in bytes as last read with the state (None before a domain was seen).
         self.current_memory: int | None = None
 
@@ -142,8 +145,12 @@ class DomainManager:
         self._agent_listeners.append(listener)
 
     def _on_event(self, event: int, detail: int) -> None:
+        if self._conn is None:
+            return  # closed since libvirt queued it
         name = EVENTS.get(event, {-1: "Reboot", MEMORY_SIZE_EVENT: "MemoryDeviceSizeChange"}.get(event, str(event)))
-        asyncio.get_running_loop().create_task(self._publish(name))
+        task = asyncio.get_running_loop().create_task(self._publish(name))
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
 
     async def _publish(self, event: str) -> None:
         state = await self.state()
@@ -322,6 +329,8 @@ class DomainManager:
     async def close(self) -> None:
         if self._conn is None:
             return
+        for task in list(self._publishing):
+            task.cancel()
         for callback in self._callback_ids:
             try:
                 self._conn.domainEventDeregisterAny(callback)
