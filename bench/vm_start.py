@@ -416,22 +416,18 @@ async def density_run(
             creating.cancel()
         elapsed = time.monotonic() - started
         watcher.cancel()
-        # The agents' steady cost with every VMI running (the node agent syncs each pod every 10 s): it grows with
-        # the pods and the run's length, so it is told apart from the cost of a start.
+        pids = await launcher_pids(cluster.pods_dir)
+        # The agents' and launchers' steady cost with every VMI running (the node agent syncs each pod every 10 s):
+        # it grows with the pods and the run's length, so it is told apart from the cost of a start.
         at_end = {k: cpu_seconds(pid) for k, pid in agents.items()}
+        launchers_at_end = {pid: cpu_seconds(pid) for pid in pids}
         await asyncio.sleep(STEADY_WINDOW_SECONDS)
         steady = {k: (cpu_seconds(pid) - at_end[k]) / STEADY_WINDOW_SECONDS / count for k, pid in agents.items()}
+        launcher_steady = [(cpu_seconds(pid) - used) / STEADY_WINDOW_SECONDS for pid, used in launchers_at_end.items()]
         used_per_vmi = (available_before - mem_available_mib()) / count
-        launchers, launchers_pss, recorders_pss = [], [], []
-        for pod_dir in cluster.pods_dir.iterdir():
-            socket = Path(pod_layout.launcher_socket(str(cluster.pods_dir), pod_dir.name))
-            try:
-                pid = int((await LauncherClient(socket).request("ping"))["pid"])
-                launchers.append(rss_mib(pid))
-                launchers_pss.append(pss_mib(pid))
-                recorders_pss.append(pss_mib(parent_pid(pid)))
-            except Exception:  # a pod without a launcher yet is simply not counted
-                continue
+        launchers = [rss_mib(pid) for pid in pids]
+        launchers_pss = [pss_mib(pid) for pid in pids]
+        recorders_pss = [pss_mib(parent_pid(pid)) for pid in pids]
         components = {name: round(rss_mib(p.pid), 1) for name, p in cluster.processes.items()}
         per_vmi = {
             k: {
@@ -451,6 +447,7 @@ async def density_run(
             "per_vmi": per_vmi,
             "cpu_s": {name: round(cpu_seconds(p.pid), 1) for name, p in cluster.processes.items()},
             "launchers_measured": len(launchers),
+            "launcher_steady_cpu_ms_per_second": round(1000 * sum(launcher_steady) / max(len(pids), 1), 4),
             "launcher_rss_mib": stats(launchers),
             "launchers_total_rss_mib": round(sum(launchers), 1),
             "launcher_pss_mib": stats(launchers_pss),
@@ -461,6 +458,18 @@ async def density_run(
         }
     finally:
         await cluster.stop()
+
+
+async def launcher_pids(pods_dir: Path) -> list[int]:
+    """The pid of each pod's launcher, as it answers a ping (a pod without a launcher yet is not counted)."""
+    pids = []
+    for pod_dir in pods_dir.iterdir():
+        socket = Path(pod_layout.launcher_socket(str(pods_dir), pod_dir.name))
+        try:
+            pids.append(int((await LauncherClient(socket).request("ping"))["pid"]))
+        except Exception:
+            continue
+    return pids
 
 
 # ------------------------------------------------------------------------------------------------ main
