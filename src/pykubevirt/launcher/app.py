@@ -330,7 +330,13 @@ class Launcher(MigrationCommands):
         try:
             while not self.deleted.is_set():
                 self._wake.clear()
-                await self._wait_for_change(DEADLINE_POLL_SECONDS if self._deadline_pending() else None)
+                if self._deadline_pending():
+                    # Polled, not woken by the event that ends the guest: virt-handler reads the final state from this
+                    # launcher afresh when that event reaches it, so the launcher must linger a moment after it.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.deleted.wait(), DEADLINE_POLL_SECONDS)
+                else:
+                    await self._wait_for_change()
                 if self.deleted.is_set():
                     break
                 if self.marked_for_graceful_shutdown and self.graceful_deadline is not None:
@@ -380,11 +386,11 @@ class Launcher(MigrationCommands):
             or not (self.ever_alive or self.last_state.alive)
         )
 
-    async def _wait_for_change(self, seconds: float | None) -> None:
-        """Until the launcher is deleted, something wakes it, or `seconds` pass (None: no limit)."""
+    async def _wait_for_change(self) -> None:
+        """Until the launcher is deleted or something that can start a deadline wakes it."""
         waits = [asyncio.ensure_future(self.deleted.wait()), asyncio.ensure_future(self._wake.wait())]
         try:
-            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for wait in waits:
                 wait.cancel()
