@@ -225,6 +225,31 @@ async def test_a_launcher_that_dies_fails_its_vmi(node: Node) -> None:
     assert ("Warning", "Stopped", "The VirtualMachineInstance crashed.") in await node.events("doomed")
 
 
+async def test_a_launcher_gone_right_after_its_guest_shut_down_leaves_the_vmi_succeeded(node: Node) -> None:
+    _, launcher = await node.run_vmi("quick-exit")
+    watch = launcher.client().watch()
+    assert (await anext(watch))["domain"]["state"] == "Running"
+    await node.admin.delete(VIRTUAL_MACHINE_INSTANCES, "quick-exit", node.namespace)
+    async for status in watch:
+        if status["domain"]["state"] == "Shutoff":
+            break
+    # The launcher goes before the handler asks it again (blocking this loop, which the handler shares): what it
+    # said last on the handler's watch is all there is to know, and it said the guest shut down cleanly.
+    launcher.process.send_signal(signal.SIGKILL)
+    launcher.process.wait()
+    await watch.aclose()
+    done = await node.wait_phase("quick-exit", c.PHASE_SUCCEEDED)
+    assert done["status"]["phase"] == c.PHASE_SUCCEEDED
+    events = await node.events("quick-exit")
+    assert ("Normal", "Stopped", "The VirtualMachineInstance was shut down.") in events
+    assert ("Warning", "Stopped", "The VirtualMachineInstance crashed.") not in events
+
+    def forgotten(_: Object) -> bool:
+        return node.handler.records.get(f"{node.namespace}/quick-exit") is None
+
+    await node.wait_vmi("quick-exit", forgotten, "forgotten by the handler")
+
+
 async def test_the_heartbeat_marks_the_node_schedulable_and_publishes_the_handler_address(node: Node) -> None:
     async def beaten() -> Object | None:
         found = await node.admin.get(NODES, node.name)

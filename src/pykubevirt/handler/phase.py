@@ -36,6 +36,8 @@ class Observed:
     defined: bool = False
     launcher_initializing: bool = False
     launcher_unresponsive: bool = False
+    # The launcher is gone after reporting its domain stopped; the state is the last one it reported.
+    launcher_exited: bool = False
 
 
 def observed_domain(status: Status) -> Observed:

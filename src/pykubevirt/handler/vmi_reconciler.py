@@ -16,6 +16,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,9 @@ class VMIReconciler:
         self.clock = clock
         self._watches: dict[str, asyncio.Task[None]] = {}
         self._first_seen: dict[str, float] = {}
+        # vmi uid → the last status its launcher's watch delivered. A launcher exits soon after its domain stopped;
+        # like KubeVirt's domain cache, this keeps the stopped domain for the reconcile that comes after the exit.
+        self._last_seen: dict[str, Status] = {}
         # The claim capacities each VMI's launcher last synced with (vmi uid → sizes); a change means a claim grew.
         self._synced_sizes: dict[str, tuple[tuple[str, str], ...]] = {}
         self.outgoing = OutgoingMigrations(client, recorder, migration_tls)
@@ -118,6 +122,9 @@ class VMIReconciler:
         try:
             status = await self.launcher(pod_uid).status()
         except LauncherUnavailable as exc:
+            last = self._last_seen.get(vmi_uid)
+            if last is not None and last["domain"]["state"] in STOPPED_STATES:
+                return replace(observed_domain(last), launcher_exited=True), last
             pod_dir = self.pods_dir / pod_uid
             first = self._first_seen.setdefault(vmi_uid, self.clock())
             waiting_too_long = self.clock() - first > INITIALIZE_TIMEOUT_SECONDS
@@ -135,7 +142,8 @@ class VMIReconciler:
 
         async def follow() -> None:
             try:
-                async for _ in self.launcher(pod_uid).watch():
+                async for status in self.launcher(pod_uid).watch():
+                    self._last_seen[vmi_uid] = status
                     self.enqueue(key, 0)
             except (LauncherUnavailable, ProtocolMismatch, OSError, ValueError):
                 pass
@@ -145,6 +153,7 @@ class VMIReconciler:
 
     def _unwatch(self, vmi_uid: str) -> None:
         self._synced_sizes.pop(vmi_uid, None)
+        self._last_seen.pop(vmi_uid, None)
         task = self._watches.pop(vmi_uid, None)
         if task is not None:
             task.cancel()
@@ -161,6 +170,7 @@ class VMIReconciler:
             return None
         if (vmi.get("status") or {}).get("nodeName") != self.node:
             await self.outgoing.forget(vmi["metadata"]["uid"])
+            self._last_seen.pop(vmi["metadata"]["uid"], None)
             return None
         pod_uid = active_pod_uid(vmi, self.node, self.pods_dir)
         if not pod_uid:
@@ -177,7 +187,7 @@ class VMIReconciler:
             # Nothing the launcher says can be read; the VMI shows why instead of the handler failing on a field.
             await self._sync_failed(vmi, str(exc))
             return Result(requeue_after=10.0)
-        if status is not None:
+        if status is not None and not observed.launcher_exited:
             self._watch(key, vmi_uid, pod_uid)
         marked = status is not None and status["markedForGracefulShutdown"]
         step = next_action(vmi, observed, marked_for_graceful_shutdown=marked)
