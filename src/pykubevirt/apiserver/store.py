@@ -8,12 +8,12 @@ the rows it would need (then it gets 410 Expired). The ring keeps each change as
 only for a replay: as decoded objects its old versions were a third of the API server's heap.
 
 Durability is etcd's: a write is acknowledged only once it is fsynced. Group commit keeps the throughput: the writes
-of one event-loop turn go into one open transaction, committed at the start of the next turn, or, while an earlier
-commit's fsync is under way, once it is done (its writes wait for a later fsync anyway, and a busy server then
-commits and fsyncs fewer, bigger groups instead of one each turn). The commit only hands
-the WAL's pages to the kernel (synchronous=NORMAL); the WAL's fsync runs on a thread of its own, so the event loop
-serves the next turn's requests meanwhile. Listeners hear of a batch once its fsync is done, in commit order, and
-`durable()` is what a request awaits before answering.
+of one event-loop turn form one batch, handed at the start of the next turn, or, while an earlier batch is still
+being written, once it is done (its writes wait for a later fsync anyway, and a busy server then commits and fsyncs
+fewer, bigger groups instead of one each turn) to the store's thread. That thread inserts the batch's rows, commits
+(which only hands the WAL's pages to the kernel: synchronous=NORMAL) and fsyncs the WAL, all outside the GIL for the
+most part, so the event loop serves the next turn's requests meanwhile. Listeners hear of a batch once its fsync is
+done, in commit order, and `durable()` is what a request awaits before answering.
 """
 
 from __future__ import annotations
@@ -47,13 +47,19 @@ CREATE TABLE IF NOT EXISTS kine (
     value BLOB,
     old_value BLOB
 );
-CREATE INDEX IF NOT EXISTS kine_name_index ON kine (name);
 CREATE INDEX IF NOT EXISTS kine_name_id_index ON kine (name, id);
-CREATE INDEX IF NOT EXISTS kine_id_deleted_index ON kine (id, deleted);
-CREATE INDEX IF NOT EXISTS kine_prev_revision_index ON kine (prev_revision);
 CREATE UNIQUE INDEX IF NOT EXISTS kine_name_prev_revision_uindex ON kine (name, prev_revision);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- kine's other indexes serve queries this store never makes (every lookup is by id or by name and id), and each
+-- one is another B-tree insert a write: a quarter of a row's cost.
+DROP INDEX IF EXISTS kine_name_index;
+DROP INDEX IF EXISTS kine_id_deleted_index;
+DROP INDEX IF EXISTS kine_prev_revision_index;
 """
+COLUMNS = "id, name, created, deleted, create_revision, prev_revision, lease, value"
+# A batch's rows go in with one statement each this many rows (8 variables a row; SQLite allows 32,766): one call
+# into SQLite for the whole batch, so its thread hands the GIL back and forth once, not once a row.
+ROWS_A_STATEMENT = 500
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -111,6 +117,8 @@ class Event:
 
 
 Listener = Callable[[Event], None]
+# A row of the kine table, in COLUMNS' order.
+Row = tuple[int, str, int, int, int, int, float, str]
 
 
 class _Past(NamedTuple):
@@ -130,6 +138,7 @@ class _Batch:
     future of its own so that one cancelled request cancels nothing else."""
 
     events: list[Event] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
     synced: bool = False
 
@@ -178,7 +187,7 @@ def _private_database(path: Path) -> None:
 
 
 class Store:
-    """Single-writer store; all methods run on the event loop's thread.
+    """Single-writer store; all methods run on the event loop's thread (the SQLite writes on the store's own).
 
     Without a running event loop every write commits before it returns; with one, writes are group-committed
     and a caller answers its client only after `await durable()`.
@@ -188,15 +197,24 @@ class Store:
         self._path = str(path)
         self._fsync = fsync
         _private_database(Path(self._path))
-        self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        # Two connections: the store's thread writes with one (rows, commits, compaction, checkpoints); the event
+        # loop reads history with the other, and finds rows still on their way in `_unwritten`.
+        self._writer = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        self._writer.execute("PRAGMA journal_mode=WAL")
         # NORMAL: a commit writes the WAL without fsync (a killed process loses nothing). With `fsync` the store then
         # fsyncs the WAL itself, off the event loop, before anyone hears of the commit: what FULL does inside COMMIT,
         # so an acknowledged write survives an OS crash or power loss, as with etcd. fsync=False is the unsafe mode
         # (etcd's --unsafe-no-fsync): a commit per write, and an OS crash may lose the newest writes.
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._writer.execute("PRAGMA synchronous=NORMAL")
+        self._writer.execute("PRAGMA busy_timeout=30000")
+        self._writer.executescript(SCHEMA)
+        self._db = sqlite3.connect(self._path, isolation_level=None)
         self._db.execute("PRAGMA busy_timeout=30000")
-        self._db.executescript(SCHEMA)
+        # Rows appended and not yet committed by the store's thread: revision → row.
+        self._unwritten: dict[int, Row] = {}
+        # Row name → revision of the deletion that is its newest row, until compaction drops it: what a create of
+        # that name replaces (prev_revision), known without asking the table.
+        self._tombstones: dict[str, int] = {}
         self._current: dict[str, dict[str, Record]] = collections.defaultdict(dict)
         # revision → change, oldest first: replayed in order, and looked up for the version a change replaced.
         self._ring: collections.OrderedDict[int, _Past] = collections.OrderedDict()
@@ -213,8 +231,8 @@ class Store:
         # fsyncs handed to the thread and not yet done; the open batch's commit waits for them (`_flush_turn`).
         self._fsyncs_in_flight = 0
         self._flush_deferred = False
-        # One thread: fsyncs run in commit order, and each one covers every commit before it.
-        self._syncer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-fsync")
+        # One thread: batches are written and fsynced in commit order, and each fsync covers every commit before it.
+        self._syncer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer")
         self._failure: str = ""
         # Committed transactions and the writes in them, for measuring the group commit.
         self.commits = 0
@@ -237,6 +255,7 @@ class Store:
         )
         for rev, name, create_rev, deleted, value, lease in latest:
             if deleted:
+                self._tombstones[name] = rev
                 continue
             collection, key = _split(name)
             obj = _with_revision(json_codec.loads(value), rev)
@@ -247,6 +266,7 @@ class Store:
     def close(self) -> None:
         self._flush(wait=True)
         self._syncer.shutdown(wait=True)
+        self._writer.close()
         self._db.close()
 
     def add_listener(self, listener: Listener) -> None:
@@ -310,33 +330,25 @@ class Store:
         text: str,
         lease: float,
     ) -> int:
+        """Queue the row of a change for the open batch; its id is the next revision (the store is the one writer)."""
         if self._failure:
             raise StoreError(self._failure)
-        if not self._db.in_transaction:
+        if not self._open.rows:
             self._begin()
-        try:
-            cursor = self._db.execute(
-                "INSERT INTO kine (name, created, deleted, create_revision, prev_revision, lease, value, old_value) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
-                (
-                    _full_name(collection, key),
-                    int(kind == ADDED),
-                    int(kind == DELETED),
-                    create_revision,
-                    prev_revision,
-                    lease,
-                    text,
-                ),
-            )
-        except sqlite3.IntegrityError as exc:
-            raise Conflict(f"{key}: the object has been modified") from exc
-        revision = int(cursor.lastrowid or 0)
+        revision = self.revision + 1
+        name = _full_name(collection, key)
+        row = (revision, name, int(kind == ADDED), int(kind == DELETED), create_revision, prev_revision, lease, text)
+        self._open.rows.append(row)
+        self._unwritten[revision] = row
+        if kind == DELETED:
+            self._tombstones[name] = revision
+        elif kind == ADDED:
+            self._tombstones.pop(name, None)
         self.revision = revision
         return revision
 
     def _begin(self) -> None:
-        """Open the transaction of a group commit, committed at the start of the event loop's next turn."""
-        self._db.execute("BEGIN IMMEDIATE")
+        """Open a group commit, written at the start of the event loop's next turn."""
         loop = _running_loop()
         if loop is None or not self._fsync:
             return  # _commit flushes right after the write
@@ -353,37 +365,53 @@ class Store:
         self._flush()
 
     def _flush(self, *, wait: bool = False) -> None:
-        """Commit the open transaction and have the WAL fsynced: on the fsync thread when a loop runs, else now
-        (`wait`, or no loop). The batch is announced once on disk."""
+        """Hand the open batch to the store's thread, which commits its rows and fsyncs the WAL; without a running
+        loop, unsafe (no fsync), or asked to `wait`, wait for that here. The batch is announced once on disk."""
         batch, self._open = self._open, _Batch()
         self._batch_open = False
         self._unsynced.append(batch)
-        committed = self._db.in_transaction
-        if committed:
-            try:
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._fail(f"could not commit: {exc}")
-                return
-            self.commits += 1
-            self.committed_writes += len(batch.events)
-        if not committed or not self._fsync:
-            # Nothing of its own to fsync; its waiters (if any) still wait for the batches before it.
+        if not batch.rows:
+            # Nothing of its own to write; its waiters (if any) still wait for the batches before it.
             batch.synced = True
             self._announce()
             return
-        loop = None if wait else _running_loop()
-        if loop is not None:
-            future = loop.run_in_executor(self._syncer, self._sync_wal)
-            self._fsyncs_in_flight += 1
-            future.add_done_callback(lambda done: self._after_sync(batch, done))
+        self.commits += 1
+        self.committed_writes += len(batch.events)
+        loop = None if wait or not self._fsync else _running_loop()
+        if loop is None:
+            try:
+                self._syncer.submit(self._write, batch.rows).result()
+            except (sqlite3.Error, OSError) as exc:
+                self._fail(_failure_of(exc))
+                return
+            self._written(batch.rows)
+            self._synced(batch)
             return
+        future = loop.run_in_executor(self._syncer, self._write, batch.rows)
+        self._fsyncs_in_flight += 1
+        future.add_done_callback(lambda done: self._after_sync(batch, done))
+
+    def _write(self, rows: list[Row]) -> None:
+        """On the store's thread: commit `rows` in one transaction, then fsync the WAL (unless unsafe)."""
+        db = self._writer
+        db.execute("BEGIN IMMEDIATE")
         try:
+            for start in range(0, len(rows), ROWS_A_STATEMENT):
+                chunk = rows[start : start + ROWS_A_STATEMENT]
+                values = ", ".join(("(?, ?, ?, ?, ?, ?, ?, ?)",) * len(chunk))
+                db.execute(f"INSERT INTO kine ({COLUMNS}) VALUES {values}", [v for row in chunk for v in row])
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        if self._fsync:
             self._sync_wal()
-        except OSError as exc:
-            self._fail(f"could not fsync its log: {exc}")
-            return
-        self._synced(batch)
+
+    def _written(self, rows: list[Row]) -> None:
+        """The rows are in the table: history reads find them there from now on."""
+        for row in rows:
+            self._unwritten.pop(row[0], None)
 
     def _sync_wal(self) -> None:
         # The fd is opened each time: a checkpoint may have truncated the file, and an fd costs nothing here.
@@ -397,10 +425,12 @@ class Store:
         self._fsyncs_in_flight -= 1
         if done.cancelled():
             return  # the loop is closing
+        exc = done.exception()
+        if exc is None:
+            self._written(batch.rows)
         if not batch.synced:  # else a later fsync (close's) already covered it
-            exc = done.exception()
             if exc is not None:
-                self._fail(f"could not fsync its log: {exc}")
+                self._fail(_failure_of(exc))
             else:
                 self._synced(batch)
         if self._flush_deferred and not self._fsyncs_in_flight:
@@ -505,8 +535,8 @@ class Store:
         return next(iter(self._ring), None)
 
     def _last_revision_of(self, collection: str, key: str) -> int:
-        row = self._db.execute("SELECT MAX(id) FROM kine WHERE name = ?", (_full_name(collection, key),)).fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
+        """The newest row of a key with no object now: its deletion's, or none (0) once compaction removed it."""
+        return self._tombstones.get(_full_name(collection, key), 0)
 
     def _current_at(self, collection: str, key: str, expected_revision: int | None) -> Record:
         current = self.get(collection, key)
@@ -571,11 +601,18 @@ class Store:
         return Event(past.type, past.collection, past.key, past.revision, value, previous)
 
     def _events_from_table(self, revision: int, collection: str | None) -> list[Event]:
-        rows = self._db.execute(
-            "SELECT id, name, created, deleted, prev_revision, value FROM kine WHERE id > ? ORDER BY id", (revision,)
-        ).fetchall()
+        rows = {
+            row[0]: row
+            for row in self._db.execute(
+                "SELECT id, name, created, deleted, prev_revision, value FROM kine WHERE id > ? ORDER BY id",
+                (revision,),
+            )
+        }
+        for rev, name, created, deleted, _, prev_rev, _, text in list(self._unwritten.values()):
+            if rev > revision:
+                rows[rev] = (rev, name, created, deleted, prev_rev, text)
         events: list[Event] = []
-        for rev, name, created, deleted, prev_rev, value in rows:
+        for rev, name, created, deleted, prev_rev, value in sorted(rows.values()):
             coll, key = _split(name)
             if collection is not None and coll != collection:
                 continue
@@ -585,6 +622,9 @@ class Store:
         return events
 
     def _value_at(self, revision: int) -> dict[str, Any] | None:
+        unwritten = self._unwritten.get(revision)
+        if unwritten is not None:
+            return _with_revision(json_codec.loads(unwritten[7]), revision)
         row = self._db.execute("SELECT value FROM kine WHERE id = ?", (revision,)).fetchone()
         return _with_revision(json_codec.loads(row[0]), revision) if row else None
 
@@ -594,19 +634,25 @@ class Store:
         if target <= self.compact_revision:
             return self.compact_revision
         self._flush()
-        with self._db:
+        # On the store's thread, after the batches before it; the loop waits, as its readers must not see a
+        # compaction revision whose rows are still there.
+        self._syncer.submit(self._compact_rows, target).result()
+        self.compact_revision = target
+        self._tombstones = {name: rev for name, rev in self._tombstones.items() if rev > target}
+        while (oldest := self._oldest_in_ring()) is not None and oldest <= target:
+            self._ring.popitem(last=False)
+        return target
+
+    def _compact_rows(self, target: int) -> None:
+        with self._writer:
             # Rows superseded by a row at or below the target, and deletion markers, are history only. A row
             # superseded only after the target is still the object's state at the target and must stay.
-            self._db.execute(
+            self._writer.execute(
                 "DELETE FROM kine WHERE id <= ? AND (id IN (SELECT prev_revision FROM kine WHERE id <= ?)"
                 " OR deleted = 1)",
                 (target, target),
             )
-            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('compact_rev', ?)", (target,))
-        self.compact_revision = target
-        while (oldest := self._oldest_in_ring()) is not None and oldest <= target:
-            self._ring.popitem(last=False)
-        return target
+            self._writer.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('compact_rev', ?)", (target,))
 
     def expired(self, now: float | None = None) -> list[Record]:
         """Records whose lease (an absolute UNIX time) has passed."""
@@ -620,5 +666,18 @@ class Store:
         return found
 
     def checkpoint(self) -> None:
+        """Copy the WAL into the database file, on the store's thread after the batches before it."""
         self._flush()
-        self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        self._syncer.submit(self._checkpoint_wal)
+
+    def _checkpoint_wal(self) -> None:
+        try:
+            self._writer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:
+            log.warning("could not checkpoint the WAL: %s", exc)
+
+
+def _failure_of(exc: BaseException) -> str:
+    if isinstance(exc, sqlite3.Error):
+        return f"could not commit: {exc}"
+    return f"could not fsync its log: {exc}"
