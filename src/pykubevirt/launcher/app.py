@@ -25,7 +25,6 @@ from pykubevirt.launcher import (
     capabilities_cache,
     disks,
     domain_stats,
-    guest_agent_info,
     interface_status,
     masquerade,
     migration_paths,
@@ -42,6 +41,7 @@ from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_sourc
 from pykubevirt.launcher.disk_expansion import expand_disks
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
 from pykubevirt.launcher.domain_state import DomainState
+from pykubevirt.launcher.guest_agent_commands import GuestAgentCommands
 from pykubevirt.launcher.guest_agent_poller import GuestAgentPoller
 from pykubevirt.launcher.host_firmware import HostFirmware, detect
 from pykubevirt.launcher.hotplug import sync_hotplug
@@ -83,7 +83,7 @@ def _seconds(value: str) -> float:
     return float(value[:-1]) if value.endswith("s") else float(value)
 
 
-class Launcher(MigrationCommands):
+class Launcher(MigrationCommands, GuestAgentCommands):
     """The launcher's state: its VMI, its domain and who is watching."""
 
     def __init__(self, args: argparse.Namespace, mounts: dict[str, str]) -> None:
@@ -453,33 +453,6 @@ class Launcher(MigrationCommands):
             await self._read_network(vmi)
         self._start_guest_agent(vmi)
         return await self._refreshed_status()
-
-    def _start_guest_agent(self, vmi: dict[str, Any]) -> None:
-        """Poll the guest agent and propagate its credentials from the first sync of a running domain on."""
-        assert self.domain is not None
-        if self.agent is None:
-            self.agent = GuestAgentPoller(self.domain, self._publish_agent)
-            self.agent.start()
-        if self.credentials is None:
-            self.credentials = AccessCredentialManager(self.domain, self.host, self._publish_agent)
-        self.credentials.start(vmi)
-
-    def _publish_agent(self) -> None:
-        self.server.publish(self.status(event="AgentUpdated"))
-
-    def _agent_data(self) -> guest_agent_info.AgentData:
-        if self.agent is None or not self.agent.connected:
-            raise RuntimeError("the guest agent is not connected")
-        return self.agent.data
-
-    async def _guest_info(self, request: Request) -> dict[str, Any]:
-        return guest_agent_info.guest_agent_info(self._agent_data())
-
-    async def _user_list(self, request: Request) -> dict[str, Any]:
-        return guest_agent_info.user_list(self._agent_data())
-
-    async def _filesystem_list(self, request: Request) -> dict[str, Any]:
-        return guest_agent_info.filesystem_list(self._agent_data())
 
     async def _prepare(self, vmi: dict[str, Any]) -> str:
         spec = vmi.get("spec") or {}
