@@ -59,7 +59,8 @@ async def run(args: argparse.Namespace, server: APIServerProcess) -> dict[str, A
     await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
     command = (
         *("virt-controller", "--kubeconfig", str(server.data_dir / "virt-controller.kubeconfig")),
-        *("--no-leader-election", "--workers", str(args.workers)),
+        "--no-leader-election",
+        *(("--workers", str(args.workers)) if args.workers else ()),
     )
     controller = subprocess.Popen(  # noqa: ASYNC220 - started once, before the measured part
         component_argv(args.profile, *command),
@@ -209,7 +210,7 @@ def main() -> None:
     parser.add_argument("--vms", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=10.0)
     parser.add_argument("--burst", action="store_true", help="create as fast as possible instead of at --rate")
-    parser.add_argument("--workers", type=int, default=10)
+    parser.add_argument("--workers", type=int, help="virt-controller's reconcile workers (default: its own)")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--profile", metavar="FILE", help="write a CPU-time cProfile of virt-controller to FILE")
     parser.add_argument("--profile-apiserver", metavar="FILE", help="write a CPU-time cProfile of the API server")

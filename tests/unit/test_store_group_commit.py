@@ -241,3 +241,17 @@ async def test_an_object_deleted_and_created_again_in_one_turn_is_stored_twice(t
     last.create("configmaps", "ns/a", {"metadata": {"name": "a"}})
     await last.durable()
     last.close()
+
+
+async def test_a_batch_larger_than_one_statement_is_still_one_commit(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    commits = store.commits
+    for i in range(1200):
+        store.create("configmaps", f"ns/cm-{i}", {"metadata": {"name": f"cm-{i}"}})
+    await store.durable()
+    assert store.commits == commits + 1
+    assert _rows_seen_by_another_connection(tmp_path / "state.db") == 1200
+    store.close()
+    reopened = Store(tmp_path / "state.db")
+    assert len(reopened.records("configmaps")) == 1200
+    reopened.close()

@@ -394,13 +394,18 @@ class Store:
     def _write(self, rows: list[Row]) -> None:
         """On the store's thread: commit `rows` in one transaction, then fsync the WAL (unless unsafe)."""
         db = self._writer
-        db.execute("BEGIN IMMEDIATE")
+        chunks = [rows[start : start + ROWS_A_STATEMENT] for start in range(0, len(rows), ROWS_A_STATEMENT)]
+        # One statement is a transaction of its own; each call into SQLite costs this thread a wait for the GIL,
+        # up to the switch interval while the event loop is busy, so a batch that fits one statement is one call.
+        explicit = len(chunks) > 1
+        if explicit:
+            db.execute("BEGIN IMMEDIATE")
         try:
-            for start in range(0, len(rows), ROWS_A_STATEMENT):
-                chunk = rows[start : start + ROWS_A_STATEMENT]
+            for chunk in chunks:
                 values = ", ".join(("(?, ?, ?, ?, ?, ?, ?, ?)",) * len(chunk))
                 db.execute(f"INSERT INTO kine ({COLUMNS}) VALUES {values}", [v for row in chunk for v in row])
-            db.execute("COMMIT")
+            if explicit:
+                db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")

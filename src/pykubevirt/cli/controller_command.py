@@ -131,7 +131,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_client_flags(
         parser, qps=1000.0, burst=2000, qps_note=" (KubeVirt's virt-controller: 200)", burst_note=" (KubeVirt: 400)"
     )
-    parser.add_argument("--workers", type=int, default=10, help="reconcile workers per controller")
+    # ControllerOptions.workers says why 20; not imported here, as building the parser must not load the controller.
+    parser.add_argument("--workers", type=int, default=20, help="reconcile workers per controller")
     parser.add_argument(
         "--heartbeat-timeout",
         type=float,
