@@ -66,13 +66,21 @@ def launcher_pod(cluster: UpCluster, vmi_uid: str) -> str:
 def wait_booted(cluster: UpCluster, kind: str, name: str, line: str = BOOTED) -> None:
     """The guest has booted (ACPI works from then on): its serial console, as `kubectl logs` shows it, has `line`."""
     wait_for(lambda: cluster.jsonpath("vmi", name, "{.status.phase}") == "Running", f"{kind} {name} Running")
-    pod = launcher_pod(cluster, cluster.jsonpath("vmi", name, "{.metadata.uid}"))
+    uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
+    pod = launcher_pod(cluster, uid)
 
-    def booted() -> bool:
-        logs = cluster.run("kubectl", "logs", pod, "-c", "guest-console-log", check=False)
-        return line in logs.stdout
+    def console() -> str:
+        return cluster.run("kubectl", "logs", pod, "-c", "guest-console-log", check=False).stdout
 
-    wait_for(booted, f"{line!r} on the console of {name}")
+    try:
+        # A TCG guest boots in 15-30 s on two cores next to another e2e module; once, in make test, the second
+        # boot here did not show within 90 s. Twice that, and what the cluster shows if it still does not.
+        wait_for(lambda: line in console(), f"{line!r} on the console of {name}", timeout=180.0)
+    except AssertionError as exc:
+        vmi = cluster.run("kubectl", "get", "vmi", name, "-o", "wide", check=False).stdout
+        pods = cluster.run("kubectl", "get", "pods", "-o", "wide", check=False).stdout
+        tail = "\n".join(console().splitlines()[-15:])
+        raise AssertionError(f"{exc} (VMI uid {uid}, pod {pod})\n{vmi}\n{pods}\nconsole tail:\n{tail}") from None
 
 
 @pytest.fixture

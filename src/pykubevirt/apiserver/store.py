@@ -208,7 +208,7 @@ class Store:
         self._writer.execute("PRAGMA synchronous=NORMAL")
         self._writer.execute("PRAGMA busy_timeout=30000")
         self._writer.executescript(SCHEMA)
-        self._db = sqlite3.connect(self._path, isolation_level=None)
+        self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA busy_timeout=30000")
         # Rows appended and not yet committed by the store's thread: revision → row.
         self._unwritten: dict[int, Row] = {}
