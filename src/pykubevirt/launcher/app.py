@@ -331,8 +331,8 @@ class Launcher(MigrationCommands, GuestAgentCommands):
             while not self.deleted.is_set():
                 self._wake.clear()
                 if self._deadline_pending():
-                    # Polled, not woken by the event that ends the guest: virt-handler reads the final state from this
-                    # launcher afresh when that event reaches it, so the launcher must linger a moment after it.
+                    # Polled, not woken by the event that ends the guest: the launcher lingers up to a poll after it,
+                    # so the final state reaches its watchers and virt-handler can still ask before the socket goes.
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.deleted.wait(), DEADLINE_POLL_SECONDS)
                 else:

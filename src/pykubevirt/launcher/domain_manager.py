@@ -83,8 +83,8 @@ class DomainManager:
         self._listeners: list[StateListener] = []
         self._agent_listeners: list[AgentListener] = []
         self._callback_ids: list[int] = []
-        # Events being read and published; `close` cancels them (a launcher exits as soon as its guest is down, while
-        # libvirt's later events for it are still on their way).
+        # Events being read and published; `close` cancels them (a launcher may exit while libvirt's later events for
+        # its guest, a Shutdown followed by a Stopped, are still on their way).
         self._publishing: set[asyncio.Task[None]] = set()
         # libvirt's currentMemory in bytes as last read with the state (None before a domain was seen).
         self.current_memory: int | None = None
