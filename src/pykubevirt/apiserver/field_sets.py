@@ -12,6 +12,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+
 FieldSet = dict[str, Any]
 
 MEMBER = "."
@@ -196,11 +198,26 @@ def field_element(name: str) -> str:
 
 def key_element(key: dict[str, Any]) -> str:
     """`k:{"containerPort":80,"protocol":"TCP"}`: the key fields sorted by name, as compact JSON."""
+    if all(type(v) in _PLAIN for v in key.values()):
+        return "k:" + _plain_json(key)
     return "k:" + json.dumps(dict(sorted(key.items())), separators=(",", ":"), ensure_ascii=False)
 
 
 def value_element(value: Any) -> str:
+    if type(value) in _PLAIN:
+        return "v:" + _plain_json(value)
     return "v:" + json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+# Values orjson writes as the json module does (floats differ: `1e16` against `1e+16`), so elements keep their text.
+_PLAIN = (str, int, bool, type(None))
+
+
+def _plain_json(value: Any) -> str:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # integers past 64 bits, lone surrogates: the json module's text, as before
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 
 def path_string(path: list[str]) -> str:

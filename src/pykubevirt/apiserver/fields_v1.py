@@ -20,9 +20,32 @@ def encoded(fields: FieldSet) -> bytes:
     return json_codec.dumps(fields)
 
 
+# Stored text → its decoded set. Sets are never changed in place (field_sets), so one decoded set can serve every
+# write that reads the same text: most writes carry entries unchanged since the last one (a VM's creator's, its
+# spec's), and objects made from one template share theirs.
+_DECODED: dict[bytes, FieldSet] = {}
+_DECODED_LIMIT = 4096
+
+
 def decoded(value: Any) -> Any:
     """The field set of a `fieldsV1` value, whichever form it is in (sent ones are decoded JSON)."""
-    return json_codec.loads(value) if type(value) is bytes else value
+    if type(value) is not bytes:
+        return value
+    fields = _DECODED.get(value)
+    if fields is None:
+        fields = json_codec.loads(value)
+        if len(_DECODED) >= _DECODED_LIMIT:
+            del _DECODED[next(iter(_DECODED))]
+        _DECODED[value] = fields
+    return fields
+
+
+def same_text(fields: dict[str, Any], text: bytes) -> bool:
+    """Whether a sent set encodes to the stored text (a client sending back what it read)."""
+    try:
+        return json_codec.dumps(fields) == text
+    except (TypeError, ValueError):
+        return False
 
 
 def compact_entries(obj: dict[str, Any]) -> None:

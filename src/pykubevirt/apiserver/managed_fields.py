@@ -185,7 +185,7 @@ def live_or_new(live: dict[str, Any] | None, new: dict[str, Any], *, subresource
     """
     live_entries = ((live or {}).get("metadata") or {}).get("managedFields")
     sent = (new.get("metadata") or {}).get("managedFields")
-    if not subresource and sent is not None and sent is not live_entries and sent != live_entries:
+    if not subresource and sent is not None and sent is not live_entries and not _same_entries(sent, live_entries):
         if sent == [] or sent == [{}]:
             return {}
         decoded = decode(sent, check_fields=True)
@@ -194,6 +194,28 @@ def live_or_new(live: dict[str, Any] | None, new: dict[str, Any], *, subresource
     if not live_entries:
         return {}
     return decode(live_entries, check_fields=False) or {}
+
+
+def _same_entries(sent: Any, live: Any) -> bool:
+    """Whether the sent entries are the stored ones: clients send back what they read (fieldsV1 as JSON), so the
+    stored text is compared with the sent set's encoding before anything is decoded or checked."""
+    if sent == live:
+        return True
+    if not isinstance(sent, list) or not isinstance(live, list) or len(sent) != len(live):
+        return False
+    for sent_entry, live_entry in zip(sent, live, strict=True):
+        if not isinstance(sent_entry, dict) or not isinstance(live_entry, dict):
+            return False
+        if sent_entry.keys() != live_entry.keys():
+            return False
+        for key, live_value in live_entry.items():
+            sent_value = sent_entry[key]
+            if key == "fieldsV1" and type(live_value) is bytes and type(sent_value) is dict:
+                if not fields_v1.same_text(sent_value, live_value):
+                    return False
+            elif sent_value != live_value or type(sent_value) is not type(live_value):
+                return False
+    return True
 
 
 def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
