@@ -22,14 +22,13 @@ from pykubevirt.apiserver.list_streaming import STREAM_THRESHOLD, write_list
 from pykubevirt.apiserver.object_api import IGNORE, STRICT, WARN, ObjectAPI, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import FieldSelector, escape_field_value, parse_field_selector
-from pykubevirt.apiserver.watch import IDLE, WatchHub, watch_events
+from pykubevirt.apiserver.watch import WatchHub, watch_events
 
 T = TypeVar("T")
 
 JSON = "application/json"
 YAML = "application/yaml"
 DEFAULT_WATCH_TIMEOUT_SECONDS = 1800
-WATCH_LINES_A_WRITE = 100
 # What kube-apiserver answers to a successful binding or eviction.
 CREATED_STATUS = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 # The authenticated user of a request, set by the server's authentication middleware.
@@ -452,9 +451,6 @@ class RestHandlers:
         response.enable_chunked_encoding()
         await response.prepare(request)
         first_table = True
-        # Lines of events that follow each other without a wait go out as one chunk: under load a commit's batch
-        # reaches a watcher at once, and one write (one send) a batch costs far less than one an event.
-        lines: list[bytes] = []
         try:
             async for kind, obj in watch_events(
                 self.hub,
@@ -466,13 +462,7 @@ class RestHandlers:
                 send_initial_events=send_initial,
                 allow_bookmarks=request.query.get("allowWatchBookmarks") in ("true", "1"),
                 timeout_seconds=timeout,
-                idle_marks=True,
             ):
-                if kind == IDLE:
-                    if lines:
-                        await response.write(b"".join(lines) if len(lines) > 1 else lines[0])
-                        lines.clear()
-                    continue
                 payload = obj
                 if as_table and kind not in ("BOOKMARK", "ERROR"):
                     payload = self._table(
@@ -485,12 +475,7 @@ class RestHandlers:
                     data = self._event_line(kind, obj)
                 else:
                     data = json_codec.dumps({"type": kind, "object": payload}) + b"\n"
-                lines.append(data)
-                if len(lines) >= WATCH_LINES_A_WRITE:
-                    await response.write(b"".join(lines))
-                    lines.clear()
-            if lines:
-                await response.write(b"".join(lines))
+                await response.write(data)
         except ConnectionResetError:
             pass  # the client went away; the watcher is unregistered as the generator closes
         return response

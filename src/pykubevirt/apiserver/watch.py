@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -19,8 +18,6 @@ from pykubevirt.apiserver.store import ADDED, DELETED, MODIFIED, Compacted, Even
 
 BOOKMARK = "BOOKMARK"
 ERROR = "ERROR"
-# Not an event: the watch is about to wait (see watch_events).
-IDLE = "IDLE"
 INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
 BOOKMARK_INTERVAL_SECONDS = 30.0
 # A watcher this far behind is closed; the client re-watches from its last resourceVersion, as with kube-apiserver.
@@ -33,36 +30,16 @@ class Watcher:
     namespace: str | None
     label_selector: LabelSelector | None
     field_selector: FieldSelector | None
-    pending: collections.deque[Event] = field(default_factory=collections.deque)
+    queue: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
     overflowed: bool = False
-    # A bare future, not asyncio.Queue under wait_for: that made a task and a timer for every wake of every watcher.
-    _waiter: asyncio.Future[None] | None = None
 
     def offer(self, event: Event) -> None:
         if self.overflowed:
             return
-        if len(self.pending) >= MAX_PENDING_EVENTS:
+        if self.queue.qsize() >= MAX_PENDING_EVENTS:
             self.overflowed = True
             return
-        self.pending.append(event)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def next_event(self, seconds: float) -> Event | None:
-        """The oldest queued event, waiting up to `seconds` for one; None when none came."""
-        if not self.pending:
-            loop = asyncio.get_running_loop()
-            waiter = self._waiter = loop.create_future()
-            timer = loop.call_later(seconds, _expire, waiter)
-            try:
-                await waiter
-            finally:
-                timer.cancel()
-                self._waiter = None
-            if not self.pending:
-                return None
-        return self.pending.popleft()
+        self.queue.put_nowait(event)
 
     def _matches(self, obj: dict[str, Any] | None) -> bool:
         if obj is None:
@@ -126,11 +103,6 @@ class WatchHub:
         return sum(len(w) for w in self._watchers.values())
 
 
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
 def bookmark(resource: Resource, revision: int, *, initial_events_end: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {"resourceVersion": str(revision)}
     if initial_events_end:
@@ -145,7 +117,7 @@ def _delivered_through(watcher: Watcher, last: int, store: Store) -> int:
     all the store has announced. With events still queued (a client behind), only `last` is safe: a bookmark past
     them would make the client re-watch after them, and they would be lost to it for good.
     """
-    return max(last, store.announced_revision) if not watcher.pending else last
+    return max(last, store.announced_revision) if watcher.queue.empty() else last
 
 
 async def watch_events(
@@ -159,13 +131,8 @@ async def watch_events(
     send_initial_events: bool,
     allow_bookmarks: bool,
     timeout_seconds: float,
-    idle_marks: bool = False,
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """(type, object) pairs: the initial or replayed events, then live ones, until the timeout or an overflow.
-
-    With `idle_marks`, an (IDLE, {}) pair comes before each wait for events, so a caller may hold what it was given
-    until then (and send it in one write).
-    """
+    """(type, object) pairs: the initial or replayed events, then live ones, until the timeout or an overflow."""
     store = hub.store
     watcher = hub.register(resource, namespace, label_selector, field_selector)
     try:
@@ -207,22 +174,22 @@ async def watch_events(
                 if allow_bookmarks:
                     yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store))
                 return
-            if watcher.pending:
-                live: Event | None = watcher.pending.popleft()
-            else:
-                if idle_marks:
-                    yield IDLE, {}
+            if watcher.queue.empty():
                 wait = min(remaining, max(next_bookmark - now, 0.0)) if allow_bookmarks else remaining
-                live = await watcher.next_event(wait)
-            if live is None:
-                if allow_bookmarks and time.monotonic() >= next_bookmark:
-                    next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
-                    yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store))
+                try:
+                    event = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
+                except TimeoutError:
+                    if allow_bookmarks and time.monotonic() >= next_bookmark:
+                        next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
+                        yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store))
+                    continue
+            else:
+                # A watcher behind takes its queued events without wait_for's task and timer for each one.
+                event = watcher.queue.get_nowait()
+            if event.revision <= last:
                 continue
-            if live.revision <= last:
-                continue
-            last = live.revision
-            translated = watcher.translate(live)
+            last = event.revision
+            translated = watcher.translate(event)
             if translated is not None:
                 yield translated
     finally:
