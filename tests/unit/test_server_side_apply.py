@@ -338,6 +338,19 @@ def test_sent_managed_fields_replace_or_reset_the_stored_ones() -> None:
     assert wire(broken)["metadata"]["managedFields"] == wire(created)["metadata"]["managedFields"]
 
 
+def test_sent_managed_fields_are_the_stored_ones_only_when_every_field_set_is_the_same() -> None:
+    # Clients send back what they read: an unchanged list keeps the stored entries; one field set changed, with every
+    # other field of every entry the same, still replaces them.
+    created = track(CONFIG_MAPS, None, configmap({"a": "1", "b": "2"}), "creator")
+    read = wire(created)
+    kept = track(CONFIG_MAPS, created, {**read, "data": {"a": "1", "b": "2"}}, "other", T1)
+    assert wire(kept)["metadata"]["managedFields"] == read["metadata"]["managedFields"]
+    edited = copy.deepcopy(read)
+    edited["metadata"]["managedFields"][0]["fieldsV1"] = {"f:data": {"f:a": {}}}
+    replaced = track(CONFIG_MAPS, created, edited, "other", T1)
+    assert fields_of(replaced, "creator", "Update") == {"f:data": {"f:a": {}}}
+
+
 def test_at_most_ten_update_managers_are_kept() -> None:
     obj = track(CONFIG_MAPS, None, configmap({}), "m00")
     for i in range(1, 13):
