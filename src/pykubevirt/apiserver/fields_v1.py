@@ -3,7 +3,7 @@
 A field set mirrors the object it describes: a launcher pod's entries decode to 341 dicts and lists, three quarters
 of the pod's containers. Stored as bytes they are one object each, which the garbage collector never walks, a deep
 copy copies in one step and JSON encoding writes out as they are (`json_codec` takes bytes in an object as encoded
-JSON). The field manager decodes them when it needs the sets, once a write.
+JSON). The field manager decodes a text when it needs the set, once for all the writes that carry the same text.
 """
 
 from __future__ import annotations
