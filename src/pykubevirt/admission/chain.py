@@ -99,10 +99,16 @@ def handles(kind: str) -> bool:
 
 
 def mutate(
-    obj: dict[str, Any], ctx: AdmissionContext, *, operation: str = CREATE, old: dict[str, Any] | None = None
+    obj: dict[str, Any],
+    ctx: AdmissionContext,
+    *,
+    operation: str = CREATE,
+    old: dict[str, Any] | None = None,
+    in_place: bool = False,
 ) -> dict[str, Any]:
-    """The object after the kind's mutating webhook (a copy; the input is not changed)."""
-    mutated = copy_json(obj)
+    """The object after the kind's mutating webhook: a copy, or `obj` itself changed when `in_place` (a caller that
+    owns it and keeps only the result)."""
+    mutated = obj if in_place else copy_json(obj)
     hooks = _HOOKS.get(str(obj.get("kind", "")))
     if hooks is not None and hooks.mutate is not None:
         hooks.mutate(mutated, ctx, operation, old)

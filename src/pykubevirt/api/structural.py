@@ -132,12 +132,13 @@ def _collect_unknown(value: Any, schema: Schema, path: str, found: list[str], ol
                 _collect_unknown(item, items, f"{path}[{i}]", found, _old_item(old, i))
 
 
-def prune(value: Any, schema: Schema, *, root: bool = True, old: Any = ABSENT) -> Any:
-    """A copy of `value` without unknown fields and without nulls the schema does not allow (kube-apiserver pruning).
+def prune(value: Any, schema: Schema, *, root: bool = True, old: Any = ABSENT, in_place: bool = False) -> Any:
+    """A copy of `value` without unknown fields and without nulls the schema does not allow (kube-apiserver pruning);
+    `value` itself, pruned, when `in_place`.
 
-    `old` as for `unknown_fields`.
+    `old` as for `unknown_fields`: a part equal to it is left as it is, never changed.
     """
-    return _prune(copy_json(value), schema, old, root=root)
+    return _prune(value if in_place else copy_json(value), schema, old, root=root)
 
 
 def _prune(value: Any, schema: Schema, old: Any, *, root: bool = False) -> Any:

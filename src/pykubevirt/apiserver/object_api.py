@@ -199,7 +199,7 @@ class ObjectAPI:
         if resource.has_status and not resource.builtin:
             # Custom resources with a status subresource never take status from a create.
             obj.pop("status", None)
-        obj = schema_pass(resource, obj, ctx.field_validation, ctx.warnings)
+        obj = schema_pass(resource, obj, ctx.field_validation, ctx.warnings, owned=True)
         if track:
             obj = managed_fields.track(resource, None, obj, manager=ctx.manager, subresource="", now=self._now())
         metadata.stamp_new(obj, track_generation=not resource.builtin or resource.kind == "CustomResourceDefinition")
@@ -299,7 +299,7 @@ class ObjectAPI:
         if resource.namespaced:
             new["metadata"]["namespace"] = old["metadata"]["namespace"]
         self._check_finalizers(resource, new, old)
-        new = schema_pass(resource, new, ctx.field_validation, ctx.warnings, checked=checked)
+        new = schema_pass(resource, new, ctx.field_validation, ctx.warnings, checked=checked, owned=True)
         if tracked:
             managed_fields.restore(new, applied_fields)
         else:

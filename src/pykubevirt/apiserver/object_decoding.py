@@ -73,12 +73,14 @@ def schema_pass(
     warnings: list[str],
     *,
     checked: dict[str, Any] | None = None,
+    owned: bool = False,
 ) -> dict[str, Any]:
     """Unknown fields per fieldValidation, then pruning and defaulting, as for custom resources.
 
     Strict refuses unknown fields (400), Warn adds a warning for each, Ignore drops them silently. Without a schema,
     or with one that preserves unknown fields, `obj` is returned as it is. `checked`: the stored object an update
     replaces, when it was written under this schema; what the update leaves as it was there is not walked again.
+    `owned`: the caller owns `obj` and keeps only the result, so `obj` is pruned and defaulted in place, not copied.
     """
     schema = resource.schema
     if schema is None or schema.get("x-kubernetes-preserve-unknown-fields"):
@@ -94,6 +96,6 @@ def schema_pass(
             )
         if field_validation == write_validation.WARN:
             warnings.extend(messages)
-    pruned: dict[str, Any] = prune(obj, schema, old=old)
+    pruned: dict[str, Any] = prune(obj, schema, old=old, in_place=owned)
     apply_defaults(pruned, schema, old)
     return pruned

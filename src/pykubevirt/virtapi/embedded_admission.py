@@ -67,7 +67,8 @@ class KubeVirtAdmission:
         self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
     ) -> dict[str, Any]:
         try:
-            return chain.mutate(obj, self.context(ctx.user.username), operation=operation, old=old)
+            # The API server's write owns `obj` and keeps only what this returns.
+            return chain.mutate(obj, self.context(ctx.user.username), operation=operation, old=old, in_place=True)
         except AdmissionRejected as rejected:
             raise errors.APIError.from_status(rejected.status()) from rejected
 
