@@ -246,12 +246,29 @@ async def test_an_object_deleted_and_created_again_in_one_turn_is_stored_twice(t
 async def test_a_batch_larger_than_one_statement_is_still_one_commit(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
     commits = store.commits
+    # What the store's thread asks of SQLite: the batch must be one transaction, however many INSERTs it takes.
+    statements: list[str] = []
+    store._writer.set_trace_callback(lambda sql: statements.append(sql.split(" (", 1)[0]))
     for i in range(1200):
         store.create("configmaps", f"ns/cm-{i}", {"metadata": {"name": f"cm-{i}"}})
     await store.durable()
     assert store.commits == commits + 1
+    assert statements == ["BEGIN IMMEDIATE", *["INSERT INTO kine"] * 3, "COMMIT"]
     assert _rows_seen_by_another_connection(tmp_path / "state.db") == 1200
     store.close()
     reopened = Store(tmp_path / "state.db")
     assert len(reopened.records("configmaps")) == 1200
     reopened.close()
+
+
+async def test_a_batch_that_fits_one_statement_is_that_statement_alone(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    statements: list[str] = []
+    store._writer.set_trace_callback(lambda sql: statements.append(sql.split(" (", 1)[0]))
+    for i in range(3):
+        store.create("configmaps", f"ns/cm-{i}", {"metadata": {"name": f"cm-{i}"}})
+    await store.durable()
+    # One INSERT is a transaction of its own: no BEGIN and COMMIT around it.
+    assert statements == ["INSERT INTO kine"]
+    assert _rows_seen_by_another_connection(tmp_path / "state.db") == 3
+    store.close()

@@ -204,9 +204,7 @@ def key_element(key: dict[str, Any]) -> str:
 
 
 def value_element(value: Any) -> str:
-    if type(value) in _PLAIN:
-        return "v:" + _plain_json(value)
-    return "v:" + json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    return "v:" + (_plain_json(value) if type(value) in _PLAIN else _sorted_json(value))
 
 
 # Values orjson writes as the json module does (floats differ: `1e16` against `1e+16`), so elements keep their text.
@@ -217,7 +215,11 @@ def _plain_json(value: Any) -> str:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:  # integers past 64 bits, lone surrogates: the json module's text, as before
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+        return _sorted_json(value)
+
+
+def _sorted_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 
 def path_string(path: list[str]) -> str:

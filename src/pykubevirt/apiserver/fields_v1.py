@@ -20,23 +20,24 @@ def encoded(fields: FieldSet) -> bytes:
     return json_codec.dumps(fields)
 
 
-# Stored text → its decoded set. Sets are never changed in place (field_sets), so one decoded set can serve every
-# write that reads the same text: most writes carry entries unchanged since the last one (a VM's creator's, its
-# spec's), and objects made from one template share theirs.
+# Stored text → its decoded set, least recently used first. Sets are never changed in place (field_sets), so one
+# decoded set can serve every write that reads the same text: objects made from one template share their creator's
+# entry, and most writes carry entries unchanged since the last one. Kept small: every set held here is objects the
+# garbage collector walks again, which keeping the text as bytes avoids.
 _DECODED: dict[bytes, FieldSet] = {}
-_DECODED_LIMIT = 4096
+_DECODED_LIMIT = 512
 
 
 def decoded(value: Any) -> Any:
     """The field set of a `fieldsV1` value, whichever form it is in (sent ones are decoded JSON)."""
     if type(value) is not bytes:
         return value
-    fields = _DECODED.get(value)
+    fields = _DECODED.pop(value, None)
     if fields is None:
         fields = json_codec.loads(value)
         if len(_DECODED) >= _DECODED_LIMIT:
             del _DECODED[next(iter(_DECODED))]
-        _DECODED[value] = fields
+    _DECODED[value] = fields
     return fields
 
 

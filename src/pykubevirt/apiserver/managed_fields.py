@@ -199,8 +199,6 @@ def live_or_new(live: dict[str, Any] | None, new: dict[str, Any], *, subresource
 def _same_entries(sent: Any, live: Any) -> bool:
     """Whether the sent entries are the stored ones: clients send back what they read (fieldsV1 as JSON), so the
     stored text is compared with the sent set's encoding before anything is decoded or checked."""
-    if sent == live:
-        return True
     if not isinstance(sent, list) or not isinstance(live, list) or len(sent) != len(live):
         return False
     for sent_entry, live_entry in zip(sent, live, strict=True):
