@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pykubevirt.apiserver.store import CHECK_STORED_ENV
 from tests.support.apiserver_process import APIServerProcess
+
+# Every API server the suite starts, in its process or as a child, checks that no stored object is changed in place.
+os.environ[CHECK_STORED_ENV] = "1"
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -94,3 +95,52 @@ def test_a_patched_object_shares_nothing_with_the_stored_one() -> None:
         result["spec"]["containers"][0]["image"] = "changed"
         result["metadata"]["labels"]["a"] = "changed"
         assert json.dumps(stored) == before, patch_type
+
+
+SHARED_DOC = {
+    "metadata": {"name": "pod", "labels": {"app": "a"}},
+    "spec": {"containers": [{"name": "c", "env": [{"name": "A", "value": "1"}]}]},
+    "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Scheduled", "status": "True"}]},
+}
+
+SHARING_PATCHES = [
+    (patching.JSON_PATCH, [{"op": "add", "path": "/status/conditions/0", "value": {"type": "New", "status": "True"}}]),
+    (patching.JSON_PATCH, [{"op": "replace", "path": "/status/conditions/1/status", "value": "True"}]),
+    (patching.JSON_PATCH, [{"op": "remove", "path": "/spec/containers/0/env/0"}]),
+    (patching.JSON_PATCH, [{"op": "move", "from": "/status", "path": ""}, {"op": "add", "path": "/x", "value": 1}]),
+    (
+        patching.JSON_PATCH,
+        [
+            {"op": "copy", "from": "/spec", "path": "/status/spec"},
+            {"op": "test", "path": "/status/spec/containers/0/name", "value": "c"},
+        ],
+    ),
+    (patching.JSON_PATCH, []),
+    (patching.MERGE_PATCH, {"status": {"conditions": None, "phase": "Running"}, "metadata": {"labels": {"b": "2"}}}),
+    (patching.MERGE_PATCH, {}),
+    (patching.STRATEGIC_MERGE_PATCH, {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+]
+
+
+@pytest.mark.parametrize(("patch_type", "patch"), SHARING_PATCHES)
+def test_a_sharing_patch_gives_the_copying_result_and_leaves_its_source_as_it_was(patch_type: str, patch: Any) -> None:
+    source = json.loads(json.dumps(SHARED_DOC))
+    copied = patching.apply(source, patch, patch_type, builtin=True)
+    shared = patching.apply(source, patch, patch_type, builtin=True, share=True)
+    assert shared == copied
+    assert source == SHARED_DOC
+    # The top level is the caller's own (the API server sets kind and apiVersion on it).
+    shared["changed"] = True
+    assert source == SHARED_DOC
+
+
+def test_a_sharing_patch_shares_what_it_does_not_reach() -> None:
+    source = json.loads(json.dumps(SHARED_DOC))
+    patch = [{"op": "replace", "path": "/status/conditions/1/status", "value": "True"}]
+    shared = patching.apply(source, patch, patching.JSON_PATCH, builtin=True, share=True)
+    assert shared["spec"] is source["spec"] and shared["metadata"] is source["metadata"]
+    assert shared["status"]["conditions"][0] is source["status"]["conditions"][0]
+    assert shared["status"]["conditions"][1] is not source["status"]["conditions"][1]
+    merged = apply_merge_patch(source, {"status": {"phase": "Running"}}, share=True)
+    assert merged["spec"] is source["spec"] and merged["status"] is not source["status"]
+    assert merged["status"]["conditions"] is source["status"]["conditions"]

@@ -7,7 +7,9 @@ import gc
 from pathlib import Path
 from typing import Any
 
-from pykubevirt.apiserver.store import Event, Store
+import pytest
+
+from pykubevirt.apiserver.store import CHECK_STORED_ENV, ChangedInPlace, Event, Store
 
 
 def cm(name: str, value: str) -> dict[str, Any]:
@@ -78,3 +80,22 @@ def test_an_objects_history_in_the_ring_adds_nothing_for_the_garbage_collector_t
         assert len(store.events_since(1)) == 1000
     finally:
         store.close()
+
+
+def test_with_the_check_on_a_write_fails_when_the_version_it_replaces_was_changed_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CHECK_STORED_ENV, "1")
+    store = Store(tmp_path / "state.db", fsync=False)
+    first = store.create("configmaps", "ns/a", cm("a", "1"))
+    store.update("configmaps", "ns/a", cm("a", "2"))  # the stored version is as written: no complaint
+    second = store.get("configmaps", "ns/a")
+    assert second is not None
+    second.value["data"]["v"] = "changed"  # what a write sharing the stored object must never do
+    with pytest.raises(ChangedInPlace, match=f"configmaps/ns/a at {first.revision + 1} was changed in place"):
+        store.update("configmaps", "ns/a", cm("a", "3"))
+    monkeypatch.delenv(CHECK_STORED_ENV)
+    unchecked = Store(tmp_path / "other.db", fsync=False)
+    record = unchecked.create("configmaps", "ns/a", cm("a", "1"))
+    record.value["data"]["v"] = "changed"
+    unchecked.update("configmaps", "ns/a", cm("a", "2"))

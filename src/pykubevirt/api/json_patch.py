@@ -40,17 +40,29 @@ def _index(container: list[Any], token: str, *, allow_end: bool) -> int:
     return i
 
 
-def _parent(doc: Any, tokens: list[str], path: str) -> Any:
+# The containers a sharing patch made itself, by id (the values keep them alive, so no id is reused meanwhile).
+_Owned = dict[int, Any]
+
+
+def _parent(doc: Any, tokens: list[str], path: str, owned: _Owned | None = None) -> Any:
+    """The container the last token is in; with `owned`, each container on the way that the document shares with
+    its source is replaced by a shallow copy first, so the change reaches only this patch's own objects."""
     node = doc
     for token in tokens[:-1]:
         if isinstance(node, dict):
             if token not in node:
                 raise JSONPatchError(f"path {path!r} does not exist")
-            node = node[token]
+            step: str | int = token
         elif isinstance(node, list):
-            node = node[_index(node, token, allow_end=False)]
+            step = _index(node, token, allow_end=False)
         else:
             raise JSONPatchError(f"path {path!r} does not exist")
+        child = node[step]
+        if owned is not None and type(child) in (dict, list) and id(child) not in owned:
+            child = dict(child) if type(child) is dict else list(child)
+            owned[id(child)] = child
+            node[step] = child
+        node = child
     return node
 
 
@@ -73,11 +85,11 @@ def _get(doc: Any, path: str) -> Any:
     return node
 
 
-def _add(doc: Any, path: str, value: Any) -> Any:
+def _add(doc: Any, path: str, value: Any, owned: _Owned | None) -> Any:
     tokens = _tokens(path)
     if not tokens:
         return value
-    parent = _parent(doc, tokens, path)
+    parent = _parent(doc, tokens, path, owned)
     last = tokens[-1]
     if isinstance(parent, dict):
         parent[last] = value
@@ -88,11 +100,11 @@ def _add(doc: Any, path: str, value: Any) -> Any:
     return doc
 
 
-def _remove(doc: Any, path: str) -> tuple[Any, Any]:
+def _remove(doc: Any, path: str, owned: _Owned | None) -> tuple[Any, Any]:
     tokens = _tokens(path)
     if not tokens:
         raise JSONPatchError("cannot remove the whole document")
-    parent = _parent(doc, tokens, path)
+    parent = _parent(doc, tokens, path, owned)
     last = tokens[-1]
     if isinstance(parent, dict):
         if last not in parent:
@@ -127,19 +139,23 @@ def _encoded_size(value: Any, limit: int) -> int:
     return len(value) + 2 if isinstance(value, str) else 8
 
 
-def apply_patch(document: Any, patch: Any, *, copy_limit: int = DEFAULT_COPY_LIMIT) -> Any:
+def apply_patch(document: Any, patch: Any, *, copy_limit: int = DEFAULT_COPY_LIMIT, share: bool = False) -> Any:
     """Apply `patch` to a copy of `document` and return the result.
 
     `copy` operations together may add at most `copy_limit` bytes, so a small patch cannot double an object forty
-    times (evanphx/json-patch's AccumulatedCopySizeLimit, which kube-apiserver sets).
+    times (evanphx/json-patch's AccumulatedCopySizeLimit, which kube-apiserver sets). `share`: the result shares
+    what the operations do not reach with `document` (copies only along their paths), for a caller that changes
+    none of it in place.
     """
     if not isinstance(patch, list):
         raise JSONPatchError("a JSON patch must be a list of operations")
     if len(patch) > MAX_OPERATIONS:
         raise JSONPatchError(f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, got {len(patch)}")
     copied = 0
-    doc = copy_json(document)
+    owned: _Owned | None = {} if share else None
+    doc = document if share else copy_json(document)
     for op in patch:
+        doc = _own_root(doc, owned)
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise JSONPatchError(f"invalid operation {op!r}")
         kind, path = op["op"], op["path"]
@@ -148,28 +164,28 @@ def apply_patch(document: Any, patch: Any, *, copy_limit: int = DEFAULT_COPY_LIM
         if kind in ("add", "replace", "test") and "value" not in op:
             raise JSONPatchError(f"operation {kind!r} needs a value")
         if kind == "add":
-            doc = _add(doc, path, copy_json(op["value"]))
+            doc = _add(doc, path, copy_json(op["value"]), owned)
         elif kind == "remove":
-            doc, _ = _remove(doc, path)
+            doc, _ = _remove(doc, path, owned)
         elif kind == "replace":
             tokens = _tokens(path)
             parent = _parent_or_none(doc, tokens) if tokens else None
             # kube-apiserver's json-patch (evanphx v4) replaces a missing member of an existing object like `add`.
             if isinstance(parent, dict) and tokens[-1] not in parent:
-                doc = _add(doc, path, copy_json(op["value"]))
+                doc = _add(doc, path, copy_json(op["value"]), owned)
                 continue
             _get(doc, path)
             if path == "":
                 doc = copy_json(op["value"])
             else:
-                doc, _ = _remove(doc, path)
-                doc = _add(doc, path, copy_json(op["value"]))
+                doc, _ = _remove(doc, path, owned)
+                doc = _add(doc, path, copy_json(op["value"]), owned)
         elif kind in ("move", "copy"):
             source = op.get("from")
             if not isinstance(source, str):
                 raise JSONPatchError(f"operation {kind!r} needs 'from'")
             if kind == "move":
-                doc, value = _remove(doc, source)
+                doc, value = _remove(doc, source, owned)
             else:
                 source_value = _get(doc, source)
                 copied += _encoded_size(source_value, copy_limit - copied)
@@ -179,7 +195,7 @@ def apply_patch(document: Any, patch: Any, *, copy_limit: int = DEFAULT_COPY_LIM
                         f"{copied}, exceeding the limit {copy_limit}"
                     )
                 value = copy_json(source_value)
-            doc = _add(doc, path, value)
+            doc = _add(doc, path, value, owned)
         elif kind == "test":
             try:
                 current = _get(doc, path)
@@ -196,6 +212,15 @@ def apply_patch(document: Any, patch: Any, *, copy_limit: int = DEFAULT_COPY_LIM
                 raise JSONPatchTestFailed(f"testing value {path} failed")
         else:
             raise JSONPatchError(f"unknown operation {kind!r}")
+    return _own_root(doc, owned)
+
+
+def _own_root(doc: Any, owned: _Owned | None) -> Any:
+    """The document as this patch's own container: the shared source at first, or a value `move` made the root."""
+    if owned is None or type(doc) not in (dict, list) or id(doc) in owned:
+        return doc
+    doc = dict(doc) if type(doc) is dict else list(doc)
+    owned[id(doc)] = doc
     return doc
 
 

@@ -7,12 +7,30 @@ from typing import Any
 from pykubevirt.api.json_copy import copy_json
 
 
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """Merge `patch` into a copy of `target`: objects merge per key, `null` deletes, everything else replaces."""
+def apply_merge_patch(target: Any, patch: Any, *, share: bool = False) -> Any:
+    """Merge `patch` into a copy of `target`: objects merge per key, `null` deletes, everything else replaces.
+
+    `share`: the result shares what the patch does not reach with `target` (new objects only along the patch's
+    paths), for a caller that changes none of it in place."""
     if not isinstance(patch, dict):
         return copy_json(patch)
+    if share:
+        return _merged(target if isinstance(target, dict) else {}, patch)
     result = copy_json(target) if isinstance(target, dict) else {}
     _merge_into(result, patch)
+    return result
+
+
+def _merged(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    result = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, dict):
+            child = result.get(key)
+            result[key] = _merged(child if isinstance(child, dict) else {}, value)
+        else:
+            result[key] = copy_json(value)
     return result
 
 

@@ -510,8 +510,9 @@ class RestHandlers:
             raise errors.conflict(
                 "pods", "", target.name, f'pod {target.name} is already assigned to node "{assigned}"'
             )
-        updated = copy_json(pod)
-        updated["spec"]["nodeName"] = node
+        # Only spec.nodeName changes: the rest is the stored pod's, shared (a pod update changes its object in place
+        # only at the top level and in its metadata, which are new here).
+        updated = {**pod, "metadata": dict(pod["metadata"]), "spec": {**pod["spec"], "nodeName": node}}
         self.api.update(target.resource, target.namespace, target.name, updated, ctx, owned=True)
         return json_response(CREATED_STATUS, 201)
 

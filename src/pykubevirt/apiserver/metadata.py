@@ -69,13 +69,20 @@ def bump_generation(new: dict[str, Any], old: dict[str, Any], *, status_is_separ
         new["metadata"]["generation"] = int(old["metadata"]["generation"]) + 1
 
 
-def only_status_changes(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+def only_status_changes(new: dict[str, Any], old: dict[str, Any], *, share: bool = False) -> dict[str, Any]:
     """The stored object with only `status` taken from `new` (what a write to /status may change).
 
     `new` is this write's own decoded object, so its status is moved rather than copied; `old` is not changed.
+    `share`: everything but the status and metadata is `old`'s own, not a copy, for a write that changes the object
+    in place only where it differs from `old` (its metadata is a new dict, its values shared too).
     """
-    # The stored status is not copied: a placeholder keeps its place among the keys.
-    result = {k: None if k == "status" else copy_json(v) for k, v in old.items()}
+    if share:
+        result = {k: None if k == "status" else v for k, v in old.items()}
+        if isinstance(old.get("metadata"), dict):
+            result["metadata"] = dict(old["metadata"])
+    else:
+        # The stored status is not copied: a placeholder keeps its place among the keys.
+        result = {k: None if k == "status" else copy_json(v) for k, v in old.items()}
     if "status" in new:
         result["status"] = new["status"]
     else:

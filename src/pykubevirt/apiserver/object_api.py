@@ -287,7 +287,9 @@ class ObjectAPI:
         # An apply computed its managedFields already; a write to /status takes everything else from storage.
         applied_fields = (new.get("metadata") or {}).get("managedFields") if tracked else None
         if subresource == "status":
-            new = metadata.only_status_changes(new, old)
+            # What a status write keeps of the stored object is shared, not copied, when the schema walks will pass
+            # it by (checked); they change in place only what differs from the stored object.
+            new = metadata.only_status_changes(new, old, share=checked is not None)
         elif subresource == "finalize":
             # namespaces/<n>/finalize changes spec.finalizers and nothing else.
             finalizers = list((new.get("spec") or {}).get("finalizers") or [])
@@ -375,7 +377,9 @@ class ObjectAPI:
             return self._apply(resource, namespace, name, patch, current, ctx, subresource)
         if current is None:
             raise errors.not_found(resource.plural, resource.group, name)
-        patched = patching.apply(current.value, patch, patch_type, builtin=resource.builtin)
+        # A status write takes only the patched status, so the rest of the result may stay the stored object's.
+        share = subresource == "status" and self._checked(resource, current) is not None
+        patched = patching.apply(current.value, patch, patch_type, builtin=resource.builtin, share=share)
         return self._write_patched(resource, current, patched, ctx, subresource, tracked=False), False
 
     def _write_patched(
@@ -399,7 +403,8 @@ class ObjectAPI:
             old=current.value,
             checked=checked,
             patched=True,
-            # A patch's result is this write's own (patching.apply copies); an apply's may share with its inputs.
+            # A patch's result is this write's own (patching.apply copies, or for a status write makes its top level
+            # and the patch's paths new); an apply's may share with its inputs.
             owned=not tracked,
         )
         expected = _parse_resource_version((patched.get("metadata") or {}).get("resourceVersion"), resource, name)

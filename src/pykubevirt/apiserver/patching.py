@@ -86,12 +86,17 @@ def _strategic_merge(target: Any, patch: Any, field: str = "") -> Any:
     return patch
 
 
-def apply(current: dict[str, Any], patch: Any, patch_type: str, *, builtin: bool) -> dict[str, Any]:
+def apply(
+    current: dict[str, Any], patch: Any, patch_type: str, *, builtin: bool, share: bool = False
+) -> dict[str, Any]:
     """The object after the patch, sharing nothing with `current`; 415 for patch types the resource does not take,
-    422 for a failed `test`."""
+    422 for a failed `test`.
+
+    `share`: the result is new only along the patch's paths and shares the rest with `current`, for a write that
+    changes none of it in place (a status write takes only the status from it)."""
     if patch_type == JSON_PATCH:
         try:
-            result = apply_patch(fields_v1.patch_target(current, patch), patch)
+            result = apply_patch(fields_v1.patch_target(current, patch), patch, share=share)
         except JSONPatchTestFailed as exc:
             raise errors.APIError(422, "Invalid", str(exc)) from exc
         except JSONPatchError as exc:
@@ -101,12 +106,12 @@ def apply(current: dict[str, Any], patch: Any, patch_type: str, *, builtin: bool
     elif patch_type == MERGE_PATCH:
         if not isinstance(patch, dict):
             raise errors.bad_request("a merge patch must be a JSON object")
-        result = apply_merge_patch(current, patch)
+        result = apply_merge_patch(current, patch, share=share)
     elif patch_type == STRATEGIC_MERGE_PATCH and builtin:
         if not isinstance(patch, dict):
             raise errors.bad_request("a strategic merge patch must be a JSON object")
         # The merge shares what it does not change with its target; a copy keeps the stored object out of the result.
-        result = _strategic_merge(copy_json(current), patch)
+        result = _strategic_merge(current if share else copy_json(current), patch)
     else:
         accepted = BUILTIN_PATCH_TYPES if builtin else CUSTOM_RESOURCE_PATCH_TYPES
         raise errors.unsupported_media_type(patch_type, accepted)

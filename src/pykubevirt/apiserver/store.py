@@ -35,6 +35,11 @@ from pykubevirt.apiserver import fields_v1
 
 log = logging.getLogger("pykubevirt.apiserver.store")
 
+# Stored objects are never changed in place: writes share their unchanged parts with them (a status write, a patch),
+# and reads hand them out. With this set (the test suite sets it), each write first checks that the version it
+# replaces still encodes to the row it was written as, and fails loudly if not.
+CHECK_STORED_ENV = "PYKUBEVIRT_CHECK_STORED_OBJECTS"
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kine (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -72,6 +77,10 @@ class StoreError(Exception):
 
 class NotFound(StoreError):
     pass
+
+
+class ChangedInPlace(StoreError):
+    """A stored object was changed after it was written (a bug: every writer must copy what it changes)."""
 
 
 class AlreadyExists(StoreError):
@@ -196,6 +205,7 @@ class Store:
     def __init__(self, path: Path | str, *, ring_size: int = 20000, fsync: bool = True) -> None:
         self._path = str(path)
         self._fsync = fsync
+        self._check_stored = os.environ.get(CHECK_STORED_ENV) == "1"
         _private_database(Path(self._path))
         # Two connections: the store's thread writes with one (rows, commits, compaction, checkpoints); the event
         # loop reads history with the other, and finds rows still on their way in `_unwritten`.
@@ -507,6 +517,8 @@ class Store:
         self, kind: str, collection: str, key: str, value: dict[str, Any], current: Record | None, lease: float
     ) -> Record:
         """Append the row, update the in-memory state and tell the listeners; `current` is None for a create."""
+        if current is not None and self._check_stored:
+            self._check_unchanged(current)
         stored = without_resource_version(value)
         if current is None:
             # The single writer knows the id the row will get: one past the sequence.
@@ -528,6 +540,11 @@ class Store:
         if not self._batch_open:
             self._flush()
         return record
+
+    def _check_unchanged(self, current: Record) -> None:
+        past = self._ring.get(current.revision)
+        if past is not None and json_codec.dumps_text(without_resource_version(current.value)) != past.text:
+            raise ChangedInPlace(f"{current.collection}/{current.key} at {current.revision} was changed in place")
 
     def _remember(self, past: _Past) -> None:
         if self._ring_size <= 0:
