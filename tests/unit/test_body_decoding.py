@@ -16,6 +16,7 @@ from pykubevirt.apiserver.body_decoding import (
     load_json,
     load_yaml,
     surely_within_limits,
+    value_surely_within_limits,
 )
 
 LIMIT = 3 * 1024 * 1024
@@ -142,3 +143,37 @@ def test_the_walk_never_counts_more_than_five_bytes_a_byte_of_json(value: object
     check_value(value, len(encoded) * 5)
     with pytest.raises(DecodeError):
         check_value(value, len(encoded) // 2)
+
+
+def _nested(depth: int) -> object:
+    value: object = {"leaf": 1}
+    for level in range(depth - 1):
+        value = {"d": value} if level % 2 else [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, MAX_DEPTH + 5])
+def test_a_value_that_surely_passes_the_walk_does_pass_it(depth: int) -> None:
+    value = _nested(depth)
+    surely = value_surely_within_limits(value, LIMIT)
+    if depth > MAX_DEPTH:
+        assert not surely
+        with pytest.raises(DecodeError, match="exceeded max depth"):
+            check_value(value, LIMIT)
+    else:
+        check_value(value, LIMIT)
+        assert surely or depth == MAX_DEPTH  # scalars inside the deepest level sit on a line as deep
+
+
+def test_an_object_of_real_size_surely_passes_without_the_walk() -> None:
+    pod = {
+        "metadata": {"name": "p", "managedFields": [{"manager": "m", "fieldsV1": b'{"f:spec":{"f:x":{}}}'}]},
+        "spec": {"containers": [{"name": f"c{i}", "env": [{"name": "A", "value": "1"}]} for i in range(MAX_DEPTH)]},
+    }
+    assert not surely_within_limits(json.dumps({**pod, "metadata": {}}).encode(), LIMIT)
+    assert value_surely_within_limits(pod, LIMIT)
+    assert not value_surely_within_limits(pod, 1000)
+    with pytest.raises(DecodeError):
+        check_value(pod, 1000)
+    # What orjson cannot encode (an integer past 64 bits) is left to the walk.
+    assert not value_surely_within_limits({"big": 2**70}, LIMIT)

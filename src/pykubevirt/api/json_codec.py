@@ -38,6 +38,11 @@ def dumps(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":"), default=decoded_json).encode()
 
 
+def dumps_indented(value: Any) -> bytes:
+    """JSON of `value` with two-space indents (orjson's), or TypeError for what orjson refuses."""
+    return orjson.dumps(value, default=_encoded_json, option=orjson.OPT_INDENT_2)
+
+
 def dumps_text(value: Any) -> str:
     """Compact JSON of `value` as text."""
     return dumps(value).decode()

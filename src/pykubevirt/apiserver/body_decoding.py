@@ -79,6 +79,21 @@ def surely_within_limits(encoded: bytes, max_bytes: int) -> bool:
     return len(encoded) * 5 <= max_bytes and encoded.count(b"{") + encoded.count(b"[") <= MAX_DEPTH
 
 
+# A line this deeply indented (two spaces a level) is the only place a value MAX_DEPTH levels deep can open.
+_DEEPEST_LINE = b"\n" + b"  " * MAX_DEPTH
+
+
+def value_surely_within_limits(value: Any, max_bytes: int) -> bool:
+    """True when `value` surely passes `check_value`: its indented JSON (encoded in C) has no line indented
+    MAX_DEPTH levels deep, and is short enough that the walk's count could not exceed `max_bytes` (indents only
+    lengthen it). The bracket count of `surely_within_limits` passes few objects of real size, where this does."""
+    try:
+        text = json_codec.dumps_indented(value)
+    except TypeError:
+        return False
+    return len(text) * 5 <= max_bytes and _DEEPEST_LINE not in text
+
+
 def check_value(value: Any, max_bytes: int, *, yaml_source: bool = False) -> None:
     """DecodeError unless `value` is JSON-encodable, at most MAX_DEPTH deep and about `max_bytes` once encoded."""
     budget = [max_bytes]

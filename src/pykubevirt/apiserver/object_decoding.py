@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pykubevirt.api import errors, json_codec
+from pykubevirt.api import errors
 from pykubevirt.api.field_hints import unknown_field_messages
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.json_equal import ABSENT
@@ -42,7 +42,7 @@ def decode_object(
     if patched:
         # A patch is bounded on the wire, not in what it makes (JSON patch `copy`, merges into a large object).
         try:
-            if not body_decoding.surely_within_limits(json_codec.dumps(body), max_bytes):
+            if not body_decoding.value_surely_within_limits(body, max_bytes):
                 body_decoding.check_value(body, max_bytes)
         except body_decoding.DecodeError as exc:
             raise body_decoding.as_api_error(exc, yaml_body=False, max_bytes=max_bytes) from exc
