@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from pykubevirt.api import json_codec
 from pykubevirt.apiserver.store import CHECK_STORED_ENV, ChangedInPlace, Event, Store
 
 
@@ -48,6 +49,8 @@ def test_a_replay_has_each_change_and_the_version_it_replaced_from_the_ring_as_f
     updates = [store.update("configmaps", "ns/b", cm("b", str(i))) for i in range(2, 6)]
     recent = store.events_since(deleted.revision)
     assert [e.revision for e in recent] == [u.revision for u in updates]
+    # The ring's events carry their rows' bytes, which are exactly the objects a watch would encode.
+    assert all(e.encoded is not None and e.encoded == json_codec.dumps(e.value) for e in recent)
     assert recent[0].previous is not None and recent[0].previous["data"] == {"v": "1"}
     from_ring = {first.revision - 1: everything, deleted.revision: summary(recent)}
     store.close()
@@ -56,7 +59,9 @@ def test_a_replay_has_each_change_and_the_version_it_replaced_from_the_ring_as_f
     try:
         for start, events in from_ring.items():
             # The table has every change since; the ring's replay was taken when the newest was events[-1].
-            assert summary([e for e in without_ring.events_since(start) if e.revision <= events[-1][2]]) == events
+            from_table = [e for e in without_ring.events_since(start) if e.revision <= events[-1][2]]
+            assert summary(from_table) == events
+            assert all(e.encoded is None for e in from_table)
     finally:
         without_ring.close()
 

@@ -8,6 +8,7 @@ VMIs stayed Pending and pods unbound for good.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +47,18 @@ async def test_the_closing_bookmark_of_a_watch_behind_does_not_skip_its_queued_e
     for i in range(3):
         store.create(CONFIGMAPS.collection, f"ns/cm-{i}", {"metadata": {"name": f"cm-{i}", "namespace": "ns"}})
     await store.durable()
-    kind, obj = await first
+    kind, obj, encoded = await first
     assert (kind, _name(obj)) == ("ADDED", "cm-0")
+    assert encoded is not None and json.loads(encoded) == obj  # the store's row, sent as it is
     # The client is slow: the watch's time runs out with cm-1 and cm-2 still queued for it.
     await asyncio.sleep(0.4)
-    kind, mark = await anext(events)
+    kind, mark, _ = await anext(events)
     assert kind == "BOOKMARK"
     resumed_from = int(mark["metadata"]["resourceVersion"])
     await events.aclose()
     # The client re-watches from the bookmark, as an informer does, and must still get what it was not sent.
     again = _watch(hub, resumed_from, timeout=0.2)
-    seen = [_name(o) for k, o in [item async for item in again] if k == "ADDED"]
+    seen = [_name(o) for k, o, _ in [item async for item in again] if k == "ADDED"]
     assert seen == ["cm-1", "cm-2"]
     store.close()
 
@@ -67,5 +69,5 @@ async def test_an_idle_watch_bookmarks_the_newest_revision(tmp_path: Path) -> No
     store.create(CONFIGMAPS.collection, "other/cm", {"metadata": {"name": "cm", "namespace": "other"}})
     await store.durable()
     items = [item async for item in _watch(hub, 0 if store.revision == 0 else store.revision - 1, timeout=0.2)]
-    assert [(k, int(o["metadata"]["resourceVersion"])) for k, o in items] == [("BOOKMARK", store.revision)]
+    assert [(k, int(o["metadata"]["resourceVersion"])) for k, o, _ in items] == [("BOOKMARK", store.revision)]
     store.close()

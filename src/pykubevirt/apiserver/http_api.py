@@ -452,7 +452,7 @@ class RestHandlers:
         await response.prepare(request)
         first_table = True
         try:
-            async for kind, obj in watch_events(
+            async for kind, obj, encoded in watch_events(
                 self.hub,
                 target.resource,
                 target.namespace,
@@ -471,7 +471,9 @@ class RestHandlers:
                     if not first_table:
                         payload["columnDefinitions"] = []
                     first_table = False
-                if payload is obj:
+                if payload is obj and encoded is not None:
+                    data = b'{"type":"' + kind.encode() + b'","object":' + encoded + b"}\n"
+                elif payload is obj:
                     data = self._event_line(kind, obj)
                 else:
                     data = json_codec.dumps({"type": kind, "object": payload}) + b"\n"
@@ -481,7 +483,8 @@ class RestHandlers:
         return response
 
     def _event_line(self, kind: str, obj: dict[str, Any]) -> bytes:
-        """The JSON line of an event, encoded once however many watchers receive the same committed object."""
+        """The JSON line of an event the store had no encoding for (an initial list's objects), encoded once however
+        many watchers receive the same object."""
         key = (id(obj), kind)
         cached = self._lines.get(key)
         if cached is not None and cached[0] is obj:

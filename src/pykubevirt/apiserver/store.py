@@ -123,6 +123,8 @@ class Event:
     revision: int
     value: dict[str, Any]
     previous: dict[str, Any] | None
+    # `value` as JSON, when the commit had it encoded already (its row): a watch sends these bytes as they are.
+    encoded: bytes | None = None
 
 
 Listener = Callable[[Event], None]
@@ -525,16 +527,19 @@ class Store:
             create_revision, prev_revision = self.revision + 1, self._last_revision_of(collection, key)
         else:
             create_revision, prev_revision = current.create_revision, current.revision
-        text = json_codec.dumps_text(stored)
+        # The row is the object as readers get it, resourceVersion included (the single writer knows the revision
+        # it is about to write), so the watch events of the commit can send the row's bytes instead of encoding it.
+        obj = _with_revision(stored, self.revision + 1)
+        encoded = json_codec.dumps(obj)
+        text = encoded.decode()
         revision = self._append(kind, collection, key, create_revision, prev_revision, text, lease)
-        obj = _with_revision(stored, revision)
         record = Record(collection, key, revision, create_revision, obj, lease)
         if kind == DELETED:
             del self._current[collection][key]
         else:
             self._current[collection][key] = record
         self._track_lease(collection, key, lease)
-        event = Event(kind, collection, key, revision, obj, current.value if current is not None else None)
+        event = Event(kind, collection, key, revision, obj, current.value if current is not None else None, encoded)
         self._remember(_Past(kind, collection, key, revision, current.revision if current is not None else 0, text))
         self._open.events.append(event)
         if not self._batch_open:
@@ -543,7 +548,7 @@ class Store:
 
     def _check_unchanged(self, current: Record) -> None:
         past = self._ring.get(current.revision)
-        if past is not None and json_codec.dumps_text(without_resource_version(current.value)) != past.text:
+        if past is not None and json_codec.dumps_text(current.value) != past.text:
             raise ChangedInPlace(f"{current.collection}/{current.key} at {current.revision} was changed in place")
 
     def _remember(self, past: _Past) -> None:
@@ -620,7 +625,8 @@ class Store:
                 else _with_revision(json_codec.loads(replaced.text), past.replaced)
             )
         value = _with_revision(json_codec.loads(past.text), past.revision)
-        return Event(past.type, past.collection, past.key, past.revision, value, previous)
+        # The ring holds only rows this process wrote, with their resourceVersion: the text is the value's JSON.
+        return Event(past.type, past.collection, past.key, past.revision, value, previous, past.text.encode())
 
     def _events_from_table(self, revision: int, collection: str | None) -> list[Event]:
         rows = {

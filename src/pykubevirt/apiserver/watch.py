@@ -131,8 +131,9 @@ async def watch_events(
     send_initial_events: bool,
     allow_bookmarks: bool,
     timeout_seconds: float,
-) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """(type, object) pairs: the initial or replayed events, then live ones, until the timeout or an overflow."""
+) -> AsyncIterator[tuple[str, dict[str, Any], bytes | None]]:
+    """(type, object, the object's JSON when the store had it) for the initial or replayed events, then live ones,
+    until the timeout or an overflow."""
     store = hub.store
     watcher = hub.register(resource, namespace, label_selector, field_selector)
     try:
@@ -141,27 +142,27 @@ async def watch_events(
             last = store.revision
             for record in store.records(resource.collection, resource.namespace_prefix(namespace)):
                 if watcher._matches(record.value):
-                    yield ADDED, record.value
+                    yield ADDED, record.value, None
             if send_initial_events:
-                yield BOOKMARK, bookmark(resource, last, initial_events_end=True)
+                yield BOOKMARK, bookmark(resource, last, initial_events_end=True), None
         else:
             start = int(resource_version)
             if start > store.revision and not await reached(store, start):
                 # A revision from the future (another server's, or made up): kube's watch cache waits for it a
                 # while, then ends the watch with this error rather than skip the events up to it.
-                yield ERROR, errors.too_large_resource_version(start, store.revision).status()
+                yield ERROR, errors.too_large_resource_version(start, store.revision).status(), None
                 return
             try:
                 replay = store.events_since(start, resource.collection)
             except Compacted as exc:
-                yield ERROR, errors.expired(str(exc)).status()
+                yield ERROR, errors.expired(str(exc)).status(), None
                 return
             last = start
             for event in replay:
                 translated = watcher.translate(event)
                 last = event.revision
                 if translated is not None:
-                    yield translated
+                    yield _with_encoding(translated, event)
             last = max(last, start)
         deadline = time.monotonic() + timeout_seconds
         next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
@@ -172,7 +173,7 @@ async def watch_events(
             remaining = deadline - now
             if remaining <= 0:
                 if allow_bookmarks:
-                    yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store))
+                    yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store)), None
                 return
             if watcher.queue.empty():
                 wait = min(remaining, max(next_bookmark - now, 0.0)) if allow_bookmarks else remaining
@@ -181,7 +182,7 @@ async def watch_events(
                 except TimeoutError:
                     if allow_bookmarks and time.monotonic() >= next_bookmark:
                         next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
-                        yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store))
+                        yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store)), None
                     continue
             else:
                 # A watcher behind takes its queued events without wait_for's task and timer for each one.
@@ -191,6 +192,11 @@ async def watch_events(
             last = event.revision
             translated = watcher.translate(event)
             if translated is not None:
-                yield translated
+                yield _with_encoding(translated, event)
     finally:
         hub.unregister(watcher)
+
+
+def _with_encoding(translated: tuple[str, dict[str, Any]], event: Event) -> tuple[str, dict[str, Any], bytes | None]:
+    kind, obj = translated
+    return kind, obj, event.encoded if obj is event.value else None
