@@ -184,6 +184,16 @@ async def test_a_namespaced_edit_user_and_kubectl_auth(
     sa_user = f"system:serviceaccount:{ns}:builder"
     assert f'User "{sa_user}" cannot list resource "virtualmachines"' in as_sa.stderr
 
+    # The server remembers what it allowed only until a role or binding changes: without her binding, alice is
+    # refused the very request she was just allowed (twice, so it was answered from memory the second time).
+    for _ in range(2):
+        assert k("get", "virtualmachines", "vm1").returncode == 0
+    admin = _kubectl(server, home, server.kubeconfig, "delete", "rolebindings", "--all", "-n", ns)
+    assert admin.returncode == 0, admin.stderr
+    revoked = k("get", "virtualmachines", "vm1")
+    assert revoked.returncode == 1
+    assert _forbidden("alice", "get", "virtualmachines", "kubevirt.io", ns) in revoked.stderr
+
 
 def test_admin_is_system_masters_and_kubectl_as_takes_the_impersonated_identity(
     cluster: tuple[ClusterLayout, APIServerProcess], tmp_path: Path

@@ -189,6 +189,10 @@ class Authorizer:
     def policy(self) -> Policy:
         return self._policy()[1]
 
+    def generation(self) -> int:
+        """Moves with every change to a role or binding: decisions made before it may no longer hold."""
+        return self._policy()[0]
+
     def _grants(self, user: UserInfo, namespace: str) -> list[Grant]:
         generation, policy = self._policy()
         if generation != self._generation:

@@ -15,20 +15,49 @@ from pykubevirt.apiserver.object_api import UserInfo
 log = logging.getLogger("pykubevirt.apiserver.authorization")
 
 
+# Requests allowed under the current policy, remembered by everything the decision reads; bounded for many paths.
+MAX_REMEMBERED_ALLOWS = 8192
+
+# Who asks, the method and path, and the two query parameters request_attributes reads (watch, fieldSelector).
+_AllowKey = tuple[str, tuple[str, ...], str, str, str | None, str | None]
+
+
 class RequestAuthorizer:
     """Decides each request for its authenticated user; raises the APIError to answer when it is refused."""
 
     def __init__(self, authorizer: Authorizer) -> None:
         self.authorizer = authorizer
+        self._generation = -1
+        self._allowed: set[_AllowKey] = set()
 
     def admit(self, request: web.Request, user: UserInfo) -> UserInfo:
         """The user the request runs as (impersonated or not), once the request is authorized for that user."""
         acting = impersonate(self.authorizer.authorize, request.headers, user)
-        attributes = request_attributes(acting, request.method, request.path, request.query)
+        query = request.query
+        key = (
+            acting.username,
+            acting.groups,
+            request.method,
+            request.path,
+            query.get("watch"),
+            query.get("fieldSelector"),
+        )
+        # Components repeat the same requests (a pod's status, a VMI) many times: the decision is the same until a
+        # role or binding changes, which moves the policy's generation.
+        generation = self.authorizer.generation()
+        if generation != self._generation:
+            self._allowed.clear()
+            self._generation = generation
+        if key in self._allowed:
+            return acting
+        attributes = request_attributes(acting, request.method, request.path, query)
         decision = self.authorizer.authorize(attributes)
         if not decision.allowed:
             error = forbidden(attributes, decision.reason)
             # Denials of the components' own identities are bugs in their roles: say so in the server's log.
             log.info("forbidden: %s", error.message)
             raise error
+        if len(self._allowed) >= MAX_REMEMBERED_ALLOWS:
+            self._allowed.clear()
+        self._allowed.add(key)
         return acting
