@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import heapq
 import logging
 import os
 import sqlite3
@@ -232,8 +233,10 @@ class Store:
         self._ring: collections.OrderedDict[int, _Past] = collections.OrderedDict()
         self._ring_size = ring_size
         self._listeners: list[Listener] = []
-        # (collection, key) → lease of the objects that have one, so expiry never scans everything.
+        # (collection, key) → lease of the objects that have one; and the leases soonest first, so expiry looks only
+        # at those that ran out (an entry whose object has since another lease, or none, is skipped then).
         self._leases: dict[tuple[str, str], float] = {}
+        self._lease_heap: list[tuple[float, str, str]] = []
         self.revision = 0
         self.compact_revision = 0
         # The open group commit, and the committed ones whose fsync is still under way (oldest first).
@@ -511,7 +514,14 @@ class Store:
 
     def _track_lease(self, collection: str, key: str, lease: float) -> None:
         if lease:
+            previous = self._leases.get((collection, key))
             self._leases[(collection, key)] = lease
+            if previous != lease:
+                heapq.heappush(self._lease_heap, (lease, collection, key))
+                if len(self._lease_heap) > 2 * len(self._leases) + 1024:
+                    # Renewed and removed leases left their entries behind: keep the heap within twice the live ones.
+                    self._lease_heap = [(v, c, k) for (c, k), v in self._leases.items()]
+                    heapq.heapify(self._lease_heap)
         else:
             self._leases.pop((collection, key), None)
 
@@ -686,11 +696,20 @@ class Store:
         """Records whose lease (an absolute UNIX time) has passed."""
         moment = now if now is not None else time.time()
         found = []
-        for (collection, key), lease in list(self._leases.items()):
-            if lease <= moment:
-                record = self.get(collection, key)
-                if record is not None:
-                    found.append(record)
+        due = []
+        heap = self._lease_heap
+        while heap and heap[0][0] <= moment:
+            entry = heapq.heappop(heap)
+            lease, collection, key = entry
+            if self._leases.get((collection, key)) != lease:
+                continue  # renewed, or gone: its current lease, if any, has its own entry
+            due.append(entry)
+            record = self.get(collection, key)
+            if record is not None:
+                found.append(record)
+        # Still due until the caller deletes them (a failed delete is tried again next time).
+        for entry in due:
+            heapq.heappush(heap, entry)
         return found
 
     def checkpoint(self) -> None:
