@@ -199,3 +199,16 @@ def test_metadata_rules_ratchet_on_update() -> None:
         validate_metadata(CONFIGMAPS, configmap(metadata={**stored["metadata"], "finalizers": ["bad one"]}), stored)
     assert caught.value.code == 422
     assert [c["field"] for c in caught.value.details["causes"]] == ["metadata.finalizers"]
+
+
+def test_an_update_leaving_the_checked_metadata_as_it_was_passes_but_a_negative_generation_does_not() -> None:
+    stored = configmap(metadata={"name": "c", "namespace": "d", "generation": 1, "labels": {"bad key": "v"}})
+    # A status write: only the generation, resourceVersion and managedFields change.
+    unchanged = {**stored["metadata"], "generation": 2, "resourceVersion": "9", "managedFields": [{"manager": "m"}]}
+    validate_metadata(CONFIGMAPS, configmap(metadata=unchanged), stored)
+    with pytest.raises(errors.APIError) as caught:
+        validate_metadata(CONFIGMAPS, configmap(metadata={**unchanged, "generation": -1}), stored)
+    assert [c["field"] for c in caught.value.details["causes"]] == ["metadata.generation"]
+    with pytest.raises(errors.APIError) as caught:
+        validate_metadata(CONFIGMAPS, configmap(metadata={**unchanged, "labels": {"bad key": "v", "x": "a b"}}), stored)
+    assert [c["field"] for c in caught.value.details["causes"]] == ["metadata.labels"]

@@ -80,6 +80,13 @@ def decode_fields(
     return obj
 
 
+def _checked_metadata_unchanged(meta: dict[str, Any], old_meta: dict[str, Any]) -> bool:
+    generation = meta.get("generation")
+    if isinstance(generation, int) and generation < 0:
+        return False
+    return all(meta.get(key) == old_meta.get(key) for key in _CHECKED_METADATA)
+
+
 def _has_type_error_at(old: dict[str, Any], node: builtin_schemas.Node, keys: tuple[str | int, ...]) -> bool:
     value: Any = old
     for key in keys:
@@ -122,8 +129,15 @@ def metadata_causes(resource: Resource, obj: dict[str, Any]) -> list[Cause]:
     return [invalid("metadata.name", name, m) for m in path_segment_name(str(name), False)]
 
 
+# The metadata fields ValidateObjectMetaAccessor checks, but for generation (checked on its own, it changes often).
+_CHECKED_METADATA = ("generateName", "name", "namespace", "labels", "annotations", "ownerReferences", "finalizers")
+
+
 def validate_metadata(resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
     """422 Invalid when the object's metadata breaks apimachinery's rules (those `old` already broke excepted)."""
+    if old is not None and _checked_metadata_unchanged(obj.get("metadata") or {}, old.get("metadata") or {}):
+        # Most updates (every status write) leave these as they were: any cause would be one `old` already had.
+        return
     causes = metadata_causes(resource, obj)
     if causes and old is not None:
         before = {(c["field"], c["message"]) for c in metadata_causes(resource, old)}
