@@ -57,11 +57,8 @@ def _parent(doc: Any, tokens: list[str], path: str, owned: _Owned | None = None)
             step = _index(node, token, allow_end=False)
         else:
             raise JSONPatchError(f"path {path!r} does not exist")
-        child = node[step]
-        if owned is not None and type(child) in (dict, list) and id(child) not in owned:
-            child = dict(child) if type(child) is dict else list(child)
-            owned[id(child)] = child
-            node[step] = child
+        child = _own(node[step], owned)
+        node[step] = child
         node = child
     return node
 
@@ -155,7 +152,8 @@ def apply_patch(document: Any, patch: Any, *, copy_limit: int = DEFAULT_COPY_LIM
     owned: _Owned | None = {} if share else None
     doc = document if share else copy_json(document)
     for op in patch:
-        doc = _own_root(doc, owned)
+        # The document itself, or a shared value a `move` to the root made the document.
+        doc = _own(doc, owned)
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise JSONPatchError(f"invalid operation {op!r}")
         kind, path = op["op"], op["path"]
@@ -212,16 +210,16 @@ def apply_patch(document: Any, patch: Any, *, copy_limit: int = DEFAULT_COPY_LIM
                 raise JSONPatchTestFailed(f"testing value {path} failed")
         else:
             raise JSONPatchError(f"unknown operation {kind!r}")
-    return _own_root(doc, owned)
+    return _own(doc, owned)
 
 
-def _own_root(doc: Any, owned: _Owned | None) -> Any:
-    """The document as this patch's own container: the shared source at first, or a value `move` made the root."""
-    if owned is None or type(doc) not in (dict, list) or id(doc) in owned:
-        return doc
-    doc = dict(doc) if type(doc) is dict else list(doc)
-    owned[id(doc)] = doc
-    return doc
+def _own(value: Any, owned: _Owned | None) -> Any:
+    """`value` as a container this sharing patch may change: a shallow copy of one it shares with its source."""
+    if owned is None or type(value) not in (dict, list) or id(value) in owned:
+        return value
+    copied = dict(value) if type(value) is dict else list(value)
+    owned[id(copied)] = copied
+    return copied
 
 
 def make_patch(old: Any, new: Any, path: str = "") -> Patch:

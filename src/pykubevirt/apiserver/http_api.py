@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -187,8 +186,6 @@ class RestHandlers:
         self.max_body_bytes = max_body_bytes
         self.clock = clock
         self.evictions = Evictions(api, clock)
-        # Recently encoded watch events, keyed by the committed object's identity (kept alive by the entry).
-        self._lines: collections.OrderedDict[tuple[int, str], tuple[dict[str, Any], bytes]] = collections.OrderedDict()
         # Subresources another component answers (pods/log from the node), by (resource plural, subresource).
         self.subresource_handlers: dict[
             tuple[str, str], Callable[[web.Request, Target, UserInfo], Awaitable[web.StreamResponse]]
@@ -472,29 +469,14 @@ class RestHandlers:
                         payload["columnDefinitions"] = []
                     first_table = False
                 if payload is obj and encoded is not None:
+                    # The store's row of a committed object: encoded once for every watcher it reaches.
                     data = b'{"type":"' + kind.encode() + b'","object":' + encoded + b"}\n"
-                elif payload is obj:
-                    data = self._event_line(kind, obj)
                 else:
                     data = json_codec.dumps({"type": kind, "object": payload}) + b"\n"
                 await response.write(data)
         except ConnectionResetError:
             pass  # the client went away; the watcher is unregistered as the generator closes
         return response
-
-    def _event_line(self, kind: str, obj: dict[str, Any]) -> bytes:
-        """The JSON line of an event the store had no encoding for (an initial list's objects), encoded once however
-        many watchers receive the same object."""
-        key = (id(obj), kind)
-        cached = self._lines.get(key)
-        if cached is not None and cached[0] is obj:
-            line: bytes = cached[1]
-            return line
-        data = json_codec.dumps({"type": kind, "object": obj}) + b"\n"
-        self._lines[key] = (obj, data)
-        if len(self._lines) > 512:
-            self._lines.popitem(last=False)
-        return data
 
     # --------------------------------------------------------------------------------------------------- pods
 

@@ -377,10 +377,11 @@ class ObjectAPI:
             return self._apply(resource, namespace, name, patch, current, ctx, subresource)
         if current is None:
             raise errors.not_found(resource.plural, resource.group, name)
+        checked = self._checked(resource, current)
         # A status write takes only the patched status, so the rest of the result may stay the stored object's.
-        share = subresource == "status" and self._checked(resource, current) is not None
+        share = subresource == "status" and checked is not None
         patched = patching.apply(current.value, patch, patch_type, builtin=resource.builtin, share=share)
-        return self._write_patched(resource, current, patched, ctx, subresource, tracked=False), False
+        return self._write_patched(resource, current, patched, ctx, subresource, checked, tracked=False), False
 
     def _write_patched(
         self,
@@ -389,11 +390,12 @@ class ObjectAPI:
         patched: dict[str, Any],
         ctx: RequestContext,
         subresource: str,
+        checked: dict[str, Any] | None,
         *,
         tracked: bool,
     ) -> dict[str, Any]:
+        """`checked`: `_checked(resource, current)`, worked out once by the caller."""
         name = str(current.value["metadata"]["name"])
-        checked = self._checked(resource, current)
         patched = decode_object(
             resource,
             patched,
@@ -458,7 +460,8 @@ class ObjectAPI:
             )
         if current is None:
             return self.create(resource, namespace, applied, ctx, track=False), True
-        return self._write_patched(resource, current, applied, ctx, subresource, tracked=True), False
+        checked = self._checked(resource, current)
+        return self._write_patched(resource, current, applied, ctx, subresource, checked, tracked=True), False
 
     # ------------------------------------------------------------------------------------------------- delete
 

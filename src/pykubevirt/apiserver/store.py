@@ -173,7 +173,7 @@ def _split(name: str) -> tuple[str, str]:
 
 
 def without_resource_version(value: dict[str, Any]) -> dict[str, Any]:
-    """A shallow copy of `value` whose metadata has no resourceVersion (the revision is stored beside it)."""
+    """A shallow copy of `value` whose metadata has no resourceVersion (to compare versions, or to set a new one)."""
     metadata = {k: v for k, v in (value.get("metadata") or {}).items() if k != "resourceVersion"}
     return {**value, "metadata": metadata}
 
@@ -340,17 +340,17 @@ class Store:
         kind: str,
         collection: str,
         key: str,
+        revision: int,
         create_revision: int,
         prev_revision: int,
         text: str,
         lease: float,
-    ) -> int:
-        """Queue the row of a change for the open batch; its id is the next revision (the store is the one writer)."""
+    ) -> None:
+        """Queue the row of a change for the open batch; its id, `revision`, is the next one (the one writer's)."""
         if self._failure:
             raise StoreError(self._failure)
         if not self._open.rows:
             self._begin()
-        revision = self.revision + 1
         name = _full_name(collection, key)
         row = (revision, name, int(kind == ADDED), int(kind == DELETED), create_revision, prev_revision, lease, text)
         self._open.rows.append(row)
@@ -360,7 +360,6 @@ class Store:
         elif kind == ADDED:
             self._tombstones.pop(name, None)
         self.revision = revision
-        return revision
 
     def _begin(self) -> None:
         """Open a group commit, written at the start of the event loop's next turn."""
@@ -531,18 +530,18 @@ class Store:
         """Append the row, update the in-memory state and tell the listeners; `current` is None for a create."""
         if current is not None and self._check_stored:
             self._check_unchanged(current)
-        stored = without_resource_version(value)
+        # The single writer knows the id the row will get: one past the sequence.
+        revision = self.revision + 1
         if current is None:
-            # The single writer knows the id the row will get: one past the sequence.
-            create_revision, prev_revision = self.revision + 1, self._last_revision_of(collection, key)
+            create_revision, prev_revision = revision, self._last_revision_of(collection, key)
         else:
             create_revision, prev_revision = current.create_revision, current.revision
-        # The row is the object as readers get it, resourceVersion included (the single writer knows the revision
-        # it is about to write), so the watch events of the commit can send the row's bytes instead of encoding it.
-        obj = _with_revision(stored, self.revision + 1)
+        # The row is the object as readers get it, resourceVersion included, so the watch events of the commit can
+        # send the row's bytes instead of encoding it again.
+        obj = _with_revision(without_resource_version(value), revision)
         encoded = json_codec.dumps(obj)
         text = encoded.decode()
-        revision = self._append(kind, collection, key, create_revision, prev_revision, text, lease)
+        self._append(kind, collection, key, revision, create_revision, prev_revision, text, lease)
         record = Record(collection, key, revision, create_revision, obj, lease)
         if kind == DELETED:
             del self._current[collection][key]

@@ -80,13 +80,6 @@ def decode_fields(
     return obj
 
 
-def _checked_metadata_unchanged(meta: dict[str, Any], old_meta: dict[str, Any]) -> bool:
-    generation = meta.get("generation")
-    if isinstance(generation, int) and generation < 0:
-        return False
-    return all(meta.get(key) == old_meta.get(key) for key in _CHECKED_METADATA)
-
-
 def _has_type_error_at(old: dict[str, Any], node: builtin_schemas.Node, keys: tuple[str | int, ...]) -> bool:
     value: Any = old
     for key in keys:
@@ -131,6 +124,13 @@ def metadata_causes(resource: Resource, obj: dict[str, Any]) -> list[Cause]:
 
 # The metadata fields ValidateObjectMetaAccessor checks, but for generation (checked on its own, it changes often).
 _CHECKED_METADATA = ("generateName", "name", "namespace", "labels", "annotations", "ownerReferences", "finalizers")
+
+
+def _checked_metadata_unchanged(meta: dict[str, Any], old_meta: dict[str, Any]) -> bool:
+    generation = meta.get("generation")
+    if isinstance(generation, int) and generation < 0:
+        return False
+    return all(meta.get(key) == old_meta.get(key) for key in _CHECKED_METADATA)
 
 
 def validate_metadata(resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
