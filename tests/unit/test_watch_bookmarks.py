@@ -44,21 +44,23 @@ async def test_the_closing_bookmark_of_a_watch_behind_does_not_skip_its_queued_e
     events = _watch(hub, start, timeout=0.3)
     first = asyncio.ensure_future(anext(events))
     await asyncio.sleep(0)  # the watcher is registered and waits
-    for i in range(3):
-        store.create(CONFIGMAPS.collection, f"ns/cm-{i}", {"metadata": {"name": f"cm-{i}", "namespace": "ns"}})
+    store.create(CONFIGMAPS.collection, "ns/cm-0", {"metadata": {"name": "cm-0", "namespace": "ns"}})
     await store.durable()
-    kind, obj, encoded = await first
+    [(kind, obj, encoded)] = await first
     assert (kind, _name(obj)) == ("ADDED", "cm-0")
     assert encoded is not None and json.loads(encoded) == obj  # the store's row, sent as it is
     # The client is slow: the watch's time runs out with cm-1 and cm-2 still queued for it.
+    for i in (1, 2):
+        store.create(CONFIGMAPS.collection, f"ns/cm-{i}", {"metadata": {"name": f"cm-{i}", "namespace": "ns"}})
+    await store.durable()
     await asyncio.sleep(0.4)
-    kind, mark, _ = await anext(events)
+    [(kind, mark, _)] = await anext(events)
     assert kind == "BOOKMARK"
     resumed_from = int(mark["metadata"]["resourceVersion"])
     await events.aclose()
     # The client re-watches from the bookmark, as an informer does, and must still get what it was not sent.
     again = _watch(hub, resumed_from, timeout=0.2)
-    seen = [_name(o) for k, o, _ in [item async for item in again] if k == "ADDED"]
+    seen = [_name(o) for batch in [b async for b in again] for k, o, _ in batch if k == "ADDED"]
     assert seen == ["cm-1", "cm-2"]
     store.close()
 
@@ -68,6 +70,26 @@ async def test_an_idle_watch_bookmarks_the_newest_revision(tmp_path: Path) -> No
     hub = WatchHub(store)
     store.create(CONFIGMAPS.collection, "other/cm", {"metadata": {"name": "cm", "namespace": "other"}})
     await store.durable()
-    items = [item async for item in _watch(hub, 0 if store.revision == 0 else store.revision - 1, timeout=0.2)]
+    since = 0 if store.revision == 0 else store.revision - 1
+    items = [item async for batch in _watch(hub, since, timeout=0.2) for item in batch]
     assert [(k, int(o["metadata"]["resourceVersion"])) for k, o, _ in items] == [("BOOKMARK", store.revision)]
+    store.close()
+
+
+async def test_the_events_ready_together_reach_the_watch_as_one_batch_in_order(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    hub = WatchHub(store)
+    events = _watch(hub, store.revision, timeout=0.5)
+    first = asyncio.ensure_future(anext(events))
+    await asyncio.sleep(0)
+    for i in range(5):
+        store.create(CONFIGMAPS.collection, f"ns/cm-{i}", {"metadata": {"name": f"cm-{i}", "namespace": "ns"}})
+    store.create(CONFIGMAPS.collection, "other/cm", {"metadata": {"name": "cm", "namespace": "other"}})
+    await store.durable()
+    batch = await first
+    # One commit's events, in revision order, without the other namespace's.
+    assert [(k, _name(o)) for k, o, _ in batch] == [("ADDED", f"cm-{i}") for i in range(5)]
+    revisions = [int(o["metadata"]["resourceVersion"]) for _, o, _ in batch]
+    assert revisions == sorted(revisions)
+    await events.aclose()
     store.close()

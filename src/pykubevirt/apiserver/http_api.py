@@ -449,7 +449,7 @@ class RestHandlers:
         await response.prepare(request)
         first_table = True
         try:
-            async for kind, obj, encoded in watch_events(
+            async for batch in watch_events(
                 self.hub,
                 target.resource,
                 target.namespace,
@@ -460,20 +460,26 @@ class RestHandlers:
                 allow_bookmarks=request.query.get("allowWatchBookmarks") in ("true", "1"),
                 timeout_seconds=timeout,
             ):
-                payload = obj
-                if as_table and kind not in ("BOOKMARK", "ERROR"):
-                    payload = self._table(
-                        request, target.resource, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
-                    )
-                    if not first_table:
-                        payload["columnDefinitions"] = []
-                    first_table = False
-                if payload is obj and encoded is not None:
-                    # The store's row of a committed object: encoded once for every watcher it reaches.
-                    data = b'{"type":"' + kind.encode() + b'","object":' + encoded + b"}\n"
-                else:
-                    data = json_codec.dumps({"type": kind, "object": payload}) + b"\n"
-                await response.write(data)
+                lines = []
+                for kind, obj, encoded in batch:
+                    payload = obj
+                    if as_table and kind not in ("BOOKMARK", "ERROR"):
+                        payload = self._table(
+                            request,
+                            target.resource,
+                            [obj],
+                            {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                        )
+                        if not first_table:
+                            payload["columnDefinitions"] = []
+                        first_table = False
+                    if payload is obj and encoded is not None:
+                        # The store's row of a committed object: encoded once for every watcher it reaches.
+                        lines.append(b'{"type":"' + kind.encode() + b'","object":' + encoded + b"}\n")
+                    else:
+                        lines.append(json_codec.dumps({"type": kind, "object": payload}) + b"\n")
+                # The events ready together leave in one chunk: one send, and one read for the client.
+                await response.write(b"".join(lines))
         except ConnectionResetError:
             pass  # the client went away; the watcher is unregistered as the generator closes
         return response

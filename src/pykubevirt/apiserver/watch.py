@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -22,6 +23,9 @@ INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
 BOOKMARK_INTERVAL_SECONDS = 30.0
 # A watcher this far behind is closed; the client re-watches from its last resourceVersion, as with kube-apiserver.
 MAX_PENDING_EVENTS = 10000
+# Initial and replayed events go out this many at a time.
+REPLAY_BATCH = 100
+WatchItem = tuple[str, dict[str, Any], bytes | None]
 
 
 @dataclass(eq=False, slots=True)
@@ -30,16 +34,48 @@ class Watcher:
     namespace: str | None
     label_selector: LabelSelector | None
     field_selector: FieldSelector | None
-    queue: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
+    pending: collections.deque[Event] = field(default_factory=collections.deque)
     overflowed: bool = False
+    # Set while the watch waits for an event: the next offer wakes it (cheaper than a queue getter and its timeout).
+    _wake: asyncio.Future[None] | None = None
 
     def offer(self, event: Event) -> None:
         if self.overflowed:
             return
-        if self.queue.qsize() >= MAX_PENDING_EVENTS:
+        if len(self.pending) >= MAX_PENDING_EVENTS:
             self.overflowed = True
             return
-        self.queue.put_nowait(event)
+        self.pending.append(event)
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    async def wait(self, seconds: float) -> None:
+        """Return once an event is pending, or after `seconds`."""
+        if self.pending:
+            return
+        loop = asyncio.get_running_loop()
+        wake = self._wake = loop.create_future()
+        timer = loop.call_later(seconds, _release, wake)
+        try:
+            await wake
+        finally:
+            timer.cancel()
+            self._wake = None
+
+    def take_ready(self, last: int) -> tuple[list[WatchItem], int]:
+        """The pending events after revision `last` as this watcher sees them, and the last revision taken."""
+        batch: list[WatchItem] = []
+        pending = self.pending
+        while pending:
+            event = pending.popleft()
+            if event.revision <= last:
+                continue
+            last = event.revision
+            translated = self.translate(event)
+            if translated is not None:
+                batch.append(_with_encoding(translated, event))
+        return batch, last
 
     def _matches(self, obj: dict[str, Any] | None) -> bool:
         if obj is None:
@@ -117,7 +153,7 @@ def _delivered_through(watcher: Watcher, last: int, store: Store) -> int:
     all the store has announced. With events still queued (a client behind), only `last` is safe: a bookmark past
     them would make the client re-watch after them, and they would be lost to it for good.
     """
-    return max(last, store.announced_revision) if watcher.queue.empty() else last
+    return max(last, store.announced_revision) if not watcher.pending else last
 
 
 async def watch_events(
@@ -131,39 +167,29 @@ async def watch_events(
     send_initial_events: bool,
     allow_bookmarks: bool,
     timeout_seconds: float,
-) -> AsyncIterator[tuple[str, dict[str, Any], bytes | None]]:
-    """(type, object, the object's JSON when the store had it) for the initial or replayed events, then live ones,
-    until the timeout or an overflow."""
+) -> AsyncIterator[list[WatchItem]]:
+    """Batches of (type, object, the object's JSON when the store had it): the initial or replayed events, then the
+    live ones as they become ready, until the timeout or an overflow."""
     store = hub.store
     watcher = hub.register(resource, namespace, label_selector, field_selector)
     try:
-        last = 0
         if resource_version in ("", "0") or send_initial_events:
             last = store.revision
-            for record in store.records(resource.collection, resource.namespace_prefix(namespace)):
-                if watcher._matches(record.value):
-                    yield ADDED, record.value, None
-            if send_initial_events:
-                yield BOOKMARK, bookmark(resource, last, initial_events_end=True), None
+            items = _initial_items(store, watcher, namespace, last, send_initial_events=send_initial_events)
         else:
             start = int(resource_version)
             if start > store.revision and not await reached(store, start):
                 # A revision from the future (another server's, or made up): kube's watch cache waits for it a
                 # while, then ends the watch with this error rather than skip the events up to it.
-                yield ERROR, errors.too_large_resource_version(start, store.revision).status(), None
+                yield [(ERROR, errors.too_large_resource_version(start, store.revision).status(), None)]
                 return
             try:
-                replay = store.events_since(start, resource.collection)
+                items, last = _replayed_items(store, watcher, start)
             except Compacted as exc:
-                yield ERROR, errors.expired(str(exc)).status(), None
+                yield [(ERROR, errors.expired(str(exc)).status(), None)]
                 return
-            last = start
-            for event in replay:
-                translated = watcher.translate(event)
-                last = event.revision
-                if translated is not None:
-                    yield _with_encoding(translated, event)
-            last = max(last, start)
+        for at in range(0, len(items), REPLAY_BATCH):
+            yield items[at : at + REPLAY_BATCH]
         deadline = time.monotonic() + timeout_seconds
         next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
         while True:
@@ -173,30 +199,57 @@ async def watch_events(
             remaining = deadline - now
             if remaining <= 0:
                 if allow_bookmarks:
-                    yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store)), None
+                    yield [(BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store)), None)]
                 return
-            if watcher.queue.empty():
+            if not watcher.pending:
                 wait = min(remaining, max(next_bookmark - now, 0.0)) if allow_bookmarks else remaining
-                try:
-                    event = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
-                except TimeoutError:
+                await watcher.wait(wait)
+                if not watcher.pending:
                     if allow_bookmarks and time.monotonic() >= next_bookmark:
                         next_bookmark = time.monotonic() + BOOKMARK_INTERVAL_SECONDS
-                        yield BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store)), None
+                        yield [(BOOKMARK, bookmark(resource, _delivered_through(watcher, last, store)), None)]
                     continue
-            else:
-                # A watcher behind takes its queued events without wait_for's task and timer for each one.
-                event = watcher.queue.get_nowait()
-            if event.revision <= last:
-                continue
-            last = event.revision
-            translated = watcher.translate(event)
-            if translated is not None:
-                yield _with_encoding(translated, event)
+            # Every event ready now goes out as one batch: one write to the client, not one each.
+            batch, last = watcher.take_ready(last)
+            if batch:
+                yield batch
     finally:
         hub.unregister(watcher)
 
 
-def _with_encoding(translated: tuple[str, dict[str, Any]], event: Event) -> tuple[str, dict[str, Any], bytes | None]:
+def _initial_items(
+    store: Store, watcher: Watcher, namespace: str | None, revision: int, *, send_initial_events: bool
+) -> list[WatchItem]:
+    """The stored objects the watcher selects, as ADDED events; with sendInitialEvents, the bookmark ending them."""
+    resource = watcher.resource
+    items: list[WatchItem] = [
+        (ADDED, record.value, None)
+        for record in store.records(resource.collection, resource.namespace_prefix(namespace))
+        if watcher._matches(record.value)
+    ]
+    if send_initial_events:
+        items.append((BOOKMARK, bookmark(resource, revision, initial_events_end=True), None))
+    return items
+
+
+def _replayed_items(store: Store, watcher: Watcher, start: int) -> tuple[list[WatchItem], int]:
+    """The watcher's events after revision `start` (Compacted when the history no longer has them), and the last
+    revision looked at."""
+    items: list[WatchItem] = []
+    last = start
+    for event in store.events_since(start, watcher.resource.collection):
+        translated = watcher.translate(event)
+        last = max(last, event.revision)
+        if translated is not None:
+            items.append(_with_encoding(translated, event))
+    return items, last
+
+
+def _release(wake: asyncio.Future[None]) -> None:
+    if not wake.done():
+        wake.set_result(None)
+
+
+def _with_encoding(translated: tuple[str, dict[str, Any]], event: Event) -> WatchItem:
     kind, obj = translated
     return kind, obj, event.encoded if obj is event.value else None
