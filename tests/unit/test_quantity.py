@@ -123,3 +123,14 @@ def test_absurd_quantities_are_rejected_at_once(text: str, message: str) -> None
 )
 def test_extreme_exponents_within_bounds(text: str, expected: str) -> None:
     assert canonical(text) == expected
+
+
+def test_a_string_parsed_again_gives_the_same_amount_and_a_bad_one_fails_again() -> None:
+    first = Quantity.parse("90Mi")
+    again = Quantity.parse("90Mi")
+    assert again == first and str(again) == "90Mi" and again.format is first.format
+    assert str(Quantity.parse("100m") + Quantity.parse("100m")) == "200m"
+    assert str(Quantity.parse("100m")) == "100m"  # the sum made a new quantity; the parsed one is unchanged
+    for _ in range(2):
+        with pytest.raises(QuantityError):
+            Quantity.parse("12Q")

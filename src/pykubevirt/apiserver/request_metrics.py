@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from pykubevirt.apiserver.store import Store
 from pykubevirt.metrics.exposition import CONTENT_TYPE_LATEST
+from pykubevirt.metrics.label_children import LabelChildren
 
 COMPONENT = "apiserver"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -48,9 +49,9 @@ class RequestLabels:
     def long_running(self) -> bool:
         return self.verb in ("WATCH", "CONNECT")
 
-    def values(self) -> list[str]:
+    def values(self) -> tuple[str, ...]:
         fields = (self.verb, self.dry_run, self.group, self.version, self.resource, self.subresource, self.scope)
-        return [*fields, COMPONENT]
+        return (*fields, COMPONENT)
 
 
 def _truthy(value: str | None) -> bool:
@@ -134,12 +135,14 @@ class RequestMetrics:
             registry=self.registry,
         )
         self.registry.register(_StorageObjects(store))
+        self._counts = LabelChildren(self.requests)
+        self._latencies = LabelChildren(self.durations)
 
     def observe(self, labels: RequestLabels, code: int, seconds: float) -> None:
         values = labels.values()
-        self.requests.labels(*values, str(code)).inc()
+        self._counts(*values, str(code)).inc()
         if not labels.long_running:
-            self.durations.labels(*values).observe(seconds)
+            self._latencies(*values).observe(seconds)
 
     @web.middleware
     async def middleware(

@@ -159,6 +159,8 @@ class EmbeddedAPIServer:
         self._namespaces: list[str] = list(INITIAL_NAMESPACES)
         # Each component gets its own identity (its service account's, in a cluster) and a kubeconfig at start.
         self._component_users: dict[str, str] = {"scheduler": security.SCHEDULER_USER}
+        # Who wrote, for the write counts: filled as users write, cleared when a component is added.
+        self._component_of_user: dict[str, str] = {}
         self._startups: list[Callable[[], Awaitable[None]]] = []
         self._runner: web.AppRunner | None = None
         self.metrics = RequestMetrics(self.store)
@@ -205,6 +207,7 @@ class EmbeddedAPIServer:
     def add_component(self, name: str, service_account_user: str) -> None:
         """Mint a token for this service account at start and write `<name>.kubeconfig` for the component."""
         self._component_users[name] = service_account_user
+        self._component_of_user.clear()
 
     def add_routes(self, add: Callable[[web.Application], None]) -> None:
         """Have `add` put its routes on the application before it serves."""
@@ -357,7 +360,12 @@ class EmbeddedAPIServer:
         or a JSON patch's failed test), a request's worth of work for nothing and a retry.
         """
         user = request[USER].username
-        component = next((name for name, known in self._component_users.items() if known == user), "other")
+        component = self._component_of_user.get(user)
+        if component is None:
+            if len(self._component_of_user) >= 1024:
+                self._component_of_user.clear()
+            found = (name for name, known in self._component_users.items() if known == user)
+            component = self._component_of_user[user] = next(found, "other")
         parts = [p for p in request.path.split("/") if p]
         tail = parts[2:] if parts[0] == "api" else parts[3:]
         if len(tail) >= 2 and tail[0] == "namespaces":

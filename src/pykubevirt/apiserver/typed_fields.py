@@ -98,16 +98,28 @@ def _field_set(value: Any, t: FieldType) -> tuple[bool, FieldSet | None]:
 
 def all_fields(value: Any, t: FieldType) -> FieldSet:
     """Every path in a value, each a member: what adding or removing the value as a whole changes."""
-    t = t.resolve(value)
-    if _granular_map(value, t) and value:
-        children = {"f:" + key: all_fields(child, t.field(key)) for key, child in value.items()}
-        return {MEMBER: {}, **children}
-    if _granular_list(value, t) and value:
-        elements = item_elements(value, t)
+    if not value:
+        return {}
+    if isinstance(value, dict):
+        t = t.resolve(value)
+        if not _granular_map(value, t):
+            return {}
+        children: FieldSet = {MEMBER: {}}
+        field = t.field
+        for key, child in value.items():
+            # Leaves are most of an object: their empty set is made here rather than in a call.
+            children["f:" + key] = all_fields(child, field(key)) if child and isinstance(child, dict | list) else {}
+        return children
+    if isinstance(value, list):
+        t = t.resolve(value)
+        elements = item_elements(value, t) if _granular_list(value, t) else None
         if elements is not None:
             item_type = t.element()
-            items = {element: all_fields(item, item_type) for element, item in zip(elements, value, strict=True)}
-            return {MEMBER: {}, **items}
+            items: FieldSet = {MEMBER: {}}
+            for element, item in zip(elements, value, strict=True):
+                items[element] = all_fields(item, item_type)
+            return items
+    # Scalars, atomic values and keyed lists whose keys are missing have no path below them.
     return {}
 
 

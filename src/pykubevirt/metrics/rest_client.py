@@ -7,9 +7,12 @@ client-go's request template does, so the label's values stay few.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Histogram
+
+from pykubevirt.metrics.label_children import LabelChildren
 
 # client-go's request latency buckets (seconds).
 BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
@@ -31,11 +34,14 @@ RATE_LIMITER = Histogram(
     ["verb", "url"],
     buckets=BUCKETS,
 )
+_REQUESTS = LabelChildren(REQUESTS)
+_LATENCY = LabelChildren(LATENCY)
+_RATE_LIMITER = LabelChildren(RATE_LIMITER)
 
 
 def url_template(server: str, path: str) -> str:
     """`server` + `path` with the namespace and object name replaced: …/namespaces/{namespace}/pods/{name}/status."""
-    parts = urlsplit(path).path.strip("/").split("/")
+    parts = path.partition("?")[0].strip("/").split("/")
     # /api/v1/... or /apis/<group>/<version>/...: the resource path begins after the group version.
     start = 2 if parts[:1] == ["api"] else 3 if parts[:1] == ["apis"] else len(parts)
     rest = parts[start:]
@@ -52,6 +58,11 @@ def url_template(server: str, path: str) -> str:
 def observe(server: str, method: str, path: str, code: str, seconds: float, waited: float) -> None:
     """One request: its answer's code (or `<error>` when none came), its time and its wait for the rate limiter."""
     url = url_template(server, path)
-    REQUESTS.labels(code, method, urlsplit(server).netloc).inc()
-    LATENCY.labels(method, url).observe(seconds)
-    RATE_LIMITER.labels(method, url).observe(waited)
+    _REQUESTS(code, method, _host(server)).inc()
+    _LATENCY(method, url).observe(seconds)
+    _RATE_LIMITER(method, url).observe(waited)
+
+
+@lru_cache(maxsize=64)
+def _host(server: str) -> str:
+    return urlsplit(server).netloc

@@ -38,13 +38,18 @@ class QueueMetrics:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        # The queue's own children, looked up once rather than on every add, get and done.
+        self._adds = ADDS.labels(name)
+        self._retries = RETRIES.labels(name)
+        self._queue_duration = QUEUE_DURATION.labels(name)
+        self._work_duration = WORK_DURATION.labels(name)
         self.depth = 0
         self._added: dict[object, float] = {}
         self._processing: dict[object, float] = {}
         _LIVE.add(self)
 
     def added(self, item: object) -> None:
-        ADDS.labels(self.name).inc()
+        self._adds.inc()
         self.depth += 1
         self._added.setdefault(item, time.monotonic())
 
@@ -53,16 +58,16 @@ class QueueMetrics:
         self.depth = max(0, self.depth - 1)
         queued = self._added.pop(item, None)
         if queued is not None:
-            QUEUE_DURATION.labels(self.name).observe(now - queued)
+            self._queue_duration.observe(now - queued)
         self._processing[item] = now
 
     def finished(self, item: object) -> None:
         began = self._processing.pop(item, None)
         if began is not None:
-            WORK_DURATION.labels(self.name).observe(time.monotonic() - began)
+            self._work_duration.observe(time.monotonic() - began)
 
     def retried(self) -> None:
-        RETRIES.labels(self.name).inc()
+        self._retries.inc()
 
     def unfinished(self, now: float) -> tuple[float, float]:
         """Seconds of work in progress, and the longest a processor has been running."""
