@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from pykubevirt.api.constants import VM_CONTROLLER_FINALIZER
 from pykubevirt.client.api import JSON_PATCH, STRATEGIC_MERGE_PATCH, Object
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import (
@@ -247,7 +248,13 @@ async def test_run_strategy_after_the_vmi_finishes(
         vmi = await cp.vmi(ns, "rs")
         assert vmi is not None and vmi["metadata"]["uid"] == first["metadata"]["uid"]
         assert vmi["status"]["phase"] == outcome
-        assert "kubevirt.io/virtualMachineControllerFinalize" not in vmi["metadata"].get("finalizers", [])
+
+        async def released() -> bool:
+            # The VM controller lets go of the final VMI right after writing Stopped (its sync's last step).
+            vmi = await cp.vmi(ns, "rs")
+            return vmi is not None and VM_CONTROLLER_FINALIZER not in vmi["metadata"].get("finalizers", [])
+
+        await eventually(released)
     else:
         # RerunOnFailure after a clean shutdown: the VMI is removed and the VM stays stopped.
         await cp.wait_vmi_gone(ns, "rs", first["metadata"]["uid"])

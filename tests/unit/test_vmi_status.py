@@ -5,6 +5,7 @@ One row per line of KubeVirt's tables: phase transitions, the Ready condition fr
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -353,3 +354,27 @@ def test_unpaused_gate(
     status, reason, message = expected
     wanted = {"status": status, "reason": reason, "message": message, "lastProbeTime": NOW, "lastTransitionTime": NOW}
     assert conditions == [scheduled, {"type": c.UNPAUSED_READINESS_GATE, **wanted}]
+
+
+@pytest.mark.parametrize(
+    ("phase", "terminating", "pod"),
+    [
+        ("", False, None),
+        ("Pending", False, make_pod()),
+        ("Scheduling", False, ready_pod()),
+        ("Scheduling", False, make_pod(conditions=[{"type": "PodScheduled", "status": "False", "reason": "x"}])),
+        ("Running", False, ready_pod()),
+        ("Succeeded", False, None),
+        ("Failed", True, None),
+    ],
+)
+def test_the_cached_vmi_is_left_as_it_was_and_shares_only_its_spec(
+    phase: str, terminating: bool, pod: dict[str, Any] | None
+) -> None:
+    vmi = make_vmi(phase, terminating=terminating, conditions=[{"type": "Ready", "status": "False"}])
+    vmi["metadata"]["labels"] = {"a": "b"}
+    before = copy.deepcopy(vmi)
+    update = status_of(vmi, pod, sync_error=SyncError("boom", "FailedCreate"))
+    assert vmi == before
+    assert update.vmi["spec"] is vmi["spec"]
+    assert update.vmi["metadata"] is not vmi["metadata"] and update.vmi["status"] is not vmi["status"]

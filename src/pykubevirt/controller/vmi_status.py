@@ -213,8 +213,13 @@ def vmi_status(
     owner_vm_exists: bool,
     now: str,
 ) -> StatusUpdate:
-    """The VMI's next status from the VMI as cached, its current pod, all pods it owns and this sync's error."""
-    new = copy_json(cached)
+    """The VMI's next status from the VMI as cached, its current pod, all pods it owns and this sync's error.
+
+    Only the metadata and status are the result's own: the spec, which nothing here changes, is the cached one.
+    """
+    new = {**cached, "metadata": copy_json(cached["metadata"])}
+    if "status" in cached:
+        new["status"] = copy_json(cached["status"])
     update = StatusUpdate(new, handler_owned=False)
     status = new.setdefault("status", {})
     phase = status.get("phase") or ""
