@@ -258,11 +258,13 @@ class EmbeddedAPIServer:
         app.router.add_get("/openapi/v2", self._openapi_v2)
         app.router.add_get("/openapi/v3", self._openapi_v3_index)
         app.router.add_get("/openapi/v3/{path:.*}", self._openapi_v3_doc)
+        # Resource paths first: aiohttp tries the routes under one static prefix ("/apis") in the order they were
+        # added, and nearly every request is for a resource. The shorter patterns never match a longer path.
+        app.router.add_route("*", "/api/{version}/{tail:.*}", self._resource)
+        app.router.add_route("*", "/apis/{group}/{version}/{tail:.*}", self._resource)
         app.router.add_route("*", "/api/{version}", self._discovery_or_resource)
         app.router.add_route("*", "/apis/{group}", self._group)
         app.router.add_route("*", "/apis/{group}/{version}", self._discovery_or_resource)
-        app.router.add_route("*", "/api/{version}/{tail:.*}", self._resource)
-        app.router.add_route("*", "/apis/{group}/{version}/{tail:.*}", self._resource)
         return app
 
     @web.middleware
