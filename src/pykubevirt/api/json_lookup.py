@@ -12,7 +12,8 @@ from pykubevirt.api.quantity import Quantity
 def get(obj: Any, *path: str) -> Any:
     """Follow `path` through nested mappings; None as soon as a step is missing or not a mapping."""
     for key in path:
-        if not isinstance(obj, Mapping):
+        # Decoded JSON is plain dicts: the exact type test spares the ABC check on nearly every step.
+        if type(obj) is not dict and not isinstance(obj, Mapping):
             return None
         obj = obj.get(key)
     return obj
@@ -20,7 +21,7 @@ def get(obj: Any, *path: str) -> Any:
 
 def as_map(value: Any) -> dict[str, Any]:
     """The value if it is a dict, else an empty dict (Go's zero struct)."""
-    return dict(value) if isinstance(value, Mapping) else {}
+    return dict(value) if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def as_list(value: Any) -> list[Any]:
