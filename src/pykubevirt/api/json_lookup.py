@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,20 +44,7 @@ def parse_quantity(value: Any) -> Quantity | None:
     """The quantity in a field, or None when absent or unparsable (the schema layer rejects those)."""
     if value is None:
         return None
-    if type(value) is str:
-        return _parse_text(value)
-    return _parse(value)
-
-
-# Controllers read the same few quantities ("1Gi", "100m") on every reconcile, and parsing one exactly (Fractions) is
-# most of a reconcile's arithmetic. A Quantity is not changed after it is made, so one can be shared.
-@functools.lru_cache(maxsize=4096)
-def _parse_text(text: str) -> Quantity | None:
-    return _parse(text)
-
-
-def _parse(value: Any) -> Quantity | None:
     try:
-        return Quantity.parse(value)
+        return Quantity.parse(value)  # which keeps the strings it parsed
     except ValueError:  # QuantityError, or a number with more digits than int() converts
         return None

@@ -13,9 +13,6 @@ _NUMBER_RE = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?([eEinumkKMGTP]*[-+]?[0
 # Quantities are capped and rounded like Kubernetes': at most 2^63-1, at most nine fractional digits (nano).
 _MAX_INT64 = (1 << 63) - 1
 _NANO = Fraction(1, 10**9)
-# Parsed strings: every pod and VM write parses the same few amounts ("100m", "90Mi"), and a Quantity never changes.
-_PARSED: dict[str, Quantity] = {}
-_PARSED_MAX = 4096
 
 
 class QuantityFormat(enum.Enum):
@@ -100,17 +97,10 @@ class Quantity:
             text = repr(text) if not text.is_integer() else str(int(text))
         if not isinstance(text, str):
             raise QuantityError(f"quantity must be a string or a number, not {type(text).__name__}")
-        known = _PARSED.get(text)
-        if known is not None:
-            return known
-        parsed = cls._parse_text(text)
-        if len(_PARSED) >= _PARSED_MAX:
-            _PARSED.clear()
-        _PARSED[text] = parsed
-        return parsed
+        return _parse_text(text)
 
     @classmethod
-    def _parse_text(cls, text: str) -> Quantity:
+    def _from_text(cls, text: str) -> Quantity:
         if text == "":
             raise QuantityError(
                 "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -198,6 +188,13 @@ class Quantity:
 
     def to_json(self) -> str:
         return str(self)
+
+
+# Writes and reconciles parse the same few amounts ("100m", "90Mi") over and over, and parsing one exactly (Fractions)
+# is most of their arithmetic. A Quantity is not changed after it is made, so one can be shared; errors are not kept.
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Quantity:
+    return Quantity._from_text(text)
 
 
 def _decimal_canonical(value: Fraction) -> tuple[int, int]:

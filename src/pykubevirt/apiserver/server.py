@@ -159,8 +159,8 @@ class EmbeddedAPIServer:
         self._namespaces: list[str] = list(INITIAL_NAMESPACES)
         # Each component gets its own identity (its service account's, in a cluster) and a kubeconfig at start.
         self._component_users: dict[str, str] = {"scheduler": security.SCHEDULER_USER}
-        # Who wrote, for the write counts: filled as users write, cleared when a component is added.
-        self._component_of_user: dict[str, str] = {}
+        # The same, by user: who wrote, for the write counts (the first component of a user names it).
+        self._component_of_user: dict[str, str] = {security.SCHEDULER_USER: "scheduler"}
         self._startups: list[Callable[[], Awaitable[None]]] = []
         self._runner: web.AppRunner | None = None
         self.metrics = RequestMetrics(self.store)
@@ -207,7 +207,9 @@ class EmbeddedAPIServer:
     def add_component(self, name: str, service_account_user: str) -> None:
         """Mint a token for this service account at start and write `<name>.kubeconfig` for the component."""
         self._component_users[name] = service_account_user
-        self._component_of_user.clear()
+        self._component_of_user = {}
+        for component, user in self._component_users.items():
+            self._component_of_user.setdefault(user, component)
 
     def add_routes(self, add: Callable[[web.Application], None]) -> None:
         """Have `add` put its routes on the application before it serves."""
@@ -362,12 +364,7 @@ class EmbeddedAPIServer:
         or a JSON patch's failed test), a request's worth of work for nothing and a retry.
         """
         user = request[USER].username
-        component = self._component_of_user.get(user)
-        if component is None:
-            if len(self._component_of_user) >= 1024:
-                self._component_of_user.clear()
-            found = (name for name, known in self._component_users.items() if known == user)
-            component = self._component_of_user[user] = next(found, "other")
+        component = self._component_of_user.get(user, "other")
         parts = [p for p in request.path.split("/") if p]
         tail = parts[2:] if parts[0] == "api" else parts[3:]
         if len(tail) >= 2 and tail[0] == "namespaces":

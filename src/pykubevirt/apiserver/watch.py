@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,10 +65,14 @@ class Watcher:
 
     def take_ready(self, last: int) -> tuple[list[WatchItem], int]:
         """The pending events after revision `last` as this watcher sees them, and the last revision taken."""
+        events = list(self.pending)
+        self.pending.clear()
+        return self.take(events, last)
+
+    def take(self, events: Iterable[Event], last: int) -> tuple[list[WatchItem], int]:
+        """`events` after revision `last` as this watcher sees them, and the last revision looked at."""
         batch: list[WatchItem] = []
-        pending = self.pending
-        while pending:
-            event = pending.popleft()
+        for event in events:
             if event.revision <= last:
                 continue
             last = event.revision
@@ -184,7 +188,7 @@ async def watch_events(
                 yield [(ERROR, errors.too_large_resource_version(start, store.revision).status(), None)]
                 return
             try:
-                items, last = _replayed_items(store, watcher, start)
+                items, last = watcher.take(store.events_since(start, resource.collection), start)
             except Compacted as exc:
                 yield [(ERROR, errors.expired(str(exc)).status(), None)]
                 return
@@ -230,19 +234,6 @@ def _initial_items(
     if send_initial_events:
         items.append((BOOKMARK, bookmark(resource, revision, initial_events_end=True), None))
     return items
-
-
-def _replayed_items(store: Store, watcher: Watcher, start: int) -> tuple[list[WatchItem], int]:
-    """The watcher's events after revision `start` (Compacted when the history no longer has them), and the last
-    revision looked at."""
-    items: list[WatchItem] = []
-    last = start
-    for event in store.events_since(start, watcher.resource.collection):
-        translated = watcher.translate(event)
-        last = max(last, event.revision)
-        if translated is not None:
-            items.append(_with_encoding(translated, event))
-    return items, last
 
 
 def _release(wake: asyncio.Future[None]) -> None:
