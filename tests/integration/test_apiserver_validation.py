@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pykubevirt.apiserver.body_decoding import MAX_DEPTH
-from tests.integration.conftest import VM_API, configmap, unique, vm_manifest
+from tests.integration.conftest import VM_API, configmap, pod_manifest, unique, vm_manifest
 from tests.integration.test_apiserver_semantics import assert_status, cms, nothing_stored, pods, vms
 from tests.support.apiserver_process import APIServerProcess, kubectl
 from tests.support.http_client import APIClient
@@ -221,6 +221,34 @@ async def test_metadata_of_the_wrong_type_is_400(api: APIClient, namespace: str)
             reply = await api.post(cms(namespace), with_metadata("m", **metadata))
             assert_status(reply, 400, "BadRequest")
             assert reply.body["message"].endswith(f"ObjectMeta.metadata.{field} of type {go_type}"), reply.body
+
+
+async def test_an_update_naming_another_uid_is_422(api: APIClient, namespace: str) -> None:
+    """BeforeUpdate keeps the stored uid only when none is sent: a kubelet's status patch sends it as a guard."""
+    assert (await api.post(cms(namespace), configmap("guarded"))).status == 201
+    stored = (await api.get(f"{cms(namespace)}/guarded")).body
+    reply = await api.put(f"{cms(namespace)}/guarded", stored | {"metadata": stored["metadata"] | {"uid": "0-1"}})
+    assert_status(reply, 422, "Invalid")
+    assert (
+        reply.body["message"]
+        == 'ConfigMap "guarded" is invalid: metadata.uid: Invalid value: "0-1": field is immutable'
+    )
+    assert (await api.get(f"{cms(namespace)}/guarded")).body["metadata"]["resourceVersion"] == stored["metadata"][
+        "resourceVersion"
+    ]
+    assert (await api.post(pods(namespace), pod_manifest("guarded"))).status == 201
+    uid = (await api.get(f"{pods(namespace)}/guarded")).body["metadata"]["uid"]
+    status = f"{pods(namespace)}/guarded/status"
+    reply = await api.patch(status, {"metadata": {"uid": "0-1"}, "status": {"phase": "Running"}}, STRATEGIC)
+    assert_status(reply, 422, "Invalid")
+    assert (await api.get(f"{pods(namespace)}/guarded")).body["status"].get("phase") != "Running"
+    reply = await api.patch(status, {"metadata": {"uid": uid}, "status": {"phase": "Running"}}, STRATEGIC)
+    assert reply.status == 200, reply.body
+    assert reply.body["status"]["phase"] == "Running"
+    # Without a uid the stored one is kept.
+    reply = await api.put(f"{cms(namespace)}/guarded", stored | {"metadata": {"name": "guarded"}, "data": {"k": "v"}})
+    assert reply.status == 200, reply.body
+    assert reply.body["metadata"]["uid"] == stored["metadata"]["uid"]
 
 
 async def test_configmap_data_must_be_strings(api: APIClient, namespace: str) -> None:

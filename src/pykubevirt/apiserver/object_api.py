@@ -284,6 +284,7 @@ class ObjectAPI:
         name = str(old["metadata"]["name"])
         if expected is not None and expected != current.revision:
             raise errors.conflict(resource.plural, resource.group, name, errors.MODIFIED_CONFLICT)
+        write_validation.check_uid_unchanged(resource, new, old)
         # An apply computed its managedFields already; a write to /status takes everything else from storage.
         applied_fields = (new.get("metadata") or {}).get("managedFields") if tracked else None
         if subresource == "status":

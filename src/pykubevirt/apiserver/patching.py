@@ -21,7 +21,8 @@ APPLY_PATCH = "application/apply-patch+yaml"
 CUSTOM_RESOURCE_PATCH_TYPES = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
 BUILTIN_PATCH_TYPES = [JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH]
 
-# Lists kube-apiserver merges by key under strategic merge patch (the ones our components and kubectl touch).
+# Lists kube-apiserver merges by key under strategic merge patch (the ones our components and kubectl touch). A list
+# without a patchMergeKey (a pod's containerStatuses, say) is atomic: the patch's list replaces it.
 _STRATEGIC_LIST_KEYS = {
     "containers": "name",
     "initContainers": "name",
@@ -31,7 +32,8 @@ _STRATEGIC_LIST_KEYS = {
     "ownerReferences": "uid",
     "readinessGates": "conditionType",
     "tolerations": "key",
-    "containerStatuses": "name",
+    "podIPs": "ip",
+    "hostIPs": "ip",
     "ports": "containerPort",
     # Mutating/ValidatingWebhookConfiguration: `kubectl apply` of a changed webhook patches it by name.
     "webhooks": "name",

@@ -133,6 +133,20 @@ def _checked_metadata_unchanged(meta: dict[str, Any], old_meta: dict[str, Any]) 
     return all(meta.get(key) == old_meta.get(key) for key in _CHECKED_METADATA)
 
 
+def check_uid_unchanged(resource: Resource, new: dict[str, Any], old: dict[str, Any]) -> None:
+    """422 when an update names another uid than the stored object's (a kubelet's status patch uses it as a guard).
+
+    An update without a uid keeps the stored one, as BeforeUpdate does; a status write is checked too, since
+    ResetObjectMetaForStatus leaves the uid as the client sent it.
+    """
+    uid = (new.get("metadata") or {}).get("uid")
+    stored = (old.get("metadata") or {}).get("uid")
+    if uid and uid != stored:
+        name = (old.get("metadata") or {}).get("name") or ""
+        cause = invalid("metadata.uid", uid, "field is immutable")
+        raise errors.invalid(resource.kind, resource.group, str(name), [cause])
+
+
 def validate_metadata(resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
     """422 Invalid when the object's metadata breaks apimachinery's rules (those `old` already broke excepted)."""
     if old is not None and _checked_metadata_unchanged(obj.get("metadata") or {}, old.get("metadata") or {}):
