@@ -555,9 +555,12 @@ class PodWorker:
             self.latest = await self.ctx.client.patch(
                 PODS, meta["name"], patch, meta.get("namespace"), subresource="status", patch_type=STRATEGIC_MERGE_PATCH
             )
-        except (NotFound, Invalid):
-            # Invalid: the uid precondition failed, so the name now belongs to another pod (this one is gone).
+        except NotFound:
             return
+        except Invalid as exc:
+            if any(cause.get("field") == "metadata.uid" for cause in exc.causes):
+                return  # the uid guard: the name belongs to another pod now, this one is gone
+            raise
         if desired["phase"] != current.get("phase"):
             log.info("pod is %s", desired["phase"], extra=object_fields(pod, phase=desired["phase"]))
 
