@@ -15,8 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from pykubevirt.api.strategic_merge_diff import POD_STATUS_MERGE_KEYS, two_way_merge_patch
-from pykubevirt.client.api import JSON_PATCH, STRATEGIC_MERGE_PATCH, KubeClient, Object
+from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.errors import ApiError, Conflict, Invalid, NotFound
 from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import NODES, PODS, VIRTUAL_MACHINE_INSTANCES
@@ -156,7 +155,9 @@ class SimulatedNode:
                 await self._react_to_pod(pod)
                 return
             except Conflict:
-                # The cache was behind (a binding for a pod bound already): react again to a fresh read.
+                # As the node agent's status writes: the pod changed since the cache showed it (virt-controller's
+                # readiness gate, say), so its status is computed again from a fresh read instead of overwriting
+                # that change with a stale conditions list.
                 if attempt == 4:
                     raise
                 try:
@@ -272,20 +273,13 @@ class SimulatedNode:
         wanted = (pod.get("spec") or {}).get("nodeSelector") or {}
         return all(labels.get(k) == v for k, v in wanted.items())
 
-    async def _put_status(self, pod: Object, status: dict[str, Any]) -> None:
-        """Merge `status` into the pod's as a kubelet does: a strategic merge patch of what changed, guarded by uid."""
-        current = pod.get("status") or {}
-        patch = {
-            "metadata": {"uid": pod["metadata"]["uid"]},
-            "status": two_way_merge_patch(current, {**current, **status}, POD_STATUS_MERGE_KEYS),
-        }
+    async def _put_status(self, pod: Object, status: dict[str, Any], *, as_read: bool = True) -> None:
+        """Merge `status` into the pod's; `as_read` guards it with the resourceVersion it was computed from."""
+        patch: dict[str, Any] = {"status": status}
+        if as_read:
+            patch["metadata"] = {"resourceVersion": pod["metadata"]["resourceVersion"]}
         patched = await self.client.patch(
-            PODS,
-            pod["metadata"]["name"],
-            patch,
-            pod["metadata"]["namespace"],
-            subresource="status",
-            patch_type=STRATEGIC_MERGE_PATCH,
+            PODS, pod["metadata"]["name"], patch, pod["metadata"]["namespace"], subresource="status"
         )
         self.pods.wrote(patched, pod["metadata"]["resourceVersion"])
         self.writes += 1
@@ -300,7 +294,7 @@ class SimulatedNode:
             for c in (pod.get("spec") or {}).get("containers") or []
         ]
         with contextlib.suppress(NotFound):
-            await self._put_status(pod, {"phase": phase, "containerStatuses": containers})
+            await self._put_status(pod, {"phase": phase, "containerStatuses": containers}, as_read=False)
 
     async def _react_vmi(self, key: str) -> None:
         vmi = self.vmis.get(key)

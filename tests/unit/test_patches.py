@@ -70,6 +70,31 @@ def test_merge_patch() -> None:
     assert apply_merge_patch(DOC, make_merge_patch(DOC, result)) == result
 
 
+def test_strategic_merge_keys_pod_conditions_and_ips_and_replaces_container_statuses_whole() -> None:
+    waiting = [{"name": "compute", "ready": False, "state": {"waiting": {"reason": "ContainerCreating"}}}]
+    running = [{"name": "compute", "ready": True, "state": {"running": {"startedAt": "2026-12-05T10:00:00Z"}}}]
+    pod = {
+        "status": {
+            "conditions": [{"type": "gate", "status": "True"}, {"type": "Ready", "status": "False", "reason": "x"}],
+            "containerStatuses": waiting,
+            "podIPs": [{"ip": "10.0.0.2"}],
+        }
+    }
+    patch = {
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": None}],
+            "containerStatuses": running,
+            "podIPs": [{"ip": "fd00::2"}],
+        }
+    }
+    result = patching.apply(pod, patch, patching.STRATEGIC_MERGE_PATCH, builtin=True)["status"]
+    # conditions merge by type (another writer's gate stays), podIPs by ip (PodStatus's patchMergeKeys) ...
+    assert result["conditions"] == [{"type": "gate", "status": "True"}, {"type": "Ready", "status": "True"}]
+    assert result["podIPs"] == [{"ip": "10.0.0.2"}, {"ip": "fd00::2"}]
+    # ... while containerStatuses has none: the list is replaced, no `waiting` is left beside `running`.
+    assert result["containerStatuses"] == running
+
+
 def test_json_patch_copies_are_bounded_in_total() -> None:
     doc = {"a": "x" * 1000}
     ops = [{"op": "copy", "from": "/a", "path": f"/b{i}"} for i in range(5)]

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import pod_layout
-from pykubevirt.api.strategic_merge_diff import POD_STATUS_MERGE_KEYS, two_way_merge_patch
 from pykubevirt.api.timestamps import now_rfc3339, parse_time
-from pykubevirt.client.api import STRATEGIC_MERGE_PATCH, KubeClient, Object
-from pykubevirt.client.errors import Conflict, Invalid, NotFound
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.errors import Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.resources import CONFIG_MAPS, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SECRETS
 from pykubevirt.log import object_fields
@@ -44,6 +43,7 @@ RESTART_BACKOFF_MAX_SECONDS = 300.0
 # A container that ran this long before it ended restarts without back-off (the kubelet forgets its back-off).
 BACKOFF_RESET_SECONDS = 600.0
 DEFAULT_GRACE_SECONDS = 30
+STATUS_WRITE_ATTEMPTS = 5
 
 
 def _epoch(stamp: str) -> float:
@@ -526,43 +526,46 @@ class PodWorker:
         )
 
     async def _report(self, pod: Object, plan: _Plan, *, killed: bool) -> None:
-        """Write the status when it changed, as the kubelet does: a strategic merge patch of what changed since `pod`.
-
-        The patch carries the pod's uid as a precondition and no resourceVersion, so a condition another writer added
-        meanwhile (virt-controller's readiness gate) is kept, not refused and retried. `pod` is at least as new as
-        this worker's last write, and only the node writes the fields it compares.
-        """
-        inits, mains = self.statuses(pod, plan, killed=killed)
-        desired = pod_status.desired_status(
-            pod,
-            inits,
-            mains,
-            gating_inits=gating_init_statuses(pod, inits),
-            killed=killed,
-            sandbox_ready=self.dir.exists() and not self.sandbox.problem,
-            now=now_rfc3339(),
-            pod_ips=self.sandbox.reported_ips(),
-        )
-        current = pod.get("status") or {}
-        if not pod_status.status_differs(current, desired):
-            return
-        meta = pod["metadata"]
-        patch = {
-            "metadata": {"uid": self.uid},
-            "status": two_way_merge_patch(current, {**current, **desired}, POD_STATUS_MERGE_KEYS),
-        }
-        try:
-            self.latest = await self.ctx.client.patch(
-                PODS, meta["name"], patch, meta.get("namespace"), subresource="status", patch_type=STRATEGIC_MERGE_PATCH
+        """Write the status when it changed; on a conflict, recompute against the current pod and retry."""
+        for _ in range(STATUS_WRITE_ATTEMPTS):
+            inits, mains = self.statuses(pod, plan, killed=killed)
+            desired = pod_status.desired_status(
+                pod,
+                inits,
+                mains,
+                gating_inits=gating_init_statuses(pod, inits),
+                killed=killed,
+                sandbox_ready=self.dir.exists() and not self.sandbox.problem,
+                now=now_rfc3339(),
+                pod_ips=self.sandbox.reported_ips(),
             )
+            if not pod_status.status_differs(pod.get("status") or {}, desired):
+                return
+            meta = pod["metadata"]
+            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": desired}
+            try:
+                self.latest = await self.ctx.client.patch(
+                    PODS, meta["name"], patch, meta.get("namespace"), subresource="status"
+                )
+                if desired["phase"] != (pod.get("status") or {}).get("phase"):
+                    log.info("pod is %s", desired["phase"], extra=object_fields(pod, phase=desired["phase"]))
+                return
+            except NotFound:
+                return
+            except Conflict:
+                fresh = await self._get(pod)
+                if fresh is None:
+                    return
+                pod = fresh
+        raise Conflict({"message": "pod status kept changing under the node agent"}, 409)
+
+    async def _get(self, pod: Object) -> Object | None:
+        meta = pod["metadata"]
+        try:
+            fresh = await self.ctx.client.get(PODS, meta["name"], meta.get("namespace"))
         except NotFound:
-            return
-        except Invalid as exc:
-            if any(cause.get("field") == "metadata.uid" for cause in exc.causes):
-                return  # the uid guard: the name belongs to another pod now, this one is gone
-            raise
-        if desired["phase"] != current.get("phase"):
-            log.info("pod is %s", desired["phase"], extra=object_fields(pod, phase=desired["phase"]))
+            return None
+        return fresh if fresh["metadata"].get("uid") == self.uid else None
 
 
 def api_fetch(client: KubeClient) -> Fetch:
