@@ -159,8 +159,8 @@ class EmbeddedAPIServer:
         self._namespaces: list[str] = list(INITIAL_NAMESPACES)
         # Each component gets its own identity (its service account's, in a cluster) and a kubeconfig at start.
         self._component_users: dict[str, str] = {"scheduler": security.SCHEDULER_USER}
-        # The same, by user: who wrote, for the write counts (the first component of a user names it).
-        self._component_of_user: dict[str, str] = {security.SCHEDULER_USER: "scheduler"}
+        # The same, by user: who wrote, for the write counts.
+        self._component_of_user = _component_of_each_user(self._component_users)
         self._startups: list[Callable[[], Awaitable[None]]] = []
         self._runner: web.AppRunner | None = None
         self.metrics = RequestMetrics(self.store)
@@ -207,9 +207,7 @@ class EmbeddedAPIServer:
     def add_component(self, name: str, service_account_user: str) -> None:
         """Mint a token for this service account at start and write `<name>.kubeconfig` for the component."""
         self._component_users[name] = service_account_user
-        self._component_of_user = {}
-        for component, user in self._component_users.items():
-            self._component_of_user.setdefault(user, component)
+        self._component_of_user = _component_of_each_user(self._component_users)
 
     def add_routes(self, add: Callable[[web.Application], None]) -> None:
         """Have `add` put its routes on the application before it serves."""
@@ -501,3 +499,11 @@ class EmbeddedAPIServer:
                 await cleanup()
         self.store.close()
         log.info("stopped")
+
+
+def _component_of_each_user(component_users: dict[str, str]) -> dict[str, str]:
+    """Component by user; a user several components share is named by the first of them."""
+    by_user: dict[str, str] = {}
+    for component, user in component_users.items():
+        by_user.setdefault(user, component)
+    return by_user

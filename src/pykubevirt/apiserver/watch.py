@@ -65,9 +65,9 @@ class Watcher:
 
     def take_ready(self, last: int) -> tuple[list[WatchItem], int]:
         """The pending events after revision `last` as this watcher sees them, and the last revision taken."""
-        events = list(self.pending)
+        taken = self.take(self.pending, last)  # translating never adds to pending: nothing awaits in between
         self.pending.clear()
-        return self.take(events, last)
+        return taken
 
     def take(self, events: Iterable[Event], last: int) -> tuple[list[WatchItem], int]:
         """`events` after revision `last` as this watcher sees them, and the last revision looked at."""

@@ -140,11 +140,10 @@ def check_uid_unchanged(resource: Resource, new: dict[str, Any], old: dict[str, 
     ResetObjectMetaForStatus leaves the uid as the client sent it.
     """
     uid = (new.get("metadata") or {}).get("uid")
-    stored = (old.get("metadata") or {}).get("uid")
-    if uid and uid != stored:
-        name = (old.get("metadata") or {}).get("name") or ""
+    stored = old["metadata"]
+    if uid and uid != stored.get("uid"):
         cause = invalid("metadata.uid", uid, "field is immutable")
-        raise errors.invalid(resource.kind, resource.group, str(name), [cause])
+        raise errors.invalid(resource.kind, resource.group, str(stored["name"]), [cause])
 
 
 def validate_metadata(resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
