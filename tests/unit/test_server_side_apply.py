@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pykubevirt.api import errors, json_codec
-from pykubevirt.apiserver import managed_fields, protobuf, server_side_apply
+from pykubevirt.apiserver import fields_v1, managed_fields, protobuf, server_side_apply
 from pykubevirt.apiserver.builtin import BUILTIN_RESOURCES
 from pykubevirt.apiserver.field_sets import (
     difference,
@@ -580,3 +580,22 @@ def test_broken_stored_managed_fields_are_dropped_not_fatal() -> None:
     # An apply does not trust them either: it starts afresh.
     applied = apply(CONFIG_MAPS, broken, configmap({"key": "c"}), "a")
     assert list(entries(applied)) == [("a", "Apply")]
+
+
+def test_the_next_write_reads_the_field_sets_a_write_stored_without_decoding_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fields_v1, "_DECODED", {})  # no set left over from another test
+    first = track(CONFIG_MAPS, None, configmap({"a": "1"}), "writer", T0)
+    (entry,) = first["metadata"]["managedFields"]
+    assert type(entry["fieldsV1"]) is bytes
+
+    def no_decoding(text: bytes) -> Any:
+        raise AssertionError(f"decoded again: {text!r}")
+
+    # The set the text was made from is reused; a second writer then takes `a` from the first.
+    with monkeypatch.context() as patched:
+        patched.setattr(fields_v1.json_codec, "loads", no_decoding)
+        second = track(CONFIG_MAPS, first, configmap({"a": "2", "b": "1"}), "other", T1)
+    assert fields_of(second, "other", "Update") == {"f:data": {"f:a": {}, "f:b": {}}}
+    assert "f:a" not in json.dumps(fields_of(second, "writer", "Update"))

@@ -16,16 +16,20 @@ from pykubevirt.apiserver.field_sets import FieldSet
 MANAGED_FIELDS = "/metadata/managedFields"
 
 
-def encoded(fields: FieldSet) -> bytes:
-    return json_codec.dumps(fields)
-
-
 # Stored text → its decoded set, least recently used first. Sets are never changed in place (field_sets), so one
 # decoded set can serve every write that reads the same text: objects made from one template share their creator's
 # entry, and most writes carry entries unchanged since the last one. Kept small: every set held here is objects the
 # garbage collector walks again, which keeping the text as bytes avoids.
 _DECODED: dict[bytes, FieldSet] = {}
 _DECODED_LIMIT = 512
+
+
+def encoded(fields: FieldSet, *, remember: bool = False) -> bytes:
+    """The text of a field set; `remember` keeps the set for the write that reads this text back next."""
+    text = json_codec.dumps(fields)
+    if remember:
+        _keep(text, fields)
+    return text
 
 
 def decoded(value: Any) -> Any:
@@ -35,10 +39,15 @@ def decoded(value: Any) -> Any:
     fields = _DECODED.pop(value, None)
     if fields is None:
         fields = json_codec.loads(value)
-        if len(_DECODED) >= _DECODED_LIMIT:
-            del _DECODED[next(iter(_DECODED))]
-    _DECODED[value] = fields
+    _keep(value, fields)
     return fields
+
+
+def _keep(text: bytes, fields: FieldSet) -> None:
+    _DECODED.pop(text, None)
+    if len(_DECODED) >= _DECODED_LIMIT:
+        del _DECODED[next(iter(_DECODED))]
+    _DECODED[text] = fields
 
 
 def same_text(fields: dict[str, Any], text: bytes) -> bool:

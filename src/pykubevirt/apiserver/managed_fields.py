@@ -74,7 +74,8 @@ class Entry:
         if self.time:
             entry["time"] = self.time
         entry["fieldsType"] = FIELDS_V1
-        entry["fieldsV1"] = fields_v1.encoded(self.fields)
+        # The next write of this object decodes the stored text again; it finds the set it was made from.
+        entry["fieldsV1"] = fields_v1.encoded(self.fields, remember=True)
         if self.subresource:
             entry["subresource"] = self.subresource
         return entry
