@@ -499,3 +499,13 @@ class TestQOSClass:
         assert qos_class({"containers": [full], "initContainers": [init]}) == "Guaranteed"
         # Requests default to limits, as the API server does before QoS is computed.
         assert qos_class({"containers": [self.container(None, {"cpu": "1", "memory": "1Gi"})]}) == "Guaranteed"
+
+    def test_amounts_equal_as_values_but_not_as_amounts_get_their_own_class(self) -> None:
+        # Classes are remembered by the amounts asked for: a limit of `true` is no amount, though it equals 1.
+        one = {"containers": [{"resources": {"limits": {"cpu": 1, "memory": "1Gi"}}}]}
+        boolean = {"containers": [{"resources": {"limits": {"cpu": True, "memory": "1Gi"}}}]}
+        assert qos_class(one) == "Guaranteed"
+        assert qos_class(boolean) == "Burstable"
+        assert qos_class(one) == "Guaranteed"
+        # An amount that cannot be a key still gets a class.
+        assert qos_class({"containers": [{"resources": {"limits": {"cpu": {}, "memory": "1Gi"}}}]}) == "Burstable"
