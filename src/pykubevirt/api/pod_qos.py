@@ -22,24 +22,30 @@ def _amount(value: Any) -> Fraction:
 
 def qos_class(pod_spec: Mapping[str, Any]) -> str:
     """Only cpu and memory count; a missing request defaults to the limit, as the API server's defaulting does."""
-    amounts = tuple(
-        (_qos_items(resources.get("limits")), _qos_items(resources.get("requests")))
-        for container in [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]
-        for resources in [container.get("resources") or {}]
-    )
+    containers = [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]
+    amounts = tuple(_container_amounts(container) for container in containers)
     try:
         return _class_of(amounts)
     except TypeError:  # an amount that is not hashable (a pod about to be refused for it)
         return _class_of.__wrapped__(amounts)
 
 
-def _qos_items(amounts: Any) -> tuple[tuple[str, Any], ...]:
+# A container's cpu and memory limits and requests, as (resource, amount) pairs.
+_Amounts = tuple[tuple[str, Any], ...]
+
+
+def _container_amounts(container: Mapping[str, Any]) -> tuple[_Amounts, _Amounts]:
+    resources = container.get("resources") or {}
+    return _qos_items(resources.get("limits")), _qos_items(resources.get("requests"))
+
+
+def _qos_items(amounts: Any) -> _Amounts:
     # A boolean is no amount, but it equals 1 or 0 as a cache key: it goes in as its text, which does not parse either.
     return tuple((k, repr(v) if type(v) is bool else v) for k, v in (amounts or {}).items() if k in _QOS_RESOURCES)
 
 
 @functools.lru_cache(maxsize=128)
-def _class_of(amounts: tuple[tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...]], ...]) -> str:
+def _class_of(amounts: tuple[tuple[_Amounts, _Amounts], ...]) -> str:
     # Every launcher pod of a kind asks for the same amounts, and their exact sums took 70 µs a launcher pod (1 % of
     # the API server's CPU a start): the class is worked out once for each set of amounts.
     requests: dict[str, Fraction] = {}

@@ -3,7 +3,8 @@
 A field set mirrors the object it describes: a launcher pod's entries decode to 341 dicts and lists, three quarters
 of the pod's containers. Stored as bytes they are one object each, which the garbage collector never walks, a deep
 copy copies in one step and JSON encoding writes out as they are (`json_codec` takes bytes in an object as encoded
-JSON). The field manager decodes a text when it needs the set, once for all the writes that carry the same text.
+JSON). The field manager decodes a text when it needs the set, once for all the writes that carry the same text, and
+keeps each set it encodes, so the object's next write finds it without decoding.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def decoded(value: Any) -> Any:
     """The field set of a `fieldsV1` value, whichever form it is in (sent ones are decoded JSON)."""
     if type(value) is not bytes:
         return value
-    fields = _DECODED.pop(value, None)
+    fields = _DECODED.get(value)
     if fields is None:
         fields = json_codec.loads(value)
     _keep(value, fields)
@@ -44,6 +45,7 @@ def decoded(value: Any) -> Any:
 
 
 def _keep(text: bytes, fields: FieldSet) -> None:
+    """Make `text` the most recently used entry."""
     _DECODED.pop(text, None)
     if len(_DECODED) >= _DECODED_LIMIT:
         del _DECODED[next(iter(_DECODED))]
