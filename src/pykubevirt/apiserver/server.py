@@ -44,6 +44,12 @@ from pykubevirt.apiserver.garbage_collector import GarbageCollector
 from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, json_response
 from pykubevirt.apiserver.https_site import HTTPSOnlySite
 from pykubevirt.apiserver.object_api import SYSTEM_USER, AdmissionPlugin, ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.pod_garbage_collector import (
+    CHECK_PERIOD_SECONDS,
+    QUARANTINE_SECONDS,
+    TERMINATED_POD_THRESHOLD,
+    PodGarbageCollector,
+)
 from pykubevirt.apiserver.request_metrics import RequestMetrics
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.service_admission import ServiceAdmission
@@ -98,6 +104,10 @@ class ServerOptions:
     extra_hostnames: list[str] = field(default_factory=list)
     # --service-cluster-ip-range: where Services get their ClusterIPs.
     service_cidr: str = DEFAULT_SERVICE_CIDR
+    # The pod garbage collector's (kube-controller-manager's --terminated-pod-gc-threshold; its period and quarantine).
+    terminated_pod_gc_threshold: int = TERMINATED_POD_THRESHOLD
+    pod_gc_period_seconds: float = CHECK_PERIOD_SECONDS
+    pod_gc_quarantine_seconds: float = QUARANTINE_SECONDS
 
 
 ExtraHandler = Callable[[web.Request, UserInfo], Awaitable[web.StreamResponse]]
@@ -399,6 +409,14 @@ class EmbeddedAPIServer:
 
     # -------------------------------------------------------------------------------------------------- lifecycle
 
+    def _pod_garbage_collector(self) -> PodGarbageCollector:
+        return PodGarbageCollector(
+            self.api,
+            check_period=self.options.pod_gc_period_seconds,
+            quarantine=self.options.pod_gc_quarantine_seconds,
+            terminated_threshold=self.options.terminated_pod_gc_threshold,
+        )
+
     async def start(self) -> None:
         self._bootstrap()
         self.gc = GarbageCollector(self.api)
@@ -407,6 +425,7 @@ class EmbeddedAPIServer:
             asyncio.create_task(
                 self._supervise("disruption", DisruptionController(self.api, lambda: datetime.now(UTC)).run)
             ),
+            asyncio.create_task(self._supervise("pod-garbage-collector", self._pod_garbage_collector().run)),
             asyncio.create_task(self._supervise("event-expiry", self._expire_events)),
             asyncio.create_task(self._supervise("compaction", self._compact)),
             asyncio.create_task(self._supervise("clusterrole-aggregation", self.aggregation.run)),

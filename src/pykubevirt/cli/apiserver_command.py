@@ -58,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
         event_ttl_seconds=args.event_ttl,
         fsync=not args.unsafe_no_fsync,
         service_cidr=args.service_cluster_ip_range,
+        terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,
+        pod_gc_period_seconds=args.pod_gc_period,
+        pod_gc_quarantine_seconds=args.pod_gc_quarantine,
     )
     asyncio.run(serve(options, ClusterConfig(feature_gates=args.feature_gates), plain=args.plain))
     return 0

@@ -110,6 +110,21 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     apiserver.add_argument("--compact-interval", type=float, default=300.0, help="seconds between compactions")
     apiserver.add_argument("--event-ttl", type=int, default=3600, help="seconds an Event is kept after its last write")
     apiserver.add_argument(
+        "--terminated-pod-gc-threshold",
+        type=int,
+        default=12_500,
+        help="finished pods kept before the oldest are deleted (kube-controller-manager's flag; 0 keeps all)",
+    )
+    apiserver.add_argument(
+        "--pod-gc-period", type=float, default=20.0, help="seconds between the pod garbage collector's passes"
+    )
+    apiserver.add_argument(
+        "--pod-gc-quarantine",
+        type=float,
+        default=40.0,
+        help="seconds a node must stay missing before the pods bound to it are deleted",
+    )
+    apiserver.add_argument(
         "--service-cluster-ip-range",
         default="10.0.0.0/24",
         help="the IPv4 CIDR Services get their ClusterIPs from (kube-apiserver's flag and default)",
