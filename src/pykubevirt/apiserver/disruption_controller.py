@@ -32,14 +32,11 @@ class DisruptionController:
     def __init__(self, api: ObjectAPI, clock: Callable[[], datetime]) -> None:
         self.api = api
         self.clock = clock
-        pods = api.registry.get("", "v1", "pods")
-        budgets = api.registry.get("policy", "v1", "poddisruptionbudgets")
-        assert pods is not None and budgets is not None
-        self.pods: Resource = pods
-        self.budgets: Resource = budgets
+        self.pods: Resource = api.registry.builtin("", "v1", "pods")
+        self.budgets: Resource = api.registry.builtin("policy", "v1", "poddisruptionbudgets")
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._pending: set[str] = set()
-        for record in api.store.records(budgets.collection):
+        for record in api.store.records(self.budgets.collection):
             self._enqueue(str(record.value["metadata"].get("namespace", "")))
         api.store.add_listener(self._on_event)
 

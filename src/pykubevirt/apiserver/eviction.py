@@ -35,9 +35,7 @@ class Evictions:
         self.admission: list[EvictionAdmission] = []
 
     def _budgets(self) -> Resource:
-        resource = self.api.registry.get("policy", "v1", "poddisruptionbudgets")
-        assert resource is not None, "PodDisruptionBudgets are built in"
-        return resource
+        return self.api.registry.builtin("policy", "v1", "poddisruptionbudgets")
 
     def evict(
         self, pods: Resource, namespace: str | None, name: str, eviction: dict[str, Any] | None, ctx: RequestContext

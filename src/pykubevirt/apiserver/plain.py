@@ -21,8 +21,7 @@ from pykubevirt.apiserver.workload_kinds import WORKLOAD_RESOURCES
 
 def _publish_authentication(server: EmbeddedAPIServer, data: dict[str, str]) -> None:
     """Write kube-system/extension-apiserver-authentication, which extension API servers read at start."""
-    config_maps = server.registry.get("", "v1", "configmaps")
-    assert config_maps is not None
+    config_maps = server.registry.builtin("", "v1", "configmaps")
     ctx = RequestContext(user=SYSTEM_USER)
     current = server.api.find(config_maps, AUTH_CONFIGMAP_NAMESPACE, AUTH_CONFIGMAP_NAME)
     body = {"metadata": {"name": AUTH_CONFIGMAP_NAME, "namespace": AUTH_CONFIGMAP_NAMESPACE}, "data": data}

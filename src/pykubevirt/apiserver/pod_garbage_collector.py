@@ -62,11 +62,8 @@ class PodGarbageCollector:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
-        pods = api.registry.get("", "v1", "pods")
-        nodes = api.registry.get("", "v1", "nodes")
-        assert pods is not None and nodes is not None
-        self.pods: Resource = pods
-        self.nodes: Resource = nodes
+        self.pods: Resource = api.registry.builtin("", "v1", "pods")
+        self.nodes: Resource = api.registry.builtin("", "v1", "nodes")
         self.check_period = check_period
         self.quarantine = quarantine
         self.terminated_threshold = terminated_threshold

@@ -89,8 +89,7 @@ class PodLogs:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if not node_name:
             raise errors.bad_request(f"pod {target.name} does not have a host assigned")
-        nodes = self.api.registry.get("", "v1", "nodes")
-        assert nodes is not None
+        nodes = self.api.registry.builtin("", "v1", "nodes")
         node = self.api.find(nodes, None, str(node_name))
         if node is None:
             raise errors.not_found("nodes", "", str(node_name))

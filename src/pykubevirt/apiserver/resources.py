@@ -78,6 +78,13 @@ class Registry:
     def get(self, group: str, version: str, plural: str) -> Resource | None:
         return self._by_path.get((group, version, plural))
 
+    def builtin(self, group: str, version: str, plural: str) -> Resource:
+        """A resource every server serves (pods, nodes, RBAC…); its absence is a bug, not a request's error."""
+        resource = self._by_path.get((group, version, plural))
+        if resource is None:
+            raise LookupError(f"built-in resource {plural} of {group or 'core'}/{version} is not registered")
+        return resource
+
     def all(self) -> list[Resource]:
         return list(self._by_path.values())
 

@@ -157,8 +157,7 @@ class EmbeddedAPIServer:
         self.api.admission.append(RBACAdmission(self.authorizer))
         AccessReviews(self.authorizer, self.tokens).install(self.rest)
         TokenRequests(self.api, self.tokens, lambda: datetime.now(UTC)).install(self.rest)
-        cluster_roles = self.registry.get("rbac.authorization.k8s.io", "v1", "clusterroles")
-        assert cluster_roles is not None
+        cluster_roles = self.registry.builtin("rbac.authorization.k8s.io", "v1", "clusterroles")
         self.aggregation = AggregationController(self.api, cluster_roles)
         self.gc: GarbageCollector | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -234,8 +233,7 @@ class EmbeddedAPIServer:
     def _bootstrap(self) -> None:
         self.crds.load_stored()
         self.crds.install_crds(self._crd_manifests)
-        namespaces = self.registry.get("", "v1", "namespaces")
-        assert namespaces is not None
+        namespaces = self.registry.builtin("", "v1", "namespaces")
         ctx = RequestContext(user=SYSTEM_USER)
         for name in self._namespaces:
             if self.api.find(namespaces, None, name) is None:

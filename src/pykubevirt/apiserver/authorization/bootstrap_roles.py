@@ -60,8 +60,7 @@ def reconcile_bootstrap_policy(api: ObjectAPI, registry: Registry, extra: Iterab
     """Create missing bootstrap objects (kube's and `extra`) and restore those still marked for automatic update."""
     ctx = RequestContext(user=SYSTEM_USER)
     for shipped in (*bootstrap_policy(), *extra):
-        resource = registry.get("rbac.authorization.k8s.io", "v1", PLURALS[shipped["kind"]])
-        assert resource is not None
+        resource = registry.builtin("rbac.authorization.k8s.io", "v1", PLURALS[shipped["kind"]])
         meta = shipped["metadata"]
         namespace = meta.get("namespace")
         current = api.find(resource, namespace, meta["name"])
