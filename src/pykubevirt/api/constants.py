@@ -60,6 +60,9 @@ RESERVED_VMI_LABELS: Final = (
     INSTALL_STRATEGY_LABEL,
 )
 
+# Kubernetes' non-graceful node shutdown: a node carrying this taint is known to run nothing any more.
+OUT_OF_SERVICE_TAINT: Final = "node.kubernetes.io/out-of-service"
+
 # Annotations.
 VM_GENERATION_ANNOTATION: Final = "kubevirt.io/vm-generation"
 LATEST_OBSERVED_API_VERSION_ANNOTATION: Final = "kubevirt.io/latest-observed-api-version"

@@ -16,11 +16,11 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from pykubevirt.api import errors
+from pykubevirt.api import constants as c
+from pykubevirt.api import errors, objects
 from pykubevirt.api.timestamps import format_time
 from pykubevirt.apiserver.deletion import DeleteOptions
 from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
@@ -34,19 +34,15 @@ FIELD_MANAGER = "PodGC"
 CHECK_PERIOD_SECONDS = 20.0
 QUARANTINE_SECONDS = 40.0
 TERMINATED_POD_THRESHOLD = 12_500
-OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 NODE_GONE = ("DeletionByPodGC", "PodGC: node no longer exists")
 FINISHED = ("Succeeded", "Failed")
 
 
-def _node_ready(node: dict[str, Any]) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def _out_of_service(node: dict[str, Any]) -> bool:
-    taints = (node.get("spec") or {}).get("taints") or []
-    return any(t.get("key") == OUT_OF_SERVICE_TAINT for t in taints)
+def _shut_down(node: dict[str, Any] | None) -> bool:
+    """Not Ready and tainted out-of-service (kube's TaintKeyExists: the key alone, whatever the effect)."""
+    if node is None or objects.condition_true(node, "Ready"):
+        return False
+    return any(t.get("key") == c.OUT_OF_SERVICE_TAINT for t in objects.spec(node).get("taints") or [])
 
 
 class PodGarbageCollector:
@@ -59,7 +55,6 @@ class PodGarbageCollector:
         check_period: float = CHECK_PERIOD_SECONDS,
         quarantine: float = QUARANTINE_SECONDS,
         terminated_threshold: int = TERMINATED_POD_THRESHOLD,
-        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.pods: Resource = api.registry.builtin("", "v1", "pods")
@@ -67,7 +62,6 @@ class PodGarbageCollector:
         self.check_period = check_period
         self.quarantine = quarantine
         self.terminated_threshold = terminated_threshold
-        self.monotonic = monotonic
         # Node name → when a pod was first seen bound to it while it did not exist.
         self._missing_since: dict[str, float] = {}
 
@@ -86,17 +80,16 @@ class PodGarbageCollector:
         nodes = {str(r.value["metadata"]["name"]): r.value for r in self.api.store.records(self.nodes.collection)}
         self._over_threshold(pods)
         for pod in pods:
-            node = nodes.get(_node_name(pod))
-            if _terminating(pod) and node is not None and not _node_ready(node) and _out_of_service(node):
+            if _terminating(pod) and _shut_down(nodes.get(_node_name(pod))):
                 log.info("garbage collecting pod %s/%s, terminating on an out-of-service node", *_names(pod))
                 self._fail_and_delete(pod, None)
-        gone = self._gone_nodes(pods, nodes, self.monotonic())
+        gone = self._gone_nodes(pods, nodes, time.monotonic())
         for pod in pods:
             if _node_name(pod) in gone:
                 log.info("found orphaned pod %s/%s on deleted node %s, deleting", *_names(pod), _node_name(pod))
                 self._fail_and_delete(pod, NODE_GONE)
         for pod in pods:
-            if pod["metadata"].get("deletionTimestamp") and not _node_name(pod):
+            if objects.is_marked_for_deletion(pod) and not _node_name(pod):
                 log.info("found unscheduled terminating pod %s/%s, deleting", *_names(pod))
                 self._fail_and_delete(pod, None)
 
@@ -127,7 +120,7 @@ class PodGarbageCollector:
             user=PODGC_USER, user_agent="kube-controller-manager", field_manager=FIELD_MANAGER, force=True
         )
         try:
-            if (pod.get("status") or {}).get("phase") not in FINISHED:
+            if objects.status(pod).get("phase") not in FINISHED:
                 status: dict[str, Any] = {"phase": "Failed"}
                 if condition is not None:
                     reason, message = condition
@@ -144,10 +137,8 @@ class PodGarbageCollector:
                 applied["status"] = status
                 body = json.dumps(applied).encode()
                 self.api.patch(self.pods, namespace, name, body, APPLY_PATCH, ctx, subresource="status")
-            uid = str(pod["metadata"].get("uid") or "") or None
-            self.api.delete(
-                self.pods, namespace, name, DeleteOptions(grace_period_seconds=0, precondition_uid=uid), ctx
-            )
+            options = DeleteOptions(grace_period_seconds=0, precondition_uid=objects.uid_of(pod))
+            self.api.delete(self.pods, namespace, name, options, ctx)
         except errors.APIError as exc:
             # Gone already, or replaced by a pod of the same name: nothing of this one is left to collect.
             if exc.code not in (404, 409):
@@ -157,20 +148,20 @@ class PodGarbageCollector:
 
 
 def _node_name(pod: dict[str, Any]) -> str:
-    return str((pod.get("spec") or {}).get("nodeName") or "")
+    return str(objects.spec(pod).get("nodeName") or "")
 
 
 def _terminated(pod: dict[str, Any]) -> bool:
     # kube's isPodTerminated: any phase but the three of a pod still to run.
-    return (pod.get("status") or {}).get("phase") not in ("Pending", "Running", "Unknown")
+    return objects.status(pod).get("phase") not in ("Pending", "Running", "Unknown")
 
 
 def _terminating(pod: dict[str, Any]) -> bool:
-    return bool(pod["metadata"].get("deletionTimestamp")) and not _terminated(pod)
+    return objects.is_marked_for_deletion(pod) and not _terminated(pod)
 
 
 def _evicted(pod: dict[str, Any]) -> bool:
-    status = pod.get("status") or {}
+    status = objects.status(pod)
     return status.get("phase") == "Failed" and status.get("reason") == "Evicted"
 
 

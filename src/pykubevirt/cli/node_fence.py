@@ -34,7 +34,7 @@ from pykubevirt.client.api import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
 from pykubevirt.client.config import ConfigError, load_kubeconfig
 from pykubevirt.client.errors import ApiError, Conflict, NotFound
 from pykubevirt.client.resources import NODES, PODS
-from pykubevirt.controller.node_controller import NO_EXECUTE, OUT_OF_SERVICE_TAINT
+from pykubevirt.controller.node_controller import NO_EXECUTE
 from pykubevirt.node.teardown import kill_node_pods
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ log = logging.getLogger("pykubevirt.supervisor.fence")
 DEFAULT_FENCE_GRACE_SECONDS = 30.0
 CHECK_SECONDS = 2.0
 FENCED_CONDITION = "Fenced"
-FENCE_TAINT: dict[str, str] = {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": NO_EXECUTE}
+FENCE_TAINT: dict[str, str] = {"key": c.OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": NO_EXECUTE}
 
 
 def agent_heartbeat(node: Object) -> datetime | None:
@@ -211,7 +211,7 @@ class NodeFencer:
             except NotFound:
                 return
             taints: list[Any] = [
-                t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != OUT_OF_SERVICE_TAINT
+                t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != c.OUT_OF_SERVICE_TAINT
             ]
             if present:
                 taints.append({**FENCE_TAINT, "timeAdded": format_time(self.clock())})

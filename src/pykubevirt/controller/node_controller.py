@@ -33,7 +33,6 @@ DEFAULT_HEARTBEAT_TIMEOUT_SECONDS = 60.0
 DEFAULT_RECHECK_SECONDS = 10.0
 VMI_NODE_INDEX = "node-name"
 POD_NODE_INDEX = "pod-node"
-OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 NO_EXECUTE = "NoExecute"
 
 
@@ -52,7 +51,7 @@ def node_unresponsive(node: Object | None, timeout: float, now: datetime) -> boo
 def out_of_service(node: Object | None) -> bool:
     """True for a node carrying the out-of-service taint with effect NoExecute (non-graceful node shutdown)."""
     taints = ((node or {}).get("spec") or {}).get("taints") or []
-    return any(t.get("key") == OUT_OF_SERVICE_TAINT and t.get("effect") == NO_EXECUTE for t in taints)
+    return any(t.get("key") == c.OUT_OF_SERVICE_TAINT and t.get("effect") == NO_EXECUTE for t in taints)
 
 
 def tolerates_out_of_service(pod: Object) -> bool:
@@ -60,7 +59,7 @@ def tolerates_out_of_service(pod: Object) -> bool:
     for toleration in (pod.get("spec") or {}).get("tolerations") or []:
         if (toleration.get("effect") or NO_EXECUTE) != NO_EXECUTE:
             continue
-        if (toleration.get("key") or OUT_OF_SERVICE_TAINT) != OUT_OF_SERVICE_TAINT:
+        if (toleration.get("key") or c.OUT_OF_SERVICE_TAINT) != c.OUT_OF_SERVICE_TAINT:
             continue
         if toleration.get("operator") == "Exists" or not toleration.get("value"):
             return True
