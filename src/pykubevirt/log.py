@@ -21,6 +21,8 @@ OBJECT_FIELDS = {
     "pod": "pod",
     "duration_ms": "duration_ms",
     "count": "count",
+    # What inside the component wrote the line (KubeVirt's virt-launcher: "libvirt" for the daemon's own).
+    "subcomponent": "subcomponent",
 }
 
 

@@ -13,12 +13,15 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import libvirt
 
@@ -47,8 +50,21 @@ unix_sock_rw_perms = "0700"
 unix_sock_admin_perms = "0700"
 auth_unix_ro = "none"
 auth_unix_rw = "none"
-log_outputs = "3:file:{log}"
+log_outputs = "3:stderr"
 """
+
+# One line of libvirt's log: "2026-12-05 17:44:01.123+0000: 1234: error : qemuDomainLookupByName:1416 : Domain not …".
+_LOG_LINE = re.compile(r"^\S+ \S+: \d+: (debug|info|warning|error) : (.*)$")
+_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def libvirt_log_record(line: str) -> tuple[int, str]:
+    """The level and message of one line the daemon writes; a line not in libvirt's format (the mount steps' shell)
+    is a warning as it stands."""
+    matched = _LOG_LINE.match(line)
+    if matched is None:
+        return logging.WARNING, line
+    return _LOG_LEVELS[matched.group(1)], matched.group(2)
 
 
 class LibvirtdError(RuntimeError):
@@ -84,6 +100,7 @@ class PrivateLibvirtd:
         # A qemu hook script (libvirt calls it at incoming migration with the domain XML to rewrite).
         self.hook = hook
         self.process: subprocess.Popen[bytes] | None = None
+        self._forwarder: threading.Thread | None = None
 
     @property
     def socket(self) -> Path:
@@ -97,7 +114,7 @@ class PrivateLibvirtd:
         d = self.directory
         for name in ("sock", "log", *(host for host, _ in (*_MOUNTS, *self.mounts))):
             (d / name).mkdir(parents=True, exist_ok=True)
-        (d / "etc" / "libvirtd.conf").write_text(_LIBVIRTD_CONF.format(sock=d / "sock", log=d / "log" / "libvirtd.log"))
+        (d / "etc" / "libvirtd.conf").write_text(_LIBVIRTD_CONF.format(sock=d / "sock"))
         (d / "etc" / "qemu.conf").write_text(qemu_conf(self.migration_address, self.ports))
         if self.hook:
             hooks = d / "etc" / "hooks"
@@ -145,7 +162,24 @@ class PrivateLibvirtd:
     def _spawn(self) -> subprocess.Popen[bytes]:
         # Popen only forks and execs: quick enough for the loop, and the wait below is asynchronous.
         with (self.directory / "log" / "stderr.log").open("ab") as output:
-            return subprocess.Popen(self.command(), stdout=output, stderr=output, stdin=subprocess.DEVNULL)
+            process = subprocess.Popen(self.command(), stdout=output, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        assert process.stderr is not None
+        self._forwarder = threading.Thread(
+            target=self._forward, args=(process.stderr,), name="libvirtd-log", daemon=True
+        )
+        self._forwarder.start()
+        return process
+
+    def _forward(self, stream: IO[bytes]) -> None:
+        """libvirt's warnings and errors into the launcher's own log, as KubeVirt's virt-launcher shows them, so
+        `kubectl logs` of the compute container has them; the raw lines stay in log/stderr.log."""
+        with stream, (self.directory / "log" / "stderr.log").open("ab", buffering=0) as raw:
+            for line in iter(stream.readline, b""):
+                raw.write(line)
+                text = line.decode(errors="replace").rstrip()
+                if text:
+                    level, message = libvirt_log_record(text)
+                    log.log(level, "%s", message, extra={"subcomponent": "libvirt"})
 
     async def _accepts(self) -> bool:
         # The socket accepts before the QEMU driver has initialised; only a full open shows the daemon serves.
@@ -162,12 +196,11 @@ class PrivateLibvirtd:
         return await asyncio.to_thread(probe)
 
     def _log_tail(self) -> str:
-        parts = []
-        for name in ("stderr.log", "libvirtd.log"):
-            path = self.directory / "log" / name
-            if path.exists():
-                parts.append(path.read_text(errors="replace")[-1500:])
-        return "\n".join(parts).strip() or "no output"
+        if self._forwarder is not None and self.process is not None and self.process.poll() is not None:
+            self._forwarder.join(1.0)  # the daemon exited: its last lines are on their way to the file
+        path = self.directory / "log" / "stderr.log"
+        tail = path.read_text(errors="replace")[-1500:] if path.exists() else ""
+        return tail.strip() or "no output"
 
     def pid(self) -> int:
         return self.process.pid if self.process is not None else 0

@@ -1,0 +1,42 @@
+"""A migration target's private libvirtd: what it warns about or fails at reaches the launcher's own log."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
+from pykubevirt.launcher.migration_target import MIGRATION_PORTS
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.asyncio(loop_scope="function")
+
+# The launchers' qemu.conf sets security_driver "none", and libvirt warns about it as its QEMU driver starts.
+SECURITY_WARNING = 'virSecurityManagerNew:194 : Configured security driver "none" disables default policy'
+
+
+async def test_the_daemons_warnings_reach_the_launchers_log_as_libvirt_lines(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="pykubevirt.launcher.libvirtd")
+    daemon = PrivateLibvirtd(tmp_path / "daemon", migration_address="", ports=MIGRATION_PORTS)
+    await daemon.start()
+    try:
+
+        def forwarded() -> list[logging.LogRecord]:
+            return [
+                r
+                for r in caplog.records
+                if getattr(r, "subcomponent", None) == "libvirt" and r.getMessage().startswith(SECURITY_WARNING)
+            ]
+
+        (record,) = await eventually(forwarded)
+        # libvirt's level becomes the line's; its timestamp and thread are dropped, the launcher's line has its own.
+        assert record.levelno == logging.WARNING
+        raw = (tmp_path / "daemon" / "log" / "stderr.log").read_text()
+        assert f": warning : {SECURITY_WARNING}" in raw
+    finally:
+        await daemon.stop()
+        daemon.remove()
