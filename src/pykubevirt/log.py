@@ -21,8 +21,10 @@ OBJECT_FIELDS = {
     "pod": "pod",
     "duration_ms": "duration_ms",
     "count": "count",
-    # What inside the component wrote the line (KubeVirt's virt-launcher: "libvirt" for the daemon's own).
+    # What inside the component wrote the line (KubeVirt's virt-launcher: "libvirt" for the daemon's own lines, with
+    # libvirt's thread; LogRecord has a `thread` of its own).
     "subcomponent": "subcomponent",
+    "libvirt_thread": "thread",
 }
 
 
@@ -38,7 +40,8 @@ class JSONFormatter(logging.Formatter):
             "component": self.component,
             "level": record.levelname.lower(),
             "msg": record.getMessage(),
-            "pos": f"{record.module}.py:{record.lineno}",
+            # A line relayed from another program keeps that program's position (libvirt's function:line).
+            "pos": record.__dict__.get("position") or f"{record.module}.py:{record.lineno}",
             "timestamp": datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         }
         for attribute, key in OBJECT_FIELDS.items():

@@ -1,36 +1,58 @@
-"""libvirt's own log lines, as the private libvirtd writes them, turned into a level and a message."""
+"""libvirt's own log lines, as the private libvirtd writes them, in the parts KubeVirt's virt-launcher shows."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 
-from pykubevirt.launcher.libvirt_daemon import libvirt_log_record
+from pykubevirt.launcher.libvirt_daemon import LibvirtLogLine, libvirt_log_record
+from pykubevirt.log import JSONFormatter
 
 
 @pytest.mark.parametrize(
-    ("line", "level", "message"),
+    ("line", "parsed"),
     [
         (
             "2026-12-05 17:44:01.123+0000: 1234: error : qemuDomainObjBeginJobInternal:955 : Timed out during "
             "operation: cannot acquire state change lock",
-            logging.ERROR,
-            "qemuDomainObjBeginJobInternal:955 : Timed out during operation: cannot acquire state change lock",
+            LibvirtLogLine(
+                logging.ERROR,
+                "Timed out during operation: cannot acquire state change lock",
+                "qemuDomainObjBeginJobInternal:955",
+                "1234",
+            ),
         ),
         (
             "2026-12-05 17:44:01.123+0000: 77: warning : virSecurityManagerNew:194 : Configured security driver",
-            logging.WARNING,
-            "virSecurityManagerNew:194 : Configured security driver",
+            LibvirtLogLine(logging.WARNING, "Configured security driver", "virSecurityManagerNew:194", "77"),
         ),
-        ("2026-12-05 17:44:01.000+0000: 1: info : libvirt version: 9.0.0", logging.INFO, "libvirt version: 9.0.0"),
-        ("2026-12-05 17:44:01.000+0000: 1: debug : qemuMonitorIO:1 : x", logging.DEBUG, "qemuMonitorIO:1 : x"),
+        (
+            "2026-12-05 17:44:01.000+0000: 1: info : libvirt version: 9.0.0",
+            LibvirtLogLine(logging.INFO, "libvirt version: 9.0.0", None, "1"),
+        ),
+        (
+            "2026-12-05 17:44:01.000+0000: 9: debug : qemuMonitorIO:1 : x : y",
+            LibvirtLogLine(logging.DEBUG, "x : y", "qemuMonitorIO:1", "9"),
+        ),
     ],
 )
-def test_a_libvirt_line_keeps_its_level_and_loses_its_timestamp_and_thread(line: str, level: int, message: str) -> None:
-    assert libvirt_log_record(line) == (level, message)
+def test_a_libvirt_line_keeps_its_level_position_and_thread_and_loses_its_timestamp(
+    line: str, parsed: LibvirtLogLine
+) -> None:
+    assert libvirt_log_record(line) == parsed
 
 
 def test_a_line_not_in_libvirts_format_is_a_warning_as_it_stands() -> None:
     line = "mount: /run/libvirt: mount point does not exist."
-    assert libvirt_log_record(line) == (logging.WARNING, line)
+    assert libvirt_log_record(line) == LibvirtLogLine(logging.WARNING, line)
+
+
+def test_a_relayed_line_is_formatted_with_libvirts_position_and_thread() -> None:
+    record = logging.LogRecord(
+        "pykubevirt.launcher.libvirtd", logging.ERROR, "libvirt_daemon.py", 1, "%s", ("boom",), None
+    )
+    record.__dict__.update(subcomponent="libvirt", position="virFoo:12", libvirt_thread="34")
+    line = json.loads(JSONFormatter("virt-launcher").format(record))
+    assert (line["msg"], line["pos"], line["subcomponent"], line["thread"]) == ("boom", "virFoo:12", "libvirt", "34")

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -53,18 +54,34 @@ auth_unix_rw = "none"
 log_outputs = "3:stderr"
 """
 
-# One line of libvirt's log: "2026-12-05 17:44:01.123+0000: 1234: error : qemuDomainLookupByName:1416 : Domain not …".
-_LOG_LINE = re.compile(r"^\S+ \S+: \d+: (debug|info|warning|error) : (.*)$")
+# One line of libvirt's log: "2026-12-05 17:44:01.123+0000: 1234: error : qemuDomainLookupByName:1416 : Domain not …";
+# the function and line are missing from a few ("… info : libvirt version: 9.0.0").
+_LOG_LINE = re.compile(r"^\S+ \S+: (\d+): (debug|info|warning|error) : (.*)$")
+_POSITION = re.compile(r"^(\w+:\d+) : (.*)$")
 _LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
-def libvirt_log_record(line: str) -> tuple[int, str]:
-    """The level and message of one line the daemon writes; a line not in libvirt's format (the mount steps' shell)
-    is a warning as it stands."""
+@dataclass(frozen=True)
+class LibvirtLogLine:
+    """One line of the daemon's log, as KubeVirt's virt-launcher shows it: level, msg, pos and thread."""
+
+    level: int
+    message: str
+    position: str | None = None
+    thread: str | None = None
+
+
+def libvirt_log_record(line: str) -> LibvirtLogLine:
+    """The parts of one line the daemon writes; a line not in libvirt's format (the mount steps' shell) is a warning
+    as it stands."""
     matched = _LOG_LINE.match(line)
     if matched is None:
-        return logging.WARNING, line
-    return _LOG_LEVELS[matched.group(1)], matched.group(2)
+        return LibvirtLogLine(logging.WARNING, line)
+    thread, level, rest = matched.groups()
+    positioned = _POSITION.match(rest)
+    if positioned is None:
+        return LibvirtLogLine(_LOG_LEVELS[level], rest, thread=thread)
+    return LibvirtLogLine(_LOG_LEVELS[level], positioned.group(2), positioned.group(1), thread)
 
 
 class LibvirtdError(RuntimeError):
@@ -178,8 +195,9 @@ class PrivateLibvirtd:
                 raw.write(line)
                 text = line.decode(errors="replace").rstrip()
                 if text:
-                    level, message = libvirt_log_record(text)
-                    log.log(level, "%s", message, extra={"subcomponent": "libvirt"})
+                    parsed = libvirt_log_record(text)
+                    extra = {"subcomponent": "libvirt", "position": parsed.position, "libvirt_thread": parsed.thread}
+                    log.log(parsed.level, "%s", parsed.message, extra=extra)
 
     async def _accepts(self) -> bool:
         # The socket accepts before the QEMU driver has initialised; only a full open shows the daemon serves.
