@@ -14,6 +14,7 @@ from tests.support.waiting import eventually
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
 # The launchers' qemu.conf sets security_driver "none", and libvirt warns about it as its QEMU driver starts.
+RPC_FUNCTIONS = ("virNet", "virKeepAlive")
 SECURITY_WARNING = 'Configured security driver "none" disables default policy'
 
 
@@ -39,6 +40,27 @@ async def test_the_daemons_warnings_reach_the_launchers_log_as_libvirt_lines(
         assert record.__dict__["libvirt_thread"].isdigit()
         raw = (tmp_path / "daemon" / "log" / "stderr.log").read_text()
         assert ": warning : virSecurityManagerNew:" in raw and SECURITY_WARNING in raw
+    finally:
+        await daemon.stop()
+        daemon.remove()
+
+
+async def test_debug_log_filters_turn_on_the_daemons_debug_lines_for_their_categories_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="pykubevirt.launcher.libvirtd")
+    daemon = PrivateLibvirtd(tmp_path / "daemon", migration_address="", ports=MIGRATION_PORTS, log_filters="1:rpc 3:*")
+    await daemon.start()
+    try:
+
+        def debug_lines() -> list[logging.LogRecord]:
+            return [r for r in caplog.records if getattr(r, "subcomponent", None) == "libvirt" and r.levelno == 10]
+
+        lines = await eventually(debug_lines)
+        # The start's own connection (the readiness probe) is RPC work. Only the category asked for speaks at debug:
+        # libvirt's src/rpc is its virNet* and virKeepAlive* functions.
+        outside = [r.__dict__["position"] for r in lines if not r.__dict__["position"].startswith(RPC_FUNCTIONS)]
+        assert not outside, outside
     finally:
         await daemon.stop()
         daemon.remove()

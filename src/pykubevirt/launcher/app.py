@@ -47,7 +47,7 @@ from pykubevirt.launcher.host_firmware import HostFirmware, detect
 from pykubevirt.launcher.hotplug import sync_hotplug
 from pykubevirt.launcher.kernel_boot import KernelBootError, link_kernel_artifacts
 from pykubevirt.launcher.kvm_probe import cached_probe
-from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
+from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd, debug_log_filters
 from pykubevirt.launcher.memory_hotplug import sync_memory
 from pykubevirt.launcher.migration_commands import MigrationCommands
 from pykubevirt.launcher.migration_source import MigrationSource, now
@@ -95,6 +95,12 @@ class Launcher(MigrationCommands, GuestAgentCommands):
         self.pod_uid = os.environ.get("POD_UID", "") or args.uid
         self.runtime = Path(pod_layout.short_runtime_dir(self.pod_uid))
         self.uri = args.libvirt_uri or ""
+        # What a migration target's daemon logs beyond warnings and errors (KubeVirt's debug-log options).
+        self.libvirt_log_filters = debug_log_filters(
+            args.libvirt_log_filters,
+            os.environ.get("VIRT_LAUNCHER_LOG_VERBOSITY"),
+            "LIBVIRT_DEBUG_LOGS" in os.environ,
+        )
         self.domain: DomainManager | None = None
         self.vmi: dict[str, Any] | None = None
         self.marked_for_graceful_shutdown = False

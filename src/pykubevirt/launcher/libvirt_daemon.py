@@ -51,8 +51,21 @@ unix_sock_rw_perms = "0700"
 unix_sock_admin_perms = "0700"
 auth_unix_ro = "none"
 auth_unix_rw = "none"
-log_outputs = "3:stderr"
+log_outputs = "{outputs}"
 """
+
+# KubeVirt's virt-launcher (getLibvirtLogFilters): libvirt's debug logs are on from this launcher verbosity up, or
+# with LIBVIRT_DEBUG_LOGS; each step of verbosity keeps fewer noisy categories at warnings.
+DEBUG_VERBOSITY_THRESHOLD = 5
+_QUIET = "3:remote 4:event 3:util.json 3:util.object 3:util.dbus 3:util.netlink 3:node_device 3:rpc 3:access"
+_QUIET_BY_VERBOSITY = {
+    DEBUG_VERBOSITY_THRESHOLD: _QUIET + " 3:util.threadjob 3:cpu.cpu 3:qemu.qemu_monitor 3:qemu.qemu_monitor_json"
+    " 3:conf.domain_addr",
+    DEBUG_VERBOSITY_THRESHOLD + 1: _QUIET + " 3:util.threadjob 3:cpu.cpu 3:qemu.qemu_monitor",
+    DEBUG_VERBOSITY_THRESHOLD + 2: _QUIET + " 3:util.threadjob 3:cpu.cpu",
+}
+# What a filter list holds ("1:qemu 3:remote 4:*"): nothing that could end the quoted value in libvirtd.conf.
+_FILTERS = re.compile(r"^[0-9A-Za-z_.:*+ -]+$")
 
 # One line of libvirt's log: "2026-12-05 17:44:01.123+0000: 1234: error : qemuDomainLookupByName:1416 : Domain not …";
 # the function and line are missing from a few ("… info : libvirt version: 9.0.0").
@@ -84,6 +97,24 @@ def libvirt_log_record(line: str) -> LibvirtLogLine:
     return LibvirtLogLine(_LOG_LEVELS[level], positioned.group(2), positioned.group(1), thread)
 
 
+def debug_log_filters(custom: str, verbosity: str | None, debug_logs: bool) -> str | None:
+    """The daemon's `log_filters` for the launcher's `--libvirt-log-filters`, VIRT_LAUNCHER_LOG_VERBOSITY and
+    LIBVIRT_DEBUG_LOGS, or None for warnings and errors only; a custom list that is not one is ignored."""
+    if custom and _FILTERS.match(custom):
+        return custom
+    if custom:
+        log.warning("ignoring libvirt log filters %r: not a list of level:category filters", custom)
+    try:
+        level = int(verbosity) if verbosity is not None else -1
+    except ValueError:
+        level = -1
+    if level < DEBUG_VERBOSITY_THRESHOLD:
+        if not debug_logs:
+            return None
+        level = DEBUG_VERBOSITY_THRESHOLD + 5
+    return _QUIET_BY_VERBOSITY.get(level, _QUIET) + " 1:*"
+
+
 class LibvirtdError(RuntimeError):
     """The daemon did not come up."""
 
@@ -108,8 +139,11 @@ class PrivateLibvirtd:
         ports: tuple[int, int],
         hook: str = "",
         mounts: tuple[tuple[str, str], ...] = (),
+        log_filters: str | None = None,
     ) -> None:
         self.directory = directory
+        # libvirt's debug categories (`debug_log_filters`); None logs warnings and errors only.
+        self.log_filters = log_filters
         # More (directory under `directory`, path in the daemon's namespace) bind mounts.
         self.mounts = mounts
         self.migration_address = migration_address
@@ -131,7 +165,10 @@ class PrivateLibvirtd:
         d = self.directory
         for name in ("sock", "log", *(host for host, _ in (*_MOUNTS, *self.mounts))):
             (d / name).mkdir(parents=True, exist_ok=True)
-        (d / "etc" / "libvirtd.conf").write_text(_LIBVIRTD_CONF.format(sock=d / "sock"))
+        conf = _LIBVIRTD_CONF.format(sock=d / "sock", outputs="1:stderr" if self.log_filters else "3:stderr")
+        if self.log_filters:
+            conf += f'log_filters = "{self.log_filters}"\n'
+        (d / "etc" / "libvirtd.conf").write_text(conf)
         (d / "etc" / "qemu.conf").write_text(qemu_conf(self.migration_address, self.ports))
         if self.hook:
             hooks = d / "etc" / "hooks"

@@ -46,6 +46,7 @@ class MigrationCommands:
     early_daemon: PrivateLibvirtd | None
     early_daemon_task: asyncio.Task[None] | None
     incoming: MigrationStatus | None
+    libvirt_log_filters: str | None
 
     def status(self, event: str = "") -> Status:
         raise NotImplementedError
@@ -72,7 +73,9 @@ class MigrationCommands:
             return self.status()
         self.vmi = vmi
         address = (request.get("migration") or {}).get("listenAddress", "")
-        self.daemon = await self._target_daemon(migration_target.daemon(self.runtime, address))
+        self.daemon = await self._target_daemon(
+            migration_target.daemon(self.runtime, address, self.libvirt_log_filters)
+        )
         await self._connect(self.daemon.uri)
         xml = await self._prepare(vmi)
         await asyncio.to_thread(migration_target.record_paths, self.runtime, migration_paths.recorded(xml))
@@ -92,7 +95,7 @@ class MigrationCommands:
         it to prepare (after the pod is seen running and the VMI handed over), the daemon is up.
 
         It binds no particular address; `preparemigrationtarget` replaces it when the node's address needs one."""
-        self.early_daemon = migration_target.daemon(self.runtime, "")
+        self.early_daemon = migration_target.daemon(self.runtime, "", self.libvirt_log_filters)
         self.early_daemon_task = asyncio.get_running_loop().create_task(self.early_daemon.start())
 
     async def _target_daemon(self, wanted: PrivateLibvirtd) -> PrivateLibvirtd:

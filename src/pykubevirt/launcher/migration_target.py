@@ -25,8 +25,8 @@ PATHS_FILE = "target-paths.json"
 PROXY_DIR = "mp"
 
 
-def daemon(runtime: Path, listen_address: str) -> PrivateLibvirtd:
-    """The daemon of a target pod whose short runtime dir is `runtime`."""
+def daemon(runtime: Path, listen_address: str, log_filters: str | None = None) -> PrivateLibvirtd:
+    """The daemon of a target pod whose short runtime dir is `runtime`, logging `log_filters` (debug_log_filters)."""
     directory = runtime / DAEMON_DIR
     # libvirt refuses a `migration_address` of 127.0.0.1; for any loopback node address (an embedded node's) the
     # daemon binds its default, as the streams reach this pod through the handler's unix-socket proxies anyway.
@@ -37,6 +37,7 @@ def daemon(runtime: Path, listen_address: str) -> PrivateLibvirtd:
         ports=MIGRATION_PORTS,
         hook=migration_hook.script(directory / PATHS_FILE),
         mounts=((PROXY_DIR, pod_layout.MIGRATION_PROXY_DIR),),
+        log_filters=log_filters,
     )
 
 
