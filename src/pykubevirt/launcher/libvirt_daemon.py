@@ -30,6 +30,10 @@ from pykubevirt.launcher import capabilities_cache
 from pykubevirt.launcher.domain_manager import EMBED_QEMU_CONF
 
 log = logging.getLogger("pykubevirt.launcher.libvirtd")
+# libvirt's own lines: the daemon's log_filters decide which it writes, so none is dropped here for its level (the
+# launcher's log is at info; debug lines come only when asked for, with debug_log_filters).
+relayed = logging.getLogger("pykubevirt.launcher.libvirtd.libvirt")
+relayed.setLevel(logging.DEBUG)
 
 LIBVIRTD = "/usr/sbin/libvirtd"
 SOCKET_NAME = "libvirt-sock"
@@ -234,7 +238,7 @@ class PrivateLibvirtd:
                 if text:
                     parsed = libvirt_log_record(text)
                     extra = {"subcomponent": "libvirt", "position": parsed.position, "libvirt_thread": parsed.thread}
-                    log.log(parsed.level, "%s", parsed.message, extra=extra)
+                    relayed.log(parsed.level, "%s", parsed.message, extra=extra)
 
     async def _accepts(self) -> bool:
         # The socket accepts before the QEMU driver has initialised; only a full open shows the daemon serves.
