@@ -31,8 +31,9 @@ class CommandServer:
         self.path = path
         self.handlers = handlers
         self.current_status = current_status
-        # None tells a watcher the server is closing.
-        self._watchers: set[asyncio.Queue[Status | None]] = set()
+        # The watchers' connections: publish() writes to all of them in one go, so no watcher can be told of a change
+        # long after another was (the handler may act on one while a client waits on the other).
+        self._watchers: set[asyncio.StreamWriter] = set()
         self._server: asyncio.AbstractServer | None = None
         # Open connections, so stop() can end them and wait for the commands they are answering.
         self._connections: dict[asyncio.Task[Any], asyncio.StreamReader] = {}
@@ -55,8 +56,6 @@ class CommandServer:
             self._server.close()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
-        for queue in list(self._watchers):
-            queue.put_nowait(None)
         for reader in list(self._connections.values()):
             # The next read ends the connection; an answer under way is still sent first.
             reader.feed_eof()
@@ -66,8 +65,10 @@ class CommandServer:
             self.path.unlink()
 
     def publish(self, status: Status) -> None:
-        for queue in list(self._watchers):
-            queue.put_nowait(status)
+        data = protocol.encode(status)
+        for writer in list(self._watchers):
+            if not writer.is_closing():
+                writer.write(data)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -92,7 +93,7 @@ class CommandServer:
                     continue
                 request = protocol.parse_request(message)
                 if request["cmd"] == Command.WATCH:
-                    await self._watch(writer)
+                    await self._watch(reader, writer)
                     return
                 await self._send(writer, await self._answer(request, request_id))
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -119,18 +120,18 @@ class CommandServer:
             return protocol.error_reply(str(exc) or type(exc).__name__, request_id)
         return {"id": request_id, "ok": True, "protocolVersion": protocol.PROTOCOL_VERSION, **answer}
 
-    async def _watch(self, writer: asyncio.StreamWriter) -> None:
-        queue: asyncio.Queue[Status | None] = asyncio.Queue()
-        self._watchers.add(queue)
+    async def _watch(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # The current status and the watcher's registration happen with no await between them, so no change
+        # published meanwhile is lost or sent before it.
+        writer.write(protocol.encode(self.current_status()))
+        self._watchers.add(writer)
         try:
-            await self._send(writer, self.current_status())
-            while True:
-                status = await queue.get()
-                if status is None:
-                    return
-                await self._send(writer, status)
+            await writer.drain()
+            # A watcher sends nothing more: its end of file (or stop()'s) ends the watch.
+            while await reader.read(protocol.MAX_LINE):
+                pass
         finally:
-            self._watchers.discard(queue)
+            self._watchers.discard(writer)
 
     @staticmethod
     async def _send(writer: asyncio.StreamWriter, message: object) -> None:
