@@ -2,6 +2,8 @@
 (SIGSTOP) and its launchers and QEMUs killed. The supervisor fences the node, the Always VMs boot on the other node
 within 90 s, the bare VMI stays Failed, and the node rejoins without touching the other node's guests. The partition
 variant leaves QEMU running: the fence kills it before the guest starts elsewhere, never two QEMUs for one VMI.
+`up --nodes 1` after `down` fences the node it leaves out (its guest killed, its VM booted on node01); a plain `up`
+brings both nodes back and lifts that fence.
 """
 
 from __future__ import annotations
@@ -209,3 +211,28 @@ def test_partitioned_node_is_fenced_before_its_guest_runs_elsewhere(two_nodes: U
         most = census.stop()
     assert most[domain] == 1, f"{domain} had {most[domain]} QEMUs at once"
     assert failover <= FAILOVER_AIM_SECONDS, f"failover took {failover:.1f} s"
+
+
+def test_up_with_fewer_nodes_fences_the_one_left_out_and_a_plain_up_brings_it_back(two_nodes: UpCluster) -> None:
+    cluster = two_nodes
+    name = "fo-left"
+    place_on(cluster, "node02", [small_guest(name)])
+    domain = f"default_{name}"
+    old_uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
+    (old_qemu,) = qemu_pids(cluster, domain)
+
+    cluster.run("pykubevirt", "down")
+    assert qemu_pids(cluster, domain) == [old_qemu], "down leaves the guest running"
+    started = cluster.run("pykubevirt", "up", "--nodes", "1")
+    assert "node02 of this data dir stays down (--nodes 1)" in started.stdout, started.stdout
+    wait_for(lambda: moved(cluster, name, old_uid), f"a new {name} Running", 150)
+    assert node_of(cluster, name) == "node01"
+    assert old_qemu not in qemu_pids(cluster, domain), "the guest left on node02 was killed before the move"
+    path = '{.spec.taints[*].key} {.status.conditions[?(@.type=="Fenced")].reason}'
+    assert cluster.jsonpath("node", "node02", path).split() == [OUT_OF_SERVICE, "NodeNotStarted"]
+
+    cluster.run("pykubevirt", "down")
+    started = cluster.run("pykubevirt", "up", timeout=180)
+    assert "(2 node(s))" in started.stdout, started.stdout
+    wait_rejoined(cluster, "node02", [])
+    cluster.run("kubectl", "delete", "vm", name, "--wait=false")

@@ -7,6 +7,7 @@ what users run.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,22 @@ from pykubevirt.node.pod_network import ClusterNetwork
 DEFAULT_DATA_DIR = Path(os.environ.get("PYKUBEVIRT_DATA_DIR") or "/var/lib/pykubevirt")
 DEFAULT_LISTEN = os.environ.get("PYKUBEVIRT_LISTEN") or "127.0.0.1:6443"
 DEFAULT_IMAGES_DIR = DEFAULT_DATA_DIR / "images"
+_NODE_DIR_NAME = re.compile(r"node(\d+)")
+
+
+def recorded_nodes(data_dir: Path) -> list[str]:
+    """The nodes this data dir has run (a directory each under nodes/), in order."""
+    try:
+        found = [p.name for p in (data_dir / "nodes").iterdir() if p.is_dir() and _NODE_DIR_NAME.fullmatch(p.name)]
+    except OSError:
+        return []
+    return sorted(found, key=lambda name: int(name[4:]))
+
+
+def recorded_node_count(data_dir: Path) -> int:
+    """How many nodes `up` starts when not told: as many as the data dir last ran (node01 … nodeNN), at least one."""
+    numbers = [int(name[4:]) for name in recorded_nodes(data_dir)]
+    return max([1, *numbers])
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +141,11 @@ class ClusterLayout:
 
     def node_dir(self, node: str) -> Path:
         return self.data_dir / "nodes" / node
+
+    @property
+    def left_out_nodes(self) -> list[str]:
+        """Nodes this data dir has run that this layout does not start (an `up --nodes N` below the last count)."""
+        return [name for name in recorded_nodes(self.data_dir) if name not in self.node_names]
 
     def node_ip(self, node: str) -> str:
         """The node's InternalIP (cli/node_addresses.py): its agent and virt-handler listen there."""

@@ -12,6 +12,10 @@ taint goes and Fenced turns False.
 
 Only one of the two silent (for twice the grace, while the other beats) is a hung component, not a dead node: that
 process is SIGKILLed and restarted, and the guests keep running.
+
+A node this data dir ran that `up --nodes N` leaves out is down for good: it is fenced at once (its pods' leftover
+processes killed, the taint, Fenced=True with reason NodeNotStarted). A fence outlives the supervisor in the node's
+taint: a node found tainted at start is released when its new components beat.
 """
 
 from __future__ import annotations
@@ -63,6 +67,13 @@ def handler_heartbeat(node: Object) -> datetime | None:
     return parse_time(((node.get("metadata") or {}).get("annotations") or {}).get(c.HEARTBEAT_ANNOTATION))
 
 
+def fenced_by_supervisor(node: Object) -> bool:
+    """Tainted out-of-service with Fenced=True: a fence (not an admin's own taint), maybe an earlier supervisor's."""
+    tainted = any(t.get("key") == c.OUT_OF_SERVICE_TAINT for t in (node.get("spec") or {}).get("taints") or [])
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return tainted and any(x.get("type") == FENCED_CONDITION and x.get("status") == "True" for x in conditions)
+
+
 def silent(moment: datetime | None, now: datetime, grace: float) -> bool:
     return moment is None or (now - moment).total_seconds() > grace
 
@@ -94,6 +105,9 @@ class NodeFencer:
         self.clock = clock
         self.fenced: dict[str, FencedNode] = {}
         self.fences = 0
+        # The taints of an earlier supervisor's fences are taken over at the first check; left-out nodes are fenced.
+        self.started_at = clock()
+        self._adopted = False
 
     async def run(self) -> None:
         client: KubeClient | None = None
@@ -126,6 +140,9 @@ class NodeFencer:
     async def check(self, client: KubeClient) -> None:
         nodes = {n["metadata"]["name"]: n for n in (await client.list(NODES))["items"]}
         now = self.clock()
+        if not self._adopted:
+            await self._adopt(client, nodes, now)
+            self._adopted = True
         for name in self.layout.node_names:
             node = nodes.get(name)
             if node is None:
@@ -147,6 +164,29 @@ class NodeFencer:
             for component, other in ((agent, handler), (handler, agent)):
                 if quiet[component] and not quiet[other] and silent(beats[component], now, 2 * self.grace):
                     await self._restart_hung(component)
+
+    async def _adopt(self, client: KubeClient, nodes: dict[str, Object], now: datetime) -> None:
+        """Fence the left-out nodes; release the started ones an earlier supervisor left fenced once they beat."""
+        for name in self.layout.node_names:
+            node = nodes.get(name)
+            if node is not None and name not in self.fenced and fenced_by_supervisor(node):
+                log.warning("node %s is still fenced from an earlier run: released once it heartbeats", name)
+                self.fenced[name] = FencedNode(now, released_at=self.started_at)
+        for name in self.layout.left_out_nodes:
+            node = nodes.get(name)
+            if node is None:
+                continue
+            killed = await asyncio.to_thread(kill_node_pods, self.layout.node_dir(name))
+            if fenced_by_supervisor(node) and not killed:
+                continue  # left out last time too
+            message = (
+                f"not started (up --nodes {self.layout.node_count}): the supervisor killed {killed} pod process(es) "
+                "left on it"
+            )
+            await self._set_condition(client, name, "True", "NodeNotStarted", message, now)
+            await self._set_taint(client, name, present=True)
+            self.fences += 1
+            log.warning("fenced node %s: %s", name, message, extra={"node": name, "count": killed})
 
     async def _restart_hung(self, name: str) -> None:
         entry = self.entries[name]

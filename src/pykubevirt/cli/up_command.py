@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.cli import cluster_network
-from pykubevirt.cli.cluster_layout import DEFAULT_DATA_DIR, DEFAULT_LISTEN, ClusterLayout, pykubevirt_argv
+from pykubevirt.cli.cluster_layout import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_LISTEN,
+    ClusterLayout,
+    pykubevirt_argv,
+    recorded_node_count,
+)
 from pykubevirt.cli.host_checks import FAIL
 from pykubevirt.cli.host_facts import startup_checks
 from pykubevirt.cli.metrics_locations import handler_addresses, metrics_rows, recorded_address
@@ -35,7 +41,8 @@ def _layout(args: argparse.Namespace) -> ClusterLayout:
     data_dir = Path(args.data_dir).resolve()
     return ClusterLayout(
         data_dir,
-        getattr(args, "nodes", 1),
+        # Not told: the cluster as it last ran, so `down` then `up` brings every node (and its guests) back.
+        getattr(args, "nodes", None) or recorded_node_count(data_dir),
         getattr(args, "listen", DEFAULT_LISTEN),
         cluster_cidr=cluster_network.recorded_cidr(data_dir),
     )
@@ -100,6 +107,15 @@ def up(args: argparse.Namespace) -> int:
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
     print(f"starting the embedded cluster in {layout.data_dir} ({layout.node_count} node(s))", flush=True)
+    left_out = layout.left_out_nodes
+    if left_out and args.fence_grace > 0:
+        names = ", ".join(left_out)
+        it, its, stays = ("it", "its", "stays") if len(left_out) == 1 else ("them", "their", "stay")
+        print(
+            f"{names} of this data dir {stays} down (--nodes {layout.node_count}): the supervisor fences {it}, so "
+            f"{its} VMs start on {', '.join(layout.node_names)}",
+            flush=True,
+        )
     try:
         asyncio.run(_wait_ready(layout, process))
     except ComponentFailed as exc:
@@ -340,6 +356,16 @@ def supervise(args: argparse.Namespace) -> int:
         return 1
 
 
+def node_count(value: str) -> int:
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of nodes: {value!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"a cluster needs at least one node, not {count}")
+    return count
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     data_help = f"where the cluster keeps its state (default {DEFAULT_DATA_DIR})"
     fence_help = (
@@ -348,7 +374,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     parser = sub.add_parser("up", help="start the embedded cluster (API server, controllers, nodes) in the background")
     parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help=data_help)
-    parser.add_argument("--nodes", type=int, default=1, help="how many nodes (node agent + virt-handler each)")
+    parser.add_argument(
+        "--nodes",
+        type=node_count,
+        default=None,
+        help="how many nodes (node agent + virt-handler each; default: as many as the data dir last ran, else 1)",
+    )
     parser.add_argument("--listen", default=DEFAULT_LISTEN, help="HOST:PORT of the API server")
     parser.add_argument("--fence-grace", type=float, default=DEFAULT_FENCE_GRACE_SECONDS, help=fence_help)
     parser.add_argument(
@@ -369,7 +400,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     parser = sub.add_parser("supervise", help="run the supervisor in the foreground (what `up` starts)")
     parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help=data_help)
-    parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--nodes", type=node_count, default=None)
     parser.add_argument("--listen", default=DEFAULT_LISTEN)
     parser.add_argument("--fence-grace", type=float, default=DEFAULT_FENCE_GRACE_SECONDS, help=fence_help)
     parser.set_defaults(func=supervise)

@@ -178,7 +178,7 @@ class NodeRegistration:
                 self._transitions[kind] = str(condition["lastTransitionTime"])
 
     async def register(self) -> Object:
-        """Create the Node, or take over the existing one (labels merged, status replaced)."""
+        """Create the Node, or take over the existing one (labels and status merged: conditions others own stay)."""
         node_labels = {**labels(self.name), **self.extra_labels}
         body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.name, "labels": node_labels}}
         try:
@@ -189,7 +189,10 @@ class NodeRegistration:
             self._remember_transitions(existing)
             await self.client.patch(NODES, self.name, {"metadata": {"labels": node_labels}})
             log.info("node %s already registered; updating it", self.name, extra={"node": self.name})
-        node: Object = await self.client.patch(NODES, self.name, {"status": self.status()}, subresource="status")
+        # Strategic merge, as the kubelet's: a fence's Fenced condition outlives the agent it stopped.
+        node: Object = await self.client.patch(
+            NODES, self.name, {"status": self.status()}, subresource="status", patch_type=STRATEGIC_MERGE_PATCH
+        )
         return node
 
     async def heartbeat(self) -> None:
