@@ -40,10 +40,15 @@ class JSONFormatter(logging.Formatter):
             "component": self.component,
             "level": record.levelname.lower(),
             "msg": record.getMessage(),
-            # A line relayed from another program keeps that program's position (libvirt's function:line).
-            "pos": record.__dict__.get("position") or f"{record.module}.py:{record.lineno}",
+            # A line relayed from another program keeps that program's position (libvirt's function:line), or has
+            # none when that program gave none: the relay's own would mislead.
+            "pos": record.__dict__["position"]
+            if "position" in record.__dict__
+            else f"{record.module}.py:{record.lineno}",
             "timestamp": datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         }
+        if line["pos"] is None:
+            del line["pos"]
         for attribute, key in OBJECT_FIELDS.items():
             value = record.__dict__.get(attribute)
             if value not in (None, ""):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pykubevirt.launcher.libvirt_daemon import DEBUG_VERBOSITY_THRESHOLD, debug_log_filters
+from pykubevirt.launcher.libvirt_log import DEBUG_VERBOSITY_THRESHOLD, debug_log_filters
 
 NOISY = "3:remote 4:event 3:util.json 3:util.object 3:util.dbus 3:util.netlink 3:node_device 3:rpc 3:access"
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from pykubevirt.launcher.libvirt_daemon import LibvirtLogLine, libvirt_log_record
+from pykubevirt.launcher.libvirt_log import LibvirtLogLine, libvirt_log_record, relay_libvirt_lines
 from pykubevirt.log import JSONFormatter
 
 
@@ -56,3 +56,52 @@ def test_a_relayed_line_is_formatted_with_libvirts_position_and_thread() -> None
     record.__dict__.update(subcomponent="libvirt", position="virFoo:12", libvirt_thread="34")
     line = json.loads(JSONFormatter("virt-launcher").format(record))
     assert (line["msg"], line["pos"], line["subcomponent"], line["thread"]) == ("boom", "virFoo:12", "libvirt", "34")
+
+
+class Collected(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def relayed(lines: list[str]) -> list[tuple[int, str, str | None, str | None]]:
+    logger = logging.getLogger("tests.libvirt_relay")
+    logger.setLevel(logging.DEBUG)
+    collected = Collected()
+    logger.addHandler(collected)
+    try:
+        relay_libvirt_lines(lines, logger)
+    finally:
+        logger.removeHandler(collected)
+    return [
+        (r.levelno, r.getMessage(), r.__dict__.get("position"), r.__dict__.get("subcomponent"))
+        for r in collected.records
+    ]
+
+
+def test_the_indented_lines_of_a_message_carry_on_libvirts_line_before_them() -> None:
+    lines = [
+        '2026-12-05 19:54:02.258+0000: 7: debug : virConnectOpenInternal:958 : Split "test:///d" to URI components:',
+        "  scheme test",
+        "",
+        "  server <null>",
+        "a line of a child process",
+        "  indented, but after no libvirt line",
+    ]
+    assert relayed(lines) == [
+        (logging.DEBUG, 'Split "test:///d" to URI components:', "virConnectOpenInternal:958", "libvirt"),
+        (logging.DEBUG, "scheme test", "virConnectOpenInternal:958", "libvirt"),
+        (logging.DEBUG, "server <null>", "virConnectOpenInternal:958", "libvirt"),
+        (logging.WARNING, "a line of a child process", None, None),
+        (logging.WARNING, "  indented, but after no libvirt line", None, None),
+    ]
+
+
+def test_a_relayed_line_without_libvirts_position_has_none_rather_than_the_relays() -> None:
+    record = logging.LogRecord("pykubevirt.launcher.libvirt", logging.INFO, "libvirt_log.py", 75, "%s", ("v",), None)
+    record.__dict__.update(subcomponent="libvirt", position=None, libvirt_thread="34")
+    line = json.loads(JSONFormatter("virt-launcher").format(record))
+    assert "pos" not in line and line["msg"] == "v" and line["thread"] == "34"

@@ -41,13 +41,15 @@ from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_sourc
 from pykubevirt.launcher.disk_expansion import expand_disks
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
 from pykubevirt.launcher.domain_state import DomainState
+from pykubevirt.launcher.embedded_libvirt_log import EmbeddedLibvirtLog, apply_debug_filters
 from pykubevirt.launcher.guest_agent_commands import GuestAgentCommands
 from pykubevirt.launcher.guest_agent_poller import GuestAgentPoller
 from pykubevirt.launcher.host_firmware import HostFirmware, detect
 from pykubevirt.launcher.hotplug import sync_hotplug
 from pykubevirt.launcher.kernel_boot import KernelBootError, link_kernel_artifacts
 from pykubevirt.launcher.kvm_probe import cached_probe
-from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd, debug_log_filters
+from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
+from pykubevirt.launcher.libvirt_log import debug_log_filters
 from pykubevirt.launcher.memory_hotplug import sync_memory
 from pykubevirt.launcher.migration_commands import MigrationCommands
 from pykubevirt.launcher.migration_source import MigrationSource, now
@@ -95,7 +97,8 @@ class Launcher(MigrationCommands, GuestAgentCommands):
         self.pod_uid = os.environ.get("POD_UID", "") or args.uid
         self.runtime = Path(pod_layout.short_runtime_dir(self.pod_uid))
         self.uri = args.libvirt_uri or ""
-        # What a migration target's daemon logs beyond warnings and errors (KubeVirt's debug-log options).
+        # What libvirt logs beyond warnings and errors (KubeVirt's debug-log options): the embedded driver's and a
+        # migration target's daemon's.
         self.libvirt_log_filters = debug_log_filters(
             args.libvirt_log_filters,
             os.environ.get("VIRT_LAUNCHER_LOG_VERBOSITY"),
@@ -592,7 +595,13 @@ def run(args: argparse.Namespace) -> int:
     if args.simulate_crash:
         log.error("simulating a crash, as requested")
         return 1
-    launcher = Launcher(args, pod_layout.mounts_from_env(os.environ))
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(launcher.run())
+    libvirt_log = EmbeddedLibvirtLog()
+    libvirt_log.start()
+    try:
+        launcher = Launcher(args, pod_layout.mounts_from_env(os.environ))
+        apply_debug_filters(launcher.libvirt_log_filters)
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(launcher.run())
+    finally:
+        libvirt_log.stop()
     return launcher.exit_code

@@ -13,14 +13,12 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import shlex
 import shutil
 import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -28,6 +26,7 @@ import libvirt
 
 from pykubevirt.launcher import capabilities_cache
 from pykubevirt.launcher.domain_manager import EMBED_QEMU_CONF
+from pykubevirt.launcher.libvirt_log import decoded_lines, relay_libvirt_lines
 
 log = logging.getLogger("pykubevirt.launcher.libvirtd")
 # libvirt's own lines: the daemon's log_filters decide which it writes, so none is dropped here for its level (the
@@ -57,66 +56,6 @@ auth_unix_ro = "none"
 auth_unix_rw = "none"
 log_outputs = "{outputs}"
 """
-
-# KubeVirt's virt-launcher (getLibvirtLogFilters): libvirt's debug logs are on from this launcher verbosity up, or
-# with LIBVIRT_DEBUG_LOGS; each step of verbosity keeps fewer noisy categories at warnings.
-DEBUG_VERBOSITY_THRESHOLD = 5
-_QUIET = "3:remote 4:event 3:util.json 3:util.object 3:util.dbus 3:util.netlink 3:node_device 3:rpc 3:access"
-_QUIET_BY_VERBOSITY = {
-    DEBUG_VERBOSITY_THRESHOLD: _QUIET + " 3:util.threadjob 3:cpu.cpu 3:qemu.qemu_monitor 3:qemu.qemu_monitor_json"
-    " 3:conf.domain_addr",
-    DEBUG_VERBOSITY_THRESHOLD + 1: _QUIET + " 3:util.threadjob 3:cpu.cpu 3:qemu.qemu_monitor",
-    DEBUG_VERBOSITY_THRESHOLD + 2: _QUIET + " 3:util.threadjob 3:cpu.cpu",
-}
-# What a filter list holds ("1:qemu 3:remote 4:*"): nothing that could end the quoted value in libvirtd.conf.
-_FILTERS = re.compile(r"^[0-9A-Za-z_.:*+ -]+$")
-
-# One line of libvirt's log: "2026-12-05 17:44:01.123+0000: 1234: error : qemuDomainLookupByName:1416 : Domain not …";
-# the function and line are missing from a few ("… info : libvirt version: 9.0.0").
-_LOG_LINE = re.compile(r"^\S+ \S+: (\d+): (debug|info|warning|error) : (.*)$")
-_POSITION = re.compile(r"^(\w+:\d+) : (.*)$")
-_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-
-
-@dataclass(frozen=True)
-class LibvirtLogLine:
-    """One line of the daemon's log, as KubeVirt's virt-launcher shows it: level, msg, pos and thread."""
-
-    level: int
-    message: str
-    position: str | None = None
-    thread: str | None = None
-
-
-def libvirt_log_record(line: str) -> LibvirtLogLine:
-    """The parts of one line the daemon writes; a line not in libvirt's format (the mount steps' shell) is a warning
-    as it stands."""
-    matched = _LOG_LINE.match(line)
-    if matched is None:
-        return LibvirtLogLine(logging.WARNING, line)
-    thread, level, rest = matched.groups()
-    positioned = _POSITION.match(rest)
-    if positioned is None:
-        return LibvirtLogLine(_LOG_LEVELS[level], rest, thread=thread)
-    return LibvirtLogLine(_LOG_LEVELS[level], positioned.group(2), positioned.group(1), thread)
-
-
-def debug_log_filters(custom: str, verbosity: str | None, debug_logs: bool) -> str | None:
-    """The daemon's `log_filters` for the launcher's `--libvirt-log-filters`, VIRT_LAUNCHER_LOG_VERBOSITY and
-    LIBVIRT_DEBUG_LOGS, or None for warnings and errors only; a custom list that is not one is ignored."""
-    if custom and _FILTERS.match(custom):
-        return custom
-    if custom:
-        log.warning("ignoring libvirt log filters %r: not a list of level:category filters", custom)
-    try:
-        level = int(verbosity) if verbosity is not None else -1
-    except ValueError:
-        level = -1
-    if level < DEBUG_VERBOSITY_THRESHOLD:
-        if not debug_logs:
-            return None
-        level = DEBUG_VERBOSITY_THRESHOLD + 5
-    return _QUIET_BY_VERBOSITY.get(level, _QUIET) + " 1:*"
 
 
 class LibvirtdError(RuntimeError):
@@ -232,13 +171,7 @@ class PrivateLibvirtd:
         """libvirt's warnings and errors into the launcher's own log, as KubeVirt's virt-launcher shows them, so
         `kubectl logs` of the compute container has them; the raw lines stay in log/stderr.log."""
         with stream, (self.directory / "log" / "stderr.log").open("ab", buffering=0) as raw:
-            for line in iter(stream.readline, b""):
-                raw.write(line)
-                text = line.decode(errors="replace").rstrip()
-                if text:
-                    parsed = libvirt_log_record(text)
-                    extra = {"subcomponent": "libvirt", "position": parsed.position, "libvirt_thread": parsed.thread}
-                    relayed.log(parsed.level, "%s", parsed.message, extra=extra)
+            relay_libvirt_lines(decoded_lines(stream, raw), relayed)
 
     async def _accepts(self) -> bool:
         # The socket accepts before the QEMU driver has initialised; only a full open shows the daemon serves.
