@@ -32,10 +32,19 @@ def recorded_nodes(data_dir: Path) -> list[str]:
     return sorted(found, key=lambda name: int(name[4:]))
 
 
+def node_count_file(data_dir: Path) -> Path:
+    """Where the supervisor notes how many nodes it runs; kept after `down`, for the next `up`."""
+    return data_dir / "run" / "node-count"
+
+
 def recorded_node_count(data_dir: Path) -> int:
-    """How many nodes `up` starts when not told: as many as the data dir last ran (node01 … nodeNN), at least one."""
-    numbers = [int(name[4:]) for name in recorded_nodes(data_dir)]
-    return max([1, *numbers])
+    """How many nodes `up` starts when not told: as many as the data dir last ran, at least one (a data dir from
+    before the count was noted: up to its highest node)."""
+    try:
+        count = int(node_count_file(data_dir).read_text())
+    except (OSError, ValueError):
+        count = max([0, *(int(name[4:]) for name in recorded_nodes(data_dir))])
+    return max(1, count)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from pykubevirt import __version__
 from pykubevirt.api.timestamps import now_rfc3339
-from pykubevirt.cli.cluster_layout import ClusterLayout, Component
+from pykubevirt.cli.cluster_layout import ClusterLayout, Component, node_count_file
 from pykubevirt.cli.component_client import set_on_signals
 from pykubevirt.cli.component_process import ComponentProcess
 from pykubevirt.cli.kubeconfig_command import write_node_kubeconfig
@@ -112,6 +112,7 @@ class Supervisor:
             raise RuntimeError(f"another supervisor runs the cluster in {self.layout.data_dir}") from None
         self._lock = lock
         self.pid_file.write_text(f"{os.getpid()}\n")
+        node_count_file(self.layout.data_dir).write_text(f"{self.layout.node_count}\n")
         self.stop_all_marker.unlink(missing_ok=True)
 
     def _start(self, entry: Supervised) -> None:

@@ -111,9 +111,10 @@ def up(args: argparse.Namespace) -> int:
     if left_out and args.fence_grace > 0:
         names = ", ".join(left_out)
         it, its, stays = ("it", "its", "stays") if len(left_out) == 1 else ("them", "their", "stay")
+        every = max(int(name[4:]) for name in left_out)
         print(
-            f"{names} of this data dir {stays} down (--nodes {layout.node_count}): the supervisor fences {it}, so "
-            f"{its} VMs start on {', '.join(layout.node_names)}",
+            f"{names} of this data dir {stays} down ({layout.node_count} node(s) started; --nodes {every} starts "
+            f"{it} again): the supervisor fences {it}, so {its} VMs start on {', '.join(layout.node_names)}",
             flush=True,
         )
     try:
