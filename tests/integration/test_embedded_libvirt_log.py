@@ -1,5 +1,6 @@
-"""The in-process libvirt's log in a real process: libvirt's lines on fd 2 become the launcher's JSON lines, debug
-filters reach the embedded driver, and Python's own stderr (a crash's traceback) still goes straight out."""
+"""The in-process libvirt's log in a real process: libvirt's lines on fd 2 become the launcher's JSON lines, its
+errors are logged, debug filters reach the embedded driver, and Python's own stderr (a crash's traceback) still goes
+straight out."""
 
 from __future__ import annotations
 
@@ -12,18 +13,19 @@ SCRIPT = """
 import os, subprocess, sys
 import libvirt
 from pykubevirt import log
-from pykubevirt.launcher.embedded_libvirt_log import EmbeddedLibvirtLog, apply_debug_filters
+from pykubevirt.launcher.embedded_libvirt_log import EmbeddedLibvirtLog, configure_embedded_log
 
 libvirt.registerErrorHandler(lambda _ctx, _error: None, None)  # as the launcher's DomainManager does
 log.configure("virt-launcher")
 relay = EmbeddedLibvirtLog()
 relay.start()
 try:
+    assert configure_embedded_log(None)
     try:
         libvirt.open("test://{missing}")
     except libvirt.libvirtError:
         pass
-    assert apply_debug_filters("1:libvirt 3:*")
+    assert configure_embedded_log("1:libvirt 3:*")
     libvirt.open("test:///default").close()
     subprocess.run(["sh", "-c", "echo a child process wrote this >&2"], check=True)
     print("python wrote this", file=sys.stderr)
@@ -53,6 +55,9 @@ def test_libvirts_lines_become_json_lines_and_python_keeps_its_own_stderr(tmp_pa
 
     libvirt_lines = [x for x in relayed if x.get("subcomponent") == "libvirt"]
     assert all(x["component"] == "virt-launcher" and x["thread"].isdigit() for x in libvirt_lines)
+    # Warnings and errors from the start, even one no caller would have seen (the default prints none of them).
+    errors = [x for x in libvirt_lines if x["level"] == "error"]
+    assert any(str(missing) in x["msg"] for x in errors), errors
     # Its debug lines of the "libvirt" category once the filters asked for them, and not before.
     debug = [x for x in libvirt_lines if x["level"] == "debug"]
     assert any(x["pos"].startswith("virConnectOpen") and x["msg"] == "name=test:///default" for x in debug), debug

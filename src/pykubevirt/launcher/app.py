@@ -41,7 +41,7 @@ from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_sourc
 from pykubevirt.launcher.disk_expansion import expand_disks
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
 from pykubevirt.launcher.domain_state import DomainState
-from pykubevirt.launcher.embedded_libvirt_log import EmbeddedLibvirtLog, apply_debug_filters
+from pykubevirt.launcher.embedded_libvirt_log import EmbeddedLibvirtLog, configure_embedded_log
 from pykubevirt.launcher.guest_agent_commands import GuestAgentCommands
 from pykubevirt.launcher.guest_agent_poller import GuestAgentPoller
 from pykubevirt.launcher.host_firmware import HostFirmware, detect
@@ -599,7 +599,7 @@ def run(args: argparse.Namespace) -> int:
     libvirt_log.start()
     try:
         launcher = Launcher(args, pod_layout.mounts_from_env(os.environ))
-        apply_debug_filters(launcher.libvirt_log_filters)
+        configure_embedded_log(launcher.libvirt_log_filters)
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(launcher.run())
     finally:

@@ -68,17 +68,19 @@ class EmbeddedLibvirtLog:
             relay_libvirt_lines(decoded_lines(stream), relayed)
 
 
-def apply_debug_filters(filters: str | None) -> bool:
-    """Have the in-process libvirt log what `filters` let through (None: warnings and errors); False if it cannot."""
-    if filters is None:
-        return True
-    os.environ["LIBVIRT_LOG_FILTERS"] = filters
-    os.environ["LIBVIRT_LOG_OUTPUTS"] = "1:stderr"
+def configure_embedded_log(filters: str | None) -> bool:
+    """Have the in-process libvirt log its warnings and errors, and what `filters` let through; False if it cannot.
+
+    Without an output of its own libvirt logs no error (virRaiseErrorLog): one raised in a thread of the driver, with
+    no caller to return it to (a QEMU event it gave up on), would leave no trace. KubeVirt's daemon logs them all."""
+    if filters is not None:
+        os.environ["LIBVIRT_LOG_FILTERS"] = filters
+    os.environ["LIBVIRT_LOG_OUTPUTS"] = "1:stderr" if filters is not None else "3:stderr"
     try:
         # A private symbol the daemons use; libvirt's Python binding has no call that sets the log filters.
         set_from_env = ctypes.CDLL("libvirt.so.0").virLogSetFromEnv
     except (OSError, AttributeError):
-        log.warning("libvirt debug logs of the embedded driver are not available with this libvirt")
+        log.warning("the embedded libvirt's log cannot be configured with this libvirt: warnings only")
         return False
     set_from_env.restype = ctypes.c_int
     if set_from_env() < 0:
