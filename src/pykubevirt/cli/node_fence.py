@@ -180,8 +180,8 @@ class NodeFencer:
             if fenced_by_supervisor(node) and not killed:
                 continue  # left out last time too
             message = (
-                f"not started (up --nodes {self.layout.node_count}): the supervisor killed {killed} pod process(es) "
-                "left on it"
+                f"not started (the cluster runs {self.layout.node_count} node(s)): the supervisor killed {killed} pod "
+                "process(es) left on it"
             )
             await self._set_condition(client, name, "True", "NodeNotStarted", message, now)
             await self._set_taint(client, name, present=True)
