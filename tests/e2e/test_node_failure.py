@@ -74,6 +74,14 @@ def place_on(cluster: UpCluster, node: str, manifests: list[str]) -> None:
         cluster.run("kubectl", "uncordon", other(node))
 
 
+def place_guest(cluster: UpCluster, node: str, name: str) -> tuple[str, str, int]:
+    """One small `Always` guest on `node`: its domain name, VMI uid and QEMU pid."""
+    place_on(cluster, node, [small_guest(name)])
+    domain = f"default_{name}"
+    (qemu,) = qemu_pids(cluster, domain)
+    return domain, cluster.jsonpath("vmi", name, "{.metadata.uid}"), qemu
+
+
 def stop_node(cluster: UpCluster, node: str) -> list[int]:
     """SIGSTOP the node's agent and virt-handler, as a dead or partitioned host looks to the others."""
     components = cluster.state()["components"]
@@ -191,10 +199,7 @@ def test_partitioned_node_is_fenced_before_its_guest_runs_elsewhere(two_nodes: U
     """The agent and virt-handler stop but QEMU keeps running: the fence must kill it before the VM starts again."""
     cluster = two_nodes
     name = "fo-part"
-    place_on(cluster, "node01", [small_guest(name)])
-    domain = f"default_{name}"
-    old_uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
-    (old_qemu,) = qemu_pids(cluster, domain)
+    domain, old_uid, old_qemu = place_guest(cluster, "node01", name)
     census = QemuCensus(ClusterQemus(cluster.data_dir))
     try:
         stopped = stop_node(cluster, "node01")
@@ -213,13 +218,10 @@ def test_partitioned_node_is_fenced_before_its_guest_runs_elsewhere(two_nodes: U
     assert failover <= FAILOVER_AIM_SECONDS, f"failover took {failover:.1f} s"
 
 
-def test_up_with_fewer_nodes_fences_the_one_left_out_and_a_plain_up_brings_it_back(two_nodes: UpCluster) -> None:
+def test_up_with_fewer_nodes_fences_the_one_left_out_until_up_starts_it_again(two_nodes: UpCluster) -> None:
     cluster = two_nodes
     name = "fo-left"
-    place_on(cluster, "node02", [small_guest(name)])
-    domain = f"default_{name}"
-    old_uid = cluster.jsonpath("vmi", name, "{.metadata.uid}")
-    (old_qemu,) = qemu_pids(cluster, domain)
+    domain, old_uid, old_qemu = place_guest(cluster, "node02", name)
 
     cluster.run("pykubevirt", "down")
     assert qemu_pids(cluster, domain) == [old_qemu], "down leaves the guest running"
