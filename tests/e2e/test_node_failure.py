@@ -232,6 +232,9 @@ def test_up_with_fewer_nodes_fences_the_one_left_out_until_up_starts_it_again(tw
     assert old_qemu not in qemu_pids(cluster, domain), "the guest left on node02 was killed before the move"
     path = '{.spec.taints[*].key} {.status.conditions[?(@.type=="Fenced")].reason}'
     assert cluster.jsonpath("node", "node02", path).split() == [OUT_OF_SERVICE, "NodeNotStarted"]
+    status = cluster.run("pykubevirt", "status").stdout
+    assert "(fenced: NodeNotStarted)" in next(x for x in status.splitlines() if x.startswith("node02 ")), status
+    assert "virt-handler-node02" not in status, "no metrics row for a handler that does not run"
 
     # A plain `up` keeps to the count the data dir last ran; `--nodes 2` starts node02 again and lifts its fence.
     cluster.run("pykubevirt", "down")

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pykubevirt.api import objects
 from pykubevirt.cli import cluster_network
 from pykubevirt.cli.cluster_layout import (
     DEFAULT_DATA_DIR,
@@ -29,7 +30,7 @@ from pykubevirt.cli.cluster_layout import (
 from pykubevirt.cli.host_checks import FAIL
 from pykubevirt.cli.host_facts import startup_checks
 from pykubevirt.cli.metrics_locations import handler_addresses, metrics_rows, recorded_address
-from pykubevirt.cli.node_fence import DEFAULT_FENCE_GRACE_SECONDS
+from pykubevirt.cli.node_fence import DEFAULT_FENCE_GRACE_SECONDS, FENCED_CONDITION
 from pykubevirt.cli.startup_error import ERROR_PREFIX, last_error_line
 
 READY_TIMEOUT_SECONDS = 120.0
@@ -294,6 +295,9 @@ def status(args: argparse.Namespace) -> int:
     print()
     _table([("NODE", "STATUS", "SCHEDULABLE", "VMIS"), *nodes])
     print()
+    # A node this supervisor does not run keeps the address its last handler wrote: nothing serves there.
+    running = set(state.get("nodes") or [])
+    handlers = {node: address for node, address in handlers.items() if node in running}
     _table(metrics_rows(_server(layout), recorded_address(layout.controller_metrics_file), handlers))
     print()
     _print_console(layout, recorded_address(layout.webconsole_address_file))
@@ -331,6 +335,9 @@ async def _nodes(layout: ClusterLayout) -> tuple[list[tuple[str, ...]], dict[str
         conditions = {c["type"]: c["status"] for c in (node.get("status") or {}).get("conditions") or []}
         name = node["metadata"]["name"]
         ready = "Ready" if conditions.get("Ready") == "True" else "NotReady"
+        fenced = objects.condition(node, FENCED_CONDITION) or {}
+        if fenced.get("status") == "True":
+            ready += f" (fenced: {fenced.get('reason', '')})"
         schedulable = (node["metadata"].get("labels") or {}).get("kubevirt.io/schedulable", "false")
         rows.append((name, ready, schedulable, str(per_node.get(name, 0))))
     return rows, handler_addresses(nodes)
