@@ -67,13 +67,13 @@ class Collected(logging.Handler):
         self.records.append(record)
 
 
-def relayed(lines: list[str]) -> list[tuple[int, str, str | None, str | None]]:
+def relayed(lines: list[str], verbosity: str | None = None) -> list[tuple[int, str, str | None, str | None]]:
     logger = logging.getLogger("tests.libvirt_relay")
     logger.setLevel(logging.DEBUG)
     collected = Collected()
     logger.addHandler(collected)
     try:
-        relay_libvirt_lines(lines, logger)
+        relay_libvirt_lines(lines, logger, verbosity)
     finally:
         logger.removeHandler(collected)
     return [
@@ -105,3 +105,21 @@ def test_a_relayed_line_without_libvirts_position_has_none_rather_than_the_relay
     record.__dict__.update(subcomponent="libvirt", position=None, libvirt_thread="34")
     line = json.loads(JSONFormatter("virt-launcher").format(record))
     assert "pos" not in line and line["msg"] == "v" and line["thread"] == "34"
+
+
+AGENT_FAILURE = (
+    "2026-12-05 20:02:49.016+0000: 62: error : qemuAgentCheckError:1050 : internal error: unable to execute QEMU agent "
+    "command 'guest-get-users': The command guest-get-users has been disabled for this instance"
+)
+
+
+@pytest.mark.parametrize(("verbosity", "expected"), [(None, []), ("3", []), ("garbage", []), ("4", [logging.WARNING])])
+def test_a_failed_guest_agent_command_is_a_warning_shown_from_verbosity_4_as_in_kubevirt(
+    verbosity: str | None, expected: list[int]
+) -> None:
+    other_error = "2026-12-05 20:02:49.016+0000: 62: error : virCommandWait:2725 : internal error: Child process failed"
+    lines = relayed([AGENT_FAILURE, other_error], verbosity)
+    assert [level for level, message, _, _ in lines if "agent" in message] == expected
+    assert [(level, message) for level, message, _, _ in lines if "agent" not in message] == [
+        (logging.ERROR, "internal error: Child process failed")
+    ]

@@ -65,7 +65,7 @@ class EmbeddedLibvirtLog:
     @staticmethod
     def _relay(read_end: int) -> None:
         with os.fdopen(read_end, "rb") as stream:
-            relay_libvirt_lines(decoded_lines(stream), relayed)
+            relay_libvirt_lines(decoded_lines(stream), relayed, os.environ.get("VIRT_LAUNCHER_LOG_VERBOSITY"))
 
 
 def configure_embedded_log(filters: str | None) -> bool:

@@ -171,7 +171,7 @@ class PrivateLibvirtd:
         """libvirt's warnings and errors into the launcher's own log, as KubeVirt's virt-launcher shows them, so
         `kubectl logs` of the compute container has them; the raw lines stay in log/stderr.log."""
         with stream, (self.directory / "log" / "stderr.log").open("ab", buffering=0) as raw:
-            relay_libvirt_lines(decoded_lines(stream, raw), relayed)
+            relay_libvirt_lines(decoded_lines(stream, raw), relayed, os.environ.get("VIRT_LAUNCHER_LOG_VERBOSITY"))
 
     async def _accepts(self) -> bool:
         # The socket accepts before the QEMU driver has initialised; only a full open shows the daemon serves.

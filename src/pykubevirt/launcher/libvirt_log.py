@@ -24,6 +24,9 @@ _QUIET_BY_VERBOSITY = {
     DEBUG_VERBOSITY_THRESHOLD + 1: _QUIET + " 3:util.threadjob 3:cpu.cpu 3:qemu.qemu_monitor",
     DEBUG_VERBOSITY_THRESHOLD + 2: _QUIET + " 3:util.threadjob 3:cpu.cpu",
 }
+# libvirt's message for an agent command the guest failed, and the verbosity from which KubeVirt shows it.
+AGENT_COMMAND_FAILED = "unable to execute QEMU agent command"
+AGENT_COMMAND_ERRORS_VERBOSITY = 4
 # What a filter list holds ("1:qemu 3:remote 4:*"): nothing that could end the quoted value in libvirtd.conf.
 _FILTERS = re.compile(r"^[0-9A-Za-z_.:*+ -]+$")
 
@@ -57,9 +60,13 @@ def libvirt_log_record(line: str) -> LibvirtLogLine:
     return LibvirtLogLine(_LOG_LEVELS[level], positioned.group(2), positioned.group(1), thread)
 
 
-def relay_libvirt_lines(lines: Iterable[str], logger: logging.Logger) -> None:
+def relay_libvirt_lines(lines: Iterable[str], logger: logging.Logger, verbosity: str | None = None) -> None:
     """Log libvirt's lines again through `logger`, as KubeVirt's virt-launcher shows them (`subcomponent: libvirt`,
-    libvirt's level, function:line and thread); an indented line carries on the libvirt line before it."""
+    libvirt's level, function:line and thread); an indented line carries on the libvirt line before it.
+
+    As in KubeVirt (LogLibvirtLogLine), a guest agent command the guest failed is a warning shown from launcher
+    verbosity 4 up: an agent without some command would otherwise put an error in the log at every poll."""
+    agent_errors = _verbosity(verbosity) >= AGENT_COMMAND_ERRORS_VERBOSITY
     previous: LibvirtLogLine | None = None
     for text in lines:
         if not text.strip():
@@ -69,6 +76,10 @@ def relay_libvirt_lines(lines: Iterable[str], logger: logging.Logger) -> None:
             parsed = replace(previous, message=text.strip())
         else:
             previous = parsed if parsed.thread is not None else None
+        if parsed.thread is not None and AGENT_COMMAND_FAILED in parsed.message:
+            if not agent_errors:
+                continue
+            parsed = replace(parsed, level=logging.WARNING)
         extra = {"position": parsed.position, "libvirt_thread": parsed.thread}
         if parsed.thread is not None:
             extra["subcomponent"] = "libvirt"
@@ -90,12 +101,17 @@ def debug_log_filters(custom: str, verbosity: str | None, debug_logs: bool) -> s
         return custom
     if custom:
         log.warning("ignoring libvirt log filters %r: not a list of level:category filters", custom)
-    try:
-        level = int(verbosity) if verbosity is not None else -1
-    except ValueError:
-        level = -1
+    level = _verbosity(verbosity)
     if level < DEBUG_VERBOSITY_THRESHOLD:
         if not debug_logs:
             return None
         level = DEBUG_VERBOSITY_THRESHOLD + 5
     return _QUIET_BY_VERBOSITY.get(level, _QUIET) + " 1:*"
+
+
+def _verbosity(value: str | None) -> int:
+    """VIRT_LAUNCHER_LOG_VERBOSITY as a number; -1 when unset or not one."""
+    try:
+        return int(value) if value is not None else -1
+    except ValueError:
+        return -1
