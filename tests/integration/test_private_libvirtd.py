@@ -21,7 +21,7 @@ SECURITY_WARNING = 'Configured security driver "none" disables default policy'
 async def test_the_daemons_warnings_reach_the_launchers_log_as_libvirt_lines(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="pykubevirt.launcher.libvirtd")
+    caplog.set_level(logging.INFO, logger="pykubevirt.launcher.libvirt")
     daemon = PrivateLibvirtd(tmp_path / "daemon", migration_address="", ports=MIGRATION_PORTS)
     await daemon.start()
     try:

@@ -23,13 +23,18 @@ DEFAULT_IMAGES_DIR = DEFAULT_DATA_DIR / "images"
 _NODE_DIR_NAME = re.compile(r"node(\d+)")
 
 
+def node_number(name: str) -> int:
+    """nodeNN's NN."""
+    return int(name.removeprefix("node"))
+
+
 def recorded_nodes(data_dir: Path) -> list[str]:
     """The nodes this data dir has run (a directory each under nodes/), in order."""
     try:
         found = [p.name for p in (data_dir / "nodes").iterdir() if p.is_dir() and _NODE_DIR_NAME.fullmatch(p.name)]
     except OSError:
         return []
-    return sorted(found, key=lambda name: int(name[4:]))
+    return sorted(found, key=node_number)
 
 
 def node_count_file(data_dir: Path) -> Path:
@@ -43,7 +48,7 @@ def recorded_node_count(data_dir: Path) -> int:
     try:
         count = int(node_count_file(data_dir).read_text())
     except (OSError, ValueError):
-        count = max([0, *(int(name[4:]) for name in recorded_nodes(data_dir))])
+        count = max([0, *map(node_number, recorded_nodes(data_dir))])
     return max(1, count)
 
 

@@ -183,10 +183,8 @@ class NodeFencer:
                 f"not started (the cluster runs {self.layout.node_count} node(s)): the supervisor killed {killed} pod "
                 "process(es) left on it"
             )
-            await self._set_condition(client, name, "True", "NodeNotStarted", message, now)
-            await self._set_taint(client, name, present=True)
             self.fences += 1
-            log.warning("fenced node %s: %s", name, message, extra={"node": name, "count": killed})
+            await self._mark_fenced(client, name, "NodeNotStarted", message, now, killed)
 
     async def _restart_hung(self, name: str) -> None:
         entry = self.entries[name]
@@ -207,8 +205,13 @@ class NodeFencer:
             f"no heartbeat for {self.grace:.0f}s: the supervisor killed the node agent, virt-handler and "
             f"{killed} pod process(es)"
         )
+        await self._mark_fenced(client, name, "NodeUnresponsive", message, now, killed)
+
+    async def _mark_fenced(
+        self, client: KubeClient, name: str, reason: str, message: str, now: datetime, killed: int
+    ) -> None:
         # The reason first: whoever sees the taint (virt-controller failing the node's VMIs, a user) sees why.
-        await self._set_condition(client, name, "True", "NodeUnresponsive", message, now)
+        await self._set_condition(client, name, "True", reason, message, now)
         await self._set_taint(client, name, present=True)
         log.warning("fenced node %s: %s", name, message, extra={"node": name, "count": killed})
 

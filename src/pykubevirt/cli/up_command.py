@@ -24,6 +24,7 @@ from pykubevirt.cli.cluster_layout import (
     DEFAULT_DATA_DIR,
     DEFAULT_LISTEN,
     ClusterLayout,
+    node_number,
     pykubevirt_argv,
     recorded_node_count,
 )
@@ -112,7 +113,7 @@ def up(args: argparse.Namespace) -> int:
     if left_out and args.fence_grace > 0:
         names = ", ".join(left_out)
         it, its, stays = ("it", "its", "stays") if len(left_out) == 1 else ("them", "their", "stay")
-        every = max(int(name[4:]) for name in left_out)
+        every = max(map(node_number, left_out))
         print(
             f"{names} of this data dir {stays} down ({layout.node_count} node(s) started; --nodes {every} starts "
             f"{it} again): the supervisor fences {it}, so {its} VMs start on {', '.join(layout.node_names)}",
@@ -332,9 +333,8 @@ async def _nodes(layout: ClusterLayout) -> tuple[list[tuple[str, ...]], dict[str
         per_node[node] = per_node.get(node, 0) + 1
     rows: list[tuple[str, ...]] = []
     for node in nodes:
-        conditions = {c["type"]: c["status"] for c in (node.get("status") or {}).get("conditions") or []}
         name = node["metadata"]["name"]
-        ready = "Ready" if conditions.get("Ready") == "True" else "NotReady"
+        ready = "Ready" if (objects.condition(node, "Ready") or {}).get("status") == "True" else "NotReady"
         fenced = objects.condition(node, FENCED_CONDITION) or {}
         if fenced.get("status") == "True":
             ready += f" (fenced: {fenced.get('reason', '')})"

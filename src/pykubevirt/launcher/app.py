@@ -49,7 +49,7 @@ from pykubevirt.launcher.hotplug import sync_hotplug
 from pykubevirt.launcher.kernel_boot import KernelBootError, link_kernel_artifacts
 from pykubevirt.launcher.kvm_probe import cached_probe
 from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
-from pykubevirt.launcher.libvirt_log import debug_log_filters
+from pykubevirt.launcher.libvirt_log import VERBOSITY_ENV, debug_log_filters
 from pykubevirt.launcher.memory_hotplug import sync_memory
 from pykubevirt.launcher.migration_commands import MigrationCommands
 from pykubevirt.launcher.migration_source import MigrationSource, now
@@ -101,7 +101,7 @@ class Launcher(MigrationCommands, GuestAgentCommands):
         # migration target's daemon's.
         self.libvirt_log_filters = debug_log_filters(
             args.libvirt_log_filters,
-            os.environ.get("VIRT_LAUNCHER_LOG_VERBOSITY"),
+            os.environ.get(VERBOSITY_ENV),
             "LIBVIRT_DEBUG_LOGS" in os.environ,
         )
         self.domain: DomainManager | None = None

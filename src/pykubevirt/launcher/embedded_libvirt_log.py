@@ -17,12 +17,9 @@ import sys
 import threading
 from typing import IO
 
-from pykubevirt.launcher.libvirt_log import decoded_lines, relay_libvirt_lines
+from pykubevirt.launcher.libvirt_log import relay_libvirt_stream
 
-log = logging.getLogger("pykubevirt.launcher.libvirt_log")
-# The filters decide what libvirt writes, so no line is dropped here for its level (the launcher's log is at info).
-relayed = logging.getLogger("pykubevirt.launcher.libvirt")
-relayed.setLevel(logging.DEBUG)
+log = logging.getLogger("pykubevirt.launcher.embedded_libvirt_log")
 
 JOIN_SECONDS = 1.0
 
@@ -65,7 +62,7 @@ class EmbeddedLibvirtLog:
     @staticmethod
     def _relay(read_end: int) -> None:
         with os.fdopen(read_end, "rb") as stream:
-            relay_libvirt_lines(decoded_lines(stream), relayed, os.environ.get("VIRT_LAUNCHER_LOG_VERBOSITY"))
+            relay_libvirt_stream(stream)
 
 
 def configure_embedded_log(filters: str | None) -> bool:

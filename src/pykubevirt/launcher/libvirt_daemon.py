@@ -26,13 +26,9 @@ import libvirt
 
 from pykubevirt.launcher import capabilities_cache
 from pykubevirt.launcher.domain_manager import EMBED_QEMU_CONF
-from pykubevirt.launcher.libvirt_log import decoded_lines, relay_libvirt_lines
+from pykubevirt.launcher.libvirt_log import relay_libvirt_stream
 
 log = logging.getLogger("pykubevirt.launcher.libvirtd")
-# libvirt's own lines: the daemon's log_filters decide which it writes, so none is dropped here for its level (the
-# launcher's log is at info; debug lines come only when asked for, with debug_log_filters).
-relayed = logging.getLogger("pykubevirt.launcher.libvirtd.libvirt")
-relayed.setLevel(logging.DEBUG)
 
 LIBVIRTD = "/usr/sbin/libvirtd"
 SOCKET_NAME = "libvirt-sock"
@@ -171,7 +167,7 @@ class PrivateLibvirtd:
         """libvirt's warnings and errors into the launcher's own log, as KubeVirt's virt-launcher shows them, so
         `kubectl logs` of the compute container has them; the raw lines stay in log/stderr.log."""
         with stream, (self.directory / "log" / "stderr.log").open("ab", buffering=0) as raw:
-            relay_libvirt_lines(decoded_lines(stream, raw), relayed, os.environ.get("VIRT_LAUNCHER_LOG_VERBOSITY"))
+            relay_libvirt_stream(stream, raw)
 
     async def _accepts(self) -> bool:
         # The socket accepts before the QEMU driver has initialised; only a full open shows the daemon serves.

@@ -7,12 +7,19 @@ Both libvirts a launcher runs write lines like "2026-12-05 17:44:01.123+0000: 12
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import IO
 
 log = logging.getLogger("pykubevirt.launcher.libvirt_log")
+# libvirt's own lines, from the embedded driver and a migration target's daemon alike. libvirt's filters decide which
+# it writes, so none is dropped here for its level (the launcher's log is at info).
+relayed = logging.getLogger("pykubevirt.launcher.libvirt")
+relayed.setLevel(logging.DEBUG)
+# The launcher's verbosity (KubeVirt's launcher pod env): it picks libvirt's debug categories and the agent rule below.
+VERBOSITY_ENV = "VIRT_LAUNCHER_LOG_VERBOSITY"
 
 # KubeVirt's virt-launcher (getLibvirtLogFilters): libvirt's debug logs are on from this launcher verbosity up, or
 # with LIBVIRT_DEBUG_LOGS; each step of verbosity keeps fewer noisy categories at warnings.
@@ -86,8 +93,12 @@ def relay_libvirt_lines(lines: Iterable[str], logger: logging.Logger, verbosity:
         logger.log(parsed.level, "%s", parsed.message, extra=extra)
 
 
-def decoded_lines(stream: IO[bytes], copy: IO[bytes] | None = None) -> Iterator[str]:
-    """The stream's lines as text without their ends, each first written as it came to `copy`."""
+def relay_libvirt_stream(stream: IO[bytes], copy: IO[bytes] | None = None) -> None:
+    """Relay a libvirt's stderr line by line until it ends, at the launcher's verbosity; `copy` keeps the raw lines."""
+    relay_libvirt_lines(_decoded_lines(stream, copy), relayed, os.environ.get(VERBOSITY_ENV))
+
+
+def _decoded_lines(stream: IO[bytes], copy: IO[bytes] | None) -> Iterator[str]:
     for line in iter(stream.readline, b""):
         if copy is not None:
             copy.write(line)
