@@ -7,6 +7,7 @@ tests/data/acceptance/; vm-centos01.yaml is the seed as written, its claim uploa
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import threading
@@ -196,4 +197,10 @@ def test_virtctl_console_through_a_pipe(up_cluster: UpCluster) -> None:
     wait_booted(up_cluster, "vm", "demo")
     result = up_cluster.run("virtctl", "console", "demo", stdin="echo console-$((6*7))\n", timeout=60)
     assert "console-42" in result.stdout
+    # The launcher's log is JSON throughout, QEMU's own lines included: the command line libvirt started it with.
+    pod = launcher_pod(up_cluster, up_cluster.jsonpath("vmi", "demo", "{.metadata.uid}"))
+    compute = [json.loads(line) for line in up_cluster.run("kubectl", "logs", pod, "-c", "compute").stdout.splitlines()]
+    qemu = [r["msg"] for r in compute if r.get("subcomponent") == "qemu"]
+    assert any("starting up libvirt version" in line for line in qemu), qemu
+    assert any("qemu-system-x86_64" in line and "guest=default_demo" in line for line in qemu), qemu
     up_cluster.run("kubectl", "delete", "vm", "demo", timeout=120)

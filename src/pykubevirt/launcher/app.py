@@ -67,6 +67,7 @@ from pykubevirt.launcher.protocol import (
     domain_name,
 )
 from pykubevirt.launcher.pvc_disks import PVCDiskError
+from pykubevirt.launcher.qemu_log import QemuLogRelay, qemu_log_path
 from pykubevirt.launcher.vcpu_hotplug import sync_vcpus
 
 log = logging.getLogger("pykubevirt.launcher")
@@ -132,6 +133,8 @@ class Launcher(MigrationCommands, GuestAgentCommands):
         # A migration target's daemon, started with the launcher (see `_start_early_daemon`).
         self.early_daemon: PrivateLibvirtd | None = None
         self.early_daemon_task: asyncio.Task[None] | None = None
+        # QEMU's own log, relayed into this one (the embedded libvirt's, or a migration target's daemon's).
+        self.qemu_log: QemuLogRelay | None = None
         self.incoming: MigrationStatus | None = None
         # The guest agent poller and the qemuGuestAgent credential propagation, once the domain runs.
         self.agent: GuestAgentPoller | None = None
@@ -217,16 +220,21 @@ class Launcher(MigrationCommands, GuestAgentCommands):
         self.firmware = await asyncio.to_thread(detect, Path(self.args.ovmf_path))
         log.info("launcher for %s/%s uses %s (%s)", self.namespace, self.name, kind, reason)
         # A migration target's domain arrives in the private daemon `preparemigrationtarget` starts.
+        libvirt_logs: Path | None = None
         if not self.args.migration_target:
             root = Path(pod_layout.embed_root(self.pod_uid))
             if not self.uri:
                 capabilities_cache.seed(root)
                 persistent_state.link_swtpm_storage(root, self.mounts)
+                libvirt_logs = root / "log"
             await self._connect(self.uri or embed_uri(root, self._hugetlbfs()))
             if not self.uri:
                 self._warm_up = asyncio.get_running_loop().create_task(self._warm_capabilities(root))
         else:
-            self._start_early_daemon()
+            libvirt_logs = self._start_early_daemon()
+        if libvirt_logs is not None:
+            self.qemu_log = QemuLogRelay(qemu_log_path(libvirt_logs, domain_name(self.namespace, self.name)))
+            self.qemu_log.start()
         # Only now does virt-handler see the socket: every command it sends can be served.
         await self.server.start()
         self._link(
@@ -374,6 +382,8 @@ class Launcher(MigrationCommands, GuestAgentCommands):
             if self.daemon is not None:
                 await self.daemon.stop()
             await self._stop_early_daemon()
+            if self.qemu_log is not None:
+                self.qemu_log.stop()
             if not self.last_state.alive:
                 # The short runtime dir holds only sockets and libvirt state of a guest that is gone.
                 shutil.rmtree(self.runtime, ignore_errors=True)

@@ -118,6 +118,11 @@ class PrivateLibvirtd:
         capabilities_cache.seed_dir(self.capabilities_dir, capabilities_cache.DAEMON_SHARED_DIR)
 
     @property
+    def log_dir(self) -> Path:
+        """The host directory the daemon sees as /var/log/libvirt."""
+        return self.directory / "vlog"
+
+    @property
     def capabilities_dir(self) -> Path:
         return self.directory / "cache" / "qemu" / "capabilities"
 

@@ -90,13 +90,15 @@ class MigrationCommands:
         log.info("migration target ready: libvirt at %s, streams on %s", self.daemon.socket, address or "any address")
         return self.status()
 
-    def _start_early_daemon(self) -> None:
+    def _start_early_daemon(self) -> Path:
         """A migration target's launcher starts its daemon at once, in the background: by the time virt-handler asks
-        it to prepare (after the pod is seen running and the VMI handed over), the daemon is up.
+        it to prepare (after the pod is seen running and the VMI handed over), the daemon is up. Returns where the
+        daemon's libvirt logs (the one it replaces it with logs there too).
 
         It binds no particular address; `preparemigrationtarget` replaces it when the node's address needs one."""
         self.early_daemon = migration_target.daemon(self.runtime, "", self.libvirt_log_filters)
         self.early_daemon_task = asyncio.get_running_loop().create_task(self.early_daemon.start())
+        return self.early_daemon.log_dir
 
     async def _target_daemon(self, wanted: PrivateLibvirtd) -> PrivateLibvirtd:
         """The early daemon when it came up as `wanted` would be configured, else `wanted`, started now."""
