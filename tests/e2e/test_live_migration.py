@@ -176,6 +176,19 @@ def test_a_counting_guest_migrates_to_the_other_node_without_a_reboot(two_nodes:
     )
     assert qemu_of(source["uid"]) == []
     assert len(qemu_of(target["uid"])) == 1
+    # QEMU's own log is in each launcher's: the source's QEMU was shut off by libvirt as migrated (virt-handler there
+    # did not destroy it when the target took the VMI over), the target's was started to receive the guest.
+    source_qemu, target_qemu = (qemu_lines(cluster, pod["name"]) for pod in (source, target))
+    assert any(line.endswith("shutting down, reason=migrated") for line in source_qemu), source_qemu[-5:]
+    assert not any("shutting down, reason=destroyed" in line for line in source_qemu), source_qemu[-5:]
+    assert any("qemu-system-x86_64" in line and " -incoming " in line for line in target_qemu), target_qemu[:3]
+
+
+def qemu_lines(cluster: UpCluster, pod: str) -> list[str]:
+    """The messages the pod's launcher relayed from QEMU's log (`subcomponent: qemu`)."""
+    logged = cluster.run("kubectl", "logs", pod, "-c", "compute", check=False).stdout.splitlines()
+    records = [json.loads(line) for line in logged if line.startswith("{")]
+    return [r["msg"] for r in records if r.get("subcomponent") == "qemu"]
 
 
 def counting_vm(name: str) -> str:

@@ -8,6 +8,7 @@ an abort the migration controller asked for. The target handler records success 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pykubevirt.api import pod_layout
@@ -25,6 +26,14 @@ from pykubevirt.handler.migration_target import BLOCK_MIGRATION_PORT_ROLE, DIREC
 from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.handler.migration")
+
+
+def leaving_by_migration(migration: Mapping[str, object] | None) -> bool:
+    """A launcher's migration status says its domain is a migration's source that runs or has handed the guest over:
+    libvirt shuts it off itself (Shutoff, Migrated) once the target confirms, so virt-handler waits for that instead of
+    destroying it."""
+    migration = migration or {}
+    return migration.get("role") == "source" and migration.get("state") in ("Running", "Succeeded")
 
 
 def migrate_request(vmi: Object, state: dict[str, Any]) -> dict[str, Any]:

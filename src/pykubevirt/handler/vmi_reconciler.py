@@ -35,7 +35,7 @@ from pykubevirt.handler.guest_agent_status import agent_status
 from pykubevirt.handler.hotplug import after_sync, claim_mounts, mark_detaching, wants_launcher
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
 from pykubevirt.handler.live_migratable import migratability_changes
-from pykubevirt.handler.migration_source import OutgoingMigrations
+from pykubevirt.handler.migration_source import OutgoingMigrations, leaving_by_migration
 from pykubevirt.handler.migration_target import migration_state
 from pykubevirt.handler.phase import Observed, observed_domain, phase_for
 from pykubevirt.handler.records import NodeRecords
@@ -49,6 +49,9 @@ from pykubevirt.log import object_fields
 log = logging.getLogger("pykubevirt.handler")
 
 INITIALIZE_TIMEOUT_SECONDS = 180.0
+# How long a migration source's domain may take to shut off by itself once the target took its VMI over (libvirt's
+# confirm step takes well under a second).
+MIGRATED_SOURCE_WAIT_SECONDS = 15.0
 
 
 def claim_capacities(vmi: Object) -> tuple[tuple[str, str], ...]:
@@ -111,6 +114,8 @@ class VMIReconciler:
         # The claim capacities each VMI's launcher last synced with (vmi uid → sizes); a change means a claim grew.
         self._synced_sizes: dict[str, tuple[tuple[str, str], ...]] = {}
         self.outgoing = OutgoingMigrations(client, recorder, migration_tls)
+        # key → when a migration source's VMI was first seen gone from this node (see `_ends_by_migration`).
+        self._migrated_away: dict[str, float] = {}
 
     # ------------------------------------------------------------------------------------------------ launchers
 
@@ -301,15 +306,29 @@ class VMIReconciler:
             return None
         domain = status["domain"]
         if domain["defined"] and domain["state"] not in STOPPED_STATES:
+            if self._ends_by_migration(key, status):
+                return Result(requeue_after=0.5)
             log.warning("VMI %s is gone; destroying its domain", key, extra={"uid": record["vmiUid"]})
             with contextlib.suppress(CommandFailed):
                 await launcher.kill()
             return Result(requeue_after=0.5)
         with contextlib.suppress(CommandFailed, LauncherUnavailable):
             await launcher.delete()
+        self._migrated_away.pop(key, None)
         self._unwatch(str(record["vmiUid"]))
         self.records.remove(key)
         return None
+
+    def _ends_by_migration(self, key: str, status: Status) -> bool:
+        """The VMI left this node because the target took it over, while libvirt here still finishes the job.
+
+        The target handler takes the VMI over as soon as the guest runs there, a moment before the source's libvirt
+        confirms and shuts its QEMU off as Migrated; destroying it then would end the job as Destroyed. The wait is
+        bounded: a VMI force-deleted mid-migration must not keep its guest."""
+        if not leaving_by_migration(status.get("migration")):
+            return False
+        since = self._migrated_away.setdefault(key, self.clock())
+        return self.clock() - since < MIGRATED_SOURCE_WAIT_SECONDS
 
     def _kill_orphan_qemu(self, pod_uid: str, vmi: Object) -> None:
         """A dead launcher leaves its QEMU behind (libvirt daemonizes it); a pod's processes die with the pod."""
