@@ -92,8 +92,8 @@ class MigrationCommands:
 
     def _start_early_daemon(self) -> Path:
         """A migration target's launcher starts its daemon at once, in the background: by the time virt-handler asks
-        it to prepare (after the pod is seen running and the VMI handed over), the daemon is up. Returns where the
-        daemon's libvirt logs (the one it replaces it with logs there too).
+        it to prepare (after the pod is seen running and the VMI handed over), the daemon is up. Returns the daemon's
+        libvirt log directory, which a daemon that replaces it uses too.
 
         It binds no particular address; `preparemigrationtarget` replaces it when the node's address needs one."""
         self.early_daemon = migration_target.daemon(self.runtime, "", self.libvirt_log_filters)
