@@ -53,6 +53,9 @@ INITIALIZE_TIMEOUT_SECONDS = 180.0
 # How long a migration source's domain may take to shut off by itself once the target took its VMI over (libvirt's
 # confirm step takes well under a second).
 MIGRATED_SOURCE_WAIT_SECONDS = 15.0
+# How long a reconcile that found the launcher gone waits for the watch to read what the launcher wrote last (the
+# watch ends at once at a dead launcher's end of stream; only a hung one makes it wait this long).
+WATCH_DRAIN_SECONDS = 1.0
 
 
 def claim_capacities(vmi: Object) -> tuple[tuple[str, str], ...]:
@@ -129,6 +132,7 @@ class VMIReconciler:
         try:
             status = await self.launcher(pod_uid).status()
         except LauncherUnavailable as exc:
+            await self._drain_watch(vmi_uid)
             last = self._last_seen.get(vmi_uid)
             if last is not None and last["domain"]["state"] in STOPPED_STATES:
                 return replace(observed_domain(last), launcher_exited=True), last
@@ -140,6 +144,14 @@ class VMIReconciler:
             return Observed(launcher_unresponsive=True), None
         self._first_seen.pop(vmi_uid, None)
         return observed_domain(status), status
+
+    async def _drain_watch(self, vmi_uid: str) -> None:
+        """A launcher that has just gone may have left its last statuses (the guest shut down) unread on the watch's
+        socket: let the watch read them up to its end before the launcher counts as unresponsive."""
+        task = self._watches.get(vmi_uid)
+        if task is not None and not task.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), WATCH_DRAIN_SECONDS)
 
     def _watch(self, key: str, vmi_uid: str, pod_uid: str) -> None:
         """Hear about domain changes as they happen (a guest powering itself off), not on the next resync."""
