@@ -32,7 +32,6 @@ from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.handler.certificates import MigrationTLS
 from pykubevirt.handler.guest_agent_status import agent_status
-from pykubevirt.handler.guest_panic_report import GuestPanicReport
 from pykubevirt.handler.hotplug import after_sync, claim_mounts, mark_detaching, wants_launcher
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
 from pykubevirt.handler.live_migratable import migratability_changes
@@ -120,7 +119,6 @@ class VMIReconciler:
         self.outgoing = OutgoingMigrations(client, recorder, migration_tls)
         # key → when a migration source's VMI was first seen gone from this node (see `_ends_by_migration`).
         self._migrated_away: dict[str, float] = {}
-        self.panics = GuestPanicReport(recorder)
 
     # ------------------------------------------------------------------------------------------------ launchers
 
@@ -172,7 +170,6 @@ class VMIReconciler:
 
     def _unwatch(self, vmi_uid: str) -> None:
         self._synced_sizes.pop(vmi_uid, None)
-        self.panics.forget(vmi_uid)
         self._last_seen.pop(vmi_uid, None)
         task = self._watches.pop(vmi_uid, None)
         if task is not None:
@@ -207,7 +204,6 @@ class VMIReconciler:
             # Nothing the launcher says can be read; the VMI shows why instead of the handler failing on a field.
             await self._sync_failed(vmi, str(exc))
             return Result(requeue_after=10.0)
-        self.panics.observe(vmi, status)
         if status is not None and not observed.launcher_exited:
             self._watch(key, vmi_uid, pod_uid)
         marked = status is not None and status["markedForGracefulShutdown"]

@@ -44,7 +44,6 @@ from pykubevirt.launcher.domain_state import DomainState
 from pykubevirt.launcher.embedded_libvirt_log import EmbeddedLibvirtLog, configure_embedded_log
 from pykubevirt.launcher.guest_agent_commands import GuestAgentCommands
 from pykubevirt.launcher.guest_agent_poller import GuestAgentPoller
-from pykubevirt.launcher.guest_panic import GuestPanics
 from pykubevirt.launcher.host_firmware import HostFirmware, detect
 from pykubevirt.launcher.hotplug import sync_hotplug
 from pykubevirt.launcher.kernel_boot import KernelBootError, link_kernel_artifacts
@@ -136,7 +135,6 @@ class Launcher(MigrationCommands, GuestAgentCommands):
         self.early_daemon_task: asyncio.Task[None] | None = None
         # QEMU's own log, relayed into this one (the embedded libvirt's, or a migration target's daemon's).
         self.qemu_log: QemuLogRelay | None = None
-        self.panics = GuestPanics()
         self.incoming: MigrationStatus | None = None
         # The guest agent poller and the qemuGuestAgent credential propagation, once the domain runs.
         self.agent: GuestAgentPoller | None = None
@@ -265,8 +263,6 @@ class Launcher(MigrationCommands, GuestAgentCommands):
 
     def _on_state(self, state: DomainState, event: str) -> None:
         self.last_state = state
-        if event == "Crashed":
-            self.panics.record(self.qemu_log.catch_up() if self.qemu_log is not None else None)
         if self.incoming is not None and self.incoming.get("state") == "TargetReady" and state.state == "Running":
             # The migrated domain runs here now: from here on this is the VMI's launcher.
             self.defined = True
@@ -294,8 +290,6 @@ class Launcher(MigrationCommands, GuestAgentCommands):
             status["event"] = event
         if self.network_fallback:
             status["networkFallback"] = self.network_fallback
-        if self.panics.count:
-            status["guestPanic"] = self.panics.status()
         if self.vmi is not None and self.defined:
             status["interfaces"] = self._interfaces()
         status["migrationProxyDir"] = (
