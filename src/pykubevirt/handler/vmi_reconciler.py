@@ -53,7 +53,7 @@ INITIALIZE_TIMEOUT_SECONDS = 180.0
 # confirm step takes well under a second).
 MIGRATED_SOURCE_WAIT_SECONDS = 15.0
 # How long a reconcile that found the launcher gone waits for the watch to read what the launcher wrote last (the
-# watch ends at once at a dead launcher's end of stream; only a hung one makes it wait this long).
+# watch ends at once at a dead launcher's end of stream; one hung or still shutting down makes it wait this long).
 WATCH_DRAIN_SECONDS = 1.0
 
 
@@ -314,6 +314,7 @@ class VMIReconciler:
         try:
             status = await launcher.status()
         except LauncherUnavailable:
+            self._migrated_away.pop(key, None)
             self.records.remove(key)
             return None
         domain = status["domain"]
