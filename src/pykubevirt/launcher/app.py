@@ -39,6 +39,7 @@ from pykubevirt.launcher.command_server import CommandServer
 from pykubevirt.launcher.converter import ConverterContext, convert
 from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_source, empty_disk_path, ephemeral_overlay
 from pykubevirt.launcher.disk_expansion import expand_disks
+from pykubevirt.launcher.domain_commands import DomainCommands
 from pykubevirt.launcher.domain_manager import DomainManager, embed_uri
 from pykubevirt.launcher.domain_state import DomainState
 from pykubevirt.launcher.embedded_libvirt_log import EmbeddedLibvirtLog, configure_embedded_log
@@ -50,7 +51,6 @@ from pykubevirt.launcher.kernel_boot import KernelBootError, link_kernel_artifac
 from pykubevirt.launcher.kvm_probe import cached_probe
 from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
 from pykubevirt.launcher.libvirt_log import VERBOSITY_ENV, debug_log_filters
-from pykubevirt.launcher.memory_hotplug import sync_memory
 from pykubevirt.launcher.migration_commands import MigrationCommands
 from pykubevirt.launcher.migration_source import MigrationSource, now
 from pykubevirt.launcher.protocol import (
@@ -62,13 +62,11 @@ from pykubevirt.launcher.protocol import (
     MigrationStatus,
     PingReply,
     Request,
-    ShutdownReply,
     Status,
     domain_name,
 )
 from pykubevirt.launcher.pvc_disks import PVCDiskError
 from pykubevirt.launcher.qemu_log import QemuLogRelay, qemu_log_path
-from pykubevirt.launcher.vcpu_hotplug import sync_vcpus
 
 log = logging.getLogger("pykubevirt.launcher")
 
@@ -86,7 +84,7 @@ def _seconds(value: str) -> float:
     return float(value[:-1]) if value.endswith("s") else float(value)
 
 
-class Launcher(MigrationCommands, GuestAgentCommands):
+class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
     """The launcher's state: its VMI, its domain and who is watching."""
 
     def __init__(self, args: argparse.Namespace, mounts: dict[str, str]) -> None:
@@ -538,16 +536,6 @@ class Launcher(MigrationCommands, GuestAgentCommands):
         status = await self._refreshed_status()
         return {**status, "mounted": result.mounted, "attached": result.attached, "errors": result.errors}
 
-    async def _sync_resources(self, request: Request) -> Status:
-        """CPU or memory hotplug: the running domain gets the VMI's vCPUs or guest memory (vcpu/memory_hotplug)."""
-        vmi = request.get("vmi")
-        if self.domain is None or not isinstance(vmi, dict) or (vmi.get("metadata") or {}).get("uid") != self.vmi_uid:
-            raise ValueError(f"{request['cmd']} needs this launcher's running VMI")
-        sync = sync_vcpus if request["cmd"] == Command.SYNC_VCPUS else sync_memory
-        log.info("%s: %s", request["cmd"], await sync(self.domain, vmi))
-        self.vmi = vmi
-        return await self._refreshed_status()
-
     def _secrets(self, volume: dict[str, Any]) -> dict[str, dict[str, bytes]]:
         """Secrets referenced by cloud-init, from the files the runtime mounted for them (if any)."""
         found: dict[str, dict[str, bytes]] = {}
@@ -560,42 +548,6 @@ class Launcher(MigrationCommands, GuestAgentCommands):
             if directory.is_dir():
                 found[name] = {f.name: f.read_bytes() for f in directory.iterdir() if f.is_file()}
         return found
-
-    async def _shutdown(self, request: Request) -> ShutdownReply:
-        assert self.domain is not None
-        done = await self.domain.shutdown()
-        return {**self.status(), "signaled": done}
-
-    async def _kill(self, request: Request) -> Status:
-        assert self.domain is not None
-        await self.domain.destroy()
-        return await self._refreshed_status()
-
-    async def _pause(self, request: Request) -> Status:
-        assert self.domain is not None
-        await self.domain.pause()
-        return await self._refreshed_status()
-
-    async def _unpause(self, request: Request) -> Status:
-        assert self.domain is not None
-        await self.domain.resume()
-        return await self._refreshed_status()
-
-    async def _softreboot(self, request: Request) -> Status:
-        assert self.domain is not None
-        # KubeVirt reboots through the agent when it is connected, else presses the ACPI power button.
-        await self.domain.reboot(agent=self.agent is not None and self.agent.connected)
-        return self.status()
-
-    async def _delete(self, request: Request) -> Status:
-        """Undefine the stopped domain; the launcher then exits (its pod completes)."""
-        assert self.domain is not None
-        await self.domain.destroy()
-        await self.domain.undefine()
-        self.defined = False
-        self.last_state = DomainState(NO_STATE, UNKNOWN_REASON)
-        asyncio.get_running_loop().call_later(0.2, self.deleted.set)
-        return self.status()
 
 
 def run(args: argparse.Namespace) -> int:
