@@ -43,9 +43,9 @@ def register_event_loop() -> None:
     global _event_impl_registered
     if _event_impl_registered:
         return
-    import libvirtaio
+    from pykubevirt.launcher.libvirt_event_loop import ThreadSafeEventImpl
 
-    libvirtaio.virEventRegisterAsyncIOImpl()
+    ThreadSafeEventImpl(asyncio.get_running_loop()).register()
     # libvirt prints every error to stderr by default; callers get them as exceptions and log what matters.
     libvirt.registerErrorHandler(lambda _ctx, _error: None, None)
     _event_impl_registered = True

@@ -30,13 +30,15 @@ from pykubevirt.node.exit_recorder import FORWARDED_SIGNALS, SignalForwarder, wa
 
 # What the launcher imports, loaded once here; a module a command imports later is its own. Names, not imports:
 # the node does not depend on the commands it runs.
-# `runpy.run_path` imports pkgutil, the launcher's libvirt events libvirtaio and its first `to_thread` the executor.
+# `runpy.run_path` imports pkgutil, the launcher's libvirt events libvirtaio (through libvirt_event_loop) and its
+# first `to_thread` the executor.
 PRELOAD = (
     "pykubevirt.cli.main",
     "pykubevirt.launcher.arguments",
     "pykubevirt.launcher.app",
     "pkgutil",
     "libvirtaio",
+    "pykubevirt.launcher.libvirt_event_loop",
     "concurrent.futures.thread",
 )
 # Work each command would repeat, done once here: "module:function" called after the imports.
