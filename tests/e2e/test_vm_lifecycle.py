@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
-from pykubevirt.client.resources import NODES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import EVENTS, NODES, VIRTUAL_MACHINES
 from pykubevirt.handler.launcher_client import LauncherClient
 from pykubevirt.node.pod_network import ClusterNetwork, pod_netns
 from tests.paths import REPO
@@ -216,7 +216,43 @@ async def test_rerun_on_failure_restarts_a_crashed_guest(kube: ClusterView) -> N
     finally:
         await phases.close()
     assert "Running" in phases.phases(first["metadata"]["uid"])
-    await delete_vm(kube, ns, "crasher")
+    await delete_vm(kube, ns, "crasher")  # the guest panics at every boot: no more VMIs, no more panics
+    # KubeVirt's report of each panic: a warning event, and the counter on virt-handler's /metrics. A Linux guest's
+    # pvpanic gives libvirt no details to note in QEMU's log.
+
+    async def reported() -> tuple[list[str], int, dict[tuple[str, str], float]] | None:
+        events = (await kube.admin.list(EVENTS, ns, field_selector="involvedObject.name=crasher"))["items"]
+        panics = [e for e in events if (e.get("type"), e.get("reason")) == ("Warning", "GuestPanicked")]
+        counted = await guest_os_panics(kube, ns, "crasher")
+        total = sum(int(e.get("count") or 1) for e in panics)
+        return (
+            ([str(e.get("message")) for e in panics], total, counted)
+            if total and counted.get(("unknown", "unknown")) == total
+            else None
+        )
+
+    messages, total, counted = await eventually(reported)
+    assert set(messages) == {"GuestPanicked (details unavailable)"}, messages
+    assert counted == {("unknown", "unknown"): float(total)}, counted
+
+
+async def guest_os_panics(kube: ClusterView, ns: str, name: str) -> dict[tuple[str, str], float]:
+    """`kubevirt_vmi_guest_os_panic_total` of the VMI on the node's virt-handler /metrics, by (type, bugcheck_code)."""
+    node = await kube.admin.get(NODES, kube.node.name)
+    address = node["metadata"]["annotations"][c.HANDLER_ADDRESS_ANNOTATION]
+    headers = {"Authorization": f"Bearer {kube.cluster.server.token()}"}
+    async with (
+        aiohttp.ClientSession(headers=headers) as session,
+        session.get(f"http://{address}/metrics") as response,
+    ):
+        text = await response.text()
+    return {
+        (sample.labels["type"], sample.labels["bugcheck_code"]): float(sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "kubevirt_vmi_guest_os_panic_total"
+        and (sample.labels.get("namespace"), sample.labels.get("name")) == (ns, name)
+    }
 
 
 async def test_rerun_on_failure_leaves_a_guest_that_powered_off_stopped(kube: ClusterView) -> None:

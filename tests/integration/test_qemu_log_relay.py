@@ -114,3 +114,19 @@ async def test_an_idle_log_wakes_nothing(tmp_path: Path, relayed_lines: io.Strin
         assert reads == 0
     finally:
         relay.stop()
+
+
+async def test_the_last_panic_libvirt_noted_is_known_as_soon_as_asked(
+    tmp_path: Path, relayed_lines: io.StringIO
+) -> None:
+    path = qemu_log_path(tmp_path, "default_windows")
+    relay = QemuLogRelay(path)
+    relay.start()
+    try:
+        assert relay.catch_up() is None
+        append(path, "2026-12-05 16:30:49.506+0000: panic hyper-v: arg1='0x7e', arg2='0x1'\n")
+        # Asked at once, as the launcher does on libvirt's Crashed event: the line is read then, not on inotify's turn.
+        assert relay.catch_up() == {"type": "hyper-v", "arg1": 0x7E, "arg2": 1}
+        assert messages(relayed_lines) == ["2026-12-05 16:30:49.506+0000: panic hyper-v: arg1='0x7e', arg2='0x1'"]
+    finally:
+        relay.stop()

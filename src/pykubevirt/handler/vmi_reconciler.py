@@ -32,6 +32,7 @@ from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.handler.certificates import MigrationTLS
 from pykubevirt.handler.guest_agent_status import agent_status
+from pykubevirt.handler.guest_panic_report import GuestPanicReport
 from pykubevirt.handler.hotplug import after_sync, claim_mounts, mark_detaching, wants_launcher
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
 from pykubevirt.handler.live_migratable import migratability_changes
@@ -119,6 +120,7 @@ class VMIReconciler:
         self.outgoing = OutgoingMigrations(client, recorder, migration_tls)
         # key → when a migration source's VMI was first seen gone from this node (see `_ends_by_migration`).
         self._migrated_away: dict[str, float] = {}
+        self.panics = GuestPanicReport(recorder)
 
     # ------------------------------------------------------------------------------------------------ launchers
 
@@ -151,8 +153,9 @@ class VMIReconciler:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task), WATCH_DRAIN_SECONDS)
 
-    def _watch(self, key: str, vmi_uid: str, pod_uid: str) -> None:
+    def _watch(self, key: str, vmi: Object, pod_uid: str) -> None:
         """Hear about domain changes as they happen (a guest powering itself off), not on the next resync."""
+        vmi_uid = vmi["metadata"]["uid"]
         task = self._watches.get(vmi_uid)
         if task is not None and not task.done():
             return
@@ -161,6 +164,8 @@ class VMIReconciler:
             try:
                 async for status in self.launcher(pod_uid).watch():
                     self._last_seen[vmi_uid] = status
+                    # Here too, not only in a reconcile: the VMI may be failed and gone before one reads the panic.
+                    self.panics.observe(vmi, status)
                     self.enqueue(key, 0)
             except (LauncherUnavailable, ProtocolMismatch, OSError, ValueError):
                 pass
@@ -180,6 +185,8 @@ class VMIReconciler:
     async def reconcile(self, key: str) -> Result | None:
         vmi = self.vmis.get(key)
         record = self.records.get(key)
+        if vmi is None:
+            self.panics.forget(key)
         if vmi is None or (record is not None and vmi["metadata"]["uid"] != record["vmiUid"]):
             if record is not None:
                 await self.outgoing.forget(str(record["vmiUid"]))
@@ -204,8 +211,9 @@ class VMIReconciler:
             # Nothing the launcher says can be read; the VMI shows why instead of the handler failing on a field.
             await self._sync_failed(vmi, str(exc))
             return Result(requeue_after=10.0)
+        self.panics.observe(vmi, status)
         if status is not None and not observed.launcher_exited:
-            self._watch(key, vmi_uid, pod_uid)
+            self._watch(key, vmi, pod_uid)
         marked = status is not None and status["markedForGracefulShutdown"]
         step = next_action(vmi, observed, marked_for_graceful_shutdown=marked)
         if step.action == Action.FINISH:
@@ -223,7 +231,7 @@ class VMIReconciler:
                 return Result(requeue_after=10.0)
             observed = observed_domain(status)
             new_phase = phase_for(vmi, observed)
-            self._watch(key, vmi_uid, pod_uid)
+            self._watch(key, vmi, pod_uid)
             self._synced_sizes[vmi_uid] = claim_capacities(vmi)
         elif observed.defined and objects.vmi_phase(vmi) == c.PHASE_RUNNING:
             await self._expand(vmi, pod_uid)

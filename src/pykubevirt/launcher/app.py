@@ -45,6 +45,7 @@ from pykubevirt.launcher.domain_state import DomainState
 from pykubevirt.launcher.embedded_libvirt_log import EmbeddedLibvirtLog, configure_embedded_log
 from pykubevirt.launcher.guest_agent_commands import GuestAgentCommands
 from pykubevirt.launcher.guest_agent_poller import GuestAgentPoller
+from pykubevirt.launcher.guest_panic import GuestPanics
 from pykubevirt.launcher.host_firmware import HostFirmware, detect
 from pykubevirt.launcher.hotplug import sync_hotplug
 from pykubevirt.launcher.kernel_boot import KernelBootError, link_kernel_artifacts
@@ -133,6 +134,7 @@ class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
         self.early_daemon_task: asyncio.Task[None] | None = None
         # QEMU's own log, relayed into this one (the embedded libvirt's, or a migration target's daemon's).
         self.qemu_log: QemuLogRelay | None = None
+        self.panics = GuestPanics()
         self.incoming: MigrationStatus | None = None
         # The guest agent poller and the qemuGuestAgent credential propagation, once the domain runs.
         self.agent: GuestAgentPoller | None = None
@@ -245,6 +247,7 @@ class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
         self.domain = DomainManager(uri, domain_name(self.namespace, self.name))
         await self.domain.connect()
         self.domain.add_listener(self._on_state)
+        self.domain.add_crash_listener(self._on_crash)
         self.last_state = await self.domain.state()
         self.defined = await self.domain.exists()
 
@@ -258,6 +261,10 @@ class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
             return
         published = await asyncio.to_thread(capabilities_cache.publish, root)
         log.info("QEMU capabilities ready in %.2fs%s", time.monotonic() - started, " (shared)" if published else "")
+
+    def _on_crash(self, detail: int) -> None:
+        if self.panics.record(detail, self.qemu_log.catch_up() if self.qemu_log is not None else None):
+            log.info("Guest panic detected: %s", self.panics.status()["message"])
 
     def _on_state(self, state: DomainState, event: str) -> None:
         self.last_state = state
@@ -288,6 +295,8 @@ class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
             status["event"] = event
         if self.network_fallback:
             status["networkFallback"] = self.network_fallback
+        if self.panics.count:
+            status["guestPanic"] = self.panics.status()
         if self.vmi is not None and self.defined:
             status["interfaces"] = self._interfaces()
         status["migrationProxyDir"] = (

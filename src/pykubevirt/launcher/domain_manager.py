@@ -62,6 +62,8 @@ def embed_uri(root: Path, hugetlbfs: str = "") -> str:
 
 StateListener = Callable[[DomainState, str], None]
 AgentListener = Callable[[bool], None]
+# `listener(detail)` on libvirt's CRASHED event (detail: virDomainEventCrashedDetailType).
+CrashListener = Callable[[int], None]
 # qemuAgentCommand's timeout (seconds), as KubeVirt's launcher uses for its agent calls.
 AGENT_COMMAND_TIMEOUT = 10
 GUEST_INFO_TYPES = (
@@ -82,6 +84,7 @@ class DomainManager:
         self._conn: Any = None
         self._listeners: list[StateListener] = []
         self._agent_listeners: list[AgentListener] = []
+        self._crash_listeners: list[CrashListener] = []
         self._callback_ids: list[int] = []
         # Events being read and published; `close` cancels them (a launcher may exit while libvirt's later events for
         # its guest, a Shutdown followed by a Stopped, are still on their way).
@@ -144,9 +147,18 @@ class DomainManager:
         """`listener(connected)` runs on the loop when the guest opens or closes the agent's port."""
         self._agent_listeners.append(listener)
 
+    def add_crash_listener(self, listener: CrashListener) -> None:
+        """`listener(detail)` runs on the loop when the guest panics, before the state that follows is read."""
+        self._crash_listeners.append(listener)
+
     def _on_event(self, event: int, detail: int) -> None:
         if self._conn is None:
             return  # closed since libvirt queued it
+        if event == libvirt.VIR_DOMAIN_EVENT_CRASHED:
+            # At once, as KubeVirt handles a panic before its domain lookup: libvirt stops the crashed guest meanwhile,
+            # and a status read while it does (a command's, not this event's) must already count the panic.
+            for crashed in list(self._crash_listeners):
+                crashed(detail)
         name = EVENTS.get(event, {-1: "Reboot", MEMORY_SIZE_EVENT: "MemoryDeviceSizeChange"}.get(event, str(event)))
         task = asyncio.get_running_loop().create_task(self._publish(name))
         self._publishing.add(task)

@@ -158,6 +158,8 @@ class Status(TypedDict):
     accessCredential: NotRequired[dict[str, Any]]
     # The guest's memory now in bytes (libvirt's currentMemory: boot memory plus what virtio-mem has plugged).
     currentMemory: NotRequired[int]
+    # Once the guest panicked: {count, message, type, bugcheckCode} (launcher/guest_panic.py).
+    guestPanic: NotRequired[dict[str, Any]]
 
 
 class ShutdownReply(Status):

@@ -14,6 +14,9 @@ import ctypes
 import logging
 import os
 from pathlib import Path
+from typing import Any
+
+from pykubevirt.launcher.guest_panic import panic_info
 
 log = logging.getLogger("pykubevirt.launcher.qemu_log")
 # Every line QEMU's log holds is shown, at info, whatever level the launcher's own lines are filtered at.
@@ -80,6 +83,8 @@ class QemuLogRelay:
         self._file: int | None = None
         self._inode: int | None = None
         self._inotify: int | None = None
+        # The last panic libvirt noted in the log ("panic hyper-v: arg1=…"), for the guest's panic report.
+        self.last_panic: dict[str, Any] | None = None
 
     def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -103,6 +108,11 @@ class QemuLogRelay:
         if self._file is not None:
             os.close(self._file)
             self._file = None
+
+    def catch_up(self) -> dict[str, Any] | None:
+        """Relay what the log holds now (a crash event may come before inotify's); returns the last panic noted."""
+        self._relay_new()
+        return self.last_panic
 
     def _on_change(self) -> None:
         assert self._inotify is not None
@@ -137,10 +147,11 @@ class QemuLogRelay:
         self._file = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         self._inode = os.fstat(self._file).st_ino
 
-    @staticmethod
-    def _emit(messages: list[str]) -> None:
+    def _emit(self, messages: list[str]) -> None:
         for message in messages:
             relayed.info("%s", message, extra={"subcomponent": "qemu", "position": None})
+            if (panic := panic_info(message)) is not None:
+                self.last_panic = panic
 
 
 def _watch(directory: Path) -> int:
