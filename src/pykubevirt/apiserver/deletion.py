@@ -24,6 +24,8 @@ class DeleteOptions:
     propagation_policy: str | None = None
     precondition_uid: str | None = None
     precondition_resource_version: str | None = None
+    # DeleteOptions.dryRun, which kubectl and client-go send in the body rather than the query.
+    dry_run: bool = False
 
     @classmethod
     def from_body(cls, body: dict[str, Any] | None, query: dict[str, str]) -> DeleteOptions:
@@ -43,7 +45,12 @@ class DeleteOptions:
                 "Invalid",
                 f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}"',
             )
-        return cls(grace_int, policy, preconditions.get("uid"), preconditions.get("resourceVersion"))
+        dry_run = body.get("dryRun") or []
+        if not isinstance(dry_run, list) or any(value != "All" for value in dry_run):
+            value = dry_run[0] if isinstance(dry_run, list) else dry_run
+            raise errors.bad_request(f'Invalid dryRun value: "{value}": supported values: "All"')
+        uid, version = preconditions.get("uid"), preconditions.get("resourceVersion")
+        return cls(grace_int, policy, uid, version, dry_run=bool(dry_run))
 
 
 def check_preconditions(resource: Resource, name: str, meta: dict[str, Any], options: DeleteOptions) -> None:

@@ -42,9 +42,10 @@ class Evictions:
     ) -> None:
         """Evict the pod or raise kube's error; the pod is deleted with the eviction's deleteOptions."""
         pod = self.api.get(pods, namespace, name)
+        options = DeleteOptions.from_body((eviction or {}).get("deleteOptions"), {})
+        ctx.dry_run = ctx.dry_run or options.dry_run
         for admit in self.admission:
             admit(pod, eviction, ctx)
-        options = DeleteOptions.from_body((eviction or {}).get("deleteOptions"), {})
         if self._budget_applies(pod):
             self._take_disruption(pod, namespace, ctx)
         self.api.delete(pods, namespace, name, options, ctx)

@@ -285,6 +285,7 @@ class RestHandlers:
         if method == "DELETE":
             body = await self._body(request, optional=True)
             options = DeleteOptions.from_body(typed_request_body(body), dict(request.query))
+            ctx.dry_run = ctx.dry_run or options.dry_run
             if target.name:
                 obj, _ = await self._write(target.resource, lambda: self._delete(target, options, ctx))
                 return json_response(obj, 200, ctx.warnings)
