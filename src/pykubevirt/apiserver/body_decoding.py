@@ -13,6 +13,7 @@ Each violation is a 400 (413 for size), never a 500 from a RecursionError or a v
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import yaml
@@ -20,6 +21,7 @@ import yaml
 from pykubevirt.api import errors, json_codec
 
 MAX_DEPTH = 200
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class DecodeError(ValueError):
@@ -46,15 +48,17 @@ def load_json(raw: bytes, max_bytes: int) -> Any:
         check_value(value, max_bytes)
         return value
     try:
-        value = json_codec.loads(raw, parse_constant=_reject_constant)
+        # UTF-8 only, its invalid bytes read as U+FFFD as Go's decoder reads them (the json module would guess at
+        # UTF-16 or UTF-32 from the first bytes).
+        value = json_codec.loads(raw.decode("utf-8", errors="replace"), parse_constant=_reject_constant)
     except RecursionError as exc:
         raise DecodeError("exceeded max depth") from exc
     except DecodeError:
         raise
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
         raise DecodeError(str(exc)) from exc
     check_value(value, max_bytes)
-    return value
+    return without_lone_surrogates(value)
 
 
 def load_yaml(raw: bytes, max_bytes: int) -> Any:
@@ -66,6 +70,19 @@ def load_yaml(raw: bytes, max_bytes: int) -> Any:
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise DecodeError(str(exc)) from exc
     check_value(value, max_bytes, yaml_source=True)
+    return without_lone_surrogates(value)
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """`value` with each lone UTF-16 surrogate ("\\ud800" in JSON) read as U+FFFD, as Go's decoder reads it: such a
+    string cannot be encoded as UTF-8, to be stored or sent back. Only the json module's and YAML's values can hold
+    one (orjson refuses them), and those are rare enough to walk."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value) if _LONE_SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_lone_surrogates(item) for item in value]
     return value
 
 

@@ -73,6 +73,8 @@ class DecodeResult:
     # Struct, map and list fields whose value is null: Go decodes them to an empty value the stored object omits
     # (a null time or string stays, as kube answers `lastProbeTime: null`).
     nulls: list[list[str | int]] = field(default_factory=list)
+    # Null values of string maps (labels, a ConfigMap's data): Go decodes each to "", and kube stores that.
+    empty_strings: list[list[str | int]] = field(default_factory=list)
 
 
 def _go_name(definition: str) -> str:
@@ -212,6 +214,8 @@ def _walk(value: Any, node: Node, stack: Stack, struct: str, result: DecodeResul
             if child is None:
                 if child_node.container:
                     result.nulls.append([*(k for k, _ in stack), key])
+                elif not named and child_node.only_strings:
+                    result.empty_strings.append([*(k for k, _ in stack), key])
                 continue
             if child_node.only_strings and type(child) is str:
                 continue  # most fields are strings: no call for them
@@ -261,6 +265,24 @@ def without_fields(value: Any, paths: list[list[str | int]] | list[tuple[str | i
     """A copy of `value` without the fields at `paths` (copying only the containers on the way to them)."""
     for keys in paths:
         value = _without(value, keys)
+    return value
+
+
+def with_empty_strings(value: Any, paths: list[list[str | int]]) -> Any:
+    """A copy of `value` with "" at each of `paths` (map keys that exist; only the containers on the way copied)."""
+    for keys in paths:
+        value = _set_empty(value, keys)
+    return value
+
+
+def _set_empty(value: Any, keys: list[str | int]) -> Any:
+    head, rest = keys[0], keys[1:]
+    if isinstance(value, dict) and isinstance(head, str) and head in value:
+        return {**value, head: _set_empty(value[head], rest) if rest else ""}
+    if isinstance(value, list) and isinstance(head, int) and head < len(value) and rest:
+        copied = list(value)
+        copied[head] = _set_empty(value[head], rest)
+        return copied
     return value
 
 

@@ -70,6 +70,8 @@ def decode_fields(
         raise errors.bad_request(f"{resource.kind} has too many malformed fields")
     if result.nulls:
         obj = builtin_schemas.without_fields(obj, result.nulls)
+    if result.empty_strings:
+        obj = builtin_schemas.with_empty_strings(obj, result.empty_strings)
     if result.unknown:
         paths = [builtin_schemas.unknown_path(keys) for _, keys in result.unknown]
         if field_validation == STRICT:
@@ -104,9 +106,15 @@ def _drop_malformed_metadata(obj: dict[str, Any]) -> dict[str, Any]:
         for key, value in meta.items()
         if value is None or (key in fields and builtin_schemas.decode_check(value, fields[key]).type_error is not None)
     ]
-    if not malformed:
+    # ObjectMeta's string maps: a null value decodes to "".
+    emptied = {
+        key: {k: "" if v is None else v for k, v in values.items()}
+        for key in ("labels", "annotations")
+        if isinstance(values := meta.get(key), dict) and None in values.values()
+    }
+    if not malformed and not emptied:
         return obj
-    return {**obj, "metadata": {k: v for k, v in meta.items() if k not in malformed}}
+    return {**obj, "metadata": {**{k: v for k, v in meta.items() if k not in malformed}, **emptied}}
 
 
 def metadata_causes(resource: Resource, obj: dict[str, Any]) -> list[Cause]:
