@@ -38,6 +38,7 @@ from pykubevirt.apiserver.builtin import (
     INITIAL_NAMESPACES,
     BuiltinDefaults,
 )
+from pykubevirt.apiserver.config_data_admission import ConfigDataAdmission
 from pykubevirt.apiserver.crds import CRDController, validate_crd
 from pykubevirt.apiserver.disruption_controller import DisruptionController
 from pykubevirt.apiserver.garbage_collector import GarbageCollector
@@ -134,6 +135,7 @@ class EmbeddedAPIServer:
             self.registry,
             admission=[
                 BuiltinDefaults(),
+                ConfigDataAdmission(),
                 StorageAdmission(self.store),
                 ServiceAdmission(self.store, options.service_cidr),
                 CRDAdmission(),
