@@ -83,3 +83,33 @@ async def test_a_null_in_a_string_map_is_stored_as_an_empty_string(apiserver: AP
         assert (
             await http.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.{group}")
         ).status == 200
+
+
+async def test_a_patch_or_replacement_cannot_rename_or_move_an_object(apiserver: APIServerProcess) -> None:
+    name = _name()
+    path = f"{CONFIG_MAPS}/{name}"
+    async with APIClient(apiserver) as http:
+        assert (await http.post(CONFIG_MAPS, config_map(name, keep="yes"))).status == 201
+        renamed = await http.patch(path, {"metadata": {"name": "other"}})
+        assert renamed.status == 400
+        assert renamed.message == f"the name of the object (other) does not match the name on the URL ({name})"
+        moved = await http.patch(
+            path,
+            [{"op": "replace", "path": "/metadata/namespace", "value": "kube-system"}],
+            content_type="application/json-patch+json",
+        )
+        assert moved.status == 400
+        assert (
+            moved.message
+            == "the namespace of the object (kube-system) does not match the namespace on the URL (default)"
+        )
+        wiped = await http.patch(path, {"metadata": None})
+        assert wiped.status == 400 and wiped.message.startswith("the name of the object () does not match")
+        current = (await http.get(path)).body
+        replaced = await http.put(path, {**current, "metadata": {**current["metadata"], "namespace": "kube-system"}})
+        assert replaced.status == 400
+        assert (
+            replaced.message == "the namespace of the provided object does not match the namespace sent on the request"
+        )
+        # Nothing of it was written.
+        assert (await http.get(path)).body["metadata"]["labels"] == {"keep": "yes"}

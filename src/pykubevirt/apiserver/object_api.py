@@ -249,11 +249,7 @@ class ObjectAPI:
             checked=checked,
             owned=owned,
         )
-        body_name = (new.get("metadata") or {}).get("name")
-        if body_name and body_name != name:
-            raise errors.bad_request(
-                f"the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )
+        write_validation.check_replacement_name(new, name, namespace if resource.namespaced else None)
         expected = _parse_resource_version((new.get("metadata") or {}).get("resourceVersion"), resource, name)
         if expected is None and not resource.builtin:
             raise errors.invalid_field(
@@ -410,6 +406,8 @@ class ObjectAPI:
             # and the patch's paths new); an apply's may share with its inputs.
             owned=not tracked,
         )
+        # After decoding, as kube's patcher checks the name of what decoded.
+        write_validation.check_patched_name(patched, name, current.value["metadata"].get("namespace"))
         expected = _parse_resource_version((patched.get("metadata") or {}).get("resourceVersion"), resource, name)
         if expected is not None and str(expected) == current.value["metadata"].get("resourceVersion"):
             expected = current.revision

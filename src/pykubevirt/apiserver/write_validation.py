@@ -166,3 +166,29 @@ def validate_metadata(resource: Resource, obj: dict[str, Any], old: dict[str, An
     if causes:
         name = (obj.get("metadata") or {}).get("name")
         raise errors.invalid(resource.kind, resource.group, name if isinstance(name, str) else "", causes)
+
+
+def check_patched_name(patched: dict[str, Any], name: str, namespace: str | None) -> None:
+    """kube's checkName on a patch's result: a patch cannot rename an object or move it to another namespace."""
+    meta = patched.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    if meta.get("name") != name:
+        shown = meta.get("name") if isinstance(meta.get("name"), str) else ""
+        raise errors.bad_request(f"the name of the object ({shown}) does not match the name on the URL ({name})")
+    moved_to = meta.get("namespace")
+    if namespace and moved_to not in (None, "", namespace):
+        raise errors.bad_request(
+            f"the namespace of the object ({moved_to}) does not match the namespace on the URL ({namespace})"
+        )
+
+
+def check_replacement_name(new: dict[str, Any], name: str, namespace: str | None) -> None:
+    """A PUT's body may leave out its name and namespace, but not name others (checkName and, as on create,
+    EnsureObjectNamespaceMatchesRequestNamespace)."""
+    meta = new.get("metadata") or {}
+    if meta.get("name") and meta["name"] != name:
+        raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+    if namespace and meta.get("namespace") not in (None, "", namespace):
+        raise errors.bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
