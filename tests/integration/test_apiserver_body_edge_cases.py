@@ -32,7 +32,7 @@ async def test_a_dry_run_named_in_delete_options_deletes_nothing(apiserver: APIS
         every = await http.request("DELETE", CONFIG_MAPS, options, params={"labelSelector": f"group={group}"})
         assert every.status == 200 and len(every.body["items"]) == 2
         assert await http.names(CONFIG_MAPS, labelSelector=f"group={group}") == sorted(names)
-        wrong = await http.delete(f"{CONFIG_MAPS}/{names[0]}", {**options, "dryRun": ["Some"]})
+        wrong = await http.delete(f"{CONFIG_MAPS}/{names[0]}", {**options, "dryRun": ["All", "Some"]})
         assert wrong.status == 400 and wrong.message == 'Invalid dryRun value: "Some": supported values: "All"'
         assert (await http.delete(f"{CONFIG_MAPS}/{names[0]}")).status == 200
         assert await http.names(CONFIG_MAPS, labelSelector=f"group={group}") == [names[1]]

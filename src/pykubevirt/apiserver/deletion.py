@@ -47,7 +47,7 @@ class DeleteOptions:
             )
         dry_run = body.get("dryRun") or []
         if not isinstance(dry_run, list) or any(value != "All" for value in dry_run):
-            value = dry_run[0] if isinstance(dry_run, list) else dry_run
+            value = next((v for v in dry_run if v != "All"), "") if isinstance(dry_run, list) else dry_run
             raise errors.bad_request(f'Invalid dryRun value: "{value}": supported values: "All"')
         uid, version = preconditions.get("uid"), preconditions.get("resourceVersion")
         return cls(grace_int, policy, uid, version, dry_run=bool(dry_run))
