@@ -28,8 +28,20 @@ class ThreadSafeEventImpl(libvirtaio.virEventAsyncIOImpl):  # type: ignore[misc]
     def _elsewhere(self) -> bool:
         return threading.get_ident() != self._loop_thread
 
-    def _later(self, change: Any, *args: Any) -> None:
-        self.loop.call_soon_threadsafe(change, *args)
+    def _later(self, change: Any, iden: int, *args: Any) -> None:
+        """`change(iden, *args)` on the loop, unless the callback was removed before the loop got to it."""
+
+        def apply() -> None:
+            if iden in self.callbacks:
+                change(iden, *args)
+
+        self.loop.call_soon_threadsafe(apply)
+
+    def _remove_later(self, remove: Any, iden: int) -> int:
+        if iden not in self.callbacks:
+            return -1
+        self._later(remove, iden)
+        return 0
 
     # -------------------------------------------------------------------------------------------------- timers
 
@@ -38,34 +50,19 @@ class ThreadSafeEventImpl(libvirtaio.virEventAsyncIOImpl):  # type: ignore[misc]
             return int(super()._add_timeout(timeout, cb, opaque))
         # Registered now (libvirt needs its number back), armed on the loop.
         timer = int(super()._add_timeout(-1, cb, opaque))
-        self._later(self._arm, timer, timeout)
+        self._later(super()._update_timeout, timer, timeout)
         return timer
 
     def _update_timeout(self, timer: int, timeout: int) -> None:
         if self._elsewhere():
-            self._later(self._arm, timer, timeout)
+            self._later(super()._update_timeout, timer, timeout)
         else:
             super()._update_timeout(timer, timeout)
 
-    def _arm(self, timer: int, timeout: int) -> None:
-        if timer in self.callbacks:  # removed before the loop got to it
-            super()._update_timeout(timer, timeout)
-
     def _remove_timeout(self, timer: int) -> int:
-        if not self._elsewhere():
-            return int(super()._remove_timeout(timer))
-        if timer not in self.callbacks:
-            return -1
-        self._later(self._remove_now, timer)
-        return 0
-
-    def _remove_now(self, iden: int) -> None:
-        """A timer's or a handle's removal, on the loop."""
-        callback = self.callbacks.get(iden)
-        if isinstance(callback, libvirtaio.FDCallback):
-            super()._remove_handle(iden)
-        elif callback is not None:
-            super()._remove_timeout(iden)
+        if self._elsewhere():
+            return self._remove_later(super()._remove_timeout, timer)
+        return int(super()._remove_timeout(timer))
 
     # ------------------------------------------------------------------------------------------------- handles
 
@@ -75,27 +72,16 @@ class ThreadSafeEventImpl(libvirtaio.virEventAsyncIOImpl):  # type: ignore[misc]
         callback = libvirtaio.FDCallback(self, cb, opaque, descriptor=self.descriptors[fd], event=event)
         self.callbacks[callback.iden] = callback
         self._pending_inc()
-        self._later(self._watch, callback)
+        self._later(lambda _iden: callback.descriptor.add_handle(callback), callback.iden)
         return int(callback.iden)
-
-    def _watch(self, callback: Any) -> None:
-        if callback.iden in self.callbacks:
-            callback.descriptor.add_handle(callback)
 
     def _update_handle(self, watch: int, event: int) -> None:
         if self._elsewhere():
-            self._later(self._set_events, watch, event)
+            self._later(super()._update_handle, watch, event)
         else:
             super()._update_handle(watch, event)
 
-    def _set_events(self, watch: int, event: int) -> None:
-        if watch in self.callbacks:
-            super()._update_handle(watch, event)
-
     def _remove_handle(self, watch: int) -> int:
-        if not self._elsewhere():
-            return int(super()._remove_handle(watch))
-        if watch not in self.callbacks:
-            return -1
-        self._later(self._remove_now, watch)
-        return 0
+        if self._elsewhere():
+            return self._remove_later(super()._remove_handle, watch)
+        return int(super()._remove_handle(watch))
