@@ -191,9 +191,10 @@ async def test_validation_and_immutability_as_kube_answers_them(env: Env) -> Non
     )
     assert changed.returncode == 1
     assert 'spec.clusterIPs[0]: Invalid value: ["10.1.2.3"]: may not change once set' in changed.stderr
-    # An apply (or replace) that leaves the address out keeps it, as kube's patchAllocatedValues.
+    # A replace (or apply) that leaves the address out keeps it, as kube's patchAllocatedValues. (An apply of this
+    # object made by `kubectl create` would merge its ports by number, as kube's strategic merge does.)
     manifest = service("fixed", ports=[{"port": 9090, "targetPort": PORT}])
-    env.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+    env.kubectl("replace", "-f", "-", stdin=json.dumps(manifest))
     after = json.loads(env.kubectl("get", "svc", "fixed", "-o", "json").stdout)["spec"]
     assert after["clusterIP"] == ip and after["ports"][0]["port"] == 9090
 

@@ -102,7 +102,8 @@ async def test_pod_binding_and_status_patches_leave_every_replaced_version_as_wr
     for patch, content_type in [
         ({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}, STRATEGIC),
         ({"status": {"conditions": [{"type": "ContainersReady", "status": "True"}]}}, STRATEGIC),
-        ([{"op": "replace", "path": "/status/conditions/0/status", "value": "False"}], JSON_PATCH),
+        # kube's strategic merge puts the patch's new condition first: Ready is now the second.
+        ([{"op": "replace", "path": "/status/conditions/1/status", "value": "False"}], JSON_PATCH),
         ({"status": {"podIP": "10.0.0.9"}}, "application/merge-patch+json"),
     ]:
         reply = await api.patch(f"{pods}/shared-pod/status", patch, content_type=content_type)

@@ -74,11 +74,13 @@ def test_strategic_merge_keys_pod_conditions_and_ips_and_replaces_container_stat
     waiting = [{"name": "compute", "ready": False, "state": {"waiting": {"reason": "ContainerCreating"}}}]
     running = [{"name": "compute", "ready": True, "state": {"running": {"startedAt": "2026-12-05T10:00:00Z"}}}]
     pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
         "status": {
             "conditions": [{"type": "gate", "status": "True"}, {"type": "Ready", "status": "False", "reason": "x"}],
             "containerStatuses": waiting,
             "podIPs": [{"ip": "10.0.0.2"}],
-        }
+        },
     }
     patch = {
         "status": {
@@ -90,7 +92,7 @@ def test_strategic_merge_keys_pod_conditions_and_ips_and_replaces_container_stat
     result = patching.apply(pod, patch, patching.STRATEGIC_MERGE_PATCH, builtin=True)["status"]
     # conditions merge by type (another writer's gate stays), podIPs by ip (PodStatus's patchMergeKeys) ...
     assert result["conditions"] == [{"type": "gate", "status": "True"}, {"type": "Ready", "status": "True"}]
-    assert result["podIPs"] == [{"ip": "10.0.0.2"}, {"ip": "fd00::2"}]
+    assert result["podIPs"] == [{"ip": "fd00::2"}, {"ip": "10.0.0.2"}]  # kube's order: the patch's new item first
     # ... while containerStatuses has none: the list is replaced, no `waiting` is left beside `running`.
     assert result["containerStatuses"] == running
 
@@ -108,7 +110,12 @@ def test_json_patch_copies_are_bounded_in_total() -> None:
 
 def test_a_patched_object_shares_nothing_with_the_stored_one() -> None:
     # The API server decodes a patch's result in place, so no patch type may hand back a part of the stored object.
-    stored = {"metadata": {"name": "p", "labels": {"a": "1"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    stored = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"a": "1"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
     before = json.dumps(stored)
     for patch_type, patch in (
         (patching.JSON_PATCH, [{"op": "add", "path": "/metadata/labels/b", "value": "2"}]),
@@ -123,6 +130,8 @@ def test_a_patched_object_shares_nothing_with_the_stored_one() -> None:
 
 
 SHARED_DOC = {
+    "apiVersion": "v1",
+    "kind": "Pod",
     "metadata": {"name": "pod", "labels": {"app": "a"}},
     "spec": {"containers": [{"name": "c", "env": [{"name": "A", "value": "1"}]}]},
     "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Scheduled", "status": "True"}]},

@@ -11,7 +11,8 @@ from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.json_patch import JSONPatchError, JSONPatchTestFailed, apply_patch
 from pykubevirt.api.merge_patch import apply_merge_patch
-from pykubevirt.apiserver import body_decoding, fields_v1
+from pykubevirt.apiserver import body_decoding, fields_v1, patch_meta
+from pykubevirt.apiserver.strategic_merge_patch import StrategicMergeError, strategic_merge
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -20,24 +21,6 @@ APPLY_PATCH = "application/apply-patch+yaml"
 
 CUSTOM_RESOURCE_PATCH_TYPES = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
 BUILTIN_PATCH_TYPES = [JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH]
-
-# Lists kube-apiserver merges by key under strategic merge patch (the ones our components and kubectl touch). A list
-# without a patchMergeKey (a pod's containerStatuses, say) is atomic: the patch's list replaces it.
-_STRATEGIC_LIST_KEYS = {
-    "containers": "name",
-    "initContainers": "name",
-    "volumes": "name",
-    "env": "name",
-    "conditions": "type",
-    "ownerReferences": "uid",
-    "readinessGates": "conditionType",
-    "tolerations": "key",
-    "podIPs": "ip",
-    "hostIPs": "ip",
-    "ports": "containerPort",
-    # Mutating/ValidatingWebhookConfiguration: `kubectl apply` of a changed webhook patches it by name.
-    "webhooks": "name",
-}
 
 
 def media_type(content_type: str | None) -> str:
@@ -54,38 +37,6 @@ def decode_patch(body: bytes, patch_type: str, max_bytes: int = 3 * 1024 * 1024)
         if exc.too_large:
             raise errors.too_large(max_bytes) from exc
         raise errors.bad_request(f"error decoding patch: {exc}") from exc
-
-
-def _strategic_merge(target: Any, patch: Any, field: str = "") -> Any:
-    if isinstance(patch, dict) and isinstance(target, dict):
-        result = dict(target)
-        for key, value in patch.items():
-            if key.startswith("$"):
-                continue
-            if value is None:
-                result.pop(key, None)
-            else:
-                result[key] = _strategic_merge(result.get(key), value, key)
-        return result
-    if isinstance(patch, list) and isinstance(target, list) and field in _STRATEGIC_LIST_KEYS:
-        merge_key = _STRATEGIC_LIST_KEYS[field]
-        merged = list(target)
-        for item in patch:
-            if not isinstance(item, dict) or merge_key not in item:
-                return patch
-            position = next(
-                (i for i, old in enumerate(merged) if isinstance(old, dict) and old.get(merge_key) == item[merge_key]),
-                None,
-            )
-            if item.get("$patch") == "delete":
-                if position is not None:
-                    merged.pop(position)
-            elif position is None:
-                merged.append(item)
-            else:
-                merged[position] = _strategic_merge(merged[position], item, "")
-        return merged
-    return patch
 
 
 def apply(
@@ -112,8 +63,13 @@ def apply(
     elif patch_type == STRATEGIC_MERGE_PATCH and builtin:
         if not isinstance(patch, dict):
             raise errors.bad_request("a strategic merge patch must be a JSON object")
-        # The merge shares what it does not change with its target; a copy keeps the stored object out of the result.
-        result = _strategic_merge(current if share else copy_json(current), patch)
+        schema = patch_meta.schema_for(str(current.get("apiVersion") or ""), str(current.get("kind") or ""))
+        try:
+            # The merge shares what it does not change with its target; a copy keeps the stored object out of the
+            # result.
+            result = strategic_merge(current if share else copy_json(current), patch, schema)
+        except StrategicMergeError as exc:
+            raise errors.APIError(exc.code, "Invalid" if exc.code == 422 else "BadRequest", str(exc)) from exc
     else:
         accepted = BUILTIN_PATCH_TYPES if builtin else CUSTOM_RESOURCE_PATCH_TYPES
         raise errors.unsupported_media_type(patch_type, accepted)

@@ -54,7 +54,7 @@ def decode_fields(
         obj = {**obj, "metadata": {}}
     node = builtin_schemas.kind_node(resource.group, resource.version, resource.kind) if resource.builtin else None
     if node is None:
-        return _drop_malformed_metadata(obj)
+        return _without_empty_metadata(_drop_malformed_metadata(obj))
     for _ in range(_MAX_DROPPED_FIELDS):
         result = builtin_schemas.decode_check(obj, node, checked=checked if checked is not None else ABSENT)
         error = result.type_error
@@ -79,7 +79,19 @@ def decode_fields(
         if field_validation == WARN:
             warnings.extend(unknown_field_messages(paths))
         obj = builtin_schemas.without_fields(obj, [keys for _, keys in result.unknown])
-    return obj
+    return _without_empty_metadata(obj)
+
+
+# ObjectMeta's lists and maps are `omitempty`: kube's encoder leaves an empty one out, for custom resources too (their
+# metadata goes through ObjectMeta).
+_OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
+def _without_empty_metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    if not isinstance(meta, dict) or not any(meta.get(k, True) in ({}, []) for k in _OMITTED_WHEN_EMPTY):
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k not in _OMITTED_WHEN_EMPTY or v not in ({}, [])}}
 
 
 def _has_type_error_at(old: dict[str, Any], node: builtin_schemas.Node, keys: tuple[str | int, ...]) -> bool:
