@@ -13,7 +13,15 @@ from aiohttp import web
 from pykubevirt.api import errors, json_codec
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector, SelectorError, parse_label_selector
-from pykubevirt.apiserver import body_decoding, patching, printers, protobuf, query_options, suspension
+from pykubevirt.apiserver import (
+    accept_negotiation,
+    body_decoding,
+    patching,
+    printers,
+    protobuf,
+    query_options,
+    suspension,
+)
 from pykubevirt.apiserver.builtin_schemas import typed_request_body
 from pykubevirt.apiserver.deletion import DeleteOptions
 from pykubevirt.apiserver.eviction import Evictions
@@ -219,13 +227,14 @@ class RestHandlers:
         if target.resource.namespaced and target.namespace is None and method != "GET":
             if method != "POST" or target.name:
                 raise errors.resource_not_found()
+        accept_negotiation.check_acceptable(request.headers.get("Accept"))
         if method == "GET":
-            if target.name:
-                if request.query.get("watch") in ("true", "1"):
-                    return await self._watch(request, target, single=True)
+            watching = query_options.boolean_parameter(request.query, "watch")
+            if target.name and not watching:
                 return self._get(request, target)
-            if request.query.get("watch") in ("true", "1"):
-                return await self._watch(request, target, single=False)
+            query_options.check_list_options(request.query)
+            if watching:
+                return await self._watch(request, target, single=bool(target.name))
             return await self._list(request, target)
         ctx = RequestContext(
             user=user,
@@ -384,12 +393,8 @@ class RestHandlers:
         if exact_revision is None and minimum > store.revision and not await query_options.reached(store, minimum):
             # Not older than a revision this server has not reached: kube's watch cache waits, then gives up.
             raise errors.too_large_resource_version(minimum, store.revision)
-        try:
-            limit = int(request.query.get("limit", "0") or 0)
-        except ValueError as exc:
-            raise errors.bad_request("limit must be an integer") from exc
-        if limit < 0:
-            raise errors.bad_request(f"limit must be a non-negative integer, got {limit}")
+        # A limit of 0 or less lists everything, as kube's storage reads it.
+        limit = max(query_options.optional_integer(request.query, "limit") or 0, 0)
         items, revision, token = self.api.list_objects(
             target.resource,
             target.namespace,
@@ -428,8 +433,8 @@ class RestHandlers:
         if single:
             # Names may hold characters a selector value must escape (RBAC names are only path segments).
             field = parse_field_selector("metadata.name=" + escape_field_value(target.name))
-        send_initial = request.query.get("sendInitialEvents") in ("true", "1")
-        if send_initial and request.query.get("resourceVersionMatch") != "NotOlderThan":
+        send_initial = query_options.boolean_parameter(request.query, "sendInitialEvents")
+        if "sendInitialEvents" in request.query and request.query.get("resourceVersionMatch") != "NotOlderThan":
             raise errors.APIError(
                 422,
                 "Invalid",
@@ -439,7 +444,7 @@ class RestHandlers:
         resource_version = request.query.get("resourceVersion", "")
         query_options.resource_version(resource_version)
         # An int64 as in kube's ListOptions (so no NaN or infinity); 0 is the server's default.
-        timeout = float(query_options.integer_parameter(request.query.get("timeoutSeconds", "0") or "0"))
+        timeout = float(query_options.optional_integer(request.query, "timeoutSeconds") or 0)
         if timeout == 0:
             timeout = DEFAULT_WATCH_TIMEOUT_SECONDS
         as_table = table_version(request.headers.get("Accept", "")) is not None
@@ -458,7 +463,7 @@ class RestHandlers:
                 field_selector=field,
                 resource_version=resource_version,
                 send_initial_events=send_initial,
-                allow_bookmarks=request.query.get("allowWatchBookmarks") in ("true", "1"),
+                allow_bookmarks=query_options.boolean_parameter(request.query, "allowWatchBookmarks"),
                 timeout_seconds=timeout,
             ):
                 lines = []

@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Mapping
 
 from pykubevirt.api import errors
 from pykubevirt.apiserver.store import Store
@@ -51,6 +52,25 @@ def integer_parameter(value: str) -> int:
     if problem:
         raise errors.bad_request(f"strconv.ParseInt: parsing {_go_quote(value)}: {problem}")
     return int(value)
+
+
+def boolean_parameter(query: Mapping[str, str], name: str) -> bool:
+    """A bool query parameter as apimachinery converts it: absent, "0" or "false" (any case) is false, anything else
+    (an empty value too) is true."""
+    value = query.get(name)
+    return value is not None and value != "0" and value.lower() != "false"
+
+
+def optional_integer(query: Mapping[str, str], name: str) -> int | None:
+    """An int64 query parameter, None when absent; present but empty or malformed is kube's 400."""
+    value = query.get(name)
+    return None if value is None else integer_parameter(value)
+
+
+def check_list_options(query: Mapping[str, str]) -> None:
+    """What kube's ListOptions decoding refuses before any list or watch starts: a malformed integer."""
+    for name in ("limit", "timeoutSeconds"):
+        optional_integer(query, name)
 
 
 async def reached(store: Store, revision: int, within: float = FRESHNESS_WAIT_SECONDS) -> bool:

@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, g
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from pykubevirt.apiserver import query_options
 from pykubevirt.apiserver.store import Store
 from pykubevirt.metrics.exposition import CONTENT_TYPE_LATEST
 from pykubevirt.metrics.label_children import LabelChildren
@@ -54,10 +55,6 @@ class RequestLabels:
         return (*fields, COMPONENT)
 
 
-def _truthy(value: str | None) -> bool:
-    return value is not None and value.lower() in ("1", "true")
-
-
 def request_labels(method: str, path: str, query: Mapping[str, str], content_type: str = "") -> RequestLabels | None:
     """A request's labels as kube-apiserver's metrics give them; None for a non-resource path not reported."""
     parts = [p for p in path.split("/") if p]
@@ -82,7 +79,7 @@ def request_labels(method: str, path: str, query: Mapping[str, str], content_typ
     if subresource in CONNECT_SUBRESOURCES:
         verb = "CONNECT"
     elif method == "GET":
-        verb = "WATCH" if watch_path or _truthy(query.get("watch")) else "GET" if name else "LIST"
+        verb = "WATCH" if watch_path or query_options.boolean_parameter(query, "watch") else "GET" if name else "LIST"
     elif method == "PATCH":
         verb = "APPLY" if content_type == APPLY_PATCH else "PATCH"
     elif method == "DELETE":
