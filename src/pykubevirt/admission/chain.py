@@ -9,6 +9,7 @@ from typing import Any
 from pykubevirt.admission.causes import AdmissionRejected, RequestDenied
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_migration, mutate_vm, mutate_vmi
+from pykubevirt.admission.go_decoding import check_decodable
 from pykubevirt.admission.validation import (
     REQUEST_ERROR,
     validate_datavolume,
@@ -94,6 +95,16 @@ _HOOKS: dict[str, _Hooks] = {
 }
 
 
+# The first webhook that decodes each write: KubeVirt's mutators, and for a VMI update (no mutator) its validator.
+_DECODING_WEBHOOKS = {
+    (c.VM_KIND, CREATE): "virtualmachines-mutator.kubevirt.io",
+    (c.VM_KIND, UPDATE): "virtualmachines-mutator.kubevirt.io",
+    (c.VMI_KIND, CREATE): "virtualmachineinstances-mutator.kubevirt.io",
+    (c.VMI_KIND, UPDATE): "virtualmachineinstances-update-validator.kubevirt.io",
+    (c.VMIM_KIND, CREATE): "migrations-mutator.kubevirt.io",
+}
+
+
 def handles(kind: str) -> bool:
     return kind in _HOOKS
 
@@ -108,8 +119,12 @@ def mutate(
 ) -> dict[str, Any]:
     """The object after the kind's mutating webhook: a copy, or `obj` itself changed when `in_place` (a caller that
     owns it and keeps only the result)."""
+    kind = str(obj.get("kind", ""))
+    webhook = _DECODING_WEBHOOKS.get((kind, operation))
+    if webhook is not None:
+        check_decodable(obj, webhook, old)
     mutated = obj if in_place else copy_json(obj)
-    hooks = _HOOKS.get(str(obj.get("kind", "")))
+    hooks = _HOOKS.get(kind)
     if hooks is not None and hooks.mutate is not None:
         hooks.mutate(mutated, ctx, operation, old)
     return mutated
