@@ -25,8 +25,9 @@ from tests.support.control_plane import vm_manifest
 
 from bench.harness import log, machine
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.patching import JSON_PATCH, MERGE_PATCH
+from pykubevirt.apiserver.request_context import RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
 from pykubevirt.cli.apiserver_command import extensions

@@ -15,7 +15,7 @@ from pykubevirt.apiserver.authorization.escalation import compact, uncovered
 from pykubevirt.apiserver.authorization.forbidden import forbidden
 from pykubevirt.apiserver.authorization.impersonation import impersonate
 from pykubevirt.apiserver.authorization.rbac import Authorizer, Policy, rule_allows
-from pykubevirt.apiserver.object_api import UserInfo
+from pykubevirt.apiserver.request_context import UserInfo
 from pykubevirt.apiserver.security import SCHEDULER_USER
 from pykubevirt.virtapi.identities import CONTROLLER_USER, HANDLER_USER, VIRT_API_USER
 from pykubevirt.virtapi.rbac_policy import kubevirt_policy

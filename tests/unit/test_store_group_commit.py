@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pykubevirt.apiserver.store import Event, Store, StoreError
+from pykubevirt.apiserver.store import Store
+from pykubevirt.apiserver.store_records import Event, StoreError
 
 
 def _rows_seen_by_another_connection(path: Path) -> int:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from pykubevirt.api import json_codec
-from pykubevirt.apiserver.store import CHECK_STORED_ENV, ChangedInPlace, Event, Store
+from pykubevirt.apiserver.store import CHECK_STORED_ENV, Store
+from pykubevirt.apiserver.store_records import ChangedInPlace, Event
 
 
 def cm(name: str, value: str) -> dict[str, Any]:

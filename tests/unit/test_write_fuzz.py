@@ -19,7 +19,7 @@ import pytest
 from pykubevirt.api import errors, json_codec
 from pykubevirt.api.crd import crd_manifest
 from pykubevirt.api.kinds import ALL_KINDS
-from pykubevirt.apiserver.object_api import RequestContext
+from pykubevirt.apiserver.request_context import RequestContext
 from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
 
 GARBAGE: list[Any] = [None, 5, -1, 1.5, True, "x", "", [], ["x"], [5], {}, {"a": 1}, {"a": "b"}, [{"a": 1}], [None]]

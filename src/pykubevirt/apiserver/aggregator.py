@@ -26,10 +26,11 @@ from pykubevirt.api import errors
 from pykubevirt.api.timestamps import format_time
 from pykubevirt.apiserver.front_proxy import GROUP_HEADER, USER_HEADER, FrontProxy
 from pykubevirt.apiserver.http_api import error_response
-from pykubevirt.apiserver.object_api import SYSTEM_USER, ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.registration_kinds import API_SERVICES
+from pykubevirt.apiserver.request_context import SYSTEM_USER, RequestContext, UserInfo
 from pykubevirt.apiserver.service_resolution import Backend, ResolutionError, ca_bundle_context, resolve_service
-from pykubevirt.apiserver.store import Event
+from pykubevirt.apiserver.store_records import Event
 from pykubevirt.client.response_relay import relay
 
 log = logging.getLogger("pykubevirt.apiserver.aggregator")

@@ -25,7 +25,7 @@ from pykubevirt.apiserver.service_printers import endpoints_table, endpointslice
 from pykubevirt.apiserver.storage_printers import pv_table, pvc_table, storageclass_table
 
 if TYPE_CHECKING:
-    from pykubevirt.apiserver.object_api import RequestContext
+    from pykubevirt.apiserver.request_context import RequestContext
 
 # Built-in objects are stored as sent: the real API server knows their schemas, we only need to keep them intact.
 OPEN_SCHEMA = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}

@@ -14,7 +14,7 @@ from pykubevirt.apiserver.object_meta_validation import Cause, invalid
 from pykubevirt.apiserver.resources import Resource
 
 if TYPE_CHECKING:
-    from pykubevirt.apiserver.object_api import RequestContext
+    from pykubevirt.apiserver.request_context import RequestContext
 
 _KEY = re.compile(r"[-._a-zA-Z0-9]+")
 _KEY_MESSAGE = (

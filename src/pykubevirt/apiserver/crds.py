@@ -8,7 +8,8 @@ from typing import Any
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.structural import structural_violations
-from pykubevirt.apiserver.object_api import SYSTEM_USER, ObjectAPI, RequestContext
+from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.request_context import SYSTEM_USER, RequestContext
 from pykubevirt.apiserver.resources import Resource
 
 log = logging.getLogger("pykubevirt.apiserver.crds")

@@ -16,9 +16,10 @@ from typing import Any
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.apiserver import disruption_budget
-from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.request_context import RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Resource
-from pykubevirt.apiserver.store import Event
+from pykubevirt.apiserver.store_records import Event
 
 log = logging.getLogger("pykubevirt.apiserver.disruption")
 

@@ -15,7 +15,8 @@ from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.apiserver import disruption_budget
 from pykubevirt.apiserver.deletion import DeleteOptions
-from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext
+from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.request_context import RequestContext
 from pykubevirt.apiserver.resources import Resource
 
 # Validating admission of a CREATE on pods/eviction: the pod, the Eviction body (None when empty), the request.

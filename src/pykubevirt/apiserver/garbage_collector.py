@@ -17,9 +17,10 @@ from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.apiserver import patching
 from pykubevirt.apiserver.deletion import BACKGROUND, FOREGROUND, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, DeleteOptions
-from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.request_context import RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Resource
-from pykubevirt.apiserver.store import DELETED, Event
+from pykubevirt.apiserver.store_records import DELETED, Event
 
 log = logging.getLogger("pykubevirt.apiserver.gc")
 

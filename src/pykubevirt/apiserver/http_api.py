@@ -26,7 +26,8 @@ from pykubevirt.apiserver.builtin_schemas import typed_request_body
 from pykubevirt.apiserver.deletion import DeleteOptions
 from pykubevirt.apiserver.eviction import Evictions
 from pykubevirt.apiserver.list_streaming import STREAM_THRESHOLD, write_list
-from pykubevirt.apiserver.object_api import IGNORE, STRICT, WARN, ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.request_context import IGNORE, STRICT, WARN, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import FieldSelector, escape_field_value, parse_field_selector
 from pykubevirt.apiserver.watch import WatchHub, watch_events

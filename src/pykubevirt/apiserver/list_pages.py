@@ -10,7 +10,8 @@ from pykubevirt.api import errors
 from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.apiserver.resources import Resource
 from pykubevirt.apiserver.selectors import FieldSelector, check_fields
-from pykubevirt.apiserver.store import Compacted, Store
+from pykubevirt.apiserver.store import Store
+from pykubevirt.apiserver.store_records import Compacted
 
 CONTINUE_EXPIRED = (
     "The provided continue parameter is too old to display a consistent list result. "

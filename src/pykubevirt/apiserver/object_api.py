@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
@@ -30,55 +29,11 @@ from pykubevirt.apiserver.deletion import (
 )
 from pykubevirt.apiserver.list_pages import list_page
 from pykubevirt.apiserver.object_decoding import decode_object, schema_pass
+from pykubevirt.apiserver.request_context import AdmissionPlugin, RequestContext
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import FieldSelector
-from pykubevirt.apiserver.store import AlreadyExists, Conflict, NotFound, Record, Store, without_resource_version
-
-STRICT = "Strict"
-WARN = "Warn"
-IGNORE = "Ignore"
-
-
-@dataclass(frozen=True, slots=True)
-class UserInfo:
-    username: str
-    groups: tuple[str, ...] = ()
-
-
-# The server's own identity, for the writes it makes itself (bootstrap, built-in CRDs).
-SYSTEM_USER = UserInfo("system:apiserver", ("system:masters",))
-
-
-@dataclass(slots=True)
-class RequestContext:
-    """Per-request options that shape a write, and the warnings it collects for the `Warning` header."""
-
-    user: UserInfo = SYSTEM_USER
-    dry_run: bool = False
-    field_validation: str = WARN
-    field_manager: str = ""
-    # The program name of the user agent names the manager of writes without a fieldManager (in-process: the server).
-    user_agent: str = "kube-apiserver"
-    force: bool | None = None
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def manager(self) -> str:
-        return managed_fields.manager_name(self.field_manager, self.user_agent)
-
-
-class AdmissionPlugin(Protocol):
-    """Mutating and validating admission for some resources (KubeVirt's webhooks, in-process)."""
-
-    def handles(self, resource: Resource) -> bool: ...
-
-    def mutate(
-        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
-    ) -> dict[str, Any]: ...
-
-    def validate(
-        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
-    ) -> list[str]: ...
+from pykubevirt.apiserver.store import Store
+from pykubevirt.apiserver.store_records import AlreadyExists, Conflict, NotFound, Record, without_resource_version
 
 
 def _parse_resource_version(value: Any, resource: Resource, name: str) -> int | None:

@@ -11,8 +11,8 @@ import contextlib
 from pykubevirt.api import errors
 from pykubevirt.apiserver.aggregator import Aggregator
 from pykubevirt.apiserver.front_proxy import AUTH_CONFIGMAP_NAME, AUTH_CONFIGMAP_NAMESPACE, ensure_front_proxy
-from pykubevirt.apiserver.object_api import SYSTEM_USER, RequestContext
 from pykubevirt.apiserver.registration_kinds import REGISTRATION_RESOURCES
+from pykubevirt.apiserver.request_context import SYSTEM_USER, RequestContext
 from pykubevirt.apiserver.server import EmbeddedAPIServer, Extension
 from pykubevirt.apiserver.webhook_admission import WebhookAdmission
 from pykubevirt.apiserver.webhook_configurations import WebhookConfigurationAdmission

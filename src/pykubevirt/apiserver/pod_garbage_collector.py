@@ -23,8 +23,9 @@ from pykubevirt.api import constants as c
 from pykubevirt.api import errors, objects
 from pykubevirt.api.timestamps import format_time
 from pykubevirt.apiserver.deletion import DeleteOptions
-from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.patching import APPLY_PATCH
+from pykubevirt.apiserver.request_context import RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Resource
 
 log = logging.getLogger("pykubevirt.apiserver.podgc")

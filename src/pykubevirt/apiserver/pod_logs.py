@@ -13,7 +13,8 @@ from aiohttp import web
 
 from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import RestHandlers, Target
-from pykubevirt.apiserver.object_api import ObjectAPI, UserInfo
+from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.request_context import UserInfo
 
 log = logging.getLogger("pykubevirt.apiserver.pod_logs")
 

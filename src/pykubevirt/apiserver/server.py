@@ -44,18 +44,20 @@ from pykubevirt.apiserver.disruption_controller import DisruptionController
 from pykubevirt.apiserver.garbage_collector import GarbageCollector
 from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, json_response
 from pykubevirt.apiserver.https_site import HTTPSOnlySite
-from pykubevirt.apiserver.object_api import SYSTEM_USER, AdmissionPlugin, ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.pod_garbage_collector import (
     CHECK_PERIOD_SECONDS,
     QUARANTINE_SECONDS,
     TERMINATED_POD_THRESHOLD,
     PodGarbageCollector,
 )
+from pykubevirt.apiserver.request_context import SYSTEM_USER, AdmissionPlugin, RequestContext, UserInfo
 from pykubevirt.apiserver.request_metrics import RequestMetrics
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.service_admission import ServiceAdmission
 from pykubevirt.apiserver.storage_admission import StorageAdmission
-from pykubevirt.apiserver.store import Store, StoreError
+from pykubevirt.apiserver.store import Store
+from pykubevirt.apiserver.store_records import StoreError
 from pykubevirt.apiserver.token_requests import TokenRequests
 from pykubevirt.apiserver.watch import WatchHub
 

@@ -14,7 +14,7 @@ from pykubevirt.api import service_validation as sv
 from pykubevirt.apiserver.resources import Resource
 
 if TYPE_CHECKING:
-    from pykubevirt.apiserver.object_api import RequestContext
+    from pykubevirt.apiserver.request_context import RequestContext
     from pykubevirt.apiserver.store import Store
 
 SERVICES = "core/services"

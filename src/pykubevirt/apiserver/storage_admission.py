@@ -16,7 +16,7 @@ from pykubevirt.api import volume_binding as vb
 from pykubevirt.apiserver.resources import Resource
 
 if TYPE_CHECKING:
-    from pykubevirt.apiserver.object_api import RequestContext
+    from pykubevirt.apiserver.request_context import RequestContext
     from pykubevirt.apiserver.store import Store
 
 STORAGE_CLASSES = "storage.k8s.io/storageclasses"

@@ -3,9 +3,8 @@
 Every create, update and delete appends a row; the row id is the global revision and therefore the
 resourceVersion clients see. `UNIQUE(name, prev_revision)` is the compare-and-swap that makes a second writer
 racing from the same revision fail. Committed rows are fanned out to watchers in memory; a watch that starts from
-an older revision is replayed from the in-memory ring or, failing that, from the table, until compaction removed
-the rows it would need (then it gets 410 Expired). The ring keeps each change as the JSON text of its row, decoded
-only for a replay: as decoded objects its old versions were a third of the API server's heap.
+an older revision is replayed by store_history, until compaction removed the rows it would need (then it gets 410
+Expired).
 
 Durability is etcd's: a write is acknowledged only once it is fsynced. Group commit keeps the throughput: the writes
 of one event-loop turn form one batch, handed at the start of the next turn, or, while an earlier batch is still
@@ -26,13 +25,34 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from pykubevirt.api import json_codec
 from pykubevirt.apiserver import fields_v1
+from pykubevirt.apiserver.store_history import StoreHistory
+from pykubevirt.apiserver.store_records import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    AlreadyExists,
+    ChangedInPlace,
+    Compacted,
+    Conflict,
+    Event,
+    Listener,
+    NotFound,
+    Past,
+    Record,
+    Row,
+    StoreError,
+    full_name,
+    split_name,
+    with_revision,
+    without_resource_version,
+)
 
 log = logging.getLogger("pykubevirt.apiserver.store")
 
@@ -67,82 +87,6 @@ COLUMNS = "id, name, created, deleted, create_revision, prev_revision, lease, va
 # into SQLite for the whole batch, so its thread hands the GIL back and forth once, not once a row.
 ROWS_A_STATEMENT = 500
 
-ADDED = "ADDED"
-MODIFIED = "MODIFIED"
-DELETED = "DELETED"
-
-
-class StoreError(Exception):
-    """Base of the store's errors."""
-
-
-class NotFound(StoreError):
-    pass
-
-
-class ChangedInPlace(StoreError):
-    """A stored object was changed after it was written (a bug: every writer must copy what it changes)."""
-
-
-class AlreadyExists(StoreError):
-    pass
-
-
-class Conflict(StoreError):
-    """The object changed since the revision the writer started from."""
-
-
-class Compacted(StoreError):
-    """The requested revision is older than the retained history."""
-
-    def __init__(self, requested: int, compact_revision: int) -> None:
-        super().__init__(f"too old resource version: {requested} ({compact_revision})")
-        self.requested = requested
-        self.compact_revision = compact_revision
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """The latest version of one object: its key, the revision that wrote it and the object."""
-
-    collection: str
-    key: str
-    revision: int
-    create_revision: int
-    value: dict[str, Any]
-    # When the object expires (UNIX seconds); 0 for objects without a lease.
-    lease: float = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One committed change. `previous` is the object before the change (None for ADDED)."""
-
-    type: str
-    collection: str
-    key: str
-    revision: int
-    value: dict[str, Any]
-    previous: dict[str, Any] | None
-    # `value` as JSON, when the commit had it encoded already (its row): a watch sends these bytes as they are.
-    encoded: bytes | None = None
-
-
-Listener = Callable[[Event], None]
-# A row of the kine table, in COLUMNS' order.
-Row = tuple[int, str, int, int, int, int, float, str]
-
-
-class _Past(NamedTuple):
-    """A change in the ring: its row's text, and the revision of the version it replaced (0 for a create)."""
-
-    type: str
-    collection: str
-    key: str
-    revision: int
-    replaced: int
-    text: str
-
 
 @dataclass(eq=False, slots=True)
 class _Batch:
@@ -161,27 +105,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def _full_name(collection: str, key: str) -> str:
-    return f"{collection}\x00{key}"
-
-
-def _split(name: str) -> tuple[str, str]:
-    collection, _, key = name.partition("\x00")
-    return collection, key
-
-
-def without_resource_version(value: dict[str, Any]) -> dict[str, Any]:
-    """A shallow copy of `value` whose metadata has no resourceVersion (to compare versions, or to set a new one)."""
-    metadata = {k: v for k, v in (value.get("metadata") or {}).items() if k != "resourceVersion"}
-    return {**value, "metadata": metadata}
-
-
-def _with_revision(value: dict[str, Any], revision: int) -> dict[str, Any]:
-    metadata = value.setdefault("metadata", {})
-    metadata["resourceVersion"] = str(revision)
-    return value
 
 
 def _private_database(path: Path) -> None:
@@ -229,9 +152,7 @@ class Store:
         # that name replaces (prev_revision), known without asking the table.
         self._tombstones: dict[str, int] = {}
         self._current: dict[str, dict[str, Record]] = collections.defaultdict(dict)
-        # revision → change, oldest first: replayed in order, and looked up for the version a change replaced.
-        self._ring: collections.OrderedDict[int, _Past] = collections.OrderedDict()
-        self._ring_size = ring_size
+        self._history = StoreHistory(self._db, ring_size)
         self._listeners: list[Listener] = []
         # (collection, key) → lease of the objects that have one; and the leases soonest first, so expiry looks only
         # at those that ran out (an entry whose object has since another lease, or none, is skipped then).
@@ -272,8 +193,8 @@ class Store:
             if deleted:
                 self._tombstones[name] = rev
                 continue
-            collection, key = _split(name)
-            obj = _with_revision(json_codec.loads(value), rev)
+            collection, key = split_name(name)
+            obj = with_revision(json_codec.loads(value), rev)
             fields_v1.compact_entries(obj)
             self._current[collection][key] = Record(collection, key, rev, create_rev, obj, lease or 0)
             self._track_lease(collection, key, lease or 0)
@@ -351,7 +272,7 @@ class Store:
             raise StoreError(self._failure)
         if not self._open.rows:
             self._begin()
-        name = _full_name(collection, key)
+        name = full_name(collection, key)
         row = (revision, name, int(kind == ADDED), int(kind == DELETED), create_revision, prev_revision, lease, text)
         self._open.rows.append(row)
         self._unwritten[revision] = row
@@ -538,7 +459,7 @@ class Store:
             create_revision, prev_revision = current.create_revision, current.revision
         # The row is the object as readers get it, resourceVersion included, so the watch events of the commit can
         # send the row's bytes instead of encoding it again.
-        obj = _with_revision(without_resource_version(value), revision)
+        obj = with_revision(without_resource_version(value), revision)
         encoded = json_codec.dumps(obj)
         text = encoded.decode()
         self._append(kind, collection, key, revision, create_revision, prev_revision, text, lease)
@@ -548,31 +469,22 @@ class Store:
         else:
             self._current[collection][key] = record
         self._track_lease(collection, key, lease)
-        event = Event(kind, collection, key, revision, obj, current.value if current is not None else None, encoded)
-        self._remember(_Past(kind, collection, key, revision, current.revision if current is not None else 0, text))
+        previous, replaced = (current.value, current.revision) if current is not None else (None, 0)
+        event = Event(kind, collection, key, revision, obj, previous, encoded)
+        self._history.remember(Past(kind, collection, key, revision, replaced, text))
         self._open.events.append(event)
         if not self._batch_open:
             self._flush()
         return record
 
     def _check_unchanged(self, current: Record) -> None:
-        past = self._ring.get(current.revision)
-        if past is not None and json_codec.dumps_text(current.value) != past.text:
+        text = self._history.row_text(current.revision)
+        if text is not None and json_codec.dumps_text(current.value) != text:
             raise ChangedInPlace(f"{current.collection}/{current.key} at {current.revision} was changed in place")
-
-    def _remember(self, past: _Past) -> None:
-        if self._ring_size <= 0:
-            return
-        if len(self._ring) >= self._ring_size:
-            self._ring.popitem(last=False)
-        self._ring[past.revision] = past
-
-    def _oldest_in_ring(self) -> int | None:
-        return next(iter(self._ring), None)
 
     def _last_revision_of(self, collection: str, key: str) -> int:
         """The newest row of a key with no object now: its deletion's, or none (0) once compaction removed it."""
-        return self._tombstones.get(_full_name(collection, key), 0)
+        return self._tombstones.get(full_name(collection, key), 0)
 
     def _current_at(self, collection: str, key: str, expected_revision: int | None) -> Record:
         current = self.get(collection, key)
@@ -615,55 +527,7 @@ class Store:
         """Committed events after `revision` (for one collection or all), oldest first; Compacted if too old."""
         if revision < self.compact_revision:
             raise Compacted(revision, self.compact_revision)
-        oldest = self._oldest_in_ring()
-        if oldest is not None and oldest <= revision + 1:
-            return [
-                self._replayed(p)
-                for p in self._ring.values()
-                if p.revision > revision and (collection is None or p.collection == collection)
-            ]
-        return self._events_from_table(revision, collection)
-
-    def _replayed(self, past: _Past) -> Event:
-        previous = None
-        if past.replaced:
-            replaced = self._ring.get(past.replaced)
-            previous = (
-                self._value_at(past.replaced)
-                if replaced is None
-                else _with_revision(json_codec.loads(replaced.text), past.replaced)
-            )
-        value = _with_revision(json_codec.loads(past.text), past.revision)
-        # The ring holds only rows this process wrote, with their resourceVersion: the text is the value's JSON.
-        return Event(past.type, past.collection, past.key, past.revision, value, previous, past.text.encode())
-
-    def _events_from_table(self, revision: int, collection: str | None) -> list[Event]:
-        rows = {
-            row[0]: row
-            for row in self._db.execute(
-                "SELECT id, name, created, deleted, prev_revision, value FROM kine WHERE id > ? ORDER BY id",
-                (revision,),
-            )
-        }
-        for rev, name, created, deleted, _, prev_rev, _, text in list(self._unwritten.values()):
-            if rev > revision:
-                rows[rev] = (rev, name, created, deleted, prev_rev, text)
-        events: list[Event] = []
-        for rev, name, created, deleted, prev_rev, value in sorted(rows.values()):
-            coll, key = _split(name)
-            if collection is not None and coll != collection:
-                continue
-            previous = self._value_at(prev_rev) if prev_rev and not created else None
-            kind = DELETED if deleted else ADDED if created else MODIFIED
-            events.append(Event(kind, coll, key, rev, _with_revision(json_codec.loads(value), rev), previous))
-        return events
-
-    def _value_at(self, revision: int) -> dict[str, Any] | None:
-        unwritten = self._unwritten.get(revision)
-        if unwritten is not None:
-            return _with_revision(json_codec.loads(unwritten[7]), revision)
-        row = self._db.execute("SELECT value FROM kine WHERE id = ?", (revision,)).fetchone()
-        return _with_revision(json_codec.loads(row[0]), revision) if row else None
+        return self._history.events_since(revision, collection, self._unwritten)
 
     def compact(self, keep_revisions: int) -> int:
         """Drop history older than the newest `keep_revisions` revisions; returns the new compaction revision."""
@@ -676,8 +540,7 @@ class Store:
         self._syncer.submit(self._compact_rows, target).result()
         self.compact_revision = target
         self._tombstones = {name: rev for name, rev in self._tombstones.items() if rev > target}
-        while (oldest := self._oldest_in_ring()) is not None and oldest <= target:
-            self._ring.popitem(last=False)
+        self._history.forget_through(target)
         return target
 
     def _compact_rows(self, target: int) -> None:

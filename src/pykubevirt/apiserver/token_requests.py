@@ -17,7 +17,8 @@ from pykubevirt.api import errors
 from pykubevirt.api.timestamps import format_time
 from pykubevirt.apiserver import patching, protobuf
 from pykubevirt.apiserver.http_api import RestHandlers, Target, json_response
-from pykubevirt.apiserver.object_api import ObjectAPI, UserInfo
+from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.request_context import UserInfo
 from pykubevirt.apiserver.security import TokenTable, service_account_groups, service_account_user
 
 DEFAULT_EXPIRATION_SECONDS = 3600

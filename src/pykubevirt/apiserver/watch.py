@@ -15,7 +15,8 @@ from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.apiserver.query_options import reached
 from pykubevirt.apiserver.resources import Resource
 from pykubevirt.apiserver.selectors import FieldSelector
-from pykubevirt.apiserver.store import ADDED, DELETED, MODIFIED, Compacted, Event, Store
+from pykubevirt.apiserver.store import Store
+from pykubevirt.apiserver.store_records import ADDED, DELETED, MODIFIED, Compacted, Event
 
 BOOKMARK = "BOOKMARK"
 ERROR = "ERROR"

@@ -23,7 +23,7 @@ from pykubevirt.api import errors
 from pykubevirt.api.json_patch import apply_patch
 from pykubevirt.api.structural import apply_defaults, prune
 from pykubevirt.apiserver import fields_v1, suspension
-from pykubevirt.apiserver.object_api import RequestContext
+from pykubevirt.apiserver.request_context import RequestContext
 from pykubevirt.apiserver.resources import Resource
 from pykubevirt.apiserver.store import Store
 from pykubevirt.apiserver.webhook_calls import DEFAULT_TIMEOUT_SECONDS, CallError, call, review_request, target_of

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pykubevirt.api import errors
-from pykubevirt.apiserver.object_api import RequestContext
+from pykubevirt.apiserver.request_context import RequestContext
 from pykubevirt.apiserver.resources import Resource
 
 GROUP = "admissionregistration.k8s.io"

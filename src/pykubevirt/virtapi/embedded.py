@@ -11,7 +11,7 @@ from aiohttp import web
 from pykubevirt.api.crd import crd_manifest
 from pykubevirt.api.kinds import ALL_KINDS
 from pykubevirt.api.network_attachment import NETWORK_ATTACHMENT_DEFINITION
-from pykubevirt.apiserver.object_api import UserInfo
+from pykubevirt.apiserver.request_context import UserInfo
 from pykubevirt.apiserver.server import EmbeddedAPIServer, Extension
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import load_kubeconfig

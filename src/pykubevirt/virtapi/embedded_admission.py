@@ -10,7 +10,7 @@ from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.api import errors
 from pykubevirt.api.constants import KUBEVIRT_KIND
 from pykubevirt.api.kinds import OUR_GROUPS
-from pykubevirt.apiserver.object_api import RequestContext
+from pykubevirt.apiserver.request_context import RequestContext
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.store import Store
 from pykubevirt.config.cluster_config import ClusterConfig

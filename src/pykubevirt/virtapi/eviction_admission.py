@@ -13,8 +13,9 @@ from typing import Any
 
 from pykubevirt.api import errors
 from pykubevirt.apiserver.eviction import webhook_denied
-from pykubevirt.apiserver.object_api import ObjectAPI, RequestContext, UserInfo
+from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.patching import JSON_PATCH
+from pykubevirt.apiserver.request_context import RequestContext, UserInfo
 from pykubevirt.apiserver.security import service_account_groups
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi.eviction_decision import DENIED_CODE, WEBHOOK_NAME, decide, evacuation_patch, launcher_vmi

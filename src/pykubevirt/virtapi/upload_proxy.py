@@ -27,7 +27,7 @@ from aiohttp import web
 from pykubevirt.api import errors
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.apiserver.http_api import error_response, json_response
-from pykubevirt.apiserver.object_api import UserInfo
+from pykubevirt.apiserver.request_context import UserInfo
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS

@@ -15,8 +15,8 @@ from pykubevirt.apiserver import protobuf
 from pykubevirt.apiserver.authorization.attributes import Attributes
 from pykubevirt.apiserver.authorization.rbac import Authorizer
 from pykubevirt.apiserver.http_api import RestHandlers, Target, json_response
-from pykubevirt.apiserver.object_api import UserInfo
 from pykubevirt.apiserver.patching import media_type
+from pykubevirt.apiserver.request_context import UserInfo
 from pykubevirt.apiserver.security import TokenTable
 
 AUTHORIZATION_GROUP = "authorization.k8s.io"

@@ -15,9 +15,10 @@ from typing import Any
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector, SelectorError, label_selector_from_dict
-from pykubevirt.apiserver.object_api import SYSTEM_USER, ObjectAPI, RequestContext
+from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.request_context import SYSTEM_USER, RequestContext
 from pykubevirt.apiserver.resources import Resource
-from pykubevirt.apiserver.store import Event
+from pykubevirt.apiserver.store_records import Event
 
 log = logging.getLogger("pykubevirt.apiserver.aggregation")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pykubevirt.apiserver.object_api import UserInfo
+from pykubevirt.apiserver.request_context import UserInfo
 
 API_PREFIXES = frozenset({"api", "apis"})
 # Subresources of a namespace that stay on the namespaces resource (`/api/v1/namespaces/x/status`).

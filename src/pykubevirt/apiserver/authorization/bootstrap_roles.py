@@ -18,7 +18,8 @@ import yaml
 
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.apiserver.object_api import SYSTEM_USER, ObjectAPI, RequestContext
+from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.request_context import SYSTEM_USER, RequestContext
 from pykubevirt.apiserver.resources import Registry
 
 log = logging.getLogger("pykubevirt.apiserver.rbac")

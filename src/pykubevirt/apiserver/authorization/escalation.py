@@ -12,7 +12,7 @@ from typing import Any
 from pykubevirt.api import errors
 from pykubevirt.apiserver.authorization.attributes import Attributes
 from pykubevirt.apiserver.authorization.rbac import RBAC_GROUP, SYSTEM_MASTERS, Authorizer, Rule
-from pykubevirt.apiserver.object_api import RequestContext, UserInfo
+from pykubevirt.apiserver.request_context import RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Resource
 
 ROLE_KINDS = {"Role": "roles", "ClusterRole": "clusterroles"}

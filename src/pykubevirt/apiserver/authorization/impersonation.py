@@ -15,7 +15,7 @@ from pykubevirt.api import errors
 from pykubevirt.apiserver.authorization.attributes import Attributes
 from pykubevirt.apiserver.authorization.forbidden import forbidden
 from pykubevirt.apiserver.authorization.rbac import SERVICE_ACCOUNT_PREFIX, Decision
-from pykubevirt.apiserver.object_api import UserInfo
+from pykubevirt.apiserver.request_context import UserInfo
 
 USER_HEADER = "Impersonate-User"
 GROUP_HEADER = "Impersonate-Group"

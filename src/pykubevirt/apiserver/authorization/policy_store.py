@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pykubevirt.apiserver.authorization.rbac import Policy
-from pykubevirt.apiserver.store import Event, Store
+from pykubevirt.apiserver.store import Store
+from pykubevirt.apiserver.store_records import Event
 
 COLLECTIONS = {
     "cluster_roles": "rbac.authorization.k8s.io/clusterroles",

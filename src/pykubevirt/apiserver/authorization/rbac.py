@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykubevirt.apiserver.authorization.attributes import Attributes
-from pykubevirt.apiserver.object_api import UserInfo
+from pykubevirt.apiserver.request_context import UserInfo
 
 SYSTEM_MASTERS = "system:masters"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"

@@ -10,7 +10,7 @@ from pykubevirt.apiserver.authorization.attributes import request_attributes
 from pykubevirt.apiserver.authorization.forbidden import forbidden
 from pykubevirt.apiserver.authorization.impersonation import impersonate
 from pykubevirt.apiserver.authorization.rbac import Authorizer
-from pykubevirt.apiserver.object_api import UserInfo
+from pykubevirt.apiserver.request_context import UserInfo
 
 log = logging.getLogger("pykubevirt.apiserver.authorization")
 
