@@ -93,7 +93,12 @@ async def namespace(http: APIClient, name: str) -> str:
 
 async def test_eviction_deletes_a_pod_no_budget_covers(http: APIClient) -> None:
     ns = await namespace(http, "plain")
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
     assert (await http.post(f"/api/v1/namespaces/{ns}/pods", body)).status == 201
     reply = await evict(http, ns, "p", gracePeriodSeconds=0)
     assert reply.status == 201, reply.body

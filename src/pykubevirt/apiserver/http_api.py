@@ -27,6 +27,7 @@ from pykubevirt.apiserver.deletion import DeleteOptions
 from pykubevirt.apiserver.eviction import Evictions
 from pykubevirt.apiserver.list_streaming import STREAM_THRESHOLD, write_list
 from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.pod_validation import BINDING
 from pykubevirt.apiserver.request_context import IGNORE, STRICT, WARN, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import FieldSelector, escape_field_value, parse_field_selector
@@ -511,6 +512,7 @@ class RestHandlers:
         # Only spec.nodeName changes: the rest is the stored pod's, shared (a pod update changes its object in place
         # only at the top level and in its metadata, which are new here).
         updated = {**pod, "metadata": dict(pod["metadata"]), "spec": {**pod["spec"], "nodeName": node}}
+        ctx.subresource = BINDING
         self.api.update(target.resource, target.namespace, target.name, updated, ctx, owned=True)
         return json_response(CREATED_STATUS, 201)
 

@@ -34,6 +34,8 @@ class RequestContext:
     # The program name of the user agent names the manager of writes without a fieldManager (in-process: the server).
     user_agent: str = "kube-apiserver"
     force: bool | None = None
+    # The subresource a write goes through when it is not the object's own update (pods/binding).
+    subresource: str = ""
     warnings: list[str] = field(default_factory=list)
 
     @property

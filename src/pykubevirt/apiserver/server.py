@@ -51,6 +51,7 @@ from pykubevirt.apiserver.pod_garbage_collector import (
     TERMINATED_POD_THRESHOLD,
     PodGarbageCollector,
 )
+from pykubevirt.apiserver.pod_validation import PodAdmission
 from pykubevirt.apiserver.request_context import SYSTEM_USER, AdmissionPlugin, RequestContext, UserInfo
 from pykubevirt.apiserver.request_metrics import RequestMetrics
 from pykubevirt.apiserver.resources import Registry, Resource
@@ -138,6 +139,7 @@ class EmbeddedAPIServer:
             admission=[
                 BuiltinDefaults(),
                 ConfigDataAdmission(),
+                PodAdmission(),
                 StorageAdmission(self.store),
                 ServiceAdmission(self.store, options.service_cidr),
                 CRDAdmission(),

@@ -1,0 +1,233 @@
+"""kube-apiserver's Pod strategy: the checks of ValidatePodCreate a hand-written pod most often fails, and
+ValidatePodUpdate's rule that a pod's spec is fixed but for its images, activeDeadlineSeconds, tolerations and
+scheduling gates. Binding a pod (`pods/binding`) sets spec.nodeName outside of it, as in kube."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pykubevirt.api import errors
+from pykubevirt.api.json_equal import same_json
+from pykubevirt.api.name_validation import dns1123_label_errors
+from pykubevirt.apiserver.object_meta_validation import Cause, invalid, required
+from pykubevirt.apiserver.resources import Resource
+
+if TYPE_CHECKING:
+    from pykubevirt.apiserver.request_context import RequestContext
+
+BINDING = "binding"
+UPDATE_FORBIDDEN = (
+    "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,"
+    "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+_DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
+_PROTOCOLS = ("SCTP", "TCP", "UDP")
+_MAX_INT32 = 2**31 - 1
+
+
+class PodAdmission:
+    """Validation of pods on create and update (not of their status writes, which leave the spec alone)."""
+
+    def handles(self, resource: Resource) -> bool:
+        return resource.builtin and not resource.group and resource.kind == "Pod"
+
+    def mutate(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> dict[str, Any]:
+        return obj
+
+    def validate(
+        self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
+    ) -> list[str]:
+        spec = obj.get("spec") or {}
+        if old is not None and (ctx.subresource == BINDING or same_json(spec, old.get("spec") or {})):
+            return []
+        causes = spec_causes(spec)
+        if old is not None and not causes:
+            causes = update_causes(spec, old.get("spec") or {})
+        if causes:
+            raise errors.invalid("Pod", "", str((obj.get("metadata") or {}).get("name") or ""), causes)
+        return []
+
+
+def _duplicate(field: str, value: str) -> Cause:
+    return {"reason": "FieldValueDuplicate", "message": f'Duplicate value: "{value}"', "field": field}
+
+
+def _not_found(field: str, value: str) -> Cause:
+    return {"reason": "FieldValueNotFound", "message": f'Not found: "{value}"', "field": field}
+
+
+def _not_supported(field: str, value: str, supported: tuple[str, ...]) -> Cause:
+    listed = ", ".join(f'"{s}"' for s in supported)
+    return {
+        "reason": "FieldValueNotSupported",
+        "message": f'Unsupported value: "{value}": supported values: {listed}',
+        "field": field,
+    }
+
+
+def _forbidden(field: str, detail: str) -> Cause:
+    return {"reason": "FieldValueForbidden", "message": f"Forbidden: {detail}", "field": field}
+
+
+def _named_items(items: Any) -> list[dict[str, Any]]:
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def spec_causes(spec: dict[str, Any]) -> list[Cause]:
+    """The pod spec checks kube makes on every pod write (a subset of ValidatePodSpec)."""
+    causes: list[Cause] = []
+    volumes: set[str] = set()
+    for i, volume in enumerate(_named_items(spec.get("volumes"))):
+        name = str(volume.get("name") or "")
+        path = f"spec.volumes[{i}].name"
+        if not name:
+            causes.append(required(path, ""))
+        causes += [invalid(path, name, message) for message in dns1123_label_errors(name)] if name else []
+        if name in volumes:
+            causes.append(_duplicate(path, name))
+        volumes.add(name)
+    regular = _named_items(spec.get("containers"))
+    if not regular:
+        causes.append(required("spec.containers", ""))
+    regular_names = {str(c.get("name") or "") for c in regular}
+    causes += _container_causes("spec.initContainers", _named_items(spec.get("initContainers")), volumes, regular_names)
+    causes += _container_causes("spec.containers", regular, volumes, set())
+    for key, supported in (("restartPolicy", _RESTART_POLICIES), ("dnsPolicy", _DNS_POLICIES)):
+        value = spec.get(key)
+        if value and value not in supported:
+            causes.append(_not_supported(f"spec.{key}", str(value), supported))
+    return causes
+
+
+def _container_causes(
+    base: str, containers: list[dict[str, Any]], volumes: set[str], other_names: set[str]
+) -> list[Cause]:
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for i, container in enumerate(containers):
+        at = f"{base}[{i}]"
+        name = str(container.get("name") or "")
+        if not name:
+            causes.append(required(f"{at}.name", ""))
+        else:
+            causes += [invalid(f"{at}.name", name, message) for message in dns1123_label_errors(name)]
+            if name in seen or name in other_names:
+                causes.append(_duplicate(f"{at}.name", name))
+        seen.add(name)
+        image = container.get("image")
+        if not image:
+            causes.append(required(f"{at}.image", ""))
+        elif isinstance(image, str) and image.strip() != image:
+            causes.append(invalid(f"{at}.image", image, "must not have leading or trailing whitespace"))
+        for j, port in enumerate(_named_items(container.get("ports"))):
+            number = port.get("containerPort")
+            if not isinstance(number, int) or not 1 <= number <= 65535:
+                causes.append(
+                    invalid(f"{at}.ports[{j}].containerPort", number, "must be between 1 and 65535, inclusive")
+                )
+            protocol = port.get("protocol")
+            if protocol and protocol not in _PROTOCOLS:
+                causes.append(_not_supported(f"{at}.ports[{j}].protocol", str(protocol), _PROTOCOLS))
+        for j, mount in enumerate(_named_items(container.get("volumeMounts"))):
+            mount_name = str(mount.get("name") or "")
+            if not mount_name:
+                causes.append(required(f"{at}.volumeMounts[{j}].name", ""))
+            elif mount_name not in volumes:
+                causes.append(_not_found(f"{at}.volumeMounts[{j}].name", mount_name))
+            if not mount.get("mountPath"):
+                causes.append(required(f"{at}.volumeMounts[{j}].mountPath", ""))
+    return causes
+
+
+def update_causes(spec: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """ValidatePodUpdate's spec rules, in its order: each may stop the rest."""
+    for key in ("containers", "initContainers"):
+        if len(_named_items(spec.get(key))) != len(_named_items(old.get(key))):
+            return [_forbidden(f"spec.{key}", "pod updates may not add or remove containers")]
+    deadline, old_deadline = spec.get("activeDeadlineSeconds"), old.get("activeDeadlineSeconds")
+    if deadline is not None:
+        if not isinstance(deadline, int) or not 0 <= deadline <= _MAX_INT32:
+            return [invalid("spec.activeDeadlineSeconds", deadline, f"must be between 0 and {_MAX_INT32}, inclusive")]
+        if isinstance(old_deadline, int) and old_deadline < deadline:
+            return [invalid("spec.activeDeadlineSeconds", deadline, "must be less than or equal to previous value")]
+    elif old_deadline is not None:
+        return [invalid("spec.activeDeadlineSeconds", None, "must not update from a positive integer to nil value")]
+    causes = _toleration_causes(spec.get("tolerations"), old.get("tolerations"))
+    gates = {str(g.get("name")) for g in _named_items(old.get("schedulingGates"))}
+    causes += [
+        _forbidden("spec.schedulingGates", f"only deletion is allowed, but found new scheduling gate '{g.get('name')}'")
+        for g in _named_items(spec.get("schedulingGates"))
+        if str(g.get("name")) not in gates
+    ]
+    changed = _changed_fields(_munged(spec, old), old)
+    if changed:
+        causes.append(_forbidden("spec", UPDATE_FORBIDDEN + "\n" + "\n".join(f"  changed: spec.{f}" for f in changed)))
+    return causes
+
+
+def _toleration_causes(new: Any, old: Any) -> list[Cause]:
+    """Only additions: each old toleration must still be there, its tolerationSeconds aside."""
+    new_items = _named_items(new)
+    for toleration in _named_items(old):
+        if not any(_equal_but_seconds(toleration, candidate) for candidate in new_items):
+            return [
+                _forbidden("spec.tolerations", "existing toleration can not be modified except its tolerationSeconds")
+            ]
+    return []
+
+
+def _equal_but_seconds(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    return bool(_normal({**old, "tolerationSeconds": None}) == _normal({**new, "tolerationSeconds": None}))
+
+
+def _munged(spec: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """The new spec with what a pod update may change taken from the old one (kube's munging before its compare)."""
+    munged = dict(spec)
+    for key in ("containers", "initContainers"):
+        old_items = _named_items(old.get(key))
+        munged[key] = [
+            {**item, "image": old_items[i].get("image")} if i < len(old_items) else item
+            for i, item in enumerate(_named_items(spec.get(key)))
+        ]
+    for key in ("activeDeadlineSeconds", "schedulingGates", "tolerations"):
+        munged[key] = old.get(key)
+    grace, old_grace = spec.get("terminationGracePeriodSeconds"), old.get("terminationGracePeriodSeconds")
+    if isinstance(old_grace, int) and old_grace < 0 and grace == 1:
+        munged["terminationGracePeriodSeconds"] = old_grace
+    return munged
+
+
+def _changed_fields(new: dict[str, Any], old: dict[str, Any], prefix: str = "") -> list[str]:
+    """The paths at which two specs differ, as Go's semantic equality sees them (nil and empty are equal)."""
+    new, old = _normal(new) or {}, _normal(old) or {}
+    changed: list[str] = []
+    for key in sorted(set(new) | set(old)):
+        a, b = new.get(key), old.get(key)
+        path = f"{prefix}{key}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            changed += _changed_fields(a, b, path + ".")
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                if isinstance(x, dict) and isinstance(y, dict):
+                    changed += _changed_fields(x, y, f"{path}[{i}].")
+                elif x != y:
+                    changed.append(f"{path}[{i}]")
+        elif a != b:
+            changed.append(path)
+    return changed
+
+
+def _normal(value: Any) -> Any:
+    """A value with its nulls, empty lists, empty maps and zero values dropped, as a decoded Go struct has them."""
+    if isinstance(value, dict):
+        kept = {k: n for k, v in value.items() if (n := _normal(v)) is not None}
+        return kept or None
+    if isinstance(value, list):
+        return [_normal(v) for v in value] or None
+    if value in (None, "", 0, False) and not isinstance(value, float):
+        return None
+    return value

@@ -1,0 +1,119 @@
+"""Pods as kube-apiserver validates them, through the real kubectl: the checks a hand-written pod most often fails,
+and a pod's spec fixed after creation but for its images, activeDeadlineSeconds and added tolerations."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import unique
+from tests.support.apiserver_process import APIServerProcess, kubectl
+
+pytestmark = pytest.mark.kubectl
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+FORBIDDEN = (
+    "spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
+    "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+
+
+@pytest.fixture(scope="module")
+def k(apiserver: APIServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    home: Path = tmp_path_factory.mktemp("kubectl-home")
+
+    def run(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return kubectl(apiserver, home, *args, stdin=stdin, check=check)
+
+    return run
+
+
+@pytest.fixture
+def ns(k: Kubectl) -> str:
+    name = unique("pv")
+    k("create", "namespace", name)
+    return name
+
+
+def pod(name: str, **spec: Any) -> str:
+    body = {"containers": [{"name": "main", "image": "busybox:1", "env": [{"name": "A", "value": "1"}]}], **spec}
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": body})
+
+
+def refused(k: Kubectl, *args: str, stdin: str | None = None) -> str:
+    result = k(*args, stdin=stdin, check=False)
+    assert result.returncode == 1, result.stdout
+    return result.stderr
+
+
+def test_a_pod_kube_would_refuse_is_refused_with_its_causes(k: Kubectl, ns: str) -> None:
+    bad = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bad"},
+        "spec": {
+            "restartPolicy": "Sometimes",
+            "volumes": [{"name": "data", "emptyDir": {}}, {"name": "data", "emptyDir": {}}],
+            "containers": [
+                {"name": "Main_1"},
+                {"name": "side", "image": "x", "volumeMounts": [{"name": "missing", "mountPath": "/m"}]},
+                {"name": "side", "image": "y", "ports": [{"containerPort": 70000, "protocol": "ICMP"}]},
+            ],
+        },
+    }
+    stderr = refused(k, "create", "-n", ns, "-f", "-", stdin=json.dumps(bad))
+    for cause in (
+        'spec.volumes[1].name: Duplicate value: "data"',
+        'spec.containers[0].name: Invalid value: "Main_1": a lowercase RFC 1123 label must consist of',
+        "spec.containers[0].image: Required value",
+        'spec.containers[1].volumeMounts[0].name: Not found: "missing"',
+        'spec.containers[2].name: Duplicate value: "side"',
+        "spec.containers[2].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+        'spec.containers[2].ports[0].protocol: Unsupported value: "ICMP": supported values: "SCTP", "TCP", "UDP"',
+        'spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"',
+    ):
+        assert cause in stderr, (cause, stderr)
+    empty = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "empty"}, "spec": {"containers": []}}
+    assert refused(k, "create", "-n", ns, "-f", "-", stdin=json.dumps(empty)).strip() == (
+        'The Pod "empty" is invalid: spec.containers: Required value'
+    )
+    assert "No resources found" in k("get", "pods", "-n", ns).stderr
+
+
+def test_a_pods_spec_changes_only_where_kube_lets_it(k: Kubectl, ns: str) -> None:
+    tolerated = [{"key": "a", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}]
+    k("apply", "-n", ns, "-f", "-", stdin=pod("web", tolerations=tolerated))
+    # An image, a shorter deadline, a toleration's seconds and a new toleration: allowed.
+    k("apply", "-n", ns, "-f", "-", stdin=pod("web", tolerations=tolerated).replace("busybox:1", "busybox:2"))
+    k("patch", "pod", "web", "-n", ns, "-p", '{"spec":{"activeDeadlineSeconds":100}}')
+    more = [{**tolerated[0], "tolerationSeconds": 9}, {"key": "b", "operator": "Exists"}]
+    k("patch", "pod", "web", "-n", ns, "-p", json.dumps({"spec": {"tolerations": more}}))
+    spec = json.loads(k("get", "pod", "web", "-n", ns, "-o", "json").stdout)["spec"]
+    assert spec["containers"][0]["image"] == "busybox:2" and spec["activeDeadlineSeconds"] == 100
+    assert [t["key"] for t in spec["tolerations"]] == ["a", "b"]
+
+    changed_env = pod("web", tolerations=more).replace("busybox:1", "busybox:2").replace('"1"', '"2"')
+    stderr = refused(k, "apply", "-n", ns, "-f", "-", stdin=changed_env)
+    assert FORBIDDEN in stderr and "spec.containers[0].env[0].value" in stderr
+    assert refused(k, "patch", "pod", "web", "-n", ns, "-p", '{"spec":{"activeDeadlineSeconds":200}}').strip() == (
+        'The Pod "web" is invalid: spec.activeDeadlineSeconds: Invalid value: 200: '
+        "must be less than or equal to previous value"
+    )
+    # tolerations has no patch strategy: the patch's list replaces the stored one, dropping "a".
+    assert refused(k, "patch", "pod", "web", "-n", ns, "-p", '{"spec":{"tolerations":[{"key":"c"}]}}').strip() == (
+        'The Pod "web" is invalid: spec.tolerations: Forbidden: existing toleration can not be modified except its '
+        "tolerationSeconds"
+    )
+    added = '{"spec":{"containers":[{"name":"main","image":"busybox:2"},{"name":"x","image":"y"}]}}'
+    assert "spec.containers: Forbidden: pod updates may not add or remove containers" in refused(
+        k, "patch", "pod", "web", "-n", ns, "-p", added
+    )
+    # Labels and annotations stay free, and a replace of the pod as read changes nothing it may not.
+    k("label", "pod", "web", "-n", ns, "tier=front")
+    k("replace", "-n", ns, "-f", "-", stdin=k("get", "pod", "web", "-n", ns, "-o", "json").stdout)
