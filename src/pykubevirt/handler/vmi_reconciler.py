@@ -56,6 +56,9 @@ MIGRATED_SOURCE_WAIT_SECONDS = 15.0
 # How long a reconcile that found the launcher gone waits for the watch to read what the launcher wrote last (the
 # watch ends at once at a dead launcher's end of stream; one hung or still shutting down makes it wait this long).
 WATCH_DRAIN_SECONDS = 1.0
+# How long, from the first failed request, a launcher whose watch is still open may go unjudged: a dead launcher's
+# watch ends within it even on a loaded node, a hung one's does not.
+UNREAD_WATCH_GRACE_SECONDS = 10.0
 
 
 def claim_capacities(vmi: Object) -> tuple[tuple[str, str], ...]:
@@ -127,31 +130,43 @@ class VMIReconciler:
     def launcher(self, pod_uid: str) -> LauncherClient:
         return LauncherClient.of_pod(self.pods_dir, pod_uid)
 
-    async def _observe(self, vmi_uid: str, pod_uid: str) -> tuple[Observed, Status | None]:
+    async def _observe(self, vmi: Object, pod_uid: str) -> tuple[Observed, Status | None]:
         """The domain as the launcher reports it; launcher trouble shows as initializing or unresponsive."""
+        vmi_uid = vmi["metadata"]["uid"]
         try:
             status = await self.launcher(pod_uid).status()
         except LauncherUnavailable as exc:
-            await self._drain_watch(vmi_uid)
+            drained = await self._drain_watch(vmi_uid)
             last = self._last_seen.get(vmi_uid)
             if last is not None and last["domain"]["state"] in STOPPED_STATES:
                 return replace(observed_domain(last), launcher_exited=True), last
             pod_dir = self.pods_dir / pod_uid
-            first = self._first_seen.setdefault(vmi_uid, self.clock())
-            waiting_too_long = self.clock() - first > INITIALIZE_TIMEOUT_SECONDS
-            if exc.initializing and pod_dir.exists() and not waiting_too_long:
+            waited = self.clock() - self._first_seen.setdefault(vmi_uid, self.clock())
+            if exc.initializing and pod_dir.exists() and waited <= INITIALIZE_TIMEOUT_SECONDS:
                 return Observed(launcher_initializing=True), None
+            if not drained and waited <= UNREAD_WATCH_GRACE_SECONDS:
+                # The watch has not reached the launcher's end yet (a loaded node): what it has still to read may be
+                # the guest's shutdown, so the launcher is not judged before it has been read.
+                return Observed(launcher_initializing=True), None
+            log.warning(
+                "the launcher does not answer (%s); the last state it reported: %s",
+                exc,
+                last["domain"]["state"] if last is not None else "none",
+                extra=object_fields(vmi),
+            )
             return Observed(launcher_unresponsive=True), None
         self._first_seen.pop(vmi_uid, None)
         return observed_domain(status), status
 
-    async def _drain_watch(self, vmi_uid: str) -> None:
+    async def _drain_watch(self, vmi_uid: str) -> bool:
         """A launcher that has just gone may have left its last statuses (the guest shut down) unread on the watch's
-        socket: let the watch read them up to its end before the launcher counts as unresponsive."""
+        socket: let the watch read them up to its end before the launcher counts as unresponsive. False when the
+        watch is still reading after WATCH_DRAIN_SECONDS."""
         task = self._watches.get(vmi_uid)
         if task is not None and not task.done():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task), WATCH_DRAIN_SECONDS)
+        return task is None or task.done()
 
     def _watch(self, key: str, vmi: Object, pod_uid: str) -> None:
         """Hear about domain changes as they happen (a guest powering itself off), not on the next resync."""
@@ -206,7 +221,7 @@ class VMIReconciler:
             if migrating is not None:
                 return migrating
         try:
-            observed, status = await self._observe(vmi_uid, pod_uid)
+            observed, status = await self._observe(vmi, pod_uid)
         except ProtocolMismatch as exc:
             # Nothing the launcher says can be read; the VMI shows why instead of the handler failing on a field.
             await self._sync_failed(vmi, str(exc))
