@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import copy
+import subprocess
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.apiserver_process import APIServerProcess
+from tests.support.apiserver_process import APIServerProcess, kubectl
 from tests.support.http_client import APIClient
+
+# The real kubectl on the session server: kubectl_cli("get", "pods", stdin=..., check=False).
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 VM_API = "/apis/kubevirt.io/v1"
 
@@ -115,4 +120,23 @@ async def namespace(api: APIClient) -> str:
     name = unique("t")
     reply = await api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     assert reply.status == 201, reply.body
+    return name
+
+
+@pytest.fixture(scope="module")
+def kubectl_cli(apiserver: APIServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    """kubectl with one HOME for the module, so its discovery cache is filled once, as for a user."""
+    home: Path = tmp_path_factory.mktemp("kubectl-home")
+
+    def run(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return kubectl(apiserver, home, *args, stdin=stdin, check=check)
+
+    return run
+
+
+@pytest.fixture
+def kubectl_namespace(kubectl_cli: Kubectl) -> str:
+    """A namespace of the test's own, made with kubectl."""
+    name = unique("kc")
+    kubectl_cli("create", "namespace", name)
     return name

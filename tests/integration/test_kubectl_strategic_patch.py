@@ -7,36 +7,13 @@ replace`); the object must end as kube-apiserver leaves it.
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest import unique
-from tests.support.apiserver_process import APIServerProcess, kubectl
+from tests.integration.conftest import Kubectl
 
 pytestmark = pytest.mark.kubectl
-
-Kubectl = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture(scope="module")
-def k(apiserver: APIServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    home: Path = tmp_path_factory.mktemp("kubectl-home")
-
-    def run(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return kubectl(apiserver, home, *args, stdin=stdin, check=check)
-
-    return run
-
-
-@pytest.fixture
-def ns(k: Kubectl) -> str:
-    name = unique("smp")
-    k("create", "namespace", name)
-    return name
 
 
 def get(k: Kubectl, ns: str, kind: str, name: str) -> dict[str, Any]:
@@ -55,7 +32,8 @@ def service(ports: list[tuple[str, int]]) -> str:
     )
 
 
-def test_kubectl_apply_moves_a_services_ports_as_kube_does(k: Kubectl, ns: str) -> None:
+def test_kubectl_apply_moves_a_services_ports_as_kube_does(kubectl_cli: Kubectl, kubectl_namespace: str) -> None:
+    k, ns = kubectl_cli, kubectl_namespace
     k("apply", "-n", ns, "-f", "-", stdin=service([("http", 80), ("https", 443)]))
     # Another writer's port, kept by apply's three-way patch since the last applied configuration never had it.
     k("patch", "svc", "web", "-n", ns, "-p", '{"spec":{"ports":[{"name":"metrics","port":9090}]}}')
@@ -67,7 +45,10 @@ def test_kubectl_apply_moves_a_services_ports_as_kube_does(k: Kubectl, ns: str) 
     assert all(p["protocol"] == "TCP" and p["targetPort"] == p["port"] for p in ports)
 
 
-def test_kubectl_patch_merges_finalizers_and_takes_kubes_directives(k: Kubectl, ns: str) -> None:
+def test_kubectl_patch_merges_finalizers_and_takes_kubes_directives(
+    kubectl_cli: Kubectl, kubectl_namespace: str
+) -> None:
+    k, ns = kubectl_cli, kubectl_namespace
     k("create", "configmap", "cfg", "-n", ns, "--from-literal=a=1")
     k("label", "cm", "cfg", "-n", ns, "x=1", "y=2")
     k("patch", "cm", "cfg", "-n", ns, "-p", '{"metadata":{"finalizers":["example.com/a"]}}')

@@ -4,41 +4,19 @@ and a pod's spec fixed after creation but for its images, activeDeadlineSeconds 
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest import unique
-from tests.support.apiserver_process import APIServerProcess, kubectl
+from tests.integration.conftest import Kubectl
 
 pytestmark = pytest.mark.kubectl
 
-Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 FORBIDDEN = (
     "spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
     "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
     "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
 )
-
-
-@pytest.fixture(scope="module")
-def k(apiserver: APIServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    home: Path = tmp_path_factory.mktemp("kubectl-home")
-
-    def run(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return kubectl(apiserver, home, *args, stdin=stdin, check=check)
-
-    return run
-
-
-@pytest.fixture
-def ns(k: Kubectl) -> str:
-    name = unique("pv")
-    k("create", "namespace", name)
-    return name
 
 
 def pod(name: str, **spec: Any) -> str:
@@ -52,7 +30,8 @@ def refused(k: Kubectl, *args: str, stdin: str | None = None) -> str:
     return result.stderr
 
 
-def test_a_pod_kube_would_refuse_is_refused_with_its_causes(k: Kubectl, ns: str) -> None:
+def test_a_pod_kube_would_refuse_is_refused_with_its_causes(kubectl_cli: Kubectl, kubectl_namespace: str) -> None:
+    k, ns = kubectl_cli, kubectl_namespace
     bad = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -86,7 +65,8 @@ def test_a_pod_kube_would_refuse_is_refused_with_its_causes(k: Kubectl, ns: str)
     assert "No resources found" in k("get", "pods", "-n", ns).stderr
 
 
-def test_a_pods_spec_changes_only_where_kube_lets_it(k: Kubectl, ns: str) -> None:
+def test_a_pods_spec_changes_only_where_kube_lets_it(kubectl_cli: Kubectl, kubectl_namespace: str) -> None:
+    k, ns = kubectl_cli, kubectl_namespace
     tolerated = [{"key": "a", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}]
     k("apply", "-n", ns, "-f", "-", stdin=pod("web", tolerations=tolerated))
     # An image, a shorter deadline, a toleration's seconds and a new toleration: allowed.
