@@ -10,7 +10,7 @@ from base64 import b64decode
 from typing import TYPE_CHECKING, Any
 
 from pykubevirt.api import errors
-from pykubevirt.apiserver.object_meta_validation import Cause, invalid
+from pykubevirt.apiserver.object_meta_validation import Cause, forbidden, invalid, required
 from pykubevirt.apiserver.resources import Resource
 
 if TYPE_CHECKING:
@@ -62,14 +62,6 @@ def base64_error(value: str) -> str | None:
     return f"illegal base64 data at input byte {end}"
 
 
-def _forbidden(field: str, detail: str) -> Cause:
-    return {"reason": "FieldValueForbidden", "message": f"Forbidden: {detail}", "field": field}
-
-
-def _required(field: str) -> Cause:
-    return {"reason": "FieldValueRequired", "message": "Required value", "field": field}
-
-
 class ConfigDataAdmission:
     """Validation of ConfigMaps and Secrets on create and update."""
 
@@ -117,14 +109,14 @@ def _secret_causes(obj: dict[str, Any]) -> list[Cause]:
     secret_type = str(obj.get("type") or "")
     if secret_type == "kubernetes.io/basic-auth":
         if "username" not in data and "password" not in data:
-            causes.append(_required("data[username]"))
+            causes.append(required("data[username]", ""))
     for key in _REQUIRED_KEYS.get(secret_type, ()):
         if key not in data:
-            causes.append(_required(f"data[{key}]"))
+            causes.append(required(f"data[{key}]", ""))
     if secret_type == "kubernetes.io/service-account-token":
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         if not annotations.get("kubernetes.io/service-account.name"):
-            causes.append(_required("metadata.annotations[kubernetes.io/service-account.name]"))
+            causes.append(required("metadata.annotations[kubernetes.io/service-account.name]", ""))
     return causes
 
 
@@ -135,7 +127,7 @@ def _update_causes(kind: str, obj: dict[str, Any], old: dict[str, Any]) -> list[
     if not old.get("immutable"):
         return causes
     if not obj.get("immutable"):
-        causes.append(_forbidden("immutable", IMMUTABLE))
+        causes.append(forbidden("immutable", IMMUTABLE))
     bags = ("data", "binaryData") if kind == "ConfigMap" else ("data",)
-    causes += [_forbidden(bag, IMMUTABLE) for bag in bags if (obj.get(bag) or {}) != (old.get(bag) or {})]
+    causes += [forbidden(bag, IMMUTABLE) for bag in bags if (obj.get(bag) or {}) != (old.get(bag) or {})]
     return causes

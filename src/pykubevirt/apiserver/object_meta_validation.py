@@ -103,6 +103,27 @@ def required(field: str, detail: str) -> Cause:
     }
 
 
+def forbidden(field: str, detail: str) -> Cause:
+    return {"reason": "FieldValueForbidden", "message": f"Forbidden: {detail}", "field": field}
+
+
+def duplicate(field: str, value: str) -> Cause:
+    return {"reason": "FieldValueDuplicate", "message": f"Duplicate value: {go_quote(value)}", "field": field}
+
+
+def not_found(field: str, value: str) -> Cause:
+    return {"reason": "FieldValueNotFound", "message": f"Not found: {go_quote(value)}", "field": field}
+
+
+def not_supported(field: str, value: str, supported: tuple[str, ...]) -> Cause:
+    listed = ", ".join(go_quote(s) for s in supported)
+    return {
+        "reason": "FieldValueNotSupported",
+        "message": f"Unsupported value: {go_quote(value)}: supported values: {listed}",
+        "field": field,
+    }
+
+
 def object_meta_causes(meta: dict[str, Any], rule: NameRule, *, namespaced: bool) -> list[Cause]:
     """What ValidateObjectMetaAccessor finds wrong with `meta` (empty when it is valid)."""
     causes: list[Cause] = []

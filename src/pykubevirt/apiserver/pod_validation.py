@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any
 from pykubevirt.api import errors
 from pykubevirt.api.json_equal import same_json
 from pykubevirt.api.name_validation import dns1123_label_errors
-from pykubevirt.apiserver.object_meta_validation import Cause, invalid, required
+from pykubevirt.apiserver.object_meta_validation import (
+    Cause,
+    duplicate,
+    forbidden,
+    invalid,
+    not_found,
+    not_supported,
+    required,
+)
 from pykubevirt.apiserver.resources import Resource
 
 if TYPE_CHECKING:
@@ -52,27 +60,6 @@ class PodAdmission:
         return []
 
 
-def _duplicate(field: str, value: str) -> Cause:
-    return {"reason": "FieldValueDuplicate", "message": f'Duplicate value: "{value}"', "field": field}
-
-
-def _not_found(field: str, value: str) -> Cause:
-    return {"reason": "FieldValueNotFound", "message": f'Not found: "{value}"', "field": field}
-
-
-def _not_supported(field: str, value: str, supported: tuple[str, ...]) -> Cause:
-    listed = ", ".join(f'"{s}"' for s in supported)
-    return {
-        "reason": "FieldValueNotSupported",
-        "message": f'Unsupported value: "{value}": supported values: {listed}',
-        "field": field,
-    }
-
-
-def _forbidden(field: str, detail: str) -> Cause:
-    return {"reason": "FieldValueForbidden", "message": f"Forbidden: {detail}", "field": field}
-
-
 def _named_items(items: Any) -> list[dict[str, Any]]:
     return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
@@ -88,7 +75,7 @@ def spec_causes(spec: dict[str, Any]) -> list[Cause]:
             causes.append(required(path, ""))
         causes += [invalid(path, name, message) for message in dns1123_label_errors(name)] if name else []
         if name in volumes:
-            causes.append(_duplicate(path, name))
+            causes.append(duplicate(path, name))
         volumes.add(name)
     regular = _named_items(spec.get("containers"))
     if not regular:
@@ -99,7 +86,7 @@ def spec_causes(spec: dict[str, Any]) -> list[Cause]:
     for key, supported in (("restartPolicy", _RESTART_POLICIES), ("dnsPolicy", _DNS_POLICIES)):
         value = spec.get(key)
         if value and value not in supported:
-            causes.append(_not_supported(f"spec.{key}", str(value), supported))
+            causes.append(not_supported(f"spec.{key}", str(value), supported))
     return causes
 
 
@@ -116,7 +103,7 @@ def _container_causes(
         else:
             causes += [invalid(f"{at}.name", name, message) for message in dns1123_label_errors(name)]
             if name in seen or name in other_names:
-                causes.append(_duplicate(f"{at}.name", name))
+                causes.append(duplicate(f"{at}.name", name))
         seen.add(name)
         image = container.get("image")
         if not image:
@@ -131,13 +118,13 @@ def _container_causes(
                 )
             protocol = port.get("protocol")
             if protocol and protocol not in _PROTOCOLS:
-                causes.append(_not_supported(f"{at}.ports[{j}].protocol", str(protocol), _PROTOCOLS))
+                causes.append(not_supported(f"{at}.ports[{j}].protocol", str(protocol), _PROTOCOLS))
         for j, mount in enumerate(_named_items(container.get("volumeMounts"))):
             mount_name = str(mount.get("name") or "")
             if not mount_name:
                 causes.append(required(f"{at}.volumeMounts[{j}].name", ""))
             elif mount_name not in volumes:
-                causes.append(_not_found(f"{at}.volumeMounts[{j}].name", mount_name))
+                causes.append(not_found(f"{at}.volumeMounts[{j}].name", mount_name))
             if not mount.get("mountPath"):
                 causes.append(required(f"{at}.volumeMounts[{j}].mountPath", ""))
     return causes
@@ -147,7 +134,7 @@ def update_causes(spec: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
     """ValidatePodUpdate's spec rules, in its order: each may stop the rest."""
     for key in ("containers", "initContainers"):
         if len(_named_items(spec.get(key))) != len(_named_items(old.get(key))):
-            return [_forbidden(f"spec.{key}", "pod updates may not add or remove containers")]
+            return [forbidden(f"spec.{key}", "pod updates may not add or remove containers")]
     deadline, old_deadline = spec.get("activeDeadlineSeconds"), old.get("activeDeadlineSeconds")
     if deadline is not None:
         if not isinstance(deadline, int) or not 0 <= deadline <= _MAX_INT32:
@@ -159,13 +146,13 @@ def update_causes(spec: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
     causes = _toleration_causes(spec.get("tolerations"), old.get("tolerations"))
     gates = {str(g.get("name")) for g in _named_items(old.get("schedulingGates"))}
     causes += [
-        _forbidden("spec.schedulingGates", f"only deletion is allowed, but found new scheduling gate '{g.get('name')}'")
+        forbidden("spec.schedulingGates", f"only deletion is allowed, but found new scheduling gate '{g.get('name')}'")
         for g in _named_items(spec.get("schedulingGates"))
         if str(g.get("name")) not in gates
     ]
     changed = _changed_fields(_munged(spec, old), old)
     if changed:
-        causes.append(_forbidden("spec", UPDATE_FORBIDDEN + "\n" + "\n".join(f"  changed: spec.{f}" for f in changed)))
+        causes.append(forbidden("spec", UPDATE_FORBIDDEN + "\n" + "\n".join(f"  changed: spec.{f}" for f in changed)))
     return causes
 
 
@@ -175,7 +162,7 @@ def _toleration_causes(new: Any, old: Any) -> list[Cause]:
     for toleration in _named_items(old):
         if not any(_equal_but_seconds(toleration, candidate) for candidate in new_items):
             return [
-                _forbidden("spec.tolerations", "existing toleration can not be modified except its tolerationSeconds")
+                forbidden("spec.tolerations", "existing toleration can not be modified except its tolerationSeconds")
             ]
     return []
 
