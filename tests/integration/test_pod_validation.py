@@ -41,7 +41,12 @@ def test_a_pod_kube_would_refuse_is_refused_with_its_causes(kubectl_cli: Kubectl
             "volumes": [{"name": "data", "emptyDir": {}}, {"name": "data", "emptyDir": {}}],
             "containers": [
                 {"name": "Main_1"},
-                {"name": "side", "image": "x", "volumeMounts": [{"name": "missing", "mountPath": "/m"}]},
+                {
+                    "name": "side",
+                    "image": "x",
+                    "volumeMounts": [{"name": "missing", "mountPath": "/m"}],
+                    "resources": {"requests": {"cpu": "2", "memory": "-1Mi"}, "limits": {"cpu": "1000m"}},
+                },
                 {"name": "side", "image": "y", "ports": [{"containerPort": 70000, "protocol": "ICMP"}]},
             ],
         },
@@ -52,6 +57,8 @@ def test_a_pod_kube_would_refuse_is_refused_with_its_causes(kubectl_cli: Kubectl
         'spec.containers[0].name: Invalid value: "Main_1": a lowercase RFC 1123 label must consist of',
         "spec.containers[0].image: Required value",
         'spec.containers[1].volumeMounts[0].name: Not found: "missing"',
+        'spec.containers[1].resources.requests[memory]: Invalid value: "-1Mi": must be greater than or equal to 0',
+        'spec.containers[1].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1',
         'spec.containers[2].name: Duplicate value: "side"',
         "spec.containers[2].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
         'spec.containers[2].ports[0].protocol: Unsupported value: "ICMP": supported values: "SCTP", "TCP", "UDP"',

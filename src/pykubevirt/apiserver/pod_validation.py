@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pykubevirt.api import errors
 from pykubevirt.api.json_equal import same_json
 from pykubevirt.api.name_validation import dns1123_label_errors
+from pykubevirt.api.quantity import Quantity, QuantityError, parse_quantity
 from pykubevirt.apiserver.object_meta_validation import (
     Cause,
     duplicate,
@@ -127,7 +128,44 @@ def _container_causes(
                 causes.append(not_found(f"{at}.volumeMounts[{j}].name", mount_name))
             if not mount.get("mountPath"):
                 causes.append(required(f"{at}.volumeMounts[{j}].mountPath", ""))
+        causes += _resource_causes(f"{at}.resources", container.get("resources"))
     return causes
+
+
+def _resource_causes(at: str, resources: Any) -> list[Cause]:
+    """ValidateResourceRequirements: no negative quantity, and no request above its limit (or, for a resource that
+    cannot be overcommitted, other than its limit)."""
+    resources = resources if isinstance(resources, dict) else {}
+    parsed: dict[str, dict[str, Quantity]] = {}
+    causes: list[Cause] = []
+    for kind in ("limits", "requests"):
+        values = resources.get(kind)
+        parsed[kind] = {}
+        for name, value in (values if isinstance(values, dict) else {}).items():
+            try:
+                quantity = parse_quantity(value)
+            except QuantityError:
+                continue  # a malformed quantity is the decoder's 400
+            parsed[kind][name] = quantity
+            if quantity < Quantity(0):
+                causes.append(invalid(f"{at}.{kind}[{name}]", str(quantity), "must be greater than or equal to 0"))
+    for name, request in parsed["requests"].items():
+        limit = parsed["limits"].get(name)
+        if limit is None:
+            continue
+        if request != limit and not _overcommit_allowed(name):
+            causes.append(invalid(f"{at}.requests", str(request), f"must be equal to {name} limit of {limit}"))
+        elif limit < request:
+            causes.append(
+                invalid(f"{at}.requests", str(request), f"must be less than or equal to {name} limit of {limit}")
+            )
+    return causes
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """Native resources (no domain, or kubernetes.io's) but hugepages may be requested below their limit."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return native and not name.startswith("hugepages-")
 
 
 def update_causes(spec: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
