@@ -59,6 +59,8 @@ WATCH_DRAIN_SECONDS = 1.0
 # How long, from the first failed request, a launcher whose watch is still open may go unjudged: a dead launcher's
 # watch ends within it even on a loaded node, a hung one's does not.
 UNREAD_WATCH_GRACE_SECONDS = 10.0
+# How many times a watch is opened in a row while the launcher answers and its domain has not stopped.
+WATCH_ATTEMPTS = 3
 
 
 def claim_capacities(vmi: Object) -> tuple[tuple[str, str], ...]:
@@ -176,14 +178,28 @@ class VMIReconciler:
             return
 
         async def follow() -> None:
-            try:
-                async for status in self.launcher(pod_uid).watch():
-                    self._last_seen[vmi_uid] = status
-                    # Here too, not only in a reconcile: the VMI may be failed and gone before one reads the panic.
-                    self.panics.observe(vmi, status)
-                    self.enqueue(key, 0)
-            except (LauncherUnavailable, ProtocolMismatch, OSError, ValueError):
-                pass
+            for attempt in range(WATCH_ATTEMPTS):
+                ended = "the launcher closed it"
+                try:
+                    async for status in self.launcher(pod_uid).watch():
+                        self._last_seen[vmi_uid] = status
+                        # Here too, not only in a reconcile: the VMI may be failed and gone before one reads the panic.
+                        self.panics.observe(vmi, status)
+                        self.enqueue(key, 0)
+                except LauncherUnavailable:
+                    break  # gone: what it said last is all there is
+                except (ProtocolMismatch, OSError, ValueError) as exc:
+                    ended = str(exc) or type(exc).__name__
+                last = self._last_seen.get(vmi_uid)
+                if (last is not None and last["domain"]["state"] in STOPPED_STATES) or attempt + 1 == WATCH_ATTEMPTS:
+                    break
+                # Watched again at once, not on the next reconcile: a launcher about to exit still answers now with
+                # the state it is in, which a later look would not find.
+                log.info(
+                    "the launcher's watch ended (%s) before the domain stopped; watching again",
+                    ended,
+                    extra=object_fields(vmi),
+                )
             self.enqueue(key, 0.5)
 
         self._watches[vmi_uid] = asyncio.get_running_loop().create_task(follow())
