@@ -4,42 +4,28 @@ field removal, keyed lists of a CRD, and `kubectl diff` as server-side dry runs.
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.integration.conftest import unique, vm_manifest
-from tests.support.apiserver_process import APIServerProcess, kubectl
+from tests.integration.conftest import Kubectl, vm_manifest
 from tests.support.http_client import APIClient
 
 pytestmark = pytest.mark.kubectl
 
-Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 APPLY_PATCH = "application/apply-patch+yaml"
 
 
-@pytest.fixture(scope="module")
-def kubectl_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("kubectl-home")
+@pytest.fixture
+def k(kubectl_cli: Kubectl) -> Kubectl:
+    return kubectl_cli
 
 
 @pytest.fixture
-def k(apiserver: APIServerProcess, kubectl_home: Path) -> Kubectl:
-    def run(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return kubectl(apiserver, kubectl_home, *args, stdin=stdin, check=check)
-
-    return run
-
-
-@pytest.fixture
-def ns(k: Kubectl) -> str:
-    name = unique("ssa")
-    k("create", "namespace", name)
-    return name
+def ns(kubectl_namespace: str) -> str:
+    return kubectl_namespace
 
 
 def configmap(name: str, data: dict[str, str], **labels: str) -> str:
