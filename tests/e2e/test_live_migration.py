@@ -716,7 +716,15 @@ def test_raising_guest_memory_on_a_running_vm_grows_the_guests_memory(two_nodes:
 
     wait_for(grown, "MemTotal to grow by 1Gi", 120)
     # status.memory.guestCurrent follows what the guest's driver plugged (libvirt's currentMemory).
-    wait_for(lambda: cluster.jsonpath("vmi", name, "{.status.memory.guestCurrent}") == "2Gi", "guestCurrent 2Gi", 60)
+    try:
+        wait_for(lambda: cluster.jsonpath("vmi", name, "{.status.memory.guestCurrent}") == "2Gi", "guestCurrent 2Gi", 60)
+    except AssertionError:
+        # What libvirt said of the guest's memory on each domain event, beside what the VMI shows.
+        compute = cluster.run("kubectl", "logs", target["name"], "-c", "compute", check=False).stdout
+        events = "\n".join(line for line in compute.splitlines() if "domain event" in line)
+        raise AssertionError(
+            f"guestCurrent {cluster.jsonpath('vmi', name, '{.status.memory}')}; the target launcher's events:\n{events}"
+        ) from None
     source_log = console(cluster, source["name"])
     assert_booted_once(source_log, console(cluster, target["name"]))
     cluster.run("kubectl", "delete", "vm", name, "--wait=false")

@@ -166,7 +166,8 @@ class DomainManager:
 
     async def _publish(self, event: str) -> None:
         state = await self.state()
-        log.info("domain event %s, state %s (%s)", event, state.state, state.reason)
+        memory = f", current memory {self.current_memory >> 20} MiB" if self.current_memory is not None else ""
+        log.info("domain event %s, state %s (%s)%s", event, state.state, state.reason, memory)
         for listener in list(self._listeners):
             listener(state, event)
 
