@@ -717,7 +717,9 @@ def test_raising_guest_memory_on_a_running_vm_grows_the_guests_memory(two_nodes:
     wait_for(grown, "MemTotal to grow by 1Gi", 120)
     # status.memory.guestCurrent follows what the guest's driver plugged (libvirt's currentMemory).
     try:
-        wait_for(lambda: cluster.jsonpath("vmi", name, "{.status.memory.guestCurrent}") == "2Gi", "guestCurrent 2Gi", 60)
+        wait_for(
+            lambda: cluster.jsonpath("vmi", name, "{.status.memory.guestCurrent}") == "2Gi", "guestCurrent 2Gi", 60
+        )
     except AssertionError:
         # What libvirt said of the guest's memory on each domain event, beside what the VMI shows.
         compute = cluster.run("kubectl", "logs", target["name"], "-c", "compute", check=False).stdout

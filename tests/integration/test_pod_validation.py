@@ -83,7 +83,9 @@ def test_a_pods_spec_changes_only_where_kube_lets_it(kubectl_cli: Kubectl, kubec
     k("patch", "pod", "web", "-n", ns, "-p", json.dumps({"spec": {"tolerations": more}}))
     spec = json.loads(k("get", "pod", "web", "-n", ns, "-o", "json").stdout)["spec"]
     assert spec["containers"][0]["image"] == "busybox:2" and spec["activeDeadlineSeconds"] == 100
-    assert [t["key"] for t in spec["tolerations"]] == ["a", "b"]
+    # The patch replaced the list; kube's DefaultTolerationSeconds puts its two tolerations back after it.
+    defaults = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"]
+    assert [t["key"] for t in spec["tolerations"]] == ["a", "b", *defaults]
 
     changed_env = pod("web", tolerations=more).replace("busybox:1", "busybox:2").replace('"1"', '"2"')
     stderr = refused(k, "apply", "-n", ns, "-f", "-", stdin=changed_env)
@@ -104,3 +106,26 @@ def test_a_pods_spec_changes_only_where_kube_lets_it(kubectl_cli: Kubectl, kubec
     # Labels and annotations stay free, and a replace of the pod as read changes nothing it may not.
     k("label", "pod", "web", "-n", ns, "tier=front")
     k("replace", "-n", ns, "-f", "-", stdin=k("get", "pod", "web", "-n", ns, "-o", "json").stdout)
+
+
+def test_a_pod_reads_back_with_kubes_defaults_and_keeps_them_through_updates(
+    kubectl_cli: Kubectl, kubectl_namespace: str
+) -> None:
+    k, ns = kubectl_cli, kubectl_namespace
+    k("apply", "-n", ns, "-f", "-", stdin=pod("plain", volumes=[{"name": "scratch"}]))
+    spec = json.loads(k("get", "pod", "plain", "-n", ns, "-o", "json").stdout)["spec"]
+    assert (spec["restartPolicy"], spec["dnsPolicy"], spec["schedulerName"]) == (
+        "Always",
+        "ClusterFirst",
+        "default-scheduler",
+    )
+    assert (spec["terminationGracePeriodSeconds"], spec["serviceAccountName"], spec["priority"]) == (30, "default", 0)
+    assert spec["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+    assert spec["containers"][0]["terminationMessagePolicy"] == "File"
+    assert spec["volumes"] == [{"name": "scratch", "emptyDir": {}}]
+    # The same manifest applied again, and a label: the defaults are no change kube would refuse.
+    k("apply", "-n", ns, "-f", "-", stdin=pod("plain", volumes=[{"name": "scratch"}]))
+    k("label", "pod", "plain", "-n", ns, "tier=web")
+    replaced = json.loads(k("get", "pod", "plain", "-n", ns, "-o", "json").stdout)
+    assert replaced["metadata"]["labels"] == {"tier": "web"}
+    k("replace", "-n", ns, "-f", "-", stdin=pod("plain", volumes=[{"name": "scratch"}]))

@@ -1,14 +1,16 @@
-"""kube-apiserver's Pod strategy: the checks of ValidatePodCreate a hand-written pod most often fails, and
-ValidatePodUpdate's rule that a pod's spec is fixed but for its images, activeDeadlineSeconds, tolerations and
-scheduling gates. Binding a pod (`pods/binding`) sets spec.nodeName outside of it, as in kube."""
+"""kube-apiserver's Pod strategy: its defaults (`api.pod_defaults`), the checks of ValidatePodCreate a hand-written pod
+most often fails, and ValidatePodUpdate's rule that a pod's spec is fixed but for its images, activeDeadlineSeconds,
+tolerations and scheduling gates. Binding a pod (`pods/binding`) sets spec.nodeName outside of it, as in kube."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from pykubevirt.api import errors
+from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.json_equal import same_json
 from pykubevirt.api.name_validation import dns1123_label_errors
+from pykubevirt.api.pod_defaults import set_pod_defaults
 from pykubevirt.api.quantity import Quantity, QuantityError, parse_quantity
 from pykubevirt.apiserver.object_meta_validation import (
     Cause,
@@ -37,7 +39,7 @@ _MAX_INT32 = 2**31 - 1
 
 
 class PodAdmission:
-    """Validation of pods on create and update (not of their status writes, which leave the spec alone)."""
+    """Defaults and validation of pods on create and update (not on their status writes, which leave the spec alone)."""
 
     def handles(self, resource: Resource) -> bool:
         return resource.builtin and not resource.group and resource.kind == "Pod"
@@ -45,20 +47,33 @@ class PodAdmission:
     def mutate(
         self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
     ) -> dict[str, Any]:
-        return obj
+        # Copied first: a patched pod may share its parts with the stored one, which must not change here.
+        return defaulted(obj)
 
     def validate(
         self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
     ) -> list[str]:
         spec = obj.get("spec") or {}
-        if old is not None and (ctx.subresource == BINDING or same_json(spec, old.get("spec") or {})):
+        # A pod stored before it had kube's defaults is read with them, as kube's decoding reads it from etcd.
+        old_spec = (defaulted(old).get("spec") or {}) if old is not None else {}
+        if old is not None and (ctx.subresource == BINDING or same_json(spec, old_spec)):
             return []
         causes = spec_causes(spec)
         if old is not None and not causes:
-            causes = update_causes(spec, old.get("spec") or {})
+            causes = update_causes(spec, old_spec)
         if causes:
             raise errors.invalid("Pod", "", str((obj.get("metadata") or {}).get("name") or ""), causes)
         return []
+
+
+def defaulted(pod: dict[str, Any]) -> dict[str, Any]:
+    """`pod` with kube's defaults, its spec a copy."""
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return pod
+    pod = {**pod, "spec": copy_json(spec)}
+    set_pod_defaults(pod)
+    return pod
 
 
 def _named_items(items: Any) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from pykubevirt.api import pod_layout
 from pykubevirt.api.kernel_boot import KERNEL_BOOT_CONTAINER, KERNEL_BOOT_INIT_CONTAINER, KERNEL_BOOT_ROOT_SUFFIX
+from pykubevirt.api.pod_defaults import default_pull_policy
 from pykubevirt.node.image_store import ImagePullError, ImageStore
 
 log = logging.getLogger("pykubevirt.node.virtual_containers")
@@ -66,15 +67,6 @@ def virtual_kind(container: Mapping[str, Any]) -> str | None:
 def is_restartable(container: Mapping[str, Any]) -> bool:
     """A native sidecar: an init container with `restartPolicy: Always`."""
     return container.get("restartPolicy") == "Always"
-
-
-def default_pull_policy(image: str) -> str:
-    """Kubernetes' default: Always for `:latest` or an untagged image, else IfNotPresent."""
-    if "@" in image:
-        return "IfNotPresent"
-    last = image.rsplit("/", 1)[-1]
-    tag = last.rsplit(":", 1)[1] if ":" in last else ""
-    return "Always" if tag in ("", "latest") else "IfNotPresent"
 
 
 def pull_policy(container: Mapping[str, Any]) -> str:
