@@ -53,10 +53,12 @@ class PodAdmission:
     def validate(
         self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
     ) -> list[str]:
+        if old is not None and ctx.subresource == BINDING:
+            return []
         spec = obj.get("spec") or {}
         # A pod stored before it had kube's defaults is read with them, as kube's decoding reads it from etcd.
         old_spec = (defaulted(old).get("spec") or {}) if old is not None else {}
-        if old is not None and (ctx.subresource == BINDING or same_json(spec, old_spec)):
+        if old is not None and same_json(spec, old_spec):
             return []
         causes = spec_causes(spec)
         if old is not None and not causes:
