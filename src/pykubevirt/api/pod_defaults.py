@@ -1,5 +1,5 @@
-"""The defaults kube-apiserver gives a Pod: core/v1's defaulting functions and the Priority and DefaultTolerationSeconds
-admission plugins, applied in place to a pod as decoded from a request.
+"""The defaults kube-apiserver gives a Pod: core/v1's defaulting functions and the ServiceAccount (its name),
+Priority and DefaultTolerationSeconds admission plugins, applied in place to a pod as decoded from a request.
 
 The ServiceAccount plugin's token volume is left out: nothing here mints the tokens it would mount.
 """
