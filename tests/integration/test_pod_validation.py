@@ -126,6 +126,6 @@ def test_a_pod_reads_back_with_kubes_defaults_and_keeps_them_through_updates(
     # The same manifest applied again, and a label: the defaults are no change kube would refuse.
     k("apply", "-n", ns, "-f", "-", stdin=pod("plain", volumes=[{"name": "scratch"}]))
     k("label", "pod", "plain", "-n", ns, "tier=web")
-    replaced = json.loads(k("get", "pod", "plain", "-n", ns, "-o", "json").stdout)
-    assert replaced["metadata"]["labels"] == {"tier": "web"}
+    labeled = json.loads(k("get", "pod", "plain", "-n", ns, "-o", "json").stdout)
+    assert labeled["metadata"]["labels"] == {"tier": "web"}
     k("replace", "-n", ns, "-f", "-", stdin=pod("plain", volumes=[{"name": "scratch"}]))
