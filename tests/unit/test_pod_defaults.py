@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -115,7 +116,7 @@ def test_probes_volumes_and_field_references() -> None:
 
 def test_defaults_twice_are_the_defaults_once() -> None:
     once = defaulted({"containers": [{"name": "c", "image": "x"}], "tolerations": []})
-    assert defaulted(dict(once)) == once
+    assert defaulted(copy.deepcopy(once)) == once
 
 
 @pytest.mark.parametrize(

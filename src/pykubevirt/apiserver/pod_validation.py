@@ -56,10 +56,15 @@ class PodAdmission:
         if old is not None and ctx.subresource == BINDING:
             return []
         spec = obj.get("spec") or {}
-        # A pod stored before it had kube's defaults is read with them, as kube's decoding reads it from etcd.
-        old_spec = (defaulted(old).get("spec") or {}) if old is not None else {}
-        if old is not None and same_json(spec, old_spec):
-            return []
+        old_spec: dict[str, Any] = {}
+        if old is not None:
+            old_spec = old.get("spec") or {}
+            if same_json(spec, old_spec):
+                return []  # the common update: metadata only, of a pod stored with its defaults
+            # A pod stored before it had kube's defaults is read with them, as kube's decoding reads it from etcd.
+            old_spec = defaulted(old).get("spec") or {}
+            if same_json(spec, old_spec):
+                return []
         causes = spec_causes(spec)
         if old is not None and not causes:
             causes = update_causes(spec, old_spec)

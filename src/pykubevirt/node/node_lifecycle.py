@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pykubevirt.api import objects
+from pykubevirt.api.pod_defaults import NOT_READY_TAINT, UNREACHABLE_TAINT
 from pykubevirt.api.timestamps import format_time, parse_time
 from pykubevirt.client.api import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Controller, Result
@@ -25,8 +26,6 @@ from pykubevirt.node.scheduling_predicates import NO_SCHEDULE, UNSCHEDULABLE_TAI
 log = logging.getLogger("pykubevirt.node.lifecycle")
 
 DEFAULT_NODE_MONITOR_GRACE_SECONDS = 40.0
-NOT_READY_TAINT = "node.kubernetes.io/not-ready"
-UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 # nodeConditionToTaintKeyStatusMap: condition type → {status: taint key}.
 CONDITION_TAINTS: dict[str, dict[str, str]] = {
     "Ready": {"False": NOT_READY_TAINT, "Unknown": UNREACHABLE_TAINT},

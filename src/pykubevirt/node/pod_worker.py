@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import pod_layout
+from pykubevirt.api.pod_defaults import DEFAULT_GRACE_PERIOD_SECONDS
 from pykubevirt.api.timestamps import now_rfc3339, parse_time
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import Conflict, NotFound
@@ -42,7 +43,6 @@ RESTART_BACKOFF_INITIAL_SECONDS = 10.0
 RESTART_BACKOFF_MAX_SECONDS = 300.0
 # A container that ran this long before it ended restarts without back-off (the kubelet forgets its back-off).
 BACKOFF_RESET_SECONDS = 600.0
-DEFAULT_GRACE_SECONDS = 30
 STATUS_WRITE_ATTEMPTS = 5
 
 
@@ -443,7 +443,7 @@ class PodWorker:
         spec = pod.get("spec") or {}
         grace = meta.get("deletionGracePeriodSeconds")
         if grace is None:
-            grace = spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+            grace = spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_PERIOD_SECONDS)
         deadline = time.monotonic() + max(int(grace), 0)
         self.kill_deadline = deadline if self.kill_deadline is None else min(self.kill_deadline, deadline)
         self.ctx.puller.forget(self.uid)

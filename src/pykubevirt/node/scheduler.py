@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pykubevirt.api import objects
+from pykubevirt.api.pod_defaults import DEFAULT_SCHEDULER_NAME
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.api.volume_binding import SELECTED_NODE
 from pykubevirt.client.api import STRATEGIC_MERGE_PATCH, KubeClient, Object
@@ -39,7 +40,6 @@ from pykubevirt.node.volume_scheduling import ERR_NO_VOLUME, PodClaims, node_vol
 
 log = logging.getLogger("pykubevirt.node.scheduler")
 
-DEFAULT_SCHEDULER_NAME = "default-scheduler"
 RETRY_INTERVAL_SECONDS = 10.0
 # How long a bound pod stays assumed if the pod cache never shows its binding (it normally does within ms).
 ASSUME_TTL_SECONDS = 30.0
