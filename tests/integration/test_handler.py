@@ -235,7 +235,8 @@ async def test_a_launcher_gone_right_after_its_guest_shut_down_leaves_the_vmi_su
             break
     # The launcher goes before the handler asks it again (nothing yields to this loop, which the handler shares):
     # what it said last on the handler's watch is all there is to know, and it said the guest shut down cleanly.
-    # It wrote that to every watcher at once, so the handler's copy is on its socket already.
+    # It writes to its watchers in the order they registered, and the handler's watch registered before this one
+    # (before the domain was defined), so the handler's copy is on its socket already.
     launcher.process.send_signal(signal.SIGKILL)
     launcher.process.wait()
     await watch.aclose()

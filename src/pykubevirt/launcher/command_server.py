@@ -31,9 +31,10 @@ class CommandServer:
         self.path = path
         self.handlers = handlers
         self.current_status = current_status
-        # The watchers' connections: publish() writes to all of them in one go, so no watcher can be told of a change
-        # long after another was (the handler may act on one while a client waits on the other).
-        self._watchers: set[asyncio.StreamWriter] = set()
+        # The watchers' connections, in the order they registered: publish() writes to all of them in one go and in
+        # that order. One go is several sends, and a process can stop between two (a kill); in order, a watcher that
+        # has a status knows that every watcher registered before it was sent it too.
+        self._watchers: dict[asyncio.StreamWriter, None] = {}
         self._server: asyncio.AbstractServer | None = None
         # Open connections, so stop() can end them and wait for the commands they are answering.
         self._connections: dict[asyncio.Task[Any], asyncio.StreamReader] = {}
@@ -124,14 +125,14 @@ class CommandServer:
         # The current status and the watcher's registration happen with no await between them, so no change
         # published meanwhile is lost or sent before it.
         writer.write(protocol.encode(self.current_status()))
-        self._watchers.add(writer)
+        self._watchers[writer] = None
         try:
             await writer.drain()
             # A watcher sends nothing more: its end of file (or stop()'s) ends the watch.
             while await reader.read(protocol.MAX_LINE):
                 pass
         finally:
-            self._watchers.discard(writer)
+            self._watchers.pop(writer, None)
 
     @staticmethod
     async def _send(writer: asyncio.StreamWriter, message: object) -> None:
