@@ -25,7 +25,7 @@ def test_a_bare_pod_gets_kubes_spec_and_container_defaults() -> None:
     assert spec["securityContext"] == {}
     assert spec["enableServiceLinks"] is True
     assert (spec["serviceAccountName"], spec["serviceAccount"]) == ("default", "default")
-    assert (spec["priority"], spec["preemptionPolicy"]) == (0, "PreemptLowerPriority")
+    assert "priority" not in spec  # the Priority plugin's, which reads the classes (test_pod_priority)
     assert spec["tolerations"] == [
         {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
         for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
@@ -45,7 +45,6 @@ def test_what_the_pod_sets_stays_and_zero_values_count_as_set_where_go_keeps_the
             "terminationGracePeriodSeconds": 0,
             "enableServiceLinks": False,
             "serviceAccountName": "builder",
-            "priorityClassName": "high",
             "tolerations": [{"operator": "Exists"}],
             "containers": [{"name": "c", "image": "busybox", "imagePullPolicy": "Never"}],
         }
@@ -54,7 +53,6 @@ def test_what_the_pod_sets_stays_and_zero_values_count_as_set_where_go_keeps_the
     assert spec["terminationGracePeriodSeconds"] == 0
     assert spec["enableServiceLinks"] is False
     assert spec["serviceAccount"] == "builder"
-    assert "priority" not in spec  # the class decides, not a default
     assert spec["tolerations"] == [{"operator": "Exists"}]  # tolerates every taint already
     assert spec["containers"][0]["imagePullPolicy"] == "Never"
 

@@ -1,5 +1,6 @@
-"""The defaults kube-apiserver gives a Pod: core/v1's defaulting functions and the ServiceAccount (its name),
-Priority and DefaultTolerationSeconds admission plugins, applied in place to a pod as decoded from a request.
+"""The defaults kube-apiserver gives a Pod: core/v1's defaulting functions and the ServiceAccount (its name) and
+DefaultTolerationSeconds admission plugins, applied in place to a pod as decoded from a request (the Priority plugin,
+which reads PriorityClasses, is `api.pod_priority`).
 
 The ServiceAccount plugin's token volume is left out: nothing here mints the tokens it would mount.
 """
@@ -138,10 +139,6 @@ def set_pod_defaults(pod: dict[str, Any]) -> None:
     # The ServiceAccount plugin's name, which the v1 conversion repeats in the deprecated field.
     account = spec.get("serviceAccountName") or spec.get("serviceAccount") or DEFAULT_SERVICE_ACCOUNT
     spec["serviceAccountName"] = spec["serviceAccount"] = account
-    # The Priority plugin, for a pod naming no priority class (no PriorityClass is marked globalDefault here).
-    if not spec.get("priorityClassName"):
-        _default(spec, "priority", 0)
-        _default(spec, "preemptionPolicy", "PreemptLowerPriority")
     # The DefaultTolerationSeconds plugin: five minutes on a not-ready or unreachable node before eviction.
     tolerations = _dicts(spec.get("tolerations"))
     added = [

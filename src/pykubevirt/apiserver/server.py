@@ -52,6 +52,7 @@ from pykubevirt.apiserver.pod_garbage_collector import (
     PodGarbageCollector,
 )
 from pykubevirt.apiserver.pod_validation import PodAdmission
+from pykubevirt.apiserver.priority_classes import PRIORITY_CLASSES, PriorityAdmission, ensure_system_priority_classes
 from pykubevirt.apiserver.request_context import SYSTEM_USER, AdmissionPlugin, RequestContext, UserInfo
 from pykubevirt.apiserver.request_metrics import RequestMetrics
 from pykubevirt.apiserver.resources import Registry, Resource
@@ -133,6 +134,8 @@ class EmbeddedAPIServer:
             for r in BUILTIN_RESOURCES
         )
         self.registry.extend(AUTHORIZATION_RESOURCES)
+        self.registry.add(PRIORITY_CLASSES)
+        priority = PriorityAdmission(self.store)
         self.api = ObjectAPI(
             self.store,
             self.registry,
@@ -140,6 +143,7 @@ class EmbeddedAPIServer:
                 BuiltinDefaults(),
                 ConfigDataAdmission(),
                 PodAdmission(),
+                priority,
                 StorageAdmission(self.store),
                 ServiceAdmission(self.store, options.service_cidr),
                 CRDAdmission(),
@@ -151,6 +155,7 @@ class EmbeddedAPIServer:
         self.rest = RestHandlers(
             self.api, self.hub, max_body_bytes=security.MAX_BODY_BYTES, clock=lambda: datetime.now(UTC)
         )
+        self.rest.delete_admission.append(priority.admit_delete)
         pod_logs.install(self.rest, self.api)
         # In-process aggregated API groups (subresources.kubevirt.io): (group, version) → (handler, APIResourceList).
         self.extra_groups: dict[tuple[str, str], tuple[ExtraHandler, dict[str, Any]]] = {}
@@ -249,6 +254,7 @@ class EmbeddedAPIServer:
                     {"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}},
                     ctx,
                 )
+        ensure_system_priority_classes(self.api, ctx)
         reconcile_bootstrap_policy(self.api, self.registry, self._policy)
         self.aggregation.sync()
 

@@ -1,4 +1,4 @@
-"""The apps/v1 workload kinds and PriorityClasses, which kube-apiserver serves and `deploy/` is made of.
+"""The apps/v1 workload kinds, which kube-apiserver serves and `deploy/` is made of.
 
 `--plain` stores them (their schemas are kube's, from the published definitions); their controllers are the
 cluster's (kube-controller-manager and the kubelet), which the embedded cluster does not run.
@@ -33,15 +33,4 @@ WORKLOAD_RESOURCES = (
     _apps("DaemonSet", ("ds",), scale=False),
     _apps("ReplicaSet", ("rs",), scale=True),
     _apps("StatefulSet", ("sts",), scale=True),
-    Resource(
-        "scheduling.k8s.io",
-        "v1",
-        "PriorityClass",
-        "priorityclasses",
-        "priorityclass",
-        False,
-        OPEN_SCHEMA,
-        short_names=("pc",),
-        builtin=True,
-    ),
 )
