@@ -72,6 +72,53 @@ def test_a_pod_kube_would_refuse_is_refused_with_its_causes(kubectl_cli: Kubectl
     assert "No resources found" in k("get", "pods", "-n", ns).stderr
 
 
+def test_a_pods_volumes_env_and_probes_are_checked_as_kube_checks_them(
+    kubectl_cli: Kubectl, kubectl_namespace: str
+) -> None:
+    k, ns = kubectl_cli, kubectl_namespace
+    container = {
+        "name": "main",
+        "image": "busybox:1.36",
+        "env": [
+            {"name": "A=B"},
+            {"name": "POD", "value": "x", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        ],
+        "livenessProbe": {"exec": {"command": ["true"]}, "httpGet": {"port": 80}},
+        "readinessProbe": {"periodSeconds": -1, "tcpSocket": {"port": 8080}},
+    }
+    bad = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "mixed"},
+        "spec": {
+            "volumes": [{"name": "both", "emptyDir": {}, "configMap": {"name": "c"}}, {"name": "s", "secret": {}}],
+            "initContainers": [
+                {"name": "setup", "image": "busybox:1.36", "startupProbe": {"exec": {"command": ["x"]}}}
+            ],
+            "containers": [container],
+        },
+    }
+    stderr = refused(k, "create", "-n", ns, "-f", "-", stdin=json.dumps(bad))
+    for cause in (
+        "spec.volumes[0].configMap: Forbidden: may not specify more than 1 volume type",
+        "spec.volumes[1].secret.secretName: Required value",
+        "spec.initContainers[0].startupProbe: Forbidden: may not be set for init containers without "
+        "restartPolicy=Always",
+        'spec.containers[0].env[0].name: Invalid value: "A=B": a valid environment variable name must consist only of '
+        "printable ASCII characters other than '='",
+        'spec.containers[0].env[1].valueFrom: Invalid value: "": may not be specified when `value` is not empty',
+        "spec.containers[0].livenessProbe.httpGet: Forbidden: may not specify more than 1 handler type",
+        "spec.containers[0].readinessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0",
+    ):
+        assert cause in stderr, (cause, stderr)
+    # Kube 1.32's relaxed names: anything printable but '='.
+    fine = {**bad, "metadata": {"name": "fine"}}
+    fine["spec"] = {"containers": [{**container, "env": [{"name": "1 odd.name"}]}]}
+    fine["spec"]["containers"][0].pop("livenessProbe")
+    fine["spec"]["containers"][0]["readinessProbe"] = {"tcpSocket": {"port": 8080}}
+    k("create", "-n", ns, "-f", "-", stdin=json.dumps(fine))
+
+
 def test_a_pods_spec_changes_only_where_kube_lets_it(kubectl_cli: Kubectl, kubectl_namespace: str) -> None:
     k, ns = kubectl_cli, kubectl_namespace
     tolerated = [{"key": "a", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}]

@@ -21,6 +21,7 @@ from pykubevirt.apiserver.object_meta_validation import (
     not_supported,
     required,
 )
+from pykubevirt.apiserver.pod_spec_validation import container_probe_causes, env_causes, volume_source_causes
 from pykubevirt.apiserver.resources import Resource
 
 if TYPE_CHECKING:
@@ -100,11 +101,13 @@ def spec_causes(spec: dict[str, Any]) -> list[Cause]:
         if name in volumes:
             causes.append(duplicate(path, name))
         volumes.add(name)
+        causes += volume_source_causes(f"spec.volumes[{i}]", volume)
     regular = _named_items(spec.get("containers"))
     if not regular:
         causes.append(required("spec.containers", ""))
     regular_names = {str(c.get("name") or "") for c in regular}
-    causes += _container_causes("spec.initContainers", _named_items(spec.get("initContainers")), volumes, regular_names)
+    init = _named_items(spec.get("initContainers"))
+    causes += _container_causes("spec.initContainers", init, volumes, regular_names, init=True)
     causes += _container_causes("spec.containers", regular, volumes, set())
     for key, supported in (("restartPolicy", _RESTART_POLICIES), ("dnsPolicy", _DNS_POLICIES)):
         value = spec.get(key)
@@ -114,7 +117,7 @@ def spec_causes(spec: dict[str, Any]) -> list[Cause]:
 
 
 def _container_causes(
-    base: str, containers: list[dict[str, Any]], volumes: set[str], other_names: set[str]
+    base: str, containers: list[dict[str, Any]], volumes: set[str], other_names: set[str], *, init: bool = False
 ) -> list[Cause]:
     causes: list[Cause] = []
     seen: set[str] = set()
@@ -142,6 +145,7 @@ def _container_causes(
             protocol = port.get("protocol")
             if protocol and protocol not in _PROTOCOLS:
                 causes.append(not_supported(f"{at}.ports[{j}].protocol", str(protocol), _PROTOCOLS))
+        causes += env_causes(f"{at}.env", container.get("env"))
         for j, mount in enumerate(_named_items(container.get("volumeMounts"))):
             mount_name = str(mount.get("name") or "")
             if not mount_name:
@@ -151,6 +155,7 @@ def _container_causes(
             if not mount.get("mountPath"):
                 causes.append(required(f"{at}.volumeMounts[{j}].mountPath", ""))
         causes += _resource_causes(f"{at}.resources", container.get("resources"))
+        causes += container_probe_causes(at, container, init=init)
     return causes
 
 
