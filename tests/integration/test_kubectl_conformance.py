@@ -512,6 +512,31 @@ def test_create_generators_and_drain(k: Kubectl, ns: str) -> None:
     k("delete", "node", node)
 
 
+def test_create_generators_for_services_budgets_and_priority_classes(k: Kubectl, ns: str) -> None:
+    """`kubectl create service|pdb|priorityclass` send protobuf too, with int-or-string fields."""
+    k("create", "service", "clusterip", "web", "-n", ns, "--tcp=80:8080")
+    assert get_json(k, "svc", "web", "-n", ns)["spec"]["ports"] == [
+        {"name": "80-8080", "port": 80, "protocol": "TCP", "targetPort": 8080}
+    ]
+    k("create", "service", "nodeport", "tls", "-n", ns, "--tcp=8443:https")
+    (port,) = get_json(k, "svc", "tls", "-n", ns)["spec"]["ports"]
+    assert (port["targetPort"], 30000 <= port["nodePort"] <= 32767) == ("https", True)
+    k("create", "pdb", "none-down", "-n", ns, "--selector=app=web", "--min-available=0")
+    k("create", "pdb", "half", "-n", ns, "--selector=app=web", "--max-unavailable=50%")
+    assert get_json(k, "pdb", "none-down", "-n", ns)["spec"] == {
+        "minAvailable": 0,
+        "selector": {"matchLabels": {"app": "web"}},
+    }
+    assert get_json(k, "pdb", "half", "-n", ns)["spec"]["maxUnavailable"] == "50%"
+    name = f"{ns}-gold"
+    k("create", "priorityclass", name, "--value=5000", "--description=gold", "--preemption-policy=Never")
+    try:
+        pc = get_json(k, "pc", name)
+        assert (pc["value"], pc["description"], pc["preemptionPolicy"]) == (5000, "gold", "Never")
+    finally:
+        k("delete", "pc", name)
+
+
 # --------------------------------------------------------------------------------------------------------- namespaces
 
 

@@ -1,10 +1,10 @@
 """Request bodies in Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`), decoded to JSON objects.
 
-kubectl's typed clients (`kubectl create namespace|configmap|secret|serviceaccount`, `drain`'s evictions) send
-protobuf and have no JSON fallback for request bodies, so the server must read it. The envelope is the magic
-`k8s\\x00` followed by a `runtime.Unknown` message whose `raw` field holds the object; objects are decoded with the
-field tables below (from k8s.io/api and k8s.io/apimachinery `generated.proto`). Responses stay JSON: clients
-accept it. Zero values are left out, as Go's `omitempty` JSON encoding leaves them out.
+kubectl's typed clients (`kubectl create namespace|configmap|secret|serviceaccount|service|pdb|priorityclass`,
+`drain`'s evictions) send protobuf and have no JSON fallback for request bodies, so the server must read it. The
+envelope is the magic `k8s\\x00` followed by a `runtime.Unknown` message whose `raw` field holds the object; objects
+are decoded with the field tables below (from k8s.io/api and k8s.io/apimachinery `generated.proto`). Responses stay
+JSON: clients accept it. Zero values are left out, as Go's `omitempty` JSON encoding leaves them out.
 """
 
 from __future__ import annotations
@@ -143,6 +143,63 @@ MESSAGES: dict[str, dict[int, Field]] = {
         7: _f("fieldPath"),
     },
     "LocalObjectReference": {1: _f("name")},
+    # What `kubectl create service clusterip|nodeport|loadbalancer|externalname` sends.
+    "Service": {
+        1: _f("metadata", "message", message="ObjectMeta"),
+        2: _f("spec", "message", message="ServiceSpec"),
+    },
+    "ServiceSpec": {
+        1: _f("ports", "message", message="ServicePort", repeated=True),
+        2: _f("selector", "map"),
+        3: _f("clusterIP"),
+        18: _f("clusterIPs", repeated=True),
+        4: _f("type"),
+        5: _f("externalIPs", repeated=True),
+        7: _f("sessionAffinity"),
+        8: _f("loadBalancerIP"),
+        9: _f("loadBalancerSourceRanges", repeated=True),
+        10: _f("externalName"),
+        11: _f("externalTrafficPolicy"),
+        12: _f("healthCheckNodePort", "int32"),
+        13: _f("publishNotReadyAddresses", "bool"),
+        14: _f("sessionAffinityConfig", "message", message="SessionAffinityConfig"),
+        19: _f("ipFamilies", repeated=True),
+        17: _f("ipFamilyPolicy"),
+        20: _f("allocateLoadBalancerNodePorts", "bool"),
+        21: _f("loadBalancerClass"),
+        22: _f("internalTrafficPolicy"),
+        23: _f("trafficDistribution"),
+    },
+    "ServicePort": {
+        1: _f("name"),
+        2: _f("protocol"),
+        6: _f("appProtocol"),
+        3: _f("port", "int32"),
+        4: _f("targetPort", "message", message="IntOrString"),
+        5: _f("nodePort", "int32"),
+    },
+    "SessionAffinityConfig": {1: _f("clientIP", "message", message="ClientIPConfig")},
+    "ClientIPConfig": {1: _f("timeoutSeconds", "int32")},
+    # util/intstr: read as the int or the string it holds (type 1 is a string).
+    "IntOrString": {1: _f("type", "int64"), 2: _f("intVal", "int32"), 3: _f("strVal")},
+    # What `kubectl create poddisruptionbudget` and `kubectl create priorityclass` send.
+    "PodDisruptionBudget": {
+        1: _f("metadata", "message", message="ObjectMeta"),
+        2: _f("spec", "message", message="PodDisruptionBudgetSpec"),
+    },
+    "PodDisruptionBudgetSpec": {
+        1: _f("minAvailable", "message", message="IntOrString"),
+        2: _f("selector", "message", message="LabelSelector"),
+        3: _f("maxUnavailable", "message", message="IntOrString"),
+        4: _f("unhealthyPodEvictionPolicy"),
+    },
+    "PriorityClass": {
+        1: _f("metadata", "message", message="ObjectMeta"),
+        2: _f("value", "int32"),
+        3: _f("globalDefault", "bool"),
+        4: _f("description"),
+        5: _f("preemptionPolicy"),
+    },
     "Eviction": {
         1: _f("metadata", "message", message="ObjectMeta"),
         2: _f("deleteOptions", "message", message="DeleteOptions"),
@@ -237,6 +294,9 @@ KINDS: dict[tuple[str, str], str] = {
     ("v1", "ConfigMap"): "ConfigMap",
     ("v1", "Secret"): "Secret",
     ("v1", "ServiceAccount"): "ServiceAccount",
+    ("v1", "Service"): "Service",
+    ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
+    ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
     ("meta.k8s.io/v1", "DeleteOptions"): "DeleteOptions",
     ("v1", "DeleteOptions"): "DeleteOptions",
     ("policy/v1", "Eviction"): "Eviction",
@@ -354,6 +414,8 @@ def decode_message(data: bytes, table: dict[int, Field]) -> dict[str, Any]:
             if field.message == "FieldsV1":
                 # FieldsV1 is its raw JSON in the JSON form of an object (metadata.managedFields[].fieldsV1).
                 decoded = decoded.get("Raw") or {}
+            elif field.message == "IntOrString":
+                decoded = decoded.get("strVal", "") if decoded.get("type") == 1 else decoded.get("intVal", 0)
         else:
             decoded = _scalar(field.kind, wire, value)
         if field.repeated:
@@ -423,6 +485,9 @@ def encode_message(obj: dict[str, Any], table: dict[int, Field]) -> bytes:
         for item in values:
             if field.kind == "message" and field.message == "FieldsV1":
                 out += _length_field(number, encode_message({"Raw": item}, MESSAGES["FieldsV1"]))
+            elif field.kind == "message" and field.message == "IntOrString":
+                parts = {"type": 1, "strVal": item} if isinstance(item, str) else {"type": 0, "intVal": item}
+                out += _length_field(number, encode_message(parts, MESSAGES["IntOrString"]))
             elif field.kind == "message":
                 out += _length_field(number, encode_message(item, MESSAGES[field.message]))
             elif field.kind == "string":
