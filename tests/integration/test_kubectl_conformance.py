@@ -537,6 +537,23 @@ def test_create_generators_for_services_budgets_and_priority_classes(k: Kubectl,
         k("delete", "pc", name)
 
 
+def test_kubectl_debug_says_ephemeral_containers_are_not_served(k: Kubectl, ns: str) -> None:
+    # kubectl tells a missing subresource from a missing pod by the 404's empty details; without them it crashed.
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    k("create", "-n", ns, "-f", "-", stdin=json.dumps(pod))
+    result = k("debug", "p", "-n", ns, "--image=busybox:1.36", "--profile=general", "--", "true", check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        'error: ephemeral containers are disabled for this cluster (error from server: "the server could not find '
+        'the requested resource")'
+    ), result.stderr
+
+
 # --------------------------------------------------------------------------------------------------------- namespaces
 
 

@@ -34,7 +34,7 @@ class APIError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
-        if self.details:
+        if self.details is not None:
             status["details"] = self.details
         return status
 
