@@ -78,20 +78,17 @@ def admit_new_pod(
             spec["priorityClassName"] = pc["metadata"]["name"]
     priority = _value(pc) if pc is not None else 0
     policy = (pc or {}).get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY
-    given = spec.get("priority")
-    if given is not None and given != priority:
-        return (
-            f"the integer value of priority ({given}) must not be provided in pod spec; "
-            f"priority admission controller computed {priority} from the given PriorityClass name"
-        )
-    spec["priority"] = priority
-    given_policy = spec.get("preemptionPolicy")
-    if given_policy is not None and given_policy != policy:
-        return (
-            f"the string value of PreemptionPolicy ({given_policy}) must not be provided in pod spec; "
-            f"priority admission controller computed {policy} from the given PriorityClass name"
-        )
-    spec["preemptionPolicy"] = policy
+    for key, computed, what in (
+        ("priority", priority, "the integer value of priority"),
+        ("preemptionPolicy", policy, "the string value of PreemptionPolicy"),
+    ):
+        given = spec.get(key)
+        if given is not None and given != computed:
+            return (
+                f"{what} ({given}) must not be provided in pod spec; "
+                f"priority admission controller computed {computed} from the given PriorityClass name"
+            )
+        spec[key] = computed
     return None
 
 
