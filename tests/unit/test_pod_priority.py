@@ -117,3 +117,12 @@ def test_only_one_class_may_be_the_default() -> None:
     assert pp.already_default(pc("a", 1, globalDefault=True), [current], creating=False) is None
     assert pp.already_default(pc("b", 2, globalDefault=True), [current], creating=False) is not None
     assert pp.already_default(pc("b", 2), [current], creating=True) is None
+
+
+def test_a_class_without_a_value_or_policy_reads_zero_and_preempts() -> None:
+    bare: dict[str, Any] = {"metadata": {"name": "bare"}}
+    pp.default_priority_class(bare)
+    assert (bare["value"], bare["preemptionPolicy"]) == (0, "PreemptLowerPriority")
+    never = pc("n", 5, preemptionPolicy="Never")
+    pp.default_priority_class(never)
+    assert (never["value"], never["preemptionPolicy"]) == (5, "Never")

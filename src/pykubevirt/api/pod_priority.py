@@ -100,9 +100,12 @@ def keep_priority(spec: dict[str, Any], old_spec: dict[str, Any]) -> None:
 
 
 def default_priority_class(pc: dict[str, Any]) -> None:
-    """scheduling/v1's default: a class preempts lower priorities unless it says Never."""
+    """scheduling/v1's default: a class preempts lower priorities unless it says Never; an unset value reads 0 (Go's
+    int32 is never left out of the JSON)."""
     if not pc.get("preemptionPolicy"):
         pc["preemptionPolicy"] = PREEMPT_LOWER_PRIORITY
+    if pc.get("value") is None:
+        pc["value"] = 0
 
 
 def priority_class_causes(pc: dict[str, Any], old: dict[str, Any] | None = None) -> list[Cause]:
