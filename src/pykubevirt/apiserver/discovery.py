@@ -37,6 +37,7 @@ SUBRESOURCE_VERBS: dict[str, tuple[str, ...]] = {
     "scale": ("get", "patch", "update"),
     "binding": ("create",),
     "log": ("get",),
+    "exec": ("create", "get"),
     "eviction": ("create",),
     "finalize": ("update",),
     "token": ("create",),
@@ -44,6 +45,7 @@ SUBRESOURCE_VERBS: dict[str, tuple[str, ...]] = {
 SUBRESOURCE_KINDS: dict[str, tuple[str, str, str]] = {
     "binding": ("", "v1", "Binding"),
     "eviction": ("policy", "v1", "Eviction"),
+    "exec": ("", "v1", "PodExecOptions"),
     "scale": ("autoscaling", "v1", "Scale"),
     "token": ("authentication.k8s.io", "v1", "TokenRequest"),
 }

@@ -44,6 +44,7 @@ _SUBRESOURCE_OPS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, str, s
     "eviction": ((("post", "post"),), ("policy", "v1", "Eviction")),
     "finalize": ((("put", "put"),), None),
     "log": ((("get", "get"),), None),
+    "exec": ((("get", "connect"), ("post", "connect")), ("", "v1", "PodExecOptions")),
 }
 _SUBRESOURCE_VERB = {"get": "read", "put": "replace", "patch": "patch", "post": "create"}
 
@@ -246,7 +247,7 @@ class _DocumentBuilder:
         path_ops: dict[str, Schema] = {}
         for method, action in actions:
             op_id = f"{_SUBRESOURCE_VERB[method]}{self.id_infix}{scope}{r.kind}{sub.capitalize()}"
-            if sub == "log":
+            if sub in ("log", "exec"):
                 path_ops[method] = self._op(action, op_id, sub_gvk, method, {"type": "string"}, media="text/plain")
             else:
                 path_ops[method] = self._op(action, op_id, sub_gvk, method, sub_ref)

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from pykubevirt.api import errors
 from pykubevirt.api.service_validation import DEFAULT_SERVICE_CIDR
-from pykubevirt.apiserver import discovery, openapi, pod_logs, security
+from pykubevirt.apiserver import discovery, openapi, pod_exec, pod_logs, security
 from pykubevirt.apiserver.authorization.access_reviews import AccessReviews
 from pykubevirt.apiserver.authorization.aggregation import AggregationController
 from pykubevirt.apiserver.authorization.bootstrap_roles import reconcile_bootstrap_policy
@@ -157,6 +157,7 @@ class EmbeddedAPIServer:
         )
         self.rest.delete_admission.append(priority.admit_delete)
         pod_logs.install(self.rest, self.api)
+        pod_exec.install(self.rest, self.api)
         # In-process aggregated API groups (subresources.kubevirt.io): (group, version) → (handler, APIResourceList).
         self.extra_groups: dict[tuple[str, str], tuple[ExtraHandler, dict[str, Any]]] = {}
         self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()

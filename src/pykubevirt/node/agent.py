@@ -16,6 +16,8 @@ import logging
 from pathlib import Path
 from typing import IO
 
+from aiohttp import web
+
 from pykubevirt.api import pod_layout
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.events import EventRecorder
@@ -26,6 +28,7 @@ from pykubevirt.log import object_fields
 from pykubevirt.node import pod_status
 from pykubevirt.node.containers import ProcessRuntime
 from pykubevirt.node.cpu_manager import CPU_MANAGER_LABEL, StaticCPUManager
+from pykubevirt.node.exec_server import ExecTarget, container_exec_target, serve_exec
 from pykubevirt.node.image_store import ImageStore
 from pykubevirt.node.log_server import LogError, LogServer, LogTarget
 from pykubevirt.node.pod_dirs import PodDir, existing_pod_dirs
@@ -85,6 +88,7 @@ class NodeAgent:
         # The API server reaches the log endpoint at the Node's InternalIP, so it listens there.
         self.node_ip = node_ip
         self.log_server = LogServer(self, log_port, host=node_ip)
+        self.log_server.routes.append(("/exec/{namespace}/{pod}/{container}", self._serve_exec))
         self.network = network
         self.registration: NodeRegistration | None = None
         self.context = NodeContext(
@@ -318,6 +322,28 @@ class NodeAgent:
             return any(x.get("name") == container and "running" in (x.get("state") or {}) for x in statuses)
 
         return LogTarget(path, running)
+
+    async def _serve_exec(self, request: web.Request) -> web.StreamResponse:
+        return await serve_exec(request, self)
+
+    async def exec_target(self, namespace: str, pod: str, container: str) -> ExecTarget:
+        """How to run a command in a running container of a pod of this node, for the exec endpoint."""
+        obj = self.pods.get_by_name(namespace, pod)
+        if obj is None or not self._ours(obj):
+            raise LogError(404, f'pod "{namespace}/{pod}" not found on node "{self.name}"')
+        spec = obj.get("spec") or {}
+        found = next(
+            (
+                c
+                for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+                if c.get("name") == container
+            ),
+            None,
+        )
+        worker = self.workers.get(str(obj["metadata"].get("uid")))
+        if found is None or worker is None or worker.finished or not worker.running(container):
+            raise LogError(400, f'unable to upgrade connection: container not found ("{container}")')
+        return await container_exec_target(worker, obj, found)
 
     def log_target(self, namespace: str, pod: str, container: str) -> LogTarget:
         """Where a container's log is, for the log server."""

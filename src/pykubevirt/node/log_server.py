@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -142,10 +142,14 @@ class LogServer:
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
+        # More of the kubelet's endpoints on this server (exec), as (path, handler) added before start.
+        self.routes: list[tuple[str, Callable[[web.Request], Awaitable[web.StreamResponse]]]] = []
 
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
+        for path, handler in self.routes:
+            app.router.add_get(path, handler)
         app.router.add_get("/healthz", self._health)
         return app
 

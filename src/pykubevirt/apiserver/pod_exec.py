@@ -1,0 +1,129 @@
+"""`pods/exec`: `kubectl exec` over a WebSocket (the v5 and v4 channel protocols kubectl 1.30+ speaks first), relayed
+message by message to the node's exec endpoint, as kube-apiserver relays it to the kubelet.
+
+Before upgrading, the node is asked whether the command can run there (the pod's container running), so a refusal
+reaches kubectl as a Status. kubectl falls back to SPDY when the WebSocket upgrade is refused; SPDY is not served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+from aiohttp import WSMsgType, web
+
+from pykubevirt.api import errors
+from pykubevirt.apiserver.http_api import RestHandlers, Target
+from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.pod_logs import CONNECT_TIMEOUT_SECONDS, node_endpoint, pick_container
+from pykubevirt.apiserver.request_context import UserInfo
+
+log = logging.getLogger("pykubevirt.apiserver.pod_exec")
+
+PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
+FORWARDED = ("command", "stdin", "stdout", "stderr", "tty")
+SPDY_REFUSED = (
+    "unable to upgrade connection: this server runs exec over WebSockets only (v5.channel.k8s.io, kubectl 1.30 "
+    "or newer); SPDY is not supported"
+)
+_TRUE = ("true", "1")
+
+
+def _reason(code: int) -> str:
+    return {400: "BadRequest", 404: "NotFound", 403: "Forbidden"}.get(code, "InternalError")
+
+
+class PodExec:
+    """The handler of `GET|POST …/pods/{name}/exec`."""
+
+    def __init__(self, api: ObjectAPI) -> None:
+        self.api = api
+
+    async def handle(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
+        if request.method not in ("GET", "POST"):
+            raise errors.method_not_allowed(request.method)
+        if not target.name or target.namespace is None:
+            raise errors.resource_not_found()
+        pod = self.api.get(target.resource, target.namespace, target.name)
+        query = request.query
+        if not any(query.get(name, "").lower() in _TRUE for name in ("stdin", "stdout", "stderr")):
+            raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
+        container = pick_container(pod, query.get("container", ""))
+        url = self._node_url(pod, target.namespace, target.name, container)
+        params = [(key, value) for key, value in query.items() if key in FORWARDED]
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            await self._ask_node(session, url, params, target.name)
+            if request.headers.get("Upgrade", "").lower() != "websocket":
+                raise errors.bad_request(SPDY_REFUSED)
+            client = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=0)
+            protocol = client.can_prepare(request).protocol or PROTOCOLS[-1]
+            try:
+                node = await session.ws_connect(url, params=params, protocols=(protocol,), max_msg_size=0)
+            except (aiohttp.ClientError, OSError) as exc:
+                raise errors.APIError(500, "InternalError", f"unable to upgrade connection: {exc}") from exc
+            async with node:
+                await client.prepare(request)
+                await _relay(client, node)
+            await client.close()
+            return client
+
+    def _node_url(self, pod: dict[str, Any], namespace: str, name: str, container: str) -> str:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:
+            raise errors.bad_request(f"pod {name} does not have a host assigned")
+        node = self.api.find(self.api.registry.builtin("", "v1", "nodes"), None, str(node_name))
+        endpoint = node_endpoint(node) if node is not None else None
+        if endpoint is None:
+            raise errors.APIError(503, "ServiceUnavailable", f'node "{node_name}" publishes no kubelet endpoint')
+        host, port = endpoint
+        return f"http://{host}:{port}/exec/" + "/".join(quote(p, safe="") for p in (namespace, name, container))
+
+    async def _ask_node(
+        self, session: aiohttp.ClientSession, url: str, params: list[tuple[str, str]], pod: str
+    ) -> None:
+        """The node's refusal (the container not running, no command), before anything is upgraded."""
+        try:
+            async with session.get(url, params=params) as answer:
+                if answer.status != 200:
+                    text = (await answer.text()).strip() or f"the node answered HTTP {answer.status}"
+                    code = answer.status if answer.status in (400, 403, 404) else 500
+                    raise errors.APIError(code, _reason(code), text)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise errors.APIError(
+                503, "ServiceUnavailable", f"unable to reach the node of pod {pod} at {url.split('/exec')[0]}: {exc}"
+            ) from exc
+
+
+async def _relay(client: web.WebSocketResponse, node: aiohttp.ClientWebSocketResponse) -> None:
+    """Pass every binary message on in both directions until either side closes."""
+
+    async def to_node() -> None:
+        async for message in client:
+            if message.type == WSMsgType.BINARY:
+                await node.send_bytes(message.data)
+        await node.close()
+
+    async def to_client() -> None:
+        async for message in node:
+            if message.type == WSMsgType.BINARY and not client.closed:
+                await client.send_bytes(message.data)
+        await client.close()
+
+    tasks = [asyncio.create_task(to_node()), asyncio.create_task(to_client())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionResetError, aiohttp.ClientError):
+                await task
+
+
+def install(rest: RestHandlers, api: ObjectAPI) -> None:
+    """Serve pods/exec through `rest`."""
+    rest.subresource_handlers[("pods", "exec")] = PodExec(api).handle
