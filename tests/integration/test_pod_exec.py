@@ -8,10 +8,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from pykubevirt.client.resources import PODS
-from tests.integration.test_node_agent import Env, env, in_thread, phase, pod_manifest, py, wait_pod
+from tests.integration.test_node_agent import AGENT_IP, Env, env, in_thread, phase, pod_manifest, py, wait_pod
 from tests.support.apiserver_process import kubectl
 
 __all__ = ["env"]  # the node agent fixture of test_node_agent, one for this module
@@ -77,3 +78,22 @@ async def test_exec_refusals_read_as_kubes(env: Env, tmp_path: Path) -> None:
         "executable file not found in $PATH"
     )
     assert 'container not found ("done")' in await refused("pair", "-c", "done", "--", "true")
+
+
+async def test_the_nodes_exec_endpoint_runs_nothing_for_a_caller_rbac_does_not_allow(env: Env, tmp_path: Path) -> None:
+    ns = await running_pod(env, "guarded", py("main", SLEEPER))
+    url = f"http://{AGENT_IP}:{env.agent.log_server.port}/exec/{ns}/guarded/main"
+    params = {"command": "true", "stdout": "true"}
+    home = tmp_path / "home"
+    await in_thread(kubectl, env.server, home, "create", "serviceaccount", "peeker", "-n", ns)
+    token = (await in_thread(kubectl, env.server, home, "create", "token", "peeker", "-n", ns)).stdout
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url, params=params) as anonymous:
+            assert (anonymous.status, (await anonymous.json())["message"]) == (401, "Unauthorized")
+        headers = {"Authorization": f"Bearer {token.strip()}"}
+        async with session.get(url, params=params, headers=headers) as unprivileged:
+            body = await unprivileged.json()
+        assert unprivileged.status == 403
+        assert body["message"] == (
+            f'forbidden: user "system:serviceaccount:{ns}:peeker" cannot create resource "nodes/proxy" "{env.node}"'
+        )

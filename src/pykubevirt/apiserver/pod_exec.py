@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -40,8 +41,10 @@ def _reason(code: int) -> str:
 class PodExec:
     """The handler of `GET|POST …/pods/{name}/exec`."""
 
-    def __init__(self, api: ObjectAPI) -> None:
+    def __init__(self, api: ObjectAPI, credential: Callable[[], str]) -> None:
         self.api = api
+        # The API server's own token for the nodes (kube's kubelet client identity); the node has it reviewed.
+        self.credential = credential
 
     async def handle(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         if request.method not in ("GET", "POST"):
@@ -56,7 +59,8 @@ class PodExec:
         url = self._node_url(pod, target.namespace, target.name, container)
         params = [(key, value) for key, value in query.items() if key in FORWARDED]
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        headers = {"Authorization": f"Bearer {self.credential()}"}
+        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
             await self._ask_node(session, url, params, target.name)
             if request.headers.get("Upgrade", "").lower() != "websocket":
                 raise errors.bad_request(SPDY_REFUSED)
@@ -124,6 +128,6 @@ async def _relay(client: web.WebSocketResponse, node: aiohttp.ClientWebSocketRes
                 await task
 
 
-def install(rest: RestHandlers, api: ObjectAPI) -> None:
-    """Serve pods/exec through `rest`."""
-    rest.subresource_handlers[("pods", "exec")] = PodExec(api).handle
+def install(rest: RestHandlers, api: ObjectAPI, credential: Callable[[], str]) -> None:
+    """Serve pods/exec through `rest`, reaching the nodes with `credential`."""
+    rest.subresource_handlers[("pods", "exec")] = PodExec(api, credential).handle

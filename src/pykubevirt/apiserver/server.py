@@ -157,13 +157,14 @@ class EmbeddedAPIServer:
         )
         self.rest.delete_admission.append(priority.admit_delete)
         pod_logs.install(self.rest, self.api)
-        pod_exec.install(self.rest, self.api)
         # In-process aggregated API groups (subresources.kubevirt.io): (group, version) → (handler, APIResourceList).
         self.extra_groups: dict[tuple[str, str], tuple[ExtraHandler, dict[str, Any]]] = {}
         self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self.rejected_write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self.pki = security.ensure_pki(self.data_dir, list(options.extra_hostnames), [])
         self.tokens = security.ensure_tokens(self.data_dir)
+        # The nodes review this token and allow it `create nodes/proxy`, as the kubelet allows kube-apiserver's.
+        pod_exec.install(self.rest, self.api, lambda: self.tokens.admin_token)
         self.authorizer = Authorizer(StorePolicy(self.store))
         self.request_authorizer = RequestAuthorizer(self.authorizer)
         self.api.admission.append(RBACAdmission(self.authorizer))

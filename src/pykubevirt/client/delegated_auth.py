@@ -9,6 +9,7 @@ Answers are cached for a minute, as client-go's delegating authenticator caches 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pykubevirt.client.api import KubeClient
@@ -33,31 +34,47 @@ def bearer_token(authorization: str | None) -> str:
 
 
 class DelegatedAuth:
-    """Decides whether a request may `get` a non-resource path of this component."""
+    """Decides whether a request may `get` a non-resource path of this component, or do `verb` on a resource (the
+    kubelet's API is authorized as a subresource of its Node: `create nodes/proxy` to exec)."""
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
         self._cache: dict[tuple[str, str], tuple[float, Decision]] = {}
 
     async def decide(self, authorization: str | None, path: str) -> Decision:
+        attributes = {"nonResourceAttributes": {"path": path, "verb": "get"}}
+        return await self._decide(authorization, path, attributes, f'cannot get path "{path}"')
+
+    async def decide_resource(
+        self, authorization: str | None, verb: str, resource: str, subresource: str, name: str
+    ) -> Decision:
+        attributes = {
+            "resourceAttributes": {"verb": verb, "resource": resource, "subresource": subresource, "name": name}
+        }
+        what = f'cannot {verb} resource "{resource}/{subresource}" "{name}"'
+        return await self._decide(authorization, f"{verb} {resource}/{subresource} {name}", attributes, what)
+
+    async def _decide(
+        self, authorization: str | None, key: str, attributes: Mapping[str, object], what: str
+    ) -> Decision:
         token = bearer_token(authorization)
         if not token:
             return Decision(401, "no bearer token")
         now = time.monotonic()
-        cached = self._cache.get((token, path))
+        cached = self._cache.get((token, key))
         if cached is not None and cached[0] > now:
             return cached[1]
         try:
-            decision = await self._review(token, path)
+            decision = await self._review(token, attributes, what)
         except (ApiError, ConnectionError) as exc:
             # Not cached: the API server may answer the next scrape.
             return Decision(401, f"the token could not be reviewed: {exc}")
         if len(self._cache) > 1024:
             self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
-        self._cache[(token, path)] = (now + CACHE_SECONDS, decision)
+        self._cache[(token, key)] = (now + CACHE_SECONDS, decision)
         return decision
 
-    async def _review(self, token: str, path: str) -> Decision:
+    async def _review(self, token: str, attributes: Mapping[str, object], what: str) -> Decision:
         review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
         status = (await self.client.request("POST", TOKEN_REVIEWS, body=review) or {}).get("status") or {}
         if not status.get("authenticated"):
@@ -70,12 +87,12 @@ class DelegatedAuth:
                 "user": user.get("username", ""),
                 "groups": list(user.get("groups") or []),
                 "uid": user.get("uid", ""),
-                "nonResourceAttributes": {"path": path, "verb": "get"},
+                **attributes,
             },
         }
         answer = (await self.client.request("POST", SUBJECT_ACCESS_REVIEWS, body=access) or {}).get("status") or {}
         if not answer.get("allowed"):
-            return Decision(403, f'user "{user.get("username", "")}" cannot get path "{path}"')
+            return Decision(403, f'user "{user.get("username", "")}" {what}')
         return Decision(200)
 
 

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from pykubevirt.api import pod_layout
 from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.delegated_auth import Decision, DelegatedAuth
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, object_key
 from pykubevirt.client.resources import NODES, PODS
@@ -89,6 +90,7 @@ class NodeAgent:
         self.node_ip = node_ip
         self.log_server = LogServer(self, log_port, host=node_ip)
         self.log_server.routes.append(("/exec/{namespace}/{pod}/{container}", self._serve_exec))
+        self.delegated_auth = DelegatedAuth(client)
         self.network = network
         self.registration: NodeRegistration | None = None
         self.context = NodeContext(
@@ -325,6 +327,10 @@ class NodeAgent:
 
     async def _serve_exec(self, request: web.Request) -> web.StreamResponse:
         return await serve_exec(request, self)
+
+    async def authorize(self, authorization: str | None) -> Decision:
+        """The kubelet's webhook authorization of its API: exec is `create nodes/proxy` on this node."""
+        return await self.delegated_auth.decide_resource(authorization, "create", "nodes", "proxy", self.name)
 
     async def exec_target(self, namespace: str, pod: str, container: str) -> ExecTarget:
         """How to run a command in a running container of a pod of this node, for the exec endpoint."""

@@ -1,6 +1,7 @@
 """The node's exec endpoint: `GET /exec/{namespace}/{pod}/{container}?command=…&stdin=&stdout=&stderr=&tty=`, a
 WebSocket speaking Kubernetes' channel protocol, what the API server's pods/exec relays (the kubelet's streaming
-server for `kubectl exec`).
+server for `kubectl exec`). Its caller's bearer token must be one the API server's RBAC lets `create nodes/proxy` on
+this node, as the kubelet's webhook authorization decides.
 
 Each binary message starts with its channel: 0 stdin, 1 stdout, 2 stderr, 3 the final Status, 4 a terminal resize
 (`{"Width": w, "Height": h}`); in v5 a client's `255, 0` closes stdin. The command runs as the pod's containers
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import WSMsgType, web
 
+from pykubevirt.client.delegated_auth import Decision, status_body
 from pykubevirt.node import containers as runtime_mod
 from pykubevirt.node.env import ConfigError, container_env
 from pykubevirt.node.log_server import LogError
@@ -53,6 +55,8 @@ class ExecTarget:
 
 
 class ExecSource(Protocol):
+    async def authorize(self, authorization: str | None) -> Decision: ...
+
     async def exec_target(self, namespace: str, pod: str, container: str) -> ExecTarget: ...
 
 
@@ -232,6 +236,11 @@ class ExecSession:
 async def serve_exec(request: web.Request, source: ExecSource) -> web.StreamResponse:
     """The handler: refuse with a plain answer before the upgrade, else run the command over the socket; a request
     without the upgrade only asks whether the command could run (200), as the API server does before it upgrades."""
+    # A command as root on this host: only a caller the API server's RBAC lets `create nodes/proxy` (the kubelet's
+    # rule for exec), which the API server is when it relays a user's pods/exec.
+    decision = await source.authorize(request.headers.get("Authorization"))
+    if decision.code != 200:
+        return web.json_response(status_body(decision), status=decision.code)
     query = request.query
     argv = query.getall("command", [])
     flags = {name: query.get(name, "").lower() in _TRUE for name in ("stdin", "stdout", "stderr", "tty")}
