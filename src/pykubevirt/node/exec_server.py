@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aiohttp import WSMsgType, web
 
 from pykubevirt.client.delegated_auth import Decision, status_body
+from pykubevirt.log import object_fields
 from pykubevirt.node import containers as runtime_mod
 from pykubevirt.node.env import ConfigError, container_env
 from pykubevirt.node.log_server import LogError
@@ -134,7 +135,7 @@ class ExecSession:
     async def run(self, target: ExecTarget, tty: bool) -> None:
         try:
             executable = target.resolve(self.argv[0])
-        except Exception as exc:
+        except runtime_mod.StartError as exc:
             await self.send(ERROR, json.dumps(internal_error(f"error executing command in container: {exc}")).encode())
             return
         argv = [*target.prefix, executable, *self.argv[1:]]
@@ -256,6 +257,8 @@ async def serve_exec(request: web.Request, source: ExecSource) -> web.StreamResp
         return web.Response(text="ok\n")  # a look before the upgrade: the command could run
     ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=0)
     await ws.prepare(request)
+    pod = {"kind": "Pod", "metadata": {"namespace": request.match_info["namespace"], "name": request.match_info["pod"]}}
+    log.info("exec in container %s: %s", request.match_info["container"], " ".join(argv), extra=object_fields(pod))
     session = ExecSession(ws, argv, stdin=flags["stdin"], stdout=flags["stdout"], stderr=flags["stderr"])
     try:
         await session.run(target, flags["tty"])
