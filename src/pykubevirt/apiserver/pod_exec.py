@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -95,7 +96,13 @@ class PodExec:
             async with session.get(url, params=params) as answer:
                 if answer.status != 200:
                     text = (await answer.text()).strip() or f"the node answered HTTP {answer.status}"
+                    if answer.content_type == "application/json":
+                        # The node's own refusal of this server's token: its Status says why.
+                        with contextlib.suppress(ValueError, AttributeError):
+                            text = str(json.loads(text).get("message") or text)
+                        text = f"the node refused the API server: {text}"
                     code = answer.status if answer.status in (400, 403, 404) else 500
+                    log.warning("exec in pod %s refused by its node: %s", pod, text)
                     raise errors.APIError(code, _reason(code), text)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise errors.APIError(
