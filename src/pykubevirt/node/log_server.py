@@ -1,7 +1,8 @@
 """The node's log endpoint: `GET /containerLogs/{namespace}/{pod}/{container}`, what the API server's pods/log proxies.
 
 It listens on loopback only and is unauthenticated, like the kubelet's old read-only port: anyone on this host
-can read container logs through it, nobody elsewhere can reach it. Query parameters follow the kubelet:
+can read container logs through it, nobody elsewhere can reach it (the exec endpoint it also serves,
+`node/exec_server.py`, has its caller reviewed). Query parameters follow the kubelet:
 `tailLines`, `limitBytes`, `follow` (until the container stops), `timestamps` (RFC 3339 prefixes; logs are stored
 as plain lines, so lines already written carry the file's modification time), `sinceSeconds`/`sinceTime` (by the
 same coarse clock: a file last written before then has nothing to show) and `previous` (not kept → 400).
