@@ -97,3 +97,27 @@ async def test_the_nodes_exec_endpoint_runs_nothing_for_a_caller_rbac_does_not_a
         assert body["message"] == (
             f'forbidden: user "system:serviceaccount:{ns}:peeker" cannot create resource "nodes/proxy" "{env.node}"'
         )
+
+
+async def test_exec_needs_create_on_pods_exec_as_kube_1_30_asks_of_a_websocket(env: Env, tmp_path: Path) -> None:
+    ns = await running_pod(env, "ruled", py("main", SLEEPER))
+    home = tmp_path / "home"
+
+    def admin(*args: str) -> subprocess.CompletedProcess[str]:
+        return kubectl(env.server, home, *args)
+
+    admin("create", "serviceaccount", "viewer", "-n", ns)
+    admin("create", "role", "peek", "-n", ns, "--verb=get", "--resource=pods", "--resource=pods/exec")
+    admin("create", "rolebinding", "peek", "-n", ns, "--role=peek", f"--serviceaccount={ns}:viewer")
+    token = admin("create", "token", "viewer", "-n", ns).stdout.strip()
+    as_viewer = ("--token", token, "exec", "-n", ns, "ruled", "--", "true")
+    refused = await in_thread(kubectl, env.server, home, *as_viewer, check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f'Error from server (Forbidden): pods "ruled" is forbidden: User "system:serviceaccount:{ns}:viewer" cannot '
+        f'create resource "pods/exec" in API group "" in the namespace "{ns}"'
+    )
+    admin("create", "role", "run", "-n", ns, "--verb=create", "--resource=pods/exec")
+    admin("create", "rolebinding", "run", "-n", ns, "--role=run", f"--serviceaccount={ns}:viewer")
+    allowed = await in_thread(kubectl, env.server, home, *as_viewer, check=False)
+    assert allowed.returncode == 0, allowed.stderr

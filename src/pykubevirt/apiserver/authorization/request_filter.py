@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from aiohttp import web
@@ -18,8 +19,12 @@ log = logging.getLogger("pykubevirt.apiserver.authorization")
 # Requests allowed under the current policy, remembered by everything the decision reads; bounded for many paths.
 MAX_REMEMBERED_ALLOWS = 8192
 
-# Who asks, the method and path, and the two query parameters request_attributes reads (watch, fieldSelector).
-_AllowKey = tuple[str, tuple[str, ...], str, str, str | None, str | None]
+# Who asks, the method and path, the two query parameters request_attributes reads (watch, fieldSelector), and whether
+# it asks to upgrade to a WebSocket.
+_AllowKey = tuple[str, tuple[str, ...], str, str, str | None, str | None, bool]
+# The pods' subresources a WebSocket GET streams into: kube 1.30+ (AuthorizePodWebsocketUpgradeCreatePermission) also
+# asks that the user may `create` them, as the SPDY POST always did.
+STREAMING_POD_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})
 
 
 class RequestAuthorizer:
@@ -41,6 +46,7 @@ class RequestAuthorizer:
             request.path,
             query.get("watch"),
             query.get("fieldSelector"),
+            request.headers.get("Upgrade", "").lower() == "websocket",
         )
         # Components repeat the same requests (a pod's status, a VMI) many times: the decision is the same until a
         # role or binding changes, which moves the policy's generation.
@@ -51,12 +57,16 @@ class RequestAuthorizer:
         if key in self._allowed:
             return acting
         attributes = request_attributes(acting, request.method, request.path, query)
-        decision = self.authorizer.authorize(attributes)
-        if not decision.allowed:
-            error = forbidden(attributes, decision.reason)
-            # Denials of the components' own identities are bugs in their roles: say so in the server's log.
-            log.info("forbidden: %s", error.message)
-            raise error
+        checked = [attributes]
+        if key[-1] and attributes.resource == "pods" and attributes.subresource in STREAMING_POD_SUBRESOURCES:
+            checked.append(dataclasses.replace(attributes, verb="create"))
+        for wanted in checked:
+            decision = self.authorizer.authorize(wanted)
+            if not decision.allowed:
+                error = forbidden(wanted, decision.reason)
+                # Denials of the components' own identities are bugs in their roles: say so in the server's log.
+                log.info("forbidden: %s", error.message)
+                raise error
         if len(self._allowed) >= MAX_REMEMBERED_ALLOWS:
             self._allowed.clear()
         self._allowed.add(key)
