@@ -12,8 +12,6 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 from aiohttp import WSMsgType, web
@@ -21,7 +19,7 @@ from aiohttp import WSMsgType, web
 from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import RestHandlers, Target
 from pykubevirt.apiserver.object_api import ObjectAPI
-from pykubevirt.apiserver.pod_logs import CONNECT_TIMEOUT_SECONDS, node_endpoint, pick_container
+from pykubevirt.apiserver.pod_logs import CONNECT_TIMEOUT_SECONDS, container_url, pick_container, status_reason
 from pykubevirt.apiserver.request_context import UserInfo
 
 log = logging.getLogger("pykubevirt.apiserver.pod_exec")
@@ -33,10 +31,6 @@ SPDY_REFUSED = (
     "or newer); SPDY is not supported"
 )
 _TRUE = ("true", "1")
-
-
-def _reason(code: int) -> str:
-    return {400: "BadRequest", 404: "NotFound", 403: "Forbidden"}.get(code, "InternalError")
 
 
 class PodExec:
@@ -57,7 +51,7 @@ class PodExec:
         if not any(query.get(name, "").lower() in _TRUE for name in ("stdin", "stdout", "stderr")):
             raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
         container = pick_container(pod, query.get("container", ""))
-        url = self._node_url(pod, target.namespace, target.name, container)
+        url, _ = container_url(self.api, pod, "exec", container)
         params = [(key, value) for key, value in query.items() if key in FORWARDED]
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS)
         headers = {"Authorization": f"Bearer {self.credential()}"}
@@ -77,17 +71,6 @@ class PodExec:
             await client.close()
             return client
 
-    def _node_url(self, pod: dict[str, Any], namespace: str, name: str, container: str) -> str:
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if not node_name:
-            raise errors.bad_request(f"pod {name} does not have a host assigned")
-        node = self.api.find(self.api.registry.builtin("", "v1", "nodes"), None, str(node_name))
-        endpoint = node_endpoint(node) if node is not None else None
-        if endpoint is None:
-            raise errors.APIError(503, "ServiceUnavailable", f'node "{node_name}" publishes no kubelet endpoint')
-        host, port = endpoint
-        return f"http://{host}:{port}/exec/" + "/".join(quote(p, safe="") for p in (namespace, name, container))
-
     async def _ask_node(
         self, session: aiohttp.ClientSession, url: str, params: list[tuple[str, str]], pod: str
     ) -> None:
@@ -103,7 +86,7 @@ class PodExec:
                         text = f"the node refused the API server: {text}"
                     code = answer.status if answer.status in (400, 403, 404) else 500
                     log.warning("exec in pod %s refused by its node: %s", pod, text)
-                    raise errors.APIError(code, _reason(code), text)
+                    raise errors.APIError(code, status_reason(code), text)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise errors.APIError(
                 503, "ServiceUnavailable", f"unable to reach the node of pod {pod} at {url.split('/exec')[0]}: {exc}"

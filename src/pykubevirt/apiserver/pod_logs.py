@@ -55,6 +55,31 @@ def node_endpoint(node: dict[str, Any]) -> tuple[str, int] | None:
     return str(address), int(port)
 
 
+def container_url(api: ObjectAPI, pod: dict[str, Any], endpoint: str, container: str) -> tuple[str, str]:
+    """`http://<node>/<endpoint>/<namespace>/<pod>/<container>` on the pod's node (the kubelet's API), and the node."""
+    meta = pod["metadata"]
+    node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+    if not node_name:
+        raise errors.bad_request(f"pod {meta['name']} does not have a host assigned")
+    node = api.find(api.registry.builtin("", "v1", "nodes"), None, node_name)
+    if node is None:
+        raise errors.not_found("nodes", "", node_name)
+    address = node_endpoint(node)
+    if address is None:
+        raise errors.APIError(
+            503,
+            "ServiceUnavailable",
+            f'node "{node_name}" publishes no kubelet endpoint (InternalIP and daemonEndpoints.kubeletEndpoint.Port)',
+        )
+    host, port = address
+    path = "/".join(quote(str(p), safe="") for p in (meta["namespace"], meta["name"], container))
+    return f"http://{host}:{port}/{endpoint}/{path}", node_name
+
+
+def status_reason(code: int) -> str:
+    return {400: "BadRequest", 404: "NotFound", 403: "Forbidden"}.get(code, "InternalError")
+
+
 def _validate_options(query: dict[str, str]) -> None:
     for name, minimum in (("tailLines", 0), ("limitBytes", 1), ("sinceSeconds", 1)):
         if name in query:
@@ -66,10 +91,6 @@ def _validate_options(query: dict[str, str]) -> None:
                 raise errors.bad_request(f"{name}: Invalid value: {query[name]!r}: must be an integer >= {minimum}")
     if "sinceSeconds" in query and "sinceTime" in query:
         raise errors.bad_request("at most one of `sinceTime` or `sinceSeconds` may be specified")
-
-
-def _status_reason(code: int) -> str:
-    return {400: "BadRequest", 404: "NotFound", 403: "Forbidden"}.get(code, "InternalError")
 
 
 class PodLogs:
@@ -87,24 +108,8 @@ class PodLogs:
         query = {k: v for k, v in request.query.items() if k in FORWARDED_OPTIONS or k == "container"}
         _validate_options(query)
         container = pick_container(pod, query.pop("container", ""))
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if not node_name:
-            raise errors.bad_request(f"pod {target.name} does not have a host assigned")
-        nodes = self.api.registry.builtin("", "v1", "nodes")
-        node = self.api.find(nodes, None, str(node_name))
-        if node is None:
-            raise errors.not_found("nodes", "", str(node_name))
-        endpoint = node_endpoint(node)
-        if endpoint is None:
-            raise errors.APIError(
-                503,
-                "ServiceUnavailable",
-                f'node "{node_name}" publishes no log endpoint (InternalIP and daemonEndpoints.kubeletEndpoint.Port)',
-            )
-        host, port = endpoint
-        path = "/containerLogs/" + "/".join(quote(p, safe="") for p in (target.namespace, target.name, container))
-        url = f"http://{host}:{port}{path}"
-        return await self._proxy(request, url, query, str(node_name), target.name)
+        url, node_name = container_url(self.api, pod, "containerLogs", container)
+        return await self._proxy(request, url, query, node_name, target.name)
 
     async def _proxy(
         self, request: web.Request, url: str, query: dict[str, str], node: str, pod: str
@@ -124,7 +129,7 @@ class PodLogs:
                 if upstream.status != 200:
                     text = (await upstream.text()).strip() or f"node {node} answered HTTP {upstream.status}"
                     code = upstream.status if upstream.status in (400, 403, 404) else 500
-                    raise errors.APIError(code, _status_reason(code), text)
+                    raise errors.APIError(code, status_reason(code), text)
                 response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
                 response.enable_chunked_encoding()
                 await response.prepare(request)

@@ -14,7 +14,7 @@ import contextlib
 import fcntl
 import logging
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from aiohttp import web
 
@@ -325,6 +325,13 @@ class NodeAgent:
 
         return LogTarget(path, running)
 
+    def _own_pod(self, namespace: str, pod: str) -> Object:
+        """The pod of this node the kubelet API asks about, or its 404."""
+        obj = self.pods.get_by_name(namespace, pod)
+        if obj is None or not self._ours(obj):
+            raise LogError(404, f'pod "{namespace}/{pod}" not found on node "{self.name}"')
+        return obj
+
     async def _serve_exec(self, request: web.Request) -> web.StreamResponse:
         return await serve_exec(request, self)
 
@@ -334,18 +341,8 @@ class NodeAgent:
 
     async def exec_target(self, namespace: str, pod: str, container: str) -> ExecTarget:
         """How to run a command in a running container of a pod of this node, for the exec endpoint."""
-        obj = self.pods.get_by_name(namespace, pod)
-        if obj is None or not self._ours(obj):
-            raise LogError(404, f'pod "{namespace}/{pod}" not found on node "{self.name}"')
-        spec = obj.get("spec") or {}
-        found = next(
-            (
-                c
-                for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
-                if c.get("name") == container
-            ),
-            None,
-        )
+        obj = self._own_pod(namespace, pod)
+        found = next((c for c in _containers(obj) if c.get("name") == container), None)
         worker = self.workers.get(str(obj["metadata"].get("uid")))
         if found is None or worker is None or worker.finished or not worker.running(container):
             raise LogError(400, f'unable to upgrade connection: container not found ("{container}")')
@@ -353,11 +350,8 @@ class NodeAgent:
 
     def log_target(self, namespace: str, pod: str, container: str) -> LogTarget:
         """Where a container's log is, for the log server."""
-        obj = self.pods.get_by_name(namespace, pod)
-        if obj is None or not self._ours(obj):
-            raise LogError(404, f'pod "{namespace}/{pod}" not found on node "{self.name}"')
-        spec = obj.get("spec") or {}
-        names = [str(c.get("name")) for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]]
+        obj = self._own_pod(namespace, pod)
+        names = [str(c.get("name")) for c in _containers(obj)]
         if container not in names:
             raise LogError(400, f'container "{container}" in pod "{pod}" is not valid')
         if is_mirror(obj):
@@ -382,3 +376,9 @@ class NodeAgent:
             return worker is not None and not worker.finished and worker.running(container)
 
         return LogTarget(path, running)
+
+
+def _containers(pod: Object) -> list[dict[str, Any]]:
+    """A pod's containers and init containers: those the kubelet API can name."""
+    spec = pod.get("spec") or {}
+    return [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]

@@ -29,10 +29,10 @@ from aiohttp import WSMsgType, web
 from pykubevirt.client.delegated_auth import Decision, status_body
 from pykubevirt.log import object_fields
 from pykubevirt.node import containers as runtime_mod
-from pykubevirt.node.env import ConfigError, container_env
+from pykubevirt.node.env import ConfigError
+from pykubevirt.node.exit_recorder import exit_code_of
 from pykubevirt.node.log_server import LogError
 from pykubevirt.node.netns import enter_argv
-from pykubevirt.node.volumes import container_mounts
 
 if TYPE_CHECKING:
     from pykubevirt.node.pod_worker import PodWorker
@@ -66,12 +66,7 @@ async def container_exec_target(worker: PodWorker, pod: dict[str, Any], containe
     if worker.volumes is None:
         raise LogError(400, f'unable to upgrade connection: container not found ("{container.get("name")}")')
     try:
-        mounts = container_mounts(container, worker.volumes)
-        spec_env = await container_env(pod, container, worker.ctx.fetch, worker.ctx.node_capacity)
-        search = runtime_mod.search_path(spec_env)
-        hostname = str((pod.get("spec") or {}).get("hostname") or pod["metadata"]["name"])
-        env = runtime_mod.process_env(spec_env, mounts, hostname, search)
-        cwd = runtime_mod.working_dir(container, mounts, worker.dir.path)
+        spec_env, env, cwd = await worker.process_context(pod, container)
     except (ConfigError, runtime_mod.StartError, OSError) as exc:
         raise LogError(500, f"error preparing the command's environment: {exc}") from exc
     netns = worker.sandbox.netns()
@@ -79,7 +74,7 @@ async def container_exec_target(worker: PodWorker, pod: dict[str, Any], containe
         enter_argv(netns) if netns is not None else [],
         env,
         cwd,
-        lambda command: runtime_mod.resolve_command(command, search),
+        lambda command: runtime_mod.resolve_command(command, runtime_mod.search_path(spec_env)),
     )
 
 
@@ -110,10 +105,6 @@ def internal_error(message: str) -> dict[str, Any]:
 
 def _go_list(argv: list[str]) -> str:
     return "[" + " ".join(argv) + "]"
-
-
-def _exit_code(returncode: int) -> int:
-    return 128 - returncode if returncode < 0 else returncode
 
 
 class ExecSession:
@@ -165,7 +156,7 @@ class ExecSession:
         reader = asyncio.create_task(self._read_client())
         try:
             await asyncio.gather(*pumps)
-            code = _exit_code(await self.process.wait())
+            code = exit_code_of(await self.process.wait())
             await self.send(ERROR, json.dumps(exit_status(code, self.argv)).encode())
         finally:
             reader.cancel()

@@ -330,15 +330,8 @@ class PodWorker:
         self, pod: Object, container: dict[str, Any], *, init: bool, previous: ContainerRecord | None
     ) -> None:
         name = str(container["name"])
-        assert self.volumes is not None
-        mounts = container_mounts(container, self.volumes)
-        spec_env = await container_env(pod, container, self.ctx.fetch, self.ctx.node_capacity)
+        spec_env, env, cwd = await self.process_context(pod, container)
         argv = runtime_mod.container_argv(container, spec_env)
-        search = runtime_mod.search_path(spec_env)
-        spec = pod.get("spec") or {}
-        hostname = str(spec.get("hostname") or pod["metadata"]["name"])
-        env = runtime_mod.process_env(spec_env, mounts, hostname, search)
-        cwd = runtime_mod.working_dir(container, mounts, self.dir.path)
         attempt = previous.attempt + 1 if previous is not None else 0
         cpus = self.ctx.cpu_manager.allocate(pod, container) if self.ctx.cpu_manager is not None else None
         started = self.ctx.runtime.start(
@@ -373,6 +366,18 @@ class PodWorker:
             extra=object_fields(pod, reason="Started"),
         )
         self.ctx.recorder.event(pod, NORMAL, "Started", f"Started container {name}")
+
+    async def process_context(
+        self, pod: Object, container: dict[str, Any]
+    ) -> tuple[dict[str, str], dict[str, str], str]:
+        """What a process of the container gets: the spec's variables, the full environment and the directory
+        (its own start, or a `kubectl exec` in it)."""
+        assert self.volumes is not None
+        mounts = container_mounts(container, self.volumes)
+        spec_env = await container_env(pod, container, self.ctx.fetch, self.ctx.node_capacity)
+        hostname = str((pod.get("spec") or {}).get("hostname") or pod["metadata"]["name"])
+        env = runtime_mod.process_env(spec_env, mounts, hostname, runtime_mod.search_path(spec_env))
+        return spec_env, env, runtime_mod.working_dir(container, mounts, self.dir.path)
 
     async def _start_virtual(
         self, pod: Object, container: dict[str, Any], kind: str, *, init: bool, plan: _Plan
