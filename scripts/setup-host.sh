@@ -52,6 +52,10 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q -e '.[dev]'
   touch "$stamp"
 fi
+# The benches import the tests' support code: with the repository's root on the venv's path, `python bench/NAME.py`
+# runs as `python -m bench.NAME` does, from any directory.
+root_pth="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/pykubevirt-repository.pth"
+[ "$(cat "$root_pth" 2>/dev/null)" = "$PWD" ] || echo "$PWD" >"$root_pth"
 # Shell completion follows the commands' parsers: regenerated when a parser's source is newer than the scripts.
 completion=.venv/share/bash-completion/completions/virtctl
 parsers=(src/pykubevirt/cli src/pykubevirt/virtctl src/pykubevirt/launcher/arguments.py)
