@@ -19,6 +19,7 @@ from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for
 from tests.support.fsync_count import STRACE, counting_fsyncs
 
+from bench.arguments import at_least, positive
 from bench.harness import log, machine, percentile, rss_mib, start_apiserver, stop_apiserver
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES, VIRTUAL_MACHINES
@@ -240,15 +241,17 @@ async def watch_latency(args: argparse.Namespace, writer: KubeClient) -> dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--creates", type=int, default=1000)
-    parser.add_argument("--gets", type=int, default=5000)
-    parser.add_argument("--lists", type=int, default=20)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--watchers", type=int, default=10)
-    parser.add_argument("--rate", type=float, default=100.0)
-    parser.add_argument("--watch-seconds", type=float, default=10.0)
-    parser.add_argument("--rss-objects", type=int, default=10000)
-    parser.add_argument("--fsync-writes", type=int, default=300, help="creates per writer count when counting fsyncs")
+    parser.add_argument("--creates", type=at_least(1), default=1000)
+    parser.add_argument("--gets", type=at_least(1), default=5000)
+    parser.add_argument("--lists", type=at_least(1), default=20)
+    parser.add_argument("--concurrency", type=at_least(1), default=16)
+    parser.add_argument("--watchers", type=at_least(1), default=10)
+    parser.add_argument("--rate", type=positive, default=100.0)
+    parser.add_argument("--watch-seconds", type=positive, default=10.0)
+    parser.add_argument("--rss-objects", type=at_least(0), default=10000)
+    parser.add_argument(
+        "--fsync-writes", type=at_least(1), default=300, help="creates per writer count when counting fsyncs"
+    )
     args = parser.parse_args()
     figures = asyncio.run(measure_without_fsync(args))
     server = start_apiserver()

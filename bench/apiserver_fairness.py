@@ -17,6 +17,7 @@ from typing import Any
 from tests.support.control_plane import client_for
 
 from bench.apiserver import bounded, vm
+from bench.arguments import at_least
 from bench.harness import log, machine, percentile, start_apiserver, stop_apiserver
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.resources import NAMESPACES, VIRTUAL_MACHINES
@@ -84,9 +85,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--objects", type=int, default=5000, help="VMs stored and listed")
-    parser.add_argument("--listers", type=int, default=2, help="clients listing all the VMs in a loop")
-    parser.add_argument("--patches", type=int, default=300, help="PATCHes measured alone and then while listing")
+    parser.add_argument("--objects", type=at_least(1), default=5000, help="VMs stored and listed")
+    parser.add_argument("--listers", type=at_least(1), default=2, help="clients listing all the VMs in a loop")
+    parser.add_argument(
+        "--patches", type=at_least(1), default=300, help="PATCHes measured alone and then while listing"
+    )
     args = parser.parse_args()
     figures = asyncio.run(measure(args))
     print(json.dumps({"bench": "apiserver_fairness", "machine": machine(), **figures}))

@@ -23,6 +23,7 @@ from typing import Any
 
 from tests.support.control_plane import vm_manifest
 
+from bench.arguments import at_least
 from bench.harness import log, machine
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.apiserver.object_api import ObjectAPI
@@ -190,8 +191,8 @@ async def measure(starts: int, repeats: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--starts", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--starts", type=at_least(1), default=200)
+    parser.add_argument("--repeats", type=at_least(1), default=5)
     args = parser.parse_args()
     print(json.dumps(asyncio.run(measure(args.starts, args.repeats))), flush=True)
 

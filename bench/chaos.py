@@ -36,6 +36,7 @@ from tests.support.cluster_qemus import ClusterQemus
 from tests.support.ports import free_port
 from tests.support.small_guest import small_guest
 
+from bench.arguments import at_least, positive
 from bench.harness import cluster_env, log
 from pykubevirt.api import pod_layout
 from pykubevirt.node.pod_dirs import existing_pod_dirs
@@ -305,10 +306,12 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=30.0)
-    parser.add_argument("--vms", type=int, default=6)
-    parser.add_argument("--interval", type=float, default=8.0, help="seconds between faults")
-    parser.add_argument("--settle", type=float, default=240.0, help="seconds the cluster gets to converge at the end")
+    parser.add_argument("--minutes", type=positive, default=30.0)
+    parser.add_argument("--vms", type=at_least(1), default=6)
+    parser.add_argument("--interval", type=positive, default=8.0, help="seconds between faults")
+    parser.add_argument(
+        "--settle", type=positive, default=240.0, help="seconds the cluster gets to converge at the end"
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--image", type=Path, default=GUEST_IMAGE, help="the demo guest image (make guest-image)")
     args = parser.parse_args()

@@ -26,6 +26,7 @@ from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for, simulated_node_client
 from tests.support.simulated_node import SimulatedNode
 
+from bench.arguments import at_least, positive
 from bench.harness import cpu_seconds, load_average, log, machine, percentile, rss_mib, start_apiserver, stop_apiserver
 from bench.profiled import component_argv, top
 from pykubevirt.cli.garbage_collection import pace_garbage_collection
@@ -204,11 +205,11 @@ async def api_write_counts(server: APIServerProcess) -> tuple[Counter[tuple[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--vms", type=int, default=1000)
-    parser.add_argument("--rate", type=float, default=10.0)
+    parser.add_argument("--vms", type=at_least(1), default=1000)
+    parser.add_argument("--rate", type=positive, default=10.0)
     parser.add_argument("--burst", action="store_true", help="create as fast as possible instead of at --rate")
-    parser.add_argument("--workers", type=int, help="virt-controller's reconcile workers (default: its own)")
-    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--workers", type=at_least(1), help="virt-controller's reconcile workers (default: its own)")
+    parser.add_argument("--timeout", type=positive, default=600.0)
     parser.add_argument("--profile", metavar="FILE", help="write a CPU-time cProfile of virt-controller to FILE")
     parser.add_argument("--profile-apiserver", metavar="FILE", help="write a CPU-time cProfile of the API server")
     args = parser.parse_args()

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.arguments import at_least, positive
 from bench.harness import log, machine
 from bench.vm_start import BOOTED, GUEST_IMAGE, stats
 
@@ -52,9 +53,9 @@ def boot_once(image: Path, timeout: float) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=at_least(1), default=5)
     parser.add_argument("--image", type=Path, default=GUEST_IMAGE)
-    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--timeout", type=positive, default=120.0)
     args = parser.parse_args()
     size = args.image.stat().st_size
     allocated = args.image.stat().st_blocks * 512

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.arguments import at_least
 from bench.harness import log, machine
 from bench.vm_start import BOOTED, GUEST_IMAGE, REPO, BenchCluster, demo_vm, stats, vmi_running, wait_gone, wait_serial
 from pykubevirt.api import pod_layout
@@ -102,7 +103,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5, help="measured boots of each kind (plus one warm-up each)")
+    parser.add_argument(
+        "--runs", type=at_least(1), default=5, help="measured boots of each kind (plus one warm-up each)"
+    )
     args = parser.parse_args()
     if not GUEST_IMAGE.exists():
         raise SystemExit(f"{GUEST_IMAGE} is missing: run `make guest-image` first")

@@ -20,6 +20,7 @@ from typing import Any
 
 from tests.support.launcher_process import LauncherProcess, defaulted_vmi, start_launcher
 
+from bench.arguments import at_least
 from bench.harness import log, machine, percentile
 from pykubevirt.handler.domain_stats_scrape import DomainStatsScraper
 
@@ -79,7 +80,7 @@ async def main(vmis: int, scrapes: int) -> dict[str, Any]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--vmis", type=int, default=100)
-    parser.add_argument("--scrapes", type=int, default=20)
+    parser.add_argument("--vmis", type=at_least(1), default=100)
+    parser.add_argument("--scrapes", type=at_least(1), default=20)
     args = parser.parse_args()
     print(json.dumps(asyncio.run(main(args.vmis, args.scrapes))))

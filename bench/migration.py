@@ -36,6 +36,7 @@ from typing import Any
 from tests.support.cluster import DEMO_IMAGE
 from tests.support.ports import free_port
 
+from bench.arguments import fraction
 from bench.harness import cluster_env, log, machine
 from bench.migration_by_hand import completed_job, virsh_migration
 from bench.migration_ticker import ConsoleTail, user_data
@@ -307,7 +308,9 @@ def main() -> int:
     parser.add_argument("--memory", default="128Mi,512Mi", help="guest memory sizes, comma-separated")
     parser.add_argument("--load", default="idle,dirty", help="idle and/or dirty (a memory-dirtying loop)")
     # The demo guest runs from its initramfs: a quarter of a 128 MiB guest rewritten in tmpfs gets it OOM-killed.
-    parser.add_argument("--dirty-fraction", type=float, default=0.0625, help="share of guest memory the loop rewrites")
+    parser.add_argument(
+        "--dirty-fraction", type=fraction, default=0.0625, help="share of guest memory the loop rewrites"
+    )
     parser.add_argument("--compare-src", type=Path, help="another src/ tree, run first as the 'before' cluster")
     parser.add_argument("--skip-by-hand", action="store_true", help="no virsh migrate runs")
     args = parser.parse_args()

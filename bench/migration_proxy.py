@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench.arguments import at_least
 from bench.harness import log, machine
 from bench.vm_start import stats
 from pykubevirt.handler.certificates import load_migration_tls
@@ -111,8 +112,8 @@ async def run(mib: int, runs: int) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mib", type=int, default=256)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--mib", type=at_least(1), default=256)
+    parser.add_argument("--runs", type=at_least(1), default=3)
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args.mib, args.runs))))
 

@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.arguments import at_least
 from bench.guest_network import measure_guest
 from bench.harness import log, machine, percentile
 from pykubevirt.cli.cluster_network import choose_cluster_cidr, release_cluster_network
@@ -103,9 +104,9 @@ async def run(runs: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=30, help="measured pods (plus one warm-up)")
+    parser.add_argument("--runs", type=at_least(1), default=30, help="measured pods (plus one warm-up)")
     parser.add_argument("--guest", action="store_true", help="also a guest's throughput and RTT, masquerade vs tap")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds with --guest")
+    parser.add_argument("--rounds", type=at_least(1), default=5, help="alternating measurement rounds with --guest")
     args = parser.parse_args()
     figures = asyncio.run(run(args.runs))
     if args.guest:

@@ -30,6 +30,7 @@ from typing import Any
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.storage_plane import storage_plane
 
+from bench.arguments import at_least
 from bench.harness import log, machine, rss_mib
 from bench.storage_boot import cluster_figures, demo_image_copy
 from pykubevirt.client.api import KubeClient
@@ -201,11 +202,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
-    parser.add_argument("--size-mib", type=int, default=1024, help="virtual size of the qcow2 (and of the DataVolume)")
-    parser.add_argument("--data-mib", type=int, default=128, help="MiB of data in it, spread over the virtual size")
-    parser.add_argument("--repeat", type=int, default=3, help="imports and baselines each; the best is reported")
-    parser.add_argument("--boot-runs", type=int, default=5, help="measured boots of each kind (0: no cluster part)")
-    parser.add_argument("--dvs", type=int, default=50, help="blank DataVolumes for virt-controller's extra RSS")
+    parser.add_argument(
+        "--size-mib", type=at_least(1), default=1024, help="virtual size of the qcow2 (and of the DataVolume)"
+    )
+    parser.add_argument(
+        "--data-mib", type=at_least(0), default=128, help="MiB of data in it, spread over the virtual size"
+    )
+    parser.add_argument(
+        "--repeat", type=at_least(1), default=3, help="imports and baselines each; the best is reported"
+    )
+    parser.add_argument(
+        "--boot-runs", type=at_least(0), default=5, help="measured boots of each kind (0: no cluster part)"
+    )
+    parser.add_argument("--dvs", type=at_least(0), default=50, help="blank DataVolumes for virt-controller's extra RSS")
     parser.add_argument("--quick", action="store_true", help="256 MiB image, 32 MiB data, one run of each, 5 DVs")
     args = parser.parse_args()
     if args.quick:

@@ -25,6 +25,7 @@ from typing import Any
 import libvirt
 import yaml
 
+from bench.arguments import at_least
 from bench.harness import cpu_seconds, load_average, log, machine, percentile, pss_mib, rss_mib
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_vmi
@@ -521,9 +522,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=10, help="measured starts per path (+1 warm-up); 0: density only")
-    parser.add_argument("--concurrent", type=int, default=5, help="VMs running at once for the per-VM growth")
-    parser.add_argument("--density", type=int, default=200, help="VMIs of the test-driver density run (0: skip)")
+    parser.add_argument(
+        "--runs", type=at_least(0), default=10, help="measured starts per path (+1 warm-up); 0: density only"
+    )
+    parser.add_argument("--concurrent", type=at_least(1), default=5, help="VMs running at once for the per-VM growth")
+    parser.add_argument(
+        "--density", type=at_least(0), default=200, help="VMIs of the test-driver density run (0: skip)"
+    )
     parser.add_argument(
         "--fork-server",
         action=argparse.BooleanOptionalAction,
@@ -531,6 +536,8 @@ def main() -> None:
         help="the node forks launchers from its preloaded Python (--no-fork-server: a fresh interpreter each)",
     )
     args = parser.parse_args()
+    if args.runs == 0 and args.density == 0:
+        parser.error("--runs 0 leaves only the density run: give it --density N")
     if not GUEST_IMAGE.exists():
         raise SystemExit(f"{GUEST_IMAGE} is missing: run `make guest-image` first")
     figures = asyncio.run(run(args))
