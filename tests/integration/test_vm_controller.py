@@ -128,7 +128,7 @@ async def test_launcher_pod_is_rendered_and_handed_over(cp: ControlPlane) -> Non
 async def test_unpaused_gate_keeps_pod_conditions_the_controller_has_not_seen(
     cp: ControlPlane, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The gate is written with a test of the pod's conditions: another writer's newer condition is never lost."""
+    """The gate is merged into the pod's conditions by type: another writer's condition, unseen, is never lost."""
     ns = await cp.namespace()
     await create_vm(cp, ns, "gated")
     vmi = await cp.wait_vmi_phase(ns, "gated", "Running")

@@ -12,7 +12,7 @@ import pytest
 
 from pykubevirt.api import constants as c
 from pykubevirt.controller.sync_error import SyncError
-from pykubevirt.controller.vmi_status import StatusUpdate, unpaused_gate_conditions, vmi_status
+from pykubevirt.controller.vmi_status import StatusUpdate, unpaused_gate_condition, vmi_status
 
 NOW = "2024-05-01T10:00:00Z"
 EARLIER = "2024-05-01T09:00:00Z"
@@ -347,13 +347,13 @@ def test_unpaused_gate(
 ) -> None:
     scheduled = {"type": "PodScheduled", "status": "True"}
     pod = make_pod(conditions=[scheduled, *pod_conditions])
-    conditions = unpaused_gate_conditions(make_vmi("Running", conditions=vmi_conditions), pod, NOW)
+    gate_condition = unpaused_gate_condition(make_vmi("Running", conditions=vmi_conditions), pod, NOW)
     if expected is None:
-        assert conditions is None
+        assert gate_condition is None
         return
     status, reason, message = expected
     wanted = {"status": status, "reason": reason, "message": message, "lastProbeTime": NOW, "lastTransitionTime": NOW}
-    assert conditions == [scheduled, {"type": c.UNPAUSED_READINESS_GATE, **wanted}]
+    assert gate_condition == {"type": c.UNPAUSED_READINESS_GATE, **wanted}
 
 
 @pytest.mark.parametrize(

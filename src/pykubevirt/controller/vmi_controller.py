@@ -10,7 +10,7 @@ from typing import Any
 from pykubevirt.api import backend_storage as bs
 from pykubevirt.api import constants as c
 from pykubevirt.api.timestamps import now_rfc3339
-from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
+from pykubevirt.client.api import JSON_PATCH, STRATEGIC_MERGE_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result, controller_owner_key
 from pykubevirt.client.errors import ApiError, Conflict, Invalid, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
@@ -24,7 +24,7 @@ from pykubevirt.controller.migration_receiver import waits_for_sync
 from pykubevirt.controller.multus_annotations import sync_multus_status
 from pykubevirt.controller.status_coalescing import HeldWrites, only_details_changed
 from pykubevirt.controller.sync_error import SyncError
-from pykubevirt.controller.vmi_status import unpaused_gate_conditions, vmi_status
+from pykubevirt.controller.vmi_status import unpaused_gate_condition, vmi_status
 from pykubevirt.controller.volume_status import (
     DATA_VOLUMES_READY,
     claim_names,
@@ -298,30 +298,18 @@ class VMIController:
 
     async def _sync_paused_condition_to_pod(self, vmi: Object, pod: Object, now: str) -> None:
         """Keep the pod's readiness gate in step with the VMI's Paused condition (a paused VMI is not Ready)."""
-        conditions = unpaused_gate_conditions(vmi, pod, now)
-        if conditions is None:
+        gate = unpaused_gate_condition(vmi, pod, now)
+        if gate is None:
             return
-        # Guarded by the conditions as cached (upstream's preparePodPatch): the list is replaced whole, so a
-        # condition another writer added since must not be dropped. A failed test means the pod changed; its
-        # update event brings the VMI back here.
-        before = (pod.get("status") or {}).get("conditions")
-        if "status" in pod:
-            ops = [
-                {"op": "test", "path": "/status/conditions", "value": before},
-                {"op": "add", "path": "/status/conditions", "value": conditions},
-            ]
-        else:
-            ops = [
-                {"op": "test", "path": "/status", "value": None},
-                {"op": "add", "path": "/status", "value": {"conditions": conditions}},
-            ]
+        # A strategic merge patch of the one condition, as upstream's syncPausedConditionToPod sends: conditions merge
+        # by type, so the kubelet's conditions written meanwhile stay, and no precondition can make it fail.
         try:
             await self.client.patch(
                 PODS,
                 pod["metadata"]["name"],
-                ops,
+                {"status": {"conditions": [gate]}},
                 pod["metadata"]["namespace"],
-                patch_type=JSON_PATCH,
+                patch_type=STRATEGIC_MERGE_PATCH,
                 subresource="status",
             )
         except (NotFound, Invalid):

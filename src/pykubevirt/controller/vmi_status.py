@@ -273,8 +273,8 @@ def vmi_status(
     return update
 
 
-def unpaused_gate_conditions(vmi: Object, pod: Object, now: str) -> list[dict[str, Any]] | None:
-    """The pod's conditions with the unpaused readiness gate in step with the VMI's Paused condition; None if it is.
+def unpaused_gate_condition(vmi: Object, pod: Object, now: str) -> dict[str, Any] | None:
+    """The pod's unpaused readiness gate as the VMI's Paused condition wants it; None if the pod already has it.
 
     A paused VMI is not Ready: the gate holds the pod's Ready condition False while the guest is paused.
     """
@@ -286,8 +286,4 @@ def unpaused_gate_conditions(vmi: Object, pod: Object, now: str) -> list[dict[st
         wanted = {"status": "True", "reason": "NotPaused", "message": "the virtual machine is not paused"}
     else:
         return None
-    gate = {"type": c.UNPAUSED_READINESS_GATE, **wanted, "lastProbeTime": now, "lastTransitionTime": now}
-    others = [
-        x for x in (pod.get("status") or {}).get("conditions") or [] if x.get("type") != c.UNPAUSED_READINESS_GATE
-    ]
-    return [*others, gate]
+    return {"type": c.UNPAUSED_READINESS_GATE, **wanted, "lastProbeTime": now, "lastTransitionTime": now}
