@@ -16,8 +16,13 @@ import time
 
 from pykubevirt.cli.cluster_layout import pykubevirt_argv
 
+USAGE = "usage: python -m bench.profiled OUT.prof COMMAND [ARGS...]   (a pykubevirt command, e.g. virt-controller)"
+
 
 def main() -> None:
+    # An option in place of the output file (`--help`, say) would otherwise become the profile's file name.
+    if len(sys.argv) < 3 or sys.argv[1].startswith("-"):
+        raise SystemExit(USAGE)
     out = sys.argv[1]
     sys.argv = ["pykubevirt", *sys.argv[2:]]
     profile = cProfile.Profile(time.process_time)

@@ -60,3 +60,17 @@ def test_a_bench_refuses_a_size_of_zero_in_one_line(tmp_path: Path) -> None:
     last = refused.stderr.strip().splitlines()[-1]
     assert last == "control_plane.py: error: argument --vms: must be at least 1, not 0"
     assert "Traceback" not in refused.stderr
+
+
+def test_the_profiler_wrapper_takes_no_option_for_its_output_file(tmp_path: Path) -> None:
+    shown = subprocess.run(
+        [sys.executable, str(BENCH / "profiled.py"), "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 1
+    assert shown.stderr.startswith("usage: python -m bench.profiled OUT.prof COMMAND")
+    assert not any(tmp_path.iterdir()), "it wrote a profile named after the option"
