@@ -219,6 +219,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.size_mib, args.data_mib, args.repeat, args.boot_runs, args.dvs = 256, 32, 1, 1, 5
+    if args.data_mib > args.size_mib:
+        parser.error(f"--data-mib {args.data_mib} does not fit in --size-mib {args.size_mib}")
     figures = asyncio.run(run(args))
     print(json.dumps({"benchmark": "storage", "machine": machine(), **figures}))
 
