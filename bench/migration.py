@@ -36,7 +36,7 @@ from typing import Any
 from tests.support.cluster import DEMO_IMAGE
 from tests.support.ports import free_port
 
-from bench.arguments import fraction
+from bench.arguments import comma_separated, fraction, memory_size, one_of
 from bench.harness import cluster_env, log, machine
 from bench.migration_by_hand import completed_job, virsh_migration
 from bench.migration_ticker import ConsoleTail, user_data
@@ -305,8 +305,15 @@ def run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--memory", default="128Mi,512Mi", help="guest memory sizes, comma-separated")
-    parser.add_argument("--load", default="idle,dirty", help="idle and/or dirty (a memory-dirtying loop)")
+    parser.add_argument(
+        "--memory", type=comma_separated(memory_size), default="128Mi,512Mi", help="guest memory sizes, comma-separated"
+    )
+    parser.add_argument(
+        "--load",
+        type=comma_separated(one_of("idle", "dirty")),
+        default="idle,dirty",
+        help="idle and/or dirty (a memory-dirtying loop)",
+    )
     # The demo guest runs from its initramfs: a quarter of a 128 MiB guest rewritten in tmpfs gets it OOM-killed.
     parser.add_argument(
         "--dirty-fraction", type=fraction, default=0.0625, help="share of guest memory the loop rewrites"

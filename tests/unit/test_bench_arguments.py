@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench.arguments import at_least, fraction, positive
+from bench.arguments import at_least, comma_separated, fraction, memory_size, one_of, positive
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 SCRIPTS = sorted(p for p in BENCH.glob("*.py") if "argparse.ArgumentParser(" in p.read_text())
@@ -34,6 +34,17 @@ def test_a_fraction_is_a_share() -> None:
     assert fraction("1") == 1.0
     with pytest.raises(argparse.ArgumentTypeError, match="at most 1"):
         fraction("1.5")
+
+
+def test_lists_of_memory_sizes_and_loads_are_checked_item_by_item() -> None:
+    assert comma_separated(memory_size)("128Mi,512Mi") == "128Mi,512Mi"
+    assert comma_separated(one_of("idle", "dirty"))("dirty") == "dirty"
+    with pytest.raises(argparse.ArgumentTypeError, match="'lots' is not a memory size"):
+        comma_separated(memory_size)("128Mi,lots")
+    with pytest.raises(argparse.ArgumentTypeError, match="above 0"):
+        memory_size("0")
+    with pytest.raises(argparse.ArgumentTypeError, match="'busy' is not one of idle, dirty"):
+        comma_separated(one_of("idle", "dirty"))("idle,busy")
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
