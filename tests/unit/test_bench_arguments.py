@@ -56,6 +56,7 @@ def test_each_bench_runs_as_a_file_from_elsewhere(script: Path, tmp_path: Path) 
     )
     assert shown.returncode == 0, shown.stderr
     assert "usage:" in shown.stdout
+    assert not any(tmp_path.iterdir()), "--help left a file behind"
 
 
 def test_a_bench_refuses_a_size_of_zero_in_one_line(tmp_path: Path) -> None:
