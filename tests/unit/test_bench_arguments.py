@@ -47,27 +47,25 @@ def test_lists_of_memory_sizes_and_loads_are_checked_item_by_item() -> None:
         comma_separated(one_of("idle", "dirty"))("idle,busy")
 
 
+def run_as_file(script: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`python bench/NAME.py ARGS` as a user types it, from `cwd`."""
+    return subprocess.run(
+        [sys.executable, str(script), *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 def test_each_bench_runs_as_a_file_from_elsewhere(script: Path, tmp_path: Path) -> None:
     # `python bench/NAME.py` puts bench/ first on the path, not the repository: the venv's path has to bring the
     # root (make setup), or the bench's own imports fail before its --help.
-    shown = subprocess.run(
-        [sys.executable, str(script), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
-    )
+    shown = run_as_file(script, "--help", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "usage:" in shown.stdout
     assert not any(tmp_path.iterdir()), "--help left a file behind"
 
 
 def test_a_bench_refuses_a_size_of_zero_in_one_line(tmp_path: Path) -> None:
-    refused = subprocess.run(
-        [sys.executable, str(BENCH / "control_plane.py"), "--vms", "0"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    refused = run_as_file(BENCH / "control_plane.py", "--vms", "0", cwd=tmp_path)
     assert refused.returncode == 2
     last = refused.stderr.strip().splitlines()[-1]
     assert last == "control_plane.py: error: argument --vms: must be at least 1, not 0"
@@ -75,14 +73,7 @@ def test_a_bench_refuses_a_size_of_zero_in_one_line(tmp_path: Path) -> None:
 
 
 def test_the_profiler_wrapper_takes_no_option_for_its_output_file(tmp_path: Path) -> None:
-    shown = subprocess.run(
-        [sys.executable, str(BENCH / "profiled.py"), "--help"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    shown = run_as_file(BENCH / "profiled.py", "--help", cwd=tmp_path)
     assert shown.returncode == 1
     assert shown.stderr.startswith("usage: python -m bench.profiled OUT.prof COMMAND")
     assert not any(tmp_path.iterdir()), "it wrote a profile named after the option"
