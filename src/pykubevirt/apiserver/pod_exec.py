@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable
 
@@ -19,7 +18,7 @@ from aiohttp import WSMsgType, web
 from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import RestHandlers, Target
 from pykubevirt.apiserver.object_api import ObjectAPI
-from pykubevirt.apiserver.pod_logs import CONNECT_TIMEOUT_SECONDS, container_url, pick_container, status_reason
+from pykubevirt.apiserver.pod_logs import CONNECT_TIMEOUT_SECONDS, container_url, node_refusal, pick_container
 from pykubevirt.apiserver.request_context import UserInfo
 
 log = logging.getLogger("pykubevirt.apiserver.pod_exec")
@@ -78,15 +77,7 @@ class PodExec:
         try:
             async with session.get(url, params=params) as answer:
                 if answer.status != 200:
-                    text = (await answer.text()).strip() or f"the node answered HTTP {answer.status}"
-                    if answer.content_type == "application/json":
-                        # The node's own refusal of this server's token: its Status says why.
-                        with contextlib.suppress(ValueError, AttributeError):
-                            text = str(json.loads(text).get("message") or text)
-                        text = f"the node refused the API server: {text}"
-                    code = answer.status if answer.status in (400, 403, 404) else 500
-                    log.warning("exec in pod %s refused by its node: %s", pod, text)
-                    raise errors.APIError(code, status_reason(code), text)
+                    raise await node_refusal(answer, pod)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise errors.APIError(
                 503, "ServiceUnavailable", f"unable to reach the node of pod {pod} at {url.split('/exec')[0]}: {exc}"

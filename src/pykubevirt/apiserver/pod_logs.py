@@ -4,6 +4,8 @@ proxies to the kubelet. The node is reached at its InternalIP and `status.daemon
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 from typing import Any
 from urllib.parse import quote
@@ -76,8 +78,19 @@ def container_url(api: ObjectAPI, pod: dict[str, Any], endpoint: str, container:
     return f"http://{host}:{port}/{endpoint}/{path}", node_name
 
 
-def status_reason(code: int) -> str:
-    return {400: "BadRequest", 404: "NotFound", 403: "Forbidden"}.get(code, "InternalError")
+async def node_refusal(answer: aiohttp.ClientResponse, pod: str) -> errors.APIError:
+    """What the user gets for the kubelet API's non-200 answer: its text, its code when 400, 403 or 404, else 500.
+
+    A JSON answer is the node's Status refusing this server's own token, a setup fault worth the server's log."""
+    text = (await answer.text()).strip() or f"the node of pod {pod} answered HTTP {answer.status}"
+    if answer.content_type == "application/json":
+        with contextlib.suppress(ValueError, AttributeError):
+            text = str(json.loads(text).get("message") or text)
+        text = f"the node refused the API server: {text}"
+        log.warning("the node of pod %s refused the API server: %s", pod, text)
+    code = answer.status if answer.status in (400, 403, 404) else 500
+    reason = {400: "BadRequest", 404: "NotFound", 403: "Forbidden"}.get(code, "InternalError")
+    return errors.APIError(code, reason, text)
 
 
 def _validate_options(query: dict[str, str]) -> None:
@@ -127,9 +140,7 @@ class PodLogs:
                 ) from exc
             async with upstream:
                 if upstream.status != 200:
-                    text = (await upstream.text()).strip() or f"node {node} answered HTTP {upstream.status}"
-                    code = upstream.status if upstream.status in (400, 403, 404) else 500
-                    raise errors.APIError(code, status_reason(code), text)
+                    raise await node_refusal(upstream, pod)
                 response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
                 response.enable_chunked_encoding()
                 await response.prepare(request)

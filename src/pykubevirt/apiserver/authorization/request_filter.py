@@ -39,6 +39,7 @@ class RequestAuthorizer:
         """The user the request runs as (impersonated or not), once the request is authorized for that user."""
         acting = impersonate(self.authorizer.authorize, request.headers, user)
         query = request.query
+        upgrade = request.headers.get("Upgrade", "").lower() == "websocket"
         key = (
             acting.username,
             acting.groups,
@@ -46,7 +47,7 @@ class RequestAuthorizer:
             request.path,
             query.get("watch"),
             query.get("fieldSelector"),
-            request.headers.get("Upgrade", "").lower() == "websocket",
+            upgrade,
         )
         # Components repeat the same requests (a pod's status, a VMI) many times: the decision is the same until a
         # role or binding changes, which moves the policy's generation.
@@ -58,7 +59,7 @@ class RequestAuthorizer:
             return acting
         attributes = request_attributes(acting, request.method, request.path, query)
         checked = [attributes]
-        if key[-1] and attributes.resource == "pods" and attributes.subresource in STREAMING_POD_SUBRESOURCES:
+        if upgrade and attributes.resource == "pods" and attributes.subresource in STREAMING_POD_SUBRESOURCES:
             checked.append(dataclasses.replace(attributes, verb="create"))
         for wanted in checked:
             decision = self.authorizer.authorize(wanted)
