@@ -17,7 +17,9 @@ from pykubevirt.client.resources import PODS, VIRTUAL_MACHINES
 from pykubevirt.node import netns
 from pykubevirt.node.pod_network import ClusterNetwork, pod_netns
 from tests.e2e.test_vm_lifecycle import delete_vm, demo_vm
+from tests.support.apiserver_process import kubectl_env
 from tests.support.cluster import ClusterView
+from tests.support.port_forward import kubectl_port_forward
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -87,6 +89,11 @@ async def test_masquerade_forwards_the_listed_port_to_the_guest_and_refuses_the_
     assert "pykubevirt-guest web" in await eventually(page, timeout=60, interval=0.5)
     # The guest listens on 8080 too, but only 80 is forwarded: the pod itself refuses 8080.
     assert await refused(pod_ip, 8080)
+    # `kubectl port-forward` to the launcher pod reaches localhost in the pod's namespace, which KubeVirt's
+    # masquerade rules (the nat output chain) carry on to the guest.
+    env = kubectl_env(kube.cluster.server, kube.cluster.root / "home")
+    async with kubectl_port_forward(env, "-n", ns, f"pod/{pod['metadata']['name']}", ":80") as forward:
+        assert "pykubevirt-guest web" in await http_get("127.0.0.1", forward.ports[0])
 
     # IPv6, where the pod has it (this host has IPv6, so the pod network is dual-stack): the guest takes fd10:0:2::2
     # from the launcher's DHCPv6 and its route from router advertisements, and the same ports reach it through the

@@ -87,7 +87,7 @@ BUILTIN_RESOURCES: tuple[Resource, ...] = (
         OPEN_SCHEMA,
         short_names=("po",),
         categories=("all",),
-        subresources=frozenset({"status", "binding", "log", "eviction", "exec"}),
+        subresources=frozenset({"status", "binding", "log", "eviction", "exec", "portforward"}),
         builtin=True,
         table=pod_table,
         selectable_fields=(

@@ -38,6 +38,7 @@ SUBRESOURCE_VERBS: dict[str, tuple[str, ...]] = {
     "binding": ("create",),
     "log": ("get",),
     "exec": ("create", "get"),
+    "portforward": ("create", "get"),
     "eviction": ("create",),
     "finalize": ("update",),
     "token": ("create",),
@@ -46,6 +47,7 @@ SUBRESOURCE_KINDS: dict[str, tuple[str, str, str]] = {
     "binding": ("", "v1", "Binding"),
     "eviction": ("policy", "v1", "Eviction"),
     "exec": ("", "v1", "PodExecOptions"),
+    "portforward": ("", "v1", "PodPortForwardOptions"),
     "scale": ("autoscaling", "v1", "Scale"),
     "token": ("authentication.k8s.io", "v1", "TokenRequest"),
 }

@@ -45,6 +45,7 @@ _SUBRESOURCE_OPS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, str, s
     "finalize": ((("put", "put"),), None),
     "log": ((("get", "get"),), None),
     "exec": ((("get", "connect"), ("post", "connect")), ("", "v1", "PodExecOptions")),
+    "portforward": ((("get", "connect"), ("post", "connect")), ("", "v1", "PodPortForwardOptions")),
 }
 _SUBRESOURCE_VERB = {"get": "read", "put": "replace", "patch": "patch", "post": "create"}
 
@@ -247,7 +248,7 @@ class _DocumentBuilder:
         path_ops: dict[str, Schema] = {}
         for method, action in actions:
             op_id = f"{_SUBRESOURCE_VERB[method]}{self.id_infix}{scope}{r.kind}{sub.capitalize()}"
-            if sub in ("log", "exec"):
+            if sub in ("log", "exec", "portforward"):
                 path_ops[method] = self._op(action, op_id, sub_gvk, method, {"type": "string"}, media="text/plain")
             else:
                 path_ops[method] = self._op(action, op_id, sub_gvk, method, sub_ref)

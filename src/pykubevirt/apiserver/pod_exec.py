@@ -7,19 +7,18 @@ reaches kubectl as a Status. kubectl falls back to SPDY when the WebSocket upgra
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
 import aiohttp
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import RestHandlers, Target
 from pykubevirt.apiserver.object_api import ObjectAPI
-from pykubevirt.apiserver.pod_logs import CONNECT_TIMEOUT_SECONDS, container_url, node_refusal, pick_container
+from pykubevirt.apiserver.pod_logs import CONNECT_TIMEOUT_SECONDS, ask_node, kubelet_url, pick_container
 from pykubevirt.apiserver.request_context import UserInfo
+from pykubevirt.apiserver.websocket_relay import relay
 
 log = logging.getLogger("pykubevirt.apiserver.pod_exec")
 
@@ -50,12 +49,12 @@ class PodExec:
         if not any(query.get(name, "").lower() in _TRUE for name in ("stdin", "stdout", "stderr")):
             raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
         container = pick_container(pod, query.get("container", ""))
-        url, _ = container_url(self.api, pod, "exec", container)
+        url, _ = kubelet_url(self.api, pod, "exec", container)
         params = [(key, value) for key, value in query.items() if key in FORWARDED]
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS)
         headers = {"Authorization": f"Bearer {self.credential()}"}
         async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
-            await self._ask_node(session, url, params, target.name)
+            await ask_node(session, url, target.name, params)
             if request.headers.get("Upgrade", "").lower() != "websocket":
                 raise errors.bad_request(SPDY_REFUSED)
             client = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=0)
@@ -66,47 +65,9 @@ class PodExec:
                 raise errors.APIError(500, "InternalError", f"unable to upgrade connection: {exc}") from exc
             async with node:
                 await client.prepare(request)
-                await _relay(client, node)
+                await relay(client, node)
             await client.close()
             return client
-
-    async def _ask_node(
-        self, session: aiohttp.ClientSession, url: str, params: list[tuple[str, str]], pod: str
-    ) -> None:
-        """The node's refusal (the container not running, no command), before anything is upgraded."""
-        try:
-            async with session.get(url, params=params) as answer:
-                if answer.status != 200:
-                    raise await node_refusal(answer, pod)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise errors.APIError(
-                503, "ServiceUnavailable", f"unable to reach the node of pod {pod} at {url.split('/exec')[0]}: {exc}"
-            ) from exc
-
-
-async def _relay(client: web.WebSocketResponse, node: aiohttp.ClientWebSocketResponse) -> None:
-    """Pass every binary message on in both directions until either side closes."""
-
-    async def to_node() -> None:
-        async for message in client:
-            if message.type == WSMsgType.BINARY:
-                await node.send_bytes(message.data)
-        await node.close()
-
-    async def to_client() -> None:
-        async for message in node:
-            if message.type == WSMsgType.BINARY and not client.closed:
-                await client.send_bytes(message.data)
-        await client.close()
-
-    tasks = [asyncio.create_task(to_node()), asyncio.create_task(to_client())]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ConnectionResetError, aiohttp.ClientError):
-                await task
 
 
 def install(rest: RestHandlers, api: ObjectAPI, credential: Callable[[], str]) -> None:

@@ -7,11 +7,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 from aiohttp import web
+from yarl import URL
 
 from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import RestHandlers, Target
@@ -57,8 +59,8 @@ def node_endpoint(node: dict[str, Any]) -> tuple[str, int] | None:
     return str(address), int(port)
 
 
-def container_url(api: ObjectAPI, pod: dict[str, Any], endpoint: str, container: str) -> tuple[str, str]:
-    """`http://<node>/<endpoint>/<namespace>/<pod>/<container>` on the pod's node (the kubelet's API), and the node."""
+def kubelet_url(api: ObjectAPI, pod: dict[str, Any], endpoint: str, container: str = "") -> tuple[str, str]:
+    """`http://<node>/<endpoint>/<namespace>/<pod>[/<container>]` on the pod's node (the kubelet's API), and it."""
     meta = pod["metadata"]
     node_name = str((pod.get("spec") or {}).get("nodeName") or "")
     if not node_name:
@@ -74,7 +76,8 @@ def container_url(api: ObjectAPI, pod: dict[str, Any], endpoint: str, container:
             f'node "{node_name}" publishes no kubelet endpoint (InternalIP and daemonEndpoints.kubeletEndpoint.Port)',
         )
     host, port = address
-    path = "/".join(quote(str(p), safe="") for p in (meta["namespace"], meta["name"], container))
+    parts = (meta["namespace"], meta["name"], *([container] if container else []))
+    path = "/".join(quote(str(p), safe="") for p in parts)
     return f"http://{host}:{port}/{endpoint}/{path}", node_name
 
 
@@ -91,6 +94,19 @@ async def node_refusal(answer: aiohttp.ClientResponse, pod: str) -> errors.APIEr
     code = answer.status if answer.status in (400, 403, 404) else 500
     reason = {400: "BadRequest", 404: "NotFound", 403: "Forbidden"}.get(code, "InternalError")
     return errors.APIError(code, reason, text)
+
+
+async def ask_node(session: aiohttp.ClientSession, url: str, pod: str, params: Sequence[tuple[str, str]] = ()) -> None:
+    """Whether the node would serve a stream (exec, port-forward) of the pod, asked before anything is upgraded: its
+    refusal as the user's Status, or 503 when the node cannot be reached."""
+    try:
+        async with session.get(url, params=params) as answer:
+            if answer.status != 200:
+                raise await node_refusal(answer, pod)
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        node = URL(url).origin()
+        message = f"unable to reach the node of pod {pod} at {node}: {exc}"
+        raise errors.APIError(503, "ServiceUnavailable", message) from exc
 
 
 def _validate_options(query: dict[str, str]) -> None:
@@ -121,7 +137,7 @@ class PodLogs:
         query = {k: v for k, v in request.query.items() if k in FORWARDED_OPTIONS or k == "container"}
         _validate_options(query)
         container = pick_container(pod, query.pop("container", ""))
-        url, node_name = container_url(self.api, pod, "containerLogs", container)
+        url, node_name = kubelet_url(self.api, pod, "containerLogs", container)
         return await self._proxy(request, url, query, node_name, target.name)
 
     async def _proxy(

@@ -35,6 +35,7 @@ from pykubevirt.node.log_server import LogError, LogServer, LogTarget
 from pykubevirt.node.pod_dirs import PodDir, existing_pod_dirs
 from pykubevirt.node.pod_network import PodNetwork, node_pod_cidrs
 from pykubevirt.node.pod_worker import NodeContext, PodWorker, api_fetch
+from pykubevirt.node.port_forward_server import PortForwardTarget, serve_port_forward
 from pykubevirt.node.registration import HEARTBEAT_INTERVAL_SECONDS, NODE_IP, NodeRegistration
 from pykubevirt.node.virtual_containers import ImagePuller
 
@@ -90,6 +91,7 @@ class NodeAgent:
         self.node_ip = node_ip
         self.log_server = LogServer(self, log_port, host=node_ip)
         self.log_server.routes.append(("/exec/{namespace}/{pod}/{container}", self._serve_exec))
+        self.log_server.routes.append(("/portForward/{namespace}/{pod}", self._serve_port_forward))
         self.delegated_auth = DelegatedAuth(client)
         self.network = network
         self.registration: NodeRegistration | None = None
@@ -335,8 +337,24 @@ class NodeAgent:
     async def _serve_exec(self, request: web.Request) -> web.StreamResponse:
         return await serve_exec(request, self)
 
+    async def _serve_port_forward(self, request: web.Request) -> web.StreamResponse:
+        return await serve_port_forward(request, self)
+
+    def port_forward_target(self, namespace: str, pod: str) -> PortForwardTarget:
+        """Where to connect for a port-forward to a running pod of this node."""
+        obj = self._own_pod(namespace, pod)
+        uid = str(obj["metadata"].get("uid"))
+        if is_mirror(obj):  # a component of this node, run outside the agent in the node's network
+            if (obj.get("status") or {}).get("phase") != "Running":
+                raise LogError(400, f"unable to do port forwarding: pod {namespace}/{pod} is not running")
+            return PortForwardTarget(namespace, pod, uid, None)
+        worker = self.workers.get(uid)
+        if worker is None or worker.finished or not any(worker.running(str(c.get("name"))) for c in _containers(obj)):
+            raise LogError(400, f"unable to do port forwarding: pod {namespace}/{pod} is not running")
+        return PortForwardTarget(namespace, pod, uid, worker.sandbox.netns())
+
     async def authorize(self, authorization: str | None) -> Decision:
-        """The kubelet's webhook authorization of its API: exec is `create nodes/proxy` on this node."""
+        """The kubelet's webhook authorization of its API: exec and port-forward are `create nodes/proxy` here."""
         return await self.delegated_auth.decide_resource(authorization, "create", "nodes", "proxy", self.name)
 
     async def exec_target(self, namespace: str, pod: str, container: str) -> ExecTarget:

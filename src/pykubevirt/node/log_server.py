@@ -1,11 +1,12 @@
 """The node's log endpoint: `GET /containerLogs/{namespace}/{pod}/{container}`, what the API server's pods/log proxies.
 
 It listens on loopback only and is unauthenticated, like the kubelet's old read-only port: anyone on this host
-can read container logs through it, nobody elsewhere can reach it (the exec endpoint it also serves,
-`node/exec_server.py`, has its caller reviewed). Query parameters follow the kubelet:
-`tailLines`, `limitBytes`, `follow` (until the container stops), `timestamps` (RFC 3339 prefixes; logs are stored
-as plain lines, so lines already written carry the file's modification time), `sinceSeconds`/`sinceTime` (by the
-same coarse clock: a file last written before then has nothing to show) and `previous` (not kept → 400).
+can read container logs through it, nobody elsewhere can reach it (the exec and port-forward endpoints it also
+serves, `node/exec_server.py` and `node/port_forward_server.py`, have their caller reviewed). Query parameters
+follow the kubelet: `tailLines`, `limitBytes`, `follow` (until the container stops), `timestamps` (RFC 3339
+prefixes; logs are stored as plain lines, so lines already written carry the file's modification time),
+`sinceSeconds`/`sinceTime` (by the same coarse clock: a file last written before then has nothing to show) and
+`previous` (not kept → 400).
 A log file not created yet (a guest's serial log before its domain starts) reads as empty; a follow waits for it.
 """
 
@@ -143,7 +144,7 @@ class LogServer:
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
-        # More of the kubelet's endpoints on this server (exec), as (path, handler) added before start.
+        # More of the kubelet's endpoints on this server (exec, port-forward), as (path, handler) added before start.
         self.routes: list[tuple[str, Callable[[web.Request], Awaitable[web.StreamResponse]]]] = []
 
     def app(self) -> web.Application:

@@ -1,0 +1,66 @@
+"""`pods/portforward`: `kubectl port-forward` over a WebSocket tunnel (`SPDY/3.1+portforward.k8s.io`, what kubectl
+1.31+ tries first), relayed message by message to the node's port-forward endpoint, which speaks the SPDY inside, as
+kube-apiserver tunnels it to the kubelet.
+
+Before upgrading, the node is asked whether the pod runs there, so a refusal reaches kubectl as a Status. kubectl
+falls back to a plain SPDY upgrade when the WebSocket one is refused; that is not served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import aiohttp
+from aiohttp import web
+
+from pykubevirt.api import errors
+from pykubevirt.apiserver.http_api import RestHandlers, Target
+from pykubevirt.apiserver.object_api import ObjectAPI
+from pykubevirt.apiserver.pod_logs import CONNECT_TIMEOUT_SECONDS, ask_node, kubelet_url
+from pykubevirt.apiserver.request_context import UserInfo
+from pykubevirt.apiserver.websocket_relay import relay
+
+PROTOCOL = "SPDY/3.1+portforward.k8s.io"
+SPDY_REFUSED = (
+    "unable to upgrade connection: this server runs port-forward over WebSockets only (SPDY/3.1+portforward.k8s.io, "
+    "kubectl 1.31 or newer); SPDY is not supported"
+)
+
+
+class PodPortForward:
+    """The handler of `GET|POST …/pods/{name}/portforward`."""
+
+    def __init__(self, api: ObjectAPI, credential: Callable[[], str]) -> None:
+        self.api = api
+        self.credential = credential  # the API server's own token for the nodes, as for exec
+
+    async def handle(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
+        if request.method not in ("GET", "POST"):
+            raise errors.method_not_allowed(request.method)
+        if not target.name or target.namespace is None:
+            raise errors.resource_not_found()
+        pod = self.api.get(target.resource, target.namespace, target.name)
+        url, _ = kubelet_url(self.api, pod, "portForward")
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS)
+        headers = {"Authorization": f"Bearer {self.credential()}"}
+        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
+            await ask_node(session, url, target.name)
+            if request.headers.get("Upgrade", "").lower() != "websocket":
+                raise errors.bad_request(SPDY_REFUSED)
+            client = web.WebSocketResponse(protocols=(PROTOCOL,), max_msg_size=0)
+            if client.can_prepare(request).protocol != PROTOCOL:
+                raise errors.bad_request(f"unable to upgrade connection: the WebSocket must offer {PROTOCOL}")
+            try:
+                node = await session.ws_connect(url, protocols=(PROTOCOL,), max_msg_size=0)
+            except (aiohttp.ClientError, OSError) as exc:
+                raise errors.APIError(500, "InternalError", f"unable to upgrade connection: {exc}") from exc
+            async with node:
+                await client.prepare(request)
+                await relay(client, node)
+            await client.close()
+            return client
+
+
+def install(rest: RestHandlers, api: ObjectAPI, credential: Callable[[], str]) -> None:
+    """Serve pods/portforward through `rest`, reaching the nodes with `credential`."""
+    rest.subresource_handlers[("pods", "portforward")] = PodPortForward(api, credential).handle
