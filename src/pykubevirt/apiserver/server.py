@@ -23,7 +23,7 @@ from aiohttp import web
 
 from pykubevirt.api import errors
 from pykubevirt.api.service_validation import DEFAULT_SERVICE_CIDR
-from pykubevirt.apiserver import discovery, openapi, pod_exec, pod_logs, pod_port_forward, security
+from pykubevirt.apiserver import discovery, openapi, pod_exec, pod_logs, pod_port_forward, resource_metrics, security
 from pykubevirt.apiserver.authorization.access_reviews import AccessReviews
 from pykubevirt.apiserver.authorization.aggregation import AggregationController
 from pykubevirt.apiserver.authorization.bootstrap_roles import reconcile_bootstrap_policy
@@ -166,6 +166,7 @@ class EmbeddedAPIServer:
         # The nodes review this token and allow it `create nodes/proxy`, as the kubelet allows kube-apiserver's.
         pod_exec.install(self.rest, self.api, lambda: self.tokens.admin_token)
         pod_port_forward.install(self.rest, self.api, lambda: self.tokens.admin_token)
+        resource_metrics.install(self.extra_groups, self.api, lambda: self.tokens.admin_token)
         self.authorizer = Authorizer(StorePolicy(self.store))
         self.request_authorizer = RequestAuthorizer(self.authorizer)
         self.api.admission.append(RBACAdmission(self.authorizer))

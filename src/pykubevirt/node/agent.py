@@ -37,6 +37,7 @@ from pykubevirt.node.pod_network import PodNetwork, node_pod_cidrs
 from pykubevirt.node.pod_worker import NodeContext, PodWorker, api_fetch
 from pykubevirt.node.port_forward_server import PortForwardTarget, serve_port_forward
 from pykubevirt.node.registration import HEARTBEAT_INTERVAL_SECONDS, NODE_IP, NodeRegistration
+from pykubevirt.node.resource_usage import PodProcesses, metered_containers, serve_resource_metrics
 from pykubevirt.node.virtual_containers import ImagePuller
 
 log = logging.getLogger("pykubevirt.node.agent")
@@ -92,6 +93,7 @@ class NodeAgent:
         self.log_server = LogServer(self, log_port, host=node_ip)
         self.log_server.routes.append(("/exec/{namespace}/{pod}/{container}", self._serve_exec))
         self.log_server.routes.append(("/portForward/{namespace}/{pod}", self._serve_port_forward))
+        self.log_server.routes.append(("/metrics/resource", self._serve_resource_metrics))
         self.delegated_auth = DelegatedAuth(client)
         self.network = network
         self.registration: NodeRegistration | None = None
@@ -352,6 +354,31 @@ class NodeAgent:
         if worker is None or worker.finished or not any(worker.running(str(c.get("name"))) for c in _containers(obj)):
             raise LogError(400, f"unable to do port forwarding: pod {namespace}/{pod} is not running")
         return PortForwardTarget(namespace, pod, uid, worker.sandbox.netns())
+
+    async def _serve_resource_metrics(self, request: web.Request) -> web.StreamResponse:
+        return await serve_resource_metrics(request, self)
+
+    async def authorize_metrics(self, authorization: str | None) -> Decision:
+        """The kubelet's webhook authorization of its metrics: `get nodes/metrics` on this node."""
+        return await self.delegated_auth.decide_resource(authorization, "get", "nodes", "metrics", self.name)
+
+    def pod_processes(self) -> list[PodProcesses]:
+        """The running pods of this node, their running containers and the process groups of those."""
+        found = []
+        for uid, worker in self.workers.items():
+            obj = self.pods.get(self._keys.get(uid, ""))
+            if worker.finished or obj is None:
+                continue
+            running = tuple(name for name in metered_containers(obj) if worker.running(name))
+            groups = {
+                record.pid: name
+                for name, record in worker.records.items()
+                if name in running and not record.virtual and record.pid > 0
+            }
+            meta = obj["metadata"]
+            marker = pod_layout.short_runtime_dir(uid) + "/"
+            found.append(PodProcesses(str(meta["namespace"]), str(meta["name"]), running, groups, marker))
+        return found
 
     async def authorize(self, authorization: str | None) -> Decision:
         """The kubelet's webhook authorization of its API: exec and port-forward are `create nodes/proxy` here."""

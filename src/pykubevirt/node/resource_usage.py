@@ -1,0 +1,187 @@
+"""What a node and its pods use, for the kubelet's resource metrics (`GET /metrics/resource`, what metrics-server
+scrapes and `kubectl top` shows): CPU seconds and working-set bytes of each running container, and of the node.
+
+Containers here are process groups, not cgroups. A container uses what its process group's processes use (their CPU
+time, their children's that they reaped, and their resident memory). The processes that left a pod's groups
+(libvirt daemonizes QEMU) count for the pod's first running container: they are found by the pod's runtime
+directory in their command line or environment, as the stray sweeper finds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from pykubevirt.client.delegated_auth import Decision, status_body
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    cpu_seconds: float
+    memory_bytes: int
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.cpu_seconds + other.cpu_seconds, self.memory_bytes + other.memory_bytes)
+
+
+NOTHING = Usage(0.0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class PodProcesses:
+    """A running pod as the agent knows it: its running containers, those with processes by process group."""
+
+    namespace: str
+    name: str
+    containers: tuple[str, ...]
+    groups: dict[int, str]
+    marker: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerUsage:
+    namespace: str
+    pod: str
+    container: str
+    usage: Usage
+
+
+def metered_containers(pod: dict[str, Any]) -> list[str]:
+    """The containers whose usage a pod's metrics show: its containers and its sidecars (restartable init containers,
+    such as a launcher's guest-console-log); init containers that ran to their end use nothing any more."""
+    spec = pod.get("spec") or {}
+    sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    return [str(c.get("name")) for c in [*(spec.get("containers") or []), *sidecars]]
+
+
+def _process(pid: str) -> tuple[int, Usage] | None:
+    """A process's group and usage from /proc/PID/stat (None once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as source:
+            raw = source.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime, stime, cutime, cstime
+        return int(fields[2]), Usage(ticks / CLOCK_TICKS, int(fields[21]) * PAGE_SIZE)
+    except (IndexError, ValueError):
+        return None
+
+
+def _mentions(pid: str, needles: dict[str, bytes]) -> str | None:
+    """The marker whose bytes are in the process's command line or environment, if any."""
+    for part in ("cmdline", "environ"):
+        try:
+            with open(f"/proc/{pid}/{part}", "rb") as source:
+                content = source.read()
+        except OSError:
+            return None
+        for marker, needle in needles.items():
+            if needle in content:
+                return marker
+    return None
+
+
+def pod_usage(pods: Iterable[PodProcesses]) -> list[ContainerUsage]:
+    """Every running container's usage, from one pass over /proc."""
+    pods = list(pods)
+    owner: dict[int, tuple[int, str]] = {}  # process group → (pod index, container)
+    for index, pod in enumerate(pods):
+        for group, container in pod.groups.items():
+            owner[group] = (index, container)
+    needles = {pod.marker: pod.marker.encode() for pod in pods if pod.marker}
+    first = {pod.marker: index for index, pod in enumerate(pods) if pod.marker and pod.containers}
+    totals: dict[tuple[int, str], Usage] = {}
+    own = str(os.getpid())
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit() or entry.name == own:
+                continue
+            found = _process(entry.name)
+            if found is None:
+                continue
+            group, usage = found
+            key = owner.get(group)
+            if key is None:
+                marker = _mentions(entry.name, needles) if needles else None
+                if marker is None:
+                    continue
+                key = (first[marker], pods[first[marker]].containers[0])
+            totals[key] = totals.get(key, NOTHING) + usage
+    return [
+        ContainerUsage(pod.namespace, pod.name, container, totals.get((index, container), NOTHING))
+        for index, pod in enumerate(pods)
+        for container in pod.containers
+    ]
+
+
+def node_usage(stat: str = "/proc/stat", meminfo: str = "/proc/meminfo") -> Usage:
+    """The node's CPU time spent not idle, and its memory in use (total less what is available), as cAdvisor's root."""
+    with open(stat) as source:
+        cpu = [int(value) for value in source.readline().split()[1:]]
+    busy = sum(cpu[:8]) - cpu[3] - cpu[4]  # user … steal, less idle and iowait
+    memory: dict[str, int] = {}
+    with open(meminfo) as source:
+        for line in source:
+            name, _, rest = line.partition(":")
+            memory[name] = int(rest.split()[0]) * 1024
+    return Usage(busy / CLOCK_TICKS, memory["MemTotal"] - memory["MemAvailable"])
+
+
+def exposition(containers: Iterable[ContainerUsage], node: Usage, timestamp_ms: int) -> str:
+    """The kubelet's `/metrics/resource` text: the series metrics-server reads, each with the scrape's time."""
+    lines = [
+        "# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in "
+        "core-seconds",
+        "# TYPE container_cpu_usage_seconds_total counter",
+    ]
+    containers = list(containers)
+    memory_lines = []
+    for entry in containers:
+        labels = f'container="{entry.container}",namespace="{entry.namespace}",pod="{entry.pod}"'
+        lines.append(f"container_cpu_usage_seconds_total{{{labels}}} {entry.usage.cpu_seconds:.6f} {timestamp_ms}")
+        memory_lines.append(f"container_memory_working_set_bytes{{{labels}}} {entry.usage.memory_bytes} {timestamp_ms}")
+    lines += [
+        "# HELP container_memory_working_set_bytes [STABLE] Current working set of the container in bytes",
+        "# TYPE container_memory_working_set_bytes gauge",
+        *memory_lines,
+        "# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds",
+        "# TYPE node_cpu_usage_seconds_total counter",
+        f"node_cpu_usage_seconds_total {node.cpu_seconds:.6f} {timestamp_ms}",
+        "# HELP node_memory_working_set_bytes [STABLE] Current working set of the node in bytes",
+        "# TYPE node_memory_working_set_bytes gauge",
+        f"node_memory_working_set_bytes {node.memory_bytes} {timestamp_ms}",
+        "# HELP scrape_error [ALPHA] 1 if there was an error while getting container metrics, 0 otherwise",
+        "# TYPE scrape_error gauge",
+        "scrape_error 0",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class UsageSource(Protocol):
+    async def authorize_metrics(self, authorization: str | None) -> Decision: ...
+
+    def pod_processes(self) -> list[PodProcesses]: ...
+
+
+async def serve_resource_metrics(request: web.Request, source: UsageSource) -> web.Response:
+    """`GET /metrics/resource`, for a caller allowed `get nodes/metrics` on this node (the kubelet's rule)."""
+    decision = await source.authorize_metrics(request.headers.get("Authorization"))
+    if decision.code != 200:
+        return web.json_response(status_body(decision), status=decision.code)
+    pods = source.pod_processes()
+    timestamp_ms = int(time.time() * 1000)
+    # One pass over /proc reads a file or three a process: off the loop, whose pods it must not hold up.
+    containers, node = await asyncio.to_thread(lambda: (pod_usage(pods), node_usage()))
+    text = exposition(containers, node, timestamp_ms)
+    return web.Response(body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
