@@ -19,6 +19,7 @@ from pykubevirt.node.resource_usage import (
     Usage,
     exposition,
     metered_containers,
+    mirror_processes,
     node_usage,
     pod_usage,
 )
@@ -53,6 +54,20 @@ def test_a_containers_usage_is_its_process_groups_and_strays_count_for_the_first
     assert found[("pod", "compute")].memory_bytes > 2 * 1024 * 1024
     assert found[("pod", "sidecar")] == Usage(0.0, 0)
     assert found[("other", "main")] == Usage(0.0, 0)
+
+
+def test_a_mirror_pods_containers_are_the_sessions_its_container_ids_name() -> None:
+    pod = {
+        "metadata": {"namespace": "kubevirt", "name": "virt-api-node01"},
+        "status": {
+            "containerStatuses": [
+                {"name": "virt-api", "containerID": "process://4242", "state": {"running": {}}},
+                {"name": "gone", "containerID": "process://4243", "state": {"waiting": {}}},
+            ]
+        },
+    }
+    assert mirror_processes(pod) == PodProcesses("kubevirt", "virt-api-node01", ("virt-api",), {4242: "virt-api"}, "")
+    assert mirror_processes({"metadata": {"namespace": "n", "name": "p"}, "status": {}}) is None
 
 
 def test_the_node_uses_what_is_not_idle_and_not_available(tmp_path: Path) -> None:

@@ -37,7 +37,12 @@ from pykubevirt.node.pod_network import PodNetwork, node_pod_cidrs
 from pykubevirt.node.pod_worker import NodeContext, PodWorker, api_fetch
 from pykubevirt.node.port_forward_server import PortForwardTarget, serve_port_forward
 from pykubevirt.node.registration import HEARTBEAT_INTERVAL_SECONDS, NODE_IP, NodeRegistration
-from pykubevirt.node.resource_usage import PodProcesses, metered_containers, serve_resource_metrics
+from pykubevirt.node.resource_usage import (
+    PodProcesses,
+    metered_containers,
+    mirror_processes,
+    serve_resource_metrics,
+)
 from pykubevirt.node.virtual_containers import ImagePuller
 
 log = logging.getLogger("pykubevirt.node.agent")
@@ -378,6 +383,7 @@ class NodeAgent:
             meta = obj["metadata"]
             marker = pod_layout.short_runtime_dir(uid) + "/"
             found.append(PodProcesses(str(meta["namespace"]), str(meta["name"]), running, groups, marker))
+        found += [mirror for obj in self.pods.items() if is_mirror(obj) and (mirror := mirror_processes(obj))]
         return found
 
     async def authorize(self, authorization: str | None) -> Decision:

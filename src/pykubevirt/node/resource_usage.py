@@ -63,6 +63,20 @@ def metered_containers(pod: dict[str, Any]) -> list[str]:
     return [str(c.get("name")) for c in [*(spec.get("containers") or []), *sidecars]]
 
 
+def mirror_processes(pod: dict[str, Any]) -> PodProcesses | None:
+    """A mirror pod's running containers: the supervisor starts each component as a session of its own and puts its
+    pid in the container's id (`process://PID`), so the pid is its process group."""
+    groups = {}
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        scheme, _, pid = str(status.get("containerID") or "").partition("://")
+        if scheme == "process" and pid.isdigit() and "running" in (status.get("state") or {}):
+            groups[int(pid)] = str(status.get("name"))
+    if not groups:
+        return None
+    meta = pod["metadata"]
+    return PodProcesses(str(meta["namespace"]), str(meta["name"]), tuple(groups.values()), groups, "")
+
+
 def _process(pid: str) -> tuple[int, Usage] | None:
     """A process's group and usage from /proc/PID/stat (None once it has gone)."""
     try:
