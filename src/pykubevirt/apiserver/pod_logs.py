@@ -60,7 +60,8 @@ def node_endpoint(node: dict[str, Any]) -> tuple[str, int] | None:
 
 
 def kubelet_url(api: ObjectAPI, pod: dict[str, Any], endpoint: str, container: str = "") -> tuple[str, str]:
-    """`http://<node>/<endpoint>/<namespace>/<pod>[/<container>]` on the pod's node (the kubelet's API), and it."""
+    """`http://<node>/<endpoint>/<namespace>/<pod>[/<container>]` on the pod's node (the kubelet's API), and its
+    name."""
     meta = pod["metadata"]
     node_name = str((pod.get("spec") or {}).get("nodeName") or "")
     if not node_name:
