@@ -94,6 +94,11 @@ async def test_masquerade_forwards_the_listed_port_to_the_guest_and_refuses_the_
     env = kubectl_env(kube.cluster.server, kube.cluster.root / "home")
     async with kubectl_port_forward(env, "-n", ns, f"pod/{pod['metadata']['name']}", ":80") as forward:
         assert "pykubevirt-guest web" in await http_get("127.0.0.1", forward.ports[0])
+    # `kubectl top` counts the guest's QEMU (a process libvirt moved out of the launcher's group) in `compute`.
+    _, top, _ = await kube.run("kubectl", "top", "pod", pod["metadata"]["name"], "-n", ns, "--containers")
+    usage = {row.split()[1]: row.split()[3] for row in top.strip().splitlines()[1:]}
+    assert usage.keys() >= {"compute", "guest-console-log"}, top
+    assert int(usage["compute"].removesuffix("Mi")) >= 100, top  # the 128Mi guest's touched memory and the launcher
 
     # IPv6, where the pod has it (this host has IPv6, so the pod network is dual-stack): the guest takes fd10:0:2::2
     # from the launcher's DHCPv6 and its route from router advertisements, and the same ports reach it through the

@@ -29,6 +29,7 @@ from pykubevirt.apiserver.http_api import error_response, json_response
 from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.pod_logs import node_endpoint
 from pykubevirt.apiserver.request_context import UserInfo
+from pykubevirt.apiserver.selectors import FieldSelector, parse_field_selector
 
 log = logging.getLogger("pykubevirt.apiserver.resource_metrics")
 
@@ -139,24 +140,27 @@ class ResourceMetrics:
                 raise errors.method_not_allowed(request.method)
             parts = [p for p in request.path.split("/") if p][3:]
             selector = parse_label_selector(request.query.get("labelSelector", ""))
+            fields = parse_field_selector(request.query.get("fieldSelector", ""))
             if parts == ["nodes"]:
-                return json_response(await self._node_list(selector.matches))
+                return json_response(await self._node_list(selector.matches, fields))
             if len(parts) == 2 and parts[0] == "nodes":
                 return json_response(await self._node(parts[1]))
             if parts == ["pods"] or (len(parts) == 3 and parts[0] == "namespaces" and parts[2] == "pods"):
-                return json_response(await self._pod_list(parts[1] if len(parts) == 3 else None, selector.matches))
+                namespace = parts[1] if len(parts) == 3 else None
+                return json_response(await self._pod_list(namespace, selector.matches, fields))
             if len(parts) == 4 and parts[0] == "namespaces" and parts[2] == "pods":
                 return json_response(await self._pod(parts[1], parts[3]))
             raise errors.resource_not_found()
         except errors.APIError as exc:
             return error_response(exc)
-        except ValueError as exc:  # a label selector kube would not parse
+        except ValueError as exc:  # a selector kube would not parse
             return error_response(errors.bad_request(str(exc)))
 
     # ------------------------------------------------------------------------------------------------- nodes
 
-    async def _node_list(self, matches: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        nodes = [n for n in self.api.list_objects(self.nodes, None)[0] if matches(n.get("metadata", {}).get("labels"))]
+    async def _node_list(self, matches: Callable[[dict[str, Any]], bool], fields: FieldSelector) -> dict[str, Any]:
+        listed = self.api.list_objects(self.nodes, None, field_selector=fields)[0]
+        nodes = [n for n in listed if matches(n.get("metadata", {}).get("labels"))]
         pairs = await asyncio.gather(*(self._pair(node) for node in nodes))
         items = [self._node_item(node, pair) for node, pair in zip(nodes, pairs, strict=True) if pair is not None]
         return {"kind": "NodeMetricsList", "apiVersion": API_VERSION, "metadata": {}, "items": items}
@@ -179,8 +183,11 @@ class ResourceMetrics:
 
     # -------------------------------------------------------------------------------------------------- pods
 
-    async def _pod_list(self, namespace: str | None, matches: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        pods = [p for p in self.api.list_objects(self.pods, namespace)[0] if matches(p["metadata"].get("labels"))]
+    async def _pod_list(
+        self, namespace: str | None, matches: Callable[[dict[str, Any]], bool], fields: FieldSelector
+    ) -> dict[str, Any]:
+        listed = self.api.list_objects(self.pods, namespace, field_selector=fields)[0]
+        pods = [p for p in listed if matches(p["metadata"].get("labels"))]
         items = [item for item in await self._pod_items(pods) if item is not None]
         return {"kind": "PodMetricsList", "apiVersion": API_VERSION, "metadata": {}, "items": items}
 
@@ -204,7 +211,8 @@ class ResourceMetrics:
         names = [name for name, node in nodes.items() if node is not None]
         pairs = await asyncio.gather(*(self._pair(nodes[name] or {}, since=newest[name]) for name in names))
         by_node = dict(zip(names, pairs, strict=True))
-        return [self._pod_item(pod, by_node.get(_node_name(pod))) if pod in running else None for pod in pods]
+        measured = {id(pod) for pod in running}
+        return [self._pod_item(pod, by_node.get(_node_name(pod))) if id(pod) in measured else None for pod in pods]
 
     def _pod_item(self, pod: dict[str, Any], pair: tuple[Scrape, Scrape] | None) -> dict[str, Any] | None:
         """The pod's metrics: each container the node reports in both scrapes (its sidecars too, as the kubelet's
