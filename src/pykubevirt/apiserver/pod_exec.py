@@ -10,15 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import aiohttp
 from aiohttp import web
 
 from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import RestHandlers, Target
 from pykubevirt.apiserver.object_api import ObjectAPI
-from pykubevirt.apiserver.pod_logs import CONNECT_TIMEOUT_SECONDS, ask_node, kubelet_url, pick_container
+from pykubevirt.apiserver.pod_logs import kubelet_url, pick_container
 from pykubevirt.apiserver.request_context import UserInfo
-from pykubevirt.apiserver.websocket_relay import relay
+from pykubevirt.apiserver.websocket_relay import relay_to_node
 
 log = logging.getLogger("pykubevirt.apiserver.pod_exec")
 
@@ -51,23 +50,16 @@ class PodExec:
         container = pick_container(pod, query.get("container", ""))
         url, _ = kubelet_url(self.api, pod, "exec", container)
         params = [(key, value) for key, value in query.items() if key in FORWARDED]
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS)
-        headers = {"Authorization": f"Bearer {self.credential()}"}
-        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
-            await ask_node(session, url, target.name, params)
-            if request.headers.get("Upgrade", "").lower() != "websocket":
-                raise errors.bad_request(SPDY_REFUSED)
-            client = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=0)
-            protocol = client.can_prepare(request).protocol or PROTOCOLS[-1]
-            try:
-                node = await session.ws_connect(url, params=params, protocols=(protocol,), max_msg_size=0)
-            except (aiohttp.ClientError, OSError) as exc:
-                raise errors.APIError(500, "InternalError", f"unable to upgrade connection: {exc}") from exc
-            async with node:
-                await client.prepare(request)
-                await relay(client, node)
-            await client.close()
-            return client
+        return await relay_to_node(
+            request,
+            url,
+            target.name,
+            self.credential(),
+            PROTOCOLS,
+            params=params,
+            without_upgrade=SPDY_REFUSED,
+            default_protocol=PROTOCOLS[-1],
+        )
 
 
 def install(rest: RestHandlers, api: ObjectAPI, credential: Callable[[], str]) -> None:

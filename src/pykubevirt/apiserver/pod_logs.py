@@ -7,13 +7,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 from aiohttp import web
-from yarl import URL
 
 from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import RestHandlers, Target
@@ -95,19 +93,6 @@ async def node_refusal(answer: aiohttp.ClientResponse, pod: str) -> errors.APIEr
     code = answer.status if answer.status in (400, 403, 404) else 500
     reason = {400: "BadRequest", 404: "NotFound", 403: "Forbidden"}.get(code, "InternalError")
     return errors.APIError(code, reason, text)
-
-
-async def ask_node(session: aiohttp.ClientSession, url: str, pod: str, params: Sequence[tuple[str, str]] = ()) -> None:
-    """Whether the node would serve a stream (exec, port-forward) of the pod, asked before anything is upgraded: its
-    refusal as the user's Status, or 503 when the node cannot be reached."""
-    try:
-        async with session.get(url, params=params) as answer:
-            if answer.status != 200:
-                raise await node_refusal(answer, pod)
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        node = URL(url).origin()
-        message = f"unable to reach the node of pod {pod} at {node}: {exc}"
-        raise errors.APIError(503, "ServiceUnavailable", message) from exc
 
 
 def _validate_options(query: dict[str, str]) -> None:

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import aiohttp
 from aiohttp import web
 
 from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import RestHandlers, Target
 from pykubevirt.apiserver.object_api import ObjectAPI
-from pykubevirt.apiserver.pod_logs import CONNECT_TIMEOUT_SECONDS, ask_node, kubelet_url
+from pykubevirt.apiserver.pod_logs import kubelet_url
 from pykubevirt.apiserver.request_context import UserInfo
-from pykubevirt.apiserver.websocket_relay import relay
+from pykubevirt.apiserver.websocket_relay import relay_to_node
 
 PROTOCOL = "SPDY/3.1+portforward.k8s.io"
 SPDY_REFUSED = (
@@ -41,24 +40,9 @@ class PodPortForward:
             raise errors.resource_not_found()
         pod = self.api.get(target.resource, target.namespace, target.name)
         url, _ = kubelet_url(self.api, pod, "portForward")
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS)
-        headers = {"Authorization": f"Bearer {self.credential()}"}
-        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
-            await ask_node(session, url, target.name)
-            if request.headers.get("Upgrade", "").lower() != "websocket":
-                raise errors.bad_request(SPDY_REFUSED)
-            client = web.WebSocketResponse(protocols=(PROTOCOL,), max_msg_size=0)
-            if client.can_prepare(request).protocol != PROTOCOL:
-                raise errors.bad_request(f"unable to upgrade connection: the WebSocket must offer {PROTOCOL}")
-            try:
-                node = await session.ws_connect(url, protocols=(PROTOCOL,), max_msg_size=0)
-            except (aiohttp.ClientError, OSError) as exc:
-                raise errors.APIError(500, "InternalError", f"unable to upgrade connection: {exc}") from exc
-            async with node:
-                await client.prepare(request)
-                await relay(client, node)
-            await client.close()
-            return client
+        return await relay_to_node(
+            request, url, target.name, self.credential(), (PROTOCOL,), without_upgrade=SPDY_REFUSED
+        )
 
 
 def install(rest: RestHandlers, api: ObjectAPI, credential: Callable[[], str]) -> None:
