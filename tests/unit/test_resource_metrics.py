@@ -76,7 +76,15 @@ def test_the_node_uses_what_is_not_idle_and_not_available(tmp_path: Path) -> Non
     # user nice system idle iowait irq softirq steal guest guest_nice
     stat.write_text(f"cpu  {ticks * 3} 0 {ticks} {ticks * 50} {ticks * 7} 0 0 0 {ticks * 9} 0\ncpu0 1 2 3\n")
     meminfo.write_text("MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    400 kB\n")
-    assert node_usage(str(stat), str(meminfo)) == Usage(4.0, 600 * 1024)
+    assert node_usage(str(stat), str(meminfo), cgroup_cpu=()) == Usage(4.0, 600 * 1024)
+    # The root cgroup's counter, where the host has one, to the nanosecond (v1) or microsecond (v2).
+    cpuacct, cpu_stat = tmp_path / "cpuacct.usage", tmp_path / "cpu.stat"
+    cpuacct.write_text("2500000000\n")
+    cpu_stat.write_text("usage_usec 7250000\nuser_usec 7000000\n")
+    v1 = [(str(tmp_path / "absent"), "usage_usec", 1e-6), (str(cpuacct), "", 1e-9)]
+    assert node_usage(str(stat), str(meminfo), cgroup_cpu=v1).cpu_seconds == 2.5
+    v2 = [(str(cpu_stat), "usage_usec", 1e-6), (str(cpuacct), "", 1e-9)]
+    assert node_usage(str(stat), str(meminfo), cgroup_cpu=v2).cpu_seconds == 7.25
     real = node_usage()
     assert real.cpu_seconds > 0 and real.memory_bytes > 0
 

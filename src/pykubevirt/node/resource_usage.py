@@ -139,17 +139,46 @@ def pod_usage(pods: Iterable[PodProcesses]) -> list[ContainerUsage]:
     ]
 
 
-def node_usage(stat: str = "/proc/stat", meminfo: str = "/proc/meminfo") -> Usage:
-    """The node's CPU time spent not idle, and its memory in use (total less what is available), as cAdvisor's root."""
-    with open(stat) as source:
-        cpu = [int(value) for value in source.readline().split()[1:]]
-    busy = sum(cpu[:8]) - cpu[3] - cpu[4]  # user … steal, less idle and iowait
+# The root cgroup's CPU time, as cAdvisor reads the node's: to the nanosecond or microsecond, where /proc/stat counts
+# ticks (10 ms), too coarse for a rate over the one-second first window.
+CGROUP_CPU = (("/sys/fs/cgroup/cpu.stat", "usage_usec", 1e-6), ("/sys/fs/cgroup/cpuacct/cpuacct.usage", "", 1e-9))
+
+
+def node_usage(
+    stat: str = "/proc/stat",
+    meminfo: str = "/proc/meminfo",
+    cgroup_cpu: Iterable[tuple[str, str, float]] = CGROUP_CPU,
+) -> Usage:
+    """The node's CPU time (the root cgroup's, else the ticks /proc/stat counts not idle) and its memory in use
+    (total less what is available), as cAdvisor's root container."""
+    busy = _cgroup_cpu_seconds(cgroup_cpu)
+    if busy is None:
+        with open(stat) as source:
+            cpu = [int(value) for value in source.readline().split()[1:]]
+        busy = (sum(cpu[:8]) - cpu[3] - cpu[4]) / CLOCK_TICKS  # user … steal, less idle and iowait
     memory: dict[str, int] = {}
     with open(meminfo) as source:
         for line in source:
             name, _, rest = line.partition(":")
             memory[name] = int(rest.split()[0]) * 1024
-    return Usage(busy / CLOCK_TICKS, memory["MemTotal"] - memory["MemAvailable"])
+    return Usage(busy, memory["MemTotal"] - memory["MemAvailable"])
+
+
+def _cgroup_cpu_seconds(sources: Iterable[tuple[str, str, float]]) -> float | None:
+    """The first readable of (file, key or "" for a bare number, unit in seconds)."""
+    for path, key, unit in sources:
+        try:
+            with open(path) as source:
+                text = source.read()
+        except OSError:
+            continue
+        if not key:
+            return int(text.split()[0]) * unit
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value) * unit
+    return None
 
 
 def exposition(containers: Iterable[ContainerUsage], node: Usage, timestamp_ms: int) -> str:
@@ -194,8 +223,13 @@ async def serve_resource_metrics(request: web.Request, source: UsageSource) -> w
     if decision.code != 200:
         return web.json_response(status_body(decision), status=decision.code)
     pods = source.pod_processes()
-    timestamp_ms = int(time.time() * 1000)
+
+    def read() -> tuple[Usage, int, list[ContainerUsage]]:
+        # The node's counter right next to the time it is stamped with: a rate over a second has no room for more.
+        node = node_usage()
+        return node, int(time.time() * 1000), pod_usage(pods)
+
     # One pass over /proc reads a file or three a process: off the loop, whose pods it must not hold up.
-    containers, node = await asyncio.to_thread(lambda: (pod_usage(pods), node_usage()))
+    node, timestamp_ms, containers = await asyncio.to_thread(read)
     text = exposition(containers, node, timestamp_ms)
     return web.Response(body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
