@@ -104,8 +104,9 @@ def test_the_kubelets_text_reads_back_as_metrics_server_reads_it() -> None:
         ContainerUsage("ns", "web", "compute", Usage(12.5, 300 * 1024 * 1024)),
         ContainerUsage("ns", "web", "guest-console-log", Usage(0.0, 0)),
     ]
-    text = exposition(entries, Usage(1000.25, 2 * 1024**3), 1_796_576_668_517)
-    assert 'container_cpu_usage_seconds_total{container="compute",namespace="ns",pod="web"} 12.500000' in text
+    text = exposition(entries, Usage(1000.25, 2 * 1024**3), 1_796_576_668.517).decode()
+    series = 'container_cpu_usage_seconds_total{container="compute",namespace="ns",pod="web"}'
+    assert f"{series} 12.5 1796576668517\n" in text
     scrape = parse_scrape(text, received_at=0.0)
     assert scrape.at == 1_796_576_668.517  # the sample's own time, not the receiver's
     assert scrape.node == (1000.25, 2 * 1024**3)

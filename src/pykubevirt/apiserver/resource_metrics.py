@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,10 +20,11 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
 
 from pykubevirt.api import errors
 from pykubevirt.api.label_selectors import parse_label_selector
-from pykubevirt.api.timestamps import parse_time
+from pykubevirt.api.timestamps import format_time, parse_time
 from pykubevirt.apiserver.http_api import error_response, json_response
 from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.pod_logs import node_endpoint
@@ -39,8 +39,6 @@ RESOLUTION_SECONDS = 15.0  # metrics-server's --metric-resolution
 FIRST_WINDOW_SECONDS = 1.0
 STALE_SECONDS = 300.0  # a scrape this old is no start for a rate
 SCRAPE_TIMEOUT_SECONDS = 5.0
-_SAMPLE = re.compile(r"^(\w+)(?:\{(.*)\})?\s+(\S+)(?:\s+(\d+))?$")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 ContainerKey = tuple[str, str, str]  # namespace, pod, container
 
@@ -69,27 +67,20 @@ def parse_scrape(text: str, received_at: float) -> Scrape:
     cpu: dict[ContainerKey, float] = {}
     memory: dict[ContainerKey, int] = {}
     node_cpu, node_memory, at = math.nan, 0, received_at
-    for line in text.splitlines():
-        match = _SAMPLE.match(line.strip())
-        if match is None or line.startswith("#"):
-            continue
-        name, labels_text, value_text, stamp = match.groups()
-        try:
-            value = float(value_text)
-        except ValueError:
-            continue
-        if stamp:
-            at = int(stamp) / 1000
-        labels = dict(_LABEL.findall(labels_text or ""))
-        key = (labels.get("namespace", ""), labels.get("pod", ""), labels.get("container", ""))
-        if name == "container_cpu_usage_seconds_total":
-            cpu[key] = value
-        elif name == "container_memory_working_set_bytes":
-            memory[key] = int(value)
-        elif name == "node_cpu_usage_seconds_total":
-            node_cpu = value
-        elif name == "node_memory_working_set_bytes":
-            node_memory = int(value)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.timestamp is not None:
+                at = float(sample.timestamp)
+            labels = sample.labels
+            key = (labels.get("namespace", ""), labels.get("pod", ""), labels.get("container", ""))
+            if sample.name == "container_cpu_usage_seconds_total":
+                cpu[key] = sample.value
+            elif sample.name == "container_memory_working_set_bytes":
+                memory[key] = int(sample.value)
+            elif sample.name == "node_cpu_usage_seconds_total":
+                node_cpu = sample.value
+            elif sample.name == "node_memory_working_set_bytes":
+                node_memory = int(sample.value)
     if math.isnan(node_cpu):
         raise ValueError("no node_cpu_usage_seconds_total in the node's resource metrics")
     containers = {key: (seconds, memory.get(key, 0)) for key, seconds in cpu.items()}
@@ -114,7 +105,7 @@ def go_duration(seconds: float) -> str:
 
 
 def rfc3339(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(datetime.fromtimestamp(at, UTC))
 
 
 @dataclass(slots=True)

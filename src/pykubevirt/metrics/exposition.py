@@ -31,6 +31,8 @@ class Sample:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     value: float = 0.0
+    # When the value was read, in seconds (the kubelet stamps its resource metrics; most series carry none).
+    timestamp: float | None = None
 
 
 def families(catalog: Iterable[Descriptor], samples: Iterable[Sample]) -> list[Metric]:
@@ -43,7 +45,7 @@ def families(catalog: Iterable[Descriptor], samples: Iterable[Sample]) -> list[M
         family = by_name.get(sample.name)
         if family is not None:
             # The sample's own label dict, shared by every sample of a VMI or device: render() formats it once.
-            family.add_sample(sample.name, sample.labels, sample.value)  # type: ignore[arg-type]
+            family.add_sample(sample.name, sample.labels, sample.value, sample.timestamp)  # type: ignore[arg-type]
     return [family for family in by_name.values() if family.samples]
 
 
@@ -74,5 +76,6 @@ def render(metrics: list[Metric]) -> bytes:
             if labels is None:
                 pairs = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items()))
                 labels = formatted[key] = "{" + pairs + "}" if pairs else ""
-            out.append(f"{sample.name}{labels} {_number_text(sample.value)}\n")
+            stamp = "" if sample.timestamp is None else f" {int(float(sample.timestamp) * 1000)}"
+            out.append(f"{sample.name}{labels} {_number_text(sample.value)}{stamp}\n")
     return "".join(out).encode()

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from pykubevirt.client.delegated_auth import Decision, status_body
+from pykubevirt.metrics.exposition import CONTENT_TYPE_LATEST, Descriptor, Sample, families, render
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -181,34 +182,32 @@ def _cgroup_cpu_seconds(sources: Iterable[tuple[str, str, float]]) -> float | No
     return None
 
 
-def exposition(containers: Iterable[ContainerUsage], node: Usage, timestamp_ms: int) -> str:
-    """The kubelet's `/metrics/resource` text: the series metrics-server reads, each with the scrape's time."""
-    lines = [
-        "# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in "
-        "core-seconds",
-        "# TYPE container_cpu_usage_seconds_total counter",
-    ]
-    containers = list(containers)
-    memory_lines = []
+# The series of the kubelet's `/metrics/resource` that metrics-server reads.
+CATALOG = (
+    Descriptor(
+        "container_cpu_usage_seconds_total",
+        "counter",
+        "[STABLE] Cumulative cpu time consumed by the container in core-seconds",
+    ),
+    Descriptor("container_memory_working_set_bytes", "gauge", "[STABLE] Current working set of the container in bytes"),
+    Descriptor(
+        "node_cpu_usage_seconds_total", "counter", "[STABLE] Cumulative cpu time consumed by the node in core-seconds"
+    ),
+    Descriptor("node_memory_working_set_bytes", "gauge", "[STABLE] Current working set of the node in bytes"),
+    Descriptor("scrape_error", "gauge", "[ALPHA] 1 if there was an error while getting container metrics, 0 otherwise"),
+)
+
+
+def exposition(containers: Iterable[ContainerUsage], node: Usage, timestamp: float) -> bytes:
+    """The kubelet's `/metrics/resource` text, each sample stamped with the time it was read (seconds)."""
+    samples = [Sample("scrape_error", {}, 0.0)]
     for entry in containers:
-        labels = f'container="{entry.container}",namespace="{entry.namespace}",pod="{entry.pod}"'
-        lines.append(f"container_cpu_usage_seconds_total{{{labels}}} {entry.usage.cpu_seconds:.6f} {timestamp_ms}")
-        memory_lines.append(f"container_memory_working_set_bytes{{{labels}}} {entry.usage.memory_bytes} {timestamp_ms}")
-    lines += [
-        "# HELP container_memory_working_set_bytes [STABLE] Current working set of the container in bytes",
-        "# TYPE container_memory_working_set_bytes gauge",
-        *memory_lines,
-        "# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds",
-        "# TYPE node_cpu_usage_seconds_total counter",
-        f"node_cpu_usage_seconds_total {node.cpu_seconds:.6f} {timestamp_ms}",
-        "# HELP node_memory_working_set_bytes [STABLE] Current working set of the node in bytes",
-        "# TYPE node_memory_working_set_bytes gauge",
-        f"node_memory_working_set_bytes {node.memory_bytes} {timestamp_ms}",
-        "# HELP scrape_error [ALPHA] 1 if there was an error while getting container metrics, 0 otherwise",
-        "# TYPE scrape_error gauge",
-        "scrape_error 0",
-    ]
-    return "\n".join(lines) + "\n"
+        labels = {"container": entry.container, "namespace": entry.namespace, "pod": entry.pod}
+        samples.append(Sample("container_cpu_usage_seconds_total", labels, entry.usage.cpu_seconds, timestamp))
+        samples.append(Sample("container_memory_working_set_bytes", labels, entry.usage.memory_bytes, timestamp))
+    samples.append(Sample("node_cpu_usage_seconds_total", {}, node.cpu_seconds, timestamp))
+    samples.append(Sample("node_memory_working_set_bytes", {}, node.memory_bytes, timestamp))
+    return render(families(CATALOG, samples))
 
 
 class UsageSource(Protocol):
@@ -224,12 +223,11 @@ async def serve_resource_metrics(request: web.Request, source: UsageSource) -> w
         return web.json_response(status_body(decision), status=decision.code)
     pods = source.pod_processes()
 
-    def read() -> tuple[Usage, int, list[ContainerUsage]]:
+    def read() -> tuple[Usage, float, list[ContainerUsage]]:
         # The node's counter right next to the time it is stamped with: a rate over a second has no room for more.
         node = node_usage()
-        return node, int(time.time() * 1000), pod_usage(pods)
+        return node, time.time(), pod_usage(pods)
 
     # One pass over /proc reads a file or three a process: off the loop, whose pods it must not hold up.
-    node, timestamp_ms, containers = await asyncio.to_thread(read)
-    text = exposition(containers, node, timestamp_ms)
-    return web.Response(body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+    node, timestamp, containers = await asyncio.to_thread(read)
+    return web.Response(body=exposition(containers, node, timestamp), headers={"Content-Type": CONTENT_TYPE_LATEST})
