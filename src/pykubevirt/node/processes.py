@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 log = logging.getLogger("pykubevirt.node.processes")
 
@@ -91,17 +91,24 @@ def strays_of_pods(markers: Iterable[str]) -> dict[str, list[int]]:
         for entry in entries:
             if not entry.name.isdigit() or int(entry.name) == own:
                 continue
-            left = dict(needles)
-            for part in ("cmdline", "environ"):
-                try:
-                    with open(f"/proc/{entry.name}/{part}", "rb") as source:
-                        content = source.read()
-                except OSError:
-                    break
-                for marker, needle in list(left.items()):
-                    if needle in content:
-                        found[marker].append(int(entry.name))
-                        del left[marker]
+            for marker in markers_in(entry.name, needles):
+                found[marker].append(int(entry.name))
+    return found
+
+
+def markers_in(pid: str, needles: Mapping[str, bytes]) -> list[str]:
+    """The markers whose bytes are in the process's command line or environment (none once it has gone)."""
+    left, found = dict(needles), []
+    for part in ("cmdline", "environ"):
+        try:
+            with open(f"/proc/{pid}/{part}", "rb") as source:
+                content = source.read()
+        except OSError:
+            break
+        for marker, needle in list(left.items()):
+            if needle in content:
+                found.append(marker)
+                del left[marker]
     return found
 
 

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from pykubevirt.client.delegated_auth import Decision, status_body
 from pykubevirt.metrics.exposition import CONTENT_TYPE_LATEST, Descriptor, Sample, families, render
+from pykubevirt.node.processes import markers_in
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -93,20 +94,6 @@ def _process(pid: str) -> tuple[int, Usage] | None:
         return None
 
 
-def _mentions(pid: str, needles: dict[str, bytes]) -> str | None:
-    """The marker whose bytes are in the process's command line or environment, if any."""
-    for part in ("cmdline", "environ"):
-        try:
-            with open(f"/proc/{pid}/{part}", "rb") as source:
-                content = source.read()
-        except OSError:
-            return None
-        for marker, needle in needles.items():
-            if needle in content:
-                return marker
-    return None
-
-
 def pod_usage(pods: Iterable[PodProcesses]) -> list[ContainerUsage]:
     """Every running container's usage, from one pass over /proc."""
     pods = list(pods)
@@ -128,7 +115,7 @@ def pod_usage(pods: Iterable[PodProcesses]) -> list[ContainerUsage]:
             group, usage = found
             key = owner.get(group)
             if key is None:
-                marker = _mentions(entry.name, needles) if needles else None
+                marker = next(iter(markers_in(entry.name, needles)), None) if needles else None
                 if marker is None:
                     continue
                 key = (first[marker], pods[first[marker]].containers[0])
