@@ -15,7 +15,7 @@ from aiohttp import web
 from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import RestHandlers, Target
 from pykubevirt.apiserver.object_api import ObjectAPI
-from pykubevirt.apiserver.pod_logs import kubelet_url, pick_container
+from pykubevirt.apiserver.pod_logs import kubelet_url, pick_container, requested_pod
 from pykubevirt.apiserver.request_context import UserInfo
 from pykubevirt.apiserver.websocket_relay import relay_to_node
 
@@ -39,11 +39,7 @@ class PodExec:
         self.credential = credential
 
     async def handle(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
-        if request.method not in ("GET", "POST"):
-            raise errors.method_not_allowed(request.method)
-        if not target.name or target.namespace is None:
-            raise errors.resource_not_found()
-        pod = self.api.get(target.resource, target.namespace, target.name)
+        pod = requested_pod(self.api, request, target, ("GET", "POST"))
         query = request.query
         if not any(query.get(name, "").lower() in _TRUE for name in ("stdin", "stdout", "stderr")):
             raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")

@@ -48,6 +48,16 @@ def pick_container(pod: dict[str, Any], requested: str) -> str:
     return requested
 
 
+def requested_pod(api: ObjectAPI, request: web.Request, target: Target, methods: tuple[str, ...]) -> dict[str, Any]:
+    """The pod a request to one of its node-served subresources (log, exec, port-forward) names: 405 for another
+    method, 404 without a name or a pod."""
+    if request.method not in methods:
+        raise errors.method_not_allowed(request.method)
+    if not target.name or target.namespace is None:
+        raise errors.resource_not_found()
+    return api.get(target.resource, target.namespace, target.name)
+
+
 def node_endpoint(node: dict[str, Any]) -> tuple[str, int] | None:
     status = node.get("status") or {}
     address = next((a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"), None)
@@ -115,11 +125,7 @@ class PodLogs:
         self.api = api
 
     async def handle(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
-        if request.method != "GET":
-            raise errors.method_not_allowed(request.method)
-        if not target.name or target.namespace is None:
-            raise errors.resource_not_found()
-        pod = self.api.get(target.resource, target.namespace, target.name)
+        pod = requested_pod(self.api, request, target, ("GET",))
         query = {k: v for k, v in request.query.items() if k in FORWARDED_OPTIONS or k == "container"}
         _validate_options(query)
         container = pick_container(pod, query.pop("container", ""))

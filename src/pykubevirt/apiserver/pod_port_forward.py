@@ -12,10 +12,9 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import RestHandlers, Target
 from pykubevirt.apiserver.object_api import ObjectAPI
-from pykubevirt.apiserver.pod_logs import kubelet_url
+from pykubevirt.apiserver.pod_logs import kubelet_url, requested_pod
 from pykubevirt.apiserver.request_context import UserInfo
 from pykubevirt.apiserver.websocket_relay import relay_to_node
 
@@ -34,11 +33,7 @@ class PodPortForward:
         self.credential = credential  # the API server's own token for the nodes, as for exec
 
     async def handle(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
-        if request.method not in ("GET", "POST"):
-            raise errors.method_not_allowed(request.method)
-        if not target.name or target.namespace is None:
-            raise errors.resource_not_found()
-        pod = self.api.get(target.resource, target.namespace, target.name)
+        pod = requested_pod(self.api, request, target, ("GET", "POST"))
         url, _ = kubelet_url(self.api, pod, "portForward")
         return await relay_to_node(
             request, url, target.name, self.credential(), (PROTOCOL,), without_upgrade=SPDY_REFUSED

@@ -351,14 +351,16 @@ class NodeAgent:
         """Where to connect for a port-forward to a running pod of this node."""
         obj = self._own_pod(namespace, pod)
         uid = str(obj["metadata"].get("uid"))
-        if is_mirror(obj):  # a component of this node, run outside the agent in the node's network
-            if (obj.get("status") or {}).get("phase") != "Running":
-                raise LogError(400, f"unable to do port forwarding: pod {namespace}/{pod} is not running")
-            return PortForwardTarget(namespace, pod, uid, None)
         worker = self.workers.get(uid)
-        if worker is None or worker.finished or not any(worker.running(str(c.get("name"))) for c in _containers(obj)):
+        if is_mirror(obj):  # a component of this node, run outside the agent in the node's network
+            running, netns = (obj.get("status") or {}).get("phase") == "Running", None
+        else:
+            names = [str(c.get("name")) for c in _containers(obj)]
+            running = worker is not None and not worker.finished and any(worker.running(name) for name in names)
+            netns = worker.sandbox.netns() if worker is not None else None
+        if not running:
             raise LogError(400, f"unable to do port forwarding: pod {namespace}/{pod} is not running")
-        return PortForwardTarget(namespace, pod, uid, worker.sandbox.netns())
+        return PortForwardTarget(namespace, pod, uid, netns)
 
     async def _serve_resource_metrics(self, request: web.Request) -> web.StreamResponse:
         return await serve_resource_metrics(request, self)
