@@ -41,7 +41,9 @@ USERLAND=$(apt-cache depends --recurse --no-recommends --no-suggests --no-confli
 # dhcpcd-base: busybox has no DHCPv6 client (no udhcpc6 in Debian's build); dhcpcd takes a masquerade guest's
 # IPv6 address by DHCPv6 and its default route from the launcher's router advertisements. Its libraries (libc,
 # libudev) are already among the guest agent's.
-for pkg in "$KPKG" busybox-static dhcpcd-base $USERLAND; do
+# openssh-sftp-server: dropbear hands the sftp subsystem to /usr/lib/sftp-server, which is what `scp` (SFTP by
+# default since OpenSSH 9) and `virtctl scp` talk to. It needs only libc.
+for pkg in "$KPKG" busybox-static dhcpcd-base openssh-sftp-server $USERLAND; do
   version=$(apt-cache policy "$pkg" | sed -n 's/^ *Candidate: //p')
   [ -n "$version" ] && [ "$version" != "(none)" ] || { echo "build-guest-image: no candidate for $pkg" >&2; exit 1; }
   deb=$DEBS/${pkg}_${version//:/%3a}_$ARCH.deb
@@ -82,8 +84,9 @@ LOADER=$ROOT/$LIBDIR/ld-linux-x86-64.so.2
 mkdir -p "$INITRD_DIR/$LIBDIR" "$INITRD_DIR/lib64"
 cp "$LOADER" "$INITRD_DIR/$LIBDIR/"
 ln -sf "/$LIBDIR/ld-linux-x86-64.so.2" "$INITRD_DIR/lib64/ld-linux-x86-64.so.2"
-for bin in usr/sbin/qemu-ga usr/sbin/dropbear usr/bin/dropbearkey usr/sbin/dhcpcd; do
+for bin in usr/sbin/qemu-ga usr/sbin/dropbear usr/bin/dropbearkey usr/sbin/dhcpcd usr/lib/openssh/sftp-server; do
   [ -x "$ROOT/$bin" ] || { echo "build-guest-image: $bin missing from its package" >&2; exit 1; }
+  mkdir -p "$(dirname "$INITRD_DIR/$bin")"
   cp "$ROOT/$bin" "$INITRD_DIR/$bin"
   while read -r soname _ path _; do
     case $soname in /*) continue ;; esac  # the loader itself, copied above
@@ -93,6 +96,7 @@ for bin in usr/sbin/qemu-ga usr/sbin/dropbear usr/bin/dropbearkey usr/sbin/dhcpc
     esac
   done < <("$LOADER" --library-path "$ROOT/$LIBDIR:$ROOT/usr/$LIBDIR" --list "$ROOT/$bin" | grep '=>')
 done
+ln -s openssh/sftp-server "$INITRD_DIR/usr/lib/sftp-server"
 
 # Module name (dashes and underscores are the same to the kernel) -> path of its .ko under $MODDIR.
 declare -A KO

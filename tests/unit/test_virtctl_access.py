@@ -16,6 +16,7 @@ from pykubevirt.virtctl.expose import pod_network_ports, service_manifest
 from pykubevirt.virtctl.main import attach_dash_values, build_parser, normalise_bools
 from pykubevirt.virtctl.portforward import ForwardedPort, ForwardTarget, parse_port
 from pykubevirt.virtctl.portforward import parse_target as parse_forward_target
+from pykubevirt.virtctl.scp import Copy, parse_copy, scp_argv
 from pykubevirt.virtctl.ssh import SSHOptions, parse_ssh_target, ssh_argv
 
 
@@ -114,6 +115,39 @@ def test_ssh_command_line() -> None:
     assert (args.target, args.identity_file, args.port, args.ssh_command) == ("root@vm/x", "/key", 2222, "uname -a")
     assert args.command == "ssh"
     assert args.local_ssh_opts == ["-o A=b", "-4"] and args.username is None
+
+
+def test_scp_finds_the_vm_side_by_its_colon() -> None:
+    assert parse_copy("f.bin", "jdoe@vmi/t:dir/f.bin") == Copy(
+        ForwardTarget("vmi", "t"), "jdoe", "dir/f.bin", "f.bin", True
+    )
+    # Only the first colon splits: the guest's path may have more.
+    assert parse_copy("vm/t/ns:/a:b", "./here") == Copy(ForwardTarget("vm", "t", "ns"), "", "/a:b", "./here", False)
+    assert parse_copy("vm/t:", ".").remote_path == ""
+    refusals = {
+        ("vm/a:x", "vm/b:y"): 'copying from a remote location to another remote location is not supported: "vm/a:x"'
+        ' to "vm/b:y"',
+        ("a", "b"): 'none of the two provided locations seems to be a remote location: "a" to "b"',
+        ("testvm:x", "."): "target must contain type and name separated by '/'",
+        (".", "@vm/x:y"): "expected username before '@'",
+    }
+    for (source, destination), message in refusals.items():
+        with pytest.raises(VirtctlError) as refused:
+            parse_copy(source, destination)
+        assert str(refused.value) == message
+
+
+def test_scp_runs_the_local_scp_through_the_ssh_proxy_command() -> None:
+    args = build_parser().parse_args(
+        normalise_bools(["scp", "-r", "--preserve=true", "-p", "2222", "-l", "me", "-i", "/id", "d", "vm/web:/srv"])
+    )
+    argv = scp_argv(parse_copy(args.source, args.destination), "ns", args, [])
+    assert argv[:2] == ["scp", "-o"] and shlex.split(argv[2])[-3:] == ["--stdio=true", "vm/web/ns", "2222"]
+    assert argv[3:] == ["-i", "/id", "-r", "-p", "d", "me@vm.web.ns:/srv"]
+    # From the VM: the user in the target wins over -l; no -i, -r or -p unless asked for.
+    args = build_parser().parse_args(["scp", "-l", "me", "root@vmi/web/other:f", "."])
+    copy = parse_copy(args.source, args.destination)
+    assert scp_argv(copy, copy.target.namespace, args, [])[3:] == ["root@vmi.web.other:f", "."]
 
 
 def _expose_args(**flags: Any) -> argparse.Namespace:

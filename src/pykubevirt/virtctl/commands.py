@@ -94,12 +94,14 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
                 f"argument validation failed: port-forward requires at least 2 arg(s), received {1 + len(args.ports)}"
             )
         await run_port_forward(api, namespace, args.target, args.ports, address=args.address, stdio=args.stdio)
-    elif command == "ssh":
+    elif command in ("ssh", "scp"):
+        from pykubevirt.virtctl.scp import run_scp
         from pykubevirt.virtctl.ssh import run_ssh
 
+        # The tunnel (a virtctl the local client runs) must reach the same cluster as this one.
         flags = [*(["--kubeconfig", args.kubeconfig] if args.kubeconfig else [])]
         flags += ["--context", args.context] if args.context else []
-        run_ssh(namespace, args, flags)
+        (run_ssh if command == "ssh" else run_scp)(namespace, args, flags)
     elif command == "expose":
         from pykubevirt.virtctl.expose import expose
 

@@ -19,13 +19,14 @@ from pykubevirt.virtctl import commands, guest_agent
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
 from pykubevirt.virtctl.image_upload import add_arguments as add_upload_arguments
+from pykubevirt.virtctl.scp import add_arguments as add_scp_arguments
 from pykubevirt.virtctl.ssh import add_arguments as add_ssh_arguments
 from pykubevirt.virtctl.volumes import add_arguments as add_volume_arguments
 
 # pflag booleans take `--flag`, `--flag=true` or `--flag=false`, never a separate value.
 BOOL_FLAGS = (
     *("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client", "--persist"),
-    *("--insecure", "--no-create", "--force-bind", "--stdio"),
+    *("--insecure", "--no-create", "--force-bind", "--stdio", "--recursive", "--preserve"),
 )
 
 
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     forward.add_argument("--address", default="127.0.0.1", help="the address the local ports are opened on")
     forward.add_argument("--stdio", action="store_true", help="forward a single port to stdin/stdout")
     add_ssh_arguments(command("ssh", "Open a SSH connection to a virtual machine instance."))
+    add_scp_arguments(command("scp", "SCP files from/to a virtual machine instance."))
     add_expose_arguments(
         command("expose", "Expose a virtual machine instance, virtual machine, or replica set as a new service.")
     )

@@ -79,23 +79,57 @@ def proxy_command(target: ForwardTarget, namespace: str, port: int, global_flags
     return "ProxyCommand=" + shlex.join(argv)
 
 
-def ssh_argv(
-    target: ForwardTarget, namespace: str, options: SSHOptions, global_flags: list[str], program: str = SSH
+def local_client_argv(
+    program: str,
+    target: ForwardTarget,
+    namespace: str,
+    options: SSHOptions,
+    global_flags: list[str],
+    client_args: list[str],
 ) -> list[str]:
-    """The local client's command line, in upstream's order: proxy, extra options, -i, destination, command."""
+    """ssh's or scp's command line in upstream's order (LocalClientCmd): proxy, extra options, -i, the client's."""
     argv = [program, "-o", proxy_command(target, namespace, options.port, global_flags)]
     argv += options.local_ssh_opts
     if options.identity_file_provided:
         argv += ["-i", options.identity_file]
-    destination = f"{target.kind}.{target.name}.{namespace}"
-    argv.append(f"{options.username}@{destination}" if options.username else destination)
+    return argv + client_args
+
+
+def remote_host(target: ForwardTarget, namespace: str, username: str) -> str:
+    """`[user@]kind.name.namespace`: the host name ssh sees; the ProxyCommand is what reaches the VM."""
+    host = f"{target.kind}.{target.name}.{namespace}"
+    return f"{username}@{host}" if username else host
+
+
+def ssh_argv(
+    target: ForwardTarget, namespace: str, options: SSHOptions, global_flags: list[str], program: str = SSH
+) -> list[str]:
+    """The local ssh's command line: the destination, then the command if one was given."""
+    client_args = [remote_host(target, namespace, options.username)]
     if options.command:
-        argv.append(options.command)
-    return argv
+        client_args.append(options.command)
+    return local_client_argv(program, target, namespace, options, global_flags, client_args)
+
+
+def run_local_client(argv: list[str]) -> None:
+    """Run ssh or scp in the foreground with this terminal; a failure is `exit status N`, as exec.Cmd reports it."""
+    try:
+        code = subprocess.run(argv, check=False).returncode
+    except FileNotFoundError:
+        raise VirtctlError(f'exec: "{argv[0]}": executable file not found in $PATH') from None
+    if code != 0:
+        raise VirtctlError(f"exit status {code}")
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("target", metavar="[USER@]TYPE/NAME[/NAMESPACE]")
+    add_client_arguments(cmd)
+    # Not `command`: that is the virtctl subcommand's name in the parsed arguments.
+    cmd.add_argument("-c", "--command", dest="ssh_command", default="", help="command to execute in the VM")
+
+
+def add_client_arguments(cmd: argparse.ArgumentParser) -> None:
+    """The flags ssh and scp share (AddCommandlineArgs)."""
     cmd.add_argument("-p", "--port", type=int, default=22, help="port on the VM to send SSH traffic to")
     cmd.add_argument("-l", "--username", default=None, help="user to log in as (default: $USER)")
     cmd.add_argument("-i", "--identity-file", default=None, help="private key (default: ssh's own, or its agent)")
@@ -103,8 +137,6 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "-t", "--local-ssh-opts", action="append", default=[], help="an option for the local ssh (repeatable)"
     )
-    # Not `command`: that is the virtctl subcommand's name in the parsed arguments.
-    cmd.add_argument("-c", "--command", dest="ssh_command", default="", help="command to execute in the VM")
 
 
 def options_from(args: argparse.Namespace, username: str) -> SSHOptions:
@@ -114,17 +146,11 @@ def options_from(args: argparse.Namespace, username: str) -> SSHOptions:
         identity_file=args.identity_file or default_identity_file(),
         identity_file_provided=args.identity_file is not None,
         local_ssh_opts=list(args.local_ssh_opts),
-        command=args.ssh_command,
+        command=getattr(args, "ssh_command", ""),
     )
 
 
 def run_ssh(namespace: str, args: argparse.Namespace, global_flags: list[str]) -> None:
-    """Run the local ssh in the foreground with this terminal; its failure is `exit status N`, as exec.Cmd reports."""
+    """`virtctl ssh`: the local ssh to the target."""
     target, username = parse_ssh_target(args.target)
-    argv = ssh_argv(target, target.namespace or namespace, options_from(args, username), global_flags)
-    try:
-        code = subprocess.run(argv, check=False).returncode
-    except FileNotFoundError:
-        raise VirtctlError(f'exec: "{SSH}": executable file not found in $PATH') from None
-    if code != 0:
-        raise VirtctlError(f"exit status {code}")
+    run_local_client(ssh_argv(target, target.namespace or namespace, options_from(args, username), global_flags))
