@@ -19,7 +19,7 @@ import pytest_asyncio
 from pykubevirt.client.resources import VIRTUAL_MACHINES
 from pykubevirt.node.pod_network import ClusterNetwork
 from tests.e2e.test_vm_lifecycle import demo_vm
-from tests.support.apiserver_process import kubectl_env
+from tests.support.apiserver_process import KUBECTL, kubectl_env
 from tests.support.cluster import ClusterView, EmbeddedCluster
 from tests.support.ports import free_port
 from tests.support.waiting import eventually
@@ -227,3 +227,47 @@ async def test_virtctl_scp_copies_a_file_into_the_guest_and_a_directory_back(
     assert code == 1 and "No such file" in err, err
     assert err.strip().splitlines()[-1] == "exit status 1"
     assert not (tmp_path / "none").exists()
+
+
+async def test_a_vm_made_by_virtctl_create_boots_and_takes_its_ssh_key(
+    guest: tuple[ClusterView, str], ssh_key: tuple[Path, str]
+) -> None:
+    """The user guide's pipe: `virtctl create vm … | kubectl apply -f -`, then `virtctl ssh` with the key it put in."""
+    view, ns = guest
+    key, public = ssh_key
+    env = kubectl_env(view.cluster.server, view.cluster.root / "home")
+    name = "made"
+    create = await asyncio.create_subprocess_exec(
+        *(VIRTCTL, "create", "vm", f"--name={name}", "--memory=128Mi", "--termination-grace-period=5"),
+        *("--volume-containerdisk=src:pykubevirt.local/demo-guest:1.0", f"--ssh-key={public}"),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    manifest, err = await create.communicate()
+    assert create.returncode == 0, err
+    apply = await asyncio.create_subprocess_exec(
+        KUBECTL, "apply", "-n", ns, "-f", "-", env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await apply.communicate(manifest)
+    assert out.decode().strip() == f"virtualmachine.kubevirt.io/{name} created"
+    try:
+        await view.wait_vmi_phase(ns, name, "Running")
+        argv = [
+            *(VIRTCTL, "ssh", f"root@vm/{name}/{ns}", "-i", str(key), "-c", "hostname"),
+            *("-t", "-oStrictHostKeyChecking=no", "-t", "-oUserKnownHostsFile=/dev/null", "-t", "-oBatchMode=yes"),
+            *("-t", "-oLogLevel=ERROR"),
+        ]
+
+        async def hostname() -> str | None:
+            process = await asyncio.create_subprocess_exec(
+                *argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            out, _ = await asyncio.wait_for(process.communicate(), 60)
+            return out.decode() if process.returncode == 0 else None
+
+        # The generated cloud-config's key lets root in; the guest took the VM's name as its hostname.
+        assert await eventually(hostname, timeout=180, interval=2.0) == f"{name}\n"
+    finally:
+        await view.admin.delete(VIRTUAL_MACHINES, name, ns)

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import ConfigError, load_config
 from pykubevirt.client.errors import ApiError
-from pykubevirt.virtctl import commands, guest_agent
+from pykubevirt.virtctl import commands, create, guest_agent
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
 from pykubevirt.virtctl.image_upload import add_arguments as add_upload_arguments
@@ -26,7 +26,7 @@ from pykubevirt.virtctl.volumes import add_arguments as add_volume_arguments
 # pflag booleans take `--flag`, `--flag=true` or `--flag=false`, never a separate value.
 BOOL_FLAGS = (
     *("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client", "--persist"),
-    *("--insecure", "--no-create", "--force-bind", "--stdio", "--recursive", "--preserve"),
+    *("--insecure", "--no-create", "--force-bind", "--stdio", "--recursive", "--preserve", "--namespaced"),
 )
 
 
@@ -100,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_volume_arguments(sub, command)
     add_upload_arguments(command)
+    create.add_commands(sub, _Parser, lambda cmd: _globals(cmd, suppress=True))
     version = command("version", "Print the client and server version information.")
     version.add_argument("-c", "--client", action="store_true", help="client version only")
     return parser
@@ -145,6 +146,9 @@ def normalise_bools(argv: Sequence[str]) -> list[str]:
 
 
 async def _run(args: argparse.Namespace) -> None:
+    if args.command == "create":
+        create.run(args)
+        return
     try:
         config = load_config(args.kubeconfig, context=args.context)
     except ConfigError as exc:
