@@ -384,3 +384,26 @@ async def test_a_checksum_mismatch_fails_the_dv_without_retries(env: Env, image_
     # recorded on the volume. No image is left, whole or partial; only that record.
     assert image_server.hits[f"{ns}/summed.img"] == 1
     assert [p.name for p in (await volume_dir(env.admin, ns, "summed")).iterdir()] == [FATAL_MARKER]
+
+
+async def test_a_datasource_reference_fails_saying_datasources_are_not_served(env: Env) -> None:
+    """`virtctl create vm --volume-import=type:ds,…` writes a sourceRef; the embedded CDI says what it lacks."""
+    ns = await env.namespace()
+    dv = {
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": "from-ds"},
+        "spec": {
+            "sourceRef": {"kind": "DataSource", "name": "fedora", "namespace": "os-images"},
+            "storage": {"resources": {"requests": {"storage": "16Mi"}}},
+        },
+    }
+    await env.admin.create(DATA_VOLUMES, dv, ns)
+
+    async def failed() -> Object | None:
+        found = await env.admin.get(DATA_VOLUMES, "from-ds", ns)
+        return found if (found.get("status") or {}).get("phase") == "Failed" else None
+
+    found = await eventually(failed, timeout=30)
+    assert running_condition(found)["message"] == "the embedded CDI does not serve DataSources (sourceRef) yet"
+    assert "source" not in found["spec"]

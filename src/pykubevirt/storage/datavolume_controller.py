@@ -56,7 +56,10 @@ class DataVolumeController:
             return None
         kind = dvc.source_kind(dv)
         if kind not in SUPPORTED_SOURCES:
-            message = f"the embedded CDI does not import {kind or 'DataVolumes without a source'} yet"
+            if (dv.get("spec") or {}).get("sourceRef"):
+                message = "the embedded CDI does not serve DataSources (sourceRef) yet"
+            else:
+                message = f"the embedded CDI does not import {kind or 'DataVolumes without a source'} yet"
             await self._status(dv, "Failed", None, None, message)
             return None
         if pvc is None:
