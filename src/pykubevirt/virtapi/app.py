@@ -27,6 +27,7 @@ from pykubevirt.client.streams import (
 )
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi import discovery
+from pykubevirt.virtapi.expand import ExpandError, expand_vm, find_spec, vm_from_body
 from pykubevirt.virtapi.handler_client import HandlerClient
 from pykubevirt.virtapi.lifecycle import (
     VM_RESOURCE,
@@ -117,6 +118,7 @@ class SubresourceAPI:
             ("virtualmachineinstances", "vnc"): ("GET", self._stream),
             ("virtualmachineinstances", "portforward"): ("GET", self._port_forward),
             ("virtualmachines", "portforward"): ("GET", self._port_forward),
+            ("virtualmachines", "expand-spec"): ("GET", self._expand_stored),
         }
 
     async def close(self) -> None:
@@ -140,6 +142,10 @@ class SubresourceAPI:
             if request.method not in ("GET", "HEAD"):
                 raise errors.method_not_allowed(request.method)
             return json_response(discovery.version_info()) if rest == ["version"] else await self._healthz()
+        if len(rest) == 3 and rest[0] == "namespaces" and rest[2] == "expand-vm-spec":
+            if request.method != "PUT":
+                raise errors.method_not_allowed(request.method)
+            return await self._expand_posted(request, rest[1])
         # Only portforward takes path parameters after its name: `portforward/PORT[/PROTOCOL]`.
         if len(rest) < 5 or rest[0] != "namespaces" or (len(rest) > 5 and rest[4] != "portforward"):
             raise errors.resource_not_found()
@@ -194,6 +200,29 @@ class SubresourceAPI:
         if any(ref.get("uid") == uid for ref in vmi["metadata"].get("ownerReferences") or []):
             return vmi
         raise errors.internal(f"unable to retrieve vmi [{name}] for vm: <nil>")
+
+    # ------------------------------------------------------------------------------------------------ expand
+
+    async def _expanded(self, vm: dict[str, Any]) -> dict[str, Any]:
+        instancetype = await find_spec(self.client, vm, "instancetype")
+        preference = await find_spec(self.client, vm, "preference")
+        return expand_vm(vm, instancetype, preference, self.config() if self.config else ClusterConfig())
+
+    async def _expand_stored(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        """ExpandSpecVMRequestHandler: a failure to expand a stored VM is the server's (500)."""
+        vm = await self._vm(namespace, name)
+        try:
+            return json_response(await self._expanded(vm))
+        except ExpandError as exc:
+            raise errors.internal(str(exc)) from None
+
+    async def _expand_posted(self, request: web.Request, namespace: str) -> web.Response:
+        """ExpandSpecRequestHandler: the VM in the body, which the caller got wrong when it cannot be expanded (400)."""
+        vm = vm_from_body(await request.read(), namespace)
+        try:
+            return json_response(await self._expanded(vm))
+        except ExpandError as exc:
+            raise errors.bad_request(str(exc)) from None
 
     # ------------------------------------------------------------------------------------------------ VM lifecycle
 

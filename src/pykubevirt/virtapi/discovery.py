@@ -30,6 +30,8 @@ SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("virtualmachineinstances/console", ("get",)),
     ("virtualmachineinstances/vnc", ("get",)),
     ("virtualmachineinstances/portforward", ("get",)),
+    ("virtualmachines/expand-spec", ("get",)),
+    ("expand-vm-spec", ("update",)),
 )
 
 

@@ -17,6 +17,7 @@ from pykubevirt.client.config import ConfigError, load_config
 from pykubevirt.client.errors import ApiError
 from pykubevirt.virtctl import commands, create, guest_agent
 from pykubevirt.virtctl.client import VirtctlError
+from pykubevirt.virtctl.expand import add_arguments as add_expand_arguments
 from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
 from pykubevirt.virtctl.image_upload import add_arguments as add_upload_arguments
 from pykubevirt.virtctl.scp import add_arguments as add_scp_arguments
@@ -101,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_volume_arguments(sub, command)
     add_upload_arguments(command)
     create.add_commands(sub, _Parser, lambda cmd: _globals(cmd, suppress=True))
+    add_expand_arguments(
+        command("expand", "Return the VirtualMachine object with expanded instancetype and preference.")
+    )
     version = command("version", "Print the client and server version information.")
     version.add_argument("-c", "--client", action="store_true", help="client version only")
     return parser
