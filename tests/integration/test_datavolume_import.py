@@ -26,7 +26,13 @@ import pytest_asyncio
 
 from pykubevirt.api.quantity import MI
 from pykubevirt.client.api import KubeClient, Object
-from pykubevirt.client.resources import DATA_VOLUMES, NAMESPACES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
+from pykubevirt.client.resources import (
+    DATA_SOURCES,
+    DATA_VOLUMES,
+    NAMESPACES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+)
 from pykubevirt.node.image_store import ImageStore
 from pykubevirt.storage.importer import FATAL_MARKER
 from tests.integration.test_subresources import virtctl
@@ -386,24 +392,82 @@ async def test_a_checksum_mismatch_fails_the_dv_without_retries(env: Env, image_
     assert [p.name for p in (await volume_dir(env.admin, ns, "summed")).iterdir()] == [FATAL_MARKER]
 
 
-async def test_a_datasource_reference_fails_saying_datasources_are_not_served(env: Env) -> None:
-    """`virtctl create vm --volume-import=type:ds,…` writes a sourceRef; the embedded CDI says what it lacks."""
+def blank_dv(name: str, size: str = "16Mi", source_ref: Object | None = None) -> Object:
+    """A blank DataVolume, or one cloning through `source_ref`."""
+    source: Object = {"sourceRef": source_ref} if source_ref else {"source": {"blank": {}}}
+    spec = {**source, "storage": {"resources": {"requests": {"storage": size}}}}
+    return {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": {"name": name}, "spec": spec}
+
+
+def data_source(name: str, **source: Any) -> Object:
+    spec = {"source": source}
+    return {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource", "metadata": {"name": name}, "spec": spec}
+
+
+async def dv_phase(env: Env, ns: str, name: str, phase: str) -> Object:
+    async def reached() -> Object | None:
+        found = await env.admin.get(DATA_VOLUMES, name, ns)
+        return found if (found.get("status") or {}).get("phase") == phase else None
+
+    return await eventually(reached, timeout=60)
+
+
+async def ready_condition(env: Env, ns: str, name: str, status: str) -> Object:
+    async def reached() -> Object | None:
+        found = await env.admin.get(DATA_SOURCES, name, ns)
+        conditions = (found.get("status") or {}).get("conditions") or []
+        return found if any(c["type"] == "Ready" and c["status"] == status for c in conditions) else None
+
+    return await eventually(reached, timeout=60)
+
+
+async def test_a_datavolume_clones_what_its_datasource_names(env: Env) -> None:
+    """`virtctl create vm --volume-import=type:ds,src:NAME` writes a sourceRef: the golden image's copy, and the
+    DataSource's Ready condition and instancetype labels, as CDI keeps them."""
     ns = await env.namespace()
-    dv = {
-        "apiVersion": "cdi.kubevirt.io/v1beta1",
-        "kind": "DataVolume",
-        "metadata": {"name": "from-ds"},
-        "spec": {
-            "sourceRef": {"kind": "DataSource", "name": "fedora", "namespace": "os-images"},
-            "storage": {"resources": {"requests": {"storage": "16Mi"}}},
-        },
-    }
-    await env.admin.create(DATA_VOLUMES, dv, ns)
+    # A DataVolume referencing a DataSource that does not exist yet is left alone, as CDI leaves it.
+    ref = {"kind": "DataSource", "name": "fedora"}
+    await env.admin.create(DATA_VOLUMES, blank_dv("early", source_ref=ref), ns)
+    golden = blank_dv("golden")
+    golden["metadata"]["labels"] = {"instancetype.kubevirt.io/default-preference": "fedora", "team": "os"}
+    await env.admin.create(DATA_VOLUMES, golden, ns)
+    await dv_phase(env, ns, "golden", "Succeeded")
+    disk = await volume_dir(env.admin, ns, "golden") / "disk.img"
+    with disk.open("r+b") as image:
+        image.write(b"golden image\n")
 
-    async def failed() -> Object | None:
-        found = await env.admin.get(DATA_VOLUMES, "from-ds", ns)
-        return found if (found.get("status") or {}).get("phase") == "Failed" else None
+    await env.admin.create(DATA_SOURCES, data_source("missing", pvc={"name": "nothing"}), ns)
+    missing = await ready_condition(env, ns, "missing", "False")
+    assert [(c["reason"], c["message"]) for c in missing["status"]["conditions"]] == [("NotFound", "PVC not found")]
+    await env.admin.create(DATA_SOURCES, data_source("fedora", pvc={"name": "golden"}), ns)
+    ready = await ready_condition(env, ns, "fedora", "True")
+    assert [(c["reason"], c["message"]) for c in ready["status"]["conditions"]] == [
+        ("Ready", "DataSource is ready to be consumed")
+    ]
+    assert ready["status"]["source"] == {"pvc": {"name": "golden"}}
+    # Only kubevirt.io labels are taken on (the instancetype defaults VMs infer from).
+    assert ready["metadata"]["labels"] == {"instancetype.kubevirt.io/default-preference": "fedora"}
+    # One level of reference, resolved in the status.
+    await env.admin.create(DATA_SOURCES, data_source("latest", dataSource={"name": "fedora"}), ns)
+    assert (await ready_condition(env, ns, "latest", "True"))["status"]["source"] == {"pvc": {"name": "golden"}}
+    await env.admin.create(DATA_SOURCES, data_source("loop", dataSource={"name": "loop"}), ns)
+    loop = await ready_condition(env, ns, "loop", "False")
+    assert loop["status"]["conditions"][0]["message"] == "DataSource cannot self-reference"
 
-    found = await eventually(failed, timeout=30)
-    assert running_condition(found)["message"] == "the embedded CDI does not serve DataSources (sourceRef) yet"
-    assert "source" not in found["spec"]
+    # The early DataVolume goes ahead once its DataSource is there; another goes through the reference.
+    copy = blank_dv("copy", source_ref={"kind": "DataSource", "name": "latest"})
+    await env.admin.create(DATA_VOLUMES, copy, ns)
+    for name in ("early", "copy"):
+        done = await dv_phase(env, ns, name, "Succeeded")
+        # The DataVolume keeps its sourceRef only; the source it was cloned from is the controller's.
+        assert "source" not in done["spec"] and done["spec"]["sourceRef"]["kind"] == "DataSource"
+        cloned = await volume_dir(env.admin, ns, name) / "disk.img"
+        with cloned.open("rb") as image:
+            assert image.read(13) == b"golden image\n"
+
+    # A DataSource in another namespace cannot be cloned here: said so, not waited on.
+    other = await env.namespace()
+    away = blank_dv("away", source_ref={"kind": "DataSource", "name": "fedora", "namespace": ns})
+    await env.admin.create(DATA_VOLUMES, away, other)
+    failed = await dv_phase(env, other, "away", "Failed")
+    assert running_condition(failed)["message"] == "the embedded CDI does not clone a PVC of another namespace yet"

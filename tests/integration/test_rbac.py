@@ -138,6 +138,10 @@ async def test_a_namespaced_edit_user_and_kubectl_auth(
 
     for args, answer in [
         (("create", "virtualmachines"), "yes"),
+        # CDI's roles aggregate into edit: DataVolumes (virtctl image-upload makes one), DataSources, upload tokens.
+        (("create", "datavolumes.cdi.kubevirt.io"), "yes"),
+        (("delete", "datasources.cdi.kubevirt.io"), "yes"),
+        (("create", "uploadtokenrequests.upload.cdi.kubevirt.io"), "yes"),
         (("get", "pods", "--subresource=log"), "yes"),
         (("list", "secrets"), "yes"),
         (("create", "rolebindings"), "no"),

@@ -218,3 +218,49 @@ DATA_VOLUME: Schema = obj(
     "A PersistentVolumeClaim that CDI populates from an import, clone or upload source.",
     required=["spec"],
 )
+
+# DataSource: a named pointer to a volume (a PVC or a snapshot) that DataVolumes clone through `sourceRef`.
+
+_DATA_SOURCE_SOURCE = obj(
+    {
+        "pvc": obj(
+            _NAMESPACED_NAME, "A PersistentVolumeClaim; the DataSource's namespace by default.", required=["name"]
+        ),
+        "snapshot": obj(
+            _NAMESPACED_NAME, "A VolumeSnapshot; the DataSource's namespace by default.", required=["name"]
+        ),
+        "dataSource": obj(_NAMESPACED_NAME, "Another DataSource of the same namespace (one level).", required=["name"]),
+    },
+    "Where the DataSource's data is: exactly one of pvc, snapshot or dataSource.",
+)
+
+DATA_SOURCE: Schema = obj(
+    {
+        "apiVersion": string(f"API version: {CDI_API_VERSION}."),
+        "kind": string("Kind: DataSource."),
+        "metadata": obj(),
+        "spec": obj({"source": _DATA_SOURCE_SOURCE}, "The DataSource's source.", required=["source"]),
+        "status": obj(
+            {
+                "conditions": array(
+                    obj(
+                        {
+                            "lastHeartbeatTime": timestamp("When the condition was last probed."),
+                            "lastTransitionTime": timestamp("When the status last changed."),
+                            "message": string("Human-readable detail."),
+                            "reason": string("Machine-readable reason: Ready, NotFound, NoSource…"),
+                            "status": string("True, False or Unknown."),
+                            "type": string("Ready."),
+                        },
+                        required=["type", "status"],
+                    ),
+                    "Conditions of the DataSource.",
+                ),
+                "source": _DATA_SOURCE_SOURCE,
+            },
+            "Observed state: Ready, and the source resolved through a referenced DataSource.",
+        ),
+    },
+    "A named source (a PVC or a snapshot) that DataVolumes populate from with `sourceRef`.",
+    required=["spec"],
+)

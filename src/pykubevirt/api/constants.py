@@ -28,6 +28,7 @@ CLUSTER_INSTANCETYPE_KIND: Final = "VirtualMachineClusterInstancetype"
 PREFERENCE_KIND: Final = "VirtualMachinePreference"
 CLUSTER_PREFERENCE_KIND: Final = "VirtualMachineClusterPreference"
 DATA_VOLUME_KIND: Final = "DataVolume"
+DATA_SOURCE_KIND: Final = "DataSource"
 KUBEVIRT_KIND: Final = "KubeVirt"
 
 # Grace period used when a VMI sets none.

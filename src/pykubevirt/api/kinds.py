@@ -183,6 +183,20 @@ DATA_VOLUME = KindSpec(
     ),
 )
 
+DATA_SOURCE = KindSpec(
+    group=constants.CDI_GROUP,
+    version=constants.CDI_VERSION,
+    kind=constants.DATA_SOURCE_KIND,
+    plural="datasources",
+    singular="datasource",
+    schema=cdi.DATA_SOURCE,
+    short_names=("das",),
+    categories=("all",),
+    printer_columns=(_age(),),
+    # CDI's DataSource has no status subresource: its controller updates the whole object.
+    status_subresource=False,
+)
+
 KUBEVIRT = KindSpec(
     group=constants.KUBEVIRT_GROUP,
     version=constants.KUBEVIRT_VERSION,
@@ -217,6 +231,7 @@ ALL_KINDS: tuple[KindSpec, ...] = (
     VIRTUAL_MACHINE_PREFERENCE,
     VIRTUAL_MACHINE_CLUSTER_PREFERENCE,
     DATA_VOLUME,
+    DATA_SOURCE,
     KUBEVIRT,
 )
 

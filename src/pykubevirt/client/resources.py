@@ -50,6 +50,7 @@ CLUSTER_PREFERENCES = ResourceRef(
 )
 KUBEVIRTS = ResourceRef(c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "kubevirts", c.KUBEVIRT_KIND)
 DATA_VOLUMES = ResourceRef(c.CDI_GROUP, c.CDI_VERSION, "datavolumes", c.DATA_VOLUME_KIND)
+DATA_SOURCES = ResourceRef(c.CDI_GROUP, c.CDI_VERSION, "datasources", c.DATA_SOURCE_KIND)
 PODS = ResourceRef("", "v1", "pods", "Pod")
 NETWORK_ATTACHMENT_DEFINITIONS = ResourceRef(
     "k8s.cni.cncf.io", "v1", "network-attachment-definitions", "NetworkAttachmentDefinition"

@@ -16,12 +16,14 @@ from pykubevirt.client.errors import AlreadyExists
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import (
+    DATA_SOURCES,
     DATA_VOLUMES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODS,
     STORAGE_CLASSES,
 )
+from pykubevirt.storage.data_source import DataSourceController
 from pykubevirt.storage.datavolume_claim import CDI_LABEL
 from pykubevirt.storage.datavolume_controller import DataVolumeController
 from pykubevirt.storage.local_provisioner import LocalPathProvisioner, default_classes
@@ -93,14 +95,29 @@ class StorageController:
         self.controller.watch(self.classes, lambda sc: [CLAIM + key for key in self.claims.keys()])
         # CDI's part: DataVolumes, their claims and importer pods.
         self.data_volumes = Informer(client, DATA_VOLUMES)
+        self.data_sources = Informer(client, DATA_SOURCES)
         self.dv_recorder = EventRecorder(client, "datavolume-controller")
         self.dv_reconciler = DataVolumeController(
-            client, data_volumes=self.data_volumes, claims=self.claims, pods=self.pods, recorder=self.dv_recorder
+            client,
+            data_volumes=self.data_volumes,
+            claims=self.claims,
+            pods=self.pods,
+            recorder=self.dv_recorder,
+            data_sources=self.data_sources,
         )
         self.dv_controller = Controller("datavolume", self.dv_reconciler, workers=2)
         self.dv_controller.watch(self.data_volumes).watch(self.claims, _owning_data_volume)
         self.dv_controller.watch(self.pods, _importer_claim)
-        self.informers = [self.claims, self.volumes, self.classes, self.pods, self.data_volumes]
+        # A DataVolume with a sourceRef waits for its DataSource to name a source.
+        self.dv_controller.watch(self.data_sources, self.dv_reconciler.referencing)
+        self.ds_reconciler = DataSourceController(
+            client, data_sources=self.data_sources, claims=self.claims, data_volumes=self.data_volumes
+        )
+        self.ds_controller = Controller("datasource", self.ds_reconciler, workers=1)
+        self.ds_controller.watch(self.data_sources).watch(self.data_sources, self.ds_reconciler.all_keys)
+        self.ds_controller.watch(self.claims, self.ds_reconciler.all_keys)
+        self.ds_controller.watch(self.data_volumes, self.ds_reconciler.all_keys)
+        self.informers = [self.claims, self.volumes, self.classes, self.pods, self.data_volumes, self.data_sources]
 
     def _unbound_claims(self, pv: Object) -> list[str]:
         if (pv.get("spec") or {}).get("claimRef"):
@@ -123,6 +140,7 @@ class StorageController:
         tasks = [asyncio.create_task(i.run(), name=f"storage-informer-{i.resource.plural}") for i in self.informers]
         tasks.append(asyncio.create_task(self.controller.run(), name="persistentvolume-controller"))
         tasks.append(asyncio.create_task(self.dv_controller.run(), name="datavolume-controller"))
+        tasks.append(asyncio.create_task(self.ds_controller.run(), name="datasource-controller"))
         try:
             await run_until_failure(tasks)
         finally:

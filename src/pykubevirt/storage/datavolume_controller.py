@@ -22,12 +22,13 @@ from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS
+from pykubevirt.storage import data_source, import_progress
 from pykubevirt.storage import datavolume_claim as dvc
-from pykubevirt.storage import import_progress
 
 log = logging.getLogger("pykubevirt.storage.datavolume")
 
 SUPPORTED_SOURCES = ("blank", "http", "registry", "upload", "pvc")
+CROSS_NAMESPACE_CLONE = "the embedded CDI does not clone a PVC of another namespace yet"
 PROGRESS_POLL_SECONDS = 1.0
 LOG_TAIL_LINES = "40"
 
@@ -36,13 +37,50 @@ class DataVolumeController:
     """Reconciles DataVolumes (keys `namespace/name`): claim, importer pod, phase, progress and conditions."""
 
     def __init__(
-        self, client: KubeClient, *, data_volumes: Informer, claims: Informer, pods: Informer, recorder: EventRecorder
+        self,
+        client: KubeClient,
+        *,
+        data_volumes: Informer,
+        claims: Informer,
+        pods: Informer,
+        recorder: EventRecorder,
+        data_sources: Informer | None = None,
     ) -> None:
         self.client = client
         self.data_volumes = data_volumes
         self.claims = claims
         self.pods = pods
         self.recorder = recorder
+        self.data_sources = data_sources
+
+    def _with_source_ref_resolved(self, dv: Object) -> Object | None:
+        """A DataVolume with a `sourceRef`, its source filled in from the DataSource (populateSourceIfSourceRef); None
+        while the DataSource is missing or has no source, when CDI leaves the DataVolume alone."""
+        ref = (dv.get("spec") or {}).get("sourceRef")
+        sources = self.data_sources
+        if not ref or sources is None or ref.get("kind") != "DataSource":
+            return dv
+        namespace = str(ref.get("namespace") or dv["metadata"]["namespace"])
+        found = sources.get(f"{namespace}/{ref.get('name', '')}")
+        if found is None:
+            return None
+        source = data_source.clone_source(found, lambda ns, name: sources.get(f"{ns}/{name}"))
+        if source is None:
+            return None
+        resolved = copy_json(dv)
+        resolved["spec"]["source"] = source
+        return resolved
+
+    def referencing(self, data_source_obj: Object) -> list[str]:
+        """The DataVolumes whose sourceRef names this DataSource: they wait for it."""
+        meta = data_source_obj.get("metadata") or {}
+        keys = []
+        for dv in self.data_volumes.items():
+            ref = (dv.get("spec") or {}).get("sourceRef") or {}
+            namespace = ref.get("namespace") or dv["metadata"].get("namespace")
+            if ref.get("name") == meta.get("name") and namespace == meta.get("namespace"):
+                keys.append(object_key(dv))
+        return keys
 
     async def reconcile(self, key: str) -> Result | None:
         dv = self.data_volumes.get(key)
@@ -54,13 +92,18 @@ class DataVolumeController:
             return None
         if dv is None or objects.is_marked_for_deletion(dv):
             return None
+        resolved = self._with_source_ref_resolved(dv)
+        if resolved is None:
+            return None
+        dv = resolved
         kind = dvc.source_kind(dv)
         if kind not in SUPPORTED_SOURCES:
-            if (dv.get("spec") or {}).get("sourceRef"):
-                message = "the embedded CDI does not serve DataSources (sourceRef) yet"
-            else:
-                message = f"the embedded CDI does not import {kind or 'DataVolumes without a source'} yet"
+            message = f"the embedded CDI does not import {kind or 'DataVolumes without a source'} yet"
             await self._status(dv, "Failed", None, None, message)
+            return None
+        if kind == "pvc" and _clone_namespace(dv) != namespace:
+            # A pod mounts claims of its own namespace only; CDI clones across namespaces with a source pod there.
+            await self._status(dv, "Failed", None, None, CROSS_NAMESPACE_CLONE)
             return None
         if pvc is None:
             pvc = await self._create_claim(dv)
@@ -197,10 +240,7 @@ class DataVolumeController:
         if dvc.source_kind(dv) != "pvc":
             return ""
         source = dv["spec"]["source"]["pvc"]
-        namespace = str(source.get("namespace") or dv["metadata"]["namespace"])
-        if namespace != dv["metadata"]["namespace"]:
-            # A pod mounts claims of its own namespace only; CDI clones across namespaces with a second pod.
-            return None
+        namespace = _clone_namespace(dv)
         if self.claims.get(f"{namespace}/{source.get('name')}") is None:
             target = dv["metadata"]["name"]
             message = (
@@ -254,12 +294,20 @@ class DataVolumeController:
             if phase == "Failed" and message:
                 self.recorder.event(dv, WARNING, "Failed", message)
         body = copy_json(dv)
+        if body["spec"].get("sourceRef"):
+            # The source resolved from the DataSource is the controller's own; the DataVolume keeps only its sourceRef.
+            body["spec"].pop("source", None)
         body["status"] = dict(old, **status)
         try:
             await self.client.update_status(DATA_VOLUMES, body)
         except (NotFound, Conflict):
             # A newer DataVolume is on its way through the informer; its event (or the progress poll) comes back.
             return
+
+
+def _clone_namespace(dv: Object) -> str:
+    source = ((dv.get("spec") or {}).get("source") or {}).get("pvc") or {}
+    return str(source.get("namespace") or dv["metadata"]["namespace"])
 
 
 def _owned_by(pvc: Object, dv: Object) -> bool:
