@@ -13,16 +13,20 @@ import http.server
 import re
 import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pykubevirt.api import pod_layout
 from pykubevirt.api.quantity import MI
 from pykubevirt.client.resources import (
+    CLUSTER_PREFERENCES,
+    DATA_SOURCES,
     DATA_VOLUMES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
@@ -36,6 +40,7 @@ from tests.support.cluster import ClusterView
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
+VIRTCTL = str(Path(sys.executable).parent / "virtctl")
 
 MARKER_SCRIPT = """#!/bin/sh
 if [ "$(head -c 14 /dev/vdb)" = persist-marker ]; then
@@ -451,3 +456,54 @@ async def hotplug_and_unplug(kube: ClusterView, ns: str, console: Console) -> No
     await eventually(lambda: volume(None), timeout=60, interval=0.5)
     unplugged = await console.block_devices_until("after-unplug", lambda devices: "sda" not in devices)
     assert "vda" in unplugged
+
+
+async def test_a_vm_made_by_virtctl_create_boots_a_clone_of_a_datasource(kube: ClusterView, guest_image: Path) -> None:
+    """The golden-image path of KubeVirt's user guide: a DataSource names a claim holding an OS image (labelled with
+    its preference), `virtctl create vm --volume-import=type:ds,…` clones it, the preference is inferred, it boots."""
+    ns = await kube.namespace()
+    admin = kube.admin
+    preference_name = f"golden-{ns}"
+    await boot_claim(kube, ns, "golden-os", guest_image)
+    labels = {"instancetype.kubevirt.io/default-preference": preference_name}
+    await admin.patch(PERSISTENT_VOLUME_CLAIMS, "golden-os", {"metadata": {"labels": labels}}, ns)
+    preference = {
+        "apiVersion": "instancetype.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineClusterPreference",
+        "metadata": {"name": preference_name},
+        "spec": {"devices": {"preferredDiskBus": "virtio"}},
+    }
+    await admin.create(CLUSTER_PREFERENCES, preference)
+    source = {
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataSource",
+        "metadata": {"name": "golden"},
+        "spec": {"source": {"pvc": {"name": "golden-os"}}},
+    }
+    await admin.create(DATA_SOURCES, source, ns)
+
+    async def labelled() -> bool:
+        found = await admin.get(DATA_SOURCES, "golden", ns)
+        return (found["metadata"].get("labels") or {}).items() >= labels.items()
+
+    await eventually(labelled, timeout=30)
+    try:
+        argv = [VIRTCTL, "create", "vm", "--name=gold", "--memory=128Mi", "--termination-grace-period=5"]
+        argv.append("--volume-import=type:ds,src:golden,size:64Mi,name:gold-root")
+        created = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, check=True)
+        vm = yaml.safe_load(created.stdout)
+        assert vm["spec"]["preference"] == {"inferFromVolume": "gold-root", "inferFromVolumeFailurePolicy": "Ignore"}
+        await admin.create(VIRTUAL_MACHINES, vm, ns)
+        stored = await admin.get(VIRTUAL_MACHINES, "gold", ns)
+        # Admission inferred the preference from the DataSource's labels (a cluster preference: no kind label).
+        assert stored["spec"]["preference"]["name"] == preference_name, stored["spec"]["preference"]
+        vmi = await kube.wait_vmi_phase(ns, "gold", "Running", timeout=240)
+        disks = {d["name"]: d for d in vmi["spec"]["domain"]["devices"]["disks"]}
+        assert disks["gold-root"]["disk"]["bus"] == "virtio"
+        dv = await admin.get(DATA_VOLUMES, "gold-root", ns)
+        assert dv["status"]["phase"] == "Succeeded" and "source" not in dv["spec"]
+        pod = await kube.launcher_pod(vmi)
+        await kube.wait_serial(kube.node, pod, vmi, "pykubevirt-guest: booted", timeout=120)
+        await admin.delete(VIRTUAL_MACHINES, "gold", ns)
+    finally:
+        await admin.delete(CLUSTER_PREFERENCES, preference_name)
