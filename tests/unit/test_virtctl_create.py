@@ -249,6 +249,9 @@ def test_generated_cloud_init(capsys: pytest.CaptureFixture[str], tmp_path: Path
     vm, err = create(capsys, "vm", "--cloud-init=none", "--ssh-key=k")
     assert "volumes" not in template(vm)
     assert err.startswith("WARNING: --cloud-init: was set to none, not creating a data source")
+    # A user alone is nothing lost: no warning.
+    vm, err = create(capsys, "vm", "--cloud-init=none", "--user=fedora")
+    assert "volumes" not in template(vm) and err == ""
     assert refused(capsys, "vm", "--user=a", f"--password-file={tmp_path / 'none'}", warnings=1).startswith(
         'failed to parse "--password-file" flag: open '
     )

@@ -10,6 +10,7 @@ import argparse
 import csv
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pykubevirt.api.quantity import Quantity, QuantityError
@@ -37,6 +38,18 @@ CLOUD_INIT_DISK = "cloudinitdisk"
 CLOUD_CONFIG = "#cloud-config"
 RUN_STRATEGIES = ("Always", "Manual", "Halted", "Once", "RerunOnFailure")
 CLOUD_INIT_TYPES = ("nocloud", "configdrive", "none")
+# The flags that ask for a cloud-init data source (cloudInitFlagsChanged).
+CLOUD_INIT_FLAGS = frozenset(
+    {
+        "user",
+        "password-file",
+        "ssh-key",
+        "ga-manage-ssh",
+        "cloud-init",
+        "cloud-init-user-data",
+        "cloud-init-network-data",
+    }
+)
 ACCESS_CRED_PARAMS: dict[str, ParamKind] = {"type": "string", "src": "string", "method": "string", "user": "string"}
 # cobra's MarkFlagsMutuallyExclusive groups, checked in the order cobra checks them (sorted by the joined names).
 EXCLUSIVE_GROUPS = sorted(
@@ -177,16 +190,15 @@ class VMManifest:
         )
 
     def _matcher(self, vm: dict[str, Any], what: str) -> None:
-        """--instancetype / --preference: `[kind/]name`, the kind left to the API's defaulting when absent."""
+        """--instancetype / --preference: `[kind/]name`; without a kind, KubeVirt looks for a cluster-wide one."""
         try:
             kind, name = split_prefixed_name(str(self.flags.get(what)))
         except ValueError as exc:
             raise flag_error(what, str(exc)) from None
         kind = kind.lower()
-        noun = "instancetype" if what == "instancetype" else "preference"
-        kinds = (f"virtualmachine{noun}", f"virtualmachinecluster{noun}")
+        kinds = (f"virtualmachine{what}", f"virtualmachinecluster{what}")
         if kind and kind not in kinds:
-            raise flag_error(what, f'invalid {noun} kind "{kind}", supported values are: {", ".join(kinds)}')
+            raise flag_error(what, f'invalid {what} kind "{kind}", supported values are: {", ".join(kinds)}')
         if what == "instancetype":
             vm["spec"]["template"]["spec"]["domain"].pop("memory", None)
         vm["spec"][what] = {"name": name, **({"kind": kind} if kind else {})}
@@ -260,8 +272,7 @@ class VMManifest:
         }
 
     def _cloud_init(self, vm: dict[str, Any]) -> None:
-        wanted = ("user", "password-file", "ssh-key", "ga-manage-ssh", "cloud-init")
-        if not self.changed & {*wanted, "cloud-init-user-data", "cloud-init-network-data"}:
+        if not self.changed & CLOUD_INIT_FLAGS:
             return
         if "password-file" in self.changed:
             self.flags.warnings.append(
@@ -271,9 +282,8 @@ class VMManifest:
             raise VirtctlError(f'there is already a volume with name "{CLOUD_INIT_DISK}"')
         kind = self.cloud_init.lower()
         if kind == "none":
-            if self.changed & {"password-file", "ssh-key", "ga-manage-ssh", "cloud-init-user-data"} or (
-                "cloud-init-network-data" in self.changed
-            ):
+            # --user alone is no reason to warn, as upstream has it.
+            if self.changed & (CLOUD_INIT_FLAGS - {"user", "cloud-init"}):
                 self.flags.warnings.append(
                     "WARNING: --cloud-init: was set to none, not creating a data source although other cloud-init "
                     "options were set"
@@ -304,8 +314,7 @@ class VMManifest:
             config += f"\nuser: {user}"
         if path := self.flags.get("password-file"):
             try:
-                with open(path, encoding="utf-8") as file:
-                    password = file.read().strip()
+                password = Path(path).read_text(encoding="utf-8").strip()
             except OSError as exc:
                 raise flag_error(
                     "password-file", f"open {path}: {exc.strerror.lower() if exc.strerror else exc}"
