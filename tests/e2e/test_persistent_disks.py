@@ -489,7 +489,8 @@ async def test_a_vm_made_by_virtctl_create_boots_a_clone_of_a_datasource(kube: C
     await eventually(labelled, timeout=30)
     try:
         argv = [VIRTCTL, "create", "vm", "--name=gold", "--memory=128Mi", "--termination-grace-period=5"]
-        argv.append("--volume-import=type:ds,src:golden,size:64Mi,name:gold-root")
+        # No size: the clone takes the golden claim's.
+        argv.append("--volume-import=type:ds,src:golden,name:gold-root")
         created = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, check=True)
         vm = yaml.safe_load(created.stdout)
         assert vm["spec"]["preference"] == {"inferFromVolume": "gold-root", "inferFromVolumeFailurePolicy": "Ignore"}

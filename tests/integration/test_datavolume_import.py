@@ -395,7 +395,7 @@ async def test_a_checksum_mismatch_fails_the_dv_without_retries(env: Env, image_
 def blank_dv(name: str, size: str = "16Mi", source_ref: Object | None = None) -> Object:
     """A blank DataVolume, or one cloning through `source_ref`."""
     source: Object = {"sourceRef": source_ref} if source_ref else {"source": {"blank": {}}}
-    spec = {**source, "storage": {"resources": {"requests": {"storage": size}}}}
+    spec = {**source, "storage": {"resources": {"requests": {"storage": size}}} if size else {}}
     return {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": {"name": name}, "spec": spec}
 
 
@@ -457,13 +457,20 @@ async def test_a_datavolume_clones_what_its_datasource_names(env: Env) -> None:
     # The early DataVolume goes ahead once its DataSource is there; another goes through the reference.
     copy = blank_dv("copy", source_ref={"kind": "DataSource", "name": "latest"})
     await env.admin.create(DATA_VOLUMES, copy, ns)
-    for name in ("early", "copy"):
+    # No size, as `virtctl create vm --volume-import=type:ds,src:fedora` writes it: the source's size.
+    await env.admin.create(DATA_VOLUMES, blank_dv("sized-as-source", "", {"kind": "DataSource", "name": "fedora"}), ns)
+    for name in ("early", "copy", "sized-as-source"):
         done = await dv_phase(env, ns, name, "Succeeded")
         # The DataVolume keeps its sourceRef only; the source it was cloned from is the controller's.
         assert "source" not in done["spec"] and done["spec"]["sourceRef"]["kind"] == "DataSource"
         cloned = await volume_dir(env.admin, ns, name) / "disk.img"
         with cloned.open("rb") as image:
             assert image.read(13) == b"golden image\n"
+    requests = [
+        (await env.admin.get(PERSISTENT_VOLUME_CLAIMS, name, ns))["spec"]["resources"]["requests"]["storage"]
+        for name in ("golden", "sized-as-source")
+    ]
+    assert requests[0] == requests[1]
 
     # A DataSource in another namespace cannot be cloned here: said so, not waited on.
     other = await env.namespace()

@@ -227,6 +227,13 @@ def test_cdi_sizes_and_claims_of_data_volumes() -> None:
     assert dvc.claim_spec({"spec": {"pvc": {"resources": {"requests": {"storage": "1Gi"}}}}}) == {
         "resources": {"requests": {"storage": "1Gi"}}
     }
+    # A clone without a size takes its source claim's request as it is (it holds the overhead already); without a
+    # known source size, or for anything but a clone, a size is required.
+    clone = {"spec": {"source": {"pvc": {"name": "golden"}}, "storage": {}}}
+    assert dvc.claim_spec(clone, "68Mi")["resources"] == {"requests": {"storage": "68Mi"}}
+    for sizeless, source_request in ((clone, ""), ({"spec": {"source": {"blank": {}}, "storage": {}}}, "68Mi")):
+        with pytest.raises(dvc.ClaimSpecError, match="missing storage size"):
+            dvc.claim_spec(sizeless, source_request)
 
 
 @pytest.mark.parametrize(

@@ -66,8 +66,18 @@ def source_kind(dv: Mapping[str, Any]) -> str:
     return next(iter(source), "")
 
 
-def claim_spec(dv: Mapping[str, Any]) -> dict[str, Any]:
-    """spec.pvc verbatim; spec.storage with CDI's defaults and the filesystem overhead added to the request."""
+def requested_size(dv: Mapping[str, Any]) -> int:
+    """The bytes spec.storage (or spec.pvc) asks for; 0 when it names no size."""
+    spec = dv.get("spec") or {}
+    target = spec.get("pvc") or spec.get("storage") or {}
+    return to_bytes(((target.get("resources") or {}).get("requests") or {}).get("storage"))
+
+
+def claim_spec(dv: Mapping[str, Any], source_request: str = "") -> dict[str, Any]:
+    """spec.pvc verbatim; spec.storage with CDI's defaults and the filesystem overhead added to the request.
+
+    A clone that names no size takes its source claim's request (`source_request`), which already holds the overhead.
+    """
     spec = dv.get("spec") or {}
     if spec.get("pvc") is not None:
         return dict(spec["pvc"])
@@ -75,23 +85,23 @@ def claim_spec(dv: Mapping[str, Any]) -> dict[str, Any]:
     if storage is None:
         raise ClaimSpecError(NO_CLAIM_SPEC)
     claim = {k: v for k, v in storage.items() if v is not None}
-    request = to_bytes(((storage.get("resources") or {}).get("requests") or {}).get("storage"))
-    if not request:
-        if source_kind(dv) != "pvc":
-            raise ClaimSpecError(MISSING_SIZE)
-        return claim
-    if request < MI:
+    request = requested_size(dv)
+    if not request and (source_kind(dv) != "pvc" or not source_request):
+        raise ClaimSpecError(MISSING_SIZE)
+    if request and request < MI:
         raise ClaimSpecError(TOO_SMALL)
     # The embedded provisioner has no StorageProfile: ReadWriteOnce filesystem volumes unless the DV says otherwise.
     claim.setdefault("accessModes", ["ReadWriteOnce"])
     mode = claim.get("volumeMode") or "Filesystem"
     claim["volumeMode"] = "Filesystem" if mode == "FromStorageProfile" else mode
-    if claim["volumeMode"] == "Filesystem":
-        resources = dict(claim.get("resources") or {})
+    resources = dict(claim.get("resources") or {})
+    if not request:
+        resources["requests"] = dict(resources.get("requests") or {}, storage=source_request)
+    elif claim["volumeMode"] == "Filesystem":
         resources["requests"] = dict(
             resources.get("requests") or {}, storage=str(required_space(request, DEFAULT_OVERHEAD))
         )
-        claim["resources"] = resources
+    claim["resources"] = resources
     return claim
 
 
@@ -138,7 +148,7 @@ def new_claim(dv: Mapping[str, Any], source_request: str = "") -> dict[str, Any]
             "annotations": annotations,
             "ownerReferences": [owner],
         },
-        "spec": claim_spec(dv),
+        "spec": claim_spec(dv, source_request),
     }
 
 

@@ -106,6 +106,9 @@ class DataVolumeController:
             await self._status(dv, "Failed", None, None, CROSS_NAMESPACE_CLONE)
             return None
         if pvc is None:
+            if kind == "pvc" and not dvc.requested_size(dv) and self._clone_source(dv) is None:
+                # A clone without a size takes its source's, which is not there yet: wait for it.
+                return Result(requeue_after=5.0)
             pvc = await self._create_claim(dv)
             if pvc is None:
                 return None
@@ -172,8 +175,14 @@ class DataVolumeController:
         return updated
 
     async def _create_claim(self, dv: Object) -> Object | None:
+        source_request = ""
+        if dvc.source_kind(dv) == "pvc":
+            source = self.claims.get(f"{_clone_namespace(dv)}/{dv['spec']['source']['pvc'].get('name', '')}") or {}
+            source_request = str(
+                (((source.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage") or ""
+            )
         try:
-            claim = dvc.new_claim(dv)
+            claim = dvc.new_claim(dv, source_request)
         except dvc.ClaimSpecError as exc:
             self.recorder.event(dv, WARNING, "ErrClaimNotValid", str(exc))
             await self._status(dv, "Pending", None, None, str(exc))
