@@ -172,6 +172,15 @@ async def test_access_credentials_through_the_agent_and_soft_reboot(kube: Cluste
     assert hostname.strip() == "cred-vm"
     assert ("Normal", "AccessCredentialsSyncSuccess") in await kube.events(ns, "cred-vm")
 
+    # A second key, added as users add them (`virtctl credentials add-ssh-key`), reaches the running guest through
+    # the agent. The secret is the user's own, not the VM's: --force.
+    second, second_public = keypair(tmp_path, "second-key")
+    argv = ("credentials", "add-ssh-key", "-n", ns, "--user", "root", "--value", second_public, "--force", "cred-vm")
+    _, out, _ = await kube.run("virtctl", *argv)
+    assert out == 'Successfully added the key to secret "agent-keys"\n'
+    hostname = await eventually(lambda: ssh(second, pod["status"]["podIP"], "hostname"), timeout=AGENT_TIMEOUT)
+    assert hostname.strip() == "cred-vm"
+
     # With the agent there, soft reboot goes through it (guest-shutdown mode=reboot), not the power button, which
     # would power this guest off.
     await kube.run("virtctl", "soft-reboot", "cred-vm", "-n", ns)

@@ -33,11 +33,14 @@ from pykubevirt.node.pod_dirs import ContainerRecord, PodDir
 from pykubevirt.node.pod_network import PodNetwork, host_network
 from pykubevirt.node.sandbox_network import SandboxNetwork
 from pykubevirt.node.stray_sweeper import StraySweeper
-from pykubevirt.node.volumes import PreparedVolumes, container_mounts, prepare_volumes
+from pykubevirt.node.volumes import PreparedVolumes, container_mounts, prepare_volumes, refresh_volumes
 
 log = logging.getLogger("pykubevirt.node.pod_worker")
 
 RESYNC_SECONDS = 10.0
+# The kubelet's sync period: how often secret, configMap and downward API volumes are rewritten from their objects
+# (a key added with `virtctl credentials add-ssh-key` reaches a running guest through this).
+VOLUME_REFRESH_SECONDS = 60.0
 NETWORK_RETRY_SECONDS = 1.0
 RESTART_BACKOFF_INITIAL_SECONDS = 10.0
 RESTART_BACKOFF_MAX_SECONDS = 300.0
@@ -95,6 +98,7 @@ class PodWorker:
         self.waiting: dict[str, tuple[str, str]] = {}
         self._start_failures: dict[str, tuple[int, float]] = {}
         self.volumes: PreparedVolumes | None = None
+        self.volumes_written = 0.0
         self.latest: Object | None = None
         self.kill_deadline: float | None = None
         self.sigterm_sent = False
@@ -156,6 +160,12 @@ class PodWorker:
         self.dir.create(pod)
         if self.volumes is None or self.volumes.errors:
             self.volumes = await prepare_volumes(pod, self.dir, self.ctx.fetch)
+            self.volumes_written = time.monotonic()
+        elif time.monotonic() - self.volumes_written >= VOLUME_REFRESH_SECONDS:
+            self.volumes_written = time.monotonic()
+            for failure in await refresh_volumes(pod, self.dir, self.ctx.fetch):
+                meta = pod["metadata"]
+                log.warning("pod %s/%s: volume %s kept as it was", meta.get("namespace"), meta.get("name"), failure)
         plan = _Plan()
         if (pod.get("status") or {}).get("phase") not in pod_status.TERMINAL_PHASES:
             if await self.sandbox.ensure(pod):

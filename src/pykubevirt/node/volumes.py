@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pykubevirt.client.errors import ApiError
 from pykubevirt.node.env import ConfigError, Fetch, config_data, fetch_config, field_value, resource_value
 from pykubevirt.node.pod_dirs import PodDir
 
@@ -159,6 +160,25 @@ async def prepare_volumes(pod: Mapping[str, Any], pod_dir: PodDir, fetch: Fetch)
         except OSError as exc:
             prepared.errors[name] = f"volume {name!r}: {exc}"
     return prepared
+
+
+# The volumes whose content comes from API objects, which the kubelet rewrites when the objects change.
+REFRESHED_KINDS = ("configMap", "secret", "downwardAPI", "projected")
+
+
+async def refresh_volumes(pod: Mapping[str, Any], pod_dir: PodDir, fetch: Fetch) -> list[str]:
+    """Rewrite the configMap, secret, downwardAPI and projected volumes of a running pod from their objects now, as
+    the kubelet's periodic sync does; a volume that cannot be read now keeps its content. Returns those that failed."""
+    failed = []
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        if not any(volume.get(kind) is not None for kind in REFRESHED_KINDS):
+            continue
+        name = str(volume.get("name") or "")
+        try:
+            await _prepare_one(pod, pod_dir, name, volume, fetch)
+        except (ConfigError, OSError, ApiError) as exc:
+            failed.append(f"{name}: {exc}")
+    return failed
 
 
 async def _mount_hugetlbfs(target: Path, size: str) -> None:

@@ -106,6 +106,10 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
         from pykubevirt.virtctl.expose import expose
 
         await expose(api, namespace, args)
+    elif command == "credentials":
+        from pykubevirt.virtctl import credentials
+
+        await credentials.run(api, namespace, args)
     elif command == "expand":
         from pykubevirt.virtctl.expand import run_expand
 

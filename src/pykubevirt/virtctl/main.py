@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import ConfigError, load_config
 from pykubevirt.client.errors import ApiError
-from pykubevirt.virtctl import commands, create, guest_agent
+from pykubevirt.virtctl import commands, create, credentials, guest_agent
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.expand import add_arguments as add_expand_arguments
 from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
@@ -28,6 +28,7 @@ from pykubevirt.virtctl.volumes import add_arguments as add_volume_arguments
 BOOL_FLAGS = (
     *("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client", "--persist"),
     *("--insecure", "--no-create", "--force-bind", "--stdio", "--recursive", "--preserve", "--namespaced"),
+    *("--create-secret", "--update-secret"),
 )
 
 
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_volume_arguments(sub, command)
     add_upload_arguments(command)
     create.add_commands(sub, _Parser, lambda cmd: _globals(cmd, suppress=True))
+    credentials.add_commands(sub, _Parser, lambda cmd: _globals(cmd, suppress=True))
     add_expand_arguments(
         command("expand", "Return the VirtualMachine object with expanded instancetype and preference.")
     )
