@@ -227,7 +227,8 @@ async def _remove_key(api: KubeClient, vm: dict[str, Any], args: argparse.Namesp
         raise VirtctlError(f"secret {args.secret} is not associated with user {args.user}")
     namespace = vm["metadata"]["namespace"]
     for name in [args.secret] if args.secret else names:
-        # Retried on a conflict, as RetryOnConflict does: the secret is read again.
+        # Retried on a conflict, as RetryOnConflict does (5 tries): the secret is read again.
+        conflict = ""
         for _ in range(5):
             try:
                 secret = await api.get(SECRETS, name, namespace)
@@ -245,12 +246,15 @@ async def _remove_key(api: KubeClient, vm: dict[str, Any], args: argparse.Namesp
             try:
                 await api.update(SECRETS, secret)
                 break
-            except Conflict:
+            except Conflict as exc:
+                conflict = exc.message
                 continue
             except NotFound:
                 break
             except ApiError as exc:
                 raise VirtctlError(exc.message) from exc
+        else:
+            raise VirtctlError(conflict)
 
 
 async def _set_password(api: KubeClient, vm: dict[str, Any], args: argparse.Namespace) -> None:
