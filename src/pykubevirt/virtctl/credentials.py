@@ -1,11 +1,10 @@
 """`virtctl credentials add-ssh-key | remove-ssh-key | set-password` (pkg/virtctl/credentials): the secrets behind a
-VM's guest-agent access credentials, which virt-handler then puts into the running guest."""
+VM's guest-agent access credentials, which the launcher then sets in the running guest through the agent."""
 
 from __future__ import annotations
 
 import argparse
 import base64
-import secrets
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,12 @@ from pykubevirt.client.api import JSON_PATCH, KubeClient
 from pykubevirt.client.errors import ApiError, Conflict, NotFound
 from pykubevirt.client.resources import SECRETS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.virtctl.client import VirtctlError
-
-# apimachinery's rand.String alphabet.
-_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+from pykubevirt.virtctl.create_params import random_suffix
 
 
 def _random(prefix: str) -> str:
-    return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(6))
+    """common.RandomWithPrefix: six characters of apimachinery's rand.String."""
+    return prefix + random_suffix(6)
 
 
 def add_commands(sub: Any, parser_class: type[argparse.ArgumentParser], add_globals: Any) -> None:
