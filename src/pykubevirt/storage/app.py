@@ -114,9 +114,9 @@ class StorageController:
             client, data_sources=self.data_sources, claims=self.claims, data_volumes=self.data_volumes
         )
         self.ds_controller = Controller("datasource", self.ds_reconciler, workers=1)
-        self.ds_controller.watch(self.data_sources).watch(self.data_sources, self.ds_reconciler.all_keys)
-        self.ds_controller.watch(self.claims, self.ds_reconciler.all_keys)
-        self.ds_controller.watch(self.data_volumes, self.ds_reconciler.all_keys)
+        self.ds_controller.watch(self.data_sources).watch(self.data_sources, self.ds_reconciler.referencing)
+        self.ds_controller.watch(self.claims, self.ds_reconciler.naming_claim)
+        self.ds_controller.watch(self.data_volumes, self.ds_reconciler.naming_claim)
         self.informers = [self.claims, self.volumes, self.classes, self.pods, self.data_volumes, self.data_sources]
 
     def _unbound_claims(self, pv: Object) -> list[str]:

@@ -17,7 +17,7 @@ from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Result
 from pykubevirt.client.errors import Conflict, NotFound
-from pykubevirt.client.informer import Informer
+from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import DATA_SOURCES
 
 log = logging.getLogger("pykubevirt.storage.datasource")
@@ -162,6 +162,31 @@ class DataSourceController:
             return None  # a newer DataSource is on its way through the informer
         return None
 
-    def all_keys(self, _: Object) -> list[str]:
-        """Every DataSource: a claim, DataVolume or DataSource may be what one names (there are few DataSources)."""
-        return list(self.data_sources.keys())
+    def naming_claim(self, obj: Object) -> list[str]:
+        """The DataSources a claim or DataVolume event concerns: those whose `pvc` (directly, or through the one
+        DataSource they reference) is that object. Other claims and DataVolumes, the busy ones, enqueue nothing."""
+        meta = obj.get("metadata") or {}
+        target = (meta.get("namespace"), meta.get("name"))
+        direct = {key for key, ds in self._sources() if _pvc_key(ds) == target}
+        return sorted(direct | {key for key, ds in self._sources() if _reference_key(ds) in direct})
+
+    def referencing(self, obj: Object) -> list[str]:
+        """The DataSources that reference this one with `source.dataSource`: their resolution follows it."""
+        return [key for key, ds in self._sources() if _reference_key(ds) == object_key(obj)]
+
+    def _sources(self) -> list[tuple[str, Object]]:
+        return [(object_key(ds), ds) for ds in self.data_sources.items()]
+
+
+def _pvc_key(data_source: Object) -> tuple[Any, Any] | None:
+    pvc = ((data_source.get("spec") or {}).get("source") or {}).get("pvc")
+    if not isinstance(pvc, Mapping):
+        return None
+    return (pvc.get("namespace") or data_source["metadata"].get("namespace"), pvc.get("name"))
+
+
+def _reference_key(data_source: Object) -> str | None:
+    ref = ((data_source.get("spec") or {}).get("source") or {}).get("dataSource")
+    if not isinstance(ref, Mapping):
+        return None
+    return f"{ref.get('namespace') or data_source['metadata'].get('namespace')}/{ref.get('name')}"
