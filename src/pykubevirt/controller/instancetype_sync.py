@@ -24,6 +24,7 @@ from pykubevirt.controller.vm_revisions import revision_data_spec
 from pykubevirt.controller.vmi_from_vm import controller_ref
 from pykubevirt.instancetype.conflicts import instancetype_conflicts
 from pykubevirt.instancetype.instancetype_apply import apply_instancetype
+from pykubevirt.instancetype.matcher_kind import is_namespaced, named_kind
 from pykubevirt.instancetype.preference_apply import apply_preference
 
 FAILED_FIND_INSTANCETYPE = "FailedFindInstancetype"
@@ -48,12 +49,10 @@ class _Matcher:
     singular: str
 
     def resource(self, kind: str) -> ResourceRef | None:
-        lowered = kind.lower()
-        if lowered in (self.namespaced.kind.lower(), self.namespaced.plural):
-            return self.namespaced
-        if lowered in ("", self.cluster.kind.lower(), self.cluster.plural):
-            return self.cluster
-        return None
+        named = named_kind(self.field, kind)
+        if named is None:
+            return None
+        return self.namespaced if is_namespaced(named) else self.cluster
 
 
 INSTANCETYPE = _Matcher(

@@ -8,16 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from pykubevirt.api.causes import FIELD_VALUE_INVALID, Cause, FieldPath
-from pykubevirt.api.constants import (
-    CLUSTER_INSTANCETYPE_KIND,
-    CLUSTER_PREFERENCE_KIND,
-    INSTANCETYPE_KIND,
-    PREFERENCE_KIND,
-)
 from pykubevirt.api.json_lookup import as_int, as_list, as_map, as_str, get, parse_quantity
 from pykubevirt.api.object_lookup import ObjectLookup
 from pykubevirt.api.quantity import Quantity
 from pykubevirt.instancetype.conflicts import instancetype_conflicts
+from pykubevirt.instancetype.matcher_kind import is_namespaced, named_kind
 
 CONTROLLER_REVISION_KIND = "ControllerRevision"
 CONFLICT_MESSAGE = "VM field(s) {} conflicts with selected instance type"
@@ -31,7 +26,7 @@ def _f32(value: float) -> float:
     return float(struct.unpack("f", struct.pack("f", value))[0])
 
 
-def _find(vm: Mapping[str, Any], lookup: ObjectLookup, matcher_key: str, namespaced: str, cluster: str) -> Any:
+def _find(vm: Mapping[str, Any], lookup: ObjectLookup, matcher_key: str) -> Any:
     """The referenced spec, or None; upstream's webhook ignores lookup failures, so they are None too."""
     matcher = get(vm, "spec", matcher_key)
     if not isinstance(matcher, Mapping):
@@ -41,24 +36,20 @@ def _find(vm: Mapping[str, Any], lookup: ObjectLookup, matcher_key: str, namespa
     if revision:
         stored = lookup.get(CONTROLLER_REVISION_KIND, namespace, revision)
         return get(stored, "data", "spec") if stored is not None else None
-    kind = as_str(matcher.get("kind")).lower()
-    name = as_str(matcher.get("name"))
-    if kind in (namespaced.lower(), namespaced.lower() + "s"):
-        found = lookup.get(namespaced, namespace, name)
-    elif kind in ("", cluster.lower(), cluster.lower() + "s"):
-        found = lookup.get(cluster, None, name)
-    else:
+    kind = named_kind(matcher_key, as_str(matcher.get("kind")))
+    if kind is None:
         return None
+    found = lookup.get(kind, namespace if is_namespaced(kind) else None, as_str(matcher.get("name")))
     return get(found, "spec") if found is not None else None
 
 
 def find_instancetype_spec(vm: Mapping[str, Any], lookup: ObjectLookup) -> dict[str, Any] | None:
-    spec = _find(vm, lookup, "instancetype", INSTANCETYPE_KIND, CLUSTER_INSTANCETYPE_KIND)
+    spec = _find(vm, lookup, "instancetype")
     return dict(spec) if isinstance(spec, Mapping) else None
 
 
 def find_preference_spec(vm: Mapping[str, Any], lookup: ObjectLookup) -> dict[str, Any] | None:
-    spec = _find(vm, lookup, "preference", PREFERENCE_KIND, CLUSTER_PREFERENCE_KIND)
+    spec = _find(vm, lookup, "preference")
     return dict(spec) if isinstance(spec, Mapping) else None
 
 

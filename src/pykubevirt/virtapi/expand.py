@@ -13,12 +13,6 @@ from pykubevirt.admission.defaults.device_defaults import set_default_network_in
 from pykubevirt.admission.defaults.vmi_spec import set_vmi_spec_defaults
 from pykubevirt.api import errors, structural
 from pykubevirt.api.causes import FieldPath
-from pykubevirt.api.constants import (
-    CLUSTER_INSTANCETYPE_KIND,
-    CLUSTER_PREFERENCE_KIND,
-    INSTANCETYPE_KIND,
-    PREFERENCE_KIND,
-)
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.kinds import VIRTUAL_MACHINE
 from pykubevirt.client.api import KubeClient
@@ -33,6 +27,7 @@ from pykubevirt.client.resources import (
 )
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.instancetype import instancetype_apply as itapply
+from pykubevirt.instancetype.matcher_kind import is_namespaced, named_kind
 from pykubevirt.instancetype.preference_apply import apply_preference
 from pykubevirt.virtapi.options import UNMARSHAL_ERROR
 
@@ -41,10 +36,10 @@ class ExpandError(Exception):
     """Why a VM could not be expanded; the message is upstream's."""
 
 
-# matcher → (its namespaced kind and resource, its cluster kind and resource), as the spec finders look them up.
-_FINDERS: dict[str, tuple[str, ResourceRef, str, ResourceRef]] = {
-    "instancetype": (INSTANCETYPE_KIND, INSTANCETYPES, CLUSTER_INSTANCETYPE_KIND, CLUSTER_INSTANCETYPES),
-    "preference": (PREFERENCE_KIND, PREFERENCES, CLUSTER_PREFERENCE_KIND, CLUSTER_PREFERENCES),
+# matcher → (its namespaced resource, its cluster-wide resource)
+_FINDERS: dict[str, tuple[ResourceRef, ResourceRef]] = {
+    "instancetype": (INSTANCETYPES, CLUSTER_INSTANCETYPES),
+    "preference": (PREFERENCES, CLUSTER_PREFERENCES),
 }
 
 
@@ -54,17 +49,17 @@ async def find_spec(client: KubeClient, vm: Mapping[str, Any], matcher_key: str)
     if not isinstance(matcher, Mapping):
         return None
     namespace = str((vm.get("metadata") or {}).get("namespace") or "default")
-    namespaced_kind, namespaced, cluster_kind, cluster = _FINDERS[matcher_key]
+    namespaced, cluster = _FINDERS[matcher_key]
     try:
         if revision := matcher.get("revisionName"):
             stored = await client.get(CONTROLLER_REVISIONS, str(revision), namespace)
             data = stored.get("data") or {}
             return dict((json.loads(data) if isinstance(data, str) else data).get("spec") or {})
-        kind = str(matcher.get("kind") or "").lower()
+        kind = named_kind(matcher_key, str(matcher.get("kind") or ""))
         name = str(matcher.get("name") or "")
-        if kind in (namespaced_kind.lower(), namespaced_kind.lower() + "s"):
+        if kind is not None and is_namespaced(kind):
             return dict((await client.get(namespaced, name, namespace)).get("spec") or {})
-        if kind in ("", cluster_kind.lower(), cluster_kind.lower() + "s"):
+        if kind is not None:
             return dict((await client.get(cluster, name)).get("spec") or {})
     except ApiError as exc:
         raise ExpandError(exc.message) from None

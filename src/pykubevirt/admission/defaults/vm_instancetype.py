@@ -18,6 +18,7 @@ from pykubevirt.admission.defaults.common import (
 from pykubevirt.api import constants as c
 from pykubevirt.api.causes import FIELD_VALUE_INVALID, FIELD_VALUE_NOT_SUPPORTED, Cause
 from pykubevirt.api.json_lookup import get
+from pykubevirt.instancetype.matcher_kind import is_namespaced, named_kind
 
 FIELD_VALUE_NOT_FOUND = "FieldValueNotFound"
 INFER_IGNORE = "Ignore"
@@ -230,14 +231,10 @@ def find_preference_spec(vm: dict[str, Any], ctx: AdmissionContext) -> dict[str,
         if matcher.get("revisionName") or label == matcher.get("name"):
             found = get(revision, "data", "spec")
             return found if isinstance(found, dict) else None
-    kind = str(matcher.get("kind") or "").lower()
-    name = str(matcher.get("name") or "")
-    if kind in ("virtualmachinepreference", "virtualmachinepreferences"):
-        found = ctx.lookup.get(c.PREFERENCE_KIND, namespace, name)
-    elif kind in ("virtualmachineclusterpreference", "virtualmachineclusterpreferences", ""):
-        found = ctx.lookup.get(c.CLUSTER_PREFERENCE_KIND, None, name)
-    else:
+    kind = named_kind("preference", str(matcher.get("kind") or ""))
+    if kind is None:
         return None
+    found = ctx.lookup.get(kind, namespace if is_namespaced(kind) else None, str(matcher.get("name") or ""))
     spec = get(found, "spec")
     return spec if isinstance(spec, dict) else None
 
