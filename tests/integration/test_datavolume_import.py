@@ -29,9 +29,11 @@ from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.resources import (
     DATA_SOURCES,
     DATA_VOLUMES,
+    EVENTS,
     NAMESPACES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    PODS,
 )
 from pykubevirt.node.image_store import ImageStore
 from pykubevirt.storage.importer import FATAL_MARKER
@@ -472,9 +474,25 @@ async def test_a_datavolume_clones_what_its_datasource_names(env: Env) -> None:
     ]
     assert requests[0] == requests[1]
 
-    # A DataSource in another namespace cannot be cloned here: said so, not waited on.
+    # A DataSource in another namespace, as golden images usually are: CDI's host-assisted clone, an upload server on
+    # the target and a source pod in the golden namespace sending it the image.
     other = await env.namespace()
     away = blank_dv("away", source_ref={"kind": "DataSource", "name": "fedora", "namespace": ns})
     await env.admin.create(DATA_VOLUMES, away, other)
-    failed = await dv_phase(env, other, "away", "Failed")
-    assert running_condition(failed)["message"] == "the embedded CDI does not clone a PVC of another namespace yet"
+    await dv_phase(env, other, "away", "Succeeded")
+    with (await volume_dir(env.admin, other, "away") / "disk.img").open("rb") as image:
+        assert image.read(13) == b"golden image\n"
+    messages = [
+        (e["reason"], e["message"])
+        for e in (await env.admin.list(EVENTS, other))["items"]
+        if e["involvedObject"]["name"] == "away"
+    ]
+    assert ("CloneScheduled", f"Cloning from {ns}/golden into away scheduled") in messages
+    assert ("CloneSucceeded", f"Successfully cloned from {ns}/golden into {other}/away") in messages
+
+    async def pods_gone() -> bool:
+        names = [p["metadata"]["name"] for n in (ns, other) for p in (await env.admin.list(PODS, n))["items"]]
+        return not any(n.endswith("-source-pod") or n == "cdi-upload-away" for n in names)
+
+    # Both pods are deleted once the clone is done, the source pod across namespaces by its ownerRef annotation.
+    await eventually(pods_gone, timeout=30)

@@ -55,10 +55,16 @@ def _cdi_uploadserver(args: argparse.Namespace) -> int:
     return run()
 
 
+def _cdi_clone_source(args: argparse.Namespace) -> int:
+    from pykubevirt.storage.clone_source import run
+
+    return run()
+
+
 # The pods' commands, whose parsers this module defines: when one of them runs, the control-plane commands' modules
 # (aiohttp, cryptography: half a second of imports) are not loaded, as an importer pod's start is on its
 # DataVolume's critical path and a launcher's on its VM's.
-POD_COMMANDS = frozenset({"cdi-importer", "cdi-uploadserver", "virt-launcher"})
+POD_COMMANDS = frozenset({"cdi-importer", "cdi-uploadserver", "cdi-clone-source", "virt-launcher"})
 
 
 @functools.cache
@@ -181,6 +187,11 @@ def _add_pod_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     uploader.add_argument("-v", default="1", help="log verbosity (accepted for CDI's argument)")
     uploader.set_defaults(func=_cdi_uploadserver)
+    cloner = sub.add_parser(
+        "cdi-clone-source", help="send a claim to its clone's upload server (a cross-namespace clone's source pod)"
+    )
+    cloner.add_argument("-v", default="1", help="log verbosity (accepted for CDI's argument)")
+    cloner.set_defaults(func=_cdi_clone_source)
 
     launcher = sub.add_parser("virt-launcher", help="run virt-launcher for one VMI (the compute container's command)")
     _launcher_arguments(launcher)

@@ -24,7 +24,7 @@ from pykubevirt.client.resources import (
     STORAGE_CLASSES,
 )
 from pykubevirt.storage.data_source import DataSourceController
-from pykubevirt.storage.datavolume_claim import CDI_LABEL
+from pykubevirt.storage.datavolume_claim import CDI_LABEL, CLONE_OWNER_REF
 from pykubevirt.storage.datavolume_controller import DataVolumeController
 from pykubevirt.storage.local_provisioner import LocalPathProvisioner, default_classes
 from pykubevirt.storage.pv_controller import CLAIM, CLAIM_INDEX, VOLUME, PVController, claims_of_pod
@@ -58,7 +58,12 @@ def _owning_data_volume(pvc: Object) -> list[str]:
 
 def _importer_claim(pod: Object) -> list[str]:
     meta = pod.get("metadata") or {}
-    if (meta.get("labels") or {}).get(CDI_LABEL) not in ("importer", "cdi-upload-server"):
+    role = (meta.get("labels") or {}).get(CDI_LABEL)
+    if role == "cdi-clone-source":
+        # In the source's namespace, it names the target claim (and so its DataVolume) by annotation.
+        target = (meta.get("annotations") or {}).get(CLONE_OWNER_REF)
+        return [str(target)] if target else []
+    if role not in ("importer", "cdi-upload-server"):
         return []
     refs = meta.get("ownerReferences") or []
     return [f"{meta.get('namespace', '')}/{r['name']}" for r in refs if r.get("kind") == "PersistentVolumeClaim"]

@@ -37,6 +37,14 @@ APP_LABEL_VALUE = "containerized-data-importer"
 DEFAULT_OVERHEAD = 0.06
 IMPORTER_COMMAND = ("pykubevirt", "cdi-importer")
 UPLOAD_SERVER_COMMAND = ("pykubevirt", "cdi-uploadserver")
+CLONE_SOURCE_COMMAND = ("pykubevirt", "cdi-clone-source")
+CLONE_SOURCE_CONTAINER = "cdi-clone-source"
+CLONE_SOURCE_POD_SUFFIX = "-source-pod"
+CLONER_MOUNT = "/var/run/cdi/clone/source"
+# The target claim ("<namespace>/<name>") a clone's source pod works for: it cannot be owned across namespaces.
+CLONE_OWNER_REF = ANN + "storage.ownerRef"
+UPLOAD_TARGET_LABEL = ANN + "uploadTarget"
+UPLOAD_PATH = "/v1beta1/upload"
 DATA_DIR = "/data"
 SOURCE_DIR = "/source"
 NO_CLAIM_SPEC = "datavolume one of {pvc, storage} field is required"
@@ -152,9 +160,109 @@ def new_claim(dv: Mapping[str, Any], source_request: str = "") -> dict[str, Any]
     }
 
 
+def clone_namespace(dv: Mapping[str, Any]) -> str:
+    """The namespace of a clone's source claim: its own, or the DataVolume's."""
+    source = ((dv.get("spec") or {}).get("source") or {}).get("pvc") or {}
+    return str(source.get("namespace") or (dv.get("metadata") or {}).get("namespace") or "")
+
+
+def is_cross_namespace_clone(dv: Mapping[str, Any]) -> bool:
+    """A clone from another namespace: an upload server on the target and a source pod there (host-assisted)."""
+    return source_kind(dv) == "pvc" and clone_namespace(dv) != (dv.get("metadata") or {}).get("namespace")
+
+
+def takes_upload(dv: Mapping[str, Any]) -> bool:
+    """Whether the DataVolume's claim is filled through an upload server: an upload, or a cross-namespace clone."""
+    return source_kind(dv) == "upload" or is_cross_namespace_clone(dv)
+
+
 def pod_name(dv: Mapping[str, Any], claim: str) -> str:
-    """`cdi-upload-<claim>` for an upload, `importer-<claim>` otherwise."""
-    return f"cdi-upload-{claim}"[:253] if source_kind(dv) == "upload" else f"importer-{claim}"[:253]
+    """`cdi-upload-<claim>` for an upload server, `importer-<claim>` otherwise."""
+    return f"cdi-upload-{claim}"[:253] if takes_upload(dv) else f"importer-{claim}"[:253]
+
+
+def clone_source_pod_name(pvc: Mapping[str, Any]) -> str:
+    """CDI's `<target claim uid>-source-pod`."""
+    return f"{(pvc.get('metadata') or {}).get('uid', '')}{CLONE_SOURCE_POD_SUFFIX}"
+
+
+def clone_source_pod(
+    pvc: Mapping[str, Any], dv: Mapping[str, Any], source: Mapping[str, Any], upload_url: str
+) -> dict[str, Any]:
+    """MakeCloneSourcePodSpec: in the source's namespace, the source claim mounted, sending it to `upload_url`.
+
+    It cannot be owned across namespaces; CDI's ownerRef annotation (`<namespace>/<claim>` of the target) names
+    what it works for, and the DataVolume controller deletes it when the clone is done or the DataVolume goes."""
+    meta = pvc.get("metadata") or {}
+    source_meta = source.get("metadata") or {}
+    name = clone_source_pod_name(pvc)
+    block = (source.get("spec") or {}).get("volumeMode") == "Block"
+    container: dict[str, Any] = {
+        "name": CLONE_SOURCE_CONTAINER,
+        "image": f"pykubevirt/cdi-cloner:{__version__}",
+        "command": list(CLONE_SOURCE_COMMAND),
+        "args": ["-v=1"],
+        "env": [
+            {"name": "UPLOAD_URL", "value": upload_url.rstrip("/") + UPLOAD_PATH},
+            {"name": "OWNER_UID", "value": str((dv.get("metadata") or {}).get("uid", ""))},
+            {"name": "PREALLOCATION", "value": "false"},
+        ],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if block:
+        container["volumeDevices"] = [{"name": "cdi-data-vol", "devicePath": "/dev/cdi-block-volume"}]
+    else:
+        container["volumeMounts"] = [{"name": "cdi-data-vol", "mountPath": CLONER_MOUNT, "readOnly": True}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": source_meta.get("namespace"),
+            "labels": {
+                CDI_LABEL: "cdi-clone-source",
+                "app": APP_LABEL_VALUE,
+                ANN + "cloneUniqueID": name,
+                "prometheus.cdi.kubevirt.io": "true",
+                "cdi.kubevirt.io/hostAssistedSourcePodCloneSource": str(source_meta.get("uid", "")),
+            },
+            "annotations": {
+                ANN + "storage.createdByController": "yes",
+                CLONE_OWNER_REF: f"{meta.get('namespace')}/{meta.get('name')}",
+            },
+        },
+        "spec": {
+            "restartPolicy": "OnFailure",
+            # As the upload server, in the node's network: it listens on the node's loopback.
+            "hostNetwork": True,
+            "enableServiceLinks": False,
+            "containers": [container],
+            "volumes": [
+                {
+                    "name": "cdi-data-vol",
+                    "persistentVolumeClaim": {"claimName": str(source_meta.get("name", "")), "readOnly": not block},
+                }
+            ],
+            "affinity": {
+                "podAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 100,
+                            "podAffinityTerm": {
+                                "labelSelector": {
+                                    "matchExpressions": [
+                                        {"key": UPLOAD_TARGET_LABEL, "operator": "In", "values": [str(meta.get("uid"))]}
+                                    ]
+                                },
+                                "namespaces": [str(meta.get("namespace"))],
+                                "topologyKey": "kubernetes.io/hostname",
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }
 
 
 def upload_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any]) -> dict[str, Any]:
@@ -162,7 +270,11 @@ def upload_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any]) -> dict[str, Any]:
     pod = importer_pod(pvc, dv)
     meta = pod["metadata"]
     meta["name"] = pod_name(dv, str((pvc.get("metadata") or {}).get("name", "")))
-    meta["labels"] = {"app": APP_LABEL_VALUE, CDI_LABEL: "cdi-upload-server"}
+    meta["labels"] = {
+        "app": APP_LABEL_VALUE,
+        CDI_LABEL: "cdi-upload-server",
+        UPLOAD_TARGET_LABEL: str((pvc.get("metadata") or {}).get("uid", "")),
+    }
     container = pod["spec"]["containers"][0]
     container.update(name="cdi-upload-server", command=list(UPLOAD_SERVER_COMMAND))
     container["env"] = [

@@ -28,7 +28,6 @@ from pykubevirt.storage import datavolume_claim as dvc
 log = logging.getLogger("pykubevirt.storage.datavolume")
 
 SUPPORTED_SOURCES = ("blank", "http", "registry", "upload", "pvc")
-CROSS_NAMESPACE_CLONE = "the embedded CDI does not clone a PVC of another namespace yet"
 PROGRESS_POLL_SECONDS = 1.0
 LOG_TAIL_LINES = "40"
 
@@ -91,6 +90,7 @@ class DataVolumeController:
             await self._delete_importer(namespace, name)
             return None
         if dv is None or objects.is_marked_for_deletion(dv):
+            await self._delete_clone_sources(key)
             return None
         resolved = self._with_source_ref_resolved(dv)
         if resolved is None:
@@ -100,10 +100,6 @@ class DataVolumeController:
         if kind not in SUPPORTED_SOURCES:
             message = f"the embedded CDI does not import {kind or 'DataVolumes without a source'} yet"
             await self._status(dv, "Failed", None, None, message)
-            return None
-        if kind == "pvc" and _clone_namespace(dv) != namespace:
-            # A pod mounts claims of its own namespace only; CDI clones across namespaces with a source pod there.
-            await self._status(dv, "Failed", None, None, CROSS_NAMESPACE_CLONE)
             return None
         if pvc is None:
             if kind == "pvc" and not dvc.requested_size(dv) and self._clone_source(dv) is None:
@@ -131,6 +127,8 @@ class DataVolumeController:
             # may have gone from Running to Failed between two polls.
             progress, failure, pvc = await self._importer_report(dv, pvc, pod)
             phase = dvc.dv_phase(dv, pvc, pod)
+            if dvc.is_cross_namespace_clone(dv) and phase not in ("Succeeded", "Failed"):
+                await self._ensure_clone_source(dv, pvc)
         if import_progress.CHECKSUM_MISMATCH in failure:
             # CDI's one fatal import error: no more attempts, the DataVolume fails.
             await self._annotate(pvc, {dvc.FATAL_ERROR: "true"})
@@ -153,7 +151,7 @@ class DataVolumeController:
             log.debug("no log of %s yet: %s", meta["name"], exc)
             return None, "", pvc
         uid = str(dv["metadata"].get("uid", ""))
-        if dvc.source_kind(dv) == "upload":
+        if dvc.takes_upload(dv):
             pvc = await self._record_upload_server(dv, pvc, pod, text)
         return import_progress.progress_from_log(text, uid), import_progress.failure_from_log(text) or "", pvc
 
@@ -168,7 +166,7 @@ class DataVolumeController:
         if all(annotations.get(k) == v for k, v in wanted.items()):
             return pvc
         await self._annotate(pvc, wanted)
-        if url:
+        if url and dvc.source_kind(dv) == "upload":
             self.recorder.event(dv, NORMAL, "UploadReady", f"Upload into {pvc['metadata']['name']} ready")
         updated = copy_json(pvc)
         updated["metadata"]["annotations"] = {**annotations, **wanted}
@@ -177,7 +175,7 @@ class DataVolumeController:
     async def _create_claim(self, dv: Object) -> Object | None:
         source_request = ""
         if dvc.source_kind(dv) == "pvc":
-            source = self.claims.get(f"{_clone_namespace(dv)}/{dv['spec']['source']['pvc'].get('name', '')}") or {}
+            source = self.claims.get(f"{dvc.clone_namespace(dv)}/{dv['spec']['source']['pvc'].get('name', '')}") or {}
             source_request = str(
                 (((source.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage") or ""
             )
@@ -206,13 +204,18 @@ class DataVolumeController:
             if source_claim is None:
                 return Result(requeue_after=5.0)
             upload = dvc.source_kind(dv) == "upload"
-            body = dvc.upload_pod(pvc, dv) if upload else dvc.importer_pod(pvc, dv, source_claim)
+            if dvc.takes_upload(dv):
+                body = dvc.upload_pod(pvc, dv)
+            else:
+                body = dvc.importer_pod(pvc, dv, source_claim)
             try:
                 await self.client.create(PODS, body)
             except AlreadyExists:
                 return None
             event = "CloneScheduled" if source_claim else "UploadScheduled" if upload else "ImportScheduled"
             what = "Cloning" if source_claim else "Upload" if upload else "Import"
+            if dvc.is_cross_namespace_clone(dv):
+                what = f"Cloning from {dvc.clone_namespace(dv)}/{source_claim}"
             self.recorder.event(dv, NORMAL, event, f"{what} into {name} scheduled")
             await self._annotate(pvc, {dvc.IMPORT_POD_NAME: body["metadata"]["name"], dvc.POD_PHASE: "Pending"})
             return None
@@ -229,6 +232,11 @@ class DataVolumeController:
         if phase == "Succeeded":
             if dvc.source_kind(dv) == "upload":
                 self.recorder.event(dv, NORMAL, "UploadSucceeded", f"Successfully uploaded into {name}")
+            elif dvc.is_cross_namespace_clone(dv):
+                source = f"{dvc.clone_namespace(dv)}/{dv['spec']['source']['pvc'].get('name', '')}"
+                target = f"{meta['namespace']}/{name}"
+                self.recorder.event(dv, NORMAL, "CloneSucceeded", f"Successfully cloned from {source} into {target}")
+                await self._delete_clone_sources(target)
             else:
                 self.recorder.event(pvc, NORMAL, "ImportSucceeded", "Import Successful")
                 self.recorder.event(dv, NORMAL, "ImportSucceeded", f"Successfully imported into PVC {name}")
@@ -244,12 +252,40 @@ class DataVolumeController:
             except NotFound:
                 pass
 
+    async def _ensure_clone_source(self, dv: Object, pvc: Object) -> None:
+        """Once the target's upload server has said where it listens, the source pod that sends it the source."""
+        url = ((pvc.get("metadata") or {}).get("annotations") or {}).get(dvc.UPLOAD_URL)
+        source_key = f"{dvc.clone_namespace(dv)}/{dv['spec']['source']['pvc'].get('name', '')}"
+        source = self.claims.get(source_key)
+        if not url or source is None:
+            return
+        if self.pods.get(f"{source['metadata']['namespace']}/{dvc.clone_source_pod_name(pvc)}") is not None:
+            return
+        try:
+            await self.client.create(PODS, dvc.clone_source_pod(pvc, dv, source, url))
+        except AlreadyExists:
+            return
+        log.info("DataVolume %s: clone source pod created in %s", object_key(dv), source["metadata"]["namespace"])
+
+    async def _delete_clone_sources(self, target: str) -> None:
+        """The source pods working for the claim `target` (namespace/name), wherever they run."""
+        for pod in self.pods.items():
+            meta = pod.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(dvc.CLONE_OWNER_REF) != target:
+                continue
+            if (meta.get("labels") or {}).get(dvc.CDI_LABEL) != "cdi-clone-source":
+                continue
+            try:
+                await self.client.delete(PODS, str(meta["name"]), str(meta["namespace"]))
+            except NotFound:
+                pass
+
     def _clone_source(self, dv: Object) -> str | None:
         """The source claim of a clone ("" for other sources); None while it does not exist (the clone waits)."""
         if dvc.source_kind(dv) != "pvc":
             return ""
         source = dv["spec"]["source"]["pvc"]
-        namespace = _clone_namespace(dv)
+        namespace = dvc.clone_namespace(dv)
         if self.claims.get(f"{namespace}/{source.get('name')}") is None:
             target = dv["metadata"]["name"]
             message = (
@@ -312,11 +348,6 @@ class DataVolumeController:
         except (NotFound, Conflict):
             # A newer DataVolume is on its way through the informer; its event (or the progress poll) comes back.
             return
-
-
-def _clone_namespace(dv: Object) -> str:
-    source = ((dv.get("spec") or {}).get("source") or {}).get("pvc") or {}
-    return str(source.get("namespace") or dv["metadata"]["namespace"])
 
 
 def _owned_by(pvc: Object, dv: Object) -> bool:
