@@ -26,6 +26,7 @@ import pytest_asyncio
 
 from pykubevirt.api.quantity import MI
 from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.errors import ApiError
 from pykubevirt.client.resources import (
     DATA_SOURCES,
     DATA_VOLUMES,
@@ -427,8 +428,17 @@ async def test_a_datavolume_clones_what_its_datasource_names(env: Env) -> None:
     """`virtctl create vm --volume-import=type:ds,src:NAME` writes a sourceRef: the golden image's copy, and the
     DataSource's Ready condition and instancetype labels, as CDI keeps them."""
     ns = await env.namespace()
-    # A DataVolume referencing a DataSource that does not exist yet is left alone, as CDI leaves it.
+    # CDI's mutating webhook looks the DataSource up: one that does not exist is refused.
     ref = {"kind": "DataSource", "name": "fedora"}
+    with pytest.raises(ApiError) as refused:
+        await env.admin.create(DATA_VOLUMES, blank_dv("early", source_ref=ref), ns)
+    assert (refused.value.code, refused.value.message) == (
+        400,
+        'admission webhook "datavolume-mutate.cdi.kubevirt.io" denied the request: '
+        'datasources.cdi.kubevirt.io "fedora" not found',
+    )
+    # One naming a claim that is not there yet: the DataVolume waits, as CDI leaves it.
+    await env.admin.create(DATA_SOURCES, data_source("fedora", pvc={"name": "golden"}), ns)
     await env.admin.create(DATA_VOLUMES, blank_dv("early", source_ref=ref), ns)
     golden = blank_dv("golden")
     golden["metadata"]["labels"] = {"instancetype.kubevirt.io/default-preference": "fedora", "team": "os"}
@@ -441,7 +451,6 @@ async def test_a_datavolume_clones_what_its_datasource_names(env: Env) -> None:
     await env.admin.create(DATA_SOURCES, data_source("missing", pvc={"name": "nothing"}), ns)
     missing = await ready_condition(env, ns, "missing", "False")
     assert [(c["reason"], c["message"]) for c in missing["status"]["conditions"]] == [("NotFound", "PVC not found")]
-    await env.admin.create(DATA_SOURCES, data_source("fedora", pvc={"name": "golden"}), ns)
     ready = await ready_condition(env, ns, "fedora", "True")
     assert [(c["reason"], c["message"]) for c in ready["status"]["conditions"]] == [
         ("Ready", "DataSource is ready to be consumed")

@@ -284,3 +284,55 @@ def test_a_namespace_admin_cannot_grant_what_it_does_not_hold(
     roles = _kubectl(server, home, server.kubeconfig, "get", "clusterrole", "view").stdout.splitlines()
     assert roles[0].split() == ["NAME", "CREATED", "AT"]
     assert roles[1].split()[1].endswith("Z")
+
+
+def test_cloning_from_another_namespace_needs_the_right_to_there(
+    cluster: tuple[ClusterLayout, APIServerProcess], tmp_path: Path
+) -> None:
+    """CDI's DataVolume webhook: `create datavolumes/source` (or pods) in the source namespace, as clone-sourcer
+    grants; a clone within one's own namespace needs nothing more."""
+    layout, server = cluster
+    home = tmp_path / "home"
+    ns, golden = unique("team"), unique("golden")
+    for namespace in (ns, golden):
+        assert _kubectl(server, home, server.kubeconfig, "create", "namespace", namespace).returncode == 0
+    source = {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource", "metadata": {"name": "fedora"}}
+    source["spec"] = {"source": {"pvc": {"name": "fedora-disk", "namespace": golden}}}
+    made = _kubectl(server, home, server.kubeconfig, "create", "-n", golden, "-f", "-", stdin=yaml.safe_dump(source))
+    assert made.returncode == 0, made.stderr
+    alice = tmp_path / "alice.kubeconfig"
+    _mint(layout, alice, "--user", "alice", "--namespace", ns, "--role", "edit")
+
+    def clone(name: str, source: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        dv = {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": {"name": name}}
+        dv["spec"] = {**source, "storage": {"resources": {"requests": {"storage": "16Mi"}}}}
+        return _kubectl(server, home, alice, "create", "-f", "-", stdin=yaml.safe_dump(dv))
+
+    by_claim = {"source": {"pvc": {"namespace": golden, "name": "fedora-disk"}}}
+    by_source = {"sourceRef": {"kind": "DataSource", "name": "fedora", "namespace": golden}}
+    refusal = (
+        'admission webhook "datavolume-mutate.cdi.kubevirt.io" denied the request:  '
+        f"User alice has insufficient permissions in clone source namespace {golden}"
+    )
+    for name, how in (("by-claim", by_claim), ("by-source", by_source)):
+        refused = clone(name, how)
+        assert refused.returncode == 1
+        assert refusal in refused.stderr, refused.stderr
+    own = clone("own", {"source": {"pvc": {"namespace": ns, "name": "anything"}}})
+    assert own.returncode == 0, own.stderr
+    missing = clone("nowhere", {"source": {"pvc": {"namespace": "no-such-namespace", "name": "disk"}}})
+    assert missing.returncode == 1
+    assert 'denied the request: namespaces "no-such-namespace" not found' in missing.stderr
+
+    # The golden namespace's admin lets alice clone from it.
+    bound = _kubectl(
+        server,
+        home,
+        server.kubeconfig,
+        *("create", "rolebinding", "alice-clones", "-n", golden),
+        *("--clusterrole=cdi.kubevirt.io:clone-sourcer", "--user=alice"),
+    )
+    assert bound.returncode == 0, bound.stderr
+    for name, how in (("by-claim", by_claim), ("by-source", by_source)):
+        allowed = clone(name, how)
+        assert allowed.returncode == 0, allowed.stderr

@@ -9,6 +9,7 @@ from typing import Any
 from pykubevirt.admission.causes import AdmissionRejected, RequestDenied
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.defaults import mutate_migration, mutate_vm, mutate_vmi
+from pykubevirt.admission.defaults.datavolume_mutator import authorize_datavolume
 from pykubevirt.admission.go_decoding import check_decodable
 from pykubevirt.admission.validation import (
     REQUEST_ERROR,
@@ -54,6 +55,10 @@ def _mutate_vmim(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[
     mutate_migration(obj, ctx, operation=op)
 
 
+def _mutate_dv(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> None:
+    authorize_datavolume(obj, ctx)
+
+
 def _validate_vm(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
     return validate_vm(obj, ctx, old=old)
 
@@ -91,7 +96,7 @@ _HOOKS: dict[str, _Hooks] = {
     c.CLUSTER_PREFERENCE_KIND: _Hooks(
         None, "virtualmachineclusterpreference-validator.instancetype.kubevirt.io", _simple(validate_preference)
     ),
-    c.DATA_VOLUME_KIND: _Hooks(None, "datavolume-validate.cdi.kubevirt.io", _simple(validate_datavolume)),
+    c.DATA_VOLUME_KIND: _Hooks(_mutate_dv, "datavolume-validate.cdi.kubevirt.io", _simple(validate_datavolume)),
 }
 
 

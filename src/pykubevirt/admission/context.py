@@ -13,6 +13,18 @@ KUBEVIRT_SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:kubevirt:"
 
 
 @dataclass(frozen=True, slots=True)
+class AccessCheck:
+    """A SubjectAccessReview's resource attributes: may the requesting user do this?"""
+
+    verb: str
+    group: str
+    resource: str
+    namespace: str
+    name: str = ""
+    subresource: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class AdmissionContext:
     """Everything an admission function may consult; it never performs I/O itself."""
 
@@ -21,6 +33,9 @@ class AdmissionContext:
     username: str = "kubernetes-admin"
     now: Callable[[], str] | None = None
     random_uuid: Callable[[], str] | None = None
+    # The requesting user's authorizer, as a webhook asks with SubjectAccessReviews; None where there is none to ask
+    # (offline validation), and then nothing is refused for want of a right.
+    authorize: Callable[[AccessCheck], bool] | None = None
 
     def is_kubevirt_service_account(self) -> bool:
         return self.username.startswith(KUBEVIRT_SERVICE_ACCOUNT_PREFIX)

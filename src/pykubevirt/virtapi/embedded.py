@@ -32,7 +32,7 @@ def extension(config: ClusterConfig) -> Extension:
     """What `pykubevirt apiserver` hands its server: KubeVirt's CRDs, admission, webhooks and subresources."""
 
     def install(server: EmbeddedAPIServer) -> None:
-        admission = KubeVirtAdmission(server.store, server.registry, config)
+        admission = KubeVirtAdmission(server.store, server.registry, config, server.authorizer)
         server.add_crds(crd_manifest(kind) for kind in ALL_KINDS)
         # Multus's CRD, which a real cluster has from Multus: the node agent delegates to the networks it defines.
         server.add_crds([crd_manifest(NETWORK_ATTACHMENT_DEFINITION)])
