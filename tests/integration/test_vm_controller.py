@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 
 import pytest
 import pytest_asyncio
@@ -791,6 +791,93 @@ async def test_data_volume_templates_are_created_and_waited_for(cp: ControlPlane
     )
     await cp.wait_vmi_phase(ns, "withdv", "Running")
     await cp.wait_printable(ns, "withdv", "Running")
+
+
+async def test_a_template_cloning_a_golden_image_of_another_namespace_needs_the_vms_service_account_right(
+    cp: ControlPlane,
+) -> None:
+    """KubeVirt resolves a template's DataSource into the source it names, and asks whether the VM's service account
+    may clone from there (CDI's clone-sourcer role, bound in the golden namespace, grants it)."""
+    from pykubevirt.client.resources import DATA_SOURCES, DATA_VOLUMES
+
+    ns, golden = await cp.namespace(), await cp.namespace()
+    source = {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource", "metadata": {"name": "fedora"}}
+    source["spec"] = {"source": {"pvc": {"name": "fedora-disk"}}}
+    await cp.admin.create(DATA_SOURCES, source, golden)
+
+    def vm_cloning(name: str, data_source: str) -> dict:
+        body = vm_manifest(name, "Halted")
+        ref = {"kind": "DataSource", "name": data_source, "namespace": golden}
+        body["spec"]["dataVolumeTemplates"] = [
+            {
+                "metadata": {"name": f"{name}-root"},
+                "spec": {"sourceRef": ref, "storage": {"resources": {"requests": {"storage": "1Gi"}}}},
+            }
+        ]
+        body["spec"]["template"]["spec"]["volumes"] = [{"name": "root", "dataVolume": {"name": f"{name}-root"}}]
+        return body
+
+    async def failure(name: str) -> dict | None:
+        vm = await cp.vm(ns, name)
+        return next((c for c in (vm or {}).get("status", {}).get("conditions", []) if c["type"] == "Failure"), None)
+
+    await cp.admin.create(VIRTUAL_MACHINES, vm_cloning("nosource", "nothing"), ns)
+    missing = await eventually(lambda: failure("nosource"))
+    assert (missing["reason"], missing["message"]) == (
+        "FailedCreate",
+        "Error encountered while creating DataVolumes: unable to create DataVolume manifest: "
+        'datasources.cdi.kubevirt.io "nothing" not found',
+    )
+
+    await cp.admin.create(VIRTUAL_MACHINES, vm_cloning("golden", "fedora"), ns)
+    reason = f"User system:serviceaccount:{ns}:default has insufficient permissions in clone source namespace {golden}"
+    refused = await eventually(lambda: failure("golden"))
+    assert (
+        refused["message"]
+        == f"Error encountered while creating DataVolumes: not authorized to create DataVolume: {reason}"
+    )
+
+    async def vm_events() -> set[tuple[str, str]]:
+        items = (await cp.admin.list(EVENTS, ns, field_selector="involvedObject.name=golden"))["items"]
+        return {(e["reason"], e["message"]) for e in items}
+
+    expected = {
+        ("UnauthorizedDataVolumeCreate", f"Not authorized to create DataVolume golden-root: {reason}"),
+        (
+            "SourcePVCNotAvailabe",
+            "Source PVC fedora-disk not available: Target PVC golden-root will remain unpopulated until source is "
+            "created",
+        ),
+    }
+    await eventually(lambda: _contains(vm_events(), expected))
+
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "vms-clone"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "cdi.kubevirt.io:clone-sourcer",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
+    }
+    await cp.admin.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{golden}/rolebindings", body=binding)
+
+    async def created() -> dict | None:
+        try:
+            return await cp.admin.get(DATA_VOLUMES, "golden-root", ns)
+        except NotFound:
+            return None
+
+    dv = await eventually(created)
+    # The DataSource resolved: the DataVolume names the claim it clones, in its namespace.
+    assert "sourceRef" not in dv["spec"]
+    assert dv["spec"]["source"] == {"pvc": {"name": "fedora-disk", "namespace": golden}}
+
+
+async def _contains(found: Awaitable[set[tuple[str, str]]], expected: set[tuple[str, str]]) -> bool:
+    return expected <= await found
 
 
 async def test_a_missing_claim_holds_the_launcher_pod_until_it_appears(cp: ControlPlane) -> None:

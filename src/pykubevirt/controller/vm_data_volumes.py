@@ -11,10 +11,17 @@ from typing import Any
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.client.api import KubeClient, Object
-from pykubevirt.client.errors import AlreadyExists, ApiError
-from pykubevirt.client.events import NORMAL, EventRecorder
+from pykubevirt.client.errors import AlreadyExists, ApiError, NotFound
+from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import DATA_VOLUMES
+from pykubevirt.controller.data_volume_clone import (
+    SOURCE_PVC_NOT_AVAILABLE,
+    UNAUTHORIZED_DATA_VOLUME_CREATE,
+    CloneAuthorization,
+    CloneNotAllowed,
+    resolve_clone_source,
+)
 from pykubevirt.controller.run_strategy import FAILED_CREATE
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vmi_from_vm import controller_ref
@@ -58,6 +65,7 @@ class VMDataVolumes:
         self.data_volumes = data_volumes
         self.pvcs = pvcs
         self.recorder = recorder
+        self.clones = CloneAuthorization(client, pvcs)
 
     def of(self, vm: Object) -> list[Object]:
         """The template DataVolumes that exist."""
@@ -77,19 +85,43 @@ class VMDataVolumes:
             name = template_name(template)
             dv = self.data_volumes.get_by_name(namespace, name)
             if dv is None:
+                new = data_volume_from_template(vm, template)
                 try:
-                    await self.client.create(DATA_VOLUMES, data_volume_from_template(vm, template), namespace)
+                    await resolve_clone_source(self.client, namespace, new["spec"])
+                except NotFound as missing:
+                    return False, _creating_error(f"unable to create DataVolume manifest: {missing.message}")
+                refusal = await self._clone_refusal(vm, new)
+                if refusal is not None:
+                    return False, refusal
+                try:
+                    await self.client.create(DATA_VOLUMES, new, namespace)
                 except AlreadyExists:
                     pass
                 except ApiError as exc:
-                    return False, SyncError(
-                        f"Error encountered while creating DataVolumes: {exc.message}", FAILED_CREATE
-                    )
+                    return False, _creating_error(exc.message)
                 self.recorder.event(vm, NORMAL, SUCCESSFUL_DATA_VOLUME_CREATE, f"Created DataVolume {name}")
                 ready = False
             elif not data_volume_ready(dv):
                 ready = False
         return ready, None
+
+    async def _clone_refusal(self, vm: Object, dv: Object) -> SyncError | None:
+        """handleCloneDataVolume: an event while the source claim is missing; the VM's right to clone the source."""
+        name = str(dv["metadata"].get("name"))
+        source_claim = self.clones.source_claim_missing(dv)
+        if source_claim is not None:
+            message = (
+                f"Source PVC {source_claim} not available: Target PVC {name} will remain unpopulated until source "
+                "is created"
+            )
+            self.recorder.event(vm, WARNING, SOURCE_PVC_NOT_AVAILABLE, message)
+        try:
+            await self.clones.check(vm, dv)
+        except CloneNotAllowed as refused:
+            message = f"Not authorized to create DataVolume {name}: {refused}"
+            self.recorder.event(vm, WARNING, UNAUTHORIZED_DATA_VOLUME_CREATE, message)
+            return _creating_error(f"not authorized to create DataVolume: {refused}")
+        return None
 
     def pvc_bound(self, namespace: str, claim: str) -> bool | None:
         """Whether a PersistentVolumeClaim is bound; None when it does not exist (or PVCs are not watched)."""
@@ -99,3 +131,7 @@ class VMDataVolumes:
         if pvc is None:
             return None
         return (pvc.get("status") or {}).get("phase") == "Bound"
+
+
+def _creating_error(reason: str) -> SyncError:
+    return SyncError(f"Error encountered while creating DataVolumes: {reason}", FAILED_CREATE)

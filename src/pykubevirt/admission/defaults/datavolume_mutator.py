@@ -62,7 +62,7 @@ def _clone_source(dv: Mapping[str, Any], ctx: AdmissionContext, namespace: str) 
     return None
 
 
-def _checks(kind: str, namespace: str, name: str) -> tuple[list[AccessCheck], list[AccessCheck]]:
+def clone_access_checks(kind: str, namespace: str, name: str) -> tuple[list[AccessCheck], list[AccessCheck]]:
     """(any of these suffices, or all of these): the SubjectAccessReviews CDI sends for a claim or a snapshot."""
     explicit = AccessCheck("create", CDI_GROUP, "datavolumes", namespace, name, "source")
     if kind == "pvc":
@@ -95,7 +95,7 @@ def authorize_datavolume(dv: Mapping[str, Any], ctx: AdmissionContext) -> None:
         raise RequestDenied(f'namespaces "{source_namespace}" not found', WEBHOOK)
     if source_namespace == target_namespace or ctx.authorize is None:
         return
-    any_of, all_of = _checks(kind, source_namespace, name)
+    any_of, all_of = clone_access_checks(kind, source_namespace, name)
     allowed = any(ctx.authorize(check) for check in any_of) or bool(all_of and all(map(ctx.authorize, all_of)))
     if allowed or no_token_okay:
         return
