@@ -458,15 +458,19 @@ async def hotplug_and_unplug(kube: ClusterView, ns: str, console: Console) -> No
     assert "vda" in unplugged
 
 
-async def test_a_vm_made_by_virtctl_create_boots_a_clone_of_a_datasource(kube: ClusterView, guest_image: Path) -> None:
-    """The golden-image path of KubeVirt's user guide: a DataSource names a claim holding an OS image (labelled with
-    its preference), `virtctl create vm --volume-import=type:ds,…` clones it, the preference is inferred, it boots."""
-    ns = await kube.namespace()
+async def test_a_vm_made_by_virtctl_create_boots_a_clone_of_a_golden_image_of_another_namespace(
+    kube: ClusterView, guest_image: Path
+) -> None:
+    """The golden-image path of KubeVirt's user guide: a DataSource in a golden-image namespace names a claim holding
+    an OS image (labelled with its preference), `virtctl create vm --volume-import=type:ds,src:NS/NAME` clones it
+    into the user's namespace once its service account may (CDI's clone-sourcer), the preference is inferred, and
+    the clone boots."""
+    ns, golden = await kube.namespace(), await kube.namespace()
     admin = kube.admin
     preference_name = f"golden-{ns}"
-    await boot_claim(kube, ns, "golden-os", guest_image)
+    await boot_claim(kube, golden, "golden-os", guest_image)
     labels = {"instancetype.kubevirt.io/default-preference": preference_name}
-    await admin.patch(PERSISTENT_VOLUME_CLAIMS, "golden-os", {"metadata": {"labels": labels}}, ns)
+    await admin.patch(PERSISTENT_VOLUME_CLAIMS, "golden-os", {"metadata": {"labels": labels}}, golden)
     preference = {
         "apiVersion": "instancetype.kubevirt.io/v1beta1",
         "kind": "VirtualMachineClusterPreference",
@@ -480,17 +484,17 @@ async def test_a_vm_made_by_virtctl_create_boots_a_clone_of_a_datasource(kube: C
         "metadata": {"name": "golden"},
         "spec": {"source": {"pvc": {"name": "golden-os"}}},
     }
-    await admin.create(DATA_SOURCES, source, ns)
+    await admin.create(DATA_SOURCES, source, golden)
 
     async def labelled() -> bool:
-        found = await admin.get(DATA_SOURCES, "golden", ns)
+        found = await admin.get(DATA_SOURCES, "golden", golden)
         return (found["metadata"].get("labels") or {}).items() >= labels.items()
 
     await eventually(labelled, timeout=30)
     try:
         argv = [VIRTCTL, "create", "vm", "--name=gold", "--memory=128Mi", "--termination-grace-period=5"]
         # No size: the clone takes the golden claim's.
-        argv.append("--volume-import=type:ds,src:golden,name:gold-root")
+        argv.append(f"--volume-import=type:ds,src:{golden}/golden,name:gold-root")
         created = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, check=True)
         vm = yaml.safe_load(created.stdout)
         assert vm["spec"]["preference"] == {"inferFromVolume": "gold-root", "inferFromVolumeFailurePolicy": "Ignore"}
@@ -498,11 +502,35 @@ async def test_a_vm_made_by_virtctl_create_boots_a_clone_of_a_datasource(kube: C
         stored = await admin.get(VIRTUAL_MACHINES, "gold", ns)
         # Admission inferred the preference from the DataSource's labels (a cluster preference: no kind label).
         assert stored["spec"]["preference"]["name"] == preference_name, stored["spec"]["preference"]
+
+        async def refused() -> str | None:
+            conditions = ((await admin.get(VIRTUAL_MACHINES, "gold", ns)).get("status") or {}).get("conditions") or []
+            return next((c["message"] for c in conditions if c["type"] == "Failure"), None)
+
+        # The VM's service account may not clone from the golden namespace yet.
+        message = await eventually(refused, timeout=30)
+        assert message.endswith(f"insufficient permissions in clone source namespace {golden}"), message
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": f"clone-for-{ns}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cdi.kubevirt.io:clone-sourcer",
+            },
+            "subjects": [{"kind": "Group", "name": f"system:serviceaccounts:{ns}"}],
+        }
+        path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{golden}/rolebindings"
+        await admin.request("POST", path, body=binding)
+
         vmi = await kube.wait_vmi_phase(ns, "gold", "Running", timeout=240)
         disks = {d["name"]: d for d in vmi["spec"]["domain"]["devices"]["disks"]}
         assert disks["gold-root"]["disk"]["bus"] == "virtio"
         dv = await admin.get(DATA_VOLUMES, "gold-root", ns)
-        assert dv["status"]["phase"] == "Succeeded" and "source" not in dv["spec"]
+        assert dv["status"]["phase"] == "Succeeded"
+        # KubeVirt made the DataVolume with the source the DataSource names.
+        assert dv["spec"]["source"] == {"pvc": {"name": "golden-os", "namespace": golden}}
         pod = await kube.launcher_pod(vmi)
         await kube.wait_serial(kube.node, pod, vmi, "pykubevirt-guest: booted", timeout=120)
         await admin.delete(VIRTUAL_MACHINES, "gold", ns)

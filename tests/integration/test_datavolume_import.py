@@ -437,8 +437,8 @@ async def test_a_datavolume_clones_what_its_datasource_names(env: Env) -> None:
         'admission webhook "datavolume-mutate.cdi.kubevirt.io" denied the request: '
         'datasources.cdi.kubevirt.io "fedora" not found',
     )
-    # One naming a claim that is not there yet: the DataVolume waits, as CDI leaves it.
-    await env.admin.create(DATA_SOURCES, data_source("fedora", pvc={"name": "golden"}), ns)
+    # One naming a claim that is not there: the DataVolume waits, as CDI leaves it, until the DataSource names one.
+    await env.admin.create(DATA_SOURCES, data_source("fedora", pvc={"name": "not-yet"}), ns)
     await env.admin.create(DATA_VOLUMES, blank_dv("early", source_ref=ref), ns)
     golden = blank_dv("golden")
     golden["metadata"]["labels"] = {"instancetype.kubevirt.io/default-preference": "fedora", "team": "os"}
@@ -451,6 +451,7 @@ async def test_a_datavolume_clones_what_its_datasource_names(env: Env) -> None:
     await env.admin.create(DATA_SOURCES, data_source("missing", pvc={"name": "nothing"}), ns)
     missing = await ready_condition(env, ns, "missing", "False")
     assert [(c["reason"], c["message"]) for c in missing["status"]["conditions"]] == [("NotFound", "PVC not found")]
+    await env.admin.patch(DATA_SOURCES, "fedora", {"spec": {"source": {"pvc": {"name": "golden"}}}}, ns)
     ready = await ready_condition(env, ns, "fedora", "True")
     assert [(c["reason"], c["message"]) for c in ready["status"]["conditions"]] == [
         ("Ready", "DataSource is ready to be consumed")
