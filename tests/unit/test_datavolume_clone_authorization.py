@@ -104,3 +104,15 @@ def test_prepopulated_and_static_volumes_go_through_whatever_the_answer() -> Non
 
 def test_without_an_authorizer_offline_admission_refuses_nothing_for_rights() -> None:
     chain.mutate(dv(CLAIM), AdmissionContext(lookup=DictLookup(dict(NAMESPACES))))
+
+
+def test_a_datasource_claim_without_a_namespace_is_the_datasources_own() -> None:
+    """As the embedded CDI clones it (and KubeVirt resolves it): not the DataVolume's, which would let anyone clone
+    another namespace's claim through a DataSource there."""
+    lookup = {("DataSource", "golden", "os"): {"spec": {"source": {"pvc": {"name": "fedora"}}}}}
+    ref = {"sourceRef": {"kind": "DataSource", "name": "os", "namespace": "golden"}}
+    assert refusal(dv(ref), context(set(), lookup))["code"] == 422
+    chain.mutate(dv(ref), context({("create", "datavolumes/source", "golden")}, lookup))
+    # In the DataVolume's own namespace, nothing more is asked.
+    own = {("DataSource", "team", "os"): {"spec": {"source": {"pvc": {"name": "fedora"}}}}}
+    chain.mutate(dv({"sourceRef": {"kind": "DataSource", "name": "os"}}), context(set(), own))
