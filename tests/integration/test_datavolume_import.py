@@ -506,3 +506,43 @@ async def test_a_datavolume_clones_what_its_datasource_names(env: Env) -> None:
 
     # Both pods are deleted once the clone is done, the source pod across namespaces by its ownerRef annotation.
     await eventually(pods_gone, timeout=30)
+
+
+async def test_a_clone_from_another_namespace_says_why_it_waits_and_its_source_pod_goes_with_it(env: Env) -> None:
+    """A source claim never populated: the source pod's reason is the DataVolume's, and deleting the DataVolume
+    deletes the source pod in the other namespace (it cannot be owned across namespaces)."""
+    golden, ns = await env.namespace(), await env.namespace()
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "empty"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}},
+    }
+    await env.admin.create(PERSISTENT_VOLUME_CLAIMS, claim, golden)
+    dv = blank_dv("copy")
+    dv["spec"]["source"] = {"pvc": {"namespace": golden, "name": "empty"}}
+    await env.admin.create(DATA_VOLUMES, dv, ns)
+
+    async def failing() -> Object | None:
+        found = await env.admin.get(DATA_VOLUMES, "copy", ns)
+        conditions = (found.get("status") or {}).get("conditions") or []
+        running = next((c for c in conditions if c["type"] == "Running"), {})
+        return found if "never populated" in running.get("message", "") else None
+
+    stuck = await eventually(failing, timeout=60)
+    assert stuck["status"]["phase"] == "CloneInProgress"
+    assert running_condition(stuck)["message"] == (
+        "Unable to process data: the source claim has no disk.img: it was never populated"
+    )
+    source_pods = [
+        p for p in (await env.admin.list(PODS, golden))["items"] if p["metadata"]["name"].endswith("-source-pod")
+    ]
+    assert len(source_pods) == 1
+    assert source_pods[0]["metadata"]["annotations"]["cdi.kubevirt.io/storage.ownerRef"] == f"{ns}/copy"
+
+    await env.admin.delete(DATA_VOLUMES, "copy", ns)
+
+    async def gone() -> bool:
+        return not (await env.admin.list(PODS, golden))["items"]
+
+    await eventually(gone, timeout=30)

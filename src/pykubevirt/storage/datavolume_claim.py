@@ -415,10 +415,17 @@ def _failed_pull(pod: Mapping[str, Any]) -> str:
 
 
 def dv_conditions(
-    name: str, phase: str, pvc: Mapping[str, Any] | None, pod: Mapping[str, Any] | None, failure: str = ""
+    name: str,
+    phase: str,
+    pvc: Mapping[str, Any] | None,
+    pod: Mapping[str, Any] | None,
+    failure: str = "",
+    *,
+    sender_failed: bool = False,
 ) -> list[dict[str, Any]]:
     """conditions.go: Bound from the claim, Ready from the phase, Running from the importer pod (`failure` is the
-    message of its last failed attempt, CDI's termination message)."""
+    message of its last failed attempt, CDI's termination message). `sender_failed`: the upload server runs, but the
+    clone source pod sending to it failed with `failure`."""
     if pvc is None:
         bound = _condition("Bound", "False", "NotFound", "No PVC found")
     elif (pvc.get("status") or {}).get("phase") == "Bound":
@@ -444,7 +451,9 @@ def dv_conditions(
         if "waiting" in state and state["waiting"].get("reason") == "CrashLoopBackOff":
             # CDI keeps what the ended attempt reported while the kubelet backs off (setAnnotationsFromPodWithPrefix).
             state = (statuses[0].get("lastState") or {}) or state
-        if "running" in state:
+        if "running" in state and sender_failed and failure:
+            running = _condition("Running", "False", "Error", simplify_message(failure))
+        elif "running" in state:
             running = _condition("Running", "True", "Pod is running")
         elif "waiting" in state:
             waiting = state["waiting"]

@@ -153,7 +153,24 @@ class DataVolumeController:
         uid = str(dv["metadata"].get("uid", ""))
         if dvc.takes_upload(dv):
             pvc = await self._record_upload_server(dv, pvc, pod, text)
-        return import_progress.progress_from_log(text, uid), import_progress.failure_from_log(text) or "", pvc
+        failure = import_progress.failure_from_log(text) or ""
+        if not failure and dvc.is_cross_namespace_clone(dv):
+            # The upload server waits; why nothing arrives is in the source pod's log (a claim never populated).
+            failure = await self._clone_source_failure(dv, pvc)
+        return import_progress.progress_from_log(text, uid), failure, pvc
+
+    async def _clone_source_failure(self, dv: Object, pvc: Object) -> str:
+        namespace = dvc.clone_namespace(dv)
+        name = dvc.clone_source_pod_name(pvc)
+        if self.pods.get(f"{namespace}/{name}") is None:
+            return ""
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/log"
+        try:
+            text = await self.client.read_text(path, {"tailLines": LOG_TAIL_LINES})
+        except (ApiError, ConnectionError, TimeoutError) as exc:
+            log.debug("no log of %s yet: %s", name, exc)
+            return ""
+        return import_progress.failure_from_log(text) or ""
 
     async def _record_upload_server(self, dv: Object, pvc: Object, pod: Object, log_text: str) -> Object:
         """The claim with pod.ready and the server's address as the upload server's log tells them."""
@@ -319,7 +336,8 @@ class DataVolumeController:
         old = dv.get("status") or {}
         name = str(dv["metadata"]["name"])
         annotations = ((pvc or {}).get("metadata") or {}).get("annotations") or {}
-        conditions = dvc.dv_conditions(name, phase, pvc, pod, failure)
+        sender_failed = dvc.is_cross_namespace_clone(dv) and bool(failure)
+        conditions = dvc.dv_conditions(name, phase, pvc, pod, failure, sender_failed=sender_failed)
         status: dict[str, Any] = {
             "phase": phase,
             "progress": "100.0%" if phase == "Succeeded" else progress or old.get("progress") or "N/A",
