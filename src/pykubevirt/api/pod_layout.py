@@ -19,6 +19,14 @@ MOUNTS_ENV = "PYKUBEVIRT_MOUNTS"
 # (cmd/virt-launcher/virt-launcher.go) and pkg/virt-controller/services/rendervolumes.go.
 KUBEVIRT_SHARE_DIR = "/var/run/kubevirt"
 PRIVATE_DIR = "/var/run/kubevirt-private"
+# Where the launcher pod mounts a VMI's config volumes (pkg/config), one directory a volume under each.
+CONFIG_SOURCE_DIRS = {
+    "secret": PRIVATE_DIR + "/secret",
+    "configMap": PRIVATE_DIR + "/config-map",
+    "downwardAPI": PRIVATE_DIR + "/downwardapi",
+    "sysprep": PRIVATE_DIR + "/sysprep",
+}
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 EPHEMERAL_DISK_DIR = "/var/run/kubevirt-ephemeral-disks"
 CONTAINER_DISK_DIR = "/var/run/kubevirt/container-disks"
 SOCKETS_DIR = "/var/run/kubevirt/sockets"

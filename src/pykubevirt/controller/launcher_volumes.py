@@ -6,7 +6,7 @@ import posixpath
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from pykubevirt.api import backend_storage
+from pykubevirt.api import backend_storage, pod_layout
 from pykubevirt.api.json_copy import copy_json
 
 if TYPE_CHECKING:
@@ -15,16 +15,10 @@ if TYPE_CHECKING:
 VIRT_PRIVATE_DIR = "/var/run/kubevirt-private"
 VIRT_SHARE_DIR = "/var/run/kubevirt"
 PVC_DISK_DIR = VIRT_PRIVATE_DIR + "/vmi-disks"
-SECRET_SOURCE_DIR = VIRT_PRIVATE_DIR + "/secret"
-CONFIG_MAP_SOURCE_DIR = VIRT_PRIVATE_DIR + "/config-map"
-DOWNWARD_API_SOURCE_DIR = VIRT_PRIVATE_DIR + "/downwardapi"
-SYSPREP_SOURCE_DIR = VIRT_PRIVATE_DIR + "/sysprep"
+SECRET_SOURCE_DIR = pod_layout.CONFIG_SOURCE_DIRS["secret"]
+SYSPREP_SOURCE_DIR = pod_layout.CONFIG_SOURCE_DIRS["sysprep"]
 DOWNWARD_METRIC_DISKS_DIR = VIRT_PRIVATE_DIR + "/downwardmetric-disk"
-_CONFIG_SOURCE_DIRS = {
-    "secret": SECRET_SOURCE_DIR,
-    "configMap": CONFIG_MAP_SOURCE_DIR,
-    "downwardAPI": DOWNWARD_API_SOURCE_DIR,
-}
+_CONFIG_SOURCE_DIRS = {kind: pod_layout.CONFIG_SOURCE_DIRS[kind] for kind in ("secret", "configMap", "downwardAPI")}
 # The PersistentVolumeClaims the VMI's volumes name, by claim name (None: not looked up, all filesystem claims).
 Claims: TypeAlias = Mapping[str, Mapping[str, Any]] | None
 _BASE_EMPTY_DIRS = "private public sockets virt-bin-share-dir libvirt-runtime ephemeral-disks container-disks".split()

@@ -26,7 +26,7 @@ from pykubevirt.launcher.domain_manager import DomainManager
 
 log = logging.getLogger("pykubevirt.launcher.credentials")
 
-SECRET_SOURCE_DIR: Final = pod_layout.PRIVATE_DIR + "/secret"
+SECRET_SOURCE_DIR: Final = pod_layout.CONFIG_SOURCE_DIRS["secret"]
 CHECK_INTERVAL: Final = 15.0
 FORCE_RESYNC_INTERVAL: Final = 300.0
 AGENT_OFFLINE: Final = "Guest agent is offline"

@@ -36,6 +36,7 @@ from pykubevirt.launcher import (
 from pykubevirt.launcher.access_credentials import AccessCredentialManager
 from pykubevirt.launcher.claim_volumes import prepare_claim_volumes
 from pykubevirt.launcher.command_server import CommandServer
+from pykubevirt.launcher.config_disks import ConfigDiskError, prepare_config_disks
 from pykubevirt.launcher.converter import ConverterContext, convert
 from pykubevirt.launcher.converter.disks import cloud_init_iso, cloud_init_source, empty_disk_path, ephemeral_overlay
 from pykubevirt.launcher.disk_expansion import expand_disks
@@ -504,9 +505,10 @@ class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
                 target = Path(cloud_init_iso(vmi, cloud_init, ctx))
                 await disks.prepare_cloud_init(vmi, cloud_init, target, self._secrets(volume))
         try:
+            await prepare_config_disks(vmi, self.host, Path(ctx.private_dir))
             link_kernel_artifacts(vmi, container_dir)
             claims = await prepare_claim_volumes(vmi, self.host, self.runtime)
-        except (PVCDiskError, KernelBootError) as exc:
+        except (PVCDiskError, KernelBootError, ConfigDiskError) as exc:
             raise disks.DiskError(str(exc)) from exc
         ctx = replace(
             ctx,

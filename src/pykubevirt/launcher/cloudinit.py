@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import json
-import os
 import string
 import uuid
 from collections.abc import Iterator, Mapping
@@ -18,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import pycdlib
-
 from pykubevirt.api.constants import CLUSTER_INSTANCETYPE_NAME_ANNOTATION, INSTANCETYPE_NAME_ANNOTATION
+from pykubevirt.launcher.iso_image import write_iso
 
 NO_CLOUD: Final = "noCloud"
 CONFIG_DRIVE: Final = "configDrive"
@@ -278,15 +275,6 @@ def cloud_init_data(
     )
 
 
-def _iso9660_name(component: str, is_file: bool) -> str:
-    """A level-3 ISO9660 identifier for a component; the real names live in the Rock Ridge and Joliet records."""
-    name = "".join(char if char.isalnum() or char in "._" else "_" for char in component.upper())
-    if not is_file:
-        return name.replace(".", "_")
-    stem, _, ext = name.rpartition(".") if "." in name else (name, "", "")
-    return f"{stem.replace('.', '_')}.{ext};1"
-
-
 def _iso_files(data: CloudInitData) -> Iterator[tuple[str, bytes]]:
     """(path, content) pairs; network data only when present, as upstream."""
     user_path, meta_path, network_path = _LAYOUT[normalize_source_type(data.source_type)]
@@ -296,45 +284,9 @@ def _iso_files(data: CloudInitData) -> Iterator[tuple[str, bytes]]:
         yield network_path, data.network_data
 
 
-ISO_CYLINDER_BYTES = 64 * 32 * 512
-
-
 def build_iso(data: CloudInitData, target: Path) -> None:
     """Write the ISO (Rock Ridge + Joliet) to `<target>.staging`, then rename it over `target` in one step."""
     kind = normalize_source_type(data.source_type)
     if not data.user_data and not data.network_data:
         raise ValueError("UserData or NetworkData is required for cloud-init data source")
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(target.name + ".staging")
-    staging.unlink(missing_ok=True)
-
-    iso = pycdlib.PyCdlib()
-    iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident=ISO_LABELS[kind])
-    made: set[str] = set()
-    try:
-        for path, content in _iso_files(data):
-            parts = path.split("/")
-            for depth in range(1, len(parts)):
-                directory = "/".join(parts[:depth])
-                if directory in made:
-                    continue
-                made.add(directory)
-                iso.add_directory(
-                    "/" + "/".join(_iso9660_name(part, False) for part in parts[:depth]),
-                    rr_name=parts[depth - 1],
-                    joliet_path="/" + directory,
-                )
-            iso_name = "/".join([*(_iso9660_name(part, False) for part in parts[:-1]), _iso9660_name(parts[-1], True)])
-            iso.add_fp(io.BytesIO(content), len(content), "/" + iso_name, rr_name=parts[-1], joliet_path="/" + path)
-        iso.write(str(staging))
-        # xorrisofs -partition_cyl_align on (KubeVirt's flags) pads to whole 1 MiB cylinders; without it the size is
-        # not a multiple of the host's O_DIRECT alignment and QEMU refuses the disk under cache=none.
-        size = staging.stat().st_size
-        os.truncate(staging, -(-size // ISO_CYLINDER_BYTES) * ISO_CYLINDER_BYTES)
-    except BaseException:
-        staging.unlink(missing_ok=True)
-        raise
-    finally:
-        iso.close()
-    os.replace(staging, target)
+    write_iso(_iso_files(data), ISO_LABELS[kind], target)

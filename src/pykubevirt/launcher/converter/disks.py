@@ -18,6 +18,8 @@ PR_HELPER_SOCKET = "daemons/pr/pr-helper.sock"
 DOWNWARD_METRICS_DISK = "downwardapi-disks/vhostmd0"
 # Volume kinds whose ISO the launcher renders from Kubernetes objects, under the private dir.
 CONFIG_DISK_DIRS = {"configMap": "config-map-disks", "secret": "secret-disks", "downwardAPI": "downwardapi-disks"}
+SYSPREP_DISK_DIR = "sysprep-disks"
+SERVICE_ACCOUNT_DISK = "service-account-disk/service-account.iso"
 CLOUD_INIT_ISOS = {"cloudInitNoCloud": "noCloud.iso", "cloudInitConfigDrive": "configdrive.iso"}
 
 
@@ -248,7 +250,7 @@ def volume_source(vmi: v.Obj, volume: v.Obj, ctx: ConverterContext, device: str,
     if cloud_init is not None:
         return _Disk(source={"file": cloud_init_iso(vmi, cloud_init, ctx)})
     if volume.get("sysprep") is not None:
-        return _Disk(source={"file": posixpath.join(ctx.private_dir, "sysprep-disks", f"{name}.iso")})
+        return _Disk(source={"file": posixpath.join(ctx.private_dir, SYSPREP_DISK_DIR, f"{name}.iso")})
     host_disk = volume.get("hostDisk")
     if isinstance(host_disk, dict):
         # The launcher mounts the host directory at the PVC location and keeps the file's own name.
@@ -274,7 +276,7 @@ def volume_source(vmi: v.Obj, volume: v.Obj, ctx: ConverterContext, device: str,
         if volume.get(key) is not None:
             return _Disk(source={"file": posixpath.join(ctx.private_dir, directory, f"{name}.iso")})
     if volume.get("serviceAccount") is not None:
-        return _Disk(source={"file": posixpath.join(ctx.private_dir, "service-account-disk", "service-account.iso")})
+        return _Disk(source={"file": posixpath.join(ctx.private_dir, SERVICE_ACCOUNT_DISK)})
     if volume.get("downwardMetrics") is not None:
         path = posixpath.join(ctx.private_dir, DOWNWARD_METRICS_DISK)
         return _Disk(source={"file": path}, readonly=True, replace_driver=True)
