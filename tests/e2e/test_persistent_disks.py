@@ -26,10 +26,12 @@ from pykubevirt.api import pod_layout
 from pykubevirt.api.quantity import MI
 from pykubevirt.client.resources import (
     CLUSTER_PREFERENCES,
+    CONFIG_MAPS,
     DATA_SOURCES,
     DATA_VOLUMES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    SECRETS,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
 )
@@ -536,3 +538,42 @@ async def test_a_vm_made_by_virtctl_create_boots_a_clone_of_a_golden_image_of_an
         await admin.delete(VIRTUAL_MACHINES, "gold", ns)
     finally:
         await admin.delete(CLUSTER_PREFERENCES, preference_name)
+
+
+async def test_configmap_and_secret_volumes_are_disks_the_guest_mounts(kube: ClusterView) -> None:
+    """KubeVirt's config disks: a ConfigMap and a Secret as ISO disks (the ConfigMap's with its `volumeLabel`), found
+    in the guest by their serials and mounted, their keys as files."""
+    ns = await kube.namespace()
+    admin = kube.admin
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app-config"}}
+    config_map["data"] = {"DATABASE": "staging", "app.properties": "greeting=hello\n"}
+    await admin.create(CONFIG_MAPS, config_map, ns)
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app-secret"}}
+    secret["stringData"] = {"password": "s3cret"}
+    await admin.create(SECRETS, secret, ns)
+    vm = copy.deepcopy(DEMO)
+    vm["metadata"] = {"name": "cfgvm"}
+    spec = vm["spec"]["template"]["spec"]
+    spec["domain"]["devices"]["disks"] += [
+        {"name": "appcfg", "disk": {"bus": "virtio"}, "serial": "CFG1"},
+        {"name": "appsecret", "disk": {"bus": "virtio"}, "serial": "SEC1"},
+    ]
+    spec["volumes"] += [
+        {"name": "appcfg", "configMap": {"name": "app-config", "volumeLabel": "APPCFG"}},
+        {"name": "appsecret", "secret": {"secretName": "app-secret"}},
+    ]
+    await admin.create(VIRTUAL_MACHINES, vm, ns)
+    vmi = await kube.wait_vmi_phase(ns, "cfgvm", "Running", timeout=120)
+    pod = await kube.launcher_pod(vmi)
+    await kube.wait_serial(kube.node, pod, vmi, "pykubevirt-guest: ready", timeout=120)
+
+    def mounted(serial: str, where: str) -> str:
+        device = f'$(for b in /sys/block/vd*; do [ "$(cat $b/serial)" = {serial} ] && basename $b; done)'
+        return f"mkdir -p {where} && mount -t iso9660 -o ro /dev/{device} {where} && ls {where} | tr '\\n' ' '"
+
+    async with Console(kube, pod, vmi) as console:
+        assert (await console.answer("cfgfiles", mounted("CFG1", "/mnt/cfg"))).split() == ["DATABASE", "app.properties"]
+        assert await console.answer("cfgdb", "cat /mnt/cfg/DATABASE") == "staging"
+        await console.answer("secfiles", mounted("SEC1", "/mnt/sec"))
+        assert await console.answer("secpw", "cat /mnt/sec/password") == "s3cret"
+    await admin.delete(VIRTUAL_MACHINES, "cfgvm", ns)
