@@ -95,3 +95,15 @@ def test_a_sysprep_volume_needs_an_unattend_file_and_a_missing_mount_is_said(tmp
     with pytest.raises(ConfigDiskError) as nothing:
         asyncio.run(prepare_config_disks(missing, lambda path: tmp_path / "nowhere", tmp_path / "private"))
     assert str(nothing.value) == "volume cfg: nothing is mounted at /var/run/kubevirt-private/secret/cfg"
+
+
+def test_long_configmap_keys_keep_their_names_in_rock_ridge(tmp_path: Path) -> None:
+    """Joliet keeps 64 characters of a name (as xorrisofs does); Rock Ridge, which Linux guests read, keeps them all."""
+    mounted = tmp_path / "cfg"
+    mounted.mkdir()
+    long_names = ["k" * 70 + ".properties", "k" * 70 + ".yaml"]
+    for name in long_names:
+        (mounted / name).write_bytes(name.encode())
+    spec = vmi([{"name": "cfg", "configMap": {"name": "app"}}], ["cfg"])
+    asyncio.run(prepare_config_disks(spec, lambda path: mounted, tmp_path / "private"))
+    assert iso_files(tmp_path / "private" / "config-map-disks" / "cfg.iso")[1] == {n: n.encode() for n in long_names}

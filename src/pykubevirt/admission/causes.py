@@ -20,18 +20,23 @@ def rejection_message(causes: Sequence[Cause]) -> str:
     return message
 
 
-def rejection_status(causes: Sequence[Cause], *, message_prefix: str = "") -> dict[str, Any]:
-    """A `Status` with code 422 and reason `Invalid`, as KubeVirt's webhooks answer."""
+def failure_status(message: str, code: int, **fields: Any) -> dict[str, Any]:
+    """A Failure `Status` as kube-apiserver hands a webhook's refusal on; `fields` are its reason and details."""
     return {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
-        "message": message_prefix + rejection_message(causes),
-        "reason": "Invalid",
-        "details": {"causes": [c.to_dict() for c in causes[:MAX_CAUSES]]},
-        "code": 422,
+        "message": message,
+        **fields,
+        "code": code,
     }
+
+
+def rejection_status(causes: Sequence[Cause], *, message_prefix: str = "") -> dict[str, Any]:
+    """A `Status` with code 422 and reason `Invalid`, as KubeVirt's webhooks answer."""
+    details = {"causes": [c.to_dict() for c in causes[:MAX_CAUSES]]}
+    return failure_status(message_prefix + rejection_message(causes), 422, reason="Invalid", details=details)
 
 
 class AdmissionRejected(Exception):
@@ -64,11 +69,4 @@ class RequestDenied(AdmissionRejected):
 
     def status(self) -> dict[str, Any]:
         # kube-apiserver keeps the webhook's code and message and adds the "denied the request" prefix.
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.denied_prefix() + self.message,
-            "code": self.code,
-        }
+        return failure_status(self.denied_prefix() + self.message, self.code)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykubevirt.admission.causes import AdmissionRejected, RequestDenied
+from pykubevirt.admission.causes import AdmissionRejected, RequestDenied, failure_status
 from pykubevirt.admission.context import AccessCheck, AdmissionContext
 from pykubevirt.api import constants as c
 from pykubevirt.api.causes import FIELD_VALUE_INVALID, Cause
@@ -29,15 +29,8 @@ class CloneRejected(AdmissionRejected):
     """CDI's toRejectedAdmissionResponse: 422 without a reason, each cause's message after a space."""
 
     def status(self) -> dict[str, Any]:
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.denied_prefix() + "".join(f" {cause.message}" for cause in self.causes),
-            "details": {"causes": [cause.to_dict() for cause in self.causes]},
-            "code": 422,
-        }
+        message = self.denied_prefix() + "".join(f" {cause.message}" for cause in self.causes)
+        return failure_status(message, 422, details={"causes": [cause.to_dict() for cause in self.causes]})
 
 
 def _clone_source(dv: Mapping[str, Any], ctx: AdmissionContext, namespace: str) -> tuple[str, str, str] | None:
