@@ -43,6 +43,7 @@ from pykubevirt.node.resource_usage import (
     mirror_processes,
     serve_resource_metrics,
 )
+from pykubevirt.node.service_account_tokens import ServiceAccountTokens
 from pykubevirt.node.virtual_containers import ImagePuller
 
 log = logging.getLogger("pykubevirt.node.agent")
@@ -110,6 +111,7 @@ class NodeAgent:
             recorder=self.recorder,
             fetch=api_fetch(client),
             enqueue=self.enqueue,
+            tokens=ServiceAccountTokens(client),
             network=network,
             cpu_manager=cpu_manager,
         )

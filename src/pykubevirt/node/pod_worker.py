@@ -32,6 +32,7 @@ from pykubevirt.node.env import ConfigError, Fetch, container_env
 from pykubevirt.node.pod_dirs import ContainerRecord, PodDir
 from pykubevirt.node.pod_network import PodNetwork, host_network
 from pykubevirt.node.sandbox_network import SandboxNetwork
+from pykubevirt.node.service_account_tokens import ServiceAccountTokens
 from pykubevirt.node.stray_sweeper import StraySweeper
 from pykubevirt.node.volumes import PreparedVolumes, container_mounts, prepare_volumes, refresh_volumes
 
@@ -76,6 +77,7 @@ class NodeContext:
     network: PodNetwork | None = None
     cpu_manager: StaticCPUManager | None = None
     strays: StraySweeper = field(default_factory=StraySweeper)
+    tokens: ServiceAccountTokens | None = None
 
 
 @dataclass
@@ -159,11 +161,11 @@ class PodWorker:
             return await self._sync_terminating(pod)
         self.dir.create(pod)
         if self.volumes is None or self.volumes.errors:
-            self.volumes = await prepare_volumes(pod, self.dir, self.ctx.fetch)
+            self.volumes = await prepare_volumes(pod, self.dir, self.ctx.fetch, self.ctx.tokens)
             self.volumes_written = time.monotonic()
         elif time.monotonic() - self.volumes_written >= VOLUME_REFRESH_SECONDS:
             self.volumes_written = time.monotonic()
-            for failure in await refresh_volumes(pod, self.dir, self.ctx.fetch):
+            for failure in await refresh_volumes(pod, self.dir, self.ctx.fetch, self.ctx.tokens):
                 meta = pod["metadata"]
                 log.warning("pod %s/%s: volume %s kept as it was", meta.get("namespace"), meta.get("name"), failure)
         plan = _Plan()
@@ -462,6 +464,8 @@ class PodWorker:
         deadline = time.monotonic() + max(int(grace), 0)
         self.kill_deadline = deadline if self.kill_deadline is None else min(self.kill_deadline, deadline)
         self.ctx.puller.forget(self.uid)
+        if self.ctx.tokens is not None:
+            self.ctx.tokens.forget(self.uid)
         if not self.sigterm_sent:
             self.sigterm_sent = True
             now = now_rfc3339()
@@ -519,6 +523,8 @@ class PodWorker:
                 self.ctx.runtime.reap(record.pid)
         await self._kill_strays()
         self.ctx.puller.forget(self.uid)
+        if self.ctx.tokens is not None:
+            self.ctx.tokens.forget(self.uid)
         await self.sandbox.teardown()
         self.dir.remove()
         if self.ctx.cpu_manager is not None:

@@ -18,6 +18,7 @@ from typing import Any
 from pykubevirt.client.errors import ApiError
 from pykubevirt.node.env import ConfigError, Fetch, config_data, fetch_config, field_value, resource_value
 from pykubevirt.node.pod_dirs import PodDir
+from pykubevirt.node.service_account_tokens import ServiceAccountTokens, TokenError
 
 DEFAULT_FILE_MODE = 0o644
 _HOST_PATH_CHECKS = {
@@ -148,13 +149,15 @@ async def _claim_path(pod: Mapping[str, Any], claim: str, fetch: Fetch) -> str:
     return _host_path({"path": source["path"], "type": "DirectoryOrCreate"})
 
 
-async def prepare_volumes(pod: Mapping[str, Any], pod_dir: PodDir, fetch: Fetch) -> PreparedVolumes:
+async def prepare_volumes(
+    pod: Mapping[str, Any], pod_dir: PodDir, fetch: Fetch, tokens: ServiceAccountTokens | None = None
+) -> PreparedVolumes:
     """Create or refresh every volume of the pod; a volume that fails is recorded, not raised."""
     prepared = PreparedVolumes()
     for volume in (pod.get("spec") or {}).get("volumes") or []:
         name = str(volume.get("name") or "")
         try:
-            prepared.host_paths[name] = await _prepare_one(pod, pod_dir, name, volume, fetch)
+            prepared.host_paths[name] = await _prepare_one(pod, pod_dir, name, volume, fetch, tokens)
         except ConfigError as exc:
             prepared.errors[name] = str(exc)
         except OSError as exc:
@@ -166,7 +169,9 @@ async def prepare_volumes(pod: Mapping[str, Any], pod_dir: PodDir, fetch: Fetch)
 REFRESHED_KINDS = ("configMap", "secret", "downwardAPI", "projected")
 
 
-async def refresh_volumes(pod: Mapping[str, Any], pod_dir: PodDir, fetch: Fetch) -> list[str]:
+async def refresh_volumes(
+    pod: Mapping[str, Any], pod_dir: PodDir, fetch: Fetch, tokens: ServiceAccountTokens | None = None
+) -> list[str]:
     """Rewrite the configMap, secret, downwardAPI and projected volumes of a running pod from their objects now, as
     the kubelet's periodic sync does; a volume that cannot be read now keeps its content. Returns those that failed."""
     failed = []
@@ -175,7 +180,7 @@ async def refresh_volumes(pod: Mapping[str, Any], pod_dir: PodDir, fetch: Fetch)
             continue
         name = str(volume.get("name") or "")
         try:
-            await _prepare_one(pod, pod_dir, name, volume, fetch)
+            await _prepare_one(pod, pod_dir, name, volume, fetch, tokens)
         except (ConfigError, OSError, ApiError) as exc:
             failed.append(f"{name}: {exc}")
     return failed
@@ -196,7 +201,12 @@ async def _mount_hugetlbfs(target: Path, size: str) -> None:
 
 
 async def _prepare_one(
-    pod: Mapping[str, Any], pod_dir: PodDir, name: str, volume: Mapping[str, Any], fetch: Fetch
+    pod: Mapping[str, Any],
+    pod_dir: PodDir,
+    name: str,
+    volume: Mapping[str, Any],
+    fetch: Fetch,
+    tokens: ServiceAccountTokens | None = None,
 ) -> str:
     target = pod_dir.volume_dir(name)
     if (empty := volume.get("emptyDir")) is not None:
@@ -229,6 +239,14 @@ async def _prepare_one(
                 files.update(await _source_files(pod, "Secret", secret, fetch, mode))
             elif part.get("downwardAPI") is not None:
                 files.update(_downward_files(pod, part["downwardAPI"], mode))
+            elif (token_source := part.get("serviceAccountToken")) is not None:
+                if tokens is None:
+                    raise ConfigError(f"volume {name!r}: no service account tokens on this node")
+                try:
+                    token = await tokens.token(pod, token_source)
+                except TokenError as exc:
+                    raise ConfigError(f"volume {name!r}: cannot get a service account token: {exc}") from exc
+                files[str(_relative(str(token_source.get("path") or "token")))] = (token.encode(), mode)
             else:
                 kinds = ", ".join(sorted(part))
                 raise ConfigError(f"volume {name!r}: projected {kinds} sources are not supported by the node agent")
