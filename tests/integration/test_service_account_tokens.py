@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
+from pykubevirt.client.api import KubeClient
 from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES
 from pykubevirt.node.pod_dirs import PodDir
 from pykubevirt.node.pod_worker import api_fetch
@@ -20,82 +24,88 @@ from tests.support.control_plane import client_for, simulated_node_client
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
 
-async def test_tokens_are_requested_as_the_node_and_kept_until_most_of_their_life_is_gone(
-    fresh_apiserver: APIServerProcess,
-) -> None:
+@dataclass
+class Cluster:
+    admin: KubeClient
+    node: KubeClient
+    namespace: str
+
+    async def account(self, name: str) -> None:
+        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
+        await self.admin.request("POST", f"/api/v1/namespaces/{self.namespace}/serviceaccounts", body=account)
+
+    async def user_of(self, token: str) -> str:
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        reviewed = await self.admin.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=review)
+        return str(reviewed["status"]["user"]["username"])
+
+
+@pytest_asyncio.fixture
+async def cluster(fresh_apiserver: APIServerProcess) -> AsyncIterator[Cluster]:
+    """The admin, a node's client, and a namespace of the test's own."""
     admin = client_for(fresh_apiserver)
     node = await simulated_node_client(fresh_apiserver, admin)
     try:
         ns = unique("sat")
         await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder"}}
-        await admin.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts", body=account)
-        pod = {"metadata": {"name": "p", "namespace": ns, "uid": "u-1"}, "spec": {"serviceAccountName": "builder"}}
-        now = [time.time()]  # the server's expirationTimestamp is wall-clock time
-        tokens = ServiceAccountTokens(node, clock=lambda: now[0])
-        before = await admin.request("GET", "/debug/writes")
-
-        first = await tokens.token(pod, {"path": "token", "expirationSeconds": 3600})
-        again = await tokens.token(pod, {"path": "token", "expirationSeconds": 3600})
-        now[0] += 0.81 * 3600  # past 80 % of the hour: asked for anew
-        renewed = await tokens.token(pod, {"path": "token", "expirationSeconds": 3600})
-
-        # The token authenticates as the pod's service account.
-        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": first}}
-        reviewed = await admin.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=review)
-        assert reviewed["status"]["user"]["username"] == f"system:serviceaccount:{ns}:builder"
-        assert first == again == renewed
-        after = await admin.request("GET", "/debug/writes")
-
-        def requests(counts: dict) -> int:
-            return sum(c["count"] for c in counts["writes"] if c["resource"] == "POST serviceaccounts/token")
-
-        assert requests(after) - requests(before) == 2
-
-        missing = {"metadata": {"name": "q", "namespace": ns, "uid": "u-2"}, "spec": {"serviceAccountName": "nobody"}}
-        with pytest.raises(TokenError) as refused:
-            await tokens.token(missing, {"path": "token"})
-        assert str(refused.value) == 'serviceaccounts "nobody" not found'
+        yield Cluster(admin, node, ns)
     finally:
         await node.close()
         await admin.close()
+
+
+async def test_tokens_are_requested_as_the_node_and_kept_until_most_of_their_life_is_gone(cluster: Cluster) -> None:
+    ns, node, admin = cluster.namespace, cluster.node, cluster.admin
+    await cluster.account("builder")
+    pod = {"metadata": {"name": "p", "namespace": ns, "uid": "u-1"}, "spec": {"serviceAccountName": "builder"}}
+    now = [time.time()]  # the server's expirationTimestamp is wall-clock time
+    tokens = ServiceAccountTokens(node, clock=lambda: now[0])
+    before = await admin.request("GET", "/debug/writes")
+
+    first = await tokens.token(pod, {"path": "token", "expirationSeconds": 3600})
+    again = await tokens.token(pod, {"path": "token", "expirationSeconds": 3600})
+    now[0] += 0.81 * 3600  # past 80 % of the hour: asked for anew
+    renewed = await tokens.token(pod, {"path": "token", "expirationSeconds": 3600})
+
+    # The token authenticates as the pod's service account.
+    assert await cluster.user_of(first) == f"system:serviceaccount:{ns}:builder"
+    assert first == again == renewed
+    after = await admin.request("GET", "/debug/writes")
+
+    def requests(counts: dict) -> int:
+        return sum(c["count"] for c in counts["writes"] if c["resource"] == "POST serviceaccounts/token")
+
+    assert requests(after) - requests(before) == 2
+
+    missing = {"metadata": {"name": "q", "namespace": ns, "uid": "u-2"}, "spec": {"serviceAccountName": "nobody"}}
+    with pytest.raises(TokenError) as refused:
+        await tokens.token(missing, {"path": "token"})
+    assert str(refused.value) == 'serviceaccounts "nobody" not found'
 
 
 async def test_a_projected_volume_gets_the_token_the_namespace_and_a_configmap(
-    fresh_apiserver: APIServerProcess, tmp_path: Path
+    cluster: Cluster, tmp_path: Path
 ) -> None:
     """kube's `kube-api-access` layout (token, ca.crt, namespace), written by the node agent's volume code."""
-    admin = client_for(fresh_apiserver)
-    node = await simulated_node_client(fresh_apiserver, admin)
-    try:
-        ns = unique("sat")
-        await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
-        await admin.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts", body=account)
-        ca = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "root-ca"}, "data": {"ca.crt": "PEM"}}
-        await admin.create(CONFIG_MAPS, ca, ns)
-        sources = [
-            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-            {"configMap": {"name": "root-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
-        ]
-        volume = {"name": "kube-api-access-x1", "projected": {"defaultMode": 420, "sources": sources}}
-        pod = {"metadata": {"name": "p", "namespace": ns, "uid": "u-3"}, "spec": {"volumes": [volume]}}
-        prepared = await prepare_volumes(pod, PodDir(tmp_path, "u-3"), api_fetch(node), ServiceAccountTokens(node))
-        assert prepared.errors == {}
-        written = Path(prepared.host_paths["kube-api-access-x1"])
-        assert sorted(p.name for p in written.iterdir()) == ["ca.crt", "namespace", "token"]
-        assert (written / "namespace").read_text() == ns and (written / "ca.crt").read_text() == "PEM"
-        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview"}
-        review["spec"] = {"token": (written / "token").read_text()}
-        reviewed = await admin.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=review)
-        assert reviewed["status"]["user"]["username"] == f"system:serviceaccount:{ns}:default"
+    ns, node = cluster.namespace, cluster.node
+    await cluster.account("default")
+    ca = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "root-ca"}, "data": {"ca.crt": "PEM"}}
+    await cluster.admin.create(CONFIG_MAPS, ca, ns)
+    sources = [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "root-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+    ]
+    volume = {"name": "kube-api-access-x1", "projected": {"defaultMode": 420, "sources": sources}}
+    pod = {"metadata": {"name": "p", "namespace": ns, "uid": "u-3"}, "spec": {"volumes": [volume]}}
+    prepared = await prepare_volumes(pod, PodDir(tmp_path, "u-3"), api_fetch(node), ServiceAccountTokens(node))
+    assert prepared.errors == {}
+    written = Path(prepared.host_paths["kube-api-access-x1"])
+    assert sorted(p.name for p in written.iterdir()) == ["ca.crt", "namespace", "token"]
+    assert (written / "namespace").read_text() == ns and (written / "ca.crt").read_text() == "PEM"
+    assert await cluster.user_of((written / "token").read_text()) == f"system:serviceaccount:{ns}:default"
 
-        # Without tokens to hand (or with an account that is missing) the volume fails, saying why.
-        failed = await prepare_volumes(pod, PodDir(tmp_path, "u-4"), api_fetch(node))
-        assert failed.errors == {
-            "kube-api-access-x1": "volume 'kube-api-access-x1': no service account tokens on this node"
-        }
-    finally:
-        await node.close()
-        await admin.close()
+    # Without tokens to hand the volume fails, saying why.
+    failed = await prepare_volumes(pod, PodDir(tmp_path, "u-4"), api_fetch(node))
+    reason = "volume 'kube-api-access-x1': no service account tokens on this node"
+    assert failed.errors == {"kube-api-access-x1": reason}
