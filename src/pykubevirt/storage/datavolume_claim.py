@@ -181,6 +181,20 @@ def pod_name(dv: Mapping[str, Any], claim: str) -> str:
     return f"cdi-upload-{claim}"[:253] if takes_upload(dv) else f"importer-{claim}"[:253]
 
 
+def upload_endpoint(server_url: str) -> str:
+    """Where a clone's source pod POSTs: the upload server's sync upload path."""
+    return server_url.rstrip("/") + UPLOAD_PATH
+
+
+def upload_url_of(pod: Mapping[str, Any]) -> str:
+    """The UPLOAD_URL a clone source pod was made with ("" if none)."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for env in container.get("env") or []:
+            if env.get("name") == "UPLOAD_URL":
+                return str(env.get("value") or "")
+    return ""
+
+
 def clone_source_pod_name(pvc: Mapping[str, Any]) -> str:
     """CDI's `<target claim uid>-source-pod`."""
     return f"{(pvc.get('metadata') or {}).get('uid', '')}{CLONE_SOURCE_POD_SUFFIX}"
@@ -203,7 +217,7 @@ def clone_source_pod(
         "command": list(CLONE_SOURCE_COMMAND),
         "args": ["-v=1"],
         "env": [
-            {"name": "UPLOAD_URL", "value": upload_url.rstrip("/") + UPLOAD_PATH},
+            {"name": "UPLOAD_URL", "value": upload_endpoint(upload_url)},
             {"name": "OWNER_UID", "value": str((dv.get("metadata") or {}).get("uid", ""))},
             {"name": "PREALLOCATION", "value": "false"},
         ],

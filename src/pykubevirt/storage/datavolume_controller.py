@@ -10,6 +10,7 @@ its importer's metrics every 2 s.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -276,7 +277,14 @@ class DataVolumeController:
         source = self.claims.get(source_key)
         if not url or source is None:
             return
-        if self.pods.get(f"{source['metadata']['namespace']}/{dvc.clone_source_pod_name(pvc)}") is not None:
+        name = dvc.clone_source_pod_name(pvc)
+        existing = self.pods.get(f"{source['metadata']['namespace']}/{name}")
+        if existing is not None:
+            if dvc.upload_url_of(existing) not in ("", dvc.upload_endpoint(url)):
+                # The upload server restarted on another port: a source pod sending to the old one never gets
+                # through. Deleted; its deletion event brings the DataVolume back to make a new one.
+                with contextlib.suppress(NotFound):
+                    await self.client.delete(PODS, name, str(source["metadata"]["namespace"]))
             return
         try:
             await self.client.create(PODS, dvc.clone_source_pod(pvc, dv, source, url))
