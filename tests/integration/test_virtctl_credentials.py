@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from tests.integration.conftest import Kubectl
+from tests.integration.conftest import Kubectl, vm_manifest
 from tests.support.apiserver_process import APIServerProcess, kubectl_env
 
 VIRTCTL = str(Path(sys.executable).parent / "virtctl")
@@ -25,13 +25,8 @@ def virtctl(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]
 
 
 def stopped_vm(name: str, **template_spec: Any) -> str:
-    spec = {"domain": {"devices": {}, "memory": {"guest": "64Mi"}}, **template_spec}
-    vm = {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {"name": name},
-        "spec": {"runStrategy": "Halted", "template": {"spec": spec}},
-    }
+    vm = vm_manifest(name)
+    vm["spec"]["template"]["spec"].update(template_spec)
     return yaml.safe_dump(vm)
 
 

@@ -8,6 +8,7 @@ SubjectAccessReview as CDI's AuthorizeSA asks it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pykubevirt.admission.context import AccessCheck
@@ -18,6 +19,7 @@ from pykubevirt.admission.defaults.datavolume_mutator import (
     clone_access_checks,
 )
 from pykubevirt.api import constants as c
+from pykubevirt.api.data_source_target import data_source_target
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.informer import Informer
@@ -35,24 +37,17 @@ class CloneNotAllowed(Exception):
 async def resolve_clone_source(client: KubeClient, namespace: str, spec: dict[str, Any]) -> None:
     """GetResolvedCloneSource on a DataVolume spec, in place: a DataSource's source replaces the sourceRef, and a
     claim or snapshot source gets its namespace. Raises NotFound for a missing DataSource."""
-    source_namespace = namespace
-    source = spec.get("source")
+    source: Mapping[str, Any] = spec.get("source") or {}
     ref = spec.get("sourceRef") or {}
     if ref.get("kind") == c.DATA_SOURCE_KIND:
-        source_namespace = str(ref.get("namespace") or namespace)
-        found = await client.get(DATA_SOURCES, str(ref.get("name") or ""), source_namespace)
-        resolved = dict(((found.get("spec") or {}).get("source")) or {})
-        if resolved.get("dataSource") is not None:
-            resolved = dict(((found.get("status") or {}).get("source")) or {})
-        source = {key: resolved[key] for key in ("pvc", "snapshot") if resolved.get(key) is not None}
-    if not source:
-        return
+        ds_namespace = str(ref.get("namespace") or namespace)
+        found = await client.get(DATA_SOURCES, str(ref.get("name") or ""), ds_namespace)
+        source = data_source_target(found, ds_namespace) or {}
     for key in ("pvc", "snapshot"):
-        if isinstance(source.get(key), dict):
-            named = dict(source[key])
-            named["namespace"] = named.get("namespace") or source_namespace
+        target = source.get(key)
+        if isinstance(target, Mapping):
             spec.pop("sourceRef", None)
-            spec["source"] = {key: named}
+            spec["source"] = {key: {**target, "namespace": target.get("namespace") or namespace}}
             return
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pykubevirt.api.data_source_target import data_source_target
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import KubeClient, Object
@@ -63,13 +64,7 @@ def clone_source(data_source: Object, get_data_source: Getter) -> dict[str, Any]
         resolved = resolve(data_source, get_data_source)
     except SourceError:
         return None
-    source = (resolved.get("spec") or {}).get("source") or {}
-    for kind in ("pvc", "snapshot"):
-        target = source.get(kind)
-        if isinstance(target, Mapping):
-            namespace = target.get("namespace") or resolved["metadata"]["namespace"]
-            return {kind: {"name": target.get("name", ""), "namespace": namespace}}
-    return None
+    return data_source_target(resolved)  # `resolved` names no DataSource: its own source
 
 
 @dataclass(frozen=True, slots=True)

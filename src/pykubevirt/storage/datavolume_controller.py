@@ -163,8 +163,9 @@ class DataVolumeController:
     async def _clone_source_failure(self, dv: Object, pvc: Object) -> str:
         namespace = dvc.clone_namespace(dv)
         name = dvc.clone_source_pod_name(pvc)
-        if self.pods.get(f"{namespace}/{name}") is None:
-            return ""
+        source_pod = self.pods.get(f"{namespace}/{name}")
+        if source_pod is None or not _has_failed(source_pod):
+            return ""  # read on every progress poll: its log only once it has something to say
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/log"
         try:
             text = await self.client.read_text(path, {"tailLines": LOG_TAIL_LINES})
@@ -374,6 +375,15 @@ class DataVolumeController:
         except (NotFound, Conflict):
             # A newer DataVolume is on its way through the informer; its event (or the progress poll) comes back.
             return
+
+
+def _has_failed(pod: Object) -> bool:
+    """Whether a container of the pod has ended in failure at least once (its log then says why)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        ended = [(status.get(key) or {}).get("terminated") or {} for key in ("state", "lastState")]
+        if int(status.get("restartCount") or 0) > 0 or any(int(t.get("exitCode") or 0) != 0 for t in ended):
+            return True
+    return False
 
 
 def _owned_by(pvc: Object, dv: Object) -> bool:

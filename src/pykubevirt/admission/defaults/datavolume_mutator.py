@@ -16,7 +16,8 @@ from pykubevirt.admission.causes import AdmissionRejected, RequestDenied, failur
 from pykubevirt.admission.context import AccessCheck, AdmissionContext
 from pykubevirt.api import constants as c
 from pykubevirt.api.causes import FIELD_VALUE_INVALID, Cause
-from pykubevirt.api.json_lookup import as_map, as_str, get
+from pykubevirt.api.data_source_target import data_source_target
+from pykubevirt.api.json_lookup import as_map, as_str
 
 WEBHOOK = "datavolume-mutate.cdi.kubevirt.io"
 PRE_POPULATED = "cdi.kubevirt.io/storage.prePopulated"
@@ -40,22 +41,19 @@ def _clone_source(dv: Mapping[str, Any], ctx: AdmissionContext, namespace: str) 
     spec = as_map(dv.get("spec"))
     source = as_map(spec.get("source"))
     ref = as_map(spec.get("sourceRef"))
-    # A DataSource's claim without a namespace is in the DataSource's, as its Ready condition and KubeVirt's
-    # GetResolvedCloneSource read it (and as the embedded CDI clones it); CDI's webhook alone would take the
-    # DataVolume's, and so let anyone clone another namespace's claim through a DataSource there.
-    default_namespace = ""
     if not source and as_str(ref.get("kind")) == c.DATA_SOURCE_KIND:
-        ds_namespace = default_namespace = as_str(ref.get("namespace")) or namespace
+        ds_namespace = as_str(ref.get("namespace")) or namespace
         found = ctx.lookup.get(c.DATA_SOURCE_KIND, ds_namespace, as_str(ref.get("name")))
         if found is None:
             raise LookupError(f'datasources.cdi.kubevirt.io "{as_str(ref.get("name"))}" not found')
-        source = as_map(get(found, "spec", "source"))
-        if source.get("dataSource") is not None:
-            source = as_map(get(found, "status", "source"))
+        # A DataSource's claim without a namespace is in the DataSource's, as its Ready condition, KubeVirt's
+        # GetResolvedCloneSource and the embedded CDI's copy read it; CDI's webhook alone would take the
+        # DataVolume's, and so let anyone clone another namespace's claim through a DataSource there.
+        source = data_source_target(found, ds_namespace) or {}
     for kind in ("pvc", "snapshot"):
         chosen = source.get(kind)
         if isinstance(chosen, Mapping):
-            return kind, as_str(chosen.get("namespace")) or default_namespace, as_str(chosen.get("name"))
+            return kind, as_str(chosen.get("namespace")), as_str(chosen.get("name"))
     return None
 
 
