@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pykubevirt.api import json_patch
 from pykubevirt.client.api import JSON_PATCH, KubeClient
 from pykubevirt.client.errors import ApiError, Conflict, NotFound
 from pykubevirt.client.resources import SECRETS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
@@ -272,7 +273,7 @@ async def _set_password(api: KubeClient, vm: dict[str, Any], args: argparse.Name
                 f"secret {name} does not have an owner reference pointing to VM {vm['metadata']['name']}"
             )
     value = base64.b64encode(str(args.password).encode()).decode()
-    path = f"/data/{_escape(args.user)}"
+    path = f"/data/{json_patch.escape(args.user)}"
     try:
         await api.patch(SECRETS, name, [{"op": "add", "path": path, "value": value}], namespace, patch_type=JSON_PATCH)
     except ApiError:
@@ -286,8 +287,3 @@ async def _set_password(api: KubeClient, vm: dict[str, Any], args: argparse.Name
         except ApiError as exc:
             raise VirtctlError(f'error patching secret "{name}": {exc.message}') from exc
     sys.stdout.write(f'Successfully set password in secret "{name}"\n')
-
-
-def _escape(segment: str) -> str:
-    """A JSON pointer segment (RFC 6901)."""
-    return segment.replace("~", "~0").replace("/", "~1")
