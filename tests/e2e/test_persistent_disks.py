@@ -540,9 +540,9 @@ async def test_a_vm_made_by_virtctl_create_boots_a_clone_of_a_golden_image_of_an
         await admin.delete(CLUSTER_PREFERENCES, preference_name)
 
 
-async def test_configmap_and_secret_volumes_are_disks_the_guest_mounts(kube: ClusterView) -> None:
-    """KubeVirt's config disks: a ConfigMap and a Secret as ISO disks (the ConfigMap's with its `volumeLabel`), found
-    in the guest by their serials and mounted, their keys as files."""
+async def test_configmap_secret_and_service_account_volumes_are_disks_the_guest_mounts(kube: ClusterView) -> None:
+    """KubeVirt's config disks: a ConfigMap, a Secret and the namespace's default service account as ISO disks (the
+    ConfigMap's with its `volumeLabel`), found in the guest by their serials and mounted, their keys as files."""
     ns = await kube.namespace()
     admin = kube.admin
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app-config"}}
@@ -557,10 +557,12 @@ async def test_configmap_and_secret_volumes_are_disks_the_guest_mounts(kube: Clu
     spec["domain"]["devices"]["disks"] += [
         {"name": "appcfg", "disk": {"bus": "virtio"}, "serial": "CFG1"},
         {"name": "appsecret", "disk": {"bus": "virtio"}, "serial": "SEC1"},
+        {"name": "account", "disk": {"bus": "virtio"}, "serial": "SA1"},
     ]
     spec["volumes"] += [
         {"name": "appcfg", "configMap": {"name": "app-config", "volumeLabel": "APPCFG"}},
         {"name": "appsecret", "secret": {"secretName": "app-secret"}},
+        {"name": "account", "serviceAccount": {"serviceAccountName": "default"}},
     ]
     await admin.create(VIRTUAL_MACHINES, vm, ns)
     vmi = await kube.wait_vmi_phase(ns, "cfgvm", "Running", timeout=120)
@@ -576,4 +578,8 @@ async def test_configmap_and_secret_volumes_are_disks_the_guest_mounts(kube: Clu
         assert await console.answer("cfgdb", "cat /mnt/cfg/DATABASE") == "staging"
         await console.answer("secfiles", mounted("SEC1", "/mnt/sec"))
         assert await console.answer("secpw", "cat /mnt/sec/password") == "s3cret"
+        # The account's token, the cluster CA and the namespace, as kube's admission mounted them in the launcher pod.
+        assert (await console.answer("safiles", mounted("SA1", "/mnt/sa"))).split() == ["ca.crt", "namespace", "token"]
+        assert await console.answer("sans", "cat /mnt/sa/namespace") == ns
+        assert await console.answer("saca", "head -n 1 /mnt/sa/ca.crt") == "-----BEGIN CERTIFICATE-----"
     await admin.delete(VIRTUAL_MACHINES, "cfgvm", ns)

@@ -13,11 +13,15 @@ import pytest
 
 from tests.support.apiserver_process import APIServerProcess, kubectl
 from tests.support.http_client import APIClient
+from tests.support.waiting import eventually
 
 # The real kubectl on the session server: kubectl_cli("get", "pods", stdin=..., check=False).
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 VM_API = "/apis/kubevirt.io/v1"
+# Every namespace holds the cluster CA's ConfigMap (kube's root-ca-cert-publisher): a list of a test's own ConfigMaps
+# leaves it out with this field selector.
+NOT_ROOT_CA = "metadata.name!=kube-root-ca.crt"
 
 _VM_TEMPLATE: dict[str, Any] = {
     "apiVersion": "kubevirt.io/v1",
@@ -116,11 +120,24 @@ async def api(apiserver: APIServerProcess) -> AsyncIterator[APIClient]:
 
 @pytest.fixture
 async def namespace(api: APIClient) -> str:
-    """A namespace of the test's own on the session server."""
+    """A namespace of the test's own on the session server, once kube's controllers have filled it (its default
+    ServiceAccount and CA ConfigMap), so that a test's watches see its own objects only."""
     name = unique("t")
     reply = await api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     assert reply.status == 201, reply.body
+    await namespace_filled(api, name)
     return name
+
+
+async def namespace_filled(api: APIClient, name: str) -> None:
+    """Wait for the objects kube's controllers put in every namespace."""
+
+    async def filled() -> bool:
+        account = await api.get(f"/api/v1/namespaces/{name}/serviceaccounts/default")
+        root_ca = await api.get(f"/api/v1/namespaces/{name}/configmaps/kube-root-ca.crt")
+        return account.status == root_ca.status == 200
+
+    await eventually(filled, timeout=10)
 
 
 @pytest.fixture(scope="module")

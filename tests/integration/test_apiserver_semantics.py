@@ -13,6 +13,7 @@ from pykubevirt.apiserver import protobuf
 from pykubevirt.apiserver.server import EmbeddedAPIServer, ServerOptions
 from pykubevirt.virtapi.identities import CONTROLLER_USER
 from tests.integration.conftest import (
+    NOT_ROOT_CA,
     VM_API,
     configmap,
     custom_resource_definition,
@@ -200,7 +201,7 @@ async def test_generate_name(api: APIClient, namespace: str) -> None:
     names = [first.body["metadata"]["name"], second.body["metadata"]["name"]]
     assert all(re.fullmatch(r"gen-[a-z0-9]{5}", n) for n in names), names
     assert names[0] != names[1]
-    assert await api.names(cms(namespace)) == sorted(names)
+    assert await api.names(cms(namespace), fieldSelector=NOT_ROOT_CA) == sorted(names)
 
 
 async def test_limit_and_continue_page_through_25_objects(api: APIClient, namespace: str) -> None:
@@ -212,7 +213,7 @@ async def test_limit_and_continue_page_through_25_objects(api: APIClient, namesp
     pages = 0
     list_rv = ""
     while True:
-        params = {"limit": "10"}
+        params = {"limit": "10", "fieldSelector": NOT_ROOT_CA}
         if token:
             params["continue"] = token
         reply = await api.get(cms(namespace), **params)
@@ -230,9 +231,11 @@ async def test_limit_and_continue_page_through_25_objects(api: APIClient, namesp
     assert pages == 3
     assert seen == expected
     # The list's revision still names that state: resourceVersionMatch=Exact reads it back.
-    exact = await api.names(cms(namespace), resourceVersion=list_rv, resourceVersionMatch="Exact")
+    exact = await api.names(
+        cms(namespace), resourceVersion=list_rv, resourceVersionMatch="Exact", fieldSelector=NOT_ROOT_CA
+    )
     assert exact == expected
-    assert len(await api.names(cms(namespace))) == 27
+    assert len(await api.names(cms(namespace), fieldSelector=NOT_ROOT_CA)) == 27
     future = await api.get(cms(namespace), resourceVersion="999999999", resourceVersionMatch="Exact")
     assert_status(future, 504, "Timeout")
     assert future.message.startswith("Timeout: Too large resource version: 999999999, current: ")
@@ -262,7 +265,7 @@ async def test_label_selectors(api: APIClient, namespace: str) -> None:
         "app in (web,db),!tier": ["c"],
     }
     for selector, names in cases.items():
-        assert await api.names(cms(namespace), labelSelector=selector) == names, selector
+        assert await api.names(cms(namespace), labelSelector=selector, fieldSelector=NOT_ROOT_CA) == names, selector
     reply = await api.get(cms(namespace), labelSelector="app in (web")
     assert_status(reply, 400, "BadRequest")
 
@@ -274,8 +277,8 @@ async def test_field_selectors(api: APIClient, namespace: str) -> None:
         await api.post(cms(ns), configmap("same"))
     await api.post(cms(namespace), configmap("different"))
     assert await api.names(cms(namespace), fieldSelector="metadata.name=same") == ["same"]
-    assert await api.names(cms(namespace), fieldSelector="metadata.name!=same") == ["different"]
-    everywhere = await api.get("/api/v1/configmaps", fieldSelector=f"metadata.namespace={other}")
+    assert await api.names(cms(namespace), fieldSelector=f"metadata.name!=same,{NOT_ROOT_CA}") == ["different"]
+    everywhere = await api.get("/api/v1/configmaps", fieldSelector=f"metadata.namespace={other},{NOT_ROOT_CA}")
     assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in everywhere.body["items"]] == [(other, "same")]
 
     running = pod_manifest("running", node="node-a")
@@ -818,7 +821,7 @@ async def test_events_expire_after_their_ttl(tmp_path: Path) -> None:
         async for item in api.watch(events, resourceVersion=rv, timeoutSeconds="1"):
             watched.append((item["type"], item["object"]["metadata"]["name"]))
         assert watched == [("MODIFIED", "short-lived"), ("DELETED", "short-lived")]
-        assert await api.names(cms("default")) == ["durable"]
+        assert await api.names(cms("default"), fieldSelector=NOT_ROOT_CA) == ["durable"]
 
 
 async def test_a_disconnected_watch_releases_its_watcher(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from tests.integration.conftest import VM_API, configmap, vm_manifest
+from tests.integration.conftest import NOT_ROOT_CA, VM_API, configmap, vm_manifest
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.fsync_count import counting_fsyncs
 from tests.support.http_client import APIClient
@@ -78,7 +78,7 @@ async def test_acknowledged_writes_survive_kill_9_and_watches_resume(fresh_apise
     server.start()
 
     async with APIClient(server) as api:
-        listing = await api.get(CMS)
+        listing = await api.get(CMS, fieldSelector=NOT_ROOT_CA)
         stored = {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in listing.body["items"]}
         assert stored == acknowledged
         assert int(listing.body["metadata"]["resourceVersion"]) >= int(last_seen)

@@ -490,7 +490,8 @@ def test_create_generators_and_drain(k: Kubectl, ns: str) -> None:
     assert secret["type"] == "Opaque"
     assert secret["data"] == {"password": "czNjcmV0"}
     k("create", "serviceaccount", "robot", "-n", ns)
-    assert [r[0] for r in rows(k("get", "sa", "-n", ns).stdout)[1:]] == ["robot"]
+    # Next to the namespace's own account, which kube's serviceaccounts-controller made with it.
+    assert [r[0] for r in rows(k("get", "sa", "-n", ns).stdout)[1:]] == ["default", "robot"]
     k("create", "configmap", "cfg", "-n", ns, "--from-literal=a=1", "--from-literal=b=2")
     assert get_json(k, "cm", "cfg", "-n", ns)["data"] == {"a": "1", "b": "2"}
 

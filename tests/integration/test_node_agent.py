@@ -385,7 +385,13 @@ async def test_init_containers_run_in_order_and_share_empty_dirs_and_env(env: En
         "HOSTNAME": "sharing",
     }
     volumes = env.agent.data_dir / "pods" / done["metadata"]["uid"] / "volumes"
-    assert json.loads(lines[3]) == {"/in": str(volumes / "scratch"), "/config": str(volumes / "config")}
+    # The ServiceAccount admission plugin gave each container the account's token volume too.
+    token = next(v["name"] for v in done["spec"]["volumes"] if v["name"].startswith("kube-api-access-"))
+    assert json.loads(lines[3]) == {
+        "/in": str(volumes / "scratch"),
+        "/config": str(volumes / "config"),
+        "/var/run/secrets/kubernetes.io/serviceaccount": str(volumes / token),
+    }
 
 
 async def test_restart_policy_on_failure_restarts_a_failed_container(env: Env) -> None:

@@ -159,7 +159,10 @@ def test_a_pod_reads_back_with_kubes_defaults_and_keeps_them_through_updates(
     kubectl_cli: Kubectl, kubectl_namespace: str
 ) -> None:
     k, ns = kubectl_cli, kubectl_namespace
-    k("apply", "-n", ns, "-f", "-", stdin=pod("plain", volumes=[{"name": "scratch"}]))
+    # Without the default account's token volume, which kube's ServiceAccount admission would add on create only,
+    # so that the manifest as written could not replace the pod.
+    manifest = pod("plain", volumes=[{"name": "scratch"}], automountServiceAccountToken=False)
+    k("apply", "-n", ns, "-f", "-", stdin=manifest)
     spec = json.loads(k("get", "pod", "plain", "-n", ns, "-o", "json").stdout)["spec"]
     assert (spec["restartPolicy"], spec["dnsPolicy"], spec["schedulerName"]) == (
         "Always",
@@ -171,8 +174,8 @@ def test_a_pod_reads_back_with_kubes_defaults_and_keeps_them_through_updates(
     assert spec["containers"][0]["terminationMessagePolicy"] == "File"
     assert spec["volumes"] == [{"name": "scratch", "emptyDir": {}}]
     # The same manifest applied again, and a label: the defaults are no change kube would refuse.
-    k("apply", "-n", ns, "-f", "-", stdin=pod("plain", volumes=[{"name": "scratch"}]))
+    k("apply", "-n", ns, "-f", "-", stdin=manifest)
     k("label", "pod", "plain", "-n", ns, "tier=web")
     labeled = json.loads(k("get", "pod", "plain", "-n", ns, "-o", "json").stdout)
     assert labeled["metadata"]["labels"] == {"tier": "web"}
-    k("replace", "-n", ns, "-f", "-", stdin=pod("plain", volumes=[{"name": "scratch"}]))
+    k("replace", "-n", ns, "-f", "-", stdin=manifest)

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.conftest import configmap, pod_manifest, unique, vm_manifest
+from tests.integration.conftest import NOT_ROOT_CA, configmap, pod_manifest, unique, vm_manifest
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.waiting import eventually_sync
 
@@ -35,7 +35,11 @@ def k8s(apiserver: APIServerProcess) -> Iterator[client.ApiClient]:
 @pytest.fixture
 def ns(k8s: client.ApiClient) -> str:
     name = unique("py")
-    client.CoreV1Api(k8s).create_namespace({"metadata": {"name": name}})
+    core = client.CoreV1Api(k8s)
+    core.create_namespace({"metadata": {"name": name}})
+    # Once kube's controllers have filled it, so that watches see the test's own objects only.
+    root_ca = "metadata.name=kube-root-ca.crt"
+    eventually_sync(lambda: core.list_namespaced_config_map(name, field_selector=root_ca).items)
     return name
 
 
@@ -149,7 +153,7 @@ def test_core_objects(k8s: client.ApiClient, ns: str) -> None:
     with pytest.raises(ApiException) as conflict:
         core.replace_namespaced_config_map("cfg", ns, made)
     assert conflict.value.status == 409
-    assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["cfg"]
+    assert [c.metadata.name for c in core.list_namespaced_config_map(ns, field_selector=NOT_ROOT_CA).items] == ["cfg"]
 
     pod = core.create_namespaced_pod(ns, pod_manifest("launcher", app="virt-launcher"))
     assert pod.spec.containers[0].name == "compute"
@@ -240,7 +244,7 @@ def test_watch_without_resource_version_starts_with_the_current_objects(k8s: cli
     core = client.CoreV1Api(k8s)
     core.create_namespaced_config_map(ns, configmap("a"))
     core.create_namespaced_config_map(ns, configmap("b"))
-    stream = watch.Watch().stream(core.list_namespaced_config_map, ns, timeout_seconds=3)
+    stream = watch.Watch().stream(core.list_namespaced_config_map, ns, field_selector=NOT_ROOT_CA, timeout_seconds=3)
     got = events_of(acting_after(stream, 2, lambda: core.delete_namespaced_config_map("a", ns)), 3)
     assert [(t, n) for t, n, _ in got] == [("ADDED", "a"), ("ADDED", "b"), ("DELETED", "a")]
 
@@ -302,6 +306,7 @@ def test_send_initial_events_ends_with_a_bookmark(k8s: client.ApiClient, ns: str
     stream = watch.Watch().stream(
         core.list_namespaced_config_map,
         ns,
+        field_selector=NOT_ROOT_CA,
         send_initial_events=True,
         resource_version_match="NotOlderThan",
         allow_watch_bookmarks=True,
@@ -394,7 +399,7 @@ def test_watch_from_a_compacted_revision_is_410_then_relist(tmp_path: Path) -> N
             assert "too old resource version" in str(expired.value.reason)
 
             # Relist, then watch from the list's resourceVersion.
-            listing = core.list_namespaced_config_map("default")
+            listing = core.list_namespaced_config_map("default", field_selector=NOT_ROOT_CA)
             assert len(listing.items) == 20
             later(0.3, lambda: core.delete_namespaced_config_map("c0", "default"))
             got = events_of(
@@ -424,6 +429,6 @@ def test_discovery_apis_of_the_official_client(k8s: client.ApiClient, ns: str) -
     core = client.CoreApi(k8s).get_api_versions()
     assert core.versions == ["v1"]
     # The resource calls of the same client keep working beside them.
-    assert client.CoreV1Api(k8s).list_namespaced_config_map(ns).items == []
+    assert client.CoreV1Api(k8s).list_namespaced_config_map(ns, field_selector=NOT_ROOT_CA).items == []
     listed = client.CustomObjectsApi(k8s).list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)
     assert listed["items"] == []

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from pykubevirt.apiserver.service_account_admission import token_volume
 from pykubevirt.client.api import KubeClient
-from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES
+from pykubevirt.client.errors import NotFound
+from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES, SERVICE_ACCOUNTS
 from pykubevirt.node.pod_dirs import PodDir
 from pykubevirt.node.pod_worker import api_fetch
 from pykubevirt.node.service_account_tokens import ServiceAccountTokens, TokenError
@@ -20,6 +22,7 @@ from pykubevirt.node.volumes import prepare_volumes
 from tests.integration.conftest import unique
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for, simulated_node_client
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -87,22 +90,25 @@ async def test_a_projected_volume_gets_the_token_the_namespace_and_a_configmap(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     """kube's `kube-api-access` layout (token, ca.crt, namespace), written by the node agent's volume code."""
-    ns, node = cluster.namespace, cluster.node
-    await cluster.account("default")
-    ca = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "root-ca"}, "data": {"ca.crt": "PEM"}}
-    await cluster.admin.create(CONFIG_MAPS, ca, ns)
-    sources = [
-        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-        {"configMap": {"name": "root-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
-    ]
-    volume = {"name": "kube-api-access-x1", "projected": {"defaultMode": 420, "sources": sources}}
+    ns, node, admin = cluster.namespace, cluster.node, cluster.admin
+
+    async def root_ca() -> str | None:
+        # The namespace's default account and CA ConfigMap, which kube's controllers make with it.
+        try:
+            await admin.get(SERVICE_ACCOUNTS, "default", ns)
+            return str((await admin.get(CONFIG_MAPS, "kube-root-ca.crt", ns))["data"]["ca.crt"])
+        except NotFound:
+            return None
+
+    ca = await eventually(root_ca, timeout=10)
+    assert ca.startswith("-----BEGIN CERTIFICATE-----")
+    volume = token_volume("kube-api-access-x1")
     pod = {"metadata": {"name": "p", "namespace": ns, "uid": "u-3"}, "spec": {"volumes": [volume]}}
     prepared = await prepare_volumes(pod, PodDir(tmp_path, "u-3"), api_fetch(node), ServiceAccountTokens(node))
     assert prepared.errors == {}
     written = Path(prepared.host_paths["kube-api-access-x1"])
     assert sorted(p.name for p in written.iterdir()) == ["ca.crt", "namespace", "token"]
-    assert (written / "namespace").read_text() == ns and (written / "ca.crt").read_text() == "PEM"
+    assert (written / "namespace").read_text() == ns and (written / "ca.crt").read_text() == ca
     assert await cluster.user_of((written / "token").read_text()) == f"system:serviceaccount:{ns}:default"
 
     # Without tokens to hand the volume fails, saying why.

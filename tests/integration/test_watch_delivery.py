@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.integration.conftest import configmap
+from tests.integration.conftest import NOT_ROOT_CA, configmap
 from tests.support.http_client import APIClient
 
 
@@ -38,7 +38,7 @@ async def test_a_burst_of_events_arrives_whole_and_in_order(api: APIClient, name
     seen: list[dict[str, Any]] = []
 
     async def collect() -> None:
-        async for event in api.watch(cms(namespace), opened, timeoutSeconds="60"):
+        async for event in api.watch(cms(namespace), opened, timeoutSeconds="60", fieldSelector=NOT_ROOT_CA):
             seen.append(event)
             if len(seen) == count:
                 return

@@ -44,6 +44,7 @@ from pykubevirt.apiserver.disruption_controller import DisruptionController
 from pykubevirt.apiserver.garbage_collector import GarbageCollector
 from pykubevirt.apiserver.http_api import USER, RestHandlers, error_response, json_response
 from pykubevirt.apiserver.https_site import HTTPSOnlySite
+from pykubevirt.apiserver.namespace_credentials import NamespaceCredentials
 from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.pod_garbage_collector import (
     CHECK_PERIOD_SECONDS,
@@ -56,6 +57,7 @@ from pykubevirt.apiserver.priority_classes import PRIORITY_CLASSES, PriorityAdmi
 from pykubevirt.apiserver.request_context import SYSTEM_USER, AdmissionPlugin, RequestContext, UserInfo
 from pykubevirt.apiserver.request_metrics import RequestMetrics
 from pykubevirt.apiserver.resources import Registry, Resource
+from pykubevirt.apiserver.service_account_admission import ServiceAccountAdmission
 from pykubevirt.apiserver.service_admission import ServiceAdmission
 from pykubevirt.apiserver.storage_admission import StorageAdmission
 from pykubevirt.apiserver.store import Store
@@ -143,6 +145,7 @@ class EmbeddedAPIServer:
                 BuiltinDefaults(),
                 ConfigDataAdmission(),
                 PodAdmission(),
+                ServiceAccountAdmission(self.store),
                 priority,
                 StorageAdmission(self.store),
                 ServiceAdmission(self.store, options.service_cidr),
@@ -443,6 +446,9 @@ class EmbeddedAPIServer:
             asyncio.create_task(self._supervise("event-expiry", self._expire_events)),
             asyncio.create_task(self._supervise("compaction", self._compact)),
             asyncio.create_task(self._supervise("clusterrole-aggregation", self.aggregation.run)),
+            asyncio.create_task(
+                self._supervise("namespace-credentials", NamespaceCredentials(self.api, self.pki.ca_pem.decode()).run)
+            ),
         ]
         app = self.build_app()
         # handler_cancellation: a client that disconnects cancels its request, as kube-apiserver cancels the

@@ -64,6 +64,7 @@ PERSISTENT_VOLUMES = ResourceRef("", "v1", "persistentvolumes", "PersistentVolum
 STORAGE_CLASSES = ResourceRef("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
 CONFIG_MAPS = ResourceRef("", "v1", "configmaps", "ConfigMap")
 SECRETS = ResourceRef("", "v1", "secrets", "Secret")
+SERVICE_ACCOUNTS = ResourceRef("", "v1", "serviceaccounts", "ServiceAccount")
 CONTROLLER_REVISIONS = ResourceRef("apps", "v1", "controllerrevisions", "ControllerRevision")
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease")
 SERVICES = ResourceRef("", "v1", "services", "Service")
