@@ -123,3 +123,8 @@ def test_a_pod_of_an_account_that_does_not_exist_is_forbidden(kubectl_cli: Kubec
         f'error looking up service account {ns}/nobody: serviceaccount "nobody" not found'
     )
     assert k("get", "pod", "orphan", "-n", ns, check=False).returncode == 1
+    # A pod to be named by its generateName is named so, as virt-controller's launcher pods are in its events.
+    unnamed = json.loads(pod("", serviceAccountName="nobody"))
+    unnamed["metadata"] = {"generateName": "virt-launcher-vm-"}
+    result = k("create", "-n", ns, "-f", "-", stdin=json.dumps(unnamed), check=False)
+    assert 'pods "virt-launcher-vm-" is forbidden: error looking up service account' in result.stderr

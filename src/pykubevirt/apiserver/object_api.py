@@ -146,9 +146,6 @@ class ObjectAPI:
             self._require_namespace(namespace)
         else:
             meta.pop("namespace", None)
-        if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = metadata.generate_name(str(meta["generateName"]))
-        name = str(meta.get("name") or "")
         if meta.get("deletionTimestamp"):
             meta.pop("deletionTimestamp")
         if resource.has_status and not resource.builtin:
@@ -159,6 +156,12 @@ class ObjectAPI:
             obj = managed_fields.track(resource, None, obj, manager=ctx.manager, subresource="", now=self._now())
         metadata.stamp_new(obj, track_generation=not resource.builtin or resource.kind == "CustomResourceDefinition")
         obj = self._mutate(resource, "CREATE", obj, None, ctx)
+        # After mutating admission, as kube's BeforeCreate: its plugins and webhooks see a generateName's object
+        # without a name, and name it by the prefix (`pods "virt-launcher-vm-" is forbidden: …`).
+        meta = obj["metadata"]
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = metadata.generate_name(str(meta["generateName"]))
+        name = str(meta.get("name") or "")
         write_validation.validate_metadata(resource, obj)
         self._validate_schema(resource, obj, name)
         self._validate_admission(resource, "CREATE", obj, None, ctx)

@@ -97,10 +97,10 @@ class ServiceAccountAdmission:
         # Kube waits up to ~2 s for a missing default account, which its controller makes with the namespace; the
         # in-process controller makes it within moments, so the pod is admitted as it will be once the account is.
         if account is None and name != DEFAULT_SERVICE_ACCOUNT:
-            pod = str(meta.get("name") or "")
-            subject = f'pods "{pod}"' if pod else "pods"
+            # Named by its generateName before it has a name, as kube's admission errors are.
+            pod = str(meta.get("name") or meta.get("generateName") or "Unknown")
             raise errors.forbidden(
-                f"{subject} is forbidden: error looking up service account {namespace}/{name}: "
+                f'pods "{pod}" is forbidden: error looking up service account {namespace}/{name}: '
                 f'serviceaccount "{name}" not found',
                 plural="pods",
                 name=pod,
