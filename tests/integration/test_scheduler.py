@@ -26,6 +26,7 @@ from tests.support.control_plane import client_for
 from tests.support.waiting import consistently, eventually
 
 NS = "default"
+HOSTNAME = "kubernetes.io/hostname"
 KUBEVIRT_LABELS = {"kubevirt.io/schedulable": "true", "kubernetes.io/arch": "amd64"}
 DEVICES: dict[str, Any] = {
     "devices.kubevirt.io/kvm": "1k",
@@ -263,6 +264,62 @@ async def test_affinity_tolerations_and_ignored_pods(admin: KubeClient, schedule
             return not other["spec"].get("nodeName") and not scheduled_condition(other)
 
         await consistently(left_to_its_scheduler, for_=0.3)
+
+
+def pod_terms(kind: str, *terms: dict[str, Any], preferred: int = 0) -> dict[str, Any]:
+    """A pod affinity (kind podAffinity or podAntiAffinity) with these terms, required or (weight > 0) preferred."""
+    if preferred:
+        weighted = [{"weight": preferred, "podAffinityTerm": t} for t in terms]
+        return {kind: {"preferredDuringSchedulingIgnoredDuringExecution": weighted}}
+    return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": list(terms)}}
+
+
+def labelled(manifest: Object, **labels: str) -> Object:
+    manifest["metadata"]["labels"] = labels
+    return manifest
+
+
+async def test_pod_affinity_and_anti_affinity(admin: KubeClient, scheduler_client: KubeClient) -> None:
+    """kube-scheduler's InterPodAffinity: replicas spread by required anti-affinity until no host is left, a pod that
+    must be near another waits for it, a placed pod's anti-affinity keeps others away, preferences steer."""
+    for name in ("n1", "n2"):
+        await admin.create(NODES, node_manifest(name, labels={"topology.kubernetes.io/zone": "z"}))
+    apart = pod_terms("podAntiAffinity", {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOSTNAME})
+    scheduler = Scheduler(scheduler_client, retry_interval=60)  # only pod events can wake the waiting pods in time
+    async with running(scheduler):
+        for name in ("web-1", "web-2"):
+            await admin.create(PODS, labelled(pod_manifest(name, affinity=apart), app="web"), NS)
+            await wait_bound(admin, name)
+        assert {await node_of(admin, "web-1"), await node_of(admin, "web-2")} == {"n1", "n2"}
+        await admin.create(PODS, labelled(pod_manifest("web-3", affinity=apart), app="web"), NS)
+        message = "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+        await wait_condition(admin, "web-3", reason="Unschedulable", message=message)
+        # Its pair gone, a host is free again.
+        host = await node_of(admin, "web-1")
+        await admin.delete(PODS, "web-1", NS, grace_period_seconds=0)
+        assert await wait_bound(admin, "web-3", timeout=5) == {"web-3": host}
+
+        near_db = pod_terms("podAffinity", {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOSTNAME})
+        await admin.create(PODS, pod_manifest("cache", affinity=near_db), NS)
+        message = "0/2 nodes are available: 2 node(s) didn't match pod affinity rules."
+        await wait_condition(admin, "cache", reason="Unschedulable", message=message)
+        await admin.create(PODS, labelled(pod_manifest("db", nodeName="n2"), app="db"), NS)
+        assert await wait_bound(admin, "cache", timeout=5) == {"cache": "n2"}
+
+        # A guard keeps batch pods off its host, though they say nothing about it.
+        no_batch = pod_terms(
+            "podAntiAffinity", {"labelSelector": {"matchLabels": {"app": "batch"}}, "topologyKey": HOSTNAME}
+        )
+        await admin.create(PODS, labelled(pod_manifest("guard", nodeName="n1", affinity=no_batch), app="guard"), NS)
+        await admin.create(PODS, labelled(pod_manifest("batch"), app="batch"), NS)
+        assert await wait_bound(admin, "batch") == {"batch": "n2"}
+
+        # Preferences: near the db on n2, though n2 holds more (least-allocated alone would pick n1).
+        likes_db = pod_terms(
+            "podAffinity", {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOSTNAME}, preferred=100
+        )
+        await admin.create(PODS, pod_manifest("friend", memory="1Gi", affinity=likes_db), NS)
+        assert await wait_bound(admin, "friend") == {"friend": "n2"}
 
 
 async def test_rescheduled_when_a_node_appears(admin: KubeClient, scheduler_client: KubeClient) -> None:

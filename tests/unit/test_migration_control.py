@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -126,10 +127,13 @@ def test_the_target_pod_is_labelled_for_the_job_and_kept_off_the_source_node() -
         "labelSelector": {"matchLabels": {c.CREATED_BY_LABEL: "v1"}},
         "topologyKey": "kubernetes.io/hostname",
     }
-    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["node01"]} in terms["nodeSelectorTerms"][
-        0
-    ]["matchExpressions"]
+    # That rule alone keeps it off the source node, as in KubeVirt (no node affinity names it).
+    assert "node01" not in json.dumps(pod["spec"]["affinity"].get("nodeAffinity"))
+    # A VMI's own anti-affinity stays, the migration's rule after it.
+    own = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+    vmi["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [own]}}
+    rules = target_pod(vmi, vmim(), LauncherSettings())["spec"]["affinity"]["podAntiAffinity"]
+    assert rules["requiredDuringSchedulingIgnoredDuringExecution"] == [own, anti]
     compute = next(x for x in pod["spec"]["containers"] if x["name"] == c.LAUNCHER_COMPUTE_CONTAINER)
     assert compute["args"][-1] == "--migration-target"
 

@@ -54,24 +54,13 @@ def target_pod(vmi: Object, vmim: Object, settings: LauncherSettings, backend_cl
     meta = pod["metadata"]
     meta.setdefault("labels", {})[c.MIGRATION_JOB_UID_LABEL] = vmim["metadata"]["uid"]
     meta.setdefault("annotations", {})[MIGRATION_JOB_NAME_ANNOTATION] = vmim["metadata"]["name"]
-    source_node = str((vmi.get("status") or {}).get("nodeName") or "")
-    affinity = pod["spec"].setdefault("affinity", {})
-    affinity["podAntiAffinity"] = {
-        "requiredDuringSchedulingIgnoredDuringExecution": [
-            {
-                "labelSelector": {"matchLabels": {c.CREATED_BY_LABEL: vmi["metadata"]["uid"]}},
-                "topologyKey": "kubernetes.io/hostname",
-            }
-        ]
+    # KubeVirt's createMigrationPodAntiAffinityRule: never beside the VMI's own launcher pod, added to the VMI's rules.
+    term = {
+        "labelSelector": {"matchLabels": {c.CREATED_BY_LABEL: vmi["metadata"]["uid"]}},
+        "topologyKey": "kubernetes.io/hostname",
     }
-    # The embedded scheduler filters on node affinity, not pod affinity: the same rule, said as it understands it.
-    terms = affinity.setdefault("nodeAffinity", {}).setdefault(
-        "requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": [{}]}
-    )["nodeSelectorTerms"]
-    for term in terms:
-        term.setdefault("matchExpressions", []).append(
-            {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [source_node]}
-        )
+    anti = pod["spec"].setdefault("affinity", {}).setdefault("podAntiAffinity", {})
+    anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(term)
     for container in pod["spec"]["containers"]:
         if container.get("name") == c.LAUNCHER_COMPUTE_CONTAINER:
             container["args"] = [*(container.get("args") or []), MIGRATION_TARGET_FLAG]

@@ -57,6 +57,10 @@ class NodeUsage:
         if usage is not None:
             self._totals.setdefault(node, _Totals()).shift(usage, 1)
 
+    def placed_keys(self) -> list[str]:
+        """The keys of every pod bound to a node."""
+        return list(self._placed)
+
     def node_of(self, key: str) -> str | None:
         placed = self._placed.get(key)
         return placed[0] if placed is not None else None

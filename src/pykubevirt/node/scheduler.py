@@ -25,8 +25,16 @@ from pykubevirt.client.controller import Controller, Result
 from pykubevirt.client.errors import Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, object_key
-from pykubevirt.client.resources import NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, STORAGE_CLASSES
+from pykubevirt.client.resources import (
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    STORAGE_CLASSES,
+)
 from pykubevirt.node.node_usage import NodeUsage
+from pykubevirt.node.pod_affinity import ERR_AFFINITY, AffinityCheck, Labels, PlacedPod, PodTerms
 from pykubevirt.node.scheduling_predicates import (
     NodeInfo,
     PodUsage,
@@ -99,14 +107,19 @@ class Scheduler:
         self.claims = Informer(client, PERSISTENT_VOLUME_CLAIMS)
         self.volumes = Informer(client, PERSISTENT_VOLUMES)
         self.classes = Informer(client, STORAGE_CLASSES)
+        self.namespaces = Informer(client, NAMESPACES)
         # One worker: decisions are serial so each one accounts for the pods placed before it.
         self.controller = Controller("scheduler", self, workers=1)
-        self.controller.informers += [self.pods, self.nodes, self.claims, self.volumes, self.classes]
+        self.controller.informers += [self.pods, self.nodes, self.claims, self.volumes, self.classes, self.namespaces]
         # Pods whose WaitForFirstConsumer claims were given a node and are not bound yet (PreBind waits for them).
         self._waiting_for_volumes: set[str] = set()
         self._assumed: dict[str, _Assumed] = {}
         self._unschedulable: set[str] = set()
         self._usage: dict[str, PodUsage] = {}
+        # Bound, unfinished pods with pod (anti-)affinity terms: the only placed pods a pod without terms must heed.
+        self._with_terms: dict[str, PodTerms] = {}
+        # Unschedulable pods some node refused for want of a pod to be near: a newly bound pod may be it.
+        self._awaiting_pods: set[str] = set()
         self.node_usage = NodeUsage()
         self.bindings = 0
         self.pods.add_handler(
@@ -146,10 +159,19 @@ class Scheduler:
         key = object_key(pod)
         node = (pod.get("spec") or {}).get("nodeName")
         self.node_usage.place(key, node, None if not node or is_terminal(pod) else self._usage_of(pod))
+        terms = PodTerms.of(pod)
+        if node and terms.any and not is_terminal(pod):
+            self._with_terms[key] = terms
+        else:
+            self._with_terms.pop(key, None)
         if self.wants(pod):
             self.controller.queue.add(key)
             return
         self._unschedulable.discard(key)
+        self._awaiting_pods.discard(key)
+        if node and (old is None or not (old.get("spec") or {}).get("nodeName")):
+            for waiting in self._awaiting_pods:
+                self.controller.queue.add(waiting)
         if (pod.get("spec") or {}).get("nodeName"):
             assumed = self._assumed.get(key)
             if assumed is not None and assumed.uid == _meta(pod).get("uid"):
@@ -161,9 +183,11 @@ class Scheduler:
     def _pod_gone(self, pod: Object) -> None:
         key = object_key(pod)
         self.node_usage.place(key, None, None)
+        self._with_terms.pop(key, None)
         uid = str(_meta(pod).get("uid", ""))
         self._usage.pop(uid, None)
         self._unschedulable.discard(key)
+        self._awaiting_pods.discard(key)
         self._waiting_for_volumes.discard(key)
         assumed = self._assumed.get(key)
         if assumed is not None and assumed.uid == uid:
@@ -216,6 +240,7 @@ class Scheduler:
         pod = self.pods.get(key)
         if pod is None or not self.wants(pod):
             self._unschedulable.discard(key)
+            self._awaiting_pods.discard(key)
             return None
         uid = str(_meta(pod).get("uid", ""))
         assumed = self._assumed.get(key)
@@ -231,9 +256,11 @@ class Scheduler:
         needs = pod_claims(pod, self.claims.get, self.volumes.get, self.classes.get)
         if needs.error:
             return await self._unschedulable_pod(key, pod, f"0/{len(infos)} nodes are available: {needs.error}.")
-        decision = select_node(pod, infos, usage, self._volume_filter(needs))
+        decision = select_node(pod, infos, usage, self._volume_filter(needs), self._affinity_check(pod, infos))
         if decision.node is None:
             self._unschedulable.add(key)
+            if any(ERR_AFFINITY in reasons for reasons in decision.reasons.values()):
+                self._awaiting_pods.add(key)
             message = unschedulable_message(len(infos), decision.reasons)
             reason = REASON_UNSCHEDULABLE if infos else REASON_SCHEDULER_ERROR
             if await self._set_condition(pod, reason, message):
@@ -246,6 +273,30 @@ class Scheduler:
         self._waiting_for_volumes.discard(key)
         await self._bind(key, pod, uid, decision.node, usage)
         return None
+
+    def _affinity_check(self, pod: Object, infos: list[NodeInfo]) -> AffinityCheck | None:
+        """InterPodAffinity's state for the pod: every placed pod when it has terms, else those that have some."""
+        terms = PodTerms.of(pod)
+        if not terms.any and not self._with_terms and not self._assumed:
+            return None
+        node_labels = {info.name: (info.node.get("metadata") or {}).get("labels") or {} for info in infos}
+        # Assumed pods are not bound in the cache yet (so not in _with_terms either): always looked at.
+        assumed = [k for k in self._assumed if self.node_usage.node_of(k) is None]
+        keys = [*(self.node_usage.placed_keys() if terms.any else self._with_terms), *assumed]
+        placed = []
+        for key in keys:
+            other = self.pods.get(key)
+            node = self.node_usage.node_of(key) or (self._assumed[key].node if key in self._assumed else None)
+            if other is None or node not in node_labels or is_terminal(other):
+                continue
+            other_terms = self._with_terms.get(key) or PodTerms.of(other)
+            if terms.any or other_terms.any:
+                placed.append(PlacedPod(other, node_labels[node], other_terms))
+        return AffinityCheck(pod, placed, self._namespace_labels)
+
+    def _namespace_labels(self, name: str) -> Labels:
+        namespace = self.namespaces.get(name)
+        return (_meta(namespace).get("labels") or {}) if namespace is not None else {}
 
     def _volume_filter(self, needs: PodClaims) -> Callable[[NodeInfo], list[str]] | None:
         if not needs.bound_volumes and not needs.delayed:
@@ -307,6 +358,7 @@ class Scheduler:
         if current is not None and current.uid == uid:
             current.expires = self.clock() + ASSUME_TTL_SECONDS
         self._unschedulable.discard(key)
+        self._awaiting_pods.discard(key)
         self.bindings += 1
         log.info("bound %s to %s", key, node, extra={"pod": key, "node": node})
         self.recorder.event(pod, NORMAL, "Scheduled", f"Successfully assigned {namespace}/{name} to {node}")

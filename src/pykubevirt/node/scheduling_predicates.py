@@ -1,7 +1,8 @@
 """kube-scheduler's filters, least-allocated score and failure message, as pure functions over Pod and Node objects.
 
 Filters run in kube-scheduler's default order and a node fails on the first filter that rejects it: NodeUnschedulable,
-TaintToleration, node readiness, NodeAffinity (nodeSelector + required affinity), NodePorts, NodeResourcesFit.
+TaintToleration, node readiness, NodeAffinity (nodeSelector + required affinity), NodePorts, NodeResourcesFit; the
+scheduler adds volume binding and InterPodAffinity (`node/pod_affinity.py`) after them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from pykubevirt.api.label_selectors import DOES_NOT_EXIST, EXISTS, GREATER_THAN, IN, LESS_THAN, NOT_IN, Requirement
 from pykubevirt.api.objects import condition
 from pykubevirt.api.quantity import Quantity, QuantityError
+from pykubevirt.node.pod_affinity import AffinityCheck, normalized_scores
 from pykubevirt.node.pod_status import TERMINAL_PHASES
 
 Object = Mapping[str, Any]
@@ -357,26 +359,52 @@ class Decision:
     scores: dict[str, int]
 
 
+def preferred_node_affinity(pod: Object, node: Object) -> int:
+    """NodeAffinity's score before normalizing: the weights of the preferred terms the node matches."""
+    affinity = (pod.get("spec") or {}).get("affinity") or {}
+    preferred = (affinity.get("nodeAffinity") or {}).get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    return sum(int(t.get("weight") or 0) for t in preferred if term_matches(t.get("preference") or {}, node))
+
+
+def _scaled_to_max(raw: Mapping[str, int]) -> dict[str, int]:
+    """kube's DefaultNormalizeScore: each score × 100 / the highest (all 0 when the highest is 0)."""
+    high = max(raw.values(), default=0)
+    return {name: score * MAX_NODE_SCORE // high if high > 0 else 0 for name, score in raw.items()}
+
+
 def select_node(
     pod: Object,
     infos: Sequence[NodeInfo],
     usage: PodUsage | None = None,
     extra_filter: Callable[[NodeInfo], list[str]] | None = None,
+    affinity: AffinityCheck | None = None,
 ) -> Decision:
-    """Filter every node (`extra_filter` after the built-in filters), then pick the highest least-allocated score."""
+    """Filter every node (`extra_filter`, then inter-pod affinity, after the built-in filters), then pick the highest
+    score: least-allocated, plus twice the normalized preferred node affinity and inter-pod affinity (kube's
+    default plugin weights)."""
     usage = usage or PodUsage.of(pod)
     reasons: dict[str, list[str]] = {}
-    scores: dict[str, int] = {}
+    feasible: list[NodeInfo] = []
     for info in infos:
         rejected = filter_node(pod, info, usage)
         if not rejected and extra_filter is not None:
             rejected = extra_filter(info)
+        if not rejected and affinity is not None:
+            rejected = affinity.reasons((info.node.get("metadata") or {}).get("labels") or {})
         if rejected:
             reasons[info.name] = rejected
         else:
-            scores[info.name] = least_allocated_score(usage, info)
+            feasible.append(info)
+    scores = {info.name: least_allocated_score(usage, info) for info in feasible}
     if not scores:
         return Decision(None, reasons, scores)
+    if len(scores) > 1:
+        preferred = _scaled_to_max({info.name: preferred_node_affinity(pod, info.node) for info in feasible})
+        pods = dict.fromkeys(scores, 0)
+        if affinity is not None:
+            labels = {info.name: (info.node.get("metadata") or {}).get("labels") or {} for info in feasible}
+            pods = normalized_scores({name: affinity.raw_score(labels[name]) for name in scores})
+        scores = {name: score + 2 * preferred[name] + 2 * pods[name] for name, score in scores.items()}
     best = min(scores, key=lambda name: (-scores[name], name))
     return Decision(best, reasons, scores)
 
