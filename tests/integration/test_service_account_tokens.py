@@ -15,8 +15,8 @@ from pykubevirt.apiserver.service_account_admission import token_volume
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES, SERVICE_ACCOUNTS
+from pykubevirt.node.node_context import api_fetch
 from pykubevirt.node.pod_dirs import PodDir
-from pykubevirt.node.pod_worker import api_fetch
 from pykubevirt.node.service_account_tokens import ServiceAccountTokens, TokenError
 from pykubevirt.node.volumes import prepare_volumes
 from tests.integration.conftest import unique

@@ -32,9 +32,10 @@ from pykubevirt.node.cpu_manager import CPU_MANAGER_LABEL, StaticCPUManager
 from pykubevirt.node.exec_server import ExecTarget, container_exec_target, serve_exec
 from pykubevirt.node.image_store import ImageStore
 from pykubevirt.node.log_server import LogError, LogServer, LogTarget
+from pykubevirt.node.node_context import NodeContext, api_fetch
 from pykubevirt.node.pod_dirs import PodDir, existing_pod_dirs
 from pykubevirt.node.pod_network import PodNetwork, node_pod_cidrs
-from pykubevirt.node.pod_worker import NodeContext, PodWorker, api_fetch
+from pykubevirt.node.pod_worker import PodWorker
 from pykubevirt.node.port_forward_server import PortForwardTarget, serve_port_forward
 from pykubevirt.node.registration import HEARTBEAT_INTERVAL_SECONDS, NODE_IP, NodeRegistration
 from pykubevirt.node.resource_usage import (

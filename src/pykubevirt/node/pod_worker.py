@@ -9,7 +9,6 @@ import asyncio
 import logging
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,23 +16,21 @@ from typing import Any
 from pykubevirt.api import pod_layout
 from pykubevirt.api.pod_defaults import DEFAULT_GRACE_PERIOD_SECONDS
 from pykubevirt.api.timestamps import now_rfc3339, parse_time
-from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.api import Object
 from pykubevirt.client.errors import Conflict, NotFound
-from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
-from pykubevirt.client.resources import CONFIG_MAPS, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SECRETS
+from pykubevirt.client.events import NORMAL, WARNING
+from pykubevirt.client.resources import PODS
 from pykubevirt.log import object_fields
 from pykubevirt.node import containers as runtime_mod
 from pykubevirt.node import pod_status, processes
 from pykubevirt.node import virtual_containers as virtual
 from pykubevirt.node.container_statuses import container_statuses, gating_init_statuses, sidecar_names, terminated_state
-from pykubevirt.node.containers import ProcessRuntime, StartError
-from pykubevirt.node.cpu_manager import StaticCPUManager
-from pykubevirt.node.env import ConfigError, Fetch, container_env
+from pykubevirt.node.containers import StartError
+from pykubevirt.node.env import ConfigError, container_env
+from pykubevirt.node.node_context import NodeContext
 from pykubevirt.node.pod_dirs import ContainerRecord, PodDir
-from pykubevirt.node.pod_network import PodNetwork, host_network
+from pykubevirt.node.pod_network import host_network
 from pykubevirt.node.sandbox_network import SandboxNetwork
-from pykubevirt.node.service_account_tokens import ServiceAccountTokens
-from pykubevirt.node.stray_sweeper import StraySweeper
 from pykubevirt.node.volumes import PreparedVolumes, container_mounts, prepare_volumes, refresh_volumes
 
 log = logging.getLogger("pykubevirt.node.pod_worker")
@@ -60,24 +57,6 @@ def _resource_version(pod: Object | None) -> int:
         return int(((pod or {}).get("metadata") or {}).get("resourceVersion") or 0)
     except ValueError:
         return 0
-
-
-@dataclass
-class NodeContext:
-    """What every pod worker of one node shares."""
-
-    client: KubeClient
-    node_name: str
-    runtime: ProcessRuntime
-    puller: virtual.ImagePuller
-    recorder: EventRecorder
-    fetch: Fetch
-    enqueue: Callable[[str], None]
-    node_capacity: dict[str, str] = field(default_factory=dict)
-    network: PodNetwork | None = None
-    cpu_manager: StaticCPUManager | None = None
-    strays: StraySweeper = field(default_factory=StraySweeper)
-    tokens: ServiceAccountTokens | None = None
 
 
 @dataclass
@@ -587,21 +566,3 @@ class PodWorker:
         except NotFound:
             return None
         return fresh if fresh["metadata"].get("uid") == self.uid else None
-
-
-def api_fetch(client: KubeClient) -> Fetch:
-    """A Fetch reading ConfigMaps, Secrets and claims straight from the API (volumes and env are built per start)."""
-    kinds = {
-        "ConfigMap": CONFIG_MAPS,
-        "Secret": SECRETS,
-        "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIMS,
-        "PersistentVolume": PERSISTENT_VOLUMES,
-    }
-
-    async def fetch(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await client.get(kinds[kind], name, namespace or None)
-        except NotFound:
-            return None
-
-    return fetch
