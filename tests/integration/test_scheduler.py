@@ -322,6 +322,39 @@ async def test_pod_affinity_and_anti_affinity(admin: KubeClient, scheduler_clien
         assert await wait_bound(admin, "friend") == {"friend": "n2"}
 
 
+async def test_topology_spread_constraints(admin: KubeClient, scheduler_client: KubeClient) -> None:
+    """kube-scheduler's PodTopologySpread: DoNotSchedule keeps two zones within maxSkew, a cordoned zone still
+    counting as one (nodeTaintsPolicy Ignore), until it is uncordoned."""
+    await admin.create(NODES, node_manifest("n1", labels={"topology.kubernetes.io/zone": "a"}))
+    await admin.create(NODES, node_manifest("n2", labels={"topology.kubernetes.io/zone": "b"}))
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "spread"}},
+        }
+    ]
+    scheduler = Scheduler(scheduler_client, retry_interval=60)
+    async with running(scheduler):
+        for name in ("s1", "s2"):
+            await admin.create(PODS, labelled(pod_manifest(name, topologySpreadConstraints=spread), app="spread"), NS)
+            await wait_bound(admin, name)
+        # n1 first (the least allocated, by name), then n2: a second pod in zone a would be a skew of 2.
+        assert (await node_of(admin, "s1"), await node_of(admin, "s2")) == ("n1", "n2")
+        await admin.patch(NODES, "n2", {"spec": {"unschedulable": True}})
+        await admin.create(PODS, labelled(pod_manifest("s3", topologySpreadConstraints=spread), app="spread"), NS)
+        assert await wait_bound(admin, "s3") == {"s3": "n1"}
+        await admin.create(PODS, labelled(pod_manifest("s4", topologySpreadConstraints=spread), app="spread"), NS)
+        message = (
+            "0/2 nodes are available: 1 node(s) didn't match pod topology spread constraints, "
+            "1 node(s) were unschedulable."
+        )
+        await wait_condition(admin, "s4", reason="Unschedulable", message=message)
+        await admin.patch(NODES, "n2", {"spec": {"unschedulable": False}})
+        assert await wait_bound(admin, "s4", timeout=5) == {"s4": "n2"}
+
+
 async def test_rescheduled_when_a_node_appears(admin: KubeClient, scheduler_client: KubeClient) -> None:
     scheduler = Scheduler(scheduler_client, retry_interval=60)  # only events can wake the pod within the test
     async with running(scheduler):

@@ -40,10 +40,13 @@ from pykubevirt.node.scheduling_predicates import (
     PodUsage,
     is_ready,
     is_terminal,
+    matches_node_affinity,
     node_allocatable,
     select_node,
     unschedulable_message,
+    untolerated_taint,
 )
+from pykubevirt.node.topology_spread import ERR_CONSTRAINTS, NodeView, SpreadCheck, constraints_of
 from pykubevirt.node.volume_scheduling import ERR_NO_VOLUME, PodClaims, node_volume_reasons, pod_claims
 
 log = logging.getLogger("pykubevirt.node.scheduler")
@@ -118,7 +121,8 @@ class Scheduler:
         self._usage: dict[str, PodUsage] = {}
         # Bound, unfinished pods with pod (anti-)affinity terms: the only placed pods a pod without terms must heed.
         self._with_terms: dict[str, PodTerms] = {}
-        # Unschedulable pods some node refused for want of a pod to be near: a newly bound pod may be it.
+        # Unschedulable pods some node refused for want of a pod to be near, or to even out a spread: a newly bound
+        # pod may be what they wait for.
         self._awaiting_pods: set[str] = set()
         self.node_usage = NodeUsage()
         self.bindings = 0
@@ -256,10 +260,11 @@ class Scheduler:
         needs = pod_claims(pod, self.claims.get, self.volumes.get, self.classes.get)
         if needs.error:
             return await self._unschedulable_pod(key, pod, f"0/{len(infos)} nodes are available: {needs.error}.")
-        decision = select_node(pod, infos, usage, self._volume_filter(needs), self._affinity_check(pod, infos))
+        affinity, spread = self._affinity_check(pod, infos), self._spread_check(pod, infos)
+        decision = select_node(pod, infos, usage, self._volume_filter(needs), affinity, spread)
         if decision.node is None:
             self._unschedulable.add(key)
-            if any(ERR_AFFINITY in reasons for reasons in decision.reasons.values()):
+            if any(ERR_AFFINITY in r or ERR_CONSTRAINTS in r for r in decision.reasons.values()):
                 self._awaiting_pods.add(key)
             message = unschedulable_message(len(infos), decision.reasons)
             reason = REASON_UNSCHEDULABLE if infos else REASON_SCHEDULER_ERROR
@@ -293,6 +298,27 @@ class Scheduler:
             if terms.any or other_terms.any:
                 placed.append(PlacedPod(other, node_labels[node], other_terms))
         return AffinityCheck(pod, placed, self._namespace_labels)
+
+    def _spread_check(self, pod: Object, infos: list[NodeInfo]) -> SpreadCheck | None:
+        """PodTopologySpread's state for a pod with constraints: every placed pod of its namespace, by node."""
+        if not constraints_of(pod):
+            return None
+        nodes = [
+            NodeView(
+                info.name,
+                (info.node.get("metadata") or {}).get("labels") or {},
+                matches_node_affinity(pod, info.node),
+                untolerated_taint(pod, info.node) is None,
+            )
+            for info in infos
+        ]
+        placed = []
+        for key in [*self.node_usage.placed_keys(), *self._assumed]:
+            other = self.pods.get(key)
+            node = self.node_usage.node_of(key) or (self._assumed[key].node if key in self._assumed else None)
+            if other is not None and node and not is_terminal(other):
+                placed.append((other, node))
+        return SpreadCheck(pod, nodes, placed)
 
     def _namespace_labels(self, name: str) -> Labels:
         namespace = self.namespaces.get(name)

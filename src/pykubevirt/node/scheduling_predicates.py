@@ -2,7 +2,8 @@
 
 Filters run in kube-scheduler's default order and a node fails on the first filter that rejects it: NodeUnschedulable,
 TaintToleration, node readiness, NodeAffinity (nodeSelector + required affinity), NodePorts, NodeResourcesFit; the
-scheduler adds volume binding and InterPodAffinity (`node/pod_affinity.py`) after them.
+scheduler adds volume binding, PodTopologySpread (`node/topology_spread.py`) and InterPodAffinity
+(`node/pod_affinity.py`) after them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pykubevirt.api.objects import condition
 from pykubevirt.api.quantity import Quantity, QuantityError
 from pykubevirt.node.pod_affinity import AffinityCheck, normalized_scores
 from pykubevirt.node.pod_status import TERMINAL_PHASES
+from pykubevirt.node.topology_spread import SpreadCheck
 
 Object = Mapping[str, Any]
 Amounts = dict[str, int]
@@ -378,10 +380,11 @@ def select_node(
     usage: PodUsage | None = None,
     extra_filter: Callable[[NodeInfo], list[str]] | None = None,
     affinity: AffinityCheck | None = None,
+    spread: SpreadCheck | None = None,
 ) -> Decision:
-    """Filter every node (`extra_filter`, then inter-pod affinity, after the built-in filters), then pick the highest
-    score: least-allocated, plus twice the normalized preferred node affinity and inter-pod affinity (kube's
-    default plugin weights)."""
+    """Filter every node (`extra_filter`, topology spread, then inter-pod affinity, after the built-in filters), then
+    pick the highest score: least-allocated, plus twice the normalized preferred node affinity, topology spread and
+    inter-pod affinity (kube's default plugin weights)."""
     usage = usage or PodUsage.of(pod)
     reasons: dict[str, list[str]] = {}
     feasible: list[NodeInfo] = []
@@ -389,8 +392,11 @@ def select_node(
         rejected = filter_node(pod, info, usage)
         if not rejected and extra_filter is not None:
             rejected = extra_filter(info)
+        labels = (info.node.get("metadata") or {}).get("labels") or {}
+        if not rejected and spread is not None:
+            rejected = spread.reasons(labels)
         if not rejected and affinity is not None:
-            rejected = affinity.reasons((info.node.get("metadata") or {}).get("labels") or {})
+            rejected = affinity.reasons(labels)
         if rejected:
             reasons[info.name] = rejected
         else:
@@ -400,11 +406,14 @@ def select_node(
         return Decision(None, reasons, scores)
     if len(scores) > 1:
         preferred = _scaled_to_max({info.name: preferred_node_affinity(pod, info.node) for info in feasible})
+        labels = {info.name: (info.node.get("metadata") or {}).get("labels") or {} for info in feasible}
         pods = dict.fromkeys(scores, 0)
         if affinity is not None:
-            labels = {info.name: (info.node.get("metadata") or {}).get("labels") or {} for info in feasible}
             pods = normalized_scores({name: affinity.raw_score(labels[name]) for name in scores})
-        scores = {name: score + 2 * preferred[name] + 2 * pods[name] for name, score in scores.items()}
+        spreading = spread.scores(labels) if spread is not None else dict.fromkeys(scores, 0)
+        scores = {
+            name: score + 2 * preferred[name] + 2 * spreading[name] + 2 * pods[name] for name, score in scores.items()
+        }
     best = min(scores, key=lambda name: (-scores[name], name))
     return Decision(best, reasons, scores)
 
