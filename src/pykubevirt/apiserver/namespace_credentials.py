@@ -7,13 +7,12 @@ ConfigMap's data changed) is made again, as kube's controllers do; a terminating
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
-from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.pod_defaults import DEFAULT_SERVICE_ACCOUNT
+from pykubevirt.apiserver.namespace_queue import NamespaceQueue
 from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.request_context import RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Resource
@@ -50,28 +49,23 @@ class NamespaceCredentials:
         self.namespaces: Resource = api.registry.builtin("", "v1", "namespaces")
         self.accounts: Resource = api.registry.builtin("", "v1", "serviceaccounts")
         self.config_maps: Resource = api.registry.builtin("", "v1", "configmaps")
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._pending: set[str] = set()
+        # 403: the namespace began terminating meanwhile, and its objects may no longer be made.
+        self.queue = NamespaceQueue("namespace credentials", quiet_codes=frozenset({403, 404}))
         for record in api.store.records(self.namespaces.collection):
-            self._enqueue(str(record.value["metadata"]["name"]))
+            self.queue.add(str(record.value["metadata"]["name"]))
         api.store.add_listener(self._on_event)
 
     def _on_event(self, event: Event) -> None:
         meta = event.value.get("metadata") or {}
         if event.collection == self.namespaces.collection:
             if event.type != "DELETED":
-                self._enqueue(str(meta.get("name") or ""))
+                self.queue.add(str(meta.get("name") or ""))
         elif event.collection == self.accounts.collection:
             if event.type == "DELETED" and meta.get("name") == DEFAULT_SERVICE_ACCOUNT:
-                self._enqueue(str(meta.get("namespace") or ""))
+                self.queue.add(str(meta.get("namespace") or ""))
         elif event.collection == self.config_maps.collection and meta.get("name") == ROOT_CA_CONFIG_MAP:
             if event.type == "DELETED" or not self._is_current(event.value):
-                self._enqueue(str(meta.get("namespace") or ""))
-
-    def _enqueue(self, namespace: str) -> None:
-        if namespace and namespace not in self._pending:
-            self._pending.add(namespace)
-            self._queue.put_nowait(namespace)
+                self.queue.add(str(meta.get("namespace") or ""))
 
     def _is_current(self, config_map: dict[str, Any]) -> bool:
         annotations = (config_map.get("metadata") or {}).get("annotations") or {}
@@ -79,19 +73,7 @@ class NamespaceCredentials:
 
     async def run(self) -> None:
         """Process namespaces until cancelled; one failure never stops the controller."""
-        while True:
-            namespace = await self._queue.get()
-            self._pending.discard(namespace)
-            try:
-                self.sync(namespace)
-            except errors.APIError as exc:
-                if exc.code == 409:
-                    self._enqueue(namespace)
-                elif exc.code not in (403, 404):  # 403: the namespace began terminating meanwhile
-                    log.warning("namespace credentials of %s: %s", namespace, exc.message)
-            except Exception:
-                log.exception("namespace credentials of %s failed", namespace)
-            await asyncio.sleep(0)
+        await self.queue.run(self.sync)
 
     def sync(self, namespace: str) -> None:
         """Create what `namespace` lacks, and put back the CA ConfigMap's data and annotation if they changed."""

@@ -406,11 +406,11 @@ def select_node(
         return Decision(None, reasons, scores)
     if len(scores) > 1:
         preferred = _scaled_to_max({info.name: preferred_node_affinity(pod, info.node) for info in feasible})
-        labels = {info.name: (info.node.get("metadata") or {}).get("labels") or {} for info in feasible}
+        node_labels = {info.name: (info.node.get("metadata") or {}).get("labels") or {} for info in feasible}
         pods = dict.fromkeys(scores, 0)
         if affinity is not None:
-            pods = normalized_scores({name: affinity.raw_score(labels[name]) for name in scores})
-        spreading = spread.scores(labels) if spread is not None else dict.fromkeys(scores, 0)
+            pods = normalized_scores({name: affinity.raw_score(node_labels[name]) for name in scores})
+        spreading = spread.scores(node_labels) if spread is not None else dict.fromkeys(scores, 0)
         scores = {
             name: score + 2 * preferred[name] + 2 * spreading[name] + 2 * pods[name] for name, score in scores.items()
         }
