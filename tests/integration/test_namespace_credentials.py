@@ -71,16 +71,17 @@ def test_both_come_back_when_deleted_and_the_ca_when_changed(kubectl_cli: Kubect
 
     def restored() -> bool:
         current = get(k, ns, "cm", "kube-root-ca.crt")
-        return bool(current) and current["data"] == root_ca["data"]  # type: ignore[index]
+        return current is not None and current["data"] == root_ca["data"]
 
     eventually_sync(restored, timeout=10)
 
 
-def test_a_namespace_being_deleted_is_not_filled_again(kubectl_cli: Kubectl) -> None:
+def test_a_namespace_goes_whole_with_its_account_and_ca(kubectl_cli: Kubectl) -> None:
     k, ns = kubectl_cli, unique("gone")
     k("create", "namespace", ns)
     filled(k, ns)
-    # kubectl waits until the namespace is gone: its account and ConfigMap, deleted with it, are not made again.
+    # kubectl waits until the namespace is gone: the controller that keeps its account and ConfigMap does not hold
+    # its deletion back.
     k("delete", "namespace", ns, "--timeout=30s")
     assert k("get", "namespace", ns, check=False).returncode == 1
 

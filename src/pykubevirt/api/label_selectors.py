@@ -357,3 +357,14 @@ def label_selector_from_dict(selector: Mapping[str, Any] | None) -> LabelSelecto
         requirements.append(_make_requirement(str(expression.get("key", "")), operator, values))
     requirements.sort(key=lambda r: r.key)
     return LabelSelector(tuple(requirements))
+
+
+def stored_selector(selector: object) -> LabelSelector:
+    """A selector as a stored object carries it: not a map (None included) or invalid selects nothing, since
+    validation refuses an invalid one and an object stored before that must not select everything."""
+    if not isinstance(selector, Mapping):
+        return NOTHING
+    try:
+        return label_selector_from_dict(selector)
+    except SelectorError:
+        return NOTHING

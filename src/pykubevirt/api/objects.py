@@ -34,6 +34,17 @@ def status(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return obj.get("status") or {}
 
 
+def labels_of(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
+    """The object's metadata.labels, empty when absent or not a map."""
+    labels = metadata(obj).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def namespace_of(obj: Mapping[str, Any] | None) -> str:
+    """The object's metadata.namespace, "" when unset."""
+    return str(metadata(obj).get("namespace") or "")
+
+
 def uid_of(obj: Mapping[str, Any] | None) -> str:
     """The object's metadata.uid, "" when unset."""
     return str(metadata(obj).get("uid") or "")

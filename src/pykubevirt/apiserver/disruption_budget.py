@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pykubevirt.api import errors
-from pykubevirt.api.label_selectors import SelectorError, label_selector_from_dict
+from pykubevirt.api.label_selectors import stored_selector
 from pykubevirt.apiserver.printers import AGE, NAME, Table, age_cell, column, name_cell, printed_table
 
 Obj = Mapping[str, Any]
@@ -36,11 +36,7 @@ def covers(pdb: Obj, pod: Obj) -> bool:
     """Whether the budget's selector selects the pod (a null selector selects none, an empty one all)."""
     if (pdb.get("metadata") or {}).get("namespace") != (pod.get("metadata") or {}).get("namespace"):
         return False
-    try:
-        selector = label_selector_from_dict((pdb.get("spec") or {}).get("selector"))
-    except SelectorError:
-        return False
-    return selector.matches((pod.get("metadata") or {}).get("labels"))
+    return stored_selector((pdb.get("spec") or {}).get("selector")).matches((pod.get("metadata") or {}).get("labels"))
 
 
 def pod_ready(pod: Obj) -> bool:

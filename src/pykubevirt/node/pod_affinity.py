@@ -12,7 +12,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pykubevirt.api.label_selectors import LabelSelector, SelectorError, label_selector_from_dict
+from pykubevirt.api.label_selectors import LabelSelector, stored_selector
+from pykubevirt.api.objects import labels_of, namespace_of
 
 Object = Mapping[str, object]
 Labels = Mapping[str, str]
@@ -26,24 +27,6 @@ HARD_POD_AFFINITY_WEIGHT = 1
 MAX_NODE_SCORE = 100
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
-
-
-def _labels(obj: Object) -> Labels:
-    meta = obj.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    return labels if isinstance(labels, Mapping) else {}
-
-
-def _namespace(obj: Object) -> str:
-    meta = obj.get("metadata")
-    return str(meta.get("namespace") or "") if isinstance(meta, Mapping) else ""
-
-
-def _selector(raw: object) -> LabelSelector:
-    try:
-        return label_selector_from_dict(raw if isinstance(raw, Mapping) else None)
-    except SelectorError:
-        return label_selector_from_dict(None)  # validation refuses such pods; a stored one matches nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,22 +44,22 @@ class Term:
         listed = raw.get("namespaces") or []
         namespaces = frozenset(str(n) for n in listed) if isinstance(listed, list) else frozenset()
         if not namespaces and raw.get("namespaceSelector") is None:
-            namespaces = frozenset({_namespace(owner)})
+            namespaces = frozenset({namespace_of(owner)})
         return cls(
             namespaces,
-            _selector(raw.get("namespaceSelector")),
-            _selector(raw.get("labelSelector")),
+            stored_selector(raw.get("namespaceSelector")),
+            stored_selector(raw.get("labelSelector")),
             str(raw.get("topologyKey") or ""),
             weight,
         )
 
     def matches(self, pod: Object, namespace_labels: NamespaceLabels) -> bool:
-        namespace = _namespace(pod)
+        namespace = namespace_of(pod)
         if namespace not in self.namespaces and not (
             not self.namespace_selector.nothing and self.namespace_selector.matches(dict(namespace_labels(namespace)))
         ):
             return False
-        return self.selector.matches(dict(_labels(pod)))
+        return self.selector.matches(dict(labels_of(pod)))
 
 
 @dataclass(frozen=True, slots=True)

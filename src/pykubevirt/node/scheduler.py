@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -279,6 +279,18 @@ class Scheduler:
         await self._bind(key, pod, uid, decision.node, usage)
         return None
 
+    def _placed(self, keys: Iterable[str]) -> Iterator[tuple[str, Object, str]]:
+        """(key, pod, node) of these keys' unfinished pods that are bound to a node or assumed on one."""
+        for key in keys:
+            other = self.pods.get(key)
+            node = self.node_usage.node_of(key) or (self._assumed[key].node if key in self._assumed else None)
+            if other is not None and node and not is_terminal(other):
+                yield key, other, node
+
+    def _assumed_unseen(self) -> list[str]:
+        """Pods bound by this scheduler that the pod cache does not show bound yet."""
+        return [key for key in self._assumed if self.node_usage.node_of(key) is None]
+
     def _affinity_check(self, pod: Object, infos: list[NodeInfo]) -> AffinityCheck | None:
         """InterPodAffinity's state for the pod: every placed pod when it has terms, else those that have some."""
         terms = PodTerms.of(pod)
@@ -286,21 +298,16 @@ class Scheduler:
             return None
         node_labels = {info.name: (info.node.get("metadata") or {}).get("labels") or {} for info in infos}
         # Assumed pods are not bound in the cache yet (so not in _with_terms either): always looked at.
-        assumed = [k for k in self._assumed if self.node_usage.node_of(k) is None]
-        keys = [*(self.node_usage.placed_keys() if terms.any else self._with_terms), *assumed]
+        keys = [*(self.node_usage.placed_keys() if terms.any else self._with_terms), *self._assumed_unseen()]
         placed = []
-        for key in keys:
-            other = self.pods.get(key)
-            node = self.node_usage.node_of(key) or (self._assumed[key].node if key in self._assumed else None)
-            if other is None or node not in node_labels or is_terminal(other):
-                continue
+        for key, other, node in self._placed(keys):
             other_terms = self._with_terms.get(key) or PodTerms.of(other)
-            if terms.any or other_terms.any:
+            if node in node_labels and (terms.any or other_terms.any):
                 placed.append(PlacedPod(other, node_labels[node], other_terms))
         return AffinityCheck(pod, placed, self._namespace_labels)
 
     def _spread_check(self, pod: Object, infos: list[NodeInfo]) -> SpreadCheck | None:
-        """PodTopologySpread's state for a pod with constraints: every placed pod of its namespace, by node."""
+        """PodTopologySpread's state for a pod with constraints: every placed pod, by node."""
         if not constraints_of(pod):
             return None
         nodes = [
@@ -312,13 +319,8 @@ class Scheduler:
             )
             for info in infos
         ]
-        placed = []
-        for key in [*self.node_usage.placed_keys(), *self._assumed]:
-            other = self.pods.get(key)
-            node = self.node_usage.node_of(key) or (self._assumed[key].node if key in self._assumed else None)
-            if other is not None and node and not is_terminal(other):
-                placed.append((other, node))
-        return SpreadCheck(pod, nodes, placed)
+        keys = [*self.node_usage.placed_keys(), *self._assumed_unseen()]
+        return SpreadCheck(pod, nodes, [(other, node) for _, other, node in self._placed(keys)])
 
     def _namespace_labels(self, name: str) -> Labels:
         namespace = self.namespaces.get(name)

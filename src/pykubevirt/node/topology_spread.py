@@ -13,7 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pykubevirt.api.label_selectors import IN, LabelSelector, Requirement, SelectorError, label_selector_from_dict
+from pykubevirt.api.label_selectors import IN, LabelSelector, Requirement, stored_selector
+from pykubevirt.api.objects import is_marked_for_deletion, labels_of, namespace_of
 
 Object = Mapping[str, object]
 Labels = Mapping[str, str]
@@ -24,16 +25,6 @@ DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 HONOR = "Honor"
 MAX_NODE_SCORE = 100
-
-
-def _meta(obj: Object) -> Mapping[str, object]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _labels(obj: Object) -> Labels:
-    labels = _meta(obj).get("labels")
-    return labels if isinstance(labels, Mapping) else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,17 +46,12 @@ def constraints_of(pod: Object) -> tuple[Constraint, ...]:
     raw = spec.get("topologySpreadConstraints") if isinstance(spec, Mapping) else None
     if not isinstance(raw, list):
         return ()
-    labels = _labels(pod)
+    labels = labels_of(pod)
     found = []
     for item in raw:
         if not isinstance(item, Mapping):
             continue
-        try:
-            selector = label_selector_from_dict(
-                item.get("labelSelector") if isinstance(item.get("labelSelector"), Mapping) else None
-            )
-        except SelectorError:
-            selector = label_selector_from_dict(None)
+        selector = stored_selector(item.get("labelSelector"))
         keys = [str(k) for k in item.get("matchLabelKeys") or [] if str(k) in labels]
         if keys and not selector.nothing:
             extra = tuple(Requirement(key, IN, frozenset({str(labels[key])})) for key in keys)
@@ -100,8 +86,8 @@ class SpreadCheck:
     def __init__(self, pod: Object, nodes: Sequence[NodeView], placed: Iterable[tuple[Object, str]]) -> None:
         self.pod = pod
         self.constraints = constraints_of(pod)
-        namespace = str(_meta(pod).get("namespace") or "")
-        own = _labels(pod)
+        namespace = namespace_of(pod)
+        own = labels_of(pod)
         self.self_match = [1 if c.selector.matches(dict(own)) else 0 for c in self.constraints]
         by_name = {node.name: node for node in nodes}
         # Per constraint: matching pods per domain value, over the nodes that count for it.
@@ -112,10 +98,9 @@ class SpreadCheck:
                     self.counts[index].setdefault(node.labels[constraint.topology_key], 0)
         for other, node_name in placed:
             on = by_name.get(node_name)
-            meta = _meta(other)
-            if on is None or meta.get("deletionTimestamp") or str(meta.get("namespace") or "") != namespace:
+            if on is None or is_marked_for_deletion(other) or namespace_of(other) != namespace:
                 continue
-            labels = dict(_labels(other))
+            labels = dict(labels_of(other))
             for index, constraint in enumerate(self.constraints):
                 if self._counts_for(constraint, on) and constraint.selector.matches(labels):
                     self.counts[index][on.labels[constraint.topology_key]] += 1
