@@ -20,6 +20,7 @@ from pykubevirt.admission.validation import (
     validate_vm,
     validate_vmi_create,
     validate_vmi_update,
+    validate_vmirs,
 )
 from pykubevirt.api import constants as c
 from pykubevirt.api.causes import Cause
@@ -73,6 +74,10 @@ def _validate_vmim(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dic
     return validate_migration_create(obj, ctx) if op == CREATE else []
 
 
+def _validate_vmirs(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
+    return validate_vmirs(obj, ctx, old=old if op == UPDATE else None)
+
+
 def _simple(validator: Callable[[dict[str, Any], AdmissionContext], list[Cause]]) -> Validator:
     def run(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
         return validator(obj, ctx)
@@ -84,6 +89,7 @@ _HOOKS: dict[str, _Hooks] = {
     c.VM_KIND: _Hooks(_mutate_vm, "virtualmachine-validator.kubevirt.io", _validate_vm),
     c.VMI_KIND: _Hooks(_mutate_vmi, "virtualmachineinstances-create-validator.kubevirt.io", _validate_vmi),
     c.VMIM_KIND: _Hooks(_mutate_vmim, "migration-create-validator.kubevirt.io", _validate_vmim),
+    c.VMIRS_KIND: _Hooks(None, "virtualmachinereplicaset-validator.kubevirt.io", _validate_vmirs),
     c.INSTANCETYPE_KIND: _Hooks(
         None, "virtualmachineinstancetype-validator.instancetype.kubevirt.io", _simple(validate_instancetype)
     ),

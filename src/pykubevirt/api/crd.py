@@ -25,8 +25,13 @@ def crd_manifest(spec: KindSpec) -> dict[str, Any]:
     }
     if spec.printer_columns:
         version["additionalPrinterColumns"] = [c.to_crd() for c in spec.printer_columns]
+    subresources: dict[str, Any] = {}
     if spec.status_subresource:
-        version["subresources"] = {"status": {}}
+        subresources["status"] = {}
+    if spec.scale is not None:
+        subresources["scale"] = spec.scale.to_crd()
+    if subresources:
+        version["subresources"] = subresources
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

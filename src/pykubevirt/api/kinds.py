@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pykubevirt.api import cdi, constants, instancetype
-from pykubevirt.api.kubevirt import kubevirt_cr, migration, migration_policy, vm, vmi
+from pykubevirt.api.kubevirt import kubevirt_cr, migration, migration_policy, replica_set, vm, vmi
+from pykubevirt.api.scale import ScaleSubresource
 from pykubevirt.api.schema import Schema
 
 AGE_COLUMN_PATH = ".metadata.creationTimestamp"
@@ -46,6 +47,7 @@ class KindSpec:
     categories: tuple[str, ...] = ()
     printer_columns: tuple[PrinterColumn, ...] = ()
     status_subresource: bool = True
+    scale: ScaleSubresource | None = None
 
     @property
     def api_version(self) -> str:
@@ -101,6 +103,34 @@ VIRTUAL_MACHINE_INSTANCE = KindSpec(
         _condition("Live-Migratable", "LiveMigratable", priority=1),
         _condition("Paused", "Paused", priority=1),
     ),
+)
+
+VIRTUAL_MACHINE_INSTANCE_REPLICA_SET = KindSpec(
+    group=constants.KUBEVIRT_GROUP,
+    version=constants.KUBEVIRT_VERSION,
+    kind=constants.VMIRS_KIND,
+    plural="virtualmachineinstancereplicasets",
+    singular="virtualmachineinstancereplicaset",
+    schema=replica_set.VIRTUAL_MACHINE_INSTANCE_REPLICA_SET,
+    short_names=("vmirs", "vmirss"),
+    categories=("all",),
+    printer_columns=(
+        PrinterColumn("Desired", "integer", ".spec.replicas", description="Number of desired VirtualMachineInstances"),
+        PrinterColumn(
+            "Current",
+            "integer",
+            ".status.replicas",
+            description="Number of managed and not final or deleted VirtualMachineInstances",
+        ),
+        PrinterColumn(
+            "Ready",
+            "integer",
+            ".status.readyReplicas",
+            description="Number of managed VirtualMachineInstances which are ready to receive traffic",
+        ),
+        _age(),
+    ),
+    scale=ScaleSubresource(".spec.replicas", ".status.replicas", ".status.labelSelector"),
 )
 
 VIRTUAL_MACHINE_INSTANCE_MIGRATION = KindSpec(
@@ -224,6 +254,7 @@ MIGRATION_POLICY = KindSpec(
 ALL_KINDS: tuple[KindSpec, ...] = (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    VIRTUAL_MACHINE_INSTANCE_REPLICA_SET,
     VIRTUAL_MACHINE_INSTANCE_MIGRATION,
     MIGRATION_POLICY,
     VIRTUAL_MACHINE_INSTANCETYPE,

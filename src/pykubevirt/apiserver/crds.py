@@ -7,6 +7,7 @@ from typing import Any
 
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.scale import ScaleSubresource
 from pykubevirt.api.structural import structural_violations
 from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.request_context import SYSTEM_USER, RequestContext
@@ -29,7 +30,9 @@ def resources_of(crd: dict[str, Any]) -> list[Resource]:
             "type": "object",
             "x-kubernetes-preserve-unknown-fields": True,
         }
-        subresources = frozenset((version.get("subresources") or {}).keys())
+        declared = version.get("subresources") or {}
+        subresources = frozenset(declared.keys())
+        scale = declared.get("scale")
         found.append(
             Resource(
                 group=str(spec.get("group", "")),
@@ -43,6 +46,7 @@ def resources_of(crd: dict[str, Any]) -> list[Resource]:
                 categories=tuple(names.get("categories") or ()),
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
                 subresources=subresources,
+                scale=ScaleSubresource.from_crd(scale) if isinstance(scale, dict) else None,
             )
         )
     return found

@@ -13,6 +13,7 @@ from aiohttp import web
 from pykubevirt.api import errors, json_codec
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector, SelectorError, parse_label_selector
+from pykubevirt.api.scale import scale_table
 from pykubevirt.apiserver import (
     accept_negotiation,
     body_decoding,
@@ -30,6 +31,7 @@ from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.pod_validation import BINDING
 from pykubevirt.apiserver.request_context import IGNORE, STRICT, WARN, RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
+from pykubevirt.apiserver.scale_subresource import get_scale, patch_scale, update_scale
 from pykubevirt.apiserver.selectors import FieldSelector, escape_field_value, parse_field_selector
 from pykubevirt.apiserver.watch import WatchHub, watch_events
 
@@ -262,6 +264,12 @@ class RestHandlers:
             if not target.name:
                 raise errors.method_not_allowed(method)
             body = await self._body(request)
+            if target.subresource == "scale":
+                scale = await self._write(
+                    target.resource,
+                    lambda: update_scale(self.api, target.resource, target.namespace, target.name, body, ctx),
+                )
+                return json_response(scale, 200, ctx.warnings)
             updated = await self._write(
                 target.resource,
                 lambda: self.api.update(
@@ -280,6 +288,12 @@ class RestHandlers:
                 raise errors.method_not_allowed(method)
             raw = await self._raw_body(request)
             media_type = patching.media_type(request.headers.get("Content-Type"))
+            if target.subresource == "scale":
+                scale = await self._write(
+                    target.resource,
+                    lambda: patch_scale(self.api, target.resource, target.namespace, target.name, raw, media_type, ctx),
+                )
+                return json_response(scale, 200, ctx.warnings)
             patched, created = await self._write(
                 target.resource,
                 lambda: self.api.patch(
@@ -373,6 +387,8 @@ class RestHandlers:
         return table
 
     def _get(self, request: web.Request, target: Target) -> web.Response:
+        if target.subresource == "scale":
+            return self._get_scale(request, target)
         obj = self.api.get(target.resource, target.namespace, target.name)
         if target.subresource and target.subresource != "status":
             raise errors.method_not_allowed("GET")
@@ -383,6 +399,17 @@ class RestHandlers:
                 )
             )
         return json_response(obj)
+
+    def _get_scale(self, request: web.Request, target: Target) -> web.Response:
+        scale = get_scale(self.api, target.resource, target.namespace, target.name)
+        if not table_version(request.headers.get("Accept", "")):
+            return json_response(scale)
+        columns, rows = scale_table([scale])
+        include = request.query.get("includeObject", "Metadata")
+        meta = {"resourceVersion": scale["metadata"].get("resourceVersion", "")}
+        table = printers.build_table(columns, rows, [scale], include_object=include, list_meta=meta)
+        table["apiVersion"] = f"meta.k8s.io/{table_version(request.headers.get('Accept', ''))}"
+        return json_response(table)
 
     async def _list(self, request: web.Request, target: Target) -> web.StreamResponse:
         label, field = _selectors(request)

@@ -15,6 +15,7 @@ from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.json_equal import ABSENT
 from pykubevirt.api.label_selectors import LabelSelector
+from pykubevirt.api.scale import scale_errors
 from pykubevirt.api.schema import Schema
 from pykubevirt.api.structural import validate
 from pykubevirt.api.timestamps import format_time
@@ -267,7 +268,7 @@ class ObjectAPI:
         if not subresource:
             new = self._mutate(resource, "UPDATE", new, old, ctx)
         write_validation.validate_metadata(resource, new, old)
-        self._validate_schema(resource, new, name, checked=checked)
+        self._validate_schema(resource, new, name, checked=checked, status=subresource == "status")
         if not subresource:
             self._validate_admission(resource, "UPDATE", new, old, ctx)
         metadata.bump_generation(new, old, status_is_separate=resource.has_status)
@@ -544,13 +545,23 @@ class ObjectAPI:
         return current.value if current.revision > seen[1] else None
 
     def _validate_schema(
-        self, resource: Resource, obj: dict[str, Any], name: str, *, checked: dict[str, Any] | None = None
+        self,
+        resource: Resource,
+        obj: dict[str, Any],
+        name: str,
+        *,
+        checked: dict[str, Any] | None = None,
+        status: bool = False,
     ) -> None:
-        if resource.schema is None or resource.schema.get("x-kubernetes-preserve-unknown-fields"):
-            return
-        problems = validate(obj, resource.schema, old=checked if checked is not None else ABSENT)
-        if problems:
-            raise errors.invalid(resource.kind, resource.group, name, [p.cause() for p in problems])
+        """The schema's checks, then kube's ValidateScaleSpec (or, for a status write, ValidateScaleStatus)."""
+        causes: list[dict[str, str]] = []
+        if resource.schema is not None and not resource.schema.get("x-kubernetes-preserve-unknown-fields"):
+            problems = validate(obj, resource.schema, old=checked if checked is not None else ABSENT)
+            causes = [p.cause() for p in problems]
+        if resource.scale is not None and not resource.builtin:
+            causes += scale_errors(obj, resource.scale, status=status)
+        if causes:
+            raise errors.invalid(resource.kind, resource.group, name, causes)
 
     def _mutate(
         self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pykubevirt.api.scale import ScaleSubresource
 from pykubevirt.api.schema import Schema
 
 DEFAULT_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -38,6 +39,8 @@ class Resource:
     ttl_seconds: int = 0
     # Extra fields a fieldSelector may use besides metadata.name/metadata.namespace.
     selectable_fields: tuple[str, ...] = ()
+    # Where the /scale subresource reads and writes replicas (a CRD's `subresources.scale`).
+    scale: ScaleSubresource | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

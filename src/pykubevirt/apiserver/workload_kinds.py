@@ -6,6 +6,7 @@ cluster's (kube-controller-manager and the kubelet), which the embedded cluster 
 
 from __future__ import annotations
 
+from pykubevirt.api.scale import ScaleSubresource
 from pykubevirt.apiserver.builtin import OPEN_SCHEMA
 from pykubevirt.apiserver.resources import Resource
 
@@ -25,6 +26,8 @@ def _apps(kind: str, short_names: tuple[str, ...], *, scale: bool) -> Resource:
         categories=("all",),
         subresources=subresources,
         builtin=True,
+        # kube's apps strategies show spec.selector, a LabelSelector, as the Scale's selector string.
+        scale=ScaleSubresource(".spec.replicas", ".status.replicas", ".spec.selector") if scale else None,
     )
 
 

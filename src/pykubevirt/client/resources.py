@@ -33,6 +33,9 @@ class ResourceRef:
 
 VIRTUAL_MACHINES = ResourceRef(c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "virtualmachines", c.VM_KIND)
 VIRTUAL_MACHINE_INSTANCES = ResourceRef(c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "virtualmachineinstances", c.VMI_KIND)
+VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS = ResourceRef(
+    c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "virtualmachineinstancereplicasets", c.VMIRS_KIND
+)
 MIGRATIONS = ResourceRef(c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "virtualmachineinstancemigrations", c.VMIM_KIND)
 INSTANCETYPES = ResourceRef(
     c.INSTANCETYPE_GROUP, c.INSTANCETYPE_VERSION, "virtualmachineinstancetypes", c.INSTANCETYPE_KIND

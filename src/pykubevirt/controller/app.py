@@ -28,6 +28,7 @@ from pykubevirt.client.resources import (
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
     STORAGE_CLASSES,
+    VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
 )
@@ -44,6 +45,7 @@ from pykubevirt.controller.node_controller import (
     VMI_NODE_INDEX,
     NodeController,
 )
+from pykubevirt.controller.replica_set_controller import NAMESPACE_INDEX, ReplicaSetController, namespace_of_object
 from pykubevirt.controller.vm_controller import VMController
 from pykubevirt.controller.vm_revisions import OWNER_INDEX
 from pykubevirt.controller.vmi_controller import POD_OWNER_INDEX, VMIController, controller_uid_index
@@ -122,6 +124,9 @@ class VirtController:
         self.migrations = Informer(client, MIGRATIONS)
         self.migration_policies = Informer(client, MIGRATION_POLICIES)
         self.namespaces = Informer(client, NAMESPACES)
+        self.replica_sets = Informer(client, VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS)
+        self.replica_sets.add_indexer(NAMESPACE_INDEX, namespace_of_object)
+        self.vmis.add_indexer(NAMESPACE_INDEX, namespace_of_object)
         self.pods.add_indexer(POD_OWNER_INDEX, controller_uid_index)
         self.pods.add_indexer(POD_NODE_INDEX, field_index("spec.nodeName"))
         self.vmis.add_indexer(VMI_NODE_INDEX, _node_of_vmi)
@@ -188,6 +193,13 @@ class VirtController:
             config=lambda: self.config,
         )
         self.workload_controller = Controller("workload-update", self.workload_reconciler, workers=1)
+        self.replica_set_reconciler = ReplicaSetController(
+            client,
+            replica_sets=self.replica_sets,
+            vmis=self.vmis,
+            recorder=EventRecorder(client, "virtualmachinereplicaset-controller"),
+        )
+        self.replica_set_controller = Controller("replicaset", self.replica_set_reconciler, workers=3)
         self.vm_controller = Controller("virtualmachine", self.vm_reconciler, workers=opts.workers)
         self.vmi_controller = Controller("virtualmachineinstance", self.vmi_reconciler, workers=opts.workers)
         self.node_controller = Controller("node", self.node_reconciler, workers=1)
@@ -200,6 +212,7 @@ class VirtController:
             self.migrations,
             self.migration_policies,
             self.namespaces,
+            self.replica_sets,
         ]
         self.metrics = ControllerCollector(
             vmis=self.vmis.items,
@@ -248,6 +261,14 @@ class VirtController:
         self.evacuation_controller.watch(self.nodes).watch(self.vmis, evacuation.node_keys_of_vmi)
         self.evacuation_controller.watch(self.migrations, evacuation.node_keys_of_migration)
         self.evacuation_controller.watch(self.kubevirts, _no_keys)
+        replica_set = self.replica_set_reconciler
+        # As for VMs: expectations see VMI events before the replica set's key is reconciled.
+        self.vmis.add_handler(
+            EventHandler(
+                on_add=replica_set.on_vmi_add, on_update=replica_set.on_vmi_update, on_delete=replica_set.on_vmi_delete
+            )
+        )
+        self.replica_set_controller.watch(self.replica_sets).watch(self.vmis, replica_set.keys_for_vmi)
         # The KubeVirt object's configuration, followed as virt-config's informer does; the VM and VMI controllers
         # wait for this cache too, so they never act on the command line's values alone when an object exists.
         apply = EventHandler(
@@ -282,6 +303,7 @@ class VirtController:
             asyncio.create_task(self.migration_controller.run(), name="migration-controller"),
             asyncio.create_task(self.evacuation_controller.run(), name="evacuation-controller"),
             asyncio.create_task(self.workload_controller.run(), name="workload-update-controller"),
+            asyncio.create_task(self.replica_set_controller.run(), name="replicaset-controller"),
         ]
         tasks += [asyncio.create_task(run(), name=f"extra-{i}") for i, run in enumerate(self.options.extra)]
         self.leading = True

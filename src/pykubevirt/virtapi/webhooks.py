@@ -20,6 +20,7 @@ VALIDATING_PATHS = (
     "/virtualmachineinstances-validate-create",
     "/virtualmachineinstances-validate-update",
     "/migration-validate-create",
+    "/virtualmachinereplicaset-validate",
     "/virtualmachineinstancetypes-validate",
     "/virtualmachineclusterinstancetypes-validate",
     "/virtualmachinepreferences-validate",

@@ -6,6 +6,7 @@ from pykubevirt.admission.validation.common import REQUEST_ERROR
 from pykubevirt.admission.validation.datavolume import validate_datavolume
 from pykubevirt.admission.validation.instancetype import validate_instancetype, validate_preference
 from pykubevirt.admission.validation.migration import validate_migration_create
+from pykubevirt.admission.validation.replica_set import validate_vmirs
 from pykubevirt.admission.validation.vm import validate_vm
 from pykubevirt.admission.validation.vmi import validate_vmi_create, validate_vmi_spec, validate_vmi_update
 
@@ -19,4 +20,5 @@ __all__ = [
     "validate_vmi_create",
     "validate_vmi_spec",
     "validate_vmi_update",
+    "validate_vmirs",
 ]
