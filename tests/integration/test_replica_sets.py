@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -274,3 +278,38 @@ async def test_deleting_the_set_deletes_its_vmis(cp: ControlPlane, kubectl_cli: 
     await eventually(cleared, timeout=30)
     dumped = yaml.safe_load(kubectl_cli("get", "vmirs", "-n", namespace, "-o", "yaml").stdout)
     assert dumped["items"] == []
+
+
+async def test_virtctl_exposes_the_set_by_its_selector(
+    cp: ControlPlane, apiserver: APIServerProcess, kubectl_cli: Kubectl, namespace: str, tmp_path: Path
+) -> None:
+    body = replica_set("front", 1)
+    body["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "masquerade": {}, "ports": [{"port": 80}]}
+    ]
+    body["spec"]["template"]["spec"]["networks"] = [{"name": "default", "pod": {}}]
+    rs = await cp.admin.create(VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS, body, namespace)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+    env.update({"KUBECONFIG": str(apiserver.kubeconfig), "HOME": str(tmp_path)})
+    program = str(Path(sys.executable).parent / "virtctl")
+
+    def virtctl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([program, "-n", namespace, *args], env=env, capture_output=True, text=True, check=False)
+
+    done = await asyncio.to_thread(virtctl, "expose", "vmirs", "front", "--name", "front-svc")
+    assert (done.returncode, done.stdout) == (0, "Service front-svc successfully created for vmirs front\n")
+    svc = json.loads(kubectl_cli("get", "svc", "front-svc", "-n", namespace, "-o", "json").stdout)
+    assert svc["spec"]["selector"] == {"app": "front"}
+    assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(80, 80)]
+    assert svc["metadata"]["ownerReferences"][0]["uid"] == rs["metadata"]["uid"]
+
+    await cp.admin.create(
+        VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS,
+        replica_set("expr", 0, selector={"matchExpressions": [{"key": "app", "operator": "In", "values": ["expr"]}]}),
+        namespace,
+    )
+    refused = await asyncio.to_thread(virtctl, "expose", "vmirs", "expr", "--name", "x", "--port", "80")
+    assert (refused.returncode, refused.stderr.strip()) == (
+        1,
+        "cannot expose VirtualMachineInstanceReplicaSet without any selector labels",
+    )

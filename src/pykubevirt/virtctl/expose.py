@@ -11,7 +11,12 @@ from pykubevirt.api import constants as c
 from pykubevirt.api.vmi_id import vmi_id
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError
-from pykubevirt.client.resources import SERVICES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import (
+    SERVICES,
+    VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+)
 from pykubevirt.virtctl.client import VirtctlError
 
 VMI_KINDS = ("vmi", "vmis", "virtualmachineinstance", "virtualmachineinstances")
@@ -159,7 +164,20 @@ async def _owner(client: KubeClient, namespace: str, kind: str, name: str) -> tu
         template = (vm.get("spec") or {}).get("template") or {}
         return vm, {c.VMI_ID_LABEL: vmi_id(name)}, pod_network_ports(template.get("spec") or {})
     if kind in VMIRS_KINDS:
-        raise VirtctlError("error fetching VirtualMachineInstanceReplicaSet: replica sets are not served here")
+        try:
+            rs = await client.get(VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS, name, namespace)
+        except (ApiError, OSError) as exc:
+            raise VirtctlError(f"error fetching VirtualMachineInstanceReplicaSet: {_msg(exc)}") from exc
+        spec = rs.get("spec") or {}
+        template = spec.get("template")
+        ports = pod_network_ports(template.get("spec") or {}) if isinstance(template, dict) else []
+        selector = spec.get("selector") or {}
+        # The Service selects the launcher pods, which carry their VMI's labels, by the set's own labels.
+        if not selector.get("matchLabels"):
+            raise VirtctlError("cannot expose VirtualMachineInstanceReplicaSet without any selector labels")
+        if selector.get("matchExpressions"):
+            raise VirtctlError("cannot expose VirtualMachineInstanceReplicaSet with match expressions")
+        return rs, dict(selector["matchLabels"]), ports
     raise VirtctlError(f"unsupported resource type: {kind}")
 
 
