@@ -26,7 +26,7 @@ from pykubevirt.client.resources import EVENTS, VIRTUAL_MACHINE_INSTANCE_REPLICA
 from tests.integration.conftest import Kubectl, unique
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane
-from tests.support.waiting import eventually
+from tests.support.waiting import consistently, eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -186,8 +186,11 @@ async def test_a_paused_set_leaves_its_vmis_alone(cp: ControlPlane, kubectl_cli:
     assert condition["message"] == "Controller got paused"
     kubectl_cli("scale", "vmirs", "hold", "-n", namespace, "--replicas=3")
     # Unpaused, the simulated node has new VMIs within a fraction of this.
-    await asyncio.sleep(1.5)
-    assert len(await members(cp, namespace, "hold", running=False)) == 1
+
+    async def still_one() -> bool:
+        return len(await members(cp, namespace, "hold", running=False)) == 1
+
+    await consistently(still_one, for_=1.5)
 
     kubectl_cli("patch", "vmirs", "hold", "-n", namespace, "--type=merge", "-p", '{"spec":{"paused":false}}')
     await wait_members(cp, namespace, "hold", 3)

@@ -18,6 +18,7 @@ from pykubevirt.admission.validation import (
     validate_migration_create,
     validate_preference,
     validate_vm,
+    validate_vm_pool,
     validate_vmi_create,
     validate_vmi_update,
     validate_vmirs,
@@ -78,6 +79,10 @@ def _validate_vmirs(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: di
     return validate_vmirs(obj, ctx, old=old if op == UPDATE else None)
 
 
+def _validate_vm_pool(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
+    return validate_vm_pool(obj, ctx, old=old if op == UPDATE else None)
+
+
 def _simple(validator: Callable[[dict[str, Any], AdmissionContext], list[Cause]]) -> Validator:
     def run(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
         return validator(obj, ctx)
@@ -90,6 +95,7 @@ _HOOKS: dict[str, _Hooks] = {
     c.VMI_KIND: _Hooks(_mutate_vmi, "virtualmachineinstances-create-validator.kubevirt.io", _validate_vmi),
     c.VMIM_KIND: _Hooks(_mutate_vmim, "migration-create-validator.kubevirt.io", _validate_vmim),
     c.VMIRS_KIND: _Hooks(None, "virtualmachinereplicaset-validator.kubevirt.io", _validate_vmirs),
+    c.VM_POOL_KIND: _Hooks(None, "virtualmachinepool-validator.kubevirt.io", _validate_vm_pool),
     c.INSTANCETYPE_KIND: _Hooks(
         None, "virtualmachineinstancetype-validator.instancetype.kubevirt.io", _simple(validate_instancetype)
     ),

@@ -18,12 +18,16 @@ CDI_GROUP: Final = "cdi.kubevirt.io"
 CDI_VERSION: Final = "v1beta1"
 CDI_API_VERSION: Final = "cdi.kubevirt.io/v1beta1"
 SUBRESOURCES_GROUP: Final = "subresources.kubevirt.io"
+POOL_GROUP: Final = "pool.kubevirt.io"
+POOL_VERSION: Final = "v1beta1"
+POOL_API_VERSION: Final = "pool.kubevirt.io/v1beta1"
 
 # Kinds.
 VM_KIND: Final = "VirtualMachine"
 VMI_KIND: Final = "VirtualMachineInstance"
 VMIM_KIND: Final = "VirtualMachineInstanceMigration"
 VMIRS_KIND: Final = "VirtualMachineInstanceReplicaSet"
+VM_POOL_KIND: Final = "VirtualMachinePool"
 INSTANCETYPE_KIND: Final = "VirtualMachineInstancetype"
 CLUSTER_INSTANCETYPE_KIND: Final = "VirtualMachineClusterInstancetype"
 PREFERENCE_KIND: Final = "VirtualMachinePreference"
@@ -37,6 +41,8 @@ DEFAULT_GRACE_PERIOD_SECONDS: Final = 30
 
 # Finalizers.
 VM_CONTROLLER_FINALIZER: Final = "kubevirt.io/virtualMachineControllerFinalize"
+# On a VirtualMachinePool and on each VM it made, until the pool controller lets go of it.
+VM_POOL_FINALIZER: Final = "pool.kubevirt.io/finalizer"
 VMI_FINALIZER: Final = "kubevirt.io/foregroundDeleteVirtualMachine"
 LEGACY_VMI_FINALIZER: Final = "foregroundDeleteVirtualMachine"
 MIGRATION_FINALIZER: Final = "kubevirt.io/migrationJobFinalize"
@@ -44,6 +50,8 @@ MIGRATION_FINALIZER: Final = "kubevirt.io/migrationJobFinalize"
 # Labels.
 APP_LABEL: Final = "kubevirt.io"
 CREATED_BY_LABEL: Final = "kubevirt.io/created-by"
+# The pool revision (ControllerRevision) a pool VM and its VMI were made from.
+VM_POOL_REVISION_LABEL: Final = "kubevirt.io/vm-pool-revision-name"
 NODE_NAME_LABEL: Final = "kubevirt.io/nodeName"
 MIGRATION_TARGET_NODE_NAME_LABEL: Final = "kubevirt.io/migrationTargetNodeName"
 MIGRATION_JOB_UID_LABEL: Final = "kubevirt.io/migrationJobUID"

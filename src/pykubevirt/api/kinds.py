@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pykubevirt.api import cdi, constants, instancetype
-from pykubevirt.api.kubevirt import kubevirt_cr, migration, migration_policy, replica_set, vm, vmi
+from pykubevirt.api.kubevirt import kubevirt_cr, migration, migration_policy, replica_set, vm, vm_pool, vmi
 from pykubevirt.api.scale import ScaleSubresource
 from pykubevirt.api.schema import Schema
 
@@ -127,6 +127,34 @@ VIRTUAL_MACHINE_INSTANCE_REPLICA_SET = KindSpec(
             "integer",
             ".status.readyReplicas",
             description="Number of managed VirtualMachineInstances which are ready to receive traffic",
+        ),
+        _age(),
+    ),
+    scale=ScaleSubresource(".spec.replicas", ".status.replicas", ".status.labelSelector"),
+)
+
+VIRTUAL_MACHINE_POOL = KindSpec(
+    group=constants.POOL_GROUP,
+    version=constants.POOL_VERSION,
+    kind=constants.VM_POOL_KIND,
+    plural="virtualmachinepools",
+    singular="virtualmachinepool",
+    schema=vm_pool.VIRTUAL_MACHINE_POOL,
+    short_names=("vmpool", "vmpools"),
+    categories=("all",),
+    printer_columns=(
+        PrinterColumn("Desired", "integer", ".spec.replicas", description="Number of desired VirtualMachines"),
+        PrinterColumn(
+            "Current",
+            "integer",
+            ".status.replicas",
+            description="Number of managed and not final or deleted VirtualMachines",
+        ),
+        PrinterColumn(
+            "Ready",
+            "integer",
+            ".status.readyReplicas",
+            description="Number of managed VirtualMachines which are ready to receive traffic",
         ),
         _age(),
     ),
@@ -255,6 +283,7 @@ ALL_KINDS: tuple[KindSpec, ...] = (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     VIRTUAL_MACHINE_INSTANCE_REPLICA_SET,
+    VIRTUAL_MACHINE_POOL,
     VIRTUAL_MACHINE_INSTANCE_MIGRATION,
     MIGRATION_POLICY,
     VIRTUAL_MACHINE_INSTANCETYPE,

@@ -36,6 +36,7 @@ VIRTUAL_MACHINE_INSTANCES = ResourceRef(c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "v
 VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS = ResourceRef(
     c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "virtualmachineinstancereplicasets", c.VMIRS_KIND
 )
+VIRTUAL_MACHINE_POOLS = ResourceRef(c.POOL_GROUP, c.POOL_VERSION, "virtualmachinepools", c.VM_POOL_KIND)
 MIGRATIONS = ResourceRef(c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "virtualmachineinstancemigrations", c.VMIM_KIND)
 INSTANCETYPES = ResourceRef(
     c.INSTANCETYPE_GROUP, c.INSTANCETYPE_VERSION, "virtualmachineinstancetypes", c.INSTANCETYPE_KIND

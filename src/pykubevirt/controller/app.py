@@ -30,6 +30,7 @@ from pykubevirt.client.resources import (
     STORAGE_CLASSES,
     VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS,
     VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINE_POOLS,
     VIRTUAL_MACHINES,
 )
 from pykubevirt.config.cluster_config import ClusterConfig
@@ -47,6 +48,7 @@ from pykubevirt.controller.node_controller import (
 )
 from pykubevirt.controller.replica_set_controller import NAMESPACE_INDEX, ReplicaSetController, namespace_of_object
 from pykubevirt.controller.vm_controller import VMController
+from pykubevirt.controller.vm_pool_controller import VMPoolController
 from pykubevirt.controller.vm_revisions import OWNER_INDEX
 from pykubevirt.controller.vmi_controller import POD_OWNER_INDEX, VMIController, controller_uid_index
 from pykubevirt.controller.volume_status import claim_names
@@ -127,6 +129,8 @@ class VirtController:
         self.replica_sets = Informer(client, VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS)
         self.replica_sets.add_indexer(NAMESPACE_INDEX, namespace_of_object)
         self.vmis.add_indexer(NAMESPACE_INDEX, namespace_of_object)
+        self.pools = Informer(client, VIRTUAL_MACHINE_POOLS)
+        self.vms.add_indexer(NAMESPACE_INDEX, namespace_of_object)
         self.pods.add_indexer(POD_OWNER_INDEX, controller_uid_index)
         self.pods.add_indexer(POD_NODE_INDEX, field_index("spec.nodeName"))
         self.vmis.add_indexer(VMI_NODE_INDEX, _node_of_vmi)
@@ -200,6 +204,15 @@ class VirtController:
             recorder=EventRecorder(client, "virtualmachinereplicaset-controller"),
         )
         self.replica_set_controller = Controller("replicaset", self.replica_set_reconciler, workers=3)
+        self.pool_reconciler = VMPoolController(
+            client,
+            pools=self.pools,
+            vms=self.vms,
+            vmis=self.vmis,
+            revisions=self.revisions,
+            recorder=EventRecorder(client, "virtualmachinepool-controller"),
+        )
+        self.pool_controller = Controller("pool", self.pool_reconciler, workers=3)
         self.vm_controller = Controller("virtualmachine", self.vm_reconciler, workers=opts.workers)
         self.vmi_controller = Controller("virtualmachineinstance", self.vmi_reconciler, workers=opts.workers)
         self.node_controller = Controller("node", self.node_reconciler, workers=1)
@@ -213,6 +226,7 @@ class VirtController:
             self.migration_policies,
             self.namespaces,
             self.replica_sets,
+            self.pools,
         ]
         self.metrics = ControllerCollector(
             vmis=self.vmis.items,
@@ -269,6 +283,13 @@ class VirtController:
             )
         )
         self.replica_set_controller.watch(self.replica_sets).watch(self.vmis, replica_set.keys_for_vmi)
+        pool = self.pool_reconciler
+        self.vms.add_handler(
+            EventHandler(on_add=pool.on_vm_add, on_update=pool.on_vm_update, on_delete=pool.on_vm_delete)
+        )
+        self.revisions.add_handler(EventHandler(on_add=pool.on_revision_add))
+        self.pool_controller.watch(self.pools).watch(self.vms, pool.keys_for_vm).watch(self.vmis, pool.keys_for_vmi)
+        self.pool_controller.watch(self.revisions, pool.keys_for_revision)
         # The KubeVirt object's configuration, followed as virt-config's informer does; the VM and VMI controllers
         # wait for this cache too, so they never act on the command line's values alone when an object exists.
         apply = EventHandler(
@@ -304,6 +325,7 @@ class VirtController:
             asyncio.create_task(self.evacuation_controller.run(), name="evacuation-controller"),
             asyncio.create_task(self.workload_controller.run(), name="workload-update-controller"),
             asyncio.create_task(self.replica_set_controller.run(), name="replicaset-controller"),
+            asyncio.create_task(self.pool_controller.run(), name="pool-controller"),
         ]
         tasks += [asyncio.create_task(run(), name=f"extra-{i}") for i, run in enumerate(self.options.extra)]
         self.leading = True

@@ -21,6 +21,7 @@ VALIDATING_PATHS = (
     "/virtualmachineinstances-validate-update",
     "/migration-validate-create",
     "/virtualmachinereplicaset-validate",
+    "/virtualmachinepool-validate",
     "/virtualmachineinstancetypes-validate",
     "/virtualmachineclusterinstancetypes-validate",
     "/virtualmachinepreferences-validate",

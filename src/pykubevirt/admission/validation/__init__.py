@@ -8,6 +8,7 @@ from pykubevirt.admission.validation.instancetype import validate_instancetype, 
 from pykubevirt.admission.validation.migration import validate_migration_create
 from pykubevirt.admission.validation.replica_set import validate_vmirs
 from pykubevirt.admission.validation.vm import validate_vm
+from pykubevirt.admission.validation.vm_pool import validate_vm_pool
 from pykubevirt.admission.validation.vmi import validate_vmi_create, validate_vmi_spec, validate_vmi_update
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "validate_migration_create",
     "validate_preference",
     "validate_vm",
+    "validate_vm_pool",
     "validate_vmi_create",
     "validate_vmi_spec",
     "validate_vmi_update",
