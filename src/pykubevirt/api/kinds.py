@@ -105,6 +105,29 @@ VIRTUAL_MACHINE_INSTANCE = KindSpec(
     ),
 )
 
+
+def _replica_columns(members: str) -> tuple[PrinterColumn, ...]:
+    """KubeVirt's columns for a kind that keeps a number of `members` (VMIs or VMs)."""
+    return (
+        PrinterColumn("Desired", "integer", ".spec.replicas", description=f"Number of desired {members}"),
+        PrinterColumn(
+            "Current",
+            "integer",
+            ".status.replicas",
+            description=f"Number of managed and not final or deleted {members}",
+        ),
+        PrinterColumn(
+            "Ready",
+            "integer",
+            ".status.readyReplicas",
+            description=f"Number of managed {members} which are ready to receive traffic",
+        ),
+        _age(),
+    )
+
+
+_REPLICAS_SCALE = ScaleSubresource(".spec.replicas", ".status.replicas", ".status.labelSelector")
+
 VIRTUAL_MACHINE_INSTANCE_REPLICA_SET = KindSpec(
     group=constants.KUBEVIRT_GROUP,
     version=constants.KUBEVIRT_VERSION,
@@ -114,23 +137,8 @@ VIRTUAL_MACHINE_INSTANCE_REPLICA_SET = KindSpec(
     schema=replica_set.VIRTUAL_MACHINE_INSTANCE_REPLICA_SET,
     short_names=("vmirs", "vmirss"),
     categories=("all",),
-    printer_columns=(
-        PrinterColumn("Desired", "integer", ".spec.replicas", description="Number of desired VirtualMachineInstances"),
-        PrinterColumn(
-            "Current",
-            "integer",
-            ".status.replicas",
-            description="Number of managed and not final or deleted VirtualMachineInstances",
-        ),
-        PrinterColumn(
-            "Ready",
-            "integer",
-            ".status.readyReplicas",
-            description="Number of managed VirtualMachineInstances which are ready to receive traffic",
-        ),
-        _age(),
-    ),
-    scale=ScaleSubresource(".spec.replicas", ".status.replicas", ".status.labelSelector"),
+    printer_columns=_replica_columns("VirtualMachineInstances"),
+    scale=_REPLICAS_SCALE,
 )
 
 VIRTUAL_MACHINE_POOL = KindSpec(
@@ -142,23 +150,8 @@ VIRTUAL_MACHINE_POOL = KindSpec(
     schema=vm_pool.VIRTUAL_MACHINE_POOL,
     short_names=("vmpool", "vmpools"),
     categories=("all",),
-    printer_columns=(
-        PrinterColumn("Desired", "integer", ".spec.replicas", description="Number of desired VirtualMachines"),
-        PrinterColumn(
-            "Current",
-            "integer",
-            ".status.replicas",
-            description="Number of managed and not final or deleted VirtualMachines",
-        ),
-        PrinterColumn(
-            "Ready",
-            "integer",
-            ".status.readyReplicas",
-            description="Number of managed VirtualMachines which are ready to receive traffic",
-        ),
-        _age(),
-    ),
-    scale=ScaleSubresource(".spec.replicas", ".status.replicas", ".status.labelSelector"),
+    printer_columns=_replica_columns("VirtualMachines"),
+    scale=_REPLICAS_SCALE,
 )
 
 VIRTUAL_MACHINE_INSTANCE_MIGRATION = KindSpec(

@@ -46,7 +46,8 @@ from pykubevirt.controller.node_controller import (
     VMI_NODE_INDEX,
     NodeController,
 )
-from pykubevirt.controller.replica_set_controller import NAMESPACE_INDEX, ReplicaSetController, namespace_of_object
+from pykubevirt.controller.owned_objects import NAMESPACE_INDEX, namespace_of_object
+from pykubevirt.controller.replica_set_controller import ReplicaSetController
 from pykubevirt.controller.vm_controller import VMController
 from pykubevirt.controller.vm_pool_controller import VMPoolController
 from pykubevirt.controller.vm_revisions import OWNER_INDEX
@@ -277,16 +278,12 @@ class VirtController:
         self.evacuation_controller.watch(self.kubevirts, _no_keys)
         replica_set = self.replica_set_reconciler
         # As for VMs: expectations see VMI events before the replica set's key is reconciled.
-        self.vmis.add_handler(
-            EventHandler(
-                on_add=replica_set.on_vmi_add, on_update=replica_set.on_vmi_update, on_delete=replica_set.on_vmi_delete
+        for owned, children in ((replica_set.owned, self.vmis), (self.pool_reconciler.owned, self.vms)):
+            children.add_handler(
+                EventHandler(on_add=owned.on_add, on_update=owned.on_update, on_delete=owned.on_delete)
             )
-        )
         self.replica_set_controller.watch(self.replica_sets).watch(self.vmis, replica_set.keys_for_vmi)
         pool = self.pool_reconciler
-        self.vms.add_handler(
-            EventHandler(on_add=pool.on_vm_add, on_update=pool.on_vm_update, on_delete=pool.on_vm_delete)
-        )
         self.revisions.add_handler(EventHandler(on_add=pool.on_revision_add))
         self.pool_controller.watch(self.pools).watch(self.vms, pool.keys_for_vm).watch(self.vmis, pool.keys_for_vmi)
         self.pool_controller.watch(self.revisions, pool.keys_for_revision)

@@ -12,28 +12,22 @@ import logging
 
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.api.label_selectors import LabelSelector, SelectorError, label_selector_from_dict
-from pykubevirt.api.objects import controller_owner, labels_of
+from pykubevirt.api.label_selectors import LabelSelector
+from pykubevirt.api.objects import labels_of
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
-from pykubevirt.client.controller import Result, controller_owner_key
+from pykubevirt.client.controller import Result
 from pykubevirt.client.errors import ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
-from pykubevirt.client.expectations import ControllerExpectations
 from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller import replica_set_plan as plan
+from pykubevirt.controller.owned_objects import NAMESPACE_INDEX, OwnedExpectations, any_controller, owner_selector
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vmi_from_vm import controller_ref
 from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.controller.replicaset")
-
-NAMESPACE_INDEX = "namespace"
-
-
-def namespace_of_object(obj: Object) -> list[str]:
-    return [str((obj.get("metadata") or {}).get("namespace") or "")]
 
 
 class ReplicaSetController:
@@ -44,43 +38,19 @@ class ReplicaSetController:
         self.replica_sets = replica_sets
         self.vmis = vmis
         self.recorder = recorder
-        self.expectations = ControllerExpectations()
-
-    # ------------------------------------------------------------------------------------------------ events
-
-    def on_vmi_add(self, vmi: Object) -> None:
-        if vmi["metadata"].get("deletionTimestamp"):
-            self.on_vmi_delete(vmi)
-        elif key := self._owner_key(vmi):
-            self.expectations.creation_observed(key)
-
-    def on_vmi_update(self, old: Object, new: Object) -> None:
-        # A VMI marked for deletion counts as deleted: a replacement need not wait for it to be gone.
-        if new["metadata"].get("deletionTimestamp"):
-            self.on_vmi_delete(new)
-
-    def on_vmi_delete(self, vmi: Object) -> None:
-        if key := self._owner_key(vmi):
-            self.expectations.deletion_observed(key, object_key(vmi))
-
-    def _owner_key(self, vmi: Object) -> str:
-        """The key of the replica set controlling the VMI, if it is the one in the cache (same UID)."""
-        key = controller_owner_key(vmi, c.VMIRS_KIND)
-        owner = controller_owner(vmi, c.VMIRS_KIND)
-        rs = self.replica_sets.get(key) if key else None
-        if rs is None or owner is None or rs["metadata"].get("uid") != owner.get("uid"):
-            return ""
-        return key
+        # Expectations see VMI events before the set's key is reconciled (virt-controller registers them first).
+        self.owned = OwnedExpectations(replica_sets, c.VMIRS_KIND)
+        self.expectations = self.owned.expectations
 
     def keys_for_vmi(self, vmi: Object) -> list[str]:
         """Its controller if a replica set controls it; an orphan wakes every set whose selector it matches."""
-        if _any_controller(vmi) is not None:
-            key = self._owner_key(vmi)
+        if any_controller(vmi) is not None:
+            key = self.owned.owner_key(vmi)
             return [key] if key else []
         namespace = vmi["metadata"].get("namespace", "")
         keys = []
         for rs in self.replica_sets.by_index(NAMESPACE_INDEX, namespace):
-            selector = _selector(rs)
+            selector = owner_selector(rs)
             if selector is not None and selector.matches(labels_of(vmi)):
                 keys.append(object_key(rs))
         return keys
@@ -92,7 +62,7 @@ class ReplicaSetController:
         if rs is None:
             self.expectations.delete(key)
             return None
-        selector = _selector(rs)
+        selector = owner_selector(rs)
         if selector is None or not plan.matches_template(selector, rs):
             # Admission refuses both; one stored before cannot be acted on, and a retry changes nothing.
             log.error("the replica set's selector is invalid or does not match its template", extra=object_fields(rs))
@@ -118,7 +88,7 @@ class ReplicaSetController:
         being_deleted = bool(rs["metadata"].get("deletionTimestamp"))
         claimed = []
         for vmi in vmis:
-            owner = _any_controller(vmi)
+            owner = any_controller(vmi)
             matching = selector.matches(labels_of(vmi))
             if owner is not None:
                 if owner.get("uid") != uid:
@@ -245,20 +215,5 @@ class ReplicaSetController:
                 self.recorder.event(rs, NORMAL, "SuccessfulResumed", "Resumed")
 
 
-def _selector(rs: Object) -> LabelSelector | None:
-    selector = (rs.get("spec") or {}).get("selector")
-    if not isinstance(selector, dict):
-        return None
-    try:
-        return label_selector_from_dict(selector)
-    except SelectorError:
-        return None
-
-
 def _first_error(results: list[str | None]) -> str | None:
     return next((r for r in results if r is not None), None)
-
-
-def _any_controller(obj: Object) -> Object | None:
-    """metav1.GetControllerOf: the owner reference marked controller, of any kind."""
-    return next((ref for ref in obj["metadata"].get("ownerReferences") or [] if ref.get("controller")), None)

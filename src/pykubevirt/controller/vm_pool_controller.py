@@ -13,14 +13,13 @@ from typing import Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.api.label_selectors import LabelSelector, SelectorError, label_selector_from_dict
+from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.api.objects import labels_of
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
-from pykubevirt.client.controller import Result, controller_owner_key
+from pykubevirt.client.controller import Result
 from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
-from pykubevirt.client.expectations import ControllerExpectations
 from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
@@ -29,7 +28,7 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINES,
 )
 from pykubevirt.controller import vm_pool_plan as plan
-from pykubevirt.controller.replica_set_controller import NAMESPACE_INDEX
+from pykubevirt.controller.owned_objects import NAMESPACE_INDEX, OwnedExpectations, any_controller, owner_selector
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vm_revisions import OWNER_INDEX
 from pykubevirt.controller.vmi_from_vm import controller_ref
@@ -67,35 +66,13 @@ class VMPoolController:
         self.vmis = vmis
         self.revisions = revisions
         self.recorder = recorder
-        self.expectations = ControllerExpectations()
+        self.owned = OwnedExpectations(pools, c.VM_POOL_KIND)
+        self.expectations = self.owned.expectations
 
     # ------------------------------------------------------------------------------------------------ events
 
-    def on_vm_add(self, vm: Object) -> None:
-        if vm["metadata"].get("deletionTimestamp"):
-            self.on_vm_delete(vm)
-        elif key := self._pool_key(vm):
-            self.expectations.creation_observed(key)
-
-    def on_vm_update(self, old: Object, new: Object) -> None:
-        if new["metadata"].get("deletionTimestamp"):
-            self.on_vm_delete(new)
-
-    def on_vm_delete(self, vm: Object) -> None:
-        if key := self._pool_key(vm):
-            self.expectations.deletion_observed(key, object_key(vm))
-
-    def _pool_key(self, obj: Object) -> str:
-        """The key of the pool controlling the object, if it is the one in the cache (same UID)."""
-        key = controller_owner_key(obj, c.VM_POOL_KIND)
-        pool = self.pools.get(key) if key else None
-        owner = next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
-        if pool is None or owner is None or owner.get("uid") != pool["metadata"].get("uid"):
-            return ""
-        return key
-
     def keys_for_vm(self, vm: Object) -> list[str]:
-        key = self._pool_key(vm)
+        key = self.owned.owner_key(vm)
         return [key] if key else []
 
     def keys_for_vmi(self, vmi: Object) -> list[str]:
@@ -109,11 +86,11 @@ class VMPoolController:
         return self.keys_for_vm(vm)
 
     def on_revision_add(self, revision: Object) -> None:
-        if key := self._pool_key(revision):
+        if key := self.owned.owner_key(revision):
             self.expectations.creation_observed(key)
 
     def keys_for_revision(self, revision: Object) -> list[str]:
-        key = self._pool_key(revision)
+        key = self.owned.owner_key(revision)
         return [key] if key else []
 
     # ------------------------------------------------------------------------------------------------ reconcile
@@ -123,7 +100,7 @@ class VMPoolController:
         if pool is None:
             self.expectations.delete(key)
             return None
-        selector = _selector(pool)
+        selector = owner_selector(pool)
         template_labels = ((pool["spec"].get("virtualMachineTemplate") or {}).get("metadata") or {}).get("labels")
         if selector is None or not selector.matches(template_labels or {}):
             log.error("the pool's selector is invalid or does not match its template", extra=object_fields(pool))
@@ -157,7 +134,7 @@ class VMPoolController:
         uid = pool["metadata"]["uid"]
         owned = []
         for vm in self.vms.by_index(NAMESPACE_INDEX, pool["metadata"]["namespace"]):
-            owner = next((r for r in vm["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+            owner = any_controller(vm)
             if owner is None or owner.get("uid") != uid:
                 continue
             if selector.matches(labels_of(vm)):
@@ -484,16 +461,6 @@ def _vm_ready(vm: Object) -> bool:
         cond.get("type") == "Ready" and cond.get("status") == "True"
         for cond in (vm.get("status") or {}).get("conditions") or []
     )
-
-
-def _selector(pool: Object) -> LabelSelector | None:
-    selector = pool["spec"].get("selector")
-    if not isinstance(selector, dict):
-        return None
-    try:
-        return label_selector_from_dict(selector)
-    except SelectorError:
-        return None
 
 
 def _finalizers_patch(old: list[str], new: list[str]) -> list[Object]:

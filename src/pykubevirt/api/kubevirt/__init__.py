@@ -64,3 +64,17 @@ def phase_transition_timestamps(description: str) -> Schema:
         description,
         list_type="atomic",
     )
+
+
+def replicas_status(members: str, failure: str, what: str) -> Schema:
+    """The status of a kind that keeps a number of `members` (a VMI replica set, a VM pool), as its controller writes
+    it: counts, the selector string for the scale subresource, ReplicaFailure and ReplicaPaused."""
+    return obj(
+        {
+            "conditions": conditions(f"ReplicaFailure while {failure} fails, ReplicaPaused while paused."),
+            "labelSelector": string("The selector in its string form, for the scale subresource."),
+            "readyReplicas": integer(f"{members} of the {what} whose Ready condition is True."),
+            "replicas": integer(f"{members} of the {what} that count toward its replicas."),
+        },
+        f"Observed state of the {what}, written by its controller.",
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pykubevirt.api.constants import KUBEVIRT_API_VERSION, VMIRS_KIND
-from pykubevirt.api.kubevirt import conditions, nullable
+from pykubevirt.api.kubevirt import nullable, replicas_status
 from pykubevirt.api.kubevirt.pod_shapes import LABEL_SELECTOR
 from pykubevirt.api.kubevirt.vmi import VMI_SPEC
 from pykubevirt.api.schema import Schema, boolean, describe, embedded_metadata, integer, obj, string
@@ -29,15 +29,7 @@ VMIRS_SPEC: Schema = obj(
     required=["selector", "template"],
 )
 
-VMIRS_STATUS: Schema = obj(
-    {
-        "conditions": conditions("ReplicaFailure while creating or deleting fails, ReplicaPaused while paused."),
-        "labelSelector": string("The selector in its string form, for the scale subresource."),
-        "readyReplicas": integer("VMIs of the set whose Ready condition is True."),
-        "replicas": integer("VMIs of the set that are neither final nor being deleted."),
-    },
-    "Observed state of the replica set, written by its controller.",
-)
+VMIRS_STATUS: Schema = replicas_status("VMIs", "creating or deleting", "replica set")
 
 VIRTUAL_MACHINE_INSTANCE_REPLICA_SET: Schema = obj(
     {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pykubevirt.api.constants import POOL_API_VERSION, VM_POOL_KIND
-from pykubevirt.api.kubevirt import conditions, nullable
+from pykubevirt.api.kubevirt import nullable, replicas_status
 from pykubevirt.api.kubevirt.pod_shapes import LABEL_SELECTOR
 from pykubevirt.api.kubevirt.vm import VM_SPEC
 from pykubevirt.api.schema import (
@@ -106,15 +106,7 @@ VM_POOL_SPEC: Schema = obj(
     required=["selector", "virtualMachineTemplate"],
 )
 
-VM_POOL_STATUS: Schema = obj(
-    {
-        "conditions": conditions("ReplicaFailure while scaling or updating fails, ReplicaPaused while paused."),
-        "labelSelector": string("The selector in its string form, for the scale subresource."),
-        "readyReplicas": integer("VMs of the pool whose Ready condition is True."),
-        "replicas": integer("VMs of the pool."),
-    },
-    "Observed state of the pool, written by its controller.",
-)
+VM_POOL_STATUS: Schema = replicas_status("VMs", "scaling or updating", "pool")
 
 VIRTUAL_MACHINE_POOL: Schema = obj(
     {
