@@ -12,6 +12,7 @@ import logging
 
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.kubevirt.replica_set import REPLICA_PAUSED
 from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.api.objects import labels_of
 from pykubevirt.api.timestamps import now_rfc3339
@@ -200,7 +201,7 @@ class ReplicaSetController:
         body = copy_json(rs)
         body["status"] = status
         was_paused = any(
-            cond.get("type") == "ReplicaPaused" for cond in (rs.get("status") or {}).get("conditions") or []
+            cond.get("type") == REPLICA_PAUSED for cond in (rs.get("status") or {}).get("conditions") or []
         )
         try:
             written = await self.client.update_status(VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS, body)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
@@ -39,12 +38,6 @@ log = logging.getLogger("pykubevirt.controller.pool")
 BURST_REPLICAS = 250
 # KubeVirt's defaultRetryDelay: a proactive update held back by maxUnavailable looks again after this.
 RETRY_DELAY_SECONDS = 3.0
-
-
-class PoolSyncError(Exception):
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.message, self.reason = message, reason
 
 
 class VMPoolController:
@@ -108,7 +101,8 @@ class VMPoolController:
         vms = await self._owned(pool, selector)
         if not pool["metadata"].get("deletionTimestamp"):
             pool = await self._add_finalizer(pool)
-        failure: PoolSyncError | None = None
+        # A step that fails is reported on the pool (ReplicaFailure, an event) and retried with backoff.
+        failure: SyncError | None = None
         requeue: float | None = None
         try:
             if self._synced(key) and not pool["spec"].get("paused") and not pool["metadata"].get("deletionTimestamp"):
@@ -119,11 +113,11 @@ class VMPoolController:
                         await self._prune_revisions(pool, vms)
             elif pool["metadata"].get("deletionTimestamp"):
                 await self._release_all(pool, selector)
-        except PoolSyncError as exc:
+        except SyncError as exc:
             failure = exc
         await self._update_status(pool, vms, str(selector), failure)
         if failure is not None:
-            raise SyncError(failure.message, failure.reason)
+            raise failure
         return Result(requeue) if requeue else None
 
     def _synced(self, key: str) -> bool:
@@ -194,9 +188,7 @@ class VMPoolController:
                 "FailedUpdate",
                 f"Error removing finalizer for VM {meta['namespace']}/{meta['name']}: {exc}",
             )
-            raise PoolSyncError(
-                f"error removing the finalizer of {meta['name']}: {exc.message}", "FailedScaleIn"
-            ) from exc
+            raise SyncError(f"error removing the finalizer of {meta['name']}: {exc.message}", "FailedScaleIn") from exc
 
     # ------------------------------------------------------------------------------------------------ scale
 
@@ -215,8 +207,8 @@ class VMPoolController:
         if diff < 0:
             try:
                 await self._scale_out(pool, count)
-            except PoolSyncError as exc:
-                raise PoolSyncError(f"error during scale out: {exc.message}", "FailedScaleOut") from exc
+            except SyncError as exc:
+                raise SyncError(f"error during scale out: {exc.message}", "FailedScaleOut") from exc
         elif strategy.get("unmanaged") is None and strategy.get("opportunistic") is None:
             await self._scale_in(pool, vms, count)
         return False
@@ -242,7 +234,7 @@ class VMPoolController:
         errors = [e for e in await asyncio.gather(*(create(name) for name in names)) if e]
         if errors:
             self.recorder.event(pool, WARNING, "FailedCreate", f"Error creating VM: {errors[0]}")
-            raise PoolSyncError(errors[0], "FailedScaleOut")
+            raise SyncError(errors[0], "FailedScaleOut")
 
     async def _scale_in(self, pool: Object, vms: list[Object], count: int) -> None:
         live = [vm for vm in vms if not vm["metadata"].get("deletionTimestamp")]
@@ -276,7 +268,7 @@ class VMPoolController:
 
         errors = [e for e in await asyncio.gather(*(delete(vm) for vm in chosen)) if e]
         if errors:
-            raise PoolSyncError(f"error during scale in: {errors[0]}", "FailedScaleIn")
+            raise SyncError(f"error during scale in: {errors[0]}", "FailedScaleIn")
 
     async def _ensure_revision(self, pool: Object) -> str:
         name = plan.revision_name(pool)
@@ -296,10 +288,10 @@ class VMPoolController:
         except AlreadyExists:
             pass
         except ApiError as exc:
-            raise PoolSyncError(exc.message, "FailedScaleOut") from exc
+            raise SyncError(exc.message, "FailedScaleOut") from exc
         return name
 
-    def _revision(self, namespace: str) -> Any:
+    def _revision(self, namespace: str) -> plan.RevisionLookup:
         return lambda name: self.revisions.get(f"{namespace}/{name}")
 
     # ------------------------------------------------------------------------------------------------ update
@@ -321,7 +313,7 @@ class VMPoolController:
             if strategy.get("opportunistic") is None:
                 requeue = await self._proactive(pool, current, strategy)
         except ApiError as exc:
-            raise PoolSyncError(f"error during VM update: {exc.message}", "FailedUpdate") from exc
+            raise SyncError(f"error during VM update: {exc.message}", "FailedUpdate") from exc
         return not outdated, requeue
 
     async def _update_vm(self, pool: Object, vm: Object, revision: str) -> None:
@@ -406,7 +398,7 @@ class VMPoolController:
             except NotFound:
                 continue
             except ApiError as exc:
-                raise PoolSyncError(
+                raise SyncError(
                     f"error while pruning vmpool revisions: {exc.message}", "FailedRevisionPruning"
                 ) from exc
 
@@ -432,7 +424,7 @@ class VMPoolController:
     # ------------------------------------------------------------------------------------------------ status
 
     async def _update_status(
-        self, pool: Object, vms: list[Object], selector_text: str, failure: PoolSyncError | None
+        self, pool: Object, vms: list[Object], selector_text: str, failure: SyncError | None
     ) -> None:
         reason = (failure.reason, failure.message) if failure is not None else None
         status = plan.status_of(pool, vms, selector_text, reason, now_rfc3339())
