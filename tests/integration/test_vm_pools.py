@@ -241,3 +241,33 @@ async def test_admission_refusals(kubectl_cli: Kubectl, namespace: str) -> None:
     moved["spec"]["selector"] = {"matchLabels": labels}
     moved["spec"]["virtualMachineTemplate"]["metadata"]["labels"] = labels
     assert refused(moved, "replace") == ("The request is invalid: spec.selector: selector is immutable after creation.")
+
+
+async def test_autohealing_replaces_a_vm_that_keeps_failing_to_start(cp: ControlPlane, namespace: str) -> None:
+    # The node leaves the first VMI Scheduled, and it fails there: a start failure (it never ran).
+    cp.node.auto_run = False
+    try:
+        body = pool_manifest("mend", 1, autohealing={"startUpFailureThreshold": 1})
+        await cp.admin.create(VIRTUAL_MACHINE_POOLS, body, namespace)
+        await cp.wait_vmi_phase(namespace, "mend-0", "Scheduled")
+        first = (await pool_vms(cp, namespace, "mend"))["mend-0"]
+        await cp.node.set_phase(f"{namespace}/mend-0", "Failed")
+
+        async def counted() -> bool:
+            vm = await cp.vm(namespace, "mend-0") or {}
+            return ((vm.get("status") or {}).get("startFailure") or {}).get("consecutiveFailCount") == 1
+
+        await eventually(counted)
+    finally:
+        # The failed VMI's pod may finish now, so the VM the pool deletes can go.
+        cp.node.auto_run = True
+        cp.node.resync()
+
+    async def replaced() -> bool:
+        vm = (await pool_vms(cp, namespace, "mend")).get("mend-0")
+        return vm is not None and vm["metadata"]["uid"] != first["metadata"]["uid"]
+
+    await eventually(replaced, timeout=40)
+    await settled(cp, namespace, "mend", {"mend-0"})
+    deleted = [m for r, m in await reasons(cp, namespace, "mend") if r == "SuccessfulDelete"]
+    assert deleted == [f"Deleted VM {namespace}/mend-0 with uid {first['metadata']['uid']} from pool"]

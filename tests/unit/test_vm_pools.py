@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import random
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.validation import validate_vm_pool
 from pykubevirt.api.constants import VM_POOL_FINALIZER, VM_POOL_REVISION_LABEL
+from pykubevirt.api.go_duration import parse_go_duration
 from pykubevirt.controller import vm_pool_plan as plan
 
 CTX = AdmissionContext()
@@ -226,3 +228,35 @@ def test_max_unavailable_and_status() -> None:
     }
     failing = plan.status_of(pool(), [], "", ("FailedScaleOut", "error during scale out: quota"), "T")
     assert failing["conditions"][0]["reason"] == "FailedScaleOut" and "replicas" not in failing
+
+
+def test_go_durations() -> None:
+    assert parse_go_duration("5m") == 300 and parse_go_duration("1h30m") == 5400
+    assert parse_go_duration("250ms") == 0.25 and parse_go_duration("0") == 0
+    for bad in ("5", "", "m", "5 m", "1d"):
+        with pytest.raises(ValueError, match="time: invalid duration"):
+            parse_go_duration(bad)
+
+
+def test_autohealing_picks_vms_that_keep_failing() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+    def failing(status: str, since: str, failures: int = 0) -> dict[str, Any]:
+        body = vm(status)
+        body["status"] = {
+            "printableStatus": status,
+            "conditions": [{"type": "Ready", "status": "False", "lastProbeTime": since}],
+        }
+        if failures:
+            body["status"]["startFailure"] = {"consecutiveFailCount": failures}
+        return body
+
+    crash_old = failing("CrashLoopBackOff", "2026-01-01T11:50:00Z")
+    crash_new = failing("CrashLoopBackOff", "2026-01-01T11:58:00Z")
+    unschedulable = failing("ErrorUnschedulable", "2026-01-01T11:00:00Z")
+    starting = failing("Starting", "2026-01-01T11:00:00Z")
+    three_failures = failing("Running", "2026-01-01T11:59:00Z", failures=3)
+    vms = [crash_old, crash_new, unschedulable, starting, three_failures]
+    assert plan.failing_vms(vms, {}, now) == [crash_old, unschedulable, three_failures]
+    tight = {"minFailingToStartDuration": "1m", "startUpFailureThreshold": 4}
+    assert plan.failing_vms(vms, tight, now) == [crash_old, crash_new, unschedulable]

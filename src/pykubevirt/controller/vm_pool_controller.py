@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
@@ -105,6 +106,10 @@ class VMPoolController:
         failure: SyncError | None = None
         requeue: float | None = None
         try:
+            if isinstance(autohealing := pool["spec"].get("autohealing"), dict):
+                # Replaced by deleting: the scale-out makes the VM again, afresh, under its name.
+                failing = plan.failing_vms(vms, autohealing, datetime.now(UTC))
+                await self._scale_in(pool, failing, len(failing))
             if self._synced(key) and not pool["spec"].get("paused") and not pool["metadata"].get("deletionTimestamp"):
                 stable = await self._scale(pool, vms)
                 if stable and self._synced(key):

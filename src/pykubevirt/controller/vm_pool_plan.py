@@ -10,9 +10,11 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.go_duration import parse_go_duration
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.json_equal import same_json
 from pykubevirt.api.label_selectors import (
@@ -26,7 +28,8 @@ from pykubevirt.api.label_selectors import (
     Requirement,
     label_selector_from_dict,
 )
-from pykubevirt.api.objects import condition_true
+from pykubevirt.api.objects import condition, condition_true
+from pykubevirt.api.timestamps import parse_time
 
 Object = dict[str, Any]
 RevisionLookup = Callable[[str], Object | None]
@@ -257,6 +260,48 @@ def _node_requirements_match(requirements: list[Object], labels: Mapping[str, st
         except ValueError:
             return False
     return True
+
+
+# The printable statuses of a VM that autohealing replaces once it has failed long enough.
+_FAILING_STATUSES = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ErrorUnschedulable",
+        "DataVolumeError",
+        "ErrorPvcNotFound",
+        "ErrImagePull",
+        "ImagePullBackOff",
+    }
+)
+DEFAULT_START_FAILURE_THRESHOLD = 3
+DEFAULT_MIN_FAILING_SECONDS = 300.0
+
+
+def failing_vms(vms: list[Object], autohealing: Mapping[str, Any], now: datetime) -> list[Object]:
+    """The VMs autohealing replaces (KubeVirt's filterFailingVMsToStart): as many start failures in a row as the
+    threshold, or a failing printable status held (Ready False) for `minFailingToStartDuration`."""
+    threshold = autohealing.get("startUpFailureThreshold") or DEFAULT_START_FAILURE_THRESHOLD
+    try:
+        window = parse_go_duration(str(autohealing["minFailingToStartDuration"]))
+    except (KeyError, ValueError):
+        window = DEFAULT_MIN_FAILING_SECONDS
+    chosen = []
+    for vm in vms:
+        status = vm.get("status") or {}
+        failures = (status.get("startFailure") or {}).get("consecutiveFailCount") or 0
+        if failures >= threshold:
+            chosen.append(vm)
+            continue
+        if status.get("printableStatus") not in _FAILING_STATUSES:
+            continue
+        ready = condition(vm, "Ready")
+        if ready is None or ready.get("status") != "False":
+            continue
+        # KubeVirt counts from the condition's lastProbeTime; ours may have none, then from its transition.
+        since = parse_time(str(ready.get("lastProbeTime") or ready.get("lastTransitionTime") or ""))
+        if since is None or (now - since).total_seconds() >= window:
+            chosen.append(vm)
+    return chosen
 
 
 def vmi_ready(vmi: Mapping[str, Any] | None) -> bool:
