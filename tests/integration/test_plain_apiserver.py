@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import ssl
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from tests.paths import REPO
 from tests.support.apiserver_process import APIServerProcess, kubectl
 from tests.support.ports import free_port
 from tests.support.threaded_server import ThreadedServer
+from tests.support.waiting import eventually_sync
 
 HOOK_NAMESPACE = "plain-hooks"
 HOOK_SERVICE = "hooks"
@@ -546,3 +548,87 @@ def test_webhook_configurations_are_validated_as_kube_validates_them(plain: APIS
         "* webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun",
         "* webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds",
     ]
+
+
+def test_kubectl_scale_works_on_deployments_and_on_a_custom_resource_with_a_scale_subresource(
+    plain: APIServerProcess, home: Path
+) -> None:
+    namespace = _namespace(plain, home)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web", "tier": "front"}},
+            "template": {
+                "metadata": {"labels": {"app": "web", "tier": "front"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            },
+        },
+    }
+    _apply(plain, home, deployment)
+    kubectl(plain, home, "scale", "deployment", "web", "-n", namespace, "--replicas=4")
+    scale = json.loads(
+        kubectl(plain, home, "get", "deployment", "web", "-n", namespace, "--subresource=scale", "-o", "json").stdout
+    )
+    # kube's apps kinds show spec.selector, a LabelSelector, as the Scale's selector string.
+    assert scale["spec"] == {"replicas": 4} and scale["status"] == {"replicas": 0, "selector": "app=web,tier=front"}
+    stale = kubectl(
+        plain, home, "scale", "deployment", "web", "-n", namespace, "--replicas=2", "--current-replicas=3", check=False
+    )
+    assert (stale.returncode, stale.stderr) == (1, "error: Expected replicas to be 3, was 4\n")
+
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "flocks.example.com"},
+        "spec": {
+            "group": "example.com",
+            "names": {"plural": "flocks", "singular": "flock", "kind": "Flock"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+                                "status": {
+                                    "type": "object",
+                                    "properties": {"count": {"type": "integer"}, "selector": {"type": "string"}},
+                                },
+                            },
+                        }
+                    },
+                    "subresources": {
+                        "status": {},
+                        "scale": {
+                            "specReplicasPath": ".spec.size",
+                            "statusReplicasPath": ".status.count",
+                            "labelSelectorPath": ".status.selector",
+                        },
+                    },
+                }
+            ],
+        },
+    }
+    _apply(plain, home, crd)
+
+    def scaled() -> subprocess.CompletedProcess[str]:
+        flock = {"apiVersion": "example.com/v1", "kind": "Flock", "metadata": {"name": "f", "namespace": namespace}}
+        kubectl(plain, home, "apply", "-f", "-", stdin=json.dumps({**flock, "spec": {"size": 1}}))
+        return kubectl(plain, home, "scale", "flock", "f", "-n", namespace, "--replicas=5", check=False)
+
+    assert eventually_sync(lambda: scaled().returncode == 0)
+    size = kubectl(plain, home, "get", "flock", "f", "-n", namespace, "-o", "jsonpath={.spec.size}").stdout
+    assert size == "5"
+    refused = kubectl(
+        plain, home, "patch", "flock", "f", "-n", namespace, "--type=merge", "-p", '{"spec":{"size":-1}}', check=False
+    )
+    assert refused.stderr.strip() == (
+        'The Flock "f" is invalid: .spec.size: Invalid value: -1: should be a non-negative integer'
+    )
