@@ -616,6 +616,15 @@ def test_kubectl_scale_works_on_deployments_and_on_a_custom_resource_with_a_scal
             ],
         },
     }
+    misplaced = json.loads(json.dumps(crd))
+    misplaced["metadata"]["name"] = "herds.example.com"
+    misplaced["spec"]["names"] = {"plural": "herds", "singular": "herd", "kind": "Herd"}
+    misplaced["spec"]["versions"][0]["subresources"]["scale"]["specReplicasPath"] = ".status.size"
+    refused_crd = kubectl(plain, home, "create", "-f", "-", stdin=json.dumps(misplaced), check=False)
+    assert refused_crd.stderr.strip() == (
+        'The CustomResourceDefinition "herds.example.com" is invalid: spec.versions[0].subresources.scale.'
+        'specReplicasPath: Invalid value: ".status.size": should be a json path under .spec'
+    )
     _apply(plain, home, crd)
 
     def scaled() -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ import pytest
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.validation import validate_vmirs
 from pykubevirt.api.causes import Cause, invalid, required
-from pykubevirt.api.scale import ScaleRefused, ScaleSubresource, scale_errors, scale_of, scaled
+from pykubevirt.api.scale import ScaleRefused, ScaleSubresource, scale_errors, scale_of, scale_path_causes, scaled
 from pykubevirt.controller import replica_set_plan as plan
 
 CTX = AdmissionContext()
@@ -200,3 +200,22 @@ def test_scale_fields_are_validated_as_kube_validates_custom_resources() -> None
     body["status"] = {"replicas": -2, "labelSelector": 3}
     assert [c["field"] for c in scale_errors(body, PATHS, status=True)] == [".status.replicas", ".status.labelSelector"]
     assert scale_errors(rs(replicas=-1), PATHS, status=True) == []
+
+
+def test_a_crds_scale_paths_are_checked_as_kube_checks_them() -> None:
+    field = "spec.versions[0].subresources.scale"
+    good = {"specReplicasPath": ".spec.size", "statusReplicasPath": ".status.count", "labelSelectorPath": ".spec.sel"}
+    assert scale_path_causes(good, field) == []
+    bad = {"specReplicasPath": ".status.size", "labelSelectorPath": ".metadata.x"}
+    assert [(c["field"], c["message"]) for c in scale_path_causes(bad, field)] == [
+        (f"{field}.specReplicasPath", 'Invalid value: ".status.size": should be a json path under .spec'),
+        (f"{field}.statusReplicasPath", "Required value"),
+        (
+            f"{field}.labelSelectorPath",
+            'Invalid value: ".metadata.x": should be a json path under either .spec or .status',
+        ),
+    ]
+    assert (
+        scale_path_causes({"specReplicasPath": "spec[0]", "statusReplicasPath": ".status.n"}, field)[0]["message"]
+        == 'Invalid value: "spec[0]": must be a simple json path starting with .'
+    )

@@ -6,6 +6,7 @@ written to the JSON paths a CRD's `subresources.scale` names.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,36 @@ class ScaleSubresource:
             str(scale.get("statusReplicasPath") or ""),
             str(scale.get("labelSelectorPath") or ""),
         )
+
+
+_SIMPLE_PATH = re.compile(r"(\.[A-Za-z0-9_-]+)+")
+_PATH_RULES = (
+    ("specReplicasPath", (".spec.",), "should be a json path under .spec", True),
+    ("statusReplicasPath", (".status.",), "should be a json path under .status", True),
+    ("labelSelectorPath", (".spec.", ".status."), "should be a json path under either .spec or .status", False),
+)
+
+
+def scale_path_causes(scale: Mapping[str, Any], field: str) -> list[dict[str, str]]:
+    """kube's checks of a CRD's `subresources.scale`: the replicas paths are required, and each path is a simple JSON
+    path under the part it names (`field`: the path of the scale stanza in the CRD)."""
+    causes: list[dict[str, str]] = []
+    for key, prefixes, detail, needed in _PATH_RULES:
+        path = scale.get(key)
+        where = f"{field}.{key}"
+        if not path:
+            if needed:
+                causes.append({"reason": "FieldValueRequired", "message": "Required value", "field": where})
+            continue
+        if not isinstance(path, str) or not _SIMPLE_PATH.fullmatch(path):
+            causes.append(_invalid_path(where, path, "must be a simple json path starting with ."))
+        elif not path.startswith(prefixes):
+            causes.append(_invalid_path(where, path, detail))
+    return causes
+
+
+def _invalid_path(field: str, path: object, detail: str) -> dict[str, str]:
+    return {"reason": "FieldValueInvalid", "message": f'Invalid value: "{path}": {detail}', "field": field}
 
 
 def _steps(path: str) -> list[str]:

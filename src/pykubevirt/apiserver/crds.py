@@ -7,7 +7,7 @@ from typing import Any
 
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
-from pykubevirt.api.scale import ScaleSubresource
+from pykubevirt.api.scale import ScaleSubresource, scale_path_causes
 from pykubevirt.api.structural import structural_violations
 from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.request_context import SYSTEM_USER, RequestContext
@@ -81,6 +81,9 @@ def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
             causes.append(
                 {"reason": "FieldValueRequired", "message": "Required value", "field": f"spec.versions[{i}].name"}
             )
+        scale = (version.get("subresources") or {}).get("scale")
+        if isinstance(scale, dict):
+            causes += scale_path_causes(scale, f"spec.versions[{i}].subresources.scale")
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
         if schema is not None:
             for problem in structural_violations(schema):
