@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pykubevirt.node.node_scores import min_max_normalized
 from pykubevirt.node.pod_affinity import (
     ERR_AFFINITY,
     ERR_ANTI_AFFINITY,
@@ -11,7 +12,6 @@ from pykubevirt.node.pod_affinity import (
     AffinityCheck,
     PlacedPod,
     PodTerms,
-    normalized_scores,
 )
 
 HOST = "kubernetes.io/hostname"
@@ -118,7 +118,7 @@ def test_preferred_terms_score_both_ways_and_normalize_to_0_100() -> None:
     check = AffinityCheck(web, others)
     raw = {name: check.raw_score(labels) for name, labels in NODES.items()}
     assert raw == {"a": -50, "b": 0, "c": 80}
-    assert normalized_scores(raw) == {"a": 0, "b": 38, "c": 100}
+    assert min_max_normalized(raw) == {"a": 0, "b": 38, "c": 100}
     # A placed pod's preference about this one counts too, and its required affinity weighs 1.
     likes_web = pod("lb", podAffinity={
         "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": term(app="web")}],
@@ -126,7 +126,7 @@ def test_preferred_terms_score_both_ways_and_normalize_to_0_100() -> None:
     })  # fmt: skip
     check = AffinityCheck(pod("web", labels={"app": "web"}), [placed(likes_web, "b")])
     assert {name: check.raw_score(labels) for name, labels in NODES.items()} == {"a": 1, "b": 11, "c": 0}
-    assert normalized_scores({"a": 3, "b": 3}) == {"a": 0, "b": 0}
+    assert min_max_normalized({"a": 3, "b": 3}) == {"a": 0, "b": 0}
 
 
 def test_a_pod_without_terms_has_none() -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.json_lookup import get
 from pykubevirt.api.label_selectors import SelectorError, label_selector_from_dict
 
 INT32_MAX = 2**31 - 1
@@ -76,12 +77,7 @@ def _steps(path: str) -> list[str]:
 
 
 def _lookup(obj: Mapping[str, Any], path: str) -> Any:
-    node: Any = obj
-    for step in _steps(path):
-        if not isinstance(node, Mapping) or step not in node:
-            return None
-        node = node[step]
-    return node
+    return get(obj, *_steps(path))
 
 
 def _integer(value: Any) -> int | None:

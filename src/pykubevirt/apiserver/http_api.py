@@ -116,6 +116,20 @@ def table_version(accept: str) -> str | None:
     return None
 
 
+def _as_table(
+    request: web.Request,
+    columns: list[dict[str, Any]],
+    rows: list[list[Any]],
+    objects: list[dict[str, Any]],
+    list_meta: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The printed columns and rows as the meta.k8s.io Table version the client asked for."""
+    include = request.query.get("includeObject", "Metadata")
+    table = printers.build_table(columns, rows, objects, include_object=include, list_meta=list_meta)
+    table["apiVersion"] = f"meta.k8s.io/{table_version(request.headers.get('Accept', '')) or 'v1'}"
+    return table
+
+
 def _selectors(request: web.Request) -> tuple[LabelSelector | None, FieldSelector | None]:
     try:
         label = request.query.get("labelSelector")
@@ -375,16 +389,12 @@ class RestHandlers:
         list_meta: dict[str, Any] | None,
         now: datetime | None = None,
     ) -> dict[str, Any]:
-        version = table_version(request.headers.get("Accept", "")) or "v1"
         now = now or self.clock()
         if resource.table is not None:
             columns, rows = resource.table(objects, now)
         else:
             columns, rows = printers.crd_columns_table(list(resource.printer_columns), objects, now)
-        include = request.query.get("includeObject", "Metadata")
-        table = printers.build_table(columns, rows, objects, include_object=include, list_meta=list_meta)
-        table["apiVersion"] = f"meta.k8s.io/{version}"
-        return table
+        return _as_table(request, columns, rows, objects, list_meta)
 
     def _get(self, request: web.Request, target: Target) -> web.Response:
         if target.subresource == "scale":
@@ -405,11 +415,8 @@ class RestHandlers:
         if not table_version(request.headers.get("Accept", "")):
             return json_response(scale)
         columns, rows = scale_table([scale])
-        include = request.query.get("includeObject", "Metadata")
         meta = {"resourceVersion": scale["metadata"].get("resourceVersion", "")}
-        table = printers.build_table(columns, rows, [scale], include_object=include, list_meta=meta)
-        table["apiVersion"] = f"meta.k8s.io/{table_version(request.headers.get('Accept', ''))}"
-        return json_response(table)
+        return json_response(_as_table(request, columns, rows, [scale], meta))
 
     async def _list(self, request: web.Request, target: Target) -> web.StreamResponse:
         label, field = _selectors(request)

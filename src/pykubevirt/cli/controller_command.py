@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pykubevirt.api.go_duration import parse_go_duration
 from pykubevirt.cli.component_client import add_client_flags, cancel_on_signals, connect
 
 if TYPE_CHECKING:
@@ -105,16 +106,16 @@ def launcher_settings(args: argparse.Namespace, cluster: ClusterConfig) -> Launc
     return settings
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d*)?)(ms|s|m|h)?")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
 def go_duration(value: str) -> float:
     """argparse type of a duration flag: seconds from Go's form (`15s`, `500ms`, `1m`) or a bare number of seconds."""
-    match = _DURATION.fullmatch(value.strip())
-    if match is None or float(match.group(1)) <= 0:
+    text = value.strip()
+    try:
+        seconds = float(text) if re.fullmatch(r"\d+(?:\.\d*)?", text) else parse_go_duration(text)
+    except ValueError:
+        seconds = 0.0
+    if seconds <= 0:
         raise argparse.ArgumentTypeError(f"{value!r} is not a positive duration such as 15s or 500ms")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    return seconds
 
 
 def run(args: argparse.Namespace) -> int:

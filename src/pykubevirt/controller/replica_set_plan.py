@@ -51,18 +51,14 @@ def wanted_replicas(rs: Mapping[str, Any]) -> int:
 
 def deletion_order(vmis: list[Object]) -> list[Object]:
     """Who goes first when scaling down: VMIs not yet running, then not ready, then the newest."""
-
-    def rank(vmi: Object) -> tuple[bool, bool, str]:
-        running = (vmi.get("status") or {}).get("phase") == c.PHASE_RUNNING
-        created = str((vmi.get("metadata") or {}).get("creationTimestamp") or "")
-        return running, condition_true(vmi, "Ready"), _inverted(created)
-
-    return sorted(vmis, key=rank)
-
-
-def _inverted(timestamp: str) -> str:
-    """A key that sorts RFC 3339 times newest first."""
-    return "".join(chr(0x10FFFF - ord(ch)) for ch in timestamp)
+    newest_first = sorted(
+        vmis, key=lambda v: str((v.get("metadata") or {}).get("creationTimestamp") or ""), reverse=True
+    )
+    # A stable sort: within each rank the newest stay first.
+    return sorted(
+        newest_first,
+        key=lambda v: ((v.get("status") or {}).get("phase") == c.PHASE_RUNNING, condition_true(v, "Ready")),
+    )
 
 
 def matches_template(selector: LabelSelector, rs: Mapping[str, Any]) -> bool:
@@ -112,12 +108,12 @@ def status_of(
     if unchanged:
         return None
     if paused and REPLICA_PAUSED not in has:
-        conditions.append(_condition(REPLICA_PAUSED, "Paused", "Controller got paused", now))
+        conditions.append(true_condition(REPLICA_PAUSED, "Paused", "Controller got paused", now))
     elif not paused:
         conditions = [cond for cond in conditions if cond.get("type") != REPLICA_PAUSED]
     if scale_error is not None and REPLICA_FAILURE not in has:
         reason = "FailedCreate" if replicas < wanted_replicas(rs) else "FailedDelete"
-        conditions.append(_condition(REPLICA_FAILURE, reason, scale_error, now))
+        conditions.append(true_condition(REPLICA_FAILURE, reason, scale_error, now))
     elif scale_error is None:
         conditions = [cond for cond in conditions if cond.get("type") != REPLICA_FAILURE]
     new: Object = {"replicas": replicas, "readyReplicas": ready_replicas, "labelSelector": selector_text}
@@ -127,5 +123,5 @@ def status_of(
     return {k: v for k, v in new.items() if v not in (0, "")}
 
 
-def _condition(type_: str, reason: str, message: str, now: str) -> Object:
+def true_condition(type_: str, reason: str, message: str, now: str) -> Object:
     return {"type": type_, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now}

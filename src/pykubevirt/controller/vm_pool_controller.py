@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector
-from pykubevirt.api.objects import labels_of
+from pykubevirt.api.objects import condition_true, labels_of
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result
@@ -308,8 +308,10 @@ class VMPoolController:
             return True, None
         lookup = self._revision(pool["metadata"]["namespace"])
         candidates = plan.selected_vms(vms, strategy)
-        outdated = [vm for vm in candidates if plan.vm_outdated(pool, vm, lookup)]
-        current = [vm for vm in candidates if vm not in outdated]
+        outdated: list[Object] = []
+        current: list[Object] = []
+        for vm in candidates:
+            (outdated if plan.vm_outdated(pool, vm, lookup) else current).append(vm)
         try:
             if outdated:
                 revision = await self._ensure_revision(pool)
@@ -338,7 +340,7 @@ class VMPoolController:
         # Unhealthy VMIs first: an update that failed before is rolled over whatever the budget says.
         for vm in vms:
             vmi = vmis[object_key(vm)]
-            if vmi is not None and not _vm_ready(vm) and not vmi["metadata"].get("deletionTimestamp"):
+            if vmi is not None and not condition_true(vm, "Ready") and not vmi["metadata"].get("deletionTimestamp"):
                 await self._roll(pool, vm, vmi, plan.vmi_update(vm, vmi, lookup))
         budget = plan.max_unavailable(pool) - sum(1 for vm in vms if not plan.vmi_ready(vmis[object_key(vm)]))
         order = plan.sorted_vms(vms, plan.sort_policy(strategy)) if strategy.get("proactive") else vms
@@ -451,13 +453,6 @@ class VMPoolController:
         except (Conflict, NotFound):
             return
         self.pools.wrote(written, pool["metadata"]["resourceVersion"])
-
-
-def _vm_ready(vm: Object) -> bool:
-    return any(
-        cond.get("type") == "Ready" and cond.get("status") == "True"
-        for cond in (vm.get("status") or {}).get("conditions") or []
-    )
 
 
 def _finalizers_patch(old: list[str], new: list[str]) -> list[Object]:

@@ -17,19 +17,11 @@ from pykubevirt.api import constants as c
 from pykubevirt.api.go_duration import parse_go_duration
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.json_equal import same_json
-from pykubevirt.api.label_selectors import (
-    DOES_NOT_EXIST,
-    EXISTS,
-    GREATER_THAN,
-    IN,
-    LESS_THAN,
-    NOT_IN,
-    LabelSelector,
-    Requirement,
-    label_selector_from_dict,
-)
+from pykubevirt.api.label_selectors import LabelSelector, label_selector_from_dict
+from pykubevirt.api.node_selector_requirements import node_requirements_match
 from pykubevirt.api.objects import condition, condition_true
 from pykubevirt.api.timestamps import parse_time
+from pykubevirt.controller.replica_set_plan import true_condition
 
 Object = dict[str, Any]
 RevisionLookup = Callable[[str], Object | None]
@@ -40,14 +32,6 @@ UPDATE_NONE = "no-update"
 UPDATE_DELETE_VM = "vm-delete"
 
 _INDEX = re.compile(r"-(\d+)$")
-_NODE_OPERATORS = {
-    "In": IN,
-    "NotIn": NOT_IN,
-    "Exists": EXISTS,
-    "DoesNotExist": DOES_NOT_EXIST,
-    "Gt": GREATER_THAN,
-    "Lt": LESS_THAN,
-}
 
 
 def wanted_replicas(pool: Mapping[str, Any]) -> int:
@@ -241,25 +225,10 @@ def selected_vms(vms: list[Object], strategy: Mapping[str, Any] | None) -> list[
         if labels is not None and not labels.matches((template.get("metadata") or {}).get("labels") or {}):
             continue
         node_labels = (template.get("spec") or {}).get("nodeSelector") or {}
-        if requirements and not _node_requirements_match(requirements, node_labels):
+        if requirements and node_requirements_match(requirements, node_labels) is not True:
             continue
         chosen.append(vm)
     return chosen
-
-
-def _node_requirements_match(requirements: list[Object], labels: Mapping[str, str]) -> bool:
-    """NodeSelectorRequirements ANDed over a template's nodeSelector; an invalid one matches nothing."""
-    for raw in requirements:
-        operator = _NODE_OPERATORS.get(str(raw.get("operator") or ""))
-        if operator is None:
-            return False
-        values = frozenset(str(v) for v in raw.get("values") or [])
-        try:
-            if not Requirement(str(raw.get("key") or ""), operator, values).matches(labels):
-                return False
-        except ValueError:
-            return False
-    return True
 
 
 # The printable statuses of a VM that autohealing replaces once it has failed long enough.
@@ -320,12 +289,12 @@ def status_of(
     types = {cond.get("type") for cond in conditions}
     if failure is not None and "ReplicaFailure" not in types:
         reason, message = failure
-        conditions.append(_condition("ReplicaFailure", reason, message, now))
+        conditions.append(true_condition("ReplicaFailure", reason, message, now))
     elif failure is None:
         conditions = [cond for cond in conditions if cond.get("type") != "ReplicaFailure"]
     paused = bool((pool.get("spec") or {}).get("paused"))
     if paused and "ReplicaPaused" not in types:
-        conditions.append(_condition("ReplicaPaused", "SuccessfulPaused", "Pool controller is paused", now))
+        conditions.append(true_condition("ReplicaPaused", "SuccessfulPaused", "Pool controller is paused", now))
     elif not paused:
         conditions = [cond for cond in conditions if cond.get("type") != "ReplicaPaused"]
     status: Object = {
@@ -335,7 +304,3 @@ def status_of(
         "conditions": conditions,
     }
     return {k: v for k, v in status.items() if v not in (0, "", [])}
-
-
-def _condition(type_: str, reason: str, message: str, now: str) -> Object:
-    return {"type": type_, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now}

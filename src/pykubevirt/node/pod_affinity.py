@@ -24,7 +24,6 @@ ERR_AFFINITY = "node(s) didn't match pod affinity rules"
 ERR_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 ERR_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 HARD_POD_AFFINITY_WEIGHT = 1
-MAX_NODE_SCORE = 100
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
@@ -183,13 +182,3 @@ class AffinityCheck:
 
     def raw_score(self, node_labels: Labels) -> int:
         return sum(self.scores.get((key, value), 0) for key, value in node_labels.items())
-
-
-def normalized_scores(raw: Mapping[str, int]) -> dict[str, int]:
-    """InterPodAffinity's NormalizeScore: min-max scaled to 0-100 (all 0 when every node scored the same)."""
-    if not raw:
-        return {}
-    low, high = min(raw.values()), max(raw.values())
-    if high == low:
-        return dict.fromkeys(raw, 0)
-    return {name: int(MAX_NODE_SCORE * (score - low) / (high - low)) for name, score in raw.items()}

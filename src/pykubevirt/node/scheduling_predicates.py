@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pykubevirt.api.label_selectors import DOES_NOT_EXIST, EXISTS, GREATER_THAN, IN, LESS_THAN, NOT_IN, Requirement
+from pykubevirt.api.node_selector_requirements import node_requirements_match
 from pykubevirt.api.objects import condition
 from pykubevirt.api.quantity import Quantity, QuantityError
-from pykubevirt.node.pod_affinity import AffinityCheck, normalized_scores
+from pykubevirt.node.node_scores import MAX_NODE_SCORE, min_max_normalized, scaled_to_max
+from pykubevirt.node.pod_affinity import AffinityCheck
 from pykubevirt.node.pod_status import TERMINAL_PHASES
 from pykubevirt.node.topology_spread import SpreadCheck
 
@@ -30,7 +31,6 @@ PODS = "pods"
 # kube-scheduler's non-zero defaults for containers without a request, used only for scoring.
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-MAX_NODE_SCORE = 100
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
@@ -42,10 +42,6 @@ ERR_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 ERR_PORTS = "node(s) didn't have free ports for the requested pod ports"
 ERR_TOO_MANY_PODS = "Too many pods"
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
-
-_OPERATORS = {"In": IN, "NotIn": NOT_IN, "Exists": EXISTS, "DoesNotExist": DOES_NOT_EXIST, "Gt": GREATER_THAN}
-_OPERATORS["Lt"] = LESS_THAN
-
 
 # --------------------------------------------------------------------------------------------------- resources
 
@@ -208,38 +204,6 @@ def taint_reason(taint: Object) -> str:
 # --------------------------------------------------------------------------------------------------- node selection
 
 
-def _requirement(expression: Object) -> Requirement | None:
-    """A NodeSelectorRequirement as a label requirement; None when invalid (an invalid term matches nothing)."""
-    operator = _OPERATORS.get(str(expression.get("operator") or ""))
-    key = str(expression.get("key") or "")
-    values = [str(v) for v in expression.get("values") or []]
-    if operator is None or not key:
-        return None
-    if operator in (IN, NOT_IN) and not values:
-        return None
-    if operator in (EXISTS, DOES_NOT_EXIST) and values:
-        return None
-    if operator in (GREATER_THAN, LESS_THAN):
-        if len(values) != 1:
-            return None
-        try:
-            int(values[0])
-        except ValueError:
-            return None
-    return Requirement(key, operator, frozenset(values))
-
-
-def _expressions_match(expressions: Sequence[Object], values: Mapping[str, str]) -> bool | None:
-    """True/False for the ANDed expressions; None when one of them is invalid."""
-    for expression in expressions:
-        requirement = _requirement(expression)
-        if requirement is None:
-            return None
-        if not requirement.matches(values):
-            return False
-    return True
-
-
 def term_matches(term: Object, node: Object) -> bool:
     """One NodeSelectorTerm: matchExpressions on labels AND matchFields on metadata.name; an empty term is false."""
     expressions = term.get("matchExpressions") or []
@@ -248,12 +212,12 @@ def term_matches(term: Object, node: Object) -> bool:
         return False
     meta = node.get("metadata") or {}
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    if _expressions_match(expressions, labels) is not True:
+    if node_requirements_match(expressions, labels) is not True:
         return False
     for expression in fields:
         if expression.get("key") != "metadata.name" or expression.get("operator") not in ("In", "NotIn"):
             return False
-    return _expressions_match(fields, {"metadata.name": str(meta.get("name", ""))}) is True
+    return node_requirements_match(fields, {"metadata.name": str(meta.get("name", ""))}) is True
 
 
 def node_selector_matches(selector: Object | None, node: Object) -> bool:
@@ -368,12 +332,6 @@ def preferred_node_affinity(pod: Object, node: Object) -> int:
     return sum(int(t.get("weight") or 0) for t in preferred if term_matches(t.get("preference") or {}, node))
 
 
-def _scaled_to_max(raw: Mapping[str, int]) -> dict[str, int]:
-    """kube's DefaultNormalizeScore: each score × 100 / the highest (all 0 when the highest is 0)."""
-    high = max(raw.values(), default=0)
-    return {name: score * MAX_NODE_SCORE // high if high > 0 else 0 for name, score in raw.items()}
-
-
 def select_node(
     pod: Object,
     infos: Sequence[NodeInfo],
@@ -405,11 +363,11 @@ def select_node(
     if not scores:
         return Decision(None, reasons, scores)
     if len(scores) > 1:
-        preferred = _scaled_to_max({info.name: preferred_node_affinity(pod, info.node) for info in feasible})
+        preferred = scaled_to_max({info.name: preferred_node_affinity(pod, info.node) for info in feasible})
         node_labels = {info.name: (info.node.get("metadata") or {}).get("labels") or {} for info in feasible}
         pods = dict.fromkeys(scores, 0)
         if affinity is not None:
-            pods = normalized_scores({name: affinity.raw_score(node_labels[name]) for name in scores})
+            pods = min_max_normalized({name: affinity.raw_score(node_labels[name]) for name in scores})
         spreading = spread.scores(node_labels) if spread is not None else dict.fromkeys(scores, 0)
         scores = {
             name: score + 2 * preferred[name] + 2 * spreading[name] + 2 * pods[name] for name, score in scores.items()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pykubevirt.api.label_selectors import IN, LabelSelector, Requirement, stored_selector
 from pykubevirt.api.objects import is_marked_for_deletion, labels_of, namespace_of
+from pykubevirt.node.node_scores import MAX_NODE_SCORE
 
 Object = Mapping[str, object]
 Labels = Mapping[str, str]
@@ -24,7 +25,6 @@ ERR_MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missi
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 HONOR = "Honor"
-MAX_NODE_SCORE = 100
 
 
 @dataclass(frozen=True, slots=True)
