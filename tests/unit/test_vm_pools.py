@@ -260,3 +260,21 @@ def test_autohealing_picks_vms_that_keep_failing() -> None:
     assert plan.failing_vms(vms, {}, now) == [crash_old, unschedulable, three_failures]
     tight = {"minFailingToStartDuration": "1m", "startUpFailureThreshold": 4}
     assert plan.failing_vms(vms, tight, now) == [crash_old, crash_new, unschedulable]
+
+
+def test_autohealing_looks_again_when_the_next_vm_reaches_its_window() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+    def stuck(since: str) -> dict[str, Any]:
+        body = vm("web-0")
+        body["status"] = {
+            "printableStatus": "ErrorUnschedulable",
+            "conditions": [{"type": "Ready", "status": "False", "lastProbeTime": since}],
+        }
+        return body
+
+    healing = {"minFailingToStartDuration": "1m"}
+    assert plan.autohealing_recheck([stuck("2026-01-01T11:59:40Z"), stuck("2026-01-01T11:59:20Z")], healing, now) == 20
+    # One already past its window is replaced now; a healthy pool needs no second look.
+    assert plan.autohealing_recheck([stuck("2026-01-01T11:58:00Z")], healing, now) is None
+    assert plan.autohealing_recheck([vm("web-1")], healing, now) is None

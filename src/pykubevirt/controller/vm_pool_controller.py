@@ -108,12 +108,15 @@ class VMPoolController:
         try:
             if isinstance(autohealing := pool["spec"].get("autohealing"), dict):
                 # Replaced by deleting: the scale-out makes the VM again, afresh, under its name.
-                failing = plan.failing_vms(vms, autohealing, datetime.now(UTC))
+                now = datetime.now(UTC)
+                failing = plan.failing_vms(vms, autohealing, now)
                 await self._scale_in(pool, failing, len(failing))
+                requeue = plan.autohealing_recheck(vms, autohealing, now)
             if self._synced(key) and not pool["spec"].get("paused") and not pool["metadata"].get("deletionTimestamp"):
                 stable = await self._scale(pool, vms)
                 if stable and self._synced(key):
-                    stable, requeue = await self._update(pool, vms)
+                    stable, held = await self._update(pool, vms)
+                    requeue = _sooner(requeue, held)
                     if stable and self._synced(key):
                         await self._prune_revisions(pool, vms)
             elif pool["metadata"].get("deletionTimestamp"):
@@ -123,7 +126,7 @@ class VMPoolController:
         await self._update_status(pool, vms, str(selector), failure)
         if failure is not None:
             raise failure
-        return Result(requeue) if requeue else None
+        return Result(requeue) if requeue is not None else None
 
     def _synced(self, key: str) -> bool:
         return self.expectations.satisfied(key)
@@ -453,6 +456,11 @@ class VMPoolController:
         except (Conflict, NotFound):
             return
         self.pools.wrote(written, pool["metadata"]["resourceVersion"])
+
+
+def _sooner(first: float | None, second: float | None) -> float | None:
+    """The earlier of two "look again in" delays, either of which may be None."""
+    return second if first is None else first if second is None else min(first, second)
 
 
 def _finalizers_patch(old: list[str], new: list[str]) -> list[Object]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pykubevirt.api import constants as c
@@ -250,27 +250,47 @@ def failing_vms(vms: list[Object], autohealing: Mapping[str, Any], now: datetime
     """The VMs autohealing replaces (KubeVirt's filterFailingVMsToStart): as many start failures in a row as the
     threshold, or a failing printable status held (Ready False) for `minFailingToStartDuration`."""
     threshold = autohealing.get("startUpFailureThreshold") or DEFAULT_START_FAILURE_THRESHOLD
-    try:
-        window = parse_go_duration(str(autohealing["minFailingToStartDuration"]))
-    except (KeyError, ValueError):
-        window = DEFAULT_MIN_FAILING_SECONDS
+    window = _failing_window(autohealing)
     chosen = []
     for vm in vms:
-        status = vm.get("status") or {}
-        failures = (status.get("startFailure") or {}).get("consecutiveFailCount") or 0
-        if failures >= threshold:
-            chosen.append(vm)
-            continue
-        if status.get("printableStatus") not in _FAILING_STATUSES:
-            continue
-        ready = condition(vm, "Ready")
-        if ready is None or ready.get("status") != "False":
-            continue
-        # KubeVirt counts from the condition's lastProbeTime; ours may have none, then from its transition.
-        since = parse_time(str(ready.get("lastProbeTime") or ready.get("lastTransitionTime") or ""))
-        if since is None or (now - since).total_seconds() >= window:
+        failures = ((vm.get("status") or {}).get("startFailure") or {}).get("consecutiveFailCount") or 0
+        since = _failing_since(vm)
+        if failures >= threshold or (since is not None and (now - since).total_seconds() >= window):
             chosen.append(vm)
     return chosen
+
+
+def autohealing_recheck(vms: list[Object], autohealing: Mapping[str, Any], now: datetime) -> float | None:
+    """Seconds until the first VM failing for less than the window reaches it: nothing else wakes the pool then, as
+    a VM stuck in a failing status writes nothing more."""
+    window = _failing_window(autohealing)
+    waits = [
+        window - (now - since).total_seconds()
+        for since in map(_failing_since, vms)
+        if since is not None and (now - since).total_seconds() < window
+    ]
+    return max(min(waits), 0.0) if waits else None
+
+
+def _failing_window(autohealing: Mapping[str, Any]) -> float:
+    try:
+        return parse_go_duration(str(autohealing["minFailingToStartDuration"]))
+    except (KeyError, ValueError):
+        return DEFAULT_MIN_FAILING_SECONDS
+
+
+def _failing_since(vm: Mapping[str, Any]) -> datetime | None:
+    """When a VM in a failing printable status stopped being Ready; None when it is not failing."""
+    if (vm.get("status") or {}).get("printableStatus") not in _FAILING_STATUSES:
+        return None
+    ready = condition(vm, "Ready")
+    if ready is None or ready.get("status") != "False":
+        return None
+    # KubeVirt counts from the condition's lastProbeTime; ours may have none, then from its transition; a condition
+    # with neither has been failing for as long as can be told (Go's zero time).
+    return parse_time(str(ready.get("lastProbeTime") or ready.get("lastTransitionTime") or "")) or datetime.min.replace(
+        tzinfo=UTC
+    )
 
 
 def vmi_ready(vmi: Mapping[str, Any] | None) -> bool:
