@@ -79,6 +79,22 @@ def test_the_vmi_mutator_webhook_applies_kubevirts_defaults(
     assert vmi["spec"]["domain"]["machine"] == {"type": "q35"}
 
 
+def test_a_v1alpha3_vmi_goes_through_the_same_webhooks_and_is_stored_as_v1(
+    cluster: ClusterMode, plain: APIServerProcess, home: Path
+) -> None:
+    old = {**vmi_manifest("old-style", "default"), "apiVersion": "kubevirt.io/v1alpha3"}
+    created = _create(plain, home, old)
+    assert "kubevirt.io/v1alpha3 is now deprecated" in created.stderr
+    vmi = json.loads(kubectl(plain, home, "get", "vmi", "old-style", "-o", "json").stdout)
+    assert vmi["apiVersion"] == "kubevirt.io/v1"
+    assert vmi["spec"]["domain"]["machine"] == {"type": "q35"}
+    bad = {**vm_manifest("old-both", "default"), "apiVersion": "kubevirt.io/v1alpha3"}
+    bad["spec"]["running"] = True
+    refused = _create(plain, home, bad, check=False)
+    assert refused.returncode == 1
+    assert "spec.running: Running and RunStrategy are mutually exclusive" in refused.stderr
+
+
 def test_virtctl_start_and_stop_go_through_the_apiservice(
     cluster: ClusterMode, plain: APIServerProcess, home: Path
 ) -> None:

@@ -20,6 +20,8 @@ CDI_API_VERSION: Final = "cdi.kubevirt.io/v1beta1"
 SUBRESOURCES_GROUP: Final = "subresources.kubevirt.io"
 POOL_GROUP: Final = "pool.kubevirt.io"
 POOL_VERSION: Final = "v1beta1"
+# KubeVirt serves pools as v1alpha1 too, not deprecated.
+POOL_OLDER_VERSION: Final = "v1alpha1"
 POOL_API_VERSION: Final = "pool.kubevirt.io/v1beta1"
 
 # Kinds.

@@ -32,6 +32,14 @@ def crd_manifest(spec: KindSpec) -> dict[str, Any]:
         subresources["scale"] = spec.scale.to_crd()
     if subresources:
         version["subresources"] = subresources
+    versions = [version]
+    for older in spec.older_versions:
+        # The same schema object: the CRD's versions differ in name only, as KubeVirt's do.
+        served: dict[str, Any] = {**version, "name": older.name, "storage": False}
+        if older.deprecation_warning:
+            served["deprecated"] = True
+            served["deprecationWarning"] = older.deprecation_warning
+        versions.append(served)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -40,7 +48,7 @@ def crd_manifest(spec: KindSpec) -> dict[str, Any]:
             "group": spec.group,
             "names": names,
             "scope": "Namespaced" if spec.namespaced else "Cluster",
-            "versions": [version],
+            "versions": versions,
         },
     }
 

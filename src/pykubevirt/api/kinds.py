@@ -33,6 +33,21 @@ class PrinterColumn:
 
 
 @dataclass(frozen=True, slots=True)
+class OlderVersion:
+    """A version the kind is still served in besides its storage version, with the same schema (KubeVirt's)."""
+
+    name: str
+    # Set for a deprecated version: the Warning each of its requests gets.
+    deprecation_warning: str = ""
+
+
+# KubeVirt's core kinds are served as kubevirt.io/v1alpha3 too (staging/src/kubevirt.io/api/core/v1/register.go).
+V1ALPHA3 = OlderVersion(
+    "v1alpha3", deprecation_warning="kubevirt.io/v1alpha3 is now deprecated and will be removed in a future release."
+)
+
+
+@dataclass(frozen=True, slots=True)
 class KindSpec:
     """Everything needed to serve a kind: its CRD names and its schema."""
 
@@ -48,6 +63,7 @@ class KindSpec:
     printer_columns: tuple[PrinterColumn, ...] = ()
     status_subresource: bool = True
     scale: ScaleSubresource | None = None
+    older_versions: tuple[OlderVersion, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -80,6 +96,7 @@ VIRTUAL_MACHINE = KindSpec(
         PrinterColumn("Status", "string", ".status.printableStatus", description="Human Readable Status"),
         _condition("Ready", "Ready"),
     ),
+    older_versions=(V1ALPHA3,),
 )
 
 # KubeVirt's VMI CRD has no status subresource: the VMI mutator sets status.phase on create and the controller and
@@ -103,6 +120,7 @@ VIRTUAL_MACHINE_INSTANCE = KindSpec(
         _condition("Live-Migratable", "LiveMigratable", priority=1),
         _condition("Paused", "Paused", priority=1),
     ),
+    older_versions=(V1ALPHA3,),
 )
 
 
@@ -139,6 +157,7 @@ VIRTUAL_MACHINE_INSTANCE_REPLICA_SET = KindSpec(
     categories=("all",),
     printer_columns=_replica_columns("VirtualMachineInstances"),
     scale=_REPLICAS_SCALE,
+    older_versions=(V1ALPHA3,),
 )
 
 VIRTUAL_MACHINE_POOL = KindSpec(
@@ -152,6 +171,7 @@ VIRTUAL_MACHINE_POOL = KindSpec(
     categories=("all",),
     printer_columns=_replica_columns("VirtualMachines"),
     scale=_REPLICAS_SCALE,
+    older_versions=(OlderVersion(constants.POOL_OLDER_VERSION),),
 )
 
 VIRTUAL_MACHINE_INSTANCE_MIGRATION = KindSpec(
@@ -167,6 +187,7 @@ VIRTUAL_MACHINE_INSTANCE_MIGRATION = KindSpec(
         PrinterColumn("Phase", "string", ".status.phase", description="The current phase of VM instance migration"),
         PrinterColumn("VMI", "string", ".spec.vmiName", description="The name of the VMI to perform the migration on"),
     ),
+    older_versions=(V1ALPHA3,),
 )
 
 VIRTUAL_MACHINE_INSTANCETYPE = KindSpec(
@@ -258,6 +279,7 @@ KUBEVIRT = KindSpec(
     short_names=("kv", "kvs"),
     categories=("all",),
     printer_columns=(_age(), PrinterColumn("Phase", "string", ".status.phase")),
+    older_versions=(V1ALPHA3,),
 )
 
 MIGRATION_POLICY = KindSpec(

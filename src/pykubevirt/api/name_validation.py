@@ -14,6 +14,11 @@ _DNS1123_SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
     "and must start and end with an alphanumeric character"
 )
+DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_DNS1035_LABEL_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+    "character, and end with an alphanumeric character"
+)
 _QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _QNAME_MSG = (
     "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
@@ -26,6 +31,7 @@ _LABEL_VALUE_MSG = (
 # fullmatch, as Go's anchored regexps: Python's `$` would also accept a trailing newline.
 _DNS1123_LABEL_RE = re.compile(DNS1123_LABEL_FMT)
 _DNS1123_SUBDOMAIN_RE = re.compile(DNS1123_SUBDOMAIN_FMT)
+_DNS1035_LABEL_RE = re.compile(DNS1035_LABEL_FMT)
 _QNAME_RE = re.compile(_QNAME_FMT)
 _LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
 
@@ -52,6 +58,16 @@ def dns1123_label_errors(value: str) -> list[str]:
             errs.append("must not contain dots")
         else:
             errs.append(regex_error(_DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    return errs
+
+
+def dns1035_label_errors(value: str) -> list[str]:
+    """The messages IsDNS1035Label gives (empty when valid)."""
+    errs: list[str] = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _DNS1035_LABEL_RE.fullmatch(value):
+        errs.append(regex_error(_DNS1035_LABEL_MSG, DNS1035_LABEL_FMT, "my-name", "abc-123"))
     return errs
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 from pykubevirt.api import errors
 from pykubevirt.api.json_copy import copy_json
+from pykubevirt.api.name_validation import dns1035_label_errors
 from pykubevirt.api.scale import ScaleSubresource, scale_path_causes
+from pykubevirt.api.schema import Schema
 from pykubevirt.api.structural import structural_violations
+from pykubevirt.apiserver.discovery import version_sort_key
 from pykubevirt.apiserver.object_api import ObjectAPI
 from pykubevirt.apiserver.request_context import SYSTEM_USER, RequestContext
 from pykubevirt.apiserver.resources import Resource
@@ -22,14 +26,21 @@ def resources_of(crd: dict[str, Any]) -> list[Resource]:
     """One Resource per served version of a CRD."""
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
+    versions = spec.get("versions") or []
+    storage = next((str(v["name"]) for v in versions if v.get("storage")), "")
+    schemas: list[Schema] = []
     found = []
-    for version in spec.get("versions") or []:
+    for version in versions:
         if not version.get("served", True):
             continue
         schema = ((version.get("schema") or {}).get("openAPIV3Schema")) or {
             "type": "object",
             "x-kubernetes-preserve-unknown-fields": True,
         }
+        # Versions that differ only in name (KubeVirt's v1 and v1alpha3) share one schema object: it is compiled
+        # once, and a write through either keeps the other's knowledge of what was checked against it.
+        schema = next((known for known in schemas if known == schema), schema)
+        schemas.append(schema)
         declared = version.get("subresources") or {}
         subresources = frozenset(declared.keys())
         scale = declared.get("scale")
@@ -47,9 +58,29 @@ def resources_of(crd: dict[str, Any]) -> list[Resource]:
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
                 subresources=subresources,
                 scale=ScaleSubresource.from_crd(scale) if isinstance(scale, dict) else None,
+                storage_version=storage,
+                deprecation_warning=_deprecation_warning(spec, version),
             )
         )
     return found
+
+
+def _deprecation_warning(spec: dict[str, Any], version: dict[str, Any]) -> str:
+    """The Warning a deprecated version's requests get: its own, or kube's default naming a newer served version."""
+    if not version.get("deprecated"):
+        return ""
+    if version.get("deprecationWarning") is not None:
+        return str(version["deprecationWarning"])
+    name, kind, group = str(version["name"]), str((spec.get("names") or {}).get("kind", "")), spec.get("group", "")
+    message = f"{group}/{name} {kind} is deprecated"
+    newer = [
+        str(v["name"])
+        for v in spec.get("versions") or []
+        if v.get("served") and not v.get("deprecated") and version_sort_key(str(v["name"])) < version_sort_key(name)
+    ]
+    if newer:
+        message += f"; use {group}/{min(newer, key=version_sort_key)} {kind}"
+    return message
 
 
 def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
@@ -75,6 +106,8 @@ def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
         )
     if not spec.get("versions"):
         causes.append({"reason": "FieldValueRequired", "message": "Required value", "field": "spec.versions"})
+    else:
+        causes += _version_set_causes(spec["versions"])
     for i, version in enumerate(spec.get("versions") or []):
         if not version.get("name"):
             # Serving the CRD (after it is stored) needs every version's name.
@@ -97,6 +130,43 @@ def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
     return causes
 
 
+def _version_set_causes(versions: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """kube's rules for a CRD's versions together: DNS-1035 names, each once, exactly one storage version."""
+    causes = []
+    for i, version in enumerate(versions):
+        name = version.get("name")
+        if name:
+            message = ",".join(dns1035_label_errors(str(name)))
+            if message:
+                causes.append(
+                    {
+                        "reason": "FieldValueInvalid",
+                        "message": f"Invalid value: {json.dumps(name)}: {message}",
+                        "field": f"spec.versions[{i}].name",
+                    }
+                )
+    # kube prints the whole list of versions as the value; their names say the same here.
+    names = [str(v.get("name", "")) for v in versions]
+    shown = json.dumps(names)
+    if len(set(names)) != len(names):
+        causes.append(
+            {
+                "reason": "FieldValueInvalid",
+                "message": f"Invalid value: {shown}: must contain unique version names",
+                "field": "spec.versions",
+            }
+        )
+    if sum(1 for v in versions if v.get("storage")) != 1:
+        causes.append(
+            {
+                "reason": "FieldValueInvalid",
+                "message": f"Invalid value: {shown}: must have exactly one version marked as storage version",
+                "field": "spec.versions",
+            }
+        )
+    return causes
+
+
 class CRDController:
     """Keeps the registry in step with the stored CRDs and fills their status."""
 
@@ -116,6 +186,12 @@ class CRDController:
                 self.api.registry.add(resource)
 
     def _register(self, crd: dict[str, Any]) -> None:
+        spec = crd.get("spec") or {}
+        if (spec.get("conversion") or {}).get("strategy") == "Webhook" and len(spec.get("versions") or []) > 1:
+            log.warning(
+                "serving the CRD %s without its conversion webhook: its versions show the stored object as it is",
+                (crd.get("metadata") or {}).get("name"),
+            )
         for resource in resources_of(crd):
             self.api.registry.add(resource)
 
@@ -155,7 +231,15 @@ class CRDController:
                     "message": "the initial names have been accepted",
                 },
             ],
-            "storedVersions": [v["name"] for v in spec.get("versions") or [] if v.get("storage")],
+            # kube adds the storage version to those ever stored and never drops one itself (objects may remain).
+            "storedVersions": list(
+                dict.fromkeys(
+                    [
+                        *((crd.get("status") or {}).get("storedVersions") or []),
+                        *(v["name"] for v in spec.get("versions") or [] if v.get("storage")),
+                    ]
+                )
+            ),
         }
         current = crd.get("status") or {}
         if (

@@ -151,7 +151,9 @@ def _resource_entry(resource: Resource) -> dict[str, Any]:
         entry["shortNames"] = list(resource.short_names)
     if resource.categories:
         entry["categories"] = list(resource.categories)
-    entry["storageVersionHash"] = storage_version_hash(resource.group, resource.version, resource.kind)
+    # A CRD's versions all hash its storage version, as kube-apiserver does.
+    stored_as = resource.storage_version or resource.version
+    entry["storageVersionHash"] = storage_version_hash(resource.group, stored_as, resource.kind)
     return entry
 
 

@@ -33,6 +33,7 @@ from pykubevirt.apiserver.request_context import IGNORE, STRICT, WARN, RequestCo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.scale_subresource import get_scale, patch_scale, update_scale
 from pykubevirt.apiserver.selectors import FieldSelector, escape_field_value, parse_field_selector
+from pykubevirt.apiserver.served_versions import served
 from pykubevirt.apiserver.watch import WatchHub, watch_events
 
 T = TypeVar("T")
@@ -233,9 +234,16 @@ class RestHandlers:
         user = request[USER]
         try:
             target = parse_target(self.api.registry, request.path)
-            return await self._dispatch(request, target, user)
         except errors.APIError as exc:
             return error_response(exc)
+        try:
+            response = await self._dispatch(request, target, user)
+        except errors.APIError as exc:
+            response = error_response(exc)
+        if target.resource.deprecation_warning and not response.prepared:
+            # As kube's CRD handler: every request to a deprecated version is told so (a watch's before it starts).
+            response.headers.add("Warning", warning_header(target.resource.deprecation_warning))
+        return response
 
     async def _dispatch(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         method = request.method
@@ -487,6 +495,8 @@ class RestHandlers:
         # The initial and replayed events may include writes of this turn: send them only once they are on disk.
         await self.hub.store.durable()
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
+        if target.resource.deprecation_warning:
+            response.headers.add("Warning", warning_header(target.resource.deprecation_warning))
         response.enable_chunked_encoding()
         await response.prepare(request)
         first_table = True
@@ -503,7 +513,12 @@ class RestHandlers:
                 timeout_seconds=timeout,
             ):
                 lines = []
-                for kind, obj, encoded in batch:
+                for kind, stored_obj, stored_encoding in batch:
+                    obj, encoded = stored_obj, stored_encoding
+                    if target.resource.storage_version and kind not in ("BOOKMARK", "ERROR"):
+                        obj = served(target.resource, stored_obj)
+                        if obj is not stored_obj:
+                            encoded = None  # the shared encoding is of the stored version
                     payload = obj
                     if as_table and kind not in ("BOOKMARK", "ERROR"):
                         payload = self._table(

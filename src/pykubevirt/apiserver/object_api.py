@@ -33,6 +33,7 @@ from pykubevirt.apiserver.object_decoding import decode_object, schema_pass
 from pykubevirt.apiserver.request_context import AdmissionPlugin, RequestContext
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.selectors import FieldSelector
+from pykubevirt.apiserver.served_versions import served, served_record, stored
 from pykubevirt.apiserver.store import Store
 from pykubevirt.apiserver.store_records import AlreadyExists, Conflict, NotFound, Record, without_resource_version
 
@@ -78,14 +79,18 @@ class ObjectAPI:
 
     # ------------------------------------------------------------------------------------------------- reads
 
+    def _record(self, resource: Resource, namespace: str | None, name: str) -> Record | None:
+        """The stored object as the resource's version serves it."""
+        return served_record(resource, self.store.get(resource.collection, resource.key(namespace, name)))
+
     def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any]:
-        record = self.store.get(resource.collection, resource.key(namespace, name))
+        record = self._record(resource, namespace, name)
         if record is None:
             raise errors.not_found(resource.plural, resource.group, name)
         return record.value
 
     def find(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
-        record = self.store.get(resource.collection, resource.key(namespace, name))
+        record = self._record(resource, namespace, name)
         return record.value if record is not None else None
 
     def list_objects(
@@ -103,7 +108,7 @@ class ObjectAPI:
 
         `exact_revision` lists the state at that revision (resourceVersionMatch=Exact).
         """
-        return list_page(
+        items, revision, token = list_page(
             self.store,
             resource,
             namespace,
@@ -113,6 +118,9 @@ class ObjectAPI:
             continue_token=continue_token,
             exact_revision=exact_revision,
         )
+        if resource.storage_version:
+            items = [served(resource, item) for item in items]
+        return items, revision, token
 
     # ------------------------------------------------------------------------------------------------- create
 
@@ -169,15 +177,17 @@ class ObjectAPI:
         if resource.ttl_seconds and not lease:
             lease = self._lease(resource)
         if ctx.dry_run:
-            if self.store.get(resource.collection, resource.key(namespace, name)) is not None:
+            if self._record(resource, namespace, name) is not None:
                 raise errors.already_exists(resource.plural, resource.group, name)
             return obj
         try:
-            record = self.store.create(resource.collection, resource.key(namespace, name), obj, lease=lease)
+            record = self.store.create(
+                resource.collection, resource.key(namespace, name), stored(resource, obj), lease=lease
+            )
         except AlreadyExists as exc:
             raise errors.already_exists(resource.plural, resource.group, name) from exc
         self._after_write(resource, record.value, "create")
-        return record.value
+        return served(resource, record.value)
 
     # ------------------------------------------------------------------------------------------------- update
 
@@ -194,7 +204,7 @@ class ObjectAPI:
     ) -> dict[str, Any]:
         """Replace an object (PUT); `owned` as for create."""
         managed_fields.options_error("UpdateOptions", ctx.field_manager)
-        current = self.store.get(resource.collection, resource.key(namespace, name))
+        current = self._record(resource, namespace, name)
         if current is None:
             raise errors.not_found(resource.plural, resource.group, name)
         checked = self._checked(resource, current)
@@ -283,7 +293,7 @@ class ObjectAPI:
             record = self.store.update(
                 resource.collection,
                 current.key,
-                new,
+                stored(resource, new),
                 expected_revision=current.revision,
                 # Like kube-apiserver's TTL function for events: every write starts the TTL again.
                 lease=self._lease(resource) if resource.ttl_seconds else None,
@@ -291,7 +301,7 @@ class ObjectAPI:
         except Conflict as exc:
             raise errors.conflict(resource.plural, resource.group, name, errors.MODIFIED_CONFLICT) from exc
         self._after_write(resource, record.value, "update")
-        return record.value
+        return served(resource, record.value)
 
     def _check_finalizers(self, resource: Resource, new: dict[str, Any], old: dict[str, Any]) -> None:
         if not (old.get("metadata") or {}).get("deletionTimestamp"):
@@ -328,7 +338,7 @@ class ObjectAPI:
         applying = patch_type == patching.APPLY_PATCH
         managed_fields.options_error("PatchOptions", ctx.field_manager, apply=applying, force=ctx.force)
         patch = patching.decode_patch(body, patch_type, self.max_object_bytes)
-        current = self.store.get(resource.collection, resource.key(namespace, name))
+        current = self._record(resource, namespace, name)
         if applying:
             return self._apply(resource, namespace, name, patch, current, ctx, subresource)
         if current is None:
@@ -427,7 +437,7 @@ class ObjectAPI:
         self, resource: Resource, namespace: str | None, name: str, options: DeleteOptions, ctx: RequestContext
     ) -> tuple[dict[str, Any], bool]:
         """Delete or start deleting; returns the object and whether it is gone (False while finalizers remain)."""
-        current = self.store.get(resource.collection, resource.key(namespace, name))
+        current = self._record(resource, namespace, name)
         if current is None:
             raise errors.not_found(resource.plural, resource.group, name)
         obj = copy_json(current.value)
@@ -452,9 +462,11 @@ class ObjectAPI:
             return current.value, False  # deleting again changes nothing
         if ctx.dry_run:
             return obj, False
-        record = self.store.update(resource.collection, current.key, obj, expected_revision=current.revision)
+        record = self.store.update(
+            resource.collection, current.key, stored(resource, obj), expected_revision=current.revision
+        )
         self._after_write(resource, record.value, "update")
-        return record.value, False
+        return served(resource, record.value), False
 
     def _start_namespace_termination(
         self, resource: Resource, current: Record, obj: dict[str, Any], ctx: RequestContext
@@ -482,7 +494,7 @@ class ObjectAPI:
         except NotFound as exc:
             raise errors.not_found(resource.plural, resource.group, str(current.value["metadata"]["name"])) from exc
         self._after_write(resource, record.value, "delete")
-        return record.value
+        return served(resource, record.value)
 
     def delete_collection(
         self,

@@ -41,6 +41,11 @@ class Resource:
     selectable_fields: tuple[str, ...] = ()
     # Where the /scale subresource reads and writes replicas (a CRD's `subresources.scale`).
     scale: ScaleSubresource | None = None
+    # A CRD's version its objects are stored in; objects read or written through another served version differ only
+    # in apiVersion (conversion strategy None). Empty for built-in kinds.
+    storage_version: str = ""
+    # Sent as a Warning with every response for this version (a CRD version marked deprecated).
+    deprecation_warning: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
