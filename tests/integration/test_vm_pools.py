@@ -15,8 +15,10 @@ import pytest_asyncio
 
 from pykubevirt.api.constants import VM_POOL_FINALIZER, VM_POOL_KIND, VM_POOL_REVISION_LABEL
 from pykubevirt.client.api import Object
+from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
+    DATA_VOLUMES,
     EVENTS,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINE_POOLS,
@@ -271,3 +273,73 @@ async def test_autohealing_replaces_a_vm_that_keeps_failing_to_start(cp: Control
     await settled(cp, namespace, "mend", {"mend-0"})
     deleted = [m for r, m in await reasons(cp, namespace, "mend") if r == "SuccessfulDelete"]
     assert deleted == [f"Deleted VM {namespace}/mend-0 with uid {first['metadata']['uid']} from pool"]
+
+
+def pool_with_disk(name: str, preservation: str) -> Object:
+    body = pool_manifest(
+        name,
+        2,
+        scaleInStrategy={
+            "proactive": {"statePreservation": preservation, "selectionPolicy": {"sortPolicy": "DescendingOrder"}}
+        },
+    )
+    vm_spec = body["spec"]["virtualMachineTemplate"]["spec"]
+    vm_spec["runStrategy"] = "Halted"
+    vm_spec["dataVolumeTemplates"] = [
+        {
+            "metadata": {"name": f"{name}-disk"},
+            "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "64Mi"}}}},
+        }
+    ]
+    vm_spec["template"]["spec"]["volumes"] = [{"name": "root", "dataVolume": {"name": f"{name}-disk"}}]
+    return body
+
+
+async def test_state_preservation_keeps_a_removed_vms_disk_for_the_vm_made_again(
+    cp: ControlPlane, namespace: str
+) -> None:
+    for name, preservation in (("keep", "Offline"), ("drop", "Disabled")):
+        await cp.admin.create(VIRTUAL_MACHINE_POOLS, pool_with_disk(name, preservation), namespace)
+
+    async def disks(name: str) -> dict[str, Object] | None:
+        listed = await cp.admin.list(DATA_VOLUMES, namespace)
+        found = {dv["metadata"]["name"]: dv for dv in listed["items"] if dv["metadata"]["name"].startswith(name)}
+        vms = await pool_vms(cp, namespace, name)
+        for index in (0, 1):
+            dv = found.get(f"{name}-disk-{index}")
+            vm = vms.get(f"{name}-{index}")
+            owner = (dv or {}).get("metadata", {}).get("ownerReferences") or [{}]
+            if vm is None or owner[0].get("uid") != vm["metadata"]["uid"]:
+                return None
+        return found
+
+    kept = await eventually(lambda: disks("keep"), timeout=40)
+    await eventually(lambda: disks("drop"), timeout=40)
+    for name in ("keep", "drop"):
+        await cp.admin.patch(VIRTUAL_MACHINE_POOLS, name, {"spec": {"replicas": 1}}, namespace)
+
+    async def gone(name: str) -> bool:
+        every = await cp.admin.list(VIRTUAL_MACHINES, namespace, label_selector=f"kubevirt.io/vmpool={name}")
+        return [vm["metadata"]["name"] for vm in every["items"]] == [f"{name}-0"]
+
+    async def dv_gone(name: str) -> bool:
+        try:
+            await cp.admin.get(DATA_VOLUMES, name, namespace)
+        except NotFound:
+            return True
+        return False
+
+    await eventually(lambda: gone("keep"), timeout=40)
+    await eventually(lambda: gone("drop"), timeout=40)
+    # Without preservation the garbage collector takes the removed VM's DataVolume with it...
+    await eventually(lambda: dv_gone("drop-disk-1"), timeout=30)
+    # ...with it, the DataVolume outlives the VM, owned by nobody.
+    left = await cp.admin.get(DATA_VOLUMES, "keep-disk-1", namespace)
+    assert left["metadata"]["uid"] == kept["keep-disk-1"]["metadata"]["uid"]
+    assert not left["metadata"].get("ownerReferences")
+
+    # Scaled out again, the VM of that index takes the same DataVolume back.
+    await cp.admin.patch(VIRTUAL_MACHINE_POOLS, "keep", {"spec": {"replicas": 2}}, namespace)
+    back = await eventually(lambda: disks("keep"), timeout=40)
+    assert back["keep-disk-1"]["metadata"]["uid"] == kept["keep-disk-1"]["metadata"]["uid"]
+    assert back["keep-disk-1"]["metadata"]["ownerReferences"][0]["controller"] is True

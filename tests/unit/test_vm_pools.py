@@ -278,3 +278,41 @@ def test_autohealing_looks_again_when_the_next_vm_reaches_its_window() -> None:
     # One already past its window is replaced now; a healthy pool needs no second look.
     assert plan.autohealing_recheck([stuck("2026-01-01T11:58:00Z")], healing, now) is None
     assert plan.autohealing_recheck([vm("web-1")], healing, now) is None
+
+
+@pytest.mark.parametrize(
+    ("strategy", "proactive", "opportunistic"),
+    [
+        (None, False, False),
+        ({"proactive": {}}, False, False),
+        ({"proactive": {"statePreservation": "Disabled"}}, False, False),
+        ({"proactive": {"statePreservation": "Offline"}}, True, False),
+        ({"opportunistic": {"statePreservation": "Online"}}, False, True),
+    ],
+)
+def test_which_scale_in_keeps_a_removed_vms_disks(
+    strategy: dict[str, Any] | None, proactive: bool, opportunistic: bool
+) -> None:
+    pool = {"spec": {"scaleInStrategy": strategy} if strategy is not None else {}}
+    assert plan.preserves_state(pool, "proactive") is proactive
+    assert plan.preserves_state(pool, "opportunistic") is opportunistic
+
+
+def test_the_disks_a_vm_lets_go_of_are_its_templates_and_its_volumes_own() -> None:
+    vm = {
+        "spec": {
+            "dataVolumeTemplates": [{"metadata": {"name": "root-3"}}],
+            "template": {
+                "spec": {
+                    "volumes": [
+                        {"name": "root", "dataVolume": {"name": "root-3"}},
+                        {"name": "data", "dataVolume": {"name": "shared"}},
+                        {"name": "scratch", "persistentVolumeClaim": {"claimName": "scratch-3"}},
+                        {"name": "boot", "containerDisk": {"image": "x"}},
+                    ]
+                }
+            },
+        }
+    }
+    assert plan.preserved_disks(vm) == (["root-3", "shared"], ["root-3", "scratch-3"])
+    assert plan.preserved_disks({"spec": {}}) == ([], [])

@@ -11,7 +11,7 @@ from typing import Any
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.client.api import KubeClient, Object
-from pykubevirt.client.errors import AlreadyExists, ApiError, NotFound
+from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import DATA_VOLUMES
@@ -22,6 +22,7 @@ from pykubevirt.controller.data_volume_clone import (
     CloneNotAllowed,
     resolve_clone_source,
 )
+from pykubevirt.controller.owned_objects import any_controller
 from pykubevirt.controller.run_strategy import FAILED_CREATE
 from pykubevirt.controller.sync_error import SyncError
 from pykubevirt.controller.vmi_from_vm import controller_ref
@@ -101,9 +102,27 @@ class VMDataVolumes:
                     return False, _creating_error(exc.message)
                 self.recorder.event(vm, NORMAL, SUCCESSFUL_DATA_VOLUME_CREATE, f"Created DataVolume {name}")
                 ready = False
-            elif not data_volume_ready(dv):
-                ready = False
+            else:
+                if any_controller(dv) is None:
+                    # ClaimMatchedDataVolumes: an orphan of a template's name is the VM's (a pool's VM made again
+                    # after its predecessor let go of it under statePreservation, or a DV created beforehand).
+                    dv = await self._adopt(vm, dv)
+                    if dv is None:
+                        return False, None
+                if not data_volume_ready(dv):
+                    ready = False
         return ready, None
+
+    async def _adopt(self, vm: Object, dv: Object) -> Object | None:
+        """Make the VM the DataVolume's controller; None when it changed meanwhile (the next sync looks again)."""
+        meta = dv["metadata"]
+        refs = [*(meta.get("ownerReferences") or []), controller_ref(vm)]
+        patch = {"metadata": {"ownerReferences": refs, "resourceVersion": meta["resourceVersion"]}}
+        try:
+            adopted: Object = await self.client.patch(DATA_VOLUMES, meta["name"], patch, meta["namespace"])
+        except (Conflict, NotFound):
+            return None
+        return adopted
 
     async def _clone_refusal(self, vm: Object, dv: Object) -> SyncError | None:
         """handleCloneDataVolume: an event while the source claim is missing; the VM's right to clone the source."""

@@ -18,14 +18,17 @@ from pykubevirt.api.objects import condition_true, labels_of
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result
-from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
+from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
+    DATA_VOLUMES,
+    PERSISTENT_VOLUME_CLAIMS,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINE_POOLS,
     VIRTUAL_MACHINES,
+    ResourceRef,
 )
 from pykubevirt.controller import vm_pool_plan as plan
 from pykubevirt.controller.owned_objects import NAMESPACE_INDEX, OwnedExpectations, any_controller, owner_selector
@@ -158,6 +161,40 @@ class VMPoolController:
             return
         await self._remove_vm_finalizer(vm)
 
+    async def _keep_disks(self, vm: Object) -> None:
+        """statePreservation: the VM stops owning its DataVolumes and claims, so they outlive it for its successor
+        of the same name (whose DataVolume templates name them again, and which adopts them)."""
+        data_volumes, claims = plan.preserved_disks(vm)
+        for resource, names, what in (
+            (DATA_VOLUMES, data_volumes, "DataVolume"),
+            (PERSISTENT_VOLUME_CLAIMS, claims, "PVC"),
+        ):
+            for name in names:
+                try:
+                    await self._disown(resource, name, vm)
+                except ApiError as exc:
+                    meta = vm["metadata"]
+                    message = f"Error removing {what} owner references for VM {meta['namespace']}/{meta['name']}"
+                    self.recorder.event(vm, WARNING, "FailedUpdate", f"{message}: {exc.message}")
+                    raise SyncError(f"{message}: {exc.message}", "FailedScaleIn") from exc
+
+    async def _disown(self, resource: ResourceRef, name: str, vm: Object) -> None:
+        namespace, uid = vm["metadata"]["namespace"], vm["metadata"]["uid"]
+        try:
+            obj = await self.client.get(resource, name, namespace)
+        except NotFound:
+            return
+        refs = obj["metadata"].get("ownerReferences") or []
+        controller = any_controller(obj)
+        if controller is None or controller.get("uid") != uid:
+            return
+        patch = [
+            {"op": "test", "path": "/metadata/ownerReferences", "value": refs},
+            {"op": "replace", "path": "/metadata/ownerReferences", "value": [r for r in refs if r.get("uid") != uid]},
+        ]
+        await self.client.patch(resource, name, patch, namespace, patch_type=JSON_PATCH)
+        log.info("%s %s kept for the VM's successor", resource.kind, name, extra=object_fields(vm))
+
     async def _add_finalizer(self, pool: Object) -> Object:
         finalizers = pool["metadata"].get("finalizers") or []
         if c.VM_POOL_FINALIZER in finalizers:
@@ -174,19 +211,29 @@ class VMPoolController:
         return written
 
     async def _remove_vm_finalizer(self, vm: Object) -> None:
-        finalizers = vm["metadata"].get("finalizers") or []
-        if c.VM_POOL_FINALIZER not in finalizers:
-            return
-        kept = [f for f in finalizers if f != c.VM_POOL_FINALIZER]
         meta = vm["metadata"]
         try:
-            await self.client.patch(
-                VIRTUAL_MACHINES,
-                meta["name"],
-                _finalizers_patch(finalizers, kept),
-                meta["namespace"],
-                patch_type=JSON_PATCH,
-            )
+            for attempt in range(3):
+                finalizers = _finalizers(vm)
+                if c.VM_POOL_FINALIZER not in finalizers:
+                    return
+                kept = [f for f in finalizers if f != c.VM_POOL_FINALIZER]
+                try:
+                    await self.client.patch(
+                        VIRTUAL_MACHINES,
+                        meta["name"],
+                        _finalizers_patch(finalizers, kept),
+                        meta["namespace"],
+                        patch_type=JSON_PATCH,
+                    )
+                    return
+                except Invalid:
+                    # The list changed meanwhile (virt-controller's VM finalizer goes at the same time): read again.
+                    if attempt == 2:
+                        raise
+                    vm = await self.client.get(VIRTUAL_MACHINES, meta["name"], meta["namespace"])
+                    if vm["metadata"].get("uid") != meta["uid"]:
+                        return
         except NotFound:
             return
         except ApiError as exc:
@@ -204,12 +251,16 @@ class VMPoolController:
         """Toward `spec.replicas`; True when there was nothing to create or delete."""
         diff = len(vms) - plan.wanted_replicas(pool)
         strategy = pool["spec"].get("scaleInStrategy") or {}
+        if strategy.get("unmanaged") is None:
+            # A VM going: deleted by someone else (let go, so that it is made again) or by a scale-in whose letting
+            # go failed (a later scale-in counts it as gone already and would never look at it again).
+            preserve = plan.preserves_state(pool, "proactive" if diff > 0 else "opportunistic")
+            for vm in vms:
+                if vm["metadata"].get("deletionTimestamp") and c.VM_POOL_FINALIZER in _finalizers(vm):
+                    if preserve:
+                        await self._keep_disks(vm)
+                    await self._remove_vm_finalizer(vm)
         if diff == 0:
-            # Someone else deleted a VM: let it go, so that it is made again (unless the pool is unmanaged).
-            if strategy.get("unmanaged") is None:
-                for vm in vms:
-                    if vm["metadata"].get("deletionTimestamp"):
-                        await self._remove_vm_finalizer(vm)
             return True
         count = min(abs(diff), BURST_REPLICAS)
         if diff < 0:
@@ -265,6 +316,8 @@ class VMPoolController:
                 message = f"Error deleting virtual machine {meta['namespace']}/{meta['name']}: {exc.message}"
                 self.recorder.event(pool, WARNING, "FailedDelete", message)
                 return exc.message
+            if plan.preserves_state(pool, "proactive"):
+                await self._keep_disks(vm)
             await self._remove_vm_finalizer(vm)
             self.recorder.event(
                 pool,
@@ -461,6 +514,10 @@ class VMPoolController:
 def _sooner(first: float | None, second: float | None) -> float | None:
     """The earlier of two "look again in" delays, either of which may be None."""
     return second if first is None else first if second is None else min(first, second)
+
+
+def _finalizers(obj: Object) -> list[str]:
+    return list(obj["metadata"].get("finalizers") or [])
 
 
 def _finalizers_patch(old: list[str], new: list[str]) -> list[Object]:

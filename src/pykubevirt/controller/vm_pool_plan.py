@@ -190,6 +190,26 @@ def max_unavailable(pool: Mapping[str, Any]) -> int:
     return max(number, 1)
 
 
+def preserves_state(pool: Mapping[str, Any], mode: str) -> bool:
+    """Whether the scale-in strategy `mode` (proactive or opportunistic) keeps a removed VM's disks (Offline/Online)."""
+    strategy = (((pool.get("spec") or {}).get("scaleInStrategy") or {}).get(mode)) or {}
+    return str(strategy.get("statePreservation") or "Disabled") != "Disabled"
+
+
+def preserved_disks(vm: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The DataVolumes and claims a VM lets go of under statePreservation: its templates' and its volumes' own."""
+    spec = vm.get("spec") or {}
+    templates = [str((t.get("metadata") or {}).get("name")) for t in spec.get("dataVolumeTemplates") or []]
+    volumes = ((spec.get("template") or {}).get("spec") or {}).get("volumes") or []
+    data_volumes = [str(v["dataVolume"]["name"]) for v in volumes if (v.get("dataVolume") or {}).get("name")]
+    claims = [
+        str(v["persistentVolumeClaim"]["claimName"])
+        for v in volumes
+        if (v.get("persistentVolumeClaim") or {}).get("claimName")
+    ]
+    return list(dict.fromkeys(templates + data_volumes)), list(dict.fromkeys(templates + claims))
+
+
 def sort_policy(strategy: Mapping[str, Any] | None, mode: str = "proactive") -> str:
     selection = ((strategy or {}).get(mode) or {}).get("selectionPolicy") or {}
     return str(selection.get("sortPolicy") or "Random")
