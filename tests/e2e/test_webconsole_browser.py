@@ -276,3 +276,52 @@ def test_vms_created_on_a_new_datavolume_from_a_url_and_from_an_uploaded_image(
         expect(row.locator("progress")).to_have_js_property("value", 100)
     screenshot(page, "datavolumes")
     console_cluster.run("kubectl", "delete", "vm", "imported", "uploaded", "--wait=false")
+
+
+HALTED_POOL = """
+apiVersion: pool.kubevirt.io/v1beta1
+kind: VirtualMachinePool
+metadata:
+  name: parked
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {kubevirt.io/vmpool: parked}
+  virtualMachineTemplate:
+    metadata:
+      labels: {kubevirt.io/vmpool: parked}
+    spec:
+      runStrategy: Halted
+      template:
+        metadata:
+          labels: {kubevirt.io/vmpool: parked}
+        spec:
+          domain:
+            memory: {guest: 128Mi}
+            devices: {}
+"""
+
+
+def test_pools_are_listed_and_scaled_from_the_console(page: Page, console_url: str, console_cluster: UpCluster) -> None:
+    console_cluster.run("kubectl", "apply", "-f", "-", stdin=HALTED_POOL)
+    try:
+        page.get_by_role("link", name="Pools").click()
+        row = page.locator('tr[data-pool="default/parked"]')
+        expect(row.locator('[data-field="current"]')).to_have_text("1", timeout=30_000)
+        expect(page.get_by_text("No replica sets.")).to_be_visible()
+
+        replicas = row.get_by_label("Replicas of parked")
+        replicas.fill("-1")
+        row.get_by_role("button", name="Scale").click()
+        expect(page.locator("#notice")).to_contain_text("must be a whole number")
+
+        replicas.fill("3")
+        row.get_by_role("button", name="Scale").click()
+        expect(page.locator("#notice")).to_contain_text("Scaled parked to 3.")
+        expect(row.locator('[data-field="desired"]')).to_have_text("3", timeout=15_000)
+        expect(row.locator('[data-field="current"]')).to_have_text("3", timeout=30_000)
+        screenshot(page, "pools")
+        names = console_cluster.run("kubectl", "get", "vm", "-l", "kubevirt.io/vmpool=parked", "-o", "name").stdout
+        assert names.split() == [f"virtualmachine.kubevirt.io/parked-{i}" for i in range(3)]
+    finally:
+        console_cluster.run("kubectl", "delete", "vmpool", "parked", "--wait=false")

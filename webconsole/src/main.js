@@ -6,6 +6,7 @@ import { vmPage } from "./vm.js";
 import { createPage } from "./create.js";
 import { dataVolumesPage } from "./datavolumes.js";
 import { nodesPage } from "./nodes.js";
+import { scaledPage } from "./scaled.js";
 import { vmsPage } from "./vms.js";
 
 const main = document.getElementById("main");
@@ -33,6 +34,7 @@ function route() {
   if (parts[0] === "vm" && parts.length >= 3) cleanup = vmPage(main, parts[1], parts[2], parts[3]);
   else if (parts[0] === "create") cleanup = createPage(main) || (() => {});
   else if (parts[0] === "nodes") cleanup = nodesPage(main);
+  else if (parts[0] === "pools") cleanup = scaledPage(main);
   else if (parts[0] === "datavolumes") cleanup = dataVolumesPage(main);
   else cleanup = vmsPage(main);
   for (const link of document.querySelectorAll("header nav a")) {
