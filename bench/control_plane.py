@@ -30,6 +30,7 @@ from bench.arguments import at_least, positive
 from bench.harness import cpu_seconds, load_average, log, machine, percentile, rss_mib, start_apiserver, stop_apiserver
 from bench.profiled import component_argv, top
 from pykubevirt.cli.garbage_collection import pace_garbage_collection
+from pykubevirt.client.api import KubeClient
 from pykubevirt.client.informer import EventHandler
 from pykubevirt.client.resources import NAMESPACES, VIRTUAL_MACHINES
 
@@ -69,6 +70,28 @@ async def run(args: argparse.Namespace, server: APIServerProcess) -> dict[str, A
     )
     node_client = await simulated_node_client(server, admin)
     node = await SimulatedNode(node_client, "node01", heartbeat=10.0, handler=handler).start()
+    try:
+        figures = await measured(args, server, admin, node, controller)
+    finally:
+        # Also when the run fails: start only what you stop.
+        if controller.poll() is None:
+            controller.send_signal(signal.SIGTERM)
+            controller.wait(timeout=30)
+        await node.stop()
+        await admin.close()
+        await handler.close()
+        await node_client.close()
+    return figures
+
+
+async def measured(
+    args: argparse.Namespace,
+    server: APIServerProcess,
+    admin: KubeClient,
+    node: SimulatedNode,
+    controller: subprocess.Popen[bytes],
+) -> dict[str, Any]:
+    """Create the VMs at the rate asked, wait for them to run, and work out the figures."""
     created: dict[str, float] = {}
     running: dict[str, float] = {}
     everything_running = asyncio.Event()
@@ -113,12 +136,6 @@ async def run(args: argparse.Namespace, server: APIServerProcess) -> dict[str, A
     after, rejected_after = await api_write_counts(server)
     controller_rss, cpu_after = rss_mib(controller.pid), cpu_by_process(server, controller)
     footprint = server_footprint(server)
-    controller.send_signal(signal.SIGTERM)
-    controller.wait(timeout=30)
-    await node.stop()
-    await admin.close()
-    await handler.close()
-    await node_client.close()
     writes, rejected = after - before, rejected_after - rejected_before
     started = max(1, len(running))
     return {
