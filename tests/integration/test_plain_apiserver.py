@@ -441,6 +441,78 @@ def test_what_a_mutating_webhook_adds_to_a_custom_resource_is_pruned(
     kubectl(plain, home, "delete", "mutatingwebhookconfiguration", "prune.example.com")
 
 
+def test_a_webhook_for_one_version_of_a_custom_resource_sees_writes_through_another(
+    plain: APIServerProcess, home: Path, backend: tuple[Backend, int], backend_pki: Pki
+) -> None:
+    recorder, _ = backend
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+            "data": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    }
+    versions = [
+        {"name": name, "served": True, "storage": name == "v1", "schema": {"openAPIV3Schema": schema}}
+        for name in ("v1beta1", "v1")
+    ]
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "knobs.plain.example.com"},
+        "spec": {
+            "group": "plain.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "knobs", "singular": "knob", "kind": "Knob"},
+            "versions": versions,
+        },
+    }
+    _apply(plain, home, crd)
+    kubectl(plain, home, "wait", "--for=condition=Established", "crd/knobs.plain.example.com")
+    ns = _namespace(plain, home, test="equivalent")
+    for kind, name, path, policy in (
+        ("MutatingWebhookConfiguration", "equivalent.example.com", "/mutate", "Equivalent"),
+        ("ValidatingWebhookConfiguration", "exact.example.com", "/deny", "Exact"),
+    ):
+        config = _webhook_configuration(kind, name, _service_config(backend_pki, path), "equivalent")
+        config["webhooks"][0]["matchPolicy"] = policy
+        config["webhooks"][0]["rules"][0].update(
+            apiGroups=["plain.example.com"], apiVersions=["v1"], resources=["knobs"]
+        )
+        _apply(plain, home, config)
+    try:
+        seen = len(recorder.reviews)
+        knob = {"apiVersion": "plain.example.com/v1beta1", "kind": "Knob", "metadata": {"name": "k"}, "spec": {}}
+        kubectl(plain, home, "-n", ns, "create", "-f", "-", stdin=json.dumps(knob))
+        # Only the Equivalent webhook was called, with the object as v1 and the request said to be v1beta1's.
+        (review,) = recorder.reviews[seen:]
+        assert review["object"]["apiVersion"] == "plain.example.com/v1"
+        assert review["kind"] == {"group": "plain.example.com", "version": "v1", "kind": "Knob"}
+        assert review["resource"]["version"] == "v1"
+        assert review["requestKind"]["version"] == "v1beta1" and review["requestResource"]["version"] == "v1beta1"
+        # Its patch applied to the object, which stays what the request asked for.
+        stored = json.loads(
+            kubectl(plain, home, "-n", ns, "get", "knobs.v1beta1.plain.example.com", "k", "-o", "json").stdout
+        )
+        assert stored["apiVersion"] == "plain.example.com/v1beta1" and stored["data"] == {"mutated": "yes"}
+        # Through v1 itself, the Exact webhook is reached too.
+        denied = kubectl(
+            plain,
+            home,
+            "-n",
+            ns,
+            "create",
+            "-f",
+            "-",
+            stdin=json.dumps({**knob, "apiVersion": "plain.example.com/v1", "metadata": {"name": "k2"}}),
+            check=False,
+        )
+        assert 'admission webhook "exact.example.com" denied the request: k2 is not welcome' in denied.stderr
+    finally:
+        kubectl(plain, home, "delete", "mutatingwebhookconfiguration", "equivalent.example.com")
+        kubectl(plain, home, "delete", "validatingwebhookconfiguration", "exact.example.com")
+
+
 def test_an_eviction_reaches_the_webhooks_of_pods_eviction(
     plain: APIServerProcess, home: Path, backend: tuple[Backend, int], backend_pki: Pki
 ) -> None:

@@ -39,7 +39,7 @@ def extension() -> Extension:
     def install(server: EmbeddedAPIServer) -> None:
         server.registry.extend((*REGISTRATION_RESOURCES, *WORKLOAD_RESOURCES))
         server.add_admission(WebhookConfigurationAdmission())
-        webhooks = WebhookAdmission(server.store)
+        webhooks = WebhookAdmission(server.store, server.registry)
         server.add_admission(webhooks)
         server.rest.evictions.admission.append(webhooks.evict)
         server.rest.delete_admission.append(webhooks.admit_delete)

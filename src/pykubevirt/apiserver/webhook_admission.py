@@ -4,7 +4,8 @@ MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins do it (the only 
 Mutating webhooks run one after another in configuration-name order, each JSONPatch applied before the next call;
 validating webhooks run concurrently. A failed call fails the request or is ignored as the webhook's failurePolicy
 says. The object API is synchronous, so the calls are awaited through `suspension` (writes that did not come from a
-request, such as the garbage collector's, reach no webhook).
+request, such as the garbage collector's, reach no webhook). A webhook whose matchPolicy is Equivalent (the default)
+and whose rules name another served version of a custom resource gets the object in that version.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from pykubevirt.api.json_patch import apply_patch
 from pykubevirt.api.structural import apply_defaults, prune
 from pykubevirt.apiserver import fields_v1, suspension
 from pykubevirt.apiserver.request_context import RequestContext
-from pykubevirt.apiserver.resources import Resource
+from pykubevirt.apiserver.resources import Registry, Resource
+from pykubevirt.apiserver.served_versions import served
 from pykubevirt.apiserver.store import Store
 from pykubevirt.apiserver.webhook_calls import DEFAULT_TIMEOUT_SECONDS, CallError, call, review_request, target_of
 from pykubevirt.apiserver.webhook_matching import Attributes, rule_names, webhook_matches
@@ -56,24 +58,62 @@ def _failed(webhook: str, exc: CallError) -> errors.APIError:
     return errors.internal(f'failed calling webhook "{webhook}": {exc}')
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Matched:
+    """A webhook a request reaches, and the version of the resource it is called with."""
+
+    webhook: dict[str, Any]
+    resource: Resource
+
+
+def as_version(attrs: Attributes, resource: Resource) -> Attributes:
+    """The request's attributes as they read in another served version of its custom resource."""
+    if attrs.version == resource.version:
+        return attrs
+    return dataclasses.replace(
+        attrs,
+        version=resource.version,
+        obj=served(resource, attrs.obj) if attrs.obj is not None else None,
+        old=served(resource, attrs.old) if attrs.old is not None else None,
+    )
+
+
 class WebhookAdmission:
     """The two webhook admission plugins over the stored configurations."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, registry: Registry | None = None) -> None:
         self.store = store
+        self.registry = registry
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
 
-    def _webhooks(self, collection: str, attrs: Attributes) -> list[dict[str, Any]]:
+    def _webhooks(self, collection: str, attrs: Attributes, resource: Resource) -> list[Matched]:
+        """The webhooks the request reaches, each with the version of the resource it is called for."""
         found = []
         for record in self.store.records(collection):
             for webhook in record.value.get("webhooks") or []:
                 if webhook_matches(webhook, attrs, self._namespace_labels):
-                    found.append(webhook)
+                    found.append(Matched(webhook, resource))
+                elif webhook.get("matchPolicy", "Equivalent") == "Equivalent":
+                    # kube's matcher: the first equivalent resource the rules name, the object converted to it.
+                    for other in self._equivalents(resource):
+                        if webhook_matches(webhook, as_version(attrs, other), self._namespace_labels):
+                            found.append(Matched(webhook, other))
+                            break
         return found
+
+    def _equivalents(self, resource: Resource) -> list[Resource]:
+        """The other served versions of a custom resource (conversion None: they differ in apiVersion only)."""
+        if self.registry is None or not resource.storage_version:
+            return []
+        return [
+            r
+            for r in self.registry.all()
+            if r.group == resource.group and r.plural == resource.plural and r.version != resource.version
+        ]
 
     def _namespace_labels(self, name: str) -> dict[str, str] | None:
         record = self.store.get("core/namespaces", name)
@@ -87,10 +127,15 @@ class WebhookAdmission:
         can await the calls (a thread each), so Leases, Events and the like never pay for it."""
         if resource.group == GROUP:
             return False
+        candidates = [resource, *self._equivalents(resource)]
         for collection in (MUTATING, VALIDATING):
             for record in self.store.records(collection):
                 for webhook in record.value.get("webhooks") or []:
-                    if any(rule_names(rule, resource) for rule in webhook.get("rules") or []):
+                    rules = webhook.get("rules") or []
+                    if webhook.get("matchPolicy", "Equivalent") != "Equivalent":
+                        if any(rule_names(rule, resource) for rule in rules):
+                            return True
+                    elif any(rule_names(rule, r) for rule in rules for r in candidates):
                         return True
         return False
 
@@ -117,7 +162,7 @@ class WebhookAdmission:
         self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
     ) -> dict[str, Any]:
         attrs = self._attributes(resource, operation, obj, old)
-        webhooks = self._webhooks(MUTATING, attrs)
+        webhooks = self._webhooks(MUTATING, attrs, resource)
         if not webhooks:
             return obj
         return suspension.await_from_write(self._mutate(webhooks, attrs, resource, ctx))
@@ -126,7 +171,7 @@ class WebhookAdmission:
         self, resource: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, ctx: RequestContext
     ) -> list[str]:
         attrs = self._attributes(resource, operation, obj, old)
-        webhooks = self._webhooks(VALIDATING, attrs)
+        webhooks = self._webhooks(VALIDATING, attrs, resource)
         if not webhooks:
             return []
         return suspension.await_from_write(self._validate(webhooks, attrs, resource, ctx))
@@ -148,7 +193,7 @@ class WebhookAdmission:
             None,
             current,
         )
-        webhooks = self._webhooks(VALIDATING, attrs)
+        webhooks = self._webhooks(VALIDATING, attrs, resource)
         if webhooks:
             suspension.await_from_write(self._validate(webhooks, attrs, resource, ctx))
 
@@ -161,9 +206,9 @@ class WebhookAdmission:
         body = eviction or {"apiVersion": "policy/v1", "kind": "Eviction"}
         body = {**body, "metadata": {"name": name, "namespace": namespace, **(body.get("metadata") or {})}}
         attrs = Attributes("CREATE", "", "v1", "pods", "eviction", namespace, name, body, None)
-        webhooks = self._webhooks(VALIDATING, attrs)
+        pods = Resource("", "v1", "Pod", "pods", "pod", True)
+        webhooks = self._webhooks(VALIDATING, attrs, pods)
         if webhooks:
-            pods = Resource("", "v1", "Pod", "pods", "pod", True)
             suspension.await_from_write(self._validate(webhooks, attrs, pods, ctx))
 
     def _session_now(self) -> aiohttp.ClientSession:
@@ -172,15 +217,28 @@ class WebhookAdmission:
         return self._session
 
     async def _call(
-        self, webhook: dict[str, Any], attrs: Attributes, resource: Resource, ctx: RequestContext
+        self, matched: Matched, attrs: Attributes, resource: Resource, ctx: RequestContext
     ) -> dict[str, Any] | None:
-        """The webhook's response, or None when a failed call is to be ignored (failurePolicy: Ignore)."""
+        """The webhook's response, or None when a failed call is to be ignored (failurePolicy: Ignore).
+
+        `attrs` are the request's; the webhook gets them in `matched.resource`'s version."""
+        webhook = matched.webhook
         name = str(webhook.get("name", ""))
         timeout = int(webhook.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
-        kind = (resource.group, resource.version, resource.kind)
+        kind = (matched.resource.group, matched.resource.version, matched.resource.kind)
         if attrs.subresource == "eviction":
             kind = EVICTION_KIND
-        review = review_request(attrs, (ctx.user.username, ctx.user.groups), kind, ctx.dry_run)
+        review = review_request(
+            as_version(attrs, matched.resource), (ctx.user.username, ctx.user.groups), kind, ctx.dry_run
+        )
+        if matched.resource is not resource:
+            # What was asked for, as kube sends it beside what the webhook registered for.
+            review["request"]["requestKind"] = {"group": resource.group, "version": resource.version, "kind": kind[2]}
+            review["request"]["requestResource"] = {
+                "group": resource.group,
+                "version": resource.version,
+                "resource": resource.plural,
+            }
         try:
             target = target_of(self.store, dict(webhook.get("clientConfig") or {}), timeout)
             return await call(self._session_now(), target, review, timeout)
@@ -191,7 +249,7 @@ class WebhookAdmission:
             raise _failed(name, exc) from exc
 
     async def _mutate(
-        self, webhooks: list[dict[str, Any]], attrs: Attributes, resource: Resource, ctx: RequestContext
+        self, webhooks: list[Matched], attrs: Attributes, resource: Resource, ctx: RequestContext
     ) -> dict[str, Any]:
         obj = attrs.obj
         assert obj is not None
@@ -203,7 +261,7 @@ class WebhookAdmission:
             obj = await self._mutate_once(webhook, dataclasses.replace(attrs, obj=obj), resource, ctx)
             left.append(obj)
         for webhook, after in zip(webhooks, left, strict=True):
-            if webhook.get("reinvocationPolicy") == "IfNeeded" and obj != after:
+            if webhook.webhook.get("reinvocationPolicy") == "IfNeeded" and obj != after:
                 obj = await self._mutate_once(webhook, dataclasses.replace(attrs, obj=obj), resource, ctx)
         schema = resource.schema
         if obj is not original and schema is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
@@ -213,19 +271,23 @@ class WebhookAdmission:
         return obj
 
     async def _mutate_once(
-        self, webhook: dict[str, Any], attrs: Attributes, resource: Resource, ctx: RequestContext
+        self, matched: Matched, attrs: Attributes, resource: Resource, ctx: RequestContext
     ) -> dict[str, Any]:
         """The object after one call of one webhook (unchanged when it sends no patch or is ignored)."""
         obj = attrs.obj
         assert obj is not None
-        response = await self._call(webhook, attrs, resource, ctx)
+        response = await self._call(matched, attrs, resource, ctx)
         if response is None:
             return obj
-        name = str(webhook.get("name", ""))
+        name = str(matched.webhook.get("name", ""))
         ctx.warnings.extend(str(w) for w in response.get("warnings") or [])
         if not response.get("allowed"):
             raise denied(name, response.get("status"))
-        return self._patched(name, webhook, obj, response) if response.get("patch") else obj
+        if not response.get("patch"):
+            return obj
+        # The patch is of the object in the webhook's version; the request goes on in its own.
+        patched = self._patched(name, matched.webhook, served(matched.resource, obj), response)
+        return served(resource, patched)
 
     def _patched(
         self, name: str, webhook: dict[str, Any], obj: dict[str, Any], response: dict[str, Any]
@@ -249,20 +311,20 @@ class WebhookAdmission:
             raise _failed(name, exc) from exc
 
     async def _validate(
-        self, webhooks: list[dict[str, Any]], attrs: Attributes, resource: Resource, ctx: RequestContext
+        self, webhooks: list[Matched], attrs: Attributes, resource: Resource, ctx: RequestContext
     ) -> list[str]:
         results = await asyncio.gather(*(self._call(w, attrs, resource, ctx) for w in webhooks), return_exceptions=True)
         warnings: list[str] = []
-        for webhook, result in zip(webhooks, results, strict=True):
+        for matched, result in zip(webhooks, results, strict=True):
             if isinstance(result, BaseException):
                 raise result
             if result is None:
                 continue
             warnings.extend(str(w) for w in result.get("warnings") or [])
+            name = str(matched.webhook.get("name", ""))
             if not result.get("allowed"):
-                raise denied(str(webhook.get("name", "")), result.get("status"))
+                raise denied(name, result.get("status"))
             if result.get("patch"):
-                name = str(webhook.get("name", ""))
                 raise _failed(
                     name, CallError("received invalid webhook response: validating webhook may not return a patch")
                 )
