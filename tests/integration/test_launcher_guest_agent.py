@@ -62,6 +62,9 @@ async def test_without_an_agent_the_launcher_says_so(launcher: LauncherProcess) 
     # No agent: soft reboot presses the power button instead (the test driver accepts it).
     rebooted = await launcher.client().request("softreboot")
     assert rebooted["domain"]["state"] == "Running"
+    # A hard reset needs no agent either.
+    reset = await launcher.client().request("reset")
+    assert reset["domain"]["state"] == "Running"
 
 
 class OneVMI:

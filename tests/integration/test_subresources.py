@@ -269,6 +269,8 @@ async def test_pause_unpause_through_the_handler(cp: ControlPlane, http: APIClie
     )
     assert (await http.put(vmi_path(ns, "p", "softreboot"), None)).status == 200
     assert handler.calls[-1][1].endswith("/p/softreboot")
+    assert (await http.put(vmi_path(ns, "p", "reset"), None)).status == 200
+    assert handler.calls[-1][1].endswith("/p/reset")
     message = conflict("p", "VMI does not have guest agent connected", "virtualmachineinstance")
     assert_status(await http.get(vmi_path(ns, "p", "guestosinfo")), 409, message)
 
@@ -287,6 +289,13 @@ async def test_handler_errors_pass_through(cp: ControlPlane, http: APIClient, ha
     finally:
         handler.failure = None
     assert_status(reply, 500, "domain is gone")
+    handler.failure = (500, {**status, "reason": "InternalError"})
+    try:
+        reply = await http.put(vmi_path(ns, "e", "reset"), None)
+    finally:
+        handler.failure = None
+    # KubeVirt answers a failed reset as its own internal error.
+    assert_status(reply, 500, "Internal error occurred: domain is gone")
     await handler.publish(None)
     try:
         reply = await http.put(vmi_path(ns, "e", "pause"), {})
@@ -451,6 +460,7 @@ async def test_virtctl_pause_unpause_console_vnc(
     assert await run("unpause", "vm", "vp") == (0, "VMI vp was scheduled to unpause\n", "")
     await cp.wait_printable(ns, "vp", "Running")
     assert await run("soft-reboot", "vp") == (0, "VMI vp was scheduled to soft-reboot\n", "")
+    assert await run("reset", "vp") == (0, "VMI vp was scheduled to reset\n", "")
 
     code, out, err = await run("console", "vp", stdin=b"hello\r")
     assert code == 0, err

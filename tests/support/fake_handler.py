@@ -1,7 +1,7 @@
 """A stand-in for virt-handler's command endpoint in tests: records PUTs, echoes console bytes, greets VNC with RFB.
 
 It speaks the contract virt-api relies on: the address in the Node annotation `pykubevirt.io/virt-handler-address`,
-PUT …/{pause,unpause,softreboot} answering 200 or a Status, and websockets …/console and …/vnc carrying raw bytes.
+PUT …/{pause,unpause,softreboot,reset} answering 200 or a Status, and websockets …/console and …/vnc carrying raw bytes.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class FakeHandler:
 
     def app(self) -> web.Application:
         app = web.Application()
-        for action in ("pause", "unpause", "softreboot"):
+        for action in ("pause", "unpause", "softreboot", "reset"):
             app.router.add_put(f"{BASE}/{action}", self._command)
         app.router.add_get(f"{BASE}/console", self._stream)
         app.router.add_get(f"{BASE}/vnc", self._stream)

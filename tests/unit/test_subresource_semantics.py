@@ -27,6 +27,7 @@ from pykubevirt.virtapi.vmi_checks import (
     check_unpause,
     check_unpause_vm,
     check_vnc,
+    reset_failure,
 )
 
 NAME = "testvm"
@@ -445,6 +446,26 @@ def test_soft_reboot_checks() -> None:
     _check(check_soft_reboot(no_acpi), 409, "VMI neither have the agent connected nor the ACPI feature enabled")
     assert check_soft_reboot(vmi("Running", None, "AgentConnected")) is None
     assert check_soft_reboot(vmi()) is None
+
+
+def test_a_failed_reset_says_why_when_the_vmi_is_not_running() -> None:
+    unreachable = check_handler_reachable(vmi("Pending"))
+    assert unreachable is not None
+    refused = reset_failure(vmi("Pending"), unreachable)
+    assert (refused.code, refused.message) == (
+        400,
+        "Failed to reset non-running VMI with phase Pending: Unable to connect to VirtualMachineInstance because "
+        "phase is Pending instead of Running or Scheduled",
+    )
+    handler_error = APIError(500, "InternalError", "reset failed: no domain")
+    failed = reset_failure(vmi("Scheduled"), handler_error, from_handler=True)
+    assert (failed.code, failed.message) == (
+        500,
+        "Internal error occurred: Failed to reset non-running VMI with phase Scheduled: reset failed: no domain",
+    )
+    assert reset_failure(vmi(), handler_error, from_handler=True).message == (
+        "Internal error occurred: reset failed: no domain"
+    )
 
 
 def test_guest_agent_checks() -> None:

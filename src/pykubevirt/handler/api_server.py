@@ -85,7 +85,7 @@ class HandlerAPI:
 
     def app(self) -> web.Application:
         app = web.Application()
-        for action in (Command.PAUSE, Command.UNPAUSE, Command.SOFT_REBOOT):
+        for action in (Command.PAUSE, Command.UNPAUSE, Command.SOFT_REBOOT, Command.RESET):
             app.router.add_put(f"{c.HANDLER_VMI_PATH}/{action}", self._command(action))
         for query, command in GUEST_AGENT_QUERIES.items():
             app.router.add_get(f"{c.HANDLER_VMI_PATH}/{query}", self._query(command))

@@ -151,6 +151,7 @@ class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
                 Command.PAUSE: self._pause,
                 Command.UNPAUSE: self._unpause,
                 Command.SOFT_REBOOT: self._softreboot,
+                Command.RESET: self._reset,
                 Command.DELETE: self._delete,
                 Command.HOTPLUG: self._hotplug,
                 Command.PREPARE_MIGRATION_TARGET: self._prepare_migration_target,

@@ -70,6 +70,11 @@ class DomainCommands:
         await self.domain.reboot(agent=self.agent is not None and self.agent.connected)
         return self.status()
 
+    async def _reset(self, request: Request) -> Status:
+        assert self.domain is not None
+        await self.domain.reset()
+        return self.status()
+
     async def _delete(self, request: Request) -> Status:
         """Undefine the stopped domain; the launcher then exits (its pod completes)."""
         assert self.domain is not None

@@ -278,6 +278,10 @@ class DomainManager:
         flags = libvirt.VIR_DOMAIN_REBOOT_GUEST_AGENT if agent else libvirt.VIR_DOMAIN_REBOOT_ACPI_POWER_BTN
         return await self._act(lambda d: d.reboot(flags))
 
+    async def reset(self) -> bool:
+        """Hard reset, as KubeVirt's ResetVMI: the guest restarts without being asked (virDomainReset)."""
+        return await self._act(lambda d: d.reset(0))
+
     def _running_domain(self) -> Any:
         domain = self._domain()
         if domain is None:

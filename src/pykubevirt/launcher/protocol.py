@@ -30,6 +30,8 @@ class Command(StrEnum):
     PAUSE = "pause"
     UNPAUSE = "unpause"
     SOFT_REBOOT = "softreboot"
+    # A hard reset (virDomainReset): the guest restarts at once, without shutting down.
+    RESET = "reset"
     DELETE = "delete"
     # Keeps the connection open; the launcher streams a Status on every domain change.
     WATCH = "watch"

@@ -24,6 +24,7 @@ SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("virtualmachineinstances/pause", ("update",)),
     ("virtualmachineinstances/unpause", ("update",)),
     ("virtualmachineinstances/softreboot", ("update",)),
+    ("virtualmachineinstances/reset", ("update",)),
     ("virtualmachineinstances/guestosinfo", ("get",)),
     ("virtualmachineinstances/userlist", ("get",)),
     ("virtualmachineinstances/filesystemlist", ("get",)),

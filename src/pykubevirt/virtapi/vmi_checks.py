@@ -114,3 +114,14 @@ def check_handler_reachable(vmi: dict[str, Any]) -> errors.APIError | None:
             f"{c.PHASE_RUNNING} or {c.PHASE_SCHEDULED}"
         )
     return None
+
+
+def reset_failure(vmi: dict[str, Any], error: errors.APIError, *, from_handler: bool = False) -> errors.APIError:
+    """A failed reset as KubeVirt answers it: the reason a VMI not running gives, and a handler's failure as a 500."""
+    message = error.message
+    phase = vmi_phase(vmi)
+    if phase != c.PHASE_RUNNING:
+        message = f"Failed to reset non-running VMI with phase {phase}: {message}"
+    if from_handler:
+        return errors.internal(message)
+    return errors.APIError(error.code, error.reason, message, details=error.details)

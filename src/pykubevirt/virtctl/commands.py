@@ -51,6 +51,19 @@ def _need(client: KubeClient | None) -> KubeClient:
     return client
 
 
+# The VMI commands that are one PUT: command → (subresource, what its error says was being done, KubeVirt's spelling).
+VMI_ACTIONS = {"soft-reboot": ("softreboot", "soft rebooting"), "reset": ("reset", "reseting")}
+
+
+async def _vmi_action(api: KubeClient, namespace: str, command: str, name: str) -> None:
+    subresource, doing = VMI_ACTIONS[command]
+    try:
+        await put_subresource(api, namespace, "virtualmachineinstances", name, subresource, None)
+    except (ApiError, OSError) as exc:
+        raise VirtctlError(f"Error {doing} VirtualMachineInstance {name}: {_msg(exc)}") from exc
+    print(f"VMI {name} was scheduled to {command}")
+
+
 async def run(client: KubeClient | None, namespace: str, args: argparse.Namespace) -> None:
     """Execute the parsed command; failures raise VirtctlError or ApiError."""
     command = args.command
@@ -76,12 +89,8 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
         await migrate.migrate(api, namespace, args)
     elif command == "migrate-cancel":
         await migrate.migrate_cancel(api, namespace, args)
-    elif command == "soft-reboot":
-        try:
-            await put_subresource(api, namespace, "virtualmachineinstances", args.name, "softreboot", None)
-        except (ApiError, OSError) as exc:
-            raise VirtctlError(f"Error soft rebooting VirtualMachineInstance {args.name}: {_msg(exc)}") from exc
-        print(f"VMI {args.name} was scheduled to soft-reboot")
+    elif command in VMI_ACTIONS:
+        await _vmi_action(api, namespace, command, args.name)
     elif command == "console":
         from pykubevirt.virtctl.console import run_console
 

@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("start", "stop", "restart", "pause", "unpause"):
         sub.choices[name].add_argument("--dry-run", action="store_true", help="validate only, change nothing")
     command("soft-reboot", "Soft reboot a virtual machine instance", "name")
+    command("reset", "Reset a virtual machine instance", "name")
     guest_agent.add_commands(command)
     migrate = command("migrate", "Migrate a virtual machine.", "name")
     migrate.add_argument(
