@@ -5,6 +5,7 @@ endpoint passes the launcher's refusal on."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -65,6 +66,9 @@ async def test_without_an_agent_the_launcher_says_so(launcher: LauncherProcess) 
     # A hard reset needs no agent either.
     reset = await launcher.client().request("reset")
     assert reset["domain"]["state"] == "Running"
+    # The screen, as a PNG (the test driver's own image; QEMU's PPM is re-encoded).
+    shot = await launcher.client().request("screenshot", move_cursor=False)
+    assert base64.b64decode(shot["png"]).startswith(b"\x89PNG\r\n\x1a\n")
 
 
 class OneVMI:

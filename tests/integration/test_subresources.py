@@ -21,7 +21,7 @@ import pytest_asyncio
 from pykubevirt.client.resources import MIGRATIONS, PERSISTENT_VOLUME_CLAIMS, VIRTUAL_MACHINES
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
-from tests.support.fake_handler import CONSOLE_GREETING, RFB_BANNER, FakeHandler
+from tests.support.fake_handler import CONSOLE_GREETING, RFB_BANNER, SCREEN_PNG, FakeHandler
 from tests.support.http_client import APIClient, Reply
 from tests.support.waiting import consistently, eventually
 
@@ -461,6 +461,12 @@ async def test_virtctl_pause_unpause_console_vnc(
     await cp.wait_printable(ns, "vp", "Running")
     assert await run("soft-reboot", "vp") == (0, "VMI vp was scheduled to soft-reboot\n", "")
     assert await run("reset", "vp") == (0, "VMI vp was scheduled to reset\n", "")
+    shot = tmp_path / "screen.png"
+    assert await run("vnc", "screenshot", "vp", "--file", str(shot), "--move-cursor") == (0, "", "")
+    assert shot.read_bytes() == SCREEN_PNG
+    assert handler.calls[-1][1].endswith("/vp/vnc/screenshot?moveCursor=true")
+    code, _, err = await run("vnc", "screenshot", "vp")
+    assert (code, err) == (1, 'required flag(s) "file" not set\n')
 
     code, out, err = await run("console", "vp", stdin=b"hello\r")
     assert code == 0, err

@@ -15,10 +15,15 @@ from aiohttp import WSMsgType, web
 from pykubevirt.api import constants as c
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.resources import NODES
+from pykubevirt.launcher.screenshot_png import ppm_to_png
 
 BASE = c.HANDLER_VMI_PATH
 RFB_BANNER = b"RFB 003.008\n"
 CONSOLE_GREETING = b"\r\nfake login: "
+
+
+# What the fake screen looks like: a one-pixel PNG.
+SCREEN_PNG = ppm_to_png(b"P6 1 1 255\n" + b"\x10\x20\x30")
 
 
 class FakeHandler:
@@ -40,6 +45,7 @@ class FakeHandler:
             app.router.add_put(f"{BASE}/{action}", self._command)
         app.router.add_get(f"{BASE}/console", self._stream)
         app.router.add_get(f"{BASE}/vnc", self._stream)
+        app.router.add_get(f"{BASE}/vnc/screenshot", self._screenshot)
         return app
 
     async def start(self) -> FakeHandler:
@@ -71,6 +77,10 @@ class FakeHandler:
         action = request.path.rsplit("/", 1)[1]
         await self.on_command(action, request.match_info["namespace"], request.match_info["name"])
         return web.Response(status=200)
+
+    async def _screenshot(self, request: web.Request) -> web.Response:
+        self.calls.append((request.method, request.path_qs, b""))
+        return web.Response(body=SCREEN_PNG, content_type="image/png")
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
         self.calls.append((request.method, request.path_qs, b""))

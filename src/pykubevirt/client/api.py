@@ -168,6 +168,12 @@ class KubeClient:
 
     async def read_text(self, path: str, params: Mapping[str, str] | None = None, request_timeout: float = 5.0) -> str:
         """GET a plain-text answer (a pod's log); errors as `request`."""
+        return (await self.read_bytes(path, params, request_timeout)).decode("utf-8", "replace")
+
+    async def read_bytes(
+        self, path: str, params: Mapping[str, str] | None = None, request_timeout: float = 5.0
+    ) -> bytes:
+        """GET an answer that is not JSON (a log, an image) as it came; errors as `request`."""
         await self._limiter.acquire()
         try:
             async with self.session.get(
@@ -182,7 +188,7 @@ class KubeClient:
             raise ConnectionError(f"GET {path}: {exc}") from exc
         if status >= 400:
             raise error_for(_status_of(payload, status), status)
-        return payload.decode("utf-8", "replace")
+        return payload
 
     async def get(self, resource: ResourceRef, name: str, namespace: str | None = None) -> Object:
         result: Object = await self.request("GET", resource.path(namespace, name))

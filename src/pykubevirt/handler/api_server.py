@@ -1,15 +1,18 @@
 """virt-handler's own endpoint, which virt-api proxies VMI operations to (KubeVirt's handler port 8186).
 
-PUT …/pause, …/unpause, …/softreboot act through the VMI's launcher; GET …/guestosinfo, …/userlist and
+PUT …/pause, …/unpause, …/softreboot, …/reset act through the VMI's launcher; GET …/guestosinfo, …/userlist and
 …/filesystemlist return what the launcher's guest agent poller knows; GET …/console and …/vnc are websockets
-carrying the bytes of the guest's serial console and VNC server. GET /metrics serves the node's VMI domain metrics
-(handler/domain_stats_scrape.py) to a bearer token the API server accepts (client/delegated_auth.py). It listens on
-loopback only; the heartbeat publishes its address in the Node annotation `pykubevirt.io/virt-handler-address`.
+carrying the bytes of the guest's serial console and VNC server, GET …/vnc/screenshot its screen as a PNG.
+GET /metrics serves the node's VMI domain metrics (handler/domain_stats_scrape.py) to a bearer token the API server
+accepts (client/delegated_auth.py). It listens on loopback only; the heartbeat publishes its address in the Node
+annotation `pykubevirt.io/virt-handler-address`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import logging
 from pathlib import Path
@@ -91,6 +94,7 @@ class HandlerAPI:
             app.router.add_get(f"{c.HANDLER_VMI_PATH}/{query}", self._query(command))
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/console", self._console)
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/vnc", self._vnc)
+        app.router.add_get(f"{c.HANDLER_VMI_PATH}/vnc/screenshot", self._screenshot)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/metrics", self._metrics)
         return app
@@ -147,6 +151,22 @@ class HandlerAPI:
             return web.Response(status=200)
 
         return handle
+
+    async def _screenshot(self, request: web.Request) -> web.Response:
+        """The VMI's screen as a PNG; `moveCursor=true` wakes a screen saver first."""
+        vmi, problem = self._vmi(request)
+        if vmi is None:
+            return status(404, problem)
+        launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node, self.pods_dir))
+        move = request.query.get("moveCursor", "").lower() == "true"
+        try:
+            reply = await launcher.request(Command.SCREENSHOT, move_cursor=move)
+            image = base64.b64decode(str(reply.get("png", "")), validate=True)
+        except LauncherUnavailable as exc:
+            return status(503, f"virt-launcher is not available: {exc}")
+        except (CommandFailed, ProtocolMismatch, binascii.Error) as exc:
+            return status(500, f"screenshot failed: {exc}")
+        return web.Response(body=image, content_type="image/png")
 
     def _query(self, command: Command) -> Any:
         async def handle(request: web.Request) -> web.Response:

@@ -90,6 +90,7 @@ class LauncherClient:
         vmi: dict[str, Any] | None = None,
         hotplug: dict[str, dict[str, Any]] | None = None,
         migration: MigrationRequest | dict[str, Any] | None = None,
+        move_cursor: bool | None = None,
     ) -> dict[str, Any]:
         """Send one command and return the launcher's answer (CommandFailed when it answers with an error)."""
         reader, writer = await self._open()
@@ -102,6 +103,7 @@ class LauncherClient:
                         request_id=1,
                         hotplug=hotplug,
                         migration=protocol.parse_migration(dict(migration)) if migration is not None else None,
+                        move_cursor=move_cursor,
                     )
                 )
             )

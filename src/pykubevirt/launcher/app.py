@@ -152,6 +152,7 @@ class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
                 Command.UNPAUSE: self._unpause,
                 Command.SOFT_REBOOT: self._softreboot,
                 Command.RESET: self._reset,
+                Command.SCREENSHOT: self._screenshot,
                 Command.DELETE: self._delete,
                 Command.HOTPLUG: self._hotplug,
                 Command.PREPARE_MIGRATION_TARGET: self._prepare_migration_target,

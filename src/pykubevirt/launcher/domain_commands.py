@@ -4,6 +4,7 @@ CPU and memory hotplug syncs (KubeVirt's cmd.proto calls of the same names)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 from typing import Any
 
@@ -12,6 +13,7 @@ from pykubevirt.launcher.domain_state import DomainState
 from pykubevirt.launcher.guest_agent_poller import GuestAgentPoller
 from pykubevirt.launcher.memory_hotplug import sync_memory
 from pykubevirt.launcher.protocol import NO_STATE, UNKNOWN_REASON, Command, Request, ShutdownReply, Status
+from pykubevirt.launcher.screenshot_png import as_png
 from pykubevirt.launcher.vcpu_hotplug import sync_vcpus
 
 log = logging.getLogger("pykubevirt.launcher")
@@ -74,6 +76,11 @@ class DomainCommands:
         assert self.domain is not None
         await self.domain.reset()
         return self.status()
+
+    async def _screenshot(self, request: Request) -> dict[str, Any]:
+        assert self.domain is not None
+        mime, image = await self.domain.screenshot(move_cursor=bool(request.get("moveCursor")))
+        return {"png": base64.b64encode(as_png(mime, image)).decode()}
 
     async def _delete(self, request: Request) -> Status:
         """Undefine the stopped domain; the launcher then exits (its pod completes)."""

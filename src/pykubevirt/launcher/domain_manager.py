@@ -7,6 +7,8 @@ the event loop and are turned into state updates for whoever watches.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -281,6 +283,35 @@ class DomainManager:
     async def reset(self) -> bool:
         """Hard reset, as KubeVirt's ResetVMI: the guest restarts without being asked (virDomainReset)."""
         return await self._act(lambda d: d.reset(0))
+
+    async def screenshot(self, *, move_cursor: bool = False) -> tuple[str, bytes]:
+        """The first screen's image and its MIME type (virDomainScreenshot through a stream)."""
+        import libvirt_qemu
+
+        def run() -> tuple[str, bytes]:
+            domain = self._running_domain()
+            if move_cursor:
+                # A relative pointer move and back: enough for a screen saver to wake, nothing for the guest to do.
+                events = [{"type": "rel", "data": {"axis": "x", "value": delta}} for delta in (1, -1)]
+                command = {"execute": "input-send-event", "arguments": {"events": events}}
+                libvirt_qemu.qemuMonitorCommand(domain, json.dumps(command), 0)
+            stream = domain.connect().newStream(0)
+            try:
+                mime = str(domain.screenshot(stream, 0, 0))
+                chunks = []
+                while True:
+                    chunk = stream.recv(1 << 16)
+                    if not isinstance(chunk, bytes) or not chunk:
+                        break
+                    chunks.append(chunk)
+                stream.finish()
+            except libvirt.libvirtError:
+                with contextlib.suppress(libvirt.libvirtError):
+                    stream.abort()
+                raise
+            return mime, b"".join(chunks)
+
+        return await asyncio.to_thread(run)
 
     def _running_domain(self) -> Any:
         domain = self._domain()

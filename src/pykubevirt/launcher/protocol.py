@@ -32,6 +32,8 @@ class Command(StrEnum):
     SOFT_REBOOT = "softreboot"
     # A hard reset (virDomainReset): the guest restarts at once, without shutting down.
     RESET = "reset"
+    # The screen as a PNG (base64 in the reply's `png`), what virt-api's vnc/screenshot answers.
+    SCREENSHOT = "screenshot"
     DELETE = "delete"
     # Keeps the connection open; the launcher streams a Status on every domain change.
     WATCH = "watch"
@@ -194,6 +196,8 @@ class Request(TypedDict):
     hotplug: NotRequired[dict[str, dict[str, Any]]]
     # `migrate` and `preparemigrationtarget`.
     migration: NotRequired[MigrationRequest]
+    # `screenshot`: nudge the pointer first, waking a screen saver (KubeVirt's moveCursor).
+    moveCursor: NotRequired[bool]
 
 
 class ErrorReply(TypedDict):
@@ -222,6 +226,7 @@ def request(
     request_id: int | None = None,
     hotplug: dict[str, dict[str, Any]] | None = None,
     migration: MigrationRequest | None = None,
+    move_cursor: bool | None = None,
 ) -> Request:
     """A request of this protocol version."""
     message: Request = {"cmd": str(command), "protocolVersion": PROTOCOL_VERSION}
@@ -233,6 +238,8 @@ def request(
         message["hotplug"] = hotplug
     if migration is not None:
         message["migration"] = migration
+    if move_cursor is not None:
+        message["moveCursor"] = move_cursor
     return message
 
 
@@ -269,6 +276,8 @@ def parse_request(message: dict[str, Any]) -> Request:
     migration = message.get("migration")
     if isinstance(migration, dict):
         request["migration"] = parse_migration(migration)
+    if isinstance(message.get("moveCursor"), bool):
+        request["moveCursor"] = message["moveCursor"]
     return request
 
 

@@ -118,6 +118,7 @@ class SubresourceAPI:
             ("virtualmachineinstances", "filesystemlist"): ("GET", self._guest_agent_query),
             ("virtualmachineinstances", "console"): ("GET", self._stream),
             ("virtualmachineinstances", "vnc"): ("GET", self._stream),
+            ("virtualmachineinstances", "vnc/screenshot"): ("GET", self._screenshot),
             ("virtualmachineinstances", "portforward"): ("GET", self._port_forward),
             ("virtualmachines", "portforward"): ("GET", self._port_forward),
             ("virtualmachines", "expand-spec"): ("GET", self._expand_stored),
@@ -148,6 +149,8 @@ class SubresourceAPI:
             if request.method != "PUT":
                 raise errors.method_not_allowed(request.method)
             return await self._expand_posted(request, rest[1])
+        if rest[-2:] == ["vnc", "screenshot"] and len(rest) == 6:
+            rest = [*rest[:4], "vnc/screenshot"]
         # Only portforward takes path parameters after its name: `portforward/PORT[/PROTOCOL]`.
         if len(rest) < 5 or rest[0] != "namespaces" or (len(rest) > 5 and rest[4] != "portforward"):
             raise errors.resource_not_found()
@@ -430,6 +433,16 @@ class SubresourceAPI:
         except errors.APIError as exc:
             raise reset_failure(vmi, exc, from_handler=True) from exc
         return web.Response(status=200)
+
+    async def _screenshot(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        """The VMI's screen as a PNG, checked as a VNC connection is (KubeVirt's ScreenshotRequestHandler)."""
+        vmi = await self._vmi(namespace, name)
+        problem = check_vnc(vmi) or check_handler_reachable(vmi)
+        if problem is not None:
+            raise problem
+        move = request.query.get("moveCursor", "false")
+        image = await self.handlers.get_bytes(vmi, "vnc/screenshot", {"moveCursor": move})
+        return web.Response(body=image, content_type="image/png")
 
     async def _guest_agent_query(self, request: web.Request, namespace: str, name: str) -> web.Response:
         """guestosinfo, userlist, filesystemlist: what the VMI's guest agent reported, through its virt-handler."""

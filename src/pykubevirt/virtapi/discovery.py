@@ -30,6 +30,7 @@ SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("virtualmachineinstances/filesystemlist", ("get",)),
     ("virtualmachineinstances/console", ("get",)),
     ("virtualmachineinstances/vnc", ("get",)),
+    ("virtualmachineinstances/vnc/screenshot", ("get",)),
     ("virtualmachineinstances/portforward", ("get",)),
     ("virtualmachines/expand-spec", ("get",)),
     ("expand-vm-spec", ("update",)),

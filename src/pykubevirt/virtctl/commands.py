@@ -123,6 +123,12 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
         from pykubevirt.virtctl.expand import run_expand
 
         await run_expand(api, namespace, args)
+    elif command == "vnc" and (args.name == "screenshot" or args.screenshot_of):
+        from pykubevirt.virtctl.vnc import run_screenshot
+
+        if args.name != "screenshot" or not args.screenshot_of:
+            raise VirtctlError("usage: virtctl vnc screenshot NAME --file FILE (or virtctl vnc NAME)")
+        await run_screenshot(api, namespace, args.screenshot_of, args.file, move_cursor=args.move_cursor)
     elif command == "vnc":
         from pykubevirt.virtctl.vnc import run_vnc
 

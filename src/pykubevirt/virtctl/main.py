@@ -87,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     console = command("console", "Connect to a console of a virtual machine instance.", "name")
     console.add_argument("--timeout", type=int, default=5, help="minutes to wait for the VMI to be ready")
     vnc = command("vnc", "Open a vnc connection to a virtual machine instance.", "name")
+    # `virtctl vnc screenshot NAME`, KubeVirt's subcommand: the first word is then the subcommand.
+    vnc.add_argument("screenshot_of", nargs="?", metavar="NAME", help="with `screenshot`: the VMI")
+    vnc.add_argument("--file", "-f", help="screenshot: where to store the PNG ('-' for stdout)")
+    vnc.add_argument("--move-cursor", "-m", action="store_true", help="screenshot: wake a screen saver first")
     vnc.add_argument("--address", default="127.0.0.1", help="address the local proxy listens on")
     vnc.add_argument("--port", type=int, default=0, help="port of the local proxy (default: a free one)")
     vnc.add_argument("--proxy-only", action="store_true", help="only run the proxy and print its port")

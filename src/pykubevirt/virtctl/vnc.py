@@ -8,10 +8,12 @@ import json
 import shutil
 import signal
 import sys
+from pathlib import Path
 
 from pykubevirt.client.api import KubeClient
+from pykubevirt.client.errors import ApiError
 from pykubevirt.client.streams import pump_websocket_stream
-from pykubevirt.virtctl.client import VirtctlError, open_stream
+from pykubevirt.virtctl.client import VirtctlError, open_stream, subresource_path
 
 REMOTE_VIEWER = "remote-viewer"
 TIGER_VNC = "vncviewer"
@@ -94,3 +96,23 @@ async def run_vnc(
                 viewer.terminate()
             await viewer.wait()
         sys.stdout.flush()
+
+
+async def run_screenshot(client: KubeClient, namespace: str, name: str, file: str | None, *, move_cursor: bool) -> None:
+    """`virtctl vnc screenshot NAME --file F`: the VMI's screen as a PNG, to F or ('-') stdout."""
+    if not file:
+        raise VirtctlError('required flag(s) "file" not set')
+    params = {"moveCursor": "true"} if move_cursor else {}
+    path = subresource_path(namespace, "virtualmachineinstances", name, "vnc/screenshot")
+    try:
+        image = await client.read_bytes(path, params, request_timeout=60)
+    except (ApiError, OSError) as exc:
+        raise VirtctlError(f"Can't access VMI {name}: {exc.message if isinstance(exc, ApiError) else exc}") from exc
+    if file == "-":
+        sys.stdout.buffer.write(image)
+        sys.stdout.buffer.flush()
+        return
+    try:
+        await asyncio.to_thread(Path(file).write_bytes, image)
+    except OSError as exc:
+        raise VirtctlError(f"Can't write image to a file: {exc}") from exc
