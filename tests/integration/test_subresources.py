@@ -18,7 +18,14 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from pykubevirt.client.resources import MIGRATIONS, PERSISTENT_VOLUME_CLAIMS, VIRTUAL_MACHINES
+from pykubevirt.client.api import JSON_PATCH
+from pykubevirt.client.resources import (
+    MIGRATIONS,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+)
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
 from tests.support.fake_handler import CONSOLE_GREETING, RFB_BANNER, SCREEN_PNG, FakeHandler
@@ -695,3 +702,55 @@ async def test_virtctl_migrate_and_migrate_cancel(
 
     await eventually(cancelled)
     assert await run("migrate-cancel", "mv2") == (1, "", "Found no migration to cancel for mv2\n")
+
+
+async def test_evacuate_cancel_unmarks_a_vmi_unless_its_node_is_drain_tainted(
+    cp: ControlPlane, apiserver: APIServerProcess, http: APIClient, tmp_path: Path
+) -> None:
+    ns = await cp.namespace()
+    vmi = await running_vm(cp, ns, "ev")
+    node = vmi["status"]["nodeName"]
+    run = lambda *args: virtctl(apiserver, tmp_path, "-n", ns, *args)  # noqa: E731
+
+    async def evacuation() -> str | None:
+        found = await cp.vmi(ns, "ev")
+        return ((found or {}).get("status") or {}).get("evacuationNodeName")
+
+    async def mark() -> None:
+        # What the eviction webhook writes, as KubeVirt's own component (a user's status edit is reverted).
+        patch = [{"op": "add", "path": "/status/evacuationNodeName", "value": node}]
+        await cp.controller_client.patch(VIRTUAL_MACHINE_INSTANCES, "ev", patch, ns, patch_type=JSON_PATCH)
+        assert await evacuation() == node
+
+    # Not marked: nothing to do.
+    assert await run("evacuate-cancel", "vmi", "ev") == (0, f"VMI {ns}/ev was canceled evacuation\n", "")
+    await mark()
+    assert await run("evacuate-cancel", "vmi", "ev", "--dry-run") == (
+        0,
+        f"Dry Run execution\nVMI {ns}/ev was canceled evacuation\n",
+        "",
+    )
+    assert await evacuation() == node
+    assert await run("evacuate-cancel", "vm", "ev") == (0, f"VM {ns}/ev was canceled evacuation\n", "")
+    assert await evacuation() is None
+
+    # A body naming another node removes nothing (the patch tests it).
+    await mark()
+    stale = {"kind": "EvacuateCancelOptions", "apiVersion": "kubevirt.io/v1", "evacuationNodeName": "elsewhere"}
+    reply = await http.put(vmi_path(ns, "ev", "evacuate/cancel"), stale)
+    assert reply.status == 500 and "/status/evacuationNodeName" in reply.message, reply.body
+    assert_status(await http.request("PUT", vmi_path(ns, "ev", "evacuate/cancel")), 400, "No body")
+
+    # While the node carries the drain taint the evacuation controller would mark the VMI again: refused.
+    taint = {"key": "kubevirt.io/drain", "effect": "NoSchedule"}
+    await cp.admin.patch(NODES, node, {"spec": {"taints": [taint]}})
+    try:
+        code, _, err = await run("evacuate-cancel", "vmi", "ev")
+    finally:
+        await cp.admin.patch(NODES, node, {"spec": {"taints": None}})
+    assert code == 1
+    assert err == (
+        f'error canceling evacuation for VMI {ns}/ev: Node "{node}" has NodeDrainTaintKey '
+        '"&Taint{Key:kubevirt.io/drain,Value:,Effect:NoSchedule,TimeAdded:<nil>,}"\n'
+    )
+    assert await run("evacuate-cancel", "pod", "ev") == (1, "", 'unsupported resource type "pod"\n')

@@ -17,7 +17,7 @@ from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import error_response, json_response
 from pykubevirt.client.api import JSON_PATCH, KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
-from pykubevirt.client.resources import MIGRATIONS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import MIGRATIONS, NODES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.client.streams import (
     STREAM_PROTOCOL,
     pump,
@@ -27,6 +27,7 @@ from pykubevirt.client.streams import (
 )
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi import discovery
+from pykubevirt.virtapi.evacuate_cancel import cancel_patch, drain_taint_refusal, evacuation_node
 from pykubevirt.virtapi.expand import ExpandError, expand_vm, find_spec, vm_from_body
 from pykubevirt.virtapi.handler_client import HandlerClient
 from pykubevirt.virtapi.lifecycle import (
@@ -41,7 +42,7 @@ from pykubevirt.virtapi.lifecycle import (
     vmi_conflict,
 )
 from pykubevirt.virtapi.migrate import migration_for, parse_migrate_options
-from pykubevirt.virtapi.options import is_dry_run, parse_pause, parse_restart, parse_stop
+from pykubevirt.virtapi.options import is_dry_run, parse_evacuate_cancel, parse_pause, parse_restart, parse_stop
 from pykubevirt.virtapi.portforward import Target, check_port_forward, dial, dial_udp, parse_target
 from pykubevirt.virtapi.vmi_checks import (
     check_console,
@@ -72,6 +73,8 @@ from pykubevirt.virtapi.volumes import (
 log = logging.getLogger("pykubevirt.virtapi")
 
 Route = Callable[[web.Request, str, str], Awaitable[web.StreamResponse]]
+# Subresources whose name is two path segments.
+TWO_SEGMENT_SUBRESOURCES = frozenset({"vnc/screenshot", "evacuate/cancel"})
 VMI_CHECKS = {"pause": check_pause, "unpause": check_unpause, "softreboot": check_soft_reboot}
 NOT_WEBSOCKET = (
     "websocket: the client is not using the websocket protocol: 'upgrade' token not found in 'Connection' header"
@@ -122,6 +125,8 @@ class SubresourceAPI:
             ("virtualmachineinstances", "portforward"): ("GET", self._port_forward),
             ("virtualmachines", "portforward"): ("GET", self._port_forward),
             ("virtualmachines", "expand-spec"): ("GET", self._expand_stored),
+            ("virtualmachines", "evacuate/cancel"): ("PUT", self._evacuate_cancel),
+            ("virtualmachineinstances", "evacuate/cancel"): ("PUT", self._evacuate_cancel),
         }
 
     async def close(self) -> None:
@@ -149,8 +154,8 @@ class SubresourceAPI:
             if request.method != "PUT":
                 raise errors.method_not_allowed(request.method)
             return await self._expand_posted(request, rest[1])
-        if rest[-2:] == ["vnc", "screenshot"] and len(rest) == 6:
-            rest = [*rest[:4], "vnc/screenshot"]
+        if len(rest) == 6 and "/".join(rest[4:]) in TWO_SEGMENT_SUBRESOURCES:
+            rest = [*rest[:4], "/".join(rest[4:])]
         # Only portforward takes path parameters after its name: `portforward/PORT[/PROTOCOL]`.
         if len(rest) < 5 or rest[0] != "namespaces" or (len(rest) > 5 and rest[4] != "portforward"):
             raise errors.resource_not_found()
@@ -443,6 +448,37 @@ class SubresourceAPI:
         move = request.query.get("moveCursor", "false")
         image = await self.handlers.get_bytes(vmi, "vnc/screenshot", {"moveCursor": move})
         return web.Response(body=image, content_type="image/png")
+
+    async def _evacuate_cancel(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        """Stop evacuating a VM's or VMI's VMI off its node (its evacuationNodeName removed)."""
+        resource = [p for p in request.path.split("/") if p][5]
+        vmi = await (self._vmi_of_vm if resource == "virtualmachines" else self._vmi)(namespace, name)
+        taint_key = (self.config() if self.config else ClusterConfig()).migrations.node_drain_taint_key
+        if taint_key:
+            try:
+                node = await self.client.get(NODES, evacuation_node(vmi))
+            except (ApiError, OSError) as exc:
+                raise errors.internal(_message(exc)) from exc
+            if (refusal := drain_taint_refusal(node, taint_key)) is not None:
+                raise refusal
+        if not (vmi.get("status") or {}).get("evacuationNodeName"):
+            return web.Response(status=200)
+        body = await request.read()
+        if not body.strip():
+            raise errors.bad_request("No body")
+        options = parse_evacuate_cancel(body)
+        try:
+            await self.client.patch(
+                VIRTUAL_MACHINE_INSTANCES,
+                vmi["metadata"]["name"],
+                cancel_patch(options.evacuation_node_name),
+                namespace,
+                patch_type=JSON_PATCH,
+                dry_run=is_dry_run(options.dry_run),
+            )
+        except (ApiError, OSError) as exc:
+            raise errors.internal(_message(exc)) from exc
+        return web.Response(status=200)
 
     async def _guest_agent_query(self, request: web.Request, namespace: str, name: str) -> web.Response:
         """guestosinfo, userlist, filesystemlist: what the VMI's guest agent reported, through its virt-handler."""

@@ -33,6 +33,8 @@ SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("virtualmachineinstances/vnc/screenshot", ("get",)),
     ("virtualmachineinstances/portforward", ("get",)),
     ("virtualmachines/expand-spec", ("get",)),
+    ("virtualmachines/evacuate/cancel", ("update",)),
+    ("virtualmachineinstances/evacuate/cancel", ("update",)),
     ("expand-vm-spec", ("update",)),
 )
 

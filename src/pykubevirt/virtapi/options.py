@@ -38,6 +38,12 @@ class PauseOptions:
     dry_run: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class EvacuateCancelOptions:
+    evacuation_node_name: str = ""
+    dry_run: tuple[str, ...] = ()
+
+
 def unmarshal_error(message: str) -> errors.APIError:
     """virt-api's 400 for a body that does not decode into the options struct."""
     return errors.bad_request(UNMARSHAL_ERROR % message)
@@ -110,6 +116,12 @@ def parse_restart(body: bytes) -> RestartOptions:
 
 def parse_pause(body: bytes, type_name: str = "PauseOptions") -> PauseOptions:
     return PauseOptions(dry_run=dry_run_values(decode_body(body, type_name), type_name))
+
+
+def parse_evacuate_cancel(body: bytes) -> EvacuateCancelOptions:
+    decoded = decode_body(body, "EvacuateCancelOptions")
+    node = _field(decoded, "evacuationNodeName", str, "EvacuateCancelOptions", "string") or ""
+    return EvacuateCancelOptions(node, dry_run_values(decoded, "EvacuateCancelOptions"))
 
 
 def is_dry_run(dry_run: tuple[str, ...]) -> bool:

@@ -89,6 +89,8 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
         await migrate.migrate(api, namespace, args)
     elif command == "migrate-cancel":
         await migrate.migrate_cancel(api, namespace, args)
+    elif command == "evacuate-cancel":
+        await migrate.evacuate_cancel(api, namespace, args)
     elif command in VMI_ACTIONS:
         await _vmi_action(api, namespace, command, args.name)
     elif command == "console":

@@ -82,7 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--addedNodeSelector", default="", help="additional node selector for the target pod: key=value,key2=value2"
     )
     migrate_cancel = command("migrate-cancel", "Cancel migration of a virtual machine.", "name")
-    for cmd in (migrate, migrate_cancel):
+    evacuate_cancel = command(
+        "evacuate-cancel", "Cancel evacuation for a VM, VMI, or all VMIs on a node", "kind", "name"
+    )
+    for cmd in (migrate, migrate_cancel, evacuate_cancel):
         cmd.add_argument("--dry-run", action="store_true", help="validate only, change nothing")
     console = command("console", "Connect to a console of a virtual machine instance.", "name")
     console.add_argument("--timeout", type=int, default=5, help="minutes to wait for the VMI to be ready")
