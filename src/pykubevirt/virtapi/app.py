@@ -17,7 +17,7 @@ from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import error_response, json_response
 from pykubevirt.client.api import JSON_PATCH, KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
-from pykubevirt.client.resources import MIGRATIONS, NODES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import MIGRATIONS, NODES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
 from pykubevirt.client.streams import (
     STREAM_PROTOCOL,
     pump,
@@ -26,7 +26,7 @@ from pykubevirt.client.streams import (
     websocket_bytes,
 )
 from pykubevirt.config.cluster_config import ClusterConfig
-from pykubevirt.virtapi import discovery
+from pykubevirt.virtapi import discovery, object_graph
 from pykubevirt.virtapi.evacuate_cancel import cancel_patch, drain_taint_refusal, evacuation_node
 from pykubevirt.virtapi.expand import ExpandError, expand_vm, find_spec, vm_from_body
 from pykubevirt.virtapi.handler_client import HandlerClient
@@ -126,6 +126,8 @@ class SubresourceAPI:
             ("virtualmachines", "portforward"): ("GET", self._port_forward),
             ("virtualmachines", "expand-spec"): ("GET", self._expand_stored),
             ("virtualmachines", "evacuate/cancel"): ("PUT", self._evacuate_cancel),
+            ("virtualmachines", "objectgraph"): ("GET", self._object_graph),
+            ("virtualmachineinstances", "objectgraph"): ("GET", self._object_graph),
             ("virtualmachineinstances", "evacuate/cancel"): ("PUT", self._evacuate_cancel),
         }
 
@@ -479,6 +481,20 @@ class SubresourceAPI:
         except (ApiError, OSError) as exc:
             raise errors.internal(_message(exc)) from exc
         return web.Response(status=200)
+
+    async def _object_graph(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        """What the VM or VMI depends on (KubeVirt's ObjectGraph feature gate, Alpha)."""
+        if not (self.config() if self.config else ClusterConfig()).gate_enabled("ObjectGraph"):
+            raise errors.bad_request(object_graph.GATE_DISABLED)
+        is_vm = [p for p in request.path.split("/") if p][5] == "virtualmachines"
+        obj = await (self._vm if is_vm else self._vmi)(namespace, name)
+        include, selector = object_graph.parse_options(await request.read())
+        try:
+            pods = await self.client.list(PODS, namespace, label_selector="kubevirt.io=virt-launcher")
+        except (ApiError, OSError) as exc:
+            raise errors.internal(_message(exc)) from exc
+        graph = (object_graph.vm_graph if is_vm else object_graph.vmi_graph)(obj, pods.get("items") or [])
+        return json_response(object_graph.filtered(graph, include, selector))
 
     async def _guest_agent_query(self, request: web.Request, namespace: str, name: str) -> web.Response:
         """guestosinfo, userlist, filesystemlist: what the VMI's guest agent reported, through its virt-handler."""

@@ -35,6 +35,8 @@ SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("virtualmachines/expand-spec", ("get",)),
     ("virtualmachines/evacuate/cancel", ("update",)),
     ("virtualmachineinstances/evacuate/cancel", ("update",)),
+    ("virtualmachines/objectgraph", ("get",)),
+    ("virtualmachineinstances/objectgraph", ("get",)),
     ("expand-vm-spec", ("update",)),
 )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pykubevirt.api.vm_run_strategy import RunStrategyError, run_strategy
@@ -10,7 +11,7 @@ from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINES
 from pykubevirt.virtapi.discovery import version_info
-from pykubevirt.virtctl import guest_agent, image_upload, migrate, volumes
+from pykubevirt.virtctl import guest_agent, image_upload, migrate, object_graph, volumes
 from pykubevirt.virtctl.client import VirtctlError, put_subresource, server_version
 
 DRY_RUN_ALL = ["All"]
@@ -64,6 +65,18 @@ async def _vmi_action(api: KubeClient, namespace: str, command: str, name: str) 
     print(f"VMI {name} was scheduled to {command}")
 
 
+# The commands another module carries out whole, given the client, namespace and arguments.
+MODULE_COMMANDS: dict[str, Callable[[KubeClient, str, argparse.Namespace], Awaitable[None]]] = {
+    "image-upload": image_upload.image_upload,
+    "addvolume": volumes.add_volume,
+    "removevolume": volumes.remove_volume,
+    "migrate": migrate.migrate,
+    "migrate-cancel": migrate.migrate_cancel,
+    "evacuate-cancel": migrate.evacuate_cancel,
+    "objectgraph": object_graph.run,
+}
+
+
 async def run(client: KubeClient | None, namespace: str, args: argparse.Namespace) -> None:
     """Execute the parsed command; failures raise VirtctlError or ApiError."""
     command = args.command
@@ -77,20 +90,10 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
         await _stop_or_restart(api, namespace, args)
     elif command in ("pause", "unpause"):
         await _pause_or_unpause(api, namespace, command, args)
-    elif command == "image-upload":
-        await image_upload.image_upload(api, namespace, args)
-    elif command == "addvolume":
-        await volumes.add_volume(api, namespace, args)
-    elif command == "removevolume":
-        await volumes.remove_volume(api, namespace, args)
+    elif command in MODULE_COMMANDS:
+        await MODULE_COMMANDS[command](api, namespace, args)
     elif command in guest_agent.COMMANDS:
         await guest_agent.run(api, namespace, command, args.name)
-    elif command == "migrate":
-        await migrate.migrate(api, namespace, args)
-    elif command == "migrate-cancel":
-        await migrate.migrate_cancel(api, namespace, args)
-    elif command == "evacuate-cancel":
-        await migrate.evacuate_cancel(api, namespace, args)
     elif command in VMI_ACTIONS:
         await _vmi_action(api, namespace, command, args.name)
     elif command == "console":

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import ConfigError, load_config
 from pykubevirt.client.errors import ApiError
-from pykubevirt.virtctl import commands, create, credentials, guest_agent
+from pykubevirt.virtctl import commands, create, credentials, guest_agent, object_graph
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.expand import add_arguments as add_expand_arguments
 from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for cmd in (migrate, migrate_cancel, evacuate_cancel):
         cmd.add_argument("--dry-run", action="store_true", help="validate only, change nothing")
+    object_graph.add_arguments(command("objectgraph", "Returns dependency graph related to a VM|VMI."))
     console = command("console", "Connect to a console of a virtual machine instance.", "name")
     console.add_argument("--timeout", type=int, default=5, help="minutes to wait for the VMI to be ready")
     vnc = command("vnc", "Open a vnc connection to a virtual machine instance.", "name")
