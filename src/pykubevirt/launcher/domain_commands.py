@@ -12,7 +12,15 @@ from pykubevirt.launcher.domain_manager import DomainManager
 from pykubevirt.launcher.domain_state import DomainState
 from pykubevirt.launcher.guest_agent_poller import GuestAgentPoller
 from pykubevirt.launcher.memory_hotplug import sync_memory
-from pykubevirt.launcher.protocol import NO_STATE, UNKNOWN_REASON, Command, Request, ShutdownReply, Status
+from pykubevirt.launcher.protocol import (
+    MAX_LINE,
+    NO_STATE,
+    UNKNOWN_REASON,
+    Command,
+    Request,
+    ShutdownReply,
+    Status,
+)
 from pykubevirt.launcher.screenshot_png import as_png
 from pykubevirt.launcher.vcpu_hotplug import sync_vcpus
 
@@ -80,7 +88,11 @@ class DomainCommands:
     async def _screenshot(self, request: Request) -> dict[str, Any]:
         assert self.domain is not None
         mime, image = await self.domain.screenshot(move_cursor=bool(request.get("moveCursor")))
-        return {"png": base64.b64encode(as_png(mime, image)).decode()}
+        encoded = base64.b64encode(as_png(mime, image)).decode()
+        if len(encoded) > MAX_LINE - 1024:
+            # The reply is one protocol line; a clear refusal beats a line the handler cannot read.
+            raise ValueError(f"the screenshot ({len(encoded)} bytes in base64) is too large for the launcher protocol")
+        return {"png": encoded}
 
     async def _delete(self, request: Request) -> Status:
         """Undefine the stopped domain; the launcher then exits (its pod completes)."""

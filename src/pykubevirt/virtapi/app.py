@@ -456,7 +456,8 @@ class SubresourceAPI:
         resource = [p for p in request.path.split("/") if p][5]
         vmi = await (self._vmi_of_vm if resource == "virtualmachines" else self._vmi)(namespace, name)
         taint_key = (self.config() if self.config else ClusterConfig()).migrations.node_drain_taint_key
-        if taint_key:
+        # A VMI on no node yet has no node whose taint could matter.
+        if taint_key and evacuation_node(vmi):
             try:
                 node = await self.client.get(NODES, evacuation_node(vmi))
             except (ApiError, OSError) as exc:
