@@ -113,8 +113,8 @@ class HandlerClient:
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise errors.internal(f"{action} on virt-handler failed: {exc or type(exc).__name__}") from exc
 
-    async def get_bytes(self, vmi: dict[str, Any], action: str, query: dict[str, str]) -> bytes:
-        """GET a binary answer (vnc/screenshot's PNG); the handler's error Status is raised as it is."""
+    async def get_bytes(self, vmi: dict[str, Any], action: str, query: dict[str, str] | None = None) -> bytes:
+        """GET an answer as it came (vnc/screenshot's PNG); the handler's error Status is raised as it is."""
         url = await self.url(vmi, action)
         try:
             async with self.session.get(
@@ -129,16 +129,7 @@ class HandlerClient:
 
     async def get_json(self, vmi: dict[str, Any], action: str) -> Any:
         """GET a query (guestosinfo) and return its JSON body."""
-        url = await self.url(vmi, action)
-        try:
-            async with self.session.get(
-                url, ssl=self._ssl(url), timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
-            ) as response:
-                payload = await response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise errors.internal(f"{action} on virt-handler failed: {exc or type(exc).__name__}") from exc
-        if response.status // 100 != 2:
-            raise _status_error(payload, response.status)
+        payload = await self.get_bytes(vmi, action)
         try:
             return json.loads(payload)
         except ValueError as exc:
