@@ -9,39 +9,25 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.integration.conftest import Kubectl, unique
+from tests.integration.conftest import Kubectl, custom_resource_definition, unique
 from tests.support.http_client import APIClient
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def two_version_crd(group: str, *, storage: str = "v1", deprecated_alpha: bool = True) -> dict[str, Any]:
+    """Dials of `group`, served as v1alpha1 and v1 with one schema, stored as `storage`."""
     schema = {
         "type": "object",
         "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}},
     }
-    alpha: dict[str, Any] = {
-        "name": "v1alpha1",
-        "served": True,
-        "storage": storage == "v1alpha1",
-        "schema": {"openAPIV3Schema": schema},
-    }
+    crd = custom_resource_definition(group, "Dial", schema)
+    ga = crd["spec"]["versions"][0]
+    alpha = {**ga, "name": "v1alpha1", "storage": storage == "v1alpha1"}
     if deprecated_alpha:
         alpha["deprecated"] = True
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"dials.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "dials", "singular": "dial", "kind": "Dial"},
-            "versions": [
-                alpha,
-                {"name": "v1", "served": True, "storage": storage == "v1", "schema": {"openAPIV3Schema": schema}},
-            ],
-        },
-    }
+    crd["spec"]["versions"] = [alpha, {**ga, "storage": storage == "v1"}]
+    return crd
 
 
 def dial(group: str, version: str, name: str, size: int = 1) -> dict[str, Any]:

@@ -135,18 +135,27 @@ class HandlerAPI:
             return None, f'virtualmachineinstances.kubevirt.io "{name}" not found on node {self.node}'
         return vmi, ""
 
+    async def _launcher_call(
+        self, request: web.Request, command: Command, *, move_cursor: bool | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any] | None, web.Response | None]:
+        """One command to the VMI's launcher: (vmi, reply, None), or the error Status to answer instead."""
+        vmi, problem = self._vmi(request)
+        if vmi is None:
+            return {}, None, status(404, problem)
+        launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node, self.pods_dir))
+        try:
+            reply = await launcher.request(command, move_cursor=move_cursor)
+        except LauncherUnavailable as exc:
+            return vmi, None, status(503, f"virt-launcher is not available: {exc}")
+        except (CommandFailed, ProtocolMismatch) as exc:
+            return vmi, None, status(500, f"{command} failed: {exc}")
+        return vmi, reply, None
+
     def _command(self, action: Command) -> Any:
         async def handle(request: web.Request) -> web.Response:
-            vmi, problem = self._vmi(request)
-            if vmi is None:
-                return status(404, problem)
-            launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node, self.pods_dir))
-            try:
-                await launcher.request(action)
-            except LauncherUnavailable as exc:
-                return status(503, f"virt-launcher is not available: {exc}")
-            except (CommandFailed, ProtocolMismatch) as exc:
-                return status(500, f"{action} failed: {exc}")
+            vmi, _, failure = await self._launcher_call(request, action)
+            if failure is not None:
+                return failure
             log.info("%s done", action, extra=object_fields(vmi))
             return web.Response(status=200)
 
@@ -154,32 +163,23 @@ class HandlerAPI:
 
     async def _screenshot(self, request: web.Request) -> web.Response:
         """The VMI's screen as a PNG; `moveCursor=true` wakes a screen saver first."""
-        vmi, problem = self._vmi(request)
-        if vmi is None:
-            return status(404, problem)
-        launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node, self.pods_dir))
         move = request.query.get("moveCursor", "").lower() == "true"
+        _, reply, failure = await self._launcher_call(request, Command.SCREENSHOT, move_cursor=move)
+        if reply is None:
+            assert failure is not None
+            return failure
         try:
-            reply = await launcher.request(Command.SCREENSHOT, move_cursor=move)
             image = base64.b64decode(str(reply.get("png", "")), validate=True)
-        except LauncherUnavailable as exc:
-            return status(503, f"virt-launcher is not available: {exc}")
-        except (CommandFailed, ProtocolMismatch, binascii.Error) as exc:
-            return status(500, f"screenshot failed: {exc}")
+        except binascii.Error as exc:
+            return status(500, f"{Command.SCREENSHOT} failed: {exc}")
         return web.Response(body=image, content_type="image/png")
 
     def _query(self, command: Command) -> Any:
         async def handle(request: web.Request) -> web.Response:
-            vmi, problem = self._vmi(request)
-            if vmi is None:
-                return status(404, problem)
-            launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node, self.pods_dir))
-            try:
-                reply = await launcher.request(command)
-            except LauncherUnavailable as exc:
-                return status(503, f"virt-launcher is not available: {exc}")
-            except (CommandFailed, ProtocolMismatch) as exc:
-                return status(500, f"{command} failed: {exc}")
+            _, reply, failure = await self._launcher_call(request, command)
+            if reply is None:
+                assert failure is not None
+                return failure
             return web.json_response({k: v for k, v in reply.items() if k not in _ENVELOPE})
 
         return handle

@@ -85,6 +85,11 @@ def _message(exc: BaseException) -> str:
     return exc.message if isinstance(exc, ApiError) else str(exc)
 
 
+def _on_vm(request: web.Request) -> bool:
+    """Whether a subresource path (/apis/GROUP/VERSION/namespaces/NS/RESOURCE/NAME/…) is a VM's, not a VMI's."""
+    return [p for p in request.path.split("/") if p][5] == "virtualmachines"
+
+
 def is_test_failure(exc: BaseException) -> bool:
     """A JSON patch `test` that did not match (kube-apiserver and ours answer 422 naming the tested path)."""
     if not isinstance(exc, ApiError) or exc.code != 422:
@@ -453,8 +458,7 @@ class SubresourceAPI:
 
     async def _evacuate_cancel(self, request: web.Request, namespace: str, name: str) -> web.Response:
         """Stop evacuating a VM's or VMI's VMI off its node (its evacuationNodeName removed)."""
-        resource = [p for p in request.path.split("/") if p][5]
-        vmi = await (self._vmi_of_vm if resource == "virtualmachines" else self._vmi)(namespace, name)
+        vmi = await (self._vmi_of_vm if _on_vm(request) else self._vmi)(namespace, name)
         taint_key = (self.config() if self.config else ClusterConfig()).migrations.node_drain_taint_key
         # A VMI on no node yet has no node whose taint could matter.
         if taint_key and evacuation_node(vmi):
@@ -487,7 +491,7 @@ class SubresourceAPI:
         """What the VM or VMI depends on (KubeVirt's ObjectGraph feature gate, Alpha)."""
         if not (self.config() if self.config else ClusterConfig()).gate_enabled("ObjectGraph"):
             raise errors.bad_request(object_graph.GATE_DISABLED)
-        is_vm = [p for p in request.path.split("/") if p][5] == "virtualmachines"
+        is_vm = _on_vm(request)
         obj = await (self._vm if is_vm else self._vmi)(namespace, name)
         include, selector = object_graph.parse_options(await request.read())
         try:
@@ -533,10 +537,8 @@ class SubresourceAPI:
 
     async def _port_forward(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
         """Dial the guest's port, then accept the client's websocket and pump bytes (upstream's order)."""
-        parts = [p for p in request.path.split("/") if p]
-        target = parse_target(parts[8:])
-        resource = parts[5]
-        vmi = await (self._vmi_of_vm if resource == "virtualmachines" else self._vmi)(namespace, name)
+        target = parse_target([p for p in request.path.split("/") if p][8:])
+        vmi = await (self._vmi_of_vm if _on_vm(request) else self._vmi)(namespace, name)
         if (problem := check_port_forward(vmi)) is not None:
             raise problem
         if target.protocol == "udp":

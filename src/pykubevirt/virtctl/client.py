@@ -21,6 +21,11 @@ class VirtctlError(Exception):
     """A failure reported to the user as one line on stderr (exit status 1)."""
 
 
+def error_message(exc: BaseException) -> str:
+    """What a failed call says in virtctl's one-line errors: the server's Status message, else the OS error."""
+    return exc.message if isinstance(exc, ApiError) else str(exc)
+
+
 def subresource_path(namespace: str, resource: str, name: str, subresource: str) -> str:
     ns, n = quote(namespace, safe=""), quote(name, safe="")
     return f"{SUBRESOURCES}/namespaces/{ns}/{resource}/{n}/{subresource}"

@@ -11,8 +11,8 @@ from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINES
 from pykubevirt.virtapi.discovery import version_info
-from pykubevirt.virtctl import guest_agent, image_upload, migrate, object_graph, volumes
-from pykubevirt.virtctl.client import VirtctlError, put_subresource, server_version
+from pykubevirt.virtctl import evacuate_cancel, guest_agent, image_upload, migrate, object_graph, volumes
+from pykubevirt.virtctl.client import VirtctlError, error_message, put_subresource, server_version
 
 DRY_RUN_ALL = ["All"]
 FORCE_AND_GRACE = "Must both use --force=true and set --grace-period."
@@ -43,10 +43,6 @@ def format_version(info: dict[str, Any]) -> str:
     return f"version.Info{{{fields}}}"
 
 
-def _msg(exc: BaseException) -> str:
-    return exc.message if isinstance(exc, ApiError) else str(exc)
-
-
 def _need(client: KubeClient | None) -> KubeClient:
     assert client is not None
     return client
@@ -61,7 +57,7 @@ async def _vmi_action(api: KubeClient, namespace: str, command: str, name: str) 
     try:
         await put_subresource(api, namespace, "virtualmachineinstances", name, subresource, None)
     except (ApiError, OSError) as exc:
-        raise VirtctlError(f"Error {doing} VirtualMachineInstance {name}: {_msg(exc)}") from exc
+        raise VirtctlError(f"Error {doing} VirtualMachineInstance {name}: {error_message(exc)}") from exc
     print(f"VMI {name} was scheduled to {command}")
 
 
@@ -72,7 +68,7 @@ MODULE_COMMANDS: dict[str, Callable[[KubeClient, str, argparse.Namespace], Await
     "removevolume": volumes.remove_volume,
     "migrate": migrate.migrate,
     "migrate-cancel": migrate.migrate_cancel,
-    "evacuate-cancel": migrate.evacuate_cancel,
+    "evacuate-cancel": evacuate_cancel.run,
     "objectgraph": object_graph.run,
 }
 
@@ -153,7 +149,7 @@ async def _start(client: KubeClient, namespace: str, args: argparse.Namespace) -
     try:
         await put_subresource(client, namespace, "virtualmachines", args.name, "start", body)
     except (ApiError, OSError) as exc:
-        raise VirtctlError(f"Error starting VirtualMachine {_msg(exc)}") from exc
+        raise VirtctlError(f"Error starting VirtualMachine {error_message(exc)}") from exc
     print(f"VM {args.name} was scheduled to start")
 
 
@@ -170,7 +166,7 @@ async def _stop_or_restart(client: KubeClient, namespace: str, args: argparse.Na
     try:
         await put_subresource(client, namespace, "virtualmachines", args.name, command, body)
     except (ApiError, OSError) as exc:
-        raise VirtctlError(error % _msg(exc)) from exc
+        raise VirtctlError(error % error_message(exc)) from exc
     print(f"VM {args.name} was scheduled to {command}")
 
 
@@ -186,15 +182,15 @@ async def _pause_or_unpause(client: KubeClient, namespace: str, command: str, ar
         try:
             vm = await client.get(VIRTUAL_MACHINES, name, namespace)
         except (ApiError, OSError) as exc:
-            raise VirtctlError(f"Error getting VirtualMachine {name}: {_msg(exc)}") from exc
+            raise VirtctlError(f"Error getting VirtualMachine {name}: {error_message(exc)}") from exc
     try:
         await put_subresource(client, namespace, "virtualmachineinstances", name, command, body)
     except NotFound as exc:
         if vm is not None and command == "pause":
             raise VirtctlError(_pause_not_found(vm, name)) from exc
-        raise VirtctlError(f"Error {verb} VirtualMachineInstance {name}: {_msg(exc)}") from exc
+        raise VirtctlError(f"Error {verb} VirtualMachineInstance {name}: {error_message(exc)}") from exc
     except (ApiError, OSError) as exc:
-        raise VirtctlError(f"Error {verb} VirtualMachineInstance {name}: {_msg(exc)}") from exc
+        raise VirtctlError(f"Error {verb} VirtualMachineInstance {name}: {error_message(exc)}") from exc
     print(f"VMI {name} was scheduled to {command}")
 
 
@@ -215,5 +211,5 @@ async def _version(client: KubeClient | None, client_only: bool) -> None:
     try:
         server = await server_version(_need(client))
     except (ApiError, OSError) as exc:
-        raise VirtctlError(f"failed to get server version: {_msg(exc)}") from exc
+        raise VirtctlError(f"failed to get server version: {error_message(exc)}") from exc
     print(f"Server Version: {format_version(server)}")

@@ -14,7 +14,7 @@ import yaml
 
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError
-from pykubevirt.virtctl.client import SUBRESOURCES, VirtctlError, subresource_path
+from pykubevirt.virtctl.client import SUBRESOURCES, VirtctlError, error_message, subresource_path
 from pykubevirt.virtctl.manifest_yaml import render
 
 FORMATS = ("yaml", "json")
@@ -75,6 +75,6 @@ async def run_expand(api: KubeClient, namespace: str, args: argparse.Namespace) 
     try:
         expanded = await api.request(method, path, body=body)
     except (ApiError, OSError) as exc:
-        message = exc.message if isinstance(exc, ApiError) else str(exc)
+        message = error_message(exc)
         raise VirtctlError(f"error expanding VirtualMachine - {name} in namespace - {namespace}: {message}") from exc
     sys.stdout.write(render_output(expanded, args.output))

@@ -17,7 +17,7 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
 )
-from pykubevirt.virtctl.client import VirtctlError
+from pykubevirt.virtctl.client import VirtctlError, error_message
 
 VMI_KINDS = ("vmi", "vmis", "virtualmachineinstance", "virtualmachineinstances")
 VM_KINDS = ("vm", "vms", "virtualmachine", "virtualmachines")
@@ -154,20 +154,20 @@ async def _owner(client: KubeClient, namespace: str, kind: str, name: str) -> tu
         try:
             vmi = await client.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
         except (ApiError, OSError) as exc:
-            raise VirtctlError(f"error fetching VirtualMachineInstance: {_msg(exc)}") from exc
+            raise VirtctlError(f"error fetching VirtualMachineInstance: {error_message(exc)}") from exc
         return vmi, {c.VMI_ID_LABEL: vmi_id(name)}, pod_network_ports(vmi.get("spec") or {})
     if kind in VM_KINDS:
         try:
             vm = await client.get(VIRTUAL_MACHINES, name, namespace)
         except (ApiError, OSError) as exc:
-            raise VirtctlError(f"error fetching VirtualMachine: {_msg(exc)}") from exc
+            raise VirtctlError(f"error fetching VirtualMachine: {error_message(exc)}") from exc
         template = (vm.get("spec") or {}).get("template") or {}
         return vm, {c.VMI_ID_LABEL: vmi_id(name)}, pod_network_ports(template.get("spec") or {})
     if kind in VMIRS_KINDS:
         try:
             rs = await client.get(VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS, name, namespace)
         except (ApiError, OSError) as exc:
-            raise VirtctlError(f"error fetching VirtualMachineInstanceReplicaSet: {_msg(exc)}") from exc
+            raise VirtctlError(f"error fetching VirtualMachineInstanceReplicaSet: {error_message(exc)}") from exc
         spec = rs.get("spec") or {}
         template = spec.get("template")
         ports = pod_network_ports(template.get("spec") or {}) if isinstance(template, dict) else []
@@ -181,10 +181,6 @@ async def _owner(client: KubeClient, namespace: str, kind: str, name: str) -> tu
     raise VirtctlError(f"unsupported resource type: {kind}")
 
 
-def _msg(exc: BaseException) -> str:
-    return exc.message if isinstance(exc, ApiError) else str(exc)
-
-
 async def expose(client: KubeClient, namespace: str, args: argparse.Namespace) -> None:
     kind = args.type.lower()
     # Flags are checked before anything is read, as upstream's parseFlags runs first.
@@ -196,5 +192,5 @@ async def expose(client: KubeClient, namespace: str, args: argparse.Namespace) -
     try:
         await client.create(SERVICES, service, namespace)
     except (ApiError, OSError) as exc:
-        raise VirtctlError(f"service creation failed: {_msg(exc)}") from exc
+        raise VirtctlError(f"service creation failed: {error_message(exc)}") from exc
     print(f"Service {args.service_name} successfully created for {kind} {args.name}")

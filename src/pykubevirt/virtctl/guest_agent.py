@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError
-from pykubevirt.virtctl.client import VirtctlError, subresource_path
+from pykubevirt.virtctl.client import VirtctlError, error_message, subresource_path
 
 # command → (subresource, help, what the error says it was doing).
 COMMANDS: Final = {
@@ -36,6 +36,6 @@ async def run(api: KubeClient, namespace: str, command: str, name: str) -> None:
     try:
         body: Any = await api.request("GET", subresource_path(namespace, "virtualmachineinstances", name, subresource))
     except (ApiError, OSError) as exc:
-        message = exc.message if isinstance(exc, ApiError) else str(exc)
+        message = error_message(exc)
         raise VirtctlError(f"Error {doing} VirtualMachineInstance {name}, {message}") from exc
     print(json.dumps(body, indent=2))

@@ -9,7 +9,7 @@ import yaml
 
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError
-from pykubevirt.virtctl.client import VirtctlError, subresource_path
+from pykubevirt.virtctl.client import VirtctlError, error_message, subresource_path
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ async def run(client: KubeClient, namespace: str, args: argparse.Namespace) -> N
     try:
         graph = await client.request("GET", path, body=options)
     except (ApiError, OSError) as exc:
-        message = exc.message if isinstance(exc, ApiError) else str(exc)
+        message = error_message(exc)
         raise VirtctlError(f"error listing object graph of {kind} {args.name}: {message}") from exc
     if args.output == "json":
         print(json.dumps(graph, indent=2))

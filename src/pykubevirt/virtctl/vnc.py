@@ -13,7 +13,7 @@ from pathlib import Path
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError
 from pykubevirt.client.streams import pump_websocket_stream
-from pykubevirt.virtctl.client import VirtctlError, open_stream, subresource_path
+from pykubevirt.virtctl.client import VirtctlError, error_message, open_stream, subresource_path
 
 REMOTE_VIEWER = "remote-viewer"
 TIGER_VNC = "vncviewer"
@@ -107,7 +107,7 @@ async def run_screenshot(client: KubeClient, namespace: str, name: str, file: st
     try:
         image = await client.read_bytes(path, params, request_timeout=60)
     except (ApiError, OSError) as exc:
-        raise VirtctlError(f"Can't access VMI {name}: {exc.message if isinstance(exc, ApiError) else exc}") from exc
+        raise VirtctlError(f"Can't access VMI {name}: {error_message(exc)}") from exc
     if file == "-":
         sys.stdout.buffer.write(image)
         sys.stdout.buffer.flush()

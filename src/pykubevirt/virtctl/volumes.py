@@ -14,7 +14,7 @@ from typing import Any
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, Conflict, NotFound
 from pykubevirt.client.resources import DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS
-from pykubevirt.virtctl.client import VirtctlError, put_subresource
+from pykubevirt.virtctl.client import VirtctlError, error_message, put_subresource
 
 MAX_RETRIES = 15
 DNS1035_LABEL_MAX = 63
@@ -98,7 +98,7 @@ async def _submit(
                 # Another change to the volumes won the race; read again and retry, as virtctl does.
                 await asyncio.sleep(attempt * random.randint(0, 4) / 1000)
                 continue
-            message = exc.message if isinstance(exc, ApiError) else str(exc)
+            message = error_message(exc)
             raise VirtctlError(f"error {verb} volume, {message}") from exc
     raise VirtctlError(f"error {verb} volume after {MAX_RETRIES} retries")
 
