@@ -19,6 +19,7 @@ import yaml
 from aiohttp import web
 
 from pykubevirt.apiserver.security import Pki, ensure_pki
+from tests.integration.conftest import custom_resource_definition
 from tests.paths import REPO
 from tests.support.apiserver_process import APIServerProcess, kubectl
 from tests.support.ports import free_port
@@ -452,21 +453,9 @@ def test_a_webhook_for_one_version_of_a_custom_resource_sees_writes_through_anot
             "data": {"type": "object", "additionalProperties": {"type": "string"}},
         },
     }
-    versions = [
-        {"name": name, "served": True, "storage": name == "v1", "schema": {"openAPIV3Schema": schema}}
-        for name in ("v1beta1", "v1")
-    ]
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "knobs.plain.example.com"},
-        "spec": {
-            "group": "plain.example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "knobs", "singular": "knob", "kind": "Knob"},
-            "versions": versions,
-        },
-    }
+    crd = custom_resource_definition("plain.example.com", "Knob", schema)
+    stored = crd["spec"]["versions"][0]
+    crd["spec"]["versions"] = [{**stored, "name": "v1beta1", "storage": False}, stored]
     _apply(plain, home, crd)
     kubectl(plain, home, "wait", "--for=condition=Established", "crd/knobs.plain.example.com")
     ns = _namespace(plain, home, test="equivalent")
