@@ -23,6 +23,14 @@ POOL_VERSION: Final = "v1beta1"
 # KubeVirt serves pools as v1alpha1 too, not deprecated.
 POOL_OLDER_VERSION: Final = "v1alpha1"
 POOL_API_VERSION: Final = "pool.kubevirt.io/v1beta1"
+SNAPSHOT_GROUP: Final = "snapshot.kubevirt.io"
+SNAPSHOT_VERSION: Final = "v1beta1"
+# KubeVirt serves snapshots and restores as v1alpha1 too, not deprecated.
+SNAPSHOT_OLDER_VERSION: Final = "v1alpha1"
+SNAPSHOT_API_VERSION: Final = "snapshot.kubevirt.io/v1beta1"
+# The CSI snapshot API (kubernetes-csi/external-snapshotter) the embedded storage serves.
+VOLUME_SNAPSHOT_GROUP: Final = "snapshot.storage.k8s.io"
+VOLUME_SNAPSHOT_VERSION: Final = "v1"
 
 # Kinds.
 VM_KIND: Final = "VirtualMachine"
@@ -37,6 +45,12 @@ CLUSTER_PREFERENCE_KIND: Final = "VirtualMachineClusterPreference"
 DATA_VOLUME_KIND: Final = "DataVolume"
 DATA_SOURCE_KIND: Final = "DataSource"
 KUBEVIRT_KIND: Final = "KubeVirt"
+VM_SNAPSHOT_KIND: Final = "VirtualMachineSnapshot"
+VM_SNAPSHOT_CONTENT_KIND: Final = "VirtualMachineSnapshotContent"
+VM_RESTORE_KIND: Final = "VirtualMachineRestore"
+VOLUME_SNAPSHOT_KIND: Final = "VolumeSnapshot"
+VOLUME_SNAPSHOT_CONTENT_KIND: Final = "VolumeSnapshotContent"
+VOLUME_SNAPSHOT_CLASS_KIND: Final = "VolumeSnapshotClass"
 
 # Grace period used when a VMI sets none.
 DEFAULT_GRACE_PERIOD_SECONDS: Final = 30

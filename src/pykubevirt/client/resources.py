@@ -55,6 +55,20 @@ CLUSTER_PREFERENCES = ResourceRef(
 KUBEVIRTS = ResourceRef(c.KUBEVIRT_GROUP, c.KUBEVIRT_VERSION, "kubevirts", c.KUBEVIRT_KIND)
 DATA_VOLUMES = ResourceRef(c.CDI_GROUP, c.CDI_VERSION, "datavolumes", c.DATA_VOLUME_KIND)
 DATA_SOURCES = ResourceRef(c.CDI_GROUP, c.CDI_VERSION, "datasources", c.DATA_SOURCE_KIND)
+VM_SNAPSHOTS = ResourceRef(c.SNAPSHOT_GROUP, c.SNAPSHOT_VERSION, "virtualmachinesnapshots", c.VM_SNAPSHOT_KIND)
+VM_SNAPSHOT_CONTENTS = ResourceRef(
+    c.SNAPSHOT_GROUP, c.SNAPSHOT_VERSION, "virtualmachinesnapshotcontents", c.VM_SNAPSHOT_CONTENT_KIND
+)
+VM_RESTORES = ResourceRef(c.SNAPSHOT_GROUP, c.SNAPSHOT_VERSION, "virtualmachinerestores", c.VM_RESTORE_KIND)
+VOLUME_SNAPSHOTS = ResourceRef(
+    c.VOLUME_SNAPSHOT_GROUP, c.VOLUME_SNAPSHOT_VERSION, "volumesnapshots", c.VOLUME_SNAPSHOT_KIND
+)
+VOLUME_SNAPSHOT_CONTENTS = ResourceRef(
+    c.VOLUME_SNAPSHOT_GROUP, c.VOLUME_SNAPSHOT_VERSION, "volumesnapshotcontents", c.VOLUME_SNAPSHOT_CONTENT_KIND, False
+)
+VOLUME_SNAPSHOT_CLASSES = ResourceRef(
+    c.VOLUME_SNAPSHOT_GROUP, c.VOLUME_SNAPSHOT_VERSION, "volumesnapshotclasses", c.VOLUME_SNAPSHOT_CLASS_KIND, False
+)
 PODS = ResourceRef("", "v1", "pods", "Pod")
 NETWORK_ATTACHMENT_DEFINITIONS = ResourceRef(
     "k8s.cni.cncf.io", "v1", "network-attachment-definitions", "NetworkAttachmentDefinition"
