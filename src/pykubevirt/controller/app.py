@@ -48,6 +48,7 @@ from pykubevirt.controller.node_controller import (
 )
 from pykubevirt.controller.owned_objects import NAMESPACE_INDEX, namespace_of_object
 from pykubevirt.controller.replica_set_controller import ReplicaSetController
+from pykubevirt.controller.snapshot_controllers import SharedCaches, snapshot_controllers
 from pykubevirt.controller.vm_controller import VMController
 from pykubevirt.controller.vm_pool_controller import VMPoolController
 from pykubevirt.controller.vm_revisions import OWNER_INDEX
@@ -229,6 +230,8 @@ class VirtController:
             self.replica_sets,
             self.pools,
         ]
+        # Snapshots and restores, once discovery has said which of their APIs the cluster serves.
+        self.snapshotting: tuple[list[Informer], list[Controller]] | None = None
         self.metrics = ControllerCollector(
             vmis=self.vmis.items,
             pods=self.pods.items,
@@ -313,7 +316,20 @@ class VirtController:
 
     async def run_controllers(self) -> None:
         """Informers and controllers until cancelled (the leader's work)."""
+        if self.snapshotting is None:
+            shared = SharedCaches(
+                vms=self.vms,
+                vmis=self.vmis,
+                pods=self.pods,
+                pvcs=self.pvcs,
+                data_volumes=self.data_volumes,
+                storage_classes=self.storage_classes,
+                revisions=self.revisions,
+            )
+            self.snapshotting = await snapshot_controllers(self.client, shared)
+            self.informers += self.snapshotting[0]
         tasks = [asyncio.create_task(i.run(), name=f"informer-{i.resource.plural}") for i in self.informers]
+        tasks += [asyncio.create_task(ctl.run(), name=f"{ctl.name}-controller") for ctl in self.snapshotting[1]]
         tasks += [
             asyncio.create_task(self.vm_controller.run(), name="vm-controller"),
             asyncio.create_task(self.vmi_controller.run(), name="vmi-controller"),

@@ -22,7 +22,7 @@ from pykubevirt.client.controller import Result
 from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer, object_key
-from pykubevirt.client.resources import DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS
+from pykubevirt.client.resources import DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS, STORAGE_CLASSES
 from pykubevirt.storage import data_source, import_progress
 from pykubevirt.storage import datavolume_claim as dvc
 
@@ -30,6 +30,9 @@ log = logging.getLogger("pykubevirt.storage.datavolume")
 
 SUPPORTED_SOURCES = ("blank", "http", "registry", "upload", "pvc")
 PROGRESS_POLL_SECONDS = 1.0
+# A DataVolume whose claim comes already filled (a VM restore's): CDI adopts the claim and imports nothing.
+PRE_POPULATED = "cdi.kubevirt.io/storage.prePopulated"
+POPULATED_FOR = "cdi.kubevirt.io/storage.populatedFor"
 LOG_TAIL_LINES = "40"
 
 
@@ -102,6 +105,12 @@ class DataVolumeController:
             message = f"the embedded CDI does not import {kind or 'DataVolumes without a source'} yet"
             await self._status(dv, "Failed", None, None, message)
             return None
+        annotations = dv["metadata"].get("annotations") or {}
+        if pvc is None and annotations.get(PRE_POPULATED) == "true":
+            return None  # its claim is being made by someone else (a restore), with its data: wait for it
+        if pvc is not None and ((pvc["metadata"].get("annotations") or {}).get(POPULATED_FOR) == name):
+            await self._adopt_populated(dv, pvc)
+            return None
         if pvc is None:
             if kind == "pvc" and not dvc.requested_size(dv) and self._clone_source(dv) is None:
                 # A clone without a size takes its source's, which is not there yet: wait for it.
@@ -138,6 +147,37 @@ class DataVolumeController:
             return None
         await self._status(dv, phase, pvc, pod, progress=progress, failure=failure)
         return Result(requeue_after=PROGRESS_POLL_SECONDS) if importing else None
+
+    async def _adopt_populated(self, dv: Object, pvc: Object) -> None:
+        """Own a claim populated for this DataVolume and call it Succeeded, as CDI does for `populatedFor`."""
+        if not _owned_by(pvc, dv):
+            meta = dv["metadata"]
+            reference = {
+                "apiVersion": dv.get("apiVersion", "cdi.kubevirt.io/v1beta1"),
+                "kind": "DataVolume",
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+            pvc = await self.client.patch(
+                PERSISTENT_VOLUME_CLAIMS,
+                pvc["metadata"]["name"],
+                {"metadata": {"ownerReferences": [*(pvc["metadata"].get("ownerReferences") or []), reference]}},
+                pvc["metadata"]["namespace"],
+            )
+            log.info("adopted a populated claim", extra={"namespace": meta.get("namespace"), "name": meta["name"]})
+        if (pvc.get("status") or {}).get("phase") == "Bound":
+            await self._status(dv, "Succeeded", pvc, None)
+            return
+        # Filled already, so only its binding is awaited: a WaitForFirstConsumer claim waits for the VM's pod.
+        class_name = (pvc.get("spec") or {}).get("storageClassName")
+        try:
+            storage_class = await self.client.get(STORAGE_CLASSES, str(class_name)) if class_name else {}
+        except NotFound:
+            storage_class = {}
+        waits = storage_class.get("volumeBindingMode") == "WaitForFirstConsumer"
+        await self._status(dv, "WaitForFirstConsumer" if waits else "Pending", pvc, None)
 
     async def _importer_report(self, dv: Object, pvc: Object, pod: Object | None) -> tuple[str | None, str, Object]:
         """Progress and the last failed attempt's message, from the tail of the importer's log; an upload server's
