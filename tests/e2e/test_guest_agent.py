@@ -126,6 +126,18 @@ async def test_agent_connects_reports_the_guest_and_drops_when_stopped(kube: Clu
     hostname = await eventually(lambda: ssh(key, pod_ip, "hostname"), timeout=60, interval=1.0)
     assert hostname.strip() == "agent-vm"
 
+    # A freeze through virt-api (what a snapshot of the running VM asks for): the handler reports it, then the thaw.
+    freeze_path = f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/agent-vm"
+    await kube.admin.request("PUT", f"{freeze_path}/freeze", body={"unfreezeTimeout": "1m0s"})
+
+    async def freeze_status(wanted: str | None) -> bool:
+        current = await kube.vmi(ns, "agent-vm") or {}
+        return (current.get("status") or {}).get("fsFreezeStatus") == wanted
+
+    await eventually(lambda: freeze_status("frozen"), timeout=30)
+    await kube.admin.request("PUT", f"{freeze_path}/unfreeze", body={})
+    await eventually(lambda: freeze_status(None), timeout=30)
+
     # Stopping the agent in the guest closes its port: libvirt sees the channel disconnect, the condition goes.
     await type_on_console(kube, pod, vmi, "killall qemu-ga")
 

@@ -57,7 +57,7 @@ async def test_without_an_agent_the_launcher_says_so(launcher: LauncherProcess) 
     offline = await watch_until(stream, lambda s: "accessCredential" in s)
     await stream.aclose()
     assert offline["accessCredential"] == {"succeeded": False, "message": "Guest agent is offline"}
-    for command in ("guestinfo", "userlist", "filesystemlist"):
+    for command in ("guestinfo", "userlist", "filesystemlist", "freeze", "unfreeze"):
         with pytest.raises(CommandFailed, match="the guest agent is not connected"):
             await launcher.client().request(command)
     # No agent: soft reboot presses the power button instead (the test driver accepts it).
@@ -99,5 +99,15 @@ async def test_handler_endpoint_passes_the_launchers_answer_on(launcher: Launche
                 assert body["message"].endswith("the guest agent is not connected")
             async with session.get(f"{base}/other/guestosinfo") as reply:
                 assert reply.status == 404
+            # A freeze names when the guest thaws by itself; without an agent it is refused as a bad request.
+            async with session.put(f"{base}/agentvmi/freeze", json={}) as reply:
+                assert (reply.status, (await reply.json())["message"]) == (
+                    400,
+                    "Unfreeze timeout in freeze request is not set",
+                )
+            async with session.put(f"{base}/agentvmi/freeze", json={"unfreezeTimeout": "5m0s"}) as reply:
+                body = await reply.json()
+            assert reply.status == 400
+            assert body["message"] == "freeze failed: the guest agent is not connected"
     finally:
         await api.stop()

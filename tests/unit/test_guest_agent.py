@@ -199,6 +199,20 @@ def test_agent_connected_comes_and_goes_with_the_channel() -> None:
     assert agent_status(machine, {}, None, NOW).changes == {}
 
 
+def test_a_frozen_guest_shows_in_the_vmi_status_until_thawed() -> None:
+    data = agent_data()
+    data.fs_freeze_status = "frozen"
+    assert info.status_fields(True, data)["fsFreezeStatus"] == "frozen"
+    machine = vmi()
+    frozen = agent_status(machine, {}, launcher_status(data), NOW)
+    assert frozen.changes["fsFreezeStatus"] == "frozen"
+    machine["status"]["fsFreezeStatus"] = "frozen"
+    data.fs_freeze_status = ""
+    # Thawed is no field: None asks the status patch to remove it.
+    assert agent_status(machine, {}, launcher_status(data), NOW).changes["fsFreezeStatus"] is None
+    assert info.parse_fsfreeze_status('{"return": "thawed"}') == "thawed"
+
+
 def test_an_agent_without_the_required_commands_is_not_supported() -> None:
     data = agent_data()
     data.supported_commands = [c for c in data.supported_commands if c["name"] != "guest-get-osinfo"]

@@ -20,10 +20,12 @@ from pykubevirt.virtapi.lifecycle import (
 from pykubevirt.virtapi.options import RestartOptions, StopOptions, parse_pause, parse_restart, parse_start, parse_stop
 from pykubevirt.virtapi.vmi_checks import (
     check_console,
+    check_freeze,
     check_guest_agent,
     check_handler_reachable,
     check_pause,
     check_soft_reboot,
+    check_unfreeze,
     check_unpause,
     check_unpause_vm,
     check_vnc,
@@ -413,6 +415,12 @@ def test_options_decode() -> None:
 def _check(error: APIError | None, code: int, message: str) -> None:
     assert error is not None and error.code == code, error
     assert message in error.message
+
+
+def test_freeze_checks() -> None:
+    _check(check_freeze(vmi("Scheduled")), 409, "VM is not running")
+    _check(check_unfreeze(vmi("Scheduled")), 409, "VMI is not running")
+    assert check_freeze(vmi()) is None and check_unfreeze(vmi()) is None
 
 
 def test_pause_checks() -> None:

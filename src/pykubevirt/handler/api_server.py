@@ -14,6 +14,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from aiohttp import web
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
+from pykubevirt.api.go_duration import parse_go_duration
 from pykubevirt.client.delegated_auth import DelegatedAuth, status_body
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.streams import STREAM_PROTOCOL, pump_websocket_stream
@@ -92,6 +94,8 @@ class HandlerAPI:
             app.router.add_put(f"{c.HANDLER_VMI_PATH}/{action}", self._command(action))
         for query, command in GUEST_AGENT_QUERIES.items():
             app.router.add_get(f"{c.HANDLER_VMI_PATH}/{query}", self._query(command))
+        app.router.add_put(f"{c.HANDLER_VMI_PATH}/{Command.FREEZE}", self._freeze)
+        app.router.add_put(f"{c.HANDLER_VMI_PATH}/{Command.UNFREEZE}", self._command(Command.UNFREEZE))
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/console", self._console)
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/vnc", self._vnc)
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/vnc/screenshot", self._screenshot)
@@ -136,7 +140,13 @@ class HandlerAPI:
         return vmi, ""
 
     async def _launcher_call(
-        self, request: web.Request, command: Command, *, move_cursor: bool | None = None
+        self,
+        request: web.Request,
+        command: Command,
+        *,
+        move_cursor: bool | None = None,
+        unfreeze_timeout: int | None = None,
+        failure_code: int = 500,
     ) -> tuple[dict[str, Any], dict[str, Any] | None, web.Response | None]:
         """One command to the VMI's launcher: (vmi, reply, None), or the error Status to answer instead."""
         vmi, problem = self._vmi(request)
@@ -144,11 +154,11 @@ class HandlerAPI:
             return {}, None, status(404, problem)
         launcher = LauncherClient.of_pod(self.pods_dir, active_pod_uid(vmi, self.node, self.pods_dir))
         try:
-            reply = await launcher.request(command, move_cursor=move_cursor)
+            reply = await launcher.request(command, move_cursor=move_cursor, unfreeze_timeout=unfreeze_timeout)
         except LauncherUnavailable as exc:
             return vmi, None, status(503, f"virt-launcher is not available: {exc}")
         except (CommandFailed, ProtocolMismatch) as exc:
-            return vmi, None, status(500, f"{command} failed: {exc}")
+            return vmi, None, status(failure_code, f"{command} failed: {exc}")
         return vmi, reply, None
 
     def _command(self, action: Command) -> Any:
@@ -160,6 +170,26 @@ class HandlerAPI:
             return web.Response(status=200)
 
         return handle
+
+    async def _freeze(self, request: web.Request) -> web.Response:
+        """Freeze the guest's filesystems; the body's `unfreezeTimeout` (a duration) says when they thaw anyway."""
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except ValueError:
+            return status(400, "failed to unmarshal unfreeze timeout")
+        timeout = body.get("unfreezeTimeout") if isinstance(body, dict) else None
+        if timeout is None:
+            return status(400, "Unfreeze timeout in freeze request is not set")
+        try:
+            seconds = int(parse_go_duration(str(timeout)))
+        except ValueError:
+            return status(400, "failed to unmarshal unfreeze timeout")
+        # A failed freeze is the caller's to retry (KubeVirt answers 400 and records FreezeError).
+        vmi, _, failure = await self._launcher_call(request, Command.FREEZE, unfreeze_timeout=seconds, failure_code=400)
+        if failure is not None:
+            return failure
+        log.info("guest filesystems frozen", extra=object_fields(vmi, unfreeze_timeout=seconds))
+        return web.Response(status=202)
 
     async def _screenshot(self, request: web.Request) -> web.Response:
         """The VMI's screen as a PNG; `moveCursor=true` wakes a screen saver first."""

@@ -1,6 +1,6 @@
 """The VMI status virt-handler derives from the guest agent: AgentConnected, AgentVersionNotSupported,
-AccessCredentialsSynchronized and `guestOSInfo`. Pure. (The agent's NICs reach status.interfaces through the
-launcher's interface join, launcher/interface_status.py.)
+AccessCredentialsSynchronized, `guestOSInfo` and `fsFreezeStatus`. Pure. (The agent's NICs reach status.interfaces
+through the launcher's interface join, launcher/interface_status.py.)
 
 Upstream: pkg/virt-handler/vm.go (updateGuestAgentConditions, updateAccessCredentialConditions, the guestOSInfo
 copy) and guestagent.go (isGuestAgentSupported). The launcher's status carries the agent channel's state and what
@@ -155,6 +155,10 @@ def agent_status(
     os_info = agent.get("osInfo") or {}
     if os_info.get("name") and (current.get("guestOSInfo") or {}).get("name") != os_info["name"]:
         result.changes["guestOSInfo"] = dict(os_info)
+    # "frozen" while the launcher holds the guest's filesystems frozen; thawed is no field (updateFSFreezeStatus).
+    frozen = str(agent.get("fsFreezeStatus") or "")
+    if frozen != str(current.get("fsFreezeStatus") or ""):
+        result.changes["fsFreezeStatus"] = frozen or None
     return result
 
 

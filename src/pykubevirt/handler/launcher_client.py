@@ -91,6 +91,7 @@ class LauncherClient:
         hotplug: dict[str, dict[str, Any]] | None = None,
         migration: MigrationRequest | dict[str, Any] | None = None,
         move_cursor: bool | None = None,
+        unfreeze_timeout: int | None = None,
     ) -> dict[str, Any]:
         """Send one command and return the launcher's answer (CommandFailed when it answers with an error)."""
         reader, writer = await self._open()
@@ -104,6 +105,7 @@ class LauncherClient:
                         hotplug=hotplug,
                         migration=protocol.parse_migration(dict(migration)) if migration is not None else None,
                         move_cursor=move_cursor,
+                        unfreeze_timeout=unfreeze_timeout,
                     )
                 )
             )

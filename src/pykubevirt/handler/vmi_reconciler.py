@@ -443,7 +443,13 @@ class VMIReconciler:
         if "status" not in vmi:
             ops.append({"op": "add", "path": "/status", "value": changes})
         else:
-            ops.extend({"op": "add", "path": f"/status/{field}", "value": value} for field, value in changes.items())
+            # None removes a field (one the status had: changes only name what differs).
+            ops.extend(
+                {"op": "remove", "path": f"/status/{field}"}
+                if value is None
+                else {"op": "add", "path": f"/status/{field}", "value": value}
+                for field, value in changes.items()
+            )
         try:
             patched = await self.client.patch(
                 VIRTUAL_MACHINE_INSTANCES, meta["name"], ops, meta["namespace"], patch_type=JSON_PATCH

@@ -140,6 +140,7 @@ class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
         # The guest agent poller and the qemuGuestAgent credential propagation, once the domain runs.
         self.agent: GuestAgentPoller | None = None
         self.credentials: AccessCredentialManager | None = None
+        self.safety_thaw: asyncio.Task[None] | None = None
         self.server = CommandServer(
             self.runtime / pod_layout.LAUNCHER_SOCKET_NAME,
             {
@@ -152,6 +153,8 @@ class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
                 Command.UNPAUSE: self._unpause,
                 Command.SOFT_REBOOT: self._softreboot,
                 Command.RESET: self._reset,
+                Command.FREEZE: self._freeze,
+                Command.UNFREEZE: self._unfreeze,
                 Command.SCREENSHOT: self._screenshot,
                 Command.DELETE: self._delete,
                 Command.HOTPLUG: self._hotplug,

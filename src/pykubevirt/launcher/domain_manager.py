@@ -328,6 +328,13 @@ class DomainManager:
 
         return await asyncio.to_thread(run)
 
+    async def fs_freeze(self) -> None:
+        """Freeze every guest filesystem through the agent (virDomainFSFreeze), as KubeVirt's FreezeVMI."""
+        await asyncio.to_thread(lambda: self._running_domain().fsFreeze(None, 0))
+
+    async def fs_thaw(self) -> None:
+        await asyncio.to_thread(lambda: self._running_domain().fsThaw(None, 0))
+
     async def guest_info(self) -> dict[str, Any]:
         """libvirt's typed guest info: interfaces, OS, hostname, timezone and users, from the agent."""
         return await asyncio.to_thread(lambda: dict(self._running_domain().guestInfo(GUEST_INFO_TYPES, 0)))

@@ -42,6 +42,8 @@ class AgentData:
     users: list[dict[str, Any]] = field(default_factory=list)
     interfaces: list[dict[str, Any]] = field(default_factory=list)
     filesystems: list[dict[str, Any]] = field(default_factory=list)
+    # "frozen" while the guest's filesystems are frozen (guest-fsfreeze-status), else "".
+    fs_freeze_status: str = ""
 
 
 def channel_connected(domain_xml: str) -> bool:
@@ -223,4 +225,14 @@ def status_fields(connected: bool, data: AgentData) -> dict[str, Any]:
         fields["version"] = data.version
     if data.os_info:
         fields["osInfo"] = dict(data.os_info)
+    if data.fs_freeze_status:
+        fields["fsFreezeStatus"] = data.fs_freeze_status
     return fields
+
+
+def parse_fsfreeze_status(reply: str) -> str:
+    """ "frozen" or "thawed" from the agent's guest-fsfreeze-status reply."""
+    status = _return_value(reply)
+    if status not in ("frozen", "thawed"):
+        raise ValueError(f"unexpected fsfreeze status {status!r}")
+    return str(status)

@@ -35,6 +35,10 @@ class Command(StrEnum):
     # The screen as a PNG (base64 in the reply's `png`), what virt-api's vnc/screenshot answers.
     SCREENSHOT = "screenshot"
     DELETE = "delete"
+    # Guest filesystems frozen and thawed through the agent (cmd.proto's FreezeVirtualMachine, UnfreezeVirtualMachine),
+    # what a VM snapshot of a running guest asks for; a freeze thaws by itself after `unfreezeTimeoutSeconds`.
+    FREEZE = "freeze"
+    UNFREEZE = "unfreeze"
     # Keeps the connection open; the launcher streams a Status on every domain change.
     WATCH = "watch"
     # Mount the hotplugged claims handed over, attach those ready to the running domain, detach those gone.
@@ -198,6 +202,8 @@ class Request(TypedDict):
     migration: NotRequired[MigrationRequest]
     # `screenshot`: nudge the pointer first, waking a screen saver (KubeVirt's moveCursor).
     moveCursor: NotRequired[bool]
+    # `freeze`: thaw again after this many seconds unless unfrozen first (0: never).
+    unfreezeTimeoutSeconds: NotRequired[int]
 
 
 class ErrorReply(TypedDict):
@@ -227,6 +233,7 @@ def request(
     hotplug: dict[str, dict[str, Any]] | None = None,
     migration: MigrationRequest | None = None,
     move_cursor: bool | None = None,
+    unfreeze_timeout: int | None = None,
 ) -> Request:
     """A request of this protocol version."""
     message: Request = {"cmd": str(command), "protocolVersion": PROTOCOL_VERSION}
@@ -240,6 +247,8 @@ def request(
         message["migration"] = migration
     if move_cursor is not None:
         message["moveCursor"] = move_cursor
+    if unfreeze_timeout is not None:
+        message["unfreezeTimeoutSeconds"] = unfreeze_timeout
     return message
 
 

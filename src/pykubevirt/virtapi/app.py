@@ -46,10 +46,12 @@ from pykubevirt.virtapi.options import is_dry_run, parse_evacuate_cancel, parse_
 from pykubevirt.virtapi.portforward import Target, check_port_forward, dial, dial_udp, parse_target
 from pykubevirt.virtapi.vmi_checks import (
     check_console,
+    check_freeze,
     check_guest_agent,
     check_handler_reachable,
     check_pause,
     check_soft_reboot,
+    check_unfreeze,
     check_unpause,
     check_unpause_vm,
     check_vnc,
@@ -75,7 +77,13 @@ log = logging.getLogger("pykubevirt.virtapi")
 Route = Callable[[web.Request, str, str], Awaitable[web.StreamResponse]]
 # Subresources whose name is two path segments.
 TWO_SEGMENT_SUBRESOURCES = frozenset({"vnc/screenshot", "evacuate/cancel"})
-VMI_CHECKS = {"pause": check_pause, "unpause": check_unpause, "softreboot": check_soft_reboot}
+VMI_CHECKS = {
+    "pause": check_pause,
+    "unpause": check_unpause,
+    "softreboot": check_soft_reboot,
+    "freeze": check_freeze,
+    "unfreeze": check_unfreeze,
+}
 NOT_WEBSOCKET = (
     "websocket: the client is not using the websocket protocol: 'upgrade' token not found in 'Connection' header"
 )
@@ -121,6 +129,8 @@ class SubresourceAPI:
             ("virtualmachineinstances", "unpause"): ("PUT", self._vmi_command),
             ("virtualmachineinstances", "softreboot"): ("PUT", self._vmi_command),
             ("virtualmachineinstances", "reset"): ("PUT", self._reset),
+            ("virtualmachineinstances", "freeze"): ("PUT", self._vmi_command),
+            ("virtualmachineinstances", "unfreeze"): ("PUT", self._vmi_command),
             ("virtualmachineinstances", "guestosinfo"): ("GET", self._guest_agent_query),
             ("virtualmachineinstances", "userlist"): ("GET", self._guest_agent_query),
             ("virtualmachineinstances", "filesystemlist"): ("GET", self._guest_agent_query),

@@ -25,6 +25,8 @@ SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("virtualmachineinstances/unpause", ("update",)),
     ("virtualmachineinstances/softreboot", ("update",)),
     ("virtualmachineinstances/reset", ("update",)),
+    ("virtualmachineinstances/freeze", ("update",)),
+    ("virtualmachineinstances/unfreeze", ("update",)),
     ("virtualmachineinstances/guestosinfo", ("get",)),
     ("virtualmachineinstances/userlist", ("get",)),
     ("virtualmachineinstances/filesystemlist", ("get",)),

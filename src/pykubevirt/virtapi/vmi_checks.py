@@ -64,6 +64,14 @@ def check_unpause(vmi: dict[str, Any]) -> errors.APIError | None:
     return None
 
 
+def check_freeze(vmi: dict[str, Any]) -> errors.APIError | None:
+    return vmi_conflict(name_of(vmi), VM_NOT_RUNNING) if vmi_phase(vmi) != c.PHASE_RUNNING else None
+
+
+def check_unfreeze(vmi: dict[str, Any]) -> errors.APIError | None:
+    return vmi_conflict(name_of(vmi), VMI_NOT_RUNNING) if vmi_phase(vmi) != c.PHASE_RUNNING else None
+
+
 def check_soft_reboot(vmi: dict[str, Any]) -> errors.APIError | None:
     name = name_of(vmi)
     if vmi_phase(vmi) != c.PHASE_RUNNING:
