@@ -17,7 +17,7 @@ from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.timestamps import format_time
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.controller import Result
-from pykubevirt.client.errors import AlreadyExists, Conflict, NotFound
+from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VM_SNAPSHOT_CONTENTS, VM_SNAPSHOTS, VOLUME_SNAPSHOTS
@@ -336,6 +336,7 @@ class VMSnapshotController:
         snapshot_name = (content.get("spec") or {}).get("virtualMachineSnapshotName")
         snapshot = self.snapshots.get(f"{namespace}/{snapshot_name}") if snapshot_name else None
         if snapshot is None or st.terminating(snapshot, _now()):
+            await self._unfreeze(snapshot)
             content = await self._set_finalizers(VM_SNAPSHOT_CONTENTS, content, remove=st.CONTENT_FINALIZER)
             if snapshot is not None and st.should_delete_content(snapshot, content):
                 return 0.0
@@ -345,6 +346,7 @@ class VMSnapshotController:
         found: dict[str, Object | None] = {}
         missing: list[str] = []
         skipped: list[str] = []
+        frozen = False
         backups = (content.get("spec") or {}).get("volumeBackups") or []
         for backup in backups:
             name = backup.get("volumeSnapshotName")
@@ -361,6 +363,22 @@ class VMSnapshotController:
                 if snapshot is None or st.deleting(snapshot):
                     skipped.append(str(name))
                     continue
+                if not frozen:
+                    source = self._source(snapshot)
+                    if source is None:
+                        raise SnapshotError("unable to get snapshot source")
+                    try:
+                        await self.locks.freeze(source, st.failure_deadline(snapshot))
+                    except ApiError as exc:
+                        # Retried: the agent may be busy; the error shows on the content and the snapshot.
+                        status = copy_json(content.get("status") or {})
+                        status["error"] = {"time": format_time(_now()), "message": exc.message}
+                        status["readyToUse"] = False
+                        if status != (content.get("status") or {}):
+                            content["status"] = status
+                            await self.client.update_status(VM_SNAPSHOT_CONTENTS, content)
+                        return RETRY_SECONDS
+                    frozen = True
                 volume_snapshot = await self._create_volume_snapshot(content, backup)
             found[str(name)] = volume_snapshot
         statuses = st.content_volume_statuses(backups, found)
@@ -368,6 +386,7 @@ class VMSnapshotController:
         status = copy_json(content.get("status") or {})
         if created and status.get("creationTime") is None:
             status["creationTime"] = format_time(_now())
+            await self._unfreeze(snapshot)
         if message and not is_ready:
             if (status.get("error") or {}).get("message") != message:
                 status["error"] = {"time": format_time(_now()), "message": message}
@@ -379,6 +398,15 @@ class VMSnapshotController:
             content["status"] = status
             await self.client.update_status(VM_SNAPSHOT_CONTENTS, content)
         return 0.0
+
+    async def _unfreeze(self, snapshot: Object | None) -> None:
+        source = None if snapshot is None else self._source(snapshot)
+        if source is None:
+            return
+        try:
+            await self.locks.unfreeze(source)
+        except ApiError as exc:
+            log.warning("unfreezing the snapshot's source failed: %s", exc.message, extra=object_fields(snapshot))
 
     def _volume_snapshot(self, namespace: str, name: str) -> Object | None:
         return None if self.volume_snapshots is None else self.volume_snapshots.get(f"{namespace}/{name}")
