@@ -12,6 +12,7 @@ from pykubevirt.controller import vm_snapshot_status as st
 from pykubevirt.controller.vm_snapshot_source import claim_problem, volume_claims
 from pykubevirt.controller.vmi_from_vm import legacy_firmware_uuid
 from pykubevirt.controller.volume_snapshot_class import AmbiguousSnapshotClass, snapshot_class_name
+from pykubevirt.controller.volume_snapshot_statuses import VolumeSnapshotStatuses
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 
@@ -202,3 +203,30 @@ def test_restored_vm_runs_on_the_restored_claims_and_is_stopped() -> None:
     existing = plan.restored_vm(r, snapshot_vm, target)
     assert existing["spec"]["running"] is False and "runStrategy" not in existing["spec"]
     assert plan.deleted_data_volumes(vm([], dataVolumeTemplates=[{"metadata": {"name": "old"}}]), new) == ["old"]
+
+
+def test_volume_snapshot_statuses_say_why_a_volume_cannot_be_snapshotted() -> None:
+    claims = {
+        "ns/data-pvc": {"spec": {"storageClassName": "local"}},
+        "ns/root-dv": {"spec": {"storageClassName": "plain"}},
+    }
+    statuses = VolumeSnapshotStatuses(claims.get, {}.get, lambda sc: "local-snapshots" if sc == "local" else "")
+    machine = vm(
+        [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc"}},
+            {"name": "root", "dataVolume": {"name": "root-dv"}},
+            {"name": "gone", "persistentVolumeClaim": {"claimName": "missing"}},
+            {"name": "cd", "containerDisk": {"image": "x"}},
+        ]
+    )
+    assert statuses(machine) == [
+        {"name": "data", "enabled": True},
+        {
+            "name": "root",
+            "enabled": False,
+            "reason": "No VolumeSnapshotClass: Volume snapshots are not configured for this StorageClass "
+            "[plain] [root]",
+        },
+        {"name": "gone", "enabled": False, "reason": "PVC not found"},
+        {"name": "cd", "enabled": False, "reason": "Snapshot is not supported for this volumeSource type [cd]"},
+    ]

@@ -231,7 +231,7 @@ class VirtController:
             self.pools,
         ]
         # Snapshots and restores, once discovery has said which of their APIs the cluster serves.
-        self.snapshotting: tuple[list[Informer], list[Controller]] | None = None
+        self.snapshotting: tuple[list[Informer], list[Controller], Any] | None = None
         self.metrics = ControllerCollector(
             vmis=self.vmis.items,
             pods=self.pods.items,
@@ -328,6 +328,7 @@ class VirtController:
             )
             self.snapshotting = await snapshot_controllers(self.client, shared)
             self.informers += self.snapshotting[0]
+            self.vm_reconciler.snapshot_statuses = self.snapshotting[2]
         tasks = [asyncio.create_task(i.run(), name=f"informer-{i.resource.plural}") for i in self.informers]
         tasks += [asyncio.create_task(ctl.run(), name=f"{ctl.name}-controller") for ctl in self.snapshotting[1]]
         tasks += [

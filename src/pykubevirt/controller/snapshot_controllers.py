@@ -24,6 +24,7 @@ from pykubevirt.client.resources import (
 )
 from pykubevirt.controller.vm_restore_controller import VMRestoreController
 from pykubevirt.controller.vm_snapshot_controller import SnapshotClasses, VMSnapshotController
+from pykubevirt.controller.volume_snapshot_statuses import VolumeSnapshotStatuses
 
 log = logging.getLogger("pykubevirt.controller")
 
@@ -52,11 +53,14 @@ async def served(client: KubeClient, resource: ResourceRef) -> bool:
     return any(r.get("name") == resource.plural for r in (found or {}).get("resources") or [])
 
 
-async def snapshot_controllers(client: KubeClient, shared: SharedCaches) -> tuple[list[Informer], list[Controller]]:
-    """The informers and controllers to run for the APIs this cluster serves (none without snapshot.kubevirt.io)."""
+async def snapshot_controllers(
+    client: KubeClient, shared: SharedCaches
+) -> tuple[list[Informer], list[Controller], VolumeSnapshotStatuses | None]:
+    """The informers and controllers to run for the APIs this cluster serves (none without snapshot.kubevirt.io), and
+    what computes the VMs' volumeSnapshotStatuses."""
     if not await served(client, VM_SNAPSHOTS):
         log.info("snapshot.kubevirt.io is not served: no snapshot or restore controllers")
-        return [], []
+        return [], [], None
     snapshots, contents, restores = (
         Informer(client, VM_SNAPSHOTS),
         Informer(client, VM_SNAPSHOT_CONTENTS),
@@ -109,7 +113,8 @@ async def snapshot_controllers(client: KubeClient, shared: SharedCaches) -> tupl
     restore_queue.watch(shared.vmis, restore.keys_for_target)
     restore_queue.watch(shared.pvcs, restore.keys_for_claim).watch(shared.data_volumes, restore.keys_for_claim)
     restore_queue.watch(snapshots, lambda s: _restores_of_snapshot(restore, s))
-    return informers, [snapshot_queue, content_queue, restore_queue]
+    statuses = VolumeSnapshotStatuses(shared.pvcs.get, shared.data_volumes.get, snapshot.classes.for_storage_class)
+    return informers, [snapshot_queue, content_queue, restore_queue], statuses
 
 
 def _restores_of_snapshot(restore: VMRestoreController, snapshot: Object) -> list[str]:

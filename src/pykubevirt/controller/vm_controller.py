@@ -8,6 +8,7 @@ VM status (created, ready, conditions, printableStatus, startFailure, stateChang
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -119,6 +120,9 @@ class VMController:
         self.start_revisions = StartRevisions(client, revisions)
         self.instancetypes = InstancetypeSync(client, revisions)
         self.live_update = LiveUpdate(client, lambda: self.config, self.start_revisions)
+        # The volumes' snapshot statuses, once the snapshot controllers run (KubeVirt's snapshot controller writes
+        # them apart; here they go with the status write the VM gets anyway).
+        self.snapshot_statuses: Callable[[Object], list[dict[str, Any]]] | None = None
 
     # ------------------------------------------------------------------------------------------------ events
 
@@ -486,6 +490,10 @@ class VMController:
         )
         if not status["conditions"]:
             del status["conditions"]
+        if self.snapshot_statuses is not None:
+            status["volumeSnapshotStatuses"] = self.snapshot_statuses(vm)
+            if not status["volumeSnapshotStatuses"]:
+                del status["volumeSnapshotStatuses"]
         status["printableStatus"] = printable_status(
             vm,
             vmi,
