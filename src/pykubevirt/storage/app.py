@@ -1,4 +1,4 @@
-"""The embedded cluster's storage: informers, the PV controller and the local-path provisioner, wired together.
+"""The embedded cluster's storage: informers, the PV controller, the local-path provisioner and its snapshotter.
 
 Only an embedded cluster runs this (`pykubevirt virt-controller --embedded-storage DIR`); on a real cluster the
 kube-controller-manager, the CSI driver and its sidecars do the same jobs.
@@ -12,9 +12,9 @@ from pathlib import Path
 
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Controller, run_until_failure
-from pykubevirt.client.errors import AlreadyExists
+from pykubevirt.client.errors import AlreadyExists, ApiError
 from pykubevirt.client.events import EventRecorder
-from pykubevirt.client.informer import Informer, object_key
+from pykubevirt.client.informer import EventHandler, Informer, object_key
 from pykubevirt.client.resources import (
     DATA_SOURCES,
     DATA_VOLUMES,
@@ -22,12 +22,21 @@ from pykubevirt.client.resources import (
     PERSISTENT_VOLUMES,
     PODS,
     STORAGE_CLASSES,
+    VOLUME_SNAPSHOT_CLASSES,
+    VOLUME_SNAPSHOT_CONTENTS,
+    VOLUME_SNAPSHOTS,
 )
 from pykubevirt.storage.data_source import DataSourceController
 from pykubevirt.storage.datavolume_claim import CDI_LABEL, CLONE_OWNER_REF
 from pykubevirt.storage.datavolume_controller import DataVolumeController
-from pykubevirt.storage.local_provisioner import LocalPathProvisioner, default_classes
+from pykubevirt.storage.local_provisioner import (
+    PROVISIONER_NAME,
+    LocalPathProvisioner,
+    default_classes,
+    default_snapshot_classes,
+)
 from pykubevirt.storage.pv_controller import CLAIM, CLAIM_INDEX, VOLUME, PVController, claims_of_pod
+from pykubevirt.storage.volume_snapshot_controller import CONTENT, SNAPSHOT, VolumeSnapshotController
 
 log = logging.getLogger("pykubevirt.storage")
 
@@ -54,6 +63,20 @@ def _owning_data_volume(pvc: Object) -> list[str]:
     namespace = (pvc.get("metadata") or {}).get("namespace", "")
     refs = (pvc.get("metadata") or {}).get("ownerReferences") or []
     return [f"{namespace}/{r['name']}" for r in refs if r.get("kind") == "DataVolume" and r.get("controller")]
+
+
+def _content_key(content: Object) -> list[str]:
+    return [CONTENT + object_key(content)]
+
+
+def _bound_content_key(snapshot: Object) -> list[str]:
+    name = (snapshot.get("status") or {}).get("boundVolumeSnapshotContentName")
+    return [CONTENT + str(name)] if name else []
+
+
+def _referenced_snapshot_key(content: Object) -> list[str]:
+    ref = (content.get("spec") or {}).get("volumeSnapshotRef") or {}
+    return [f"{SNAPSHOT}{ref.get('namespace', '')}/{ref.get('name', '')}"] if ref.get("name") else []
 
 
 def _importer_claim(pod: Object) -> list[str]:
@@ -123,6 +146,50 @@ class StorageController:
         self.ds_controller.watch(self.claims, self.ds_reconciler.naming_claim)
         self.ds_controller.watch(self.data_volumes, self.ds_reconciler.naming_claim)
         self.informers = [self.claims, self.volumes, self.classes, self.pods, self.data_volumes, self.data_sources]
+        self.snapshot_controller: Controller | None = None
+        if self.provisioner is not None:
+            self._add_snapshotter(self.provisioner)
+
+    def _add_snapshotter(self, provisioner: LocalPathProvisioner) -> None:
+        """external-snapshotter's snapshot-controller and CSI sidecar, and restores in the PV controller."""
+        self.snapshots = Informer(self.client, VOLUME_SNAPSHOTS)
+        self.snapshot_contents = Informer(self.client, VOLUME_SNAPSHOT_CONTENTS)
+        self.snapshot_classes = Informer(self.client, VOLUME_SNAPSHOT_CLASSES)
+        self.snapshot_recorder = EventRecorder(self.client, "snapshot-controller")
+        self.sidecar_recorder = EventRecorder(self.client, f"csi-snapshotter {PROVISIONER_NAME}")
+        reconciler = VolumeSnapshotController(
+            self.client,
+            snapshots=self.snapshots,
+            contents=self.snapshot_contents,
+            classes=self.snapshot_classes,
+            claims=self.claims,
+            volumes=self.volumes,
+            recorder=self.snapshot_recorder,
+            sidecar_recorder=self.sidecar_recorder,
+            provisioner=provisioner,
+        )
+        controller = Controller("volumesnapshot", reconciler, workers=2)
+        controller.watch(self.snapshots, lambda s: [SNAPSHOT + object_key(s)]).watch(self.snapshots, _bound_content_key)
+        controller.watch(self.snapshot_contents, _content_key).watch(self.snapshot_contents, _referenced_snapshot_key)
+        controller.watch(self.snapshot_classes, reconciler.unready_snapshots)
+        controller.watch(self.claims, reconciler.snapshots_of_claim)
+        self.snapshot_controller = controller
+        self.reconciler.snapshots = self.snapshots
+        self.reconciler.snapshot_contents = self.snapshot_contents
+        # A claim restored from a snapshot waits for it to be ready. Not a watch of the PV controller's: binding must
+        # not wait for the snapshot informers to sync (a cluster without the snapshot CRDs never syncs them).
+        self.snapshots.add_handler(
+            EventHandler(
+                on_add=self._enqueue_restoring,
+                on_update=lambda old, new: self._enqueue_restoring(new),
+                on_delete=self._enqueue_restoring,
+            )
+        )
+        self.informers += [self.snapshots, self.snapshot_contents, self.snapshot_classes]
+
+    def _enqueue_restoring(self, snapshot: Object) -> None:
+        for key in self.reconciler.claims_restoring(snapshot):
+            self.controller.queue.add(key)
 
     def _unbound_claims(self, pv: Object) -> list[str]:
         if (pv.get("spec") or {}).get("claimRef"):
@@ -130,7 +197,8 @@ class StorageController:
         return [CLAIM + object_key(c) for c in self.claims.items() if not (c.get("spec") or {}).get("volumeName")]
 
     async def ensure_default_classes(self) -> None:
-        """Create the `local` and `shared` classes unless they exist (an administrator may have changed them)."""
+        """Create the `local` and `shared` classes and the `local-snapshots` VolumeSnapshotClass unless they exist
+        (an administrator may have changed them)."""
         if self.provisioner is None:
             return
         for sc in default_classes():
@@ -139,6 +207,16 @@ class StorageController:
             except AlreadyExists:
                 continue
             log.info("created StorageClass %s", sc["metadata"]["name"])
+        for snapshot_class in default_snapshot_classes():
+            try:
+                await self.client.create(VOLUME_SNAPSHOT_CLASSES, snapshot_class)
+            except AlreadyExists:
+                continue
+            except ApiError as exc:
+                # Without the snapshot CRDs (or the right to write them) volumes still work; snapshots cannot.
+                log.warning("cannot create VolumeSnapshotClass %s: %s", snapshot_class["metadata"]["name"], exc)
+                continue
+            log.info("created VolumeSnapshotClass %s", snapshot_class["metadata"]["name"])
 
     async def run(self) -> None:
         await self.ensure_default_classes()
@@ -146,8 +224,13 @@ class StorageController:
         tasks.append(asyncio.create_task(self.controller.run(), name="persistentvolume-controller"))
         tasks.append(asyncio.create_task(self.dv_controller.run(), name="datavolume-controller"))
         tasks.append(asyncio.create_task(self.ds_controller.run(), name="datasource-controller"))
+        if self.snapshot_controller is not None:
+            tasks.append(asyncio.create_task(self.snapshot_controller.run(), name="volumesnapshot-controller"))
         try:
             await run_until_failure(tasks)
         finally:
             await self.recorder.flush()
             await self.dv_recorder.flush()
+            if self.snapshot_controller is not None:
+                await self.snapshot_recorder.flush()
+                await self.sidecar_recorder.flush()

@@ -4,6 +4,7 @@ Every node of the embedded cluster is a directory tree on this host, so the prov
 (rancher's runs a helper pod on the node): one directory per PV under `<storage dir>/<node>/`, named
 `<pv>_<namespace>_<claim>` as rancher names them, with node affinity to that node. Block volumes are sparse files.
 The `shared` class keeps its volumes under `<storage dir>/shared/` with no node affinity: every node mounts them.
+Snapshots (the CSI snapshotter's part) are sparse copies of a volume's directory under `<storage dir>/snapshots/`.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ log = logging.getLogger("pykubevirt.storage.provisioner")
 PROVISIONER_NAME = "pykubevirt.io/local-path"
 LOCAL_CLASS = "local"
 SHARED_CLASS = "shared"
+SNAPSHOT_CLASS = "local-snapshots"
 # The class parameter that puts volumes in the shared directory instead of on the chosen node.
 SHARED_PARAMETER = "shared"
 SHARED_DIR = "shared"
+SNAPSHOTS_DIR = "snapshots"
 BLOCK_FILE = "block.img"
+DISK_FILE = "disk.img"
 
 
 def name_of(obj: dict[str, Any]) -> str:
@@ -62,6 +66,22 @@ def default_classes() -> list[dict[str, Any]]:
     return [local, shared]
 
 
+def default_snapshot_classes() -> list[dict[str, Any]]:
+    """The VolumeSnapshotClass an embedded cluster starts with: `local-snapshots`, the default for our driver."""
+    return [
+        {
+            "apiVersion": "snapshot.storage.k8s.io/v1",
+            "kind": "VolumeSnapshotClass",
+            "metadata": {
+                "name": SNAPSHOT_CLASS,
+                "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"},
+            },
+            "driver": PROVISIONER_NAME,
+            "deletionPolicy": "Delete",
+        }
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where a new volume goes: its directory and the node it is tied to ("" for shared volumes)."""
@@ -89,8 +109,11 @@ class LocalPathProvisioner:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         return shutil.disk_usage(self.base_dir).free
 
-    async def provision(self, pvc: dict[str, Any], sc: dict[str, Any], node: str) -> dict[str, Any]:
-        """Create the volume's directory (or sparse file) and return the PersistentVolume for it."""
+    async def provision(
+        self, pvc: dict[str, Any], sc: dict[str, Any], node: str, source: Path | None = None
+    ) -> dict[str, Any]:
+        """Create the volume's directory (or sparse file), filled from snapshot data `source` if given, and return
+        the PersistentVolume for it."""
         meta = pvc.get("metadata") or {}
         pv_name = f"pvc-{meta.get('uid', '')}"
         place = self.placement(pvc, sc, pv_name, node)
@@ -101,6 +124,8 @@ class LocalPathProvisioner:
                 f"not enough free space under {self.base_dir}: the claim requests {size} bytes, {free} bytes are free"
             )
         block = vb.volume_mode(pvc) == "Block"
+        if source is not None:
+            await _restore(source, place.path, block)
         await asyncio.to_thread(_create, place.path, size if block else None)
         spec: dict[str, Any] = {
             "accessModes": list((pvc.get("spec") or {}).get("accessModes") or []),
@@ -158,6 +183,67 @@ class LocalPathProvisioner:
         directory = self.volume_dir(pv)
         if directory is not None and vb.volume_mode(pv) == "Block":
             await asyncio.to_thread(os.truncate, directory / BLOCK_FILE, size)
+
+    def snapshot_dir(self, handle: str) -> Path:
+        """Where a snapshot's data lives; its handle is one path component (the content's name)."""
+        if not handle or "/" in handle or handle in (".", ".."):
+            raise ProvisioningError(f"invalid snapshot handle {handle!r}")
+        return self.base_dir / SNAPSHOTS_DIR / handle
+
+    async def create_snapshot(self, pv: dict[str, Any], handle: str) -> None:
+        """Copy the volume's files into the snapshot's directory (sparse; a copy that breaks off leaves nothing)."""
+        directory = self.volume_dir(pv)
+        if directory is None:
+            raise ProvisioningError(f"volume {name_of(pv)} is not under {self.base_dir}")
+        target = self.snapshot_dir(handle)
+        if target.is_dir():
+            return
+        partial = target.with_name(f".{handle}.partial")
+        await asyncio.to_thread(shutil.rmtree, partial, True)
+        partial.mkdir(parents=True)
+        await _copy_tree(directory, partial)
+        await asyncio.to_thread(partial.rename, target)
+        log.info("created snapshot %s of volume %s", handle, name_of(pv))
+
+    def snapshot_size(self, handle: str) -> int:
+        """A pre-provisioned snapshot's size: its largest image's length (an image is a whole volume)."""
+        directory = self.snapshot_dir(handle)
+        if not directory.is_dir():
+            raise ProvisioningError(f"snapshot data {directory} is missing")
+        return max((p.stat().st_size for p in directory.iterdir() if p.is_file()), default=0)
+
+    async def delete_snapshot(self, handle: str) -> None:
+        """Remove a snapshot's data (nothing to do when it is gone already)."""
+        await asyncio.to_thread(shutil.rmtree, self.snapshot_dir(handle), True)
+        log.info("deleted snapshot %s", handle)
+
+
+async def _copy_tree(source: Path, target: Path) -> None:
+    """`cp --sparse=always --reflink=auto` in a subprocess: disk images are GiBs and mostly holes."""
+    process = await asyncio.create_subprocess_exec(
+        "cp",
+        "-a",
+        "--sparse=always",
+        "--reflink=auto",
+        f"{source}/.",
+        f"{target}/",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, stderr = await process.communicate()
+    if process.returncode != 0:
+        raise ProvisioningError(stderr.decode(errors="replace").strip() or f"cp exited with {process.returncode}")
+
+
+async def _restore(source: Path, target: Path, block: bool) -> None:
+    """Fill a new volume from snapshot data; a snapshot of the other volume mode keeps its image under our name."""
+    if not source.is_dir():
+        raise ProvisioningError(f"snapshot data {source} is missing")
+    target.mkdir(parents=True, exist_ok=True)
+    await _copy_tree(source, target)
+    wanted, other = (BLOCK_FILE, DISK_FILE) if block else (DISK_FILE, BLOCK_FILE)
+    if not (target / wanted).exists() and (target / other).exists():
+        await asyncio.to_thread((target / other).rename, target / wanted)
 
 
 def _create(path: Path, block_size: int | None) -> None:

@@ -2,18 +2,20 @@
 
 Upstream: `pkg/controller/volume/persistentvolume/pv_controller.go` (syncClaim, syncVolume, bind, reclaim),
 `pkg/controller/volume/pvcprotection` and `pvprotection`, and external-provisioner/external-resizer for the
-`pykubevirt.io/local-path` class. Keys are `claim:<namespace>/<name>` and `volume:<name>` on one queue, so
-binding decisions are serial.
+`pykubevirt.io/local-path` class (restores from VolumeSnapshots too). Keys are `claim:<namespace>/<name>` and
+`volume:<name>` on one queue, so binding decisions are serial.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from pykubevirt.api import objects
 from pykubevirt.api import volume_binding as vb
+from pykubevirt.api import volume_snapshot as vs
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Result
@@ -22,6 +24,7 @@ from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 from pykubevirt.storage.local_provisioner import PROVISIONER_NAME, LocalPathProvisioner, ProvisioningError
+from pykubevirt.storage.volume_snapshot_controller import restore_source
 
 log = logging.getLogger("pykubevirt.storage.pv_controller")
 
@@ -79,7 +82,21 @@ class PVController:
         self.pods = pods
         self.recorder = recorder
         self.provisioner = provisioner
+        # Set by the storage component when it runs the snapshotter: claims restored from snapshots read them.
+        self.snapshots: Informer | None = None
+        self.snapshot_contents: Informer | None = None
         self._told_waiting: set[str] = set()
+
+    def claims_restoring(self, snapshot: Object) -> list[str]:
+        """Unbound claims of the snapshot's namespace restored from it: its readiness is what they wait for."""
+        namespace, name = objects.namespace_of(snapshot), _name(snapshot)
+        return [
+            CLAIM + object_key(pvc)
+            for pvc in self.claims.items()
+            if objects.namespace_of(pvc) == namespace
+            and not objects.spec(pvc).get("volumeName")
+            and vs.snapshot_data_source(pvc) == name
+        ]
 
     async def reconcile(self, key: str) -> Result | None:
         if key.startswith(CLAIM):
@@ -171,7 +188,8 @@ class PVController:
             pvc, NORMAL, "Provisioning", f'External provisioner is provisioning volume for claim "{object_key(pvc)}"'
         )
         try:
-            pv = await self.provisioner.provision(copy_json(pvc), copy_json(sc), node)
+            source = self._restore_source(pvc, sc)
+            pv = await self.provisioner.provision(copy_json(pvc), copy_json(sc), node, source)
         except ProvisioningError as exc:
             message = f'failed to provision volume with StorageClass "{_name(sc)}": {exc}'
             self.recorder.event(pvc, WARNING, "ProvisioningFailed", message)
@@ -184,6 +202,14 @@ class PVController:
         self.recorder.event(pvc, NORMAL, "ProvisioningSucceeded", f"Successfully provisioned volume {pv_name}")
         log.info("provisioned %s for %s", pv_name, object_key(pvc))
         return None
+
+    def _restore_source(self, pvc: Object, sc: Object) -> Path | None:
+        """The snapshot data a claim is restored from (None for a blank volume)."""
+        if not vs.snapshot_data_source(pvc) or self.provisioner is None:
+            return None
+        if self.snapshots is None or self.snapshot_contents is None:
+            raise ProvisioningError("volume snapshots are not served by this cluster's storage")
+        return restore_source(pvc, sc, self.snapshots, self.snapshot_contents, self.provisioner)
 
     async def _bind(self, pvc: Object, pv: Object) -> None:
         """bind(): the volume's claimRef and phase first, then the claim's volumeName, annotations and status."""
