@@ -37,7 +37,10 @@ def test_kubevirts_core_kinds_are_served_as_v1alpha3_too_deprecated_with_its_war
         "virtualmachineinstancereplicasets",
         "virtualmachineinstances",
         "virtualmachinepools",
+        "virtualmachinerestores",
         "virtualmachines",
+        "virtualmachinesnapshotcontents",
+        "virtualmachinesnapshots",
     ]
 
 

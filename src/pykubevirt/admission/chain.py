@@ -19,10 +19,13 @@ from pykubevirt.admission.validation import (
     validate_preference,
     validate_vm,
     validate_vm_pool,
+    validate_vm_restore,
+    validate_vm_snapshot,
     validate_vmi_create,
     validate_vmi_update,
     validate_vmirs,
 )
+from pykubevirt.admission.validation.snapshot import RESTORE_WEBHOOK, SNAPSHOT_WEBHOOK
 from pykubevirt.api import constants as c
 from pykubevirt.api.causes import Cause
 from pykubevirt.api.json_copy import copy_json
@@ -83,6 +86,18 @@ def _validate_vm_pool(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: 
     return validate_vm_pool(obj, ctx, old=old if op == UPDATE else None)
 
 
+def _validate_vm_snapshot(
+    obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None
+) -> list[Cause]:
+    return validate_vm_snapshot(obj, ctx, old=old if op == UPDATE else None)
+
+
+def _validate_vm_restore(
+    obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None
+) -> list[Cause]:
+    return validate_vm_restore(obj, ctx, old=old if op == UPDATE else None)
+
+
 def _simple(validator: Callable[[dict[str, Any], AdmissionContext], list[Cause]]) -> Validator:
     def run(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
         return validator(obj, ctx)
@@ -108,6 +123,8 @@ _HOOKS: dict[str, _Hooks] = {
     c.CLUSTER_PREFERENCE_KIND: _Hooks(
         None, "virtualmachineclusterpreference-validator.instancetype.kubevirt.io", _simple(validate_preference)
     ),
+    c.VM_SNAPSHOT_KIND: _Hooks(None, SNAPSHOT_WEBHOOK, _validate_vm_snapshot),
+    c.VM_RESTORE_KIND: _Hooks(None, RESTORE_WEBHOOK, _validate_vm_restore),
     c.DATA_VOLUME_KIND: _Hooks(_mutate_dv, "datavolume-validate.cdi.kubevirt.io", _simple(validate_datavolume)),
 }
 

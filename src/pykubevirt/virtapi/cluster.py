@@ -35,6 +35,10 @@ from pykubevirt.client.resources import (
     MIGRATIONS,
     PREFERENCES,
     VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+    VM_RESTORES,
+    VM_SNAPSHOT_CONTENTS,
+    VM_SNAPSHOTS,
     ResourceRef,
 )
 from pykubevirt.config.cluster_config import ClusterConfig
@@ -71,6 +75,11 @@ LOOKUP_RESOURCES: dict[str, ResourceRef] = {
     c.DATA_VOLUME_KIND: DATA_VOLUMES,
     "ControllerRevision": CONTROLLER_REVISIONS,
     c.KUBEVIRT_KIND: KUBEVIRTS,
+    # The restore admitter: its snapshot, the snapshot's content, the target VM and the namespace's restores.
+    c.VM_KIND: VIRTUAL_MACHINES,
+    c.VM_SNAPSHOT_KIND: VM_SNAPSHOTS,
+    c.VM_SNAPSHOT_CONTENT_KIND: VM_SNAPSHOT_CONTENTS,
+    c.VM_RESTORE_KIND: VM_RESTORES,
 }
 
 

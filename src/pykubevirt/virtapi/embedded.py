@@ -11,6 +11,7 @@ from aiohttp import web
 from pykubevirt.api.crd import crd_manifest
 from pykubevirt.api.kinds import ALL_KINDS
 from pykubevirt.api.network_attachment import NETWORK_ATTACHMENT_DEFINITION
+from pykubevirt.api.volume_snapshot import SNAPSHOT_KINDS, SnapshotValidation
 from pykubevirt.apiserver.request_context import UserInfo
 from pykubevirt.apiserver.server import EmbeddedAPIServer, Extension
 from pykubevirt.client.api import KubeClient
@@ -36,6 +37,9 @@ def extension(config: ClusterConfig) -> Extension:
         server.add_crds(crd_manifest(kind) for kind in ALL_KINDS)
         # Multus's CRD, which a real cluster has from Multus: the node agent delegates to the networks it defines.
         server.add_crds([crd_manifest(NETWORK_ATTACHMENT_DEFINITION)])
+        # external-snapshotter's CRDs (and their CEL rules, checked in Python), for the embedded CSI snapshotter.
+        server.add_crds(crd_manifest(kind) for kind in SNAPSHOT_KINDS)
+        server.add_admission(SnapshotValidation())
         server.add_bootstrap_policy(kubevirt_policy())
         server.add_namespace(KUBEVIRT_NAMESPACE)
         for component, user in COMPONENTS.items():

@@ -22,6 +22,8 @@ VALIDATING_PATHS = (
     "/migration-validate-create",
     "/virtualmachinereplicaset-validate",
     "/virtualmachinepool-validate",
+    "/virtualmachinesnapshots-validate",
+    "/virtualmachinerestores-validate",
     "/virtualmachineinstancetypes-validate",
     "/virtualmachineclusterinstancetypes-validate",
     "/virtualmachinepreferences-validate",

@@ -7,6 +7,7 @@ from pykubevirt.admission.validation.datavolume import validate_datavolume
 from pykubevirt.admission.validation.instancetype import validate_instancetype, validate_preference
 from pykubevirt.admission.validation.migration import validate_migration_create
 from pykubevirt.admission.validation.replica_set import validate_vmirs
+from pykubevirt.admission.validation.snapshot import validate_vm_restore, validate_vm_snapshot
 from pykubevirt.admission.validation.vm import validate_vm
 from pykubevirt.admission.validation.vm_pool import validate_vm_pool
 from pykubevirt.admission.validation.vmi import validate_vmi_create, validate_vmi_spec, validate_vmi_update
@@ -19,6 +20,8 @@ __all__ = [
     "validate_preference",
     "validate_vm",
     "validate_vm_pool",
+    "validate_vm_restore",
+    "validate_vm_snapshot",
     "validate_vmi_create",
     "validate_vmi_spec",
     "validate_vmi_update",
