@@ -1,0 +1,149 @@
+"""VM snapshots and restores on a real guest, as a KubeVirt user drives them with kubectl and virtctl.
+
+A VM boots from a `shared` claim and writes a marker to a blank `local` disk; an online VirtualMachineSnapshot takes
+both claims (VolumeSnapshots of the embedded storage); the VM is stopped and its data disk wiped; a
+VirtualMachineRestore puts the VM back on claims made from the snapshot, and the guest finds its marker again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pykubevirt.client.resources import (
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    VIRTUAL_MACHINES,
+    VM_RESTORES,
+    VM_SNAPSHOT_CONTENTS,
+    VM_SNAPSHOTS,
+    VOLUME_SNAPSHOTS,
+)
+from tests.e2e.test_persistent_disks import boot_claim, claim, pvc_vm
+from tests.support.cluster import ClusterView
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.e2e
+
+
+def manifest(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "snapshot.kubevirt.io/v1beta1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+async def apply(kube: ClusterView, ns: str, obj: dict[str, Any], tmp_path: Path) -> str:
+    path = tmp_path / f"{obj['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    return (await kube.run("kubectl", "apply", "-n", ns, "-f", str(path)))[1]
+
+
+async def test_a_restore_brings_back_the_disks_a_snapshot_took(
+    kube: ClusterView, guest_image: Path, tmp_path: Path
+) -> None:
+    ns = await kube.namespace()
+    admin = kube.admin
+    await boot_claim(kube, ns, "svm-boot", guest_image)
+    await admin.create(PERSISTENT_VOLUME_CLAIMS, claim("svm-data", "16Mi", "local", ["ReadWriteOnce"]), ns)
+    await admin.create(VIRTUAL_MACHINES, pvc_vm("svm"), ns)
+    vmi = await kube.wait_vmi_phase(ns, "svm", "Running", timeout=120)
+    await kube.wait_serial(kube.node, await kube.launcher_pod(vmi), vmi, "wrote-persisted-marker", timeout=120)
+
+    # An online snapshot: both claims, crash-consistent or quiesced as the guest agent allows.
+    source = {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "svm"}
+    await apply(kube, ns, manifest("VirtualMachineSnapshot", "before", {"source": source}), tmp_path)
+
+    async def snapshot_ready() -> dict[str, Any] | None:
+        found = await admin.get(VM_SNAPSHOTS, "before", ns)
+        return found if (found.get("status") or {}).get("readyToUse") is True else None
+
+    snapshot = await eventually(snapshot_ready, timeout=120, interval=0.5)
+    status = snapshot["status"]
+    assert status["phase"] == "Succeeded"
+    assert status["sourceUID"] == (await admin.get(VIRTUAL_MACHINES, "svm", ns))["metadata"]["uid"]
+    assert "Online" in status["indications"]
+    assert status["snapshotVolumes"] == {
+        "includedVolumes": ["rootdisk", "datadisk"],
+        "excludedVolumes": ["cloudinitdisk"],
+    }
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert conditions == {"Progressing": ("False", "Operation complete"), "Ready": ("True", "Ready")}
+    content = await admin.get(VM_SNAPSHOT_CONTENTS, status["virtualMachineSnapshotContentName"], ns)
+    volume_snapshots = [b["volumeSnapshotName"] for b in content["spec"]["volumeBackups"]]
+    assert len(volume_snapshots) == 2
+    for name in volume_snapshots:
+        assert (await admin.get(VOLUME_SNAPSHOTS, name, ns))["status"]["readyToUse"] is True
+    vm = await admin.get(VIRTUAL_MACHINES, "svm", ns)
+    assert "snapshotInProgress" not in vm["status"]
+    assert "snapshot.kubevirt.io/snapshot-source-protection" not in vm["metadata"].get("finalizers", [])
+    _, table, _ = await kube.run("kubectl", "get", "vmsnapshot", "-n", ns)
+    assert table.split("\n")[0].split() == [
+        "NAME",
+        "SOURCEKIND",
+        "SOURCENAME",
+        "PHASE",
+        "READYTOUSE",
+        "CREATIONTIME",
+        "ERROR",
+    ]
+    assert table.split("\n")[1].split()[:5] == ["before", "VirtualMachine", "svm", "Succeeded", "true"]
+
+    # Stopped, and its data disk lost.
+    await stop_and_wipe(kube, ns)
+
+    await apply(
+        kube,
+        ns,
+        manifest("VirtualMachineRestore", "back", {"target": source, "virtualMachineSnapshotName": "before"}),
+        tmp_path,
+    )
+
+    async def restored() -> dict[str, Any] | None:
+        found = await admin.get(VM_RESTORES, "back", ns)
+        return found if (found.get("status") or {}).get("complete") is True else None
+
+    restore = await eventually(restored, timeout=120, interval=0.5)
+    claims = {r["volumeName"]: r["persistentVolumeClaim"] for r in restore["status"]["restores"]}
+    uid = restore["metadata"]["uid"]
+    assert claims == {"rootdisk": f"restore-{uid}-rootdisk", "datadisk": f"restore-{uid}-datadisk"}
+    vm = await admin.get(VIRTUAL_MACHINES, "svm", ns)
+    volumes = {v["name"]: v for v in vm["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["datadisk"]["persistentVolumeClaim"]["claimName"] == f"restore-{uid}-datadisk"
+    assert vm["metadata"]["annotations"]["restore.kubevirt.io/lastRestoreUID"] == f"back-{uid}"
+    assert "restoreInProgress" not in vm["status"]
+    restored_claim = await admin.get(PERSISTENT_VOLUME_CLAIMS, f"restore-{uid}-datadisk", ns)
+    assert restored_claim["spec"]["dataSource"]["kind"] == "VolumeSnapshot"
+    assert restored_claim["metadata"]["ownerReferences"][0]["name"] == "svm"
+
+    # The guest finds what it wrote before the snapshot, not the wiped disk.
+    await kube.run("virtctl", "start", "svm", "-n", ns)
+    vmi = await kube.wait_vmi_phase(ns, "svm", "Running", timeout=120)
+    await kube.wait_serial(kube.node, await kube.launcher_pod(vmi), vmi, "found-persisted-marker", timeout=120)
+
+    # Deleting the snapshot (deletionPolicy Delete by default) takes its content and VolumeSnapshots.
+    await kube.run("kubectl", "delete", "vmsnapshot", "before", "-n", ns)
+
+    async def all_gone() -> bool:
+        contents = (await admin.list(VM_SNAPSHOT_CONTENTS, ns))["items"]
+        snapshots = (await admin.list(VOLUME_SNAPSHOTS, ns))["items"]
+        return not contents and not snapshots
+
+    await eventually(all_gone, timeout=60, interval=0.5)
+    _, out, _ = await kube.run("kubectl", "get", "vmrestore", "back", "-n", ns, "-o", "json")
+    assert json.loads(out)["status"]["complete"] is True
+
+
+async def stop_and_wipe(kube: ClusterView, ns: str) -> None:
+    """`virtctl stop`, then the data disk's marker overwritten on the host."""
+    await kube.run("virtctl", "stop", "svm", "-n", ns)
+
+    async def stopped() -> bool:
+        return await kube.vmi(ns, "svm") is None
+
+    await eventually(stopped, timeout=120, interval=0.5)
+    data = await kube.admin.get(PERSISTENT_VOLUME_CLAIMS, "svm-data", ns)
+    image = Path((await kube.admin.get(PERSISTENT_VOLUMES, data["spec"]["volumeName"]))["spec"]["hostPath"]["path"])
+    with (image / "disk.img").open("r+b") as disk:
+        disk.write(b"\0" * 14)

@@ -1,0 +1,176 @@
+"""virt-controller's snapshot and restore controllers on a simulated node: what a user sees in their statuses.
+
+VMs here have containerDisks only, so a snapshot records the VM's spec and no claim (the claims' path runs on real
+guests in tests/e2e/test_vm_snapshots.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from pykubevirt.client.api import Object
+from pykubevirt.client.errors import Invalid, NotFound
+from pykubevirt.client.resources import EVENTS, VIRTUAL_MACHINES, VM_RESTORES, VM_SNAPSHOT_CONTENTS, VM_SNAPSHOTS
+from tests.support.apiserver_process import APIServerProcess
+from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SOURCE_FINALIZER = "snapshot.kubevirt.io/snapshot-source-protection"
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def cp(apiserver: APIServerProcess) -> AsyncIterator[ControlPlane]:
+    plane = await start_control_plane(apiserver)
+    yield plane
+    await plane.stop()
+
+
+def vm_snapshot(name: str, vm: str, **spec: Any) -> Object:
+    return {
+        "apiVersion": "snapshot.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineSnapshot",
+        "metadata": {"name": name},
+        "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": vm}, **spec},
+    }
+
+
+def vm_restore(name: str, vm: str, snapshot: str, **spec: Any) -> Object:
+    return {
+        "apiVersion": "snapshot.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineRestore",
+        "metadata": {"name": name},
+        "spec": {
+            "target": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": vm},
+            "virtualMachineSnapshotName": snapshot,
+            **spec,
+        },
+    }
+
+
+async def wait_status(
+    cp: ControlPlane,
+    resource: Any,
+    ns: str,
+    name: str,
+    check: Any,
+    timeout: float = 30,  # noqa: ASYNC109
+) -> Object:
+    async def probe() -> Object | None:
+        found = await cp.admin.get(resource, name, ns)
+        return found if check(found.get("status") or {}) else None
+
+    result: Object = await eventually(probe, timeout=timeout, interval=0.2)
+    return result
+
+
+async def _gone(cp: ControlPlane, resource: Any, ns: str, name: str) -> bool:
+    try:
+        await cp.admin.get(resource, name, ns)
+    except NotFound:
+        return True
+    return False
+
+
+def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status.get("conditions") or []}
+
+
+async def test_a_stopped_vms_snapshot_records_its_spec_and_lets_go_of_it(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    vm = await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("quiet", run_strategy="Halted"), ns)
+    await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("s1", "quiet"), ns)
+    snapshot = await wait_status(cp, VM_SNAPSHOTS, ns, "s1", lambda s: s.get("readyToUse") is True)
+    status = snapshot["status"]
+    assert status["phase"] == "Succeeded"
+    assert status["sourceUID"] == vm["metadata"]["uid"]
+    assert "indications" not in status  # offline
+    assert status["snapshotVolumes"] == {"excludedVolumes": ["root"]}
+    assert conditions(status) == {"Progressing": ("False", "Operation complete"), "Ready": ("True", "Ready")}
+    content = await cp.admin.get(VM_SNAPSHOT_CONTENTS, f"vmsnapshot-content-{snapshot['metadata']['uid']}", ns)
+    assert content["spec"]["virtualMachineSnapshotName"] == "s1"
+    assert content["spec"]["source"]["virtualMachine"]["spec"]["runStrategy"] == "Halted"
+    assert content["status"]["readyToUse"] is True
+    assert snapshot["metadata"]["finalizers"] == ["snapshot.kubevirt.io/vmsnapshot-protection"]
+
+    async def unlocked() -> bool:
+        found = await cp.admin.get(VIRTUAL_MACHINES, "quiet", ns)
+        return "snapshotInProgress" not in (found.get("status") or {}) and SOURCE_FINALIZER not in (
+            found["metadata"].get("finalizers") or []
+        )
+
+    await eventually(unlocked, timeout=30, interval=0.2)
+    events = [e["reason"] for e in (await cp.admin.list(EVENTS, ns))["items"]]
+    assert "SuccessfulVirtualMachineSnapshotContentCreate" in events
+
+    # A restore into a VM that does not exist makes it, stopped, with the snapshot's spec.
+    await cp.admin.create(VM_RESTORES, vm_restore("r1", "copy", "s1"), ns)
+    restore = await wait_status(cp, VM_RESTORES, ns, "r1", lambda s: s.get("complete") is True)
+    assert conditions(restore["status"]) == {
+        "Progressing": ("False", "Operation complete"),
+        "Ready": ("True", "Operation complete"),
+    }
+    copy = await cp.admin.get(VIRTUAL_MACHINES, "copy", ns)
+    assert copy["spec"]["runStrategy"] == "Halted"
+    assert copy["spec"]["template"]["spec"]["volumes"] == vm["spec"]["template"]["spec"]["volumes"]
+    assert copy["metadata"]["annotations"]["restore.kubevirt.io/lastRestoreUID"] == f"r1-{restore['metadata']['uid']}"
+
+    # Deleting the snapshot takes its content.
+    await cp.admin.delete(VM_SNAPSHOTS, "s1", ns)
+
+    async def gone() -> bool:
+        return (
+            not (await cp.admin.list(VM_SNAPSHOT_CONTENTS, ns))["items"]
+            and not (await cp.admin.list(VM_SNAPSHOTS, ns))["items"]
+        )
+
+    await eventually(gone, timeout=30, interval=0.2)
+
+
+async def test_a_running_vm_is_snapshotted_online_and_a_restore_waits_for_it_to_stop(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("busy"), ns)
+    await cp.wait_vmi_phase(ns, "busy", "Running", timeout=30)
+    await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("online", "busy"), ns)
+    snapshot = await wait_status(cp, VM_SNAPSHOTS, ns, "online", lambda s: s.get("readyToUse") is True)
+    assert snapshot["status"]["indications"] == ["NoGuestAgent", "Online"]
+    assert [i["indication"] for i in snapshot["status"]["sourceIndications"]] == ["NoGuestAgent", "Online"]
+
+    # The VM still runs: a restore that must not wait fails at once.
+    await cp.admin.create(VM_RESTORES, vm_restore("now", "busy", "online", targetReadinessPolicy="FailImmediate"), ns)
+    failed = await wait_status(cp, VM_RESTORES, ns, "now", lambda s: "Failure" in conditions(s))
+    message = "Restore target VMI must be powered off before restore operation"
+    assert conditions(failed["status"])["Failure"] == ("True", message)
+    assert failed["status"]["complete"] is False
+
+    # Even failed, it holds the target (KubeVirt's admitter counts every restore not complete) until deleted.
+    with pytest.raises(Invalid, match='VirtualMachineRestore "now" in progress'):
+        await cp.admin.create(VM_RESTORES, vm_restore("again", "busy", "online"), ns)
+    await cp.admin.delete(VM_RESTORES, "now", ns)
+    await eventually(lambda: _gone(cp, VM_RESTORES, ns, "now"), timeout=30, interval=0.2)
+
+    # StopTarget stops the VM itself and then restores.
+    await cp.admin.create(VM_RESTORES, vm_restore("stop", "busy", "online", targetReadinessPolicy="StopTarget"), ns)
+    done = await wait_status(cp, VM_RESTORES, ns, "stop", lambda s: s.get("complete") is True, timeout=60)
+    assert done["metadata"]["ownerReferences"][0]["name"] == "busy"
+    vm = await cp.admin.get(VIRTUAL_MACHINES, "busy", ns)
+    assert vm["spec"]["runStrategy"] == "Halted"
+    assert "restoreInProgress" not in vm["status"]
+
+
+async def test_a_snapshot_of_a_missing_vm_waits_for_it(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("early", "later"), ns)
+    snapshot = await wait_status(cp, VM_SNAPSHOTS, ns, "early", lambda s: "Progressing" in conditions(s))
+    assert snapshot["status"]["phase"] == "InProgress"
+    assert conditions(snapshot["status"]) == {
+        "Progressing": ("False", "Source does not exist"),
+        "Ready": ("False", "Not ready"),
+    }
+    await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("later", run_strategy="Halted"), ns)
+    await wait_status(cp, VM_SNAPSHOTS, ns, "early", lambda s: s.get("phase") == "Succeeded")
