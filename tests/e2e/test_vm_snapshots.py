@@ -17,6 +17,7 @@ import yaml
 from pykubevirt.client.resources import (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
     VM_RESTORES,
     VM_SNAPSHOT_CONTENTS,
@@ -26,8 +27,12 @@ from pykubevirt.client.resources import (
 from tests.e2e.test_persistent_disks import boot_claim, claim, pvc_vm
 from tests.support.cluster import ClusterView
 from tests.support.waiting import eventually
+from tests.support.watching import watching
 
 pytestmark = pytest.mark.e2e
+
+
+SOURCE = {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "svm"}
 
 
 def manifest(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -51,19 +56,13 @@ async def test_a_restore_brings_back_the_disks_a_snapshot_took(
     vmi = await kube.wait_vmi_phase(ns, "svm", "Running", timeout=120)
     await kube.wait_serial(kube.node, await kube.launcher_pod(vmi), vmi, "wrote-persisted-marker", timeout=120)
 
-    # An online snapshot: both claims, crash-consistent or quiesced as the guest agent allows.
-    source = {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "svm"}
-    await apply(kube, ns, manifest("VirtualMachineSnapshot", "before", {"source": source}), tmp_path)
-
-    async def snapshot_ready() -> dict[str, Any] | None:
-        found = await admin.get(VM_SNAPSHOTS, "before", ns)
-        return found if (found.get("status") or {}).get("readyToUse") is True else None
-
-    snapshot = await eventually(snapshot_ready, timeout=120, interval=0.5)
+    snapshot, freeze_states = await take_snapshot(kube, ns, tmp_path)
     status = snapshot["status"]
     assert status["phase"] == "Succeeded"
     assert status["sourceUID"] == (await admin.get(VIRTUAL_MACHINES, "svm", ns))["metadata"]["uid"]
-    assert "Online" in status["indications"]
+    assert status["indications"] == ["GuestAgent", "Online"]
+    # Frozen while the claims were copied, thawed once the VolumeSnapshots existed.
+    assert "frozen" in freeze_states
     assert status["snapshotVolumes"] == {
         "includedVolumes": ["rootdisk", "datadisk"],
         "excludedVolumes": ["cloudinitdisk"],
@@ -96,7 +95,7 @@ async def test_a_restore_brings_back_the_disks_a_snapshot_took(
     await apply(
         kube,
         ns,
-        manifest("VirtualMachineRestore", "back", {"target": source, "virtualMachineSnapshotName": "before"}),
+        manifest("VirtualMachineRestore", "back", {"target": SOURCE, "virtualMachineSnapshotName": "before"}),
         tmp_path,
     )
 
@@ -147,3 +146,28 @@ async def stop_and_wipe(kube: ClusterView, ns: str) -> None:
     image = Path((await kube.admin.get(PERSISTENT_VOLUMES, data["spec"]["volumeName"]))["spec"]["hostPath"]["path"])
     with (image / "disk.img").open("r+b") as disk:
         disk.write(b"\0" * 14)
+
+
+async def take_snapshot(kube: ClusterView, ns: str, tmp_path: Path) -> tuple[dict[str, Any], list[str]]:
+    """An online snapshot `before` of `svm` once its guest agent is up; the VMI's freeze states meanwhile."""
+
+    async def agent_connected() -> bool:
+        current = await kube.vmi(ns, "svm") or {}
+        return any(c.get("type") == "AgentConnected" for c in (current.get("status") or {}).get("conditions") or [])
+
+    await eventually(agent_connected, timeout=120, interval=0.5)
+    freeze_states: list[str] = []
+
+    def seen(vmi_version: dict[str, Any]) -> None:
+        freeze_states.append(str((vmi_version.get("status") or {}).get("fsFreezeStatus") or "thawed"))
+
+    async with watching(kube.admin, VIRTUAL_MACHINE_INSTANCES, ns, "svm", seen):
+        await apply(kube, ns, manifest("VirtualMachineSnapshot", "before", {"source": SOURCE}), tmp_path)
+
+        async def snapshot_ready() -> dict[str, Any] | None:
+            found = await kube.admin.get(VM_SNAPSHOTS, "before", ns)
+            return found if (found.get("status") or {}).get("readyToUse") is True else None
+
+        snapshot = await eventually(snapshot_ready, timeout=120, interval=0.5)
+        await eventually(lambda: freeze_states[-1] == "thawed", timeout=30, interval=0.2)
+    return snapshot, freeze_states
