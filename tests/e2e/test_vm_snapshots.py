@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from pykubevirt.client.resources import (
+    DATA_VOLUMES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     VIRTUAL_MACHINE_INSTANCES,
@@ -171,3 +172,76 @@ async def take_snapshot(kube: ClusterView, ns: str, tmp_path: Path) -> tuple[dic
         snapshot = await eventually(snapshot_ready, timeout=120, interval=0.5)
         await eventually(lambda: freeze_states[-1] == "thawed", timeout=30, interval=0.2)
     return snapshot, freeze_states
+
+
+def blank_dv_vm(name: str) -> dict[str, Any]:
+    """A stopped VM whose data disk is a blank DataVolume from its template."""
+    vm = pvc_vm(name)
+    vm["spec"]["runStrategy"] = "Halted"
+    vm["spec"]["dataVolumeTemplates"] = [
+        {
+            "metadata": {"name": f"{name}-data"},
+            "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "16Mi"}}}},
+        }
+    ]
+    volumes = vm["spec"]["template"]["spec"]["volumes"]
+    volumes[1] = {"name": "datadisk", "dataVolume": {"name": f"{name}-data"}}
+    return vm
+
+
+async def claim_image(kube: ClusterView, ns: str, claim_name: str) -> Path:
+    pvc = await kube.admin.get(PERSISTENT_VOLUME_CLAIMS, claim_name, ns)
+    return Path((await kube.admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"]))["spec"]["hostPath"]["path"])
+
+
+async def test_a_restore_of_a_data_volume_template_hands_the_restored_claim_to_a_new_data_volume(
+    kube: ClusterView, guest_image: Path, tmp_path: Path
+) -> None:
+    ns = await kube.namespace()
+    admin = kube.admin
+    await boot_claim(kube, ns, "dvs-boot", guest_image)
+    await admin.create(VIRTUAL_MACHINES, blank_dv_vm("dvs"), ns)
+
+    async def imported() -> bool:
+        found = (await admin.list(DATA_VOLUMES, ns))["items"]
+        return [((d.get("status") or {}).get("phase")) for d in found] == ["Succeeded"]
+
+    await eventually(imported, timeout=60, interval=0.5)
+    # The blank claim binds once a pod uses it (WaitForFirstConsumer): the importer did.
+    (await claim_image(kube, ns, "dvs-data") / "disk.img").write_bytes(b"offline-marker")
+    source = {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "dvs"}
+    await apply(kube, ns, manifest("VirtualMachineSnapshot", "cold", {"source": source}), tmp_path)
+
+    async def ready() -> dict[str, Any] | None:
+        found = await admin.get(VM_SNAPSHOTS, "cold", ns)
+        return found if (found.get("status") or {}).get("readyToUse") is True else None
+
+    snapshot = await eventually(ready, timeout=60, interval=0.5)
+    assert "indications" not in snapshot["status"]  # taken offline
+    (await claim_image(kube, ns, "dvs-data") / "disk.img").write_bytes(b"overwritten!!!")
+    await apply(
+        kube,
+        ns,
+        manifest("VirtualMachineRestore", "warm", {"target": source, "virtualMachineSnapshotName": "cold"}),
+        tmp_path,
+    )
+
+    async def complete() -> dict[str, Any] | None:
+        found = await admin.get(VM_RESTORES, "warm", ns)
+        return found if (found.get("status") or {}).get("complete") is True else None
+
+    restore = await eventually(complete, timeout=60, interval=0.5)
+    restored = f"restore-{restore['metadata']['uid']}-datadisk"
+    assert restore["status"]["restores"][0]["dataVolumeName"] == restored
+    assert restore["status"]["deletedDataVolumes"] == ["dvs-data"]
+    vm = await admin.get(VIRTUAL_MACHINES, "dvs", ns)
+    assert [t["metadata"]["name"] for t in vm["spec"]["dataVolumeTemplates"]] == [restored]
+
+    # The VM's new DataVolume takes the restored claim over instead of importing into it; the guest's disk is back.
+    await kube.run("virtctl", "start", "dvs", "-n", ns)
+    await kube.wait_vmi_phase(ns, "dvs", "Running", timeout=120)
+    dv = await admin.get(DATA_VOLUMES, restored, ns)
+    assert dv["status"]["phase"] == "Succeeded"
+    claim_owner = (await admin.get(PERSISTENT_VOLUME_CLAIMS, restored, ns))["metadata"]["ownerReferences"]
+    assert [(r["kind"], r["name"], r.get("controller")) for r in claim_owner] == [("DataVolume", restored, True)]
+    assert (await claim_image(kube, ns, restored) / "disk.img").read_bytes()[:14] == b"offline-marker"

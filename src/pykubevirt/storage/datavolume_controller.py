@@ -160,10 +160,12 @@ class DataVolumeController:
                 "controller": True,
                 "blockOwnerDeletion": True,
             }
+            # A claim has one controller: a restore's claim of a VM that existed came owned by the VM.
+            others = [r for r in pvc["metadata"].get("ownerReferences") or [] if not r.get("controller")]
             pvc = await self.client.patch(
                 PERSISTENT_VOLUME_CLAIMS,
                 pvc["metadata"]["name"],
-                {"metadata": {"ownerReferences": [*(pvc["metadata"].get("ownerReferences") or []), reference]}},
+                {"metadata": {"ownerReferences": [*others, reference]}},
                 pvc["metadata"]["namespace"],
             )
             log.info("adopted a populated claim", extra={"namespace": meta.get("namespace"), "name": meta["name"]})
