@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.finalizer_patch import finalizers_patch
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.objects import condition_true, is_final
 from pykubevirt.api.timestamps import format_time
@@ -561,10 +562,7 @@ class VMController:
         if c.VM_CONTROLLER_FINALIZER not in finalizers:
             return
         remaining = [f for f in finalizers if f != c.VM_CONTROLLER_FINALIZER]
-        patch = [
-            {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-            {"op": "replace", "path": "/metadata/finalizers", "value": remaining},
-        ]
+        patch = finalizers_patch(finalizers, remaining)
         try:
             await self.client.patch(
                 VIRTUAL_MACHINE_INSTANCES,

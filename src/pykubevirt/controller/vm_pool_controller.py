@@ -12,6 +12,7 @@ import logging
 from datetime import UTC, datetime
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.finalizer_patch import finalizers_patch
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.api.objects import condition_true, labels_of
@@ -199,7 +200,7 @@ class VMPoolController:
         finalizers = pool["metadata"].get("finalizers") or []
         if c.VM_POOL_FINALIZER in finalizers:
             return pool
-        patch = _finalizers_patch(finalizers, [*finalizers, c.VM_POOL_FINALIZER])
+        patch = finalizers_patch(finalizers, [*finalizers, c.VM_POOL_FINALIZER])
         meta = pool["metadata"]
         try:
             written: Object = await self.client.patch(
@@ -222,7 +223,7 @@ class VMPoolController:
                     await self.client.patch(
                         VIRTUAL_MACHINES,
                         meta["name"],
-                        _finalizers_patch(finalizers, kept),
+                        finalizers_patch(finalizers, kept),
                         meta["namespace"],
                         patch_type=JSON_PATCH,
                     )
@@ -476,7 +477,7 @@ class VMPoolController:
         if c.VM_POOL_FINALIZER not in finalizers:
             return
         meta = pool["metadata"]
-        patch = _finalizers_patch(finalizers, [f for f in finalizers if f != c.VM_POOL_FINALIZER])
+        patch = finalizers_patch(finalizers, [f for f in finalizers if f != c.VM_POOL_FINALIZER])
         try:
             await self.client.patch(
                 VIRTUAL_MACHINE_POOLS, meta["name"], patch, meta["namespace"], patch_type=JSON_PATCH
@@ -518,13 +519,3 @@ def _sooner(first: float | None, second: float | None) -> float | None:
 
 def _finalizers(obj: Object) -> list[str]:
     return list(obj["metadata"].get("finalizers") or [])
-
-
-def _finalizers_patch(old: list[str], new: list[str]) -> list[Object]:
-    """A JSON patch from one finalizer list to another, refused if the list changed meanwhile."""
-    if not old:
-        return [{"op": "add", "path": "/metadata/finalizers", "value": new}]
-    return [
-        {"op": "test", "path": "/metadata/finalizers", "value": old},
-        {"op": "replace", "path": "/metadata/finalizers", "value": new},
-    ]

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.finalizer_patch import finalizers_patch
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.timestamps import format_time
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
@@ -179,15 +180,9 @@ class VMSnapshotController:
             after = [f for f in before if f != remove]
         else:
             return obj
-        patch: list[dict[str, Any]] = [{"op": "add", "path": "/metadata/finalizers", "value": after}]
-        if before:
-            patch = [
-                {"op": "test", "path": "/metadata/finalizers", "value": before},
-                {"op": "replace", "path": "/metadata/finalizers", "value": after},
-            ]
         meta = obj["metadata"]
         result: Object = await self.client.patch(
-            resource, meta["name"], patch, meta.get("namespace"), patch_type=JSON_PATCH
+            resource, meta["name"], finalizers_patch(before, after), meta.get("namespace"), patch_type=JSON_PATCH
         )
         return result
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.finalizer_patch import finalizers_patch
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.objects import condition, condition_true, is_marked_for_deletion
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
@@ -195,15 +196,13 @@ class SourceLocks:
         await self.client.request("PUT", f"{path}/{action}", body=body)
 
     async def _replace_finalizers(self, vm: Object, before: list[str], after: list[str]) -> Object:
-        patch = [
-            {"op": "test", "path": "/metadata/finalizers", "value": before},
-            {"op": "replace", "path": "/metadata/finalizers", "value": after},
-        ]
-        if not vm["metadata"].get("finalizers"):
-            patch = [{"op": "add", "path": "/metadata/finalizers", "value": after}]
         meta = vm["metadata"]
         return await self.client.patch(
-            VIRTUAL_MACHINES, meta["name"], patch, meta.get("namespace"), patch_type=JSON_PATCH
+            VIRTUAL_MACHINES,
+            meta["name"],
+            finalizers_patch(before, after),
+            meta.get("namespace"),
+            patch_type=JSON_PATCH,
         )
 
     def _pods_using(self, namespace: str, claims: set[str]) -> int:

@@ -1,0 +1,14 @@
+"""The JSON patch that moves an object's finalizers from one list to another, refused if they changed meanwhile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PATH = "/metadata/finalizers"
+
+
+def finalizers_patch(old: list[str], new: list[str]) -> list[dict[str, Any]]:
+    """`test` the list read, then `replace` it; an object without finalizers gets them with an `add`."""
+    if not old:
+        return [{"op": "add", "path": PATH, "value": new}]
+    return [{"op": "test", "path": PATH, "value": old}, {"op": "replace", "path": PATH, "value": new}]
