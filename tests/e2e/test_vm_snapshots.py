@@ -245,3 +245,59 @@ async def test_a_restore_of_a_data_volume_template_hands_the_restored_claim_to_a
     claim_owner = (await admin.get(PERSISTENT_VOLUME_CLAIMS, restored, ns))["metadata"]["ownerReferences"]
     assert [(r["kind"], r["name"], r.get("controller")) for r in claim_owner] == [("DataVolume", restored, True)]
     assert (await claim_image(kube, ns, restored) / "disk.img").read_bytes()[:14] == b"offline-marker"
+
+
+async def test_a_restore_in_place_makes_the_same_claims_again_from_the_snapshot(
+    kube: ClusterView, guest_image: Path, tmp_path: Path
+) -> None:
+    ns = await kube.namespace()
+    admin = kube.admin
+    await boot_claim(kube, ns, "inp-boot", guest_image)
+    vm = blank_dv_vm("inp")
+    vm["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "inp-boot"
+    await admin.create(VIRTUAL_MACHINES, vm, ns)
+
+    async def imported() -> bool:
+        found = (await admin.list(DATA_VOLUMES, ns))["items"]
+        return [((d.get("status") or {}).get("phase")) for d in found] == ["Succeeded"]
+
+    await eventually(imported, timeout=60, interval=0.5)
+    (await claim_image(kube, ns, "inp-data") / "disk.img").write_bytes(b"inplace-marker")
+    old_uids = {
+        n: (await admin.get(PERSISTENT_VOLUME_CLAIMS, n, ns))["metadata"]["uid"] for n in ("inp-boot", "inp-data")
+    }
+    source = {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "inp"}
+    await apply(kube, ns, manifest("VirtualMachineSnapshot", "s", {"source": source}), tmp_path)
+
+    async def ready() -> bool:
+        return ((await admin.get(VM_SNAPSHOTS, "s", ns)).get("status") or {}).get("readyToUse") is True
+
+    await eventually(ready, timeout=60, interval=0.5)
+    (await claim_image(kube, ns, "inp-data") / "disk.img").write_bytes(b"overwritten!!!")
+    spec = {"target": source, "virtualMachineSnapshotName": "s", "volumeRestorePolicy": "InPlace"}
+    await apply(kube, ns, manifest("VirtualMachineRestore", "r", spec), tmp_path)
+
+    async def complete() -> dict[str, Any] | None:
+        found = await admin.get(VM_RESTORES, "r", ns)
+        return found if (found.get("status") or {}).get("complete") is True else None
+
+    restore = await eventually(complete, timeout=90, interval=0.5)
+    entries = {e["volumeName"]: e for e in restore["status"]["restores"]}
+    assert entries["rootdisk"]["persistentVolumeClaim"] == "inp-boot"
+    assert (entries["datadisk"]["persistentVolumeClaim"], entries["datadisk"]["dataVolumeName"]) == (
+        "inp-data",
+        "inp-data",
+    )
+    assert "deletedDataVolumes" not in restore["status"]
+    vm = await admin.get(VIRTUAL_MACHINES, "inp", ns)
+    assert [t["metadata"]["name"] for t in vm["spec"]["dataVolumeTemplates"]] == ["inp-data"]
+    for name in ("inp-boot", "inp-data"):
+        claim_now = await admin.get(PERSISTENT_VOLUME_CLAIMS, name, ns)
+        assert claim_now["metadata"]["uid"] != old_uids[name]  # made again, from the VolumeSnapshot
+        assert claim_now["spec"]["dataSource"]["kind"] == "VolumeSnapshot"
+
+    # The DataVolume stays and takes the new claim over once the VM's pod binds it; the disk is the snapshot's.
+    await kube.run("virtctl", "start", "inp", "-n", ns)
+    await kube.wait_vmi_phase(ns, "inp", "Running", timeout=120)
+    assert (await admin.get(DATA_VOLUMES, "inp-data", ns))["status"]["phase"] == "Succeeded"
+    assert (await claim_image(kube, ns, "inp-data") / "disk.img").read_bytes()[:14] == b"inplace-marker"

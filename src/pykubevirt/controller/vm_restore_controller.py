@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.finalizer_patch import finalizers_patch
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.json_patch import apply_patch
 from pykubevirt.api.timestamps import format_time, parse_time
@@ -276,19 +277,9 @@ class VMRestoreController:
             await self._write_status(original, restore)
             return
         meta = restore["metadata"]
+        kept = [f for f in finalizers if f != plan.RESTORE_FINALIZER]
         await self.client.patch(
-            VM_RESTORES,
-            meta["name"],
-            [
-                {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-                {
-                    "op": "replace",
-                    "path": "/metadata/finalizers",
-                    "value": [f for f in finalizers if f != plan.RESTORE_FINALIZER],
-                },
-            ],
-            meta["namespace"],
-            patch_type=JSON_PATCH,
+            VM_RESTORES, meta["name"], finalizers_patch(finalizers, kept), meta["namespace"], patch_type=JSON_PATCH
         )
 
     # ------------------------------------------------------------------------------------------------ claims
@@ -307,12 +298,17 @@ class VMRestoreController:
         target = self.vms.get(f"{namespace}/{target_name}")
         waiting = False
         by_volume = {b.get("volumeName"): b for b in backups}
-        for entry in restores:
+        in_place = (restore.get("spec") or {}).get("volumeRestorePolicy") == "InPlace"
+        for entry in status["restores"]:
             name = str(entry["persistentVolumeClaim"])
             pvc = self.pvcs.get(f"{namespace}/{name}")
             if pvc is None:
                 await self._create_claim(restore, entry, by_volume[entry["volumeName"]], source_vm, target)
                 waiting = True
+            elif in_place and not plan.has_last_restore(restore, pvc):
+                waiting = True
+                if await self._replace_in_place(restore, entry, pvc):
+                    continue
             elif (pvc.get("status") or {}).get("phase") == "Pending":
                 storage_class = self.storage_classes.get(str((pvc.get("spec") or {}).get("storageClassName") or ""))
                 if (storage_class or {}).get("volumeBindingMode", "Immediate") == "Immediate":
@@ -320,6 +316,35 @@ class VMRestoreController:
             elif (pvc.get("status") or {}).get("phase") != "Bound":
                 raise RestoreError(f'PVC {namespace}/{name} in status "{(pvc.get("status") or {}).get("phase")}"')
         return waiting
+
+    async def _replace_in_place(self, restore: Object, entry: dict[str, Any], pvc: Object) -> bool:
+        """Delete the claim a restore `InPlace` makes again; True when its DataVolume was first recorded instead.
+
+        A claim of a DataVolume keeps the DataVolume: marked prePopulated it waits for the claim made again (KubeVirt's
+        prepopulateDataVolume) and takes it over.
+        """
+        meta = pvc["metadata"]
+        owner = next(
+            (
+                r["name"]
+                for r in meta.get("ownerReferences") or []
+                if r.get("controller") and r.get("kind") == c.DATA_VOLUME_KIND
+            ),
+            None,
+        )
+        if owner is not None:
+            if not entry.get("dataVolumeName"):
+                entry["dataVolumeName"] = owner
+                return True
+            annotations = {
+                plan.RESTORE_NAME_ANNOTATION: restore["metadata"]["name"],
+                plan.PRE_POPULATED_ANNOTATION: owner,
+            }
+            await self.client.patch(DATA_VOLUMES, owner, {"metadata": {"annotations": annotations}}, meta["namespace"])
+        if not meta.get("deletionTimestamp"):
+            await self.client.delete(PERSISTENT_VOLUME_CLAIMS, meta["name"], meta["namespace"])
+            log.info("deleted claim %s to restore it in place", meta["name"], extra=object_fields(restore))
+        return False
 
     async def _create_claim(
         self, restore: Object, entry: dict[str, Any], backup: dict[str, Any], source_vm: Object, target: Object | None

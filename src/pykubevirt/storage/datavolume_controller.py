@@ -106,7 +106,8 @@ class DataVolumeController:
             await self._status(dv, "Failed", None, None, message)
             return None
         annotations = dv["metadata"].get("annotations") or {}
-        if pvc is None and annotations.get(PRE_POPULATED) == "true":
+        # Present with any value (CDI's AnnPrePopulated): a restore may name the DataVolume there.
+        if pvc is None and PRE_POPULATED in annotations:
             return None  # its claim is being made by someone else (a restore), with its data: wait for it
         if pvc is not None and ((pvc["metadata"].get("annotations") or {}).get(POPULATED_FOR) == name):
             await self._adopt_populated(dv, pvc)
