@@ -299,7 +299,7 @@ class VMRestoreController:
         waiting = False
         by_volume = {b.get("volumeName"): b for b in backups}
         in_place = (restore.get("spec") or {}).get("volumeRestorePolicy") == "InPlace"
-        for entry in status["restores"]:
+        for entry in status.get("restores") or []:
             name = str(entry["persistentVolumeClaim"])
             pvc = self.pvcs.get(f"{namespace}/{name}")
             if pvc is None:
