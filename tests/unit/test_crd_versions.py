@@ -33,6 +33,7 @@ def test_kubevirts_core_kinds_are_served_as_v1alpha3_too_deprecated_with_its_war
     with_older = sorted(k.plural for k in ALL_KINDS if k.older_versions)
     assert with_older == [
         "kubevirts",
+        "virtualmachineclones",
         "virtualmachineinstancemigrations",
         "virtualmachineinstancereplicasets",
         "virtualmachineinstances",

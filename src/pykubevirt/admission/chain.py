@@ -8,7 +8,8 @@ from typing import Any
 
 from pykubevirt.admission.causes import AdmissionRejected, RequestDenied
 from pykubevirt.admission.context import AdmissionContext
-from pykubevirt.admission.defaults import mutate_migration, mutate_vm, mutate_vmi
+from pykubevirt.admission.defaults import mutate_migration, mutate_vm, mutate_vm_clone, mutate_vmi
+from pykubevirt.admission.defaults.clone_mutator import CLONE_MUTATOR_WEBHOOK
 from pykubevirt.admission.defaults.datavolume_mutator import authorize_datavolume
 from pykubevirt.admission.go_decoding import check_decodable
 from pykubevirt.admission.validation import (
@@ -18,6 +19,7 @@ from pykubevirt.admission.validation import (
     validate_migration_create,
     validate_preference,
     validate_vm,
+    validate_vm_clone,
     validate_vm_pool,
     validate_vm_restore,
     validate_vm_snapshot,
@@ -25,6 +27,7 @@ from pykubevirt.admission.validation import (
     validate_vmi_update,
     validate_vmirs,
 )
+from pykubevirt.admission.validation.clone import CLONE_WEBHOOK
 from pykubevirt.admission.validation.snapshot import RESTORE_WEBHOOK, SNAPSHOT_WEBHOOK
 from pykubevirt.api import constants as c
 from pykubevirt.api.causes import Cause
@@ -64,6 +67,10 @@ def _mutate_dv(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[st
     authorize_datavolume(obj, ctx)
 
 
+def _mutate_vm_clone(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> None:
+    mutate_vm_clone(obj, operation=op)
+
+
 def _validate_vm(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
     return validate_vm(obj, ctx, old=old)
 
@@ -98,6 +105,10 @@ def _validate_vm_restore(
     return validate_vm_restore(obj, ctx, old=old if op == UPDATE else None)
 
 
+def _validate_vm_clone(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
+    return validate_vm_clone(obj, ctx, creating=op == CREATE)
+
+
 def _simple(validator: Callable[[dict[str, Any], AdmissionContext], list[Cause]]) -> Validator:
     def run(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
         return validator(obj, ctx)
@@ -125,6 +136,7 @@ _HOOKS: dict[str, _Hooks] = {
     ),
     c.VM_SNAPSHOT_KIND: _Hooks(None, SNAPSHOT_WEBHOOK, _validate_vm_snapshot),
     c.VM_RESTORE_KIND: _Hooks(None, RESTORE_WEBHOOK, _validate_vm_restore),
+    c.VM_CLONE_KIND: _Hooks(_mutate_vm_clone, CLONE_WEBHOOK, _validate_vm_clone),
     c.DATA_VOLUME_KIND: _Hooks(_mutate_dv, "datavolume-validate.cdi.kubevirt.io", _simple(validate_datavolume)),
 }
 
@@ -136,6 +148,7 @@ _DECODING_WEBHOOKS = {
     (c.VMI_KIND, CREATE): "virtualmachineinstances-mutator.kubevirt.io",
     (c.VMI_KIND, UPDATE): "virtualmachineinstances-update-validator.kubevirt.io",
     (c.VMIM_KIND, CREATE): "migrations-mutator.kubevirt.io",
+    (c.VM_CLONE_KIND, CREATE): CLONE_MUTATOR_WEBHOOK,
 }
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from pykubevirt.api import cdi, constants, instancetype
 from pykubevirt.api.kubevirt import (
+    clone,
     kubevirt_cr,
     migration,
     migration_policy,
@@ -360,6 +361,24 @@ VIRTUAL_MACHINE_RESTORE = KindSpec(
     older_versions=(_SNAPSHOT_V1ALPHA1,),
 )
 
+# clone.kubevirt.io: KubeVirt's CRD lists Phase, source and target names and no Age column, as the snapshot kinds.
+VIRTUAL_MACHINE_CLONE = KindSpec(
+    group=constants.CLONE_GROUP,
+    version=constants.CLONE_VERSION,
+    kind=constants.VM_CLONE_KIND,
+    plural=clone.CLONE_PLURAL,
+    singular="virtualmachineclone",
+    schema=clone.VIRTUAL_MACHINE_CLONE,
+    short_names=("vmclone", "vmclones"),
+    categories=("all",),
+    printer_columns=(
+        PrinterColumn("Phase", "string", ".status.phase"),
+        PrinterColumn("SourceVirtualMachine", "string", ".spec.source.name"),
+        PrinterColumn("TargetVirtualMachine", "string", ".spec.target.name"),
+    ),
+    older_versions=(OlderVersion(clone.CLONE_OLDER_VERSION),),
+)
+
 ALL_KINDS: tuple[KindSpec, ...] = (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
@@ -374,6 +393,7 @@ ALL_KINDS: tuple[KindSpec, ...] = (
     VIRTUAL_MACHINE_SNAPSHOT,
     VIRTUAL_MACHINE_SNAPSHOT_CONTENT,
     VIRTUAL_MACHINE_RESTORE,
+    VIRTUAL_MACHINE_CLONE,
     DATA_VOLUME,
     DATA_SOURCE,
     KUBEVIRT,

@@ -60,6 +60,7 @@ VM_SNAPSHOT_CONTENTS = ResourceRef(
     c.SNAPSHOT_GROUP, c.SNAPSHOT_VERSION, "virtualmachinesnapshotcontents", c.VM_SNAPSHOT_CONTENT_KIND
 )
 VM_RESTORES = ResourceRef(c.SNAPSHOT_GROUP, c.SNAPSHOT_VERSION, "virtualmachinerestores", c.VM_RESTORE_KIND)
+VM_CLONES = ResourceRef(c.CLONE_GROUP, c.CLONE_VERSION, "virtualmachineclones", c.VM_CLONE_KIND)
 VOLUME_SNAPSHOTS = ResourceRef(
     c.VOLUME_SNAPSHOT_GROUP, c.VOLUME_SNAPSHOT_VERSION, "volumesnapshots", c.VOLUME_SNAPSHOT_KIND
 )

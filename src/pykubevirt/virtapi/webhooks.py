@@ -14,7 +14,12 @@ from aiohttp import web
 from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.admission.review import review
 
-MUTATING_PATHS = ("/virtualmachines-mutate", "/virtualmachineinstances-mutate", "/migration-mutate-create")
+MUTATING_PATHS = (
+    "/virtualmachines-mutate",
+    "/virtualmachineinstances-mutate",
+    "/migration-mutate-create",
+    "/vm-clone-mutate-create",
+)
 VALIDATING_PATHS = (
     "/virtualmachines-validate",
     "/virtualmachineinstances-validate-create",
@@ -24,6 +29,7 @@ VALIDATING_PATHS = (
     "/virtualmachinepool-validate",
     "/virtualmachinesnapshots-validate",
     "/virtualmachinerestores-validate",
+    "/vm-clone-validate-create",
     "/virtualmachineinstancetypes-validate",
     "/virtualmachineclusterinstancetypes-validate",
     "/virtualmachinepreferences-validate",

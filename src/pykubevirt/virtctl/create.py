@@ -1,4 +1,4 @@
-"""`virtctl create vm|instancetype|preference` (pkg/virtctl/create): manifests printed for `kubectl apply -f -`.
+"""`virtctl create vm|instancetype|preference|clone` (pkg/virtctl/create): manifests printed for `kubectl apply -f -`.
 
 Nothing is sent to the cluster, so no kubeconfig is needed; -n, when given, becomes the manifest's namespace.
 """
@@ -9,6 +9,8 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from pykubevirt.virtctl.create_clone import add_arguments as add_clone_arguments
+from pykubevirt.virtctl.create_clone import clone_manifest
 from pykubevirt.virtctl.create_types import (
     add_instancetype_arguments,
     add_preference_arguments,
@@ -41,6 +43,7 @@ def add_commands(
             "Create a VirtualMachinePreference or VirtualMachineClusterPreference manifest.",
             add_preference_arguments,
         ),
+        ("clone", "Create a clone object manifest", add_clone_arguments),
     ):
         cmd = kinds.add_parser(name, help=help_text)
         add_globals(cmd)
@@ -57,6 +60,8 @@ def run(args: argparse.Namespace) -> None:
         finally:
             for warning in flags.warnings:
                 print(warning, file=sys.stderr)
+    elif args.kind == "clone":
+        manifest = clone_manifest(args, namespace)
     elif args.kind == "instancetype":
         manifest = instancetype_manifest(args, namespace)
     else:

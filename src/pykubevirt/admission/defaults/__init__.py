@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pykubevirt.admission.defaults.clone_mutator import mutate_vm_clone
 from pykubevirt.admission.defaults.common import MutationDenied
 from pykubevirt.admission.defaults.migration_mutator import mutate_migration
 from pykubevirt.admission.defaults.presets import PRESET_DEPRECATION_WARNING, preset_warnings
@@ -14,6 +15,7 @@ __all__ = [
     "MutationDenied",
     "mutate_migration",
     "mutate_vm",
+    "mutate_vm_clone",
     "mutate_vmi",
     "preset_warnings",
     "set_vmi_defaults",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pykubevirt.admission.validation.clone import validate_vm_clone
 from pykubevirt.admission.validation.common import REQUEST_ERROR
 from pykubevirt.admission.validation.datavolume import validate_datavolume
 from pykubevirt.admission.validation.instancetype import validate_instancetype, validate_preference
@@ -19,6 +20,7 @@ __all__ = [
     "validate_migration_create",
     "validate_preference",
     "validate_vm",
+    "validate_vm_clone",
     "validate_vm_pool",
     "validate_vm_restore",
     "validate_vm_snapshot",
