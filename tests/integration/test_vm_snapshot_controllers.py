@@ -6,6 +6,7 @@ guests in tests/e2e/test_vm_snapshots.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,7 +15,14 @@ import pytest_asyncio
 
 from pykubevirt.client.api import Object
 from pykubevirt.client.errors import Invalid, NotFound
-from pykubevirt.client.resources import EVENTS, VIRTUAL_MACHINES, VM_RESTORES, VM_SNAPSHOT_CONTENTS, VM_SNAPSHOTS
+from pykubevirt.client.resources import (
+    EVENTS,
+    VIRTUAL_MACHINES,
+    VM_CLONES,
+    VM_RESTORES,
+    VM_SNAPSHOT_CONTENTS,
+    VM_SNAPSHOTS,
+)
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
 from tests.support.waiting import eventually
@@ -174,3 +182,64 @@ async def test_a_snapshot_of_a_missing_vm_waits_for_it(cp: ControlPlane) -> None
     }
     await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("later", run_strategy="Halted"), ns)
     await wait_status(cp, VM_SNAPSHOTS, ns, "early", lambda s: s.get("phase") == "Succeeded")
+
+
+async def test_a_clone_makes_a_new_vm_through_a_snapshot_and_a_restore_it_then_deletes(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    source = vm_manifest("orig", run_strategy="Halted")
+    source["metadata"]["labels"]["secret-label"] = "no"
+    await cp.admin.create(VIRTUAL_MACHINES, source, ns)
+    clone = {
+        "apiVersion": "clone.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineClone",
+        "metadata": {"name": "twin"},
+        "spec": {
+            "source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "orig"},
+            "target": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "orig-twin"},
+            "labelFilters": ["*", "!secret-label"],
+        },
+    }
+    await cp.admin.create(VM_CLONES, clone, ns)
+    done = await wait_status(cp, VM_CLONES, ns, "twin", lambda s: s.get("phase") == "Succeeded", timeout=60)
+    assert done["status"]["targetName"] == "orig-twin"
+    assert conditions(done["status"]) == {"Progressing": ("False", "Ready"), "Ready": ("True", "Ready")}
+    twin = await cp.admin.get(VIRTUAL_MACHINES, "orig-twin", ns)
+    assert twin["spec"]["runStrategy"] == "Halted"
+    assert twin["metadata"]["labels"] == {"vm-label": "on-vm"}
+    assert twin["spec"]["template"]["spec"]["volumes"] == source["spec"]["template"]["spec"]["volumes"]
+
+    # Its temporary snapshot and restore are gone once the target's claims (none here) are bound.
+    async def cleaned_up() -> bool:
+        snapshots = (await cp.admin.list(VM_SNAPSHOTS, ns))["items"]
+        restores = (await cp.admin.list(VM_RESTORES, ns))["items"]
+        current = (await cp.admin.get(VM_CLONES, "twin", ns))["status"]
+        return not snapshots and not restores and "snapshotName" not in current and "restoreName" not in current
+
+    await eventually(cleaned_up, timeout=30, interval=0.2)
+    reasons = [e["reason"] for e in (await cp.admin.list(EVENTS, ns))["items"] if e["involvedObject"]["name"] == "twin"]
+    for reason in ("SnapshotCreated", "SnapshotReady", "RestoreCreated", "RestoreReady", "TargetVMCreated", "PVCBound"):
+        assert reason in reasons
+
+    # The clone goes with the VM it made.
+    await cp.admin.delete(VIRTUAL_MACHINES, "orig-twin", ns)
+    await eventually(lambda: _gone(cp, VM_CLONES, ns, "twin"), timeout=30, interval=0.2)
+
+
+async def test_a_clone_of_a_missing_vm_waits_for_it(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    clone = {
+        "apiVersion": "clone.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineClone",
+        "metadata": {"name": "early"},
+        "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "later"}},
+    }
+    await cp.admin.create(VM_CLONES, clone, ns)
+    pending = await wait_status(cp, VM_CLONES, ns, "early", lambda s: "Ready" in conditions(s))
+    assert "phase" not in pending["status"] or pending["status"]["phase"] == ""
+    assert conditions(pending["status"]) == {
+        "Progressing": ("False", "Pending"),
+        "Ready": ("False", f"Source doesnt exist: VirtualMachine {ns}/later"),
+    }
+    await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("later", run_strategy="Halted"), ns)
+    done = await wait_status(cp, VM_CLONES, ns, "early", lambda s: s.get("phase") == "Succeeded", timeout=60)
+    assert re.fullmatch(r"clone-later-[a-z0-9]{5}", done["status"]["targetName"])  # the mutator named it

@@ -1,4 +1,4 @@
-"""virt-controller's snapshot and restore controllers, run only where the cluster serves their APIs.
+"""virt-controller's snapshot, restore and clone controllers, run only where the cluster serves their APIs.
 
 KubeVirt's own CRDs (snapshot.kubevirt.io) come with it; the CSI snapshot API (snapshot.storage.k8s.io) comes with
 the cluster's storage, or not: without it snapshots record the VM's spec and no claim (KubeVirt's dummy informers).
@@ -15,6 +15,7 @@ from pykubevirt.client.errors import NotFound
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import (
+    VM_CLONES,
     VM_RESTORES,
     VM_SNAPSHOT_CONTENTS,
     VM_SNAPSHOTS,
@@ -22,6 +23,7 @@ from pykubevirt.client.resources import (
     VOLUME_SNAPSHOTS,
     ResourceRef,
 )
+from pykubevirt.controller.vm_clone_controller import VMCloneController
 from pykubevirt.controller.vm_restore_controller import VMRestoreController
 from pykubevirt.controller.vm_snapshot_controller import SnapshotClasses, VMSnapshotController
 from pykubevirt.controller.volume_snapshot_statuses import VolumeSnapshotStatuses
@@ -113,8 +115,26 @@ async def snapshot_controllers(
     restore_queue.watch(shared.vmis, restore.keys_for_target)
     restore_queue.watch(shared.pvcs, restore.keys_for_claim).watch(shared.data_volumes, restore.keys_for_claim)
     restore_queue.watch(snapshots, lambda s: _restores_of_snapshot(restore, s))
+    queues = [snapshot_queue, content_queue, restore_queue]
+    if await served(client, VM_CLONES):
+        clones = Informer(client, VM_CLONES)
+        informers.append(clones)
+        cloner = VMCloneController(
+            client,
+            clones=clones,
+            vms=shared.vms,
+            snapshots=snapshots,
+            contents=contents,
+            restores=restores,
+            pvcs=shared.pvcs,
+            recorder=EventRecorder(client, "clone-controller"),
+        )
+        clone_queue = Controller("vmclone", cloner, workers=WORKERS)
+        clone_queue.watch(clones).watch(snapshots, cloner.keys_for_owned).watch(restores, cloner.keys_for_owned)
+        clone_queue.watch(shared.vms, cloner.keys_for_vm)
+        queues.append(clone_queue)
     statuses = VolumeSnapshotStatuses(shared.pvcs.get, shared.data_volumes.get, snapshot.classes.for_storage_class)
-    return informers, [snapshot_queue, content_queue, restore_queue], statuses
+    return informers, queues, statuses
 
 
 def _restores_of_snapshot(restore: VMRestoreController, snapshot: Object) -> list[str]:
