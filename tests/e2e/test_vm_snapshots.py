@@ -20,6 +20,7 @@ from pykubevirt.client.resources import (
     PERSISTENT_VOLUMES,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
+    VM_CLONES,
     VM_RESTORES,
     VM_SNAPSHOT_CONTENTS,
     VM_SNAPSHOTS,
@@ -301,3 +302,51 @@ async def test_a_restore_in_place_makes_the_same_claims_again_from_the_snapshot(
     await kube.wait_vmi_phase(ns, "inp", "Running", timeout=120)
     assert (await admin.get(DATA_VOLUMES, "inp-data", ns))["status"]["phase"] == "Succeeded"
     assert (await claim_image(kube, ns, "inp-data") / "disk.img").read_bytes()[:14] == b"inplace-marker"
+
+
+async def test_virtctl_create_clone_makes_a_vm_with_a_copy_of_the_disks(
+    kube: ClusterView, guest_image: Path, tmp_path: Path
+) -> None:
+    ns = await kube.namespace()
+    admin = kube.admin
+    await boot_claim(kube, ns, "cln-boot", guest_image)
+    vm = blank_dv_vm("cln")
+    vm["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "cln-boot"
+    await admin.create(VIRTUAL_MACHINES, vm, ns)
+
+    async def imported() -> bool:
+        found = (await admin.list(DATA_VOLUMES, ns))["items"]
+        return [((d.get("status") or {}).get("phase")) for d in found] == ["Succeeded"]
+
+    await eventually(imported, timeout=60, interval=0.5)
+    (await claim_image(kube, ns, "cln-data") / "disk.img").write_bytes(b"cloned-marker!")
+    _, manifest_text, _ = await kube.run(
+        "virtctl", "create", "clone", "--name", "copy", "--source-name", "cln", "--target-name", "cln-copy", "-n", ns
+    )
+    path = tmp_path / "clone.yaml"
+    path.write_text(manifest_text)
+    await kube.run("kubectl", "apply", "-f", str(path))
+
+    async def succeeded() -> bool:
+        return ((await admin.get(VM_CLONES, "copy", ns)).get("status") or {}).get("phase") == "Succeeded"
+
+    await eventually(succeeded, timeout=90, interval=0.5)
+    _, table, _ = await kube.run("kubectl", "get", "vmclone", "-n", ns)
+    assert table.split("\n")[1].split() == ["copy", "Succeeded", "cln", "cln-copy"]
+    copy = await admin.get(VIRTUAL_MACHINES, "cln-copy", ns)
+    claims = [v for v in copy["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert claims[0]["persistentVolumeClaim"]["claimName"].startswith("restore-")
+    assert copy["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0]["macAddress"] == ""
+
+    # The copy runs on its own claims with the source's data; the source's claims are untouched.
+    await kube.run("virtctl", "start", "cln-copy", "-n", ns)
+    await kube.wait_vmi_phase(ns, "cln-copy", "Running", timeout=120)
+    data = next(v["dataVolume"]["name"] for v in copy["spec"]["template"]["spec"]["volumes"] if "dataVolume" in v)
+    assert (await claim_image(kube, ns, data) / "disk.img").read_bytes()[:14] == b"cloned-marker!"
+    assert (await claim_image(kube, ns, "cln-data") / "disk.img").read_bytes()[:14] == b"cloned-marker!"
+
+    # Its claims bound, the clone lets go of its temporary snapshot and restore.
+    async def cleaned_up() -> bool:
+        return not (await admin.list(VM_SNAPSHOTS, ns))["items"] and not (await admin.list(VM_RESTORES, ns))["items"]
+
+    await eventually(cleaned_up, timeout=60, interval=0.5)
