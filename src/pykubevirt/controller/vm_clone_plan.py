@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pykubevirt.admission.defaults.clone_mutator import random_target_suffix
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_patch import escape
 
@@ -21,7 +21,6 @@ LAST_RESTORE_ANNOTATION = "restore.kubevirt.io/lastRestoreUID"
 VOLUME_NOT_SNAPSHOTABLE = "Virtual Machine volume {} does not support snapshots"
 VOLUME_SNAPSHOT_SUPPORT_UNKNOWN = "Virtual Machine volume {} snapshot support unknown"
 VOLUME_NOT_BACKED_UP = "volume {} is not backed up in snapshot {}"
-_RANDOM_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.String alphabet
 
 
 def snapshot_name(clone: Mapping[str, Any]) -> str:
@@ -33,11 +32,12 @@ def restore_name(clone: Mapping[str, Any]) -> str:
 
 
 def generated_vm_name(source_vm: str) -> str:
-    """`<source>-clone-<5 random>` (generateNameWithRandomSuffix), for a clone that names no target."""
+    """`<source>-clone-<5 random>` (generateNameWithRandomSuffix), for a clone whose target is still unnamed (the
+    mutating webhook names it first wherever it runs)."""
     base = f"{source_vm}-clone"
     if len(base) > 252:
         base = "clone-object"
-    return f"{base}-{''.join(secrets.choice(_RANDOM_ALPHABET) for _ in range(5))}"
+    return f"{base}-{random_target_suffix()}"
 
 
 def owner_reference(clone: Mapping[str, Any]) -> dict[str, Any]:
