@@ -14,6 +14,7 @@ from pykubevirt.controller.cluster_metrics import (
     ControllerCollector,
     migration_counts,
     phase_counts,
+    snapshot_family,
     vmi_descriptive_labels,
 )
 from pykubevirt.controller.vmi_detail_metrics import detail_families
@@ -172,3 +173,27 @@ def test_addresses_vnics_and_migration_times_are_labelled_as_kubevirt() -> None:
     (end,) = found["kubevirt_vmi_migration_end_time_seconds"]
     assert (end.labels["migration_name"], end.labels["status"]) == ("move-a", "succeeded")
     assert end.value - found["kubevirt_vmi_migration_start_time_seconds"][0].value == 10
+
+
+def test_succeeded_snapshots_report_when_they_were_taken() -> None:
+    def snapshot(name: str, phase: str, created: str | None) -> dict[str, Any]:
+        status: dict[str, Any] = {"phase": phase}
+        if created:
+            status["creationTime"] = created
+        return {
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"source": {"kind": "VirtualMachine", "name": "vm"}},
+            "status": status,
+        }
+
+    family = snapshot_family(
+        [
+            snapshot("a", "Succeeded", "2026-12-07T10:00:00Z"),
+            snapshot("b", "InProgress", None),
+            snapshot("c", "Failed", None),
+        ]
+    )
+    assert family.name == "kubevirt_vmsnapshot_succeeded_timestamp_seconds"
+    assert [(s.labels, s.value) for s in family.samples] == [
+        ({"name": "vm", "snapshot_name": "a", "namespace": "ns"}, 1796637600.0)
+    ]

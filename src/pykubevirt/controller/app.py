@@ -32,6 +32,7 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINE_POOLS,
     VIRTUAL_MACHINES,
+    VM_SNAPSHOTS,
 )
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import active_kubevirt, cluster_config
@@ -240,7 +241,13 @@ class VirtController:
             leading=lambda: self.leading,
             # A candidate is ready to take the lead; the leader once its caches are filled.
             ready=lambda: not self.leading or all(i.synced.is_set() for i in self.informers),
+            snapshots=self._snapshots,
         )
+
+    def _snapshots(self) -> list[Object]:
+        """The VirtualMachineSnapshots in the cache (none where the API is not served)."""
+        running = self.snapshotting[0] if self.snapshotting is not None else []
+        return next((i.items() for i in running if i.resource == VM_SNAPSHOTS), [])
 
     def _wire(self) -> None:
         vm = self.vm_reconciler

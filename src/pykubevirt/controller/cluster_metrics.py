@@ -15,6 +15,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.timestamps import parse_time
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.eviction_strategy import LIVE_MIGRATE, eviction_strategy, is_migratable
 from pykubevirt.controller.compute_resources import memory_overhead
@@ -151,8 +152,10 @@ class ControllerCollector(Collector):
         config: Callable[[], ClusterConfig],
         leading: Callable[[], bool],
         ready: Callable[[], bool],
+        snapshots: Callable[[], list[Object]] = list,
     ) -> None:
         self.vmis = vmis
+        self.snapshots = snapshots
         self.pods = pods
         self.migrations = migrations
         self.config = config
@@ -179,6 +182,7 @@ class ControllerCollector(Collector):
         names = {str(m["metadata"].get("uid", "")): str(m["metadata"].get("name", "")) for m in migrations}
         yield from detail_families(vmis, names)
         yield from self._migration_families(migrations)
+        yield snapshot_family(self.snapshots())
 
     def _vmi_families(self, vmis: list[Object]) -> Iterator[Metric]:
         count = GaugeMetricFamily(
@@ -245,3 +249,21 @@ class ControllerCollector(Collector):
         for vmi, vmim, namespace, ok in finished:
             (succeeded if ok else failed).add_metric([vmi, vmim, namespace], 1.0)
         yield from (succeeded, failed)
+
+
+def snapshot_family(snapshots: Iterable[Mapping[str, Any]]) -> Metric:
+    """When each Succeeded VirtualMachineSnapshot was taken (KubeVirt's HandleSucceededVMSnapshot)."""
+    family = GaugeMetricFamily(
+        "kubevirt_vmsnapshot_succeeded_timestamp_seconds",
+        "Returns the timestamp of successful virtual machine snapshot.",
+        labels=["name", "snapshot_name", "namespace"],
+    )
+    for snapshot in snapshots:
+        status = snapshot.get("status") or {}
+        taken = parse_time(status.get("creationTime"))
+        if status.get("phase") != "Succeeded" or taken is None:
+            continue
+        meta = snapshot.get("metadata") or {}
+        source = ((snapshot.get("spec") or {}).get("source") or {}).get("name", "")
+        family.add_metric([str(source), str(meta.get("name", "")), str(meta.get("namespace", ""))], taken.timestamp())
+    return family
