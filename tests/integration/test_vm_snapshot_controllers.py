@@ -149,7 +149,23 @@ async def test_a_running_vm_is_snapshotted_online_and_a_restore_waits_for_it_to_
     assert snapshot["status"]["indications"] == ["NoGuestAgent", "Online"]
     assert [i["indication"] for i in snapshot["status"]["sourceIndications"]] == ["NoGuestAgent", "Online"]
 
-    # The VM still runs: a restore that must not wait fails at once.
+    # The VM still runs: by default a restore waits for it to stop, and fails when the grace period (5m) is over.
+    await cp.admin.create(VM_RESTORES, vm_restore("wait", "busy", "online"), ns)
+    waiting = await wait_status(cp, VM_RESTORES, ns, "wait", lambda s: "Waiting" in str(s.get("conditions")))
+    assert conditions(waiting["status"])["Ready"] == (
+        "False",
+        "Waiting for target VM to be powered off. Please stop the restore target to proceed with restore, "
+        "or the operation will fail after 5m0s",
+    )
+    assert cp.controller.snapshotting is not None
+    restores = next(q for q in cp.controller.snapshotting[1] if q.name == "vmrestore")
+    looked_at = await restores.reconciler.reconcile(f"{ns}/wait")
+    # Nothing else need happen for the failure: it looks again when the grace period ends.
+    assert looked_at is not None and 290 < (looked_at.requeue_after or 0) <= 301
+    await cp.admin.delete(VM_RESTORES, "wait", ns)
+    await eventually(lambda: _gone(cp, VM_RESTORES, ns, "wait"), timeout=30, interval=0.2)
+
+    # A restore that must not wait fails at once.
     await cp.admin.create(VM_RESTORES, vm_restore("now", "busy", "online", targetReadinessPolicy="FailImmediate"), ns)
     failed = await wait_status(cp, VM_RESTORES, ns, "now", lambda s: "Failure" in conditions(s))
     message = "Restore target VMI must be powered off before restore operation"

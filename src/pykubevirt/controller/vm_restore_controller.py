@@ -109,31 +109,32 @@ class VMRestoreController:
         if restore is None:
             return None
         try:
-            await self._update(copy_json(restore))
+            wait = await self._update(copy_json(restore))
         except RestoreError as exc:
             await self._record_error(copy_json(restore), str(exc))
             return Result(requeue_after=5.0)
         except Conflict:
             return Result(requeue_after=0.2)
-        return None
+        return None if wait is None else Result(requeue_after=wait)
 
     # ------------------------------------------------------------------------------------------------ flow
 
-    async def _update(self, restore: Object) -> None:
+    async def _update(self, restore: Object) -> float | None:
+        """One pass; returns when to look again while a running target's grace period runs (else None)."""
         original = copy_json(restore)
         if restore.get("status") is None:
             restore["status"] = {"complete": False, "conditions": []}
             self._conditions(restore, progressing=True, ready=False, reason="Initializing VirtualMachineRestore")
             await self._write_status(original, restore)
-            return
+            return None
         namespace = restore["metadata"]["namespace"]
         target_name = str(((restore.get("spec") or {}).get("target") or {}).get("name", ""))
         target = self._copy(self.vms.get(f"{namespace}/{target_name}"))
         if st.deleting(restore):
             await self._delete(restore, target)
-            return
+            return None
         if not _progressing(restore):
-            return
+            return None
         meta_before = copy_json(restore["metadata"])
         if not restore["metadata"].get("ownerReferences") and target is not None:
             restore["metadata"]["ownerReferences"] = [plan.vm_owner_reference(target)]
@@ -143,8 +144,7 @@ class VMRestoreController:
             restore = await self.client.update(VM_RESTORES, restore)
             original = copy_json(restore)
         if target is not None and self.vmis.get(f"{namespace}/{target_name}") is not None:
-            await self._target_not_ready(original, restore, target)
-            return
+            return await self._target_not_ready(original, restore, target)
         snapshot = self._snapshot(restore)
         if target is not None and not plan.has_last_restore(restore, target):
             source_uid = (snapshot.get("status") or {}).get("sourceUID")
@@ -158,7 +158,7 @@ class VMRestoreController:
                 restore, progressing=True, ready=False, reason="Creating new PVCs", ready_reason="Waiting for new PVCs"
             )
             await self._write_status(original, restore)
-            return
+            return None
         if await self._reconcile_target(restore, target, content):
             self._conditions(
                 restore,
@@ -168,7 +168,7 @@ class VMRestoreController:
                 ready_reason="Waiting for target update",
             )
             await self._write_status(original, restore)
-            return
+            return None
         for name in (restore.get("status") or {}).get("deletedDataVolumes") or []:
             if self.data_volumes.get(f"{namespace}/{name}") is not None:
                 try:
@@ -190,6 +190,7 @@ class VMRestoreController:
         self._conditions(restore, progressing=False, ready=True, reason="Operation complete")
         await self._write_status(original, restore)
         log.info("restore complete", extra=object_fields(restore, target=target_name))
+        return None
 
     @staticmethod
     def _copy(obj: Object | None) -> Object | None:
@@ -218,7 +219,9 @@ class VMRestoreController:
             raise RestoreError(f"VMSnapshotContent {key} not ready")
         return content
 
-    async def _target_not_ready(self, original: Object, restore: Object, target: Object) -> None:
+    async def _target_not_ready(self, original: Object, restore: Object, target: Object) -> float | None:
+        """Wait for the target to stop, stop it, or fail, as its targetReadinessPolicy says; the seconds left of the
+        grace period, when it runs (nothing else need happen for it to end)."""
         policy = (restore.get("spec") or {}).get("targetReadinessPolicy") or "WaitGracePeriod"
         if policy == "StopTarget":
             self.recorder.event(restore, WARNING, "RestoreTargetNotReady", plan.STOP_TARGET)
@@ -230,21 +233,25 @@ class VMRestoreController:
             except ApiError as exc:
                 raise RestoreError(exc.message) from exc
             await self._write_status(original, restore)
-            return
+            return None
         if policy == "FailImmediate":
             await self._record_error(original, plan.TARGET_NOT_READY_FAILURE, fail=True)
-            return
+            return None
+        left: float | None = None
         if policy == "WaitGracePeriod":
             created = parse_time(restore["metadata"].get("creationTimestamp"))
-            if created is not None and (datetime.now(UTC) - created).total_seconds() > plan.GRACE_PERIOD_SECONDS:
+            elapsed = 0.0 if created is None else (datetime.now(UTC) - created).total_seconds()
+            if elapsed > plan.GRACE_PERIOD_SECONDS:
                 await self._record_error(original, plan.GRACE_PERIOD_EXCEEDED, fail=True)
-                return
+                return None
+            left = plan.GRACE_PERIOD_SECONDS - elapsed + 0.5
             reason = plan.WAIT_GRACE_PERIOD
         else:
             reason = plan.WAIT_EVENTUALLY
         self.recorder.event(restore, WARNING, "RestoreTargetNotReady", plan.VMI_EXISTS)
         self._conditions(restore, progressing=False, ready=False, reason=reason)
         await self._write_status(original, restore)
+        return left
 
     async def _mark_in_progress(self, restore: Object, target: Object) -> Object:
         current = (target.get("status") or {}).get("restoreInProgress")
