@@ -195,21 +195,25 @@ async def claim_image(kube: ClusterView, ns: str, claim_name: str) -> Path:
     return Path((await kube.admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"]))["spec"]["hostPath"]["path"])
 
 
+async def stopped_vm_with_marked_data(kube: ClusterView, ns: str, name: str, guest_image: Path, marker: bytes) -> None:
+    """A stopped VM `name` booting from `<name>-boot`, whose imported blank DataVolume `<name>-data` holds `marker`."""
+    await boot_claim(kube, ns, f"{name}-boot", guest_image)
+    await kube.admin.create(VIRTUAL_MACHINES, blank_dv_vm(name), ns)
+
+    async def imported() -> bool:
+        found = (await kube.admin.list(DATA_VOLUMES, ns))["items"]
+        return [((d.get("status") or {}).get("phase")) for d in found] == ["Succeeded"]
+
+    await eventually(imported, timeout=60, interval=0.5)
+    (await claim_image(kube, ns, f"{name}-data") / "disk.img").write_bytes(marker)
+
+
 async def test_a_restore_of_a_data_volume_template_hands_the_restored_claim_to_a_new_data_volume(
     kube: ClusterView, guest_image: Path, tmp_path: Path
 ) -> None:
     ns = await kube.namespace()
     admin = kube.admin
-    await boot_claim(kube, ns, "dvs-boot", guest_image)
-    await admin.create(VIRTUAL_MACHINES, blank_dv_vm("dvs"), ns)
-
-    async def imported() -> bool:
-        found = (await admin.list(DATA_VOLUMES, ns))["items"]
-        return [((d.get("status") or {}).get("phase")) for d in found] == ["Succeeded"]
-
-    await eventually(imported, timeout=60, interval=0.5)
-    # The blank claim binds once a pod uses it (WaitForFirstConsumer): the importer did.
-    (await claim_image(kube, ns, "dvs-data") / "disk.img").write_bytes(b"offline-marker")
+    await stopped_vm_with_marked_data(kube, ns, "dvs", guest_image, b"offline-marker")
     source = {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "dvs"}
     await apply(kube, ns, manifest("VirtualMachineSnapshot", "cold", {"source": source}), tmp_path)
 
@@ -253,17 +257,7 @@ async def test_a_restore_in_place_makes_the_same_claims_again_from_the_snapshot(
 ) -> None:
     ns = await kube.namespace()
     admin = kube.admin
-    await boot_claim(kube, ns, "inp-boot", guest_image)
-    vm = blank_dv_vm("inp")
-    vm["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "inp-boot"
-    await admin.create(VIRTUAL_MACHINES, vm, ns)
-
-    async def imported() -> bool:
-        found = (await admin.list(DATA_VOLUMES, ns))["items"]
-        return [((d.get("status") or {}).get("phase")) for d in found] == ["Succeeded"]
-
-    await eventually(imported, timeout=60, interval=0.5)
-    (await claim_image(kube, ns, "inp-data") / "disk.img").write_bytes(b"inplace-marker")
+    await stopped_vm_with_marked_data(kube, ns, "inp", guest_image, b"inplace-marker")
     old_uids = {
         n: (await admin.get(PERSISTENT_VOLUME_CLAIMS, n, ns))["metadata"]["uid"] for n in ("inp-boot", "inp-data")
     }
@@ -309,17 +303,7 @@ async def test_virtctl_create_clone_makes_a_vm_with_a_copy_of_the_disks(
 ) -> None:
     ns = await kube.namespace()
     admin = kube.admin
-    await boot_claim(kube, ns, "cln-boot", guest_image)
-    vm = blank_dv_vm("cln")
-    vm["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "cln-boot"
-    await admin.create(VIRTUAL_MACHINES, vm, ns)
-
-    async def imported() -> bool:
-        found = (await admin.list(DATA_VOLUMES, ns))["items"]
-        return [((d.get("status") or {}).get("phase")) for d in found] == ["Succeeded"]
-
-    await eventually(imported, timeout=60, interval=0.5)
-    (await claim_image(kube, ns, "cln-data") / "disk.img").write_bytes(b"cloned-marker!")
+    await stopped_vm_with_marked_data(kube, ns, "cln", guest_image, b"cloned-marker!")
     _, manifest_text, _ = await kube.run(
         "virtctl", "create", "clone", "--name", "copy", "--source-name", "cln", "--target-name", "cln-copy", "-n", ns
     )

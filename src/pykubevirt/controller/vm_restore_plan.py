@@ -11,7 +11,7 @@ from typing import Any
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.quantity import parse_quantity
-from pykubevirt.controller.vmi_from_vm import legacy_firmware_uuid
+from pykubevirt.controller.vmi_from_vm import controller_ref, legacy_firmware_uuid
 
 RESTORE_FINALIZER = "snapshot.kubevirt.io/vmrestore-protection"
 POPULATED_FOR_ANNOTATION = "cdi.kubevirt.io/storage.populatedFor"
@@ -180,14 +180,7 @@ def owned_by_vm(backup: Mapping[str, Any], source_vm: Mapping[str, Any]) -> bool
 
 
 def vm_owner_reference(vm: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": c.KUBEVIRT_API_VERSION,
-        "kind": c.VM_KIND,
-        "name": vm["metadata"]["name"],
-        "uid": vm["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return controller_ref(dict(vm))
 
 
 def template_index(name: str, vm: Mapping[str, Any]) -> int:
