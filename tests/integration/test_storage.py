@@ -5,8 +5,6 @@ scheduler running in-process (fake Node objects: no node agent is needed to bind
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,18 +17,15 @@ from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import (
     EVENTS,
     NAMESPACES,
-    NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODS,
     STORAGE_CLASSES,
 )
 from pykubevirt.launcher.pvc_disks import prepare_pvc_disk
-from pykubevirt.node.scheduler import Scheduler
-from pykubevirt.storage.app import StorageController
 from tests.integration.test_scheduler import node_manifest, pod_manifest
 from tests.support.apiserver_process import APIServerProcess, kubectl
-from tests.support.control_plane import client_for
+from tests.support.storage_plane import storage_on_fake_nodes
 from tests.support.waiting import eventually
 
 PVCS, PVS = PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
@@ -51,24 +46,9 @@ def storage_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 async def cluster(storage_server: APIServerProcess, storage_dir: Path) -> AsyncIterator[KubeClient]:
     """The storage controller and the scheduler on the module's server, two schedulable fake nodes (n1 first)."""
-    admin = client_for(storage_server)
-    for node in (node_manifest("n1", memory="16Gi"), node_manifest("n2", memory="1Gi")):
-        with contextlib.suppress(ApiError):
-            await admin.create(NODES, node)
-    storage = StorageController(client_for(storage_server), storage_dir)
-    scheduler = Scheduler(client_for(storage_server, "scheduler"))
-    tasks = [asyncio.create_task(storage.run()), asyncio.create_task(scheduler.run())]
-    informers = [*storage.informers, *scheduler.controller.informers]
-    await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in informers)), 20)
-    try:
+    nodes = [node_manifest("n1", memory="16Gi"), node_manifest("n2", memory="1Gi")]
+    async with storage_on_fake_nodes(storage_server, storage_dir, nodes) as admin:
         yield admin
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await storage.client.close()
-        await scheduler.client.close()
-        await admin.close()
 
 
 async def new_namespace(admin: KubeClient, name: str) -> str:

@@ -5,8 +5,6 @@ storage component (as virt-controller) and the scheduler running in-process on f
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,7 +18,6 @@ from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import (
     EVENTS,
     NAMESPACES,
-    NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODS,
@@ -28,11 +25,9 @@ from pykubevirt.client.resources import (
     VOLUME_SNAPSHOT_CONTENTS,
     VOLUME_SNAPSHOTS,
 )
-from pykubevirt.node.scheduler import Scheduler
-from pykubevirt.storage.app import StorageController
 from tests.integration.test_scheduler import node_manifest, pod_manifest
 from tests.support.apiserver_process import APIServerProcess, kubectl
-from tests.support.control_plane import client_for
+from tests.support.storage_plane import storage_on_fake_nodes
 from tests.support.waiting import eventually
 
 PVCS, PVS = PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
@@ -55,23 +50,9 @@ def storage_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 async def cluster(snapshot_server: APIServerProcess, storage_dir: Path) -> AsyncIterator[KubeClient]:
     """The storage component as virt-controller (its RBAC included), the scheduler, one schedulable fake node."""
-    admin = client_for(snapshot_server)
-    with contextlib.suppress(ApiError):
-        await admin.create(NODES, node_manifest("n1", memory="16Gi"))
-    storage = StorageController(client_for(snapshot_server, "virt-controller"), storage_dir)
-    scheduler = Scheduler(client_for(snapshot_server, "scheduler"))
-    tasks = [asyncio.create_task(storage.run()), asyncio.create_task(scheduler.run())]
-    informers = [*storage.informers, *scheduler.controller.informers]
-    await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in informers)), 20)
-    try:
+    nodes = [node_manifest("n1", memory="16Gi")]
+    async with storage_on_fake_nodes(snapshot_server, storage_dir, nodes, "virt-controller") as admin:
         yield admin
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await storage.client.close()
-        await scheduler.client.close()
-        await admin.close()
 
 
 async def new_namespace(admin: KubeClient, name: str) -> str:

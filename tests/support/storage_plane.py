@@ -8,9 +8,10 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pykubevirt.client.api import KubeClient
-from pykubevirt.client.errors import NotFound
+from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import NODES
 from pykubevirt.node.agent import NodeAgent
 from pykubevirt.node.image_store import ImageStore
@@ -51,4 +52,28 @@ async def storage_plane(server: APIServerProcess, root: Path, node: str) -> Asyn
         with contextlib.suppress(NotFound):
             await admin.delete(NODES, node)
         for client in (storage.client, scheduler.client, agent.client, admin):
+            await client.close()
+
+
+@contextlib.asynccontextmanager
+async def storage_on_fake_nodes(
+    server: APIServerProcess, volumes: Path, nodes: list[dict[str, Any]], component: str = ""
+) -> AsyncIterator[KubeClient]:
+    """The storage controller (as `component`, admin when empty) and the scheduler, nodes that only hold pods."""
+    admin = client_for(server)
+    for node in nodes:
+        with contextlib.suppress(ApiError):
+            await admin.create(NODES, node)
+    storage = StorageController(client_for(server, component), volumes)
+    scheduler = Scheduler(client_for(server, "scheduler"))
+    tasks = [asyncio.create_task(storage.run()), asyncio.create_task(scheduler.run())]
+    informers = [*storage.informers, *scheduler.controller.informers]
+    await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in informers)), 20)
+    try:
+        yield admin
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for client in (storage.client, scheduler.client, admin):
             await client.close()
