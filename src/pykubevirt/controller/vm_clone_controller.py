@@ -31,6 +31,15 @@ from pykubevirt.log import object_fields
 log = logging.getLogger("pykubevirt.controller.clone")
 
 RETRY_SECONDS = 5.0
+# The clone informer's index of the VMs a clone names (source, target): every VM event asks it.
+VM_INDEX = "vms"
+
+
+def vm_keys(clone: Object) -> list[str]:
+    spec, status = clone.get("spec") or {}, clone.get("status") or {}
+    names = {(spec.get("source") or {}).get("name"), (spec.get("target") or {}).get("name"), status.get("targetName")}
+    namespace = clone["metadata"].get("namespace", "")
+    return [f"{namespace}/{name}" for name in sorted(n for n in names if n)]
 
 
 class CloneError(Exception):
@@ -78,6 +87,7 @@ class VMCloneController:
         self.restores = restores
         self.pvcs = pvcs
         self.recorder = recorder
+        clones.add_indexer(VM_INDEX, vm_keys)
 
     def keys_for_owned(self, obj: Object) -> list[str]:
         """The clone owning this snapshot or restore."""
@@ -90,15 +100,9 @@ class VMCloneController:
 
     def keys_for_vm(self, vm: Object) -> list[str]:
         """Clones of this VM (its volume statuses may now allow the snapshot) or to it (it exists now)."""
-        namespace, name = vm["metadata"].get("namespace", ""), vm["metadata"]["name"]
-        keys = []
-        for clone in self.clones.items():
-            spec = clone.get("spec") or {}
-            names = {(spec.get("source") or {}).get("name"), (spec.get("target") or {}).get("name")}
-            names.add((clone.get("status") or {}).get("targetName"))
-            if clone["metadata"].get("namespace") == namespace and name in names:
-                keys.append(f"{namespace}/{clone['metadata']['name']}")
-        return keys
+        meta = vm["metadata"]
+        clones = self.clones.by_index(VM_INDEX, f"{meta.get('namespace', '')}/{meta['name']}")
+        return [f"{found['metadata'].get('namespace', '')}/{found['metadata']['name']}" for found in clones]
 
     async def reconcile(self, key: str) -> Result | None:
         clone = self.clones.get(key)

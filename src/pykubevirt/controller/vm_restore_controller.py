@@ -38,6 +38,34 @@ log = logging.getLogger("pykubevirt.controller.restore")
 SUBRESOURCES = f"/apis/{c.SUBRESOURCES_GROUP}/v1"
 
 
+# The restore informer's indexes (`namespace/name`): every VM, VMI, claim and DataVolume event asks them.
+TARGET_INDEX = "target-vm"
+CLAIM_INDEX = "restored-claims"
+
+
+def _key(obj: Object) -> str:
+    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+
+
+def target_key(restore: Object) -> list[str]:
+    name = ((restore.get("spec") or {}).get("target") or {}).get("name")
+    return [f"{restore['metadata'].get('namespace', '')}/{name}"] if name else []
+
+
+def restored_claim_keys(restore: Object) -> list[str]:
+    """The claims and DataVolumes an unfinished restore makes."""
+    if not _progressing(restore):
+        return []
+    namespace = restore["metadata"].get("namespace", "")
+    names = {
+        name
+        for entry in (restore.get("status") or {}).get("restores") or []
+        for name in (entry.get("persistentVolumeClaim"), entry.get("dataVolumeName"))
+        if name
+    }
+    return [f"{namespace}/{name}" for name in sorted(names)]
+
+
 class RestoreError(Exception):
     """Why the restore cannot go on now; it goes into the conditions and an event, and the restore is retried."""
 
@@ -81,28 +109,16 @@ class VMRestoreController:
         self.storage_classes = storage_classes
         self.volume_snapshots = volume_snapshots
         self.recorder = recorder
+        restores.add_indexer(TARGET_INDEX, target_key)
+        restores.add_indexer(CLAIM_INDEX, restored_claim_keys)
 
     def keys_for_target(self, obj: Object) -> list[str]:
         """Restores whose target is this VM (or whose VMI this is): its stop or update moves them on."""
-        namespace, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
-        return [
-            f"{namespace}/{r['metadata']['name']}"
-            for r in self.restores.items()
-            if r["metadata"].get("namespace") == namespace
-            and ((r.get("spec") or {}).get("target") or {}).get("name") == name
-        ]
+        return [_key(r) for r in self.restores.by_index(TARGET_INDEX, _key(obj))]
 
     def keys_for_claim(self, obj: Object) -> list[str]:
-        """Restores whose restored claims (or DataVolumes) this is."""
-        namespace, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
-        keys = []
-        for r in self.restores.items():
-            if r["metadata"].get("namespace") != namespace or not _progressing(r):
-                continue
-            entries = (r.get("status") or {}).get("restores") or []
-            if any(name in (e.get("persistentVolumeClaim"), e.get("dataVolumeName")) for e in entries):
-                keys.append(f"{namespace}/{r['metadata']['name']}")
-        return keys
+        """Unfinished restores whose restored claims (or DataVolumes) this is."""
+        return [_key(r) for r in self.restores.by_index(CLAIM_INDEX, _key(obj))]
 
     async def reconcile(self, key: str) -> Result | None:
         restore = self.restores.get(key)

@@ -31,6 +31,8 @@ from pykubevirt.log import object_fields
 log = logging.getLogger("pykubevirt.controller.snapshot")
 
 RETRY_SECONDS = 5.0
+# The snapshot informer's index of `namespace/VM name` of the source: every VM and VMI event asks it.
+SOURCE_INDEX = "source-vm"
 CONTENT_DELETION_SECONDS = 5.0
 
 
@@ -40,6 +42,11 @@ def _now() -> datetime:
 
 def _key(obj: Object) -> str:
     return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+
+
+def source_vm_key(snapshot: Object) -> list[str]:
+    name = ((snapshot.get("spec") or {}).get("source") or {}).get("name")
+    return [f"{snapshot['metadata'].get('namespace', '')}/{name}"] if name else []
 
 
 class SnapshotClasses:
@@ -85,18 +92,13 @@ class VMSnapshotController:
         self.recorder = recorder
         self.locks = SourceLocks(client, pvcs=pvcs, data_volumes=data_volumes, pods=pods, revisions=revisions)
         self.content_reconciler = ContentReconciler(self)
+        snapshots.add_indexer(SOURCE_INDEX, source_vm_key)
 
     # ------------------------------------------------------------------------------------------- key mapping
 
     def keys_for_vm(self, vm: Object) -> list[str]:
-        """The snapshots of this VM (the lock and the VM's state move them on)."""
-        namespace, name = vm["metadata"].get("namespace", ""), vm["metadata"]["name"]
-        return [
-            _key(s)
-            for s in self.snapshots.items()
-            if s["metadata"].get("namespace") == namespace
-            and ((s.get("spec") or {}).get("source") or {}).get("name") == name
-        ]
+        """The snapshots of this VM (the lock and the VM's state move them on), from the source index."""
+        return [_key(s) for s in self.snapshots.by_index(SOURCE_INDEX, _key(vm))]
 
     def keys_for_content(self, content: Object) -> list[str]:
         name = (content.get("spec") or {}).get("virtualMachineSnapshotName")

@@ -53,6 +53,15 @@ def _annotations(obj: Object) -> dict[str, Any]:
     return dict(objects.metadata(obj).get("annotations") or {})
 
 
+# The snapshot informer's index of `namespace/claim` of the source: every claim event asks it.
+SOURCE_CLAIM_INDEX = "source-claim"
+
+
+def _source_claim_key(snapshot: Object) -> list[str]:
+    claim = _source(snapshot).get("persistentVolumeClaimName")
+    return [f"{objects.namespace_of(snapshot)}/{claim}"] if claim else []
+
+
 class VolumeSnapshotController:
     """Snapshots of our volumes: contents made and bound, data copied and deleted, finalizers kept and released."""
 
@@ -78,6 +87,7 @@ class VolumeSnapshotController:
         self.recorder = recorder
         self.sidecar_recorder = sidecar_recorder
         self.provisioner = provisioner
+        snapshots.add_indexer(SOURCE_CLAIM_INDEX, _source_claim_key)
 
     async def reconcile(self, key: str) -> Result | None:
         if key.startswith(SNAPSHOT):
@@ -88,12 +98,8 @@ class VolumeSnapshotController:
 
     def snapshots_of_claim(self, pvc: Object) -> list[str]:
         """Snapshots taken from this claim, and the one it is restored from."""
-        namespace, name = objects.namespace_of(pvc), _name(pvc)
-        keys = [
-            SNAPSHOT + object_key(s)
-            for s in self.snapshots.items()
-            if objects.namespace_of(s) == namespace and _source(s).get("persistentVolumeClaimName") == name
-        ]
+        namespace = objects.namespace_of(pvc)
+        keys = [SNAPSHOT + object_key(s) for s in self.snapshots.by_index(SOURCE_CLAIM_INDEX, object_key(pvc))]
         restored_from = vs.snapshot_data_source(pvc)
         if restored_from:
             keys.append(f"{SNAPSHOT}{namespace}/{restored_from}")
