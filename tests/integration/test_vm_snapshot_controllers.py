@@ -16,7 +16,10 @@ import pytest_asyncio
 from pykubevirt.client.api import Object
 from pykubevirt.client.errors import Invalid, NotFound
 from pykubevirt.client.resources import (
+    CONTROLLER_REVISIONS,
     EVENTS,
+    INSTANCETYPES,
+    VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
     VM_CLONES,
     VM_RESTORES,
@@ -185,6 +188,71 @@ async def test_a_running_vm_is_snapshotted_online_and_a_restore_waits_for_it_to_
     vm = await cp.admin.get(VIRTUAL_MACHINES, "busy", ns)
     assert vm["spec"]["runStrategy"] == "Halted"
     assert "restoreInProgress" not in vm["status"]
+
+
+async def test_a_vm_restored_from_a_snapshot_keeps_its_instancetype_when_the_source_is_gone(cp: ControlPlane) -> None:
+    ns = await cp.namespace()
+    instancetype = {
+        "apiVersion": "instancetype.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineInstancetype",
+        "metadata": {"name": "small"},
+        "spec": {"cpu": {"guest": 2}, "memory": {"guest": "192Mi"}},
+    }
+    await cp.admin.create(INSTANCETYPES, instancetype, ns)
+    source = vm_manifest("typed", instancetype={"kind": "VirtualMachineInstancetype", "name": "small"})
+    del source["spec"]["template"]["spec"]["domain"]["memory"]
+    await cp.admin.create(VIRTUAL_MACHINES, source, ns)
+    await cp.wait_vmi_phase(ns, "typed", "Running", timeout=30)
+    typed = await cp.admin.get(VIRTUAL_MACHINES, "typed", ns)
+    source_revision = typed["status"]["instancetypeRef"]["controllerRevisionRef"]["name"]
+    assert source_revision.startswith("typed-small-")
+
+    # The snapshot of the running VM holds its own copy of the instancetype's revision.
+    await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("snap", "typed"), ns)
+    snapshot = await wait_status(cp, VM_SNAPSHOTS, ns, "snap", lambda s: s.get("readyToUse") is True)
+    content = await cp.admin.get(VM_SNAPSHOT_CONTENTS, snapshot["status"]["virtualMachineSnapshotContentName"], ns)
+    held = content["spec"]["source"]["virtualMachine"]["spec"]["instancetype"]["revisionName"]
+    assert held == source_revision.replace("typed", "snap", 1)
+    held_revision = await cp.admin.get(CONTROLLER_REVISIONS, held, ns)
+    assert held_revision["metadata"]["ownerReferences"][0]["kind"] == "VirtualMachineSnapshot"
+    assert held_revision["metadata"]["ownerReferences"][0]["uid"] == snapshot["metadata"]["uid"]
+    assert held_revision["data"]["spec"] == instancetype["spec"]
+
+    # A restore into a new VM gives it a revision of its own, which it owns.
+    await cp.admin.create(VM_RESTORES, vm_restore("back", "restored", "snap"), ns)
+    await wait_status(cp, VM_RESTORES, ns, "back", lambda s: s.get("complete") is True)
+    restored = await cp.admin.get(VIRTUAL_MACHINES, "restored", ns)
+    own = restored["spec"]["instancetype"]["revisionName"]
+    assert own == source_revision.replace("typed", "restored", 1)
+    own_revision = await cp.admin.get(CONTROLLER_REVISIONS, own, ns)
+    assert [(o["kind"], o["uid"]) for o in own_revision["metadata"]["ownerReferences"]] == [
+        ("VirtualMachine", restored["metadata"]["uid"])
+    ]
+
+    # Restored in place, the source keeps the revision it has, which holds the same instancetype.
+    typed = await cp.admin.get(VIRTUAL_MACHINES, "typed", ns)
+    typed["spec"]["runStrategy"] = "Halted"
+    await cp.admin.update(VIRTUAL_MACHINES, typed)
+    await cp.wait_vmi_gone(ns, "typed", (await cp.admin.get(VIRTUAL_MACHINE_INSTANCES, "typed", ns))["metadata"]["uid"])
+    kept_uid = (await cp.admin.get(CONTROLLER_REVISIONS, source_revision, ns))["metadata"]["uid"]
+    await cp.admin.create(VM_RESTORES, vm_restore("in-place", "typed", "snap"), ns)
+    await wait_status(cp, VM_RESTORES, ns, "in-place", lambda s: s.get("complete") is True)
+    typed = await cp.admin.get(VIRTUAL_MACHINES, "typed", ns)
+    assert typed["spec"]["instancetype"]["revisionName"] == source_revision
+    assert (await cp.admin.get(CONTROLLER_REVISIONS, source_revision, ns))["metadata"]["uid"] == kept_uid
+
+    # With the source VM and the revisions it owned gone (the garbage collector's part), the restored VM starts
+    # with the instancetype as the snapshot took it, even after the instancetype itself changed.
+    await cp.admin.delete(VIRTUAL_MACHINES, "typed", ns)
+    await cp.admin.delete(CONTROLLER_REVISIONS, source_revision, ns)
+    changed = await cp.admin.get(INSTANCETYPES, "small", ns)
+    changed["spec"]["memory"]["guest"] = "256Mi"
+    await cp.admin.update(INSTANCETYPES, changed)
+    restored["spec"]["runStrategy"] = "Always"
+    await cp.admin.update(VIRTUAL_MACHINES, restored)
+    vmi = await cp.wait_vmi_phase(ns, "restored", "Running", timeout=30)
+    assert vmi["spec"]["domain"]["memory"]["guest"] == "192Mi"
+    assert vmi["spec"]["domain"]["cpu"]["sockets"] * vmi["spec"]["domain"]["cpu"].get("cores", 1) == 2
 
 
 async def test_a_snapshot_of_a_missing_vm_waits_for_it(cp: ControlPlane) -> None:

@@ -100,6 +100,7 @@ async def snapshot_controllers(
         pvcs=shared.pvcs,
         data_volumes=shared.data_volumes,
         storage_classes=shared.storage_classes,
+        revisions=shared.revisions,
         volume_snapshots=volume_snapshots,
         recorder=EventRecorder(client, "restore-controller"),
     )

@@ -29,6 +29,7 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINES,
     VM_RESTORES,
 )
+from pykubevirt.controller import snapshot_instancetype_revisions as instancetype_revisions
 from pykubevirt.controller import vm_restore_plan as plan
 from pykubevirt.controller import vm_snapshot_status as st
 from pykubevirt.log import object_fields
@@ -95,6 +96,7 @@ class VMRestoreController:
         pvcs: Informer,
         data_volumes: Informer,
         storage_classes: Informer,
+        revisions: Informer,
         volume_snapshots: Informer | None,
         recorder: EventRecorder,
     ) -> None:
@@ -107,6 +109,7 @@ class VMRestoreController:
         self.pvcs = pvcs
         self.data_volumes = data_volumes
         self.storage_classes = storage_classes
+        self.revisions = revisions
         self.volume_snapshots = volume_snapshots
         self.recorder = recorder
         restores.add_indexer(TARGET_INDEX, target_key)
@@ -433,12 +436,18 @@ class VMRestoreController:
             if deleted != (status.get("deletedDataVolumes") or []):
                 status["deletedDataVolumes"] = deleted
                 return True
+        snapshot_name = str((restore.get("spec") or {}).get("virtualMachineSnapshotName", ""))
+        try:
+            await instancetype_revisions.restore(self.client, self.revisions, vm, snapshot_name, target)
+        except instancetype_revisions.RevisionMissing as exc:
+            raise RestoreError(str(exc)) from exc
         if target is None:
             patches = (restore.get("spec") or {}).get("patches") or []
             vm = self._patched(vm, patches)
             created = await self.client.create(VIRTUAL_MACHINES, vm, namespace)
         else:
             created = await self.client.update(VIRTUAL_MACHINES, vm)
+        await instancetype_revisions.claim(self.client, created)
         await self._own_restored_claims(restore, created)
         log.info("target VM updated to the snapshot's spec", extra=object_fields(created))
         return True

@@ -22,6 +22,7 @@ from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VM_SNAPSHOT_CONTENTS, VM_SNAPSHOTS, VOLUME_SNAPSHOTS
+from pykubevirt.controller import snapshot_instancetype_revisions as instancetype_revisions
 from pykubevirt.controller import vm_snapshot_status as st
 from pykubevirt.controller.vm_snapshot_source import SnapshotSource, SourceLocks, simplified_metadata, source_of
 from pykubevirt.controller.vm_snapshot_source import volume_claims as source_claims
@@ -205,6 +206,8 @@ class VMSnapshotController:
                     "volumeSnapshotName": st.volume_snapshot_name(snapshot, volume),
                 }
             )
+        recorded = self.locks.source_vm(source)
+        await instancetype_revisions.capture(self.client, self.locks.revisions, recorded, snapshot)
         content: Object = {
             "apiVersion": c.SNAPSHOT_API_VERSION,
             "kind": c.VM_SNAPSHOT_CONTENT_KIND,
@@ -215,7 +218,7 @@ class VMSnapshotController:
             },
             "spec": {
                 "virtualMachineSnapshotName": snapshot["metadata"]["name"],
-                "source": {"virtualMachine": self.locks.source_vm(source)},
+                "source": {"virtualMachine": recorded},
                 "volumeBackups": backups,
             },
         }
