@@ -19,6 +19,7 @@ from pykubevirt.client.informer import Informer, object_key
 from pykubevirt.client.resources import PODS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller import pod_state
 from pykubevirt.controller.backend_storage import BackendStorage
+from pykubevirt.controller.hotplug_claims import HotplugClaims
 from pykubevirt.controller.launcher_pod import LauncherSettings, launcher_pod_selector, render_launcher_pod
 from pykubevirt.controller.migration_receiver import waits_for_sync
 from pykubevirt.controller.multus_annotations import sync_multus_status
@@ -82,6 +83,7 @@ class VMIController:
         self.held_status = HeldWrites()
         # Persistent EFI/TPM state needs claims to be watched; without them such a VMI's state stays in its pod.
         self.backend_storage = BackendStorage(client, claims, storage_classes) if claims is not None else None
+        self.hotplug_claims = HotplugClaims(client, claims, storage_classes) if claims is not None else None
 
     # ------------------------------------------------------------------------------------------------ events
 
@@ -256,6 +258,8 @@ class VMIController:
         update = vmi_status(cached, pod, owned, sync_error, owner_vm_exists=self._has_owner_vm(cached), now=now)
         if self.claims is not None and (cached.get("spec") or {}).get("volumes"):
             statuses = volume_statuses(update.vmi, self._claim)
+            if self.hotplug_claims is not None and any(s.get("phase") == "Pending" for s in statuses):
+                await self.hotplug_claims.place(update.vmi)
             before = {s.get("name"): s.get("phase") for s in (update.vmi.get("status") or {}).get("volumeStatus") or []}
             if statuses != (update.vmi.get("status") or {}).get("volumeStatus"):
                 update.vmi.setdefault("status", {})["volumeStatus"] = statuses
