@@ -404,9 +404,52 @@ async def test_a_blank_disk_is_hotplugged_into_the_running_guest_then_unplugged(
         assert "vda" in before
         await eventually(lambda: volume_gone(kube, ns), timeout=60, interval=0.5)
         await hotplug_and_unplug(kube, ns, console)
+    await dump_memory(kube, ns, "hpvm")
     reasons = [reason for _, reason in await kube.events(ns, "hpvm")]
     for reason in ("AttachedToNode", "VolumeMountedToPod", "VolumeReady", "VolumeDetaching", "VolumeUnplugged"):
         assert reason in reasons
+
+
+async def dump_memory(kube: ClusterView, ns: str, name: str) -> None:
+    """virtctl memory-dump: a claim of the default (WaitForFirstConsumer) class made for it and placed on the VMI's
+    node, the running guest's memory dumped into it, the file named in the VM's status and on the claim; then the
+    association removed."""
+    _, out, _ = await kube.run(
+        "virtctl", "-n", ns, "memory-dump", "get", name, "--claim-name=hp-dump", "--create-claim"
+    )
+    assert f"PVC {ns}/hp-dump created" in out and f"Successfully submitted memory dump request of VM {name}" in out
+
+    async def completed() -> dict[str, Any] | None:
+        vm = await kube.admin.get(VIRTUAL_MACHINES, name, ns)
+        request = (vm.get("status") or {}).get("memoryDumpRequest") or {}
+        assert request.get("phase") != "Failed", request
+        return request if request.get("phase") == "Completed" else None
+
+    request = await eventually(completed, timeout=120, interval=1)
+    assert re.fullmatch(rf"{name}-hp-dump-\d{{8}}-\d{{6}}\.memory\.dump", request["fileName"])
+    assert request["startTimestamp"] <= request["endTimestamp"]
+    pvc = await kube.admin.get(PERSISTENT_VOLUME_CLAIMS, "hp-dump", ns)
+    assert pvc["metadata"]["annotations"]["kubevirt.io/memory-dump"] == request["fileName"]
+    pv = await kube.admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"])
+    source = pv["spec"].get("local") or pv["spec"].get("hostPath")
+    dump = Path(source["path"]) / request["fileName"]
+    # An ELF core of the guest's memory (virDomainCoreDumpWithFormat, raw, memory only): its 128Mi of RAM at least.
+    with dump.open("rb") as file:
+        assert file.read(4) == b"\x7fELF"
+    assert dump.stat().st_size >= 128 * MI
+    vmi = await kube.vmi(ns, name)
+    assert vmi is not None and all(s["name"] != "hp-dump" for s in vmi["status"].get("volumeStatus") or [])
+
+    _, out, _ = await kube.run("virtctl", "-n", ns, "memory-dump", "remove", name)
+    assert out.strip() == f"Successfully submitted remove memory dump association of VM {name}"
+
+    async def dissociated() -> bool:
+        vm = await kube.admin.get(VIRTUAL_MACHINES, name, ns)
+        volumes = [v["name"] for v in vm["spec"]["template"]["spec"]["volumes"]]
+        return "memoryDumpRequest" not in (vm.get("status") or {}) and "hp-dump" not in volumes
+
+    await eventually(dissociated, timeout=60, interval=0.5)
+    assert dump.exists()  # the dump stays on its claim
 
 
 async def volume_gone(kube: ClusterView, ns: str) -> bool:

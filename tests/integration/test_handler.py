@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import shutil
 import signal
 import tempfile
@@ -341,10 +342,10 @@ async def _bound_claim(node: Node, name: str) -> Path:
     return path
 
 
-async def _play_controller(node: Node, name: str) -> None:
+async def _play_controller(node: Node, name: str, claim: str = "data") -> None:
     """virt-controller's part: the hotplugged volume's status entry, AttachedToNode once the claim is bound."""
     vmi = await node.vmi(name)
-    claims = {f"{node.namespace}/data": await node.admin.get(PERSISTENT_VOLUME_CLAIMS, "data", node.namespace)}
+    claims = {f"{node.namespace}/{claim}": await node.admin.get(PERSISTENT_VOLUME_CLAIMS, claim, node.namespace)}
     statuses = volume_statuses(vmi, claims.get)
     ops = [
         {"op": "test", "path": "/metadata/resourceVersion", "value": vmi["metadata"]["resourceVersion"]},
@@ -401,6 +402,46 @@ async def test_a_hotplugged_claim_is_mounted_into_the_launcher_offered_to_libvir
     assert ("Normal", "VolumeUnplugged", "Volume data has been unplugged") in events
     # The data stays on the claim.
     assert (claim_dir / "disk.img").exists()
+
+
+async def test_a_memory_dump_volume_is_mounted_as_a_directory_and_the_dump_reported(node: Node) -> None:
+    """The handler↔launcher memory dump path; libvirt's test driver refuses memory-only dumps, so the failure is
+    what is reported here (e2e covers a real guest's dump)."""
+    vmi, launcher = await node.run_vmi("md")
+    claim_dir = await _bound_claim(node, "dump")
+    (claim_dir / "md-dump-20260101-000000.memory.dump").write_bytes(b"an earlier dump")
+    # What virt-controller does for an Associating request: the claim joins the VMI as a memoryDump volume.
+    volumes = [*vmi["spec"]["volumes"], {"name": "dump", "memoryDump": {"claimName": "dump", "hotpluggable": True}}]
+    patch = [{"op": "replace", "path": "/spec/volumes", "value": volumes}]
+    await node.controller.patch(VIRTUAL_MACHINE_INSTANCES, "md", patch, node.namespace, patch_type=JSON_PATCH)
+    await _play_controller(node, "md", "dump")
+
+    def entry_of(vmi: Object) -> dict[str, Any]:
+        return next((s for s in vmi["status"].get("volumeStatus") or [] if s["name"] == "dump"), {})
+
+    failed = await node.wait_vmi("md", lambda v: entry_of(v).get("phase") == "MemoryDumpFailed", "dump failed")
+    entry = entry_of(failed)
+    dump = entry["memoryDumpVolume"]
+    assert dump["claimName"] == "dump"
+    assert re.fullmatch(r"md-dump-\d{8}-\d{6}\.memory\.dump", dump["targetFileName"])
+    assert dump["startTimestamp"] <= dump["endTimestamp"]
+    assert entry["message"].startswith("Memory dump to pvc dump failed: Domain memory dump failed: ")
+    assert "unsupported flags" in entry["message"]
+    # Mounted as the claim's directory (no disk.img, no disk in the domain); the earlier dump was cleared first.
+    link = Path(pod_layout.short_runtime_dir(launcher.pod_uid)) / "hotplug-disks" / "dump"
+    assert link.resolve() == claim_dir.resolve()
+    assert not (claim_dir / "disk.img").exists() and not list(claim_dir.iterdir())
+    events = await node.events("md")
+    assert ("Normal", "VolumeMountedToPod", "Memory dump Volume dump is attached, getting memory dump") in events
+    assert not any(reason == "SyncFailed" for _, reason, _ in events)
+
+    # Taken off the VMI again (the request's Unmounting), it is unmounted and its entry goes.
+    latest = await node.vmi("md")
+    volumes = [v for v in latest["spec"]["volumes"] if v["name"] != "dump"]
+    patch = [{"op": "replace", "path": "/spec/volumes", "value": volumes}]
+    await node.controller.patch(VIRTUAL_MACHINE_INSTANCES, "md", patch, node.namespace, patch_type=JSON_PATCH)
+    await node.wait_vmi("md", lambda v: not entry_of(v), "without dump")
+    assert not link.is_symlink()
 
 
 async def test_a_masquerade_guest_without_a_pod_network_falls_back_to_user_networking_with_a_warning(

@@ -51,6 +51,7 @@ from pykubevirt.controller.vm_conditions import (
 )
 from pykubevirt.controller.vm_data_volumes import VMDataVolumes
 from pykubevirt.controller.vm_hotplug import LiveUpdate
+from pykubevirt.controller.vm_memory_dump import MemoryDumps, request_of, updated_request
 from pykubevirt.controller.vm_revisions import StartRevisions
 from pykubevirt.controller.vm_volume_requests import (
     remaining_requests,
@@ -121,6 +122,7 @@ class VMController:
         self.start_revisions = StartRevisions(client, revisions)
         self.instancetypes = InstancetypeSync(client, revisions)
         self.live_update = LiveUpdate(client, lambda: self.config, self.start_revisions)
+        self.memory_dumps = MemoryDumps(client, pvcs)
         # The volumes' snapshot statuses, once the snapshot controllers run (KubeVirt's snapshot controller writes
         # them apart; here they go with the status write the VM gets anyway).
         self.snapshot_statuses: Callable[[Object], list[dict[str, Any]]] | None = None
@@ -240,6 +242,8 @@ class VMController:
         # Again: starting or stopping may have changed the VMI the requests apply to.
         if outcome.sync_error is None and self.expectations.satisfied(key) and volume_requests(vm):
             outcome.sync_error = await self._handle_volume_requests(vm, vmi)
+        if outcome.sync_error is None and self.expectations.satisfied(key) and request_of(vm) is not None:
+            outcome.sync_error = await self.memory_dumps.handle(vm, vmi)
         if outcome.sync_error is None and self.expectations.satisfied(key):
             outcome.sync_error = await self.live_update.apply(vm, vmi)
         return vm, vmi
@@ -475,6 +479,9 @@ class VMController:
         status["volumeRequests"] = remaining_requests(vm)
         if not status["volumeRequests"]:
             del status["volumeRequests"]
+        status["memoryDumpRequest"] = updated_request(vm, vmi)
+        if status["memoryDumpRequest"] is None:
+            del status["memoryDumpRequest"]
         strategy = run_strategy_or_none(vm)
         start_failure = sync_start_failure(vm, vmi, strategy, now)
         if start_failure is None:

@@ -8,6 +8,7 @@ from typing import Any
 from pykubevirt.api import constants as c
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.config.cluster_config import ClusterConfig
+from pykubevirt.controller import vm_memory_dump as memory_dump
 from pykubevirt.controller.run_strategy import has_start_paused_request
 
 START_STRATEGY_PAUSED = "Paused"
@@ -83,6 +84,9 @@ def vmi_from_vm(vm: dict[str, Any], config: ClusterConfig) -> dict[str, Any]:
     firmware = spec.setdefault("domain", {}).setdefault("firmware", {})
     if not firmware.get("uuid"):
         firmware["uuid"] = legacy_firmware_uuid(meta["name"])
+    if memory_dump.has_completed(vm):
+        # A dump already taken is not taken again by the VM's next VMI.
+        memory_dump.without_volume(spec, str((memory_dump.request_of(vm) or {}).get("claimName") or ""))
     set_default_volume_disks(spec)
     auto_attach_input_device(spec)
     set_default_network_interface(spec, config)

@@ -22,6 +22,8 @@ def claim_name(volume: Mapping[str, Any]) -> str:
         return str(dv.get("name") or "")
     if (ephemeral := volume.get("ephemeral")) is not None:
         return str((ephemeral.get("persistentVolumeClaim") or {}).get("claimName") or "")
+    if (dump := volume.get("memoryDump")) is not None:
+        return str(dump.get("claimName") or "")
     return ""
 
 
@@ -46,9 +48,12 @@ def claim_info(pvc: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in info.items() if value not in ({}, None)}
 
 
+HOTPLUGGABLE_SOURCES = ("dataVolume", "persistentVolumeClaim", "memoryDump")
+
+
 def is_hotplug_volume(volume: Mapping[str, Any]) -> bool:
-    """A dataVolume or persistentVolumeClaim volume marked hotpluggable (KubeVirt's storagetypes.IsHotplugVolume)."""
-    return any(bool((volume.get(key) or {}).get("hotpluggable")) for key in ("dataVolume", "persistentVolumeClaim"))
+    """A dataVolume, persistentVolumeClaim or memoryDump volume marked hotpluggable (storagetypes.IsHotplugVolume)."""
+    return any(bool((volume.get(key) or {}).get("hotpluggable")) for key in HOTPLUGGABLE_SOURCES)
 
 
 def without_hotplug_volumes(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,7 +75,15 @@ def without_hotplug_volumes(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # Phases virt-handler owns once it has reached them; the controller leaves them alone.
-HANDLER_HOTPLUG_PHASES = ("MountedToPod", "Ready", "Detaching", "UnMountedFromPod")
+HANDLER_HOTPLUG_PHASES = (
+    "MountedToPod",
+    "Ready",
+    "Detaching",
+    "UnMountedFromPod",
+    "MemoryDumpInProgress",
+    "MemoryDumpCompleted",
+    "MemoryDumpFailed",
+)
 
 
 def hotplug_entry(entry: Mapping[str, Any], claim: str, pvc: Mapping[str, Any] | None, node: str) -> dict[str, Any]:
@@ -111,6 +124,8 @@ def volume_statuses(vmi: Mapping[str, Any], claims: Lookup) -> list[dict[str, An
         entry = dict(existing.get(name) or {"name": name, "target": ""})
         claim = claim_name(volume)
         pvc = claims(f"{namespace}/{claim}") if claim else None
+        if volume.get("memoryDump") is not None and entry.get("memoryDumpVolume") is None:
+            entry["memoryDumpVolume"] = {"claimName": name}
         if pvc is not None:
             entry["persistentVolumeClaimInfo"] = claim_info(pvc)
         if is_hotplug_volume(volume) or entry.get("hotplugVolume") is not None:

@@ -17,6 +17,7 @@ from typing import Any
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError
 from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
+from pykubevirt.handler import memory_dump
 
 log = logging.getLogger("pykubevirt.handler.hotplug")
 
@@ -100,8 +101,9 @@ def after_sync(vmi: Mapping[str, Any], mounted: set[str], attached: Mapping[str,
 
 def claim_name(volume: Mapping[str, Any]) -> str:
     """The claim of a hotpluggable volume (a DataVolume's PVC has its name)."""
-    if isinstance(volume.get("persistentVolumeClaim"), Mapping):
-        return str(volume["persistentVolumeClaim"].get("claimName") or "")
+    for kind in ("persistentVolumeClaim", "memoryDump"):
+        if isinstance(volume.get(kind), Mapping):
+            return str(volume[kind].get("claimName") or "")
     return str((volume.get("dataVolume") or {}).get("name") or "")
 
 
@@ -111,21 +113,23 @@ def wants_launcher(vmi: Mapping[str, Any]) -> bool:
 
 
 async def claim_mounts(client: KubeClient, vmi: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Host paths of the hotplugged claims that can be mounted (AttachedToNode or later, still in the spec)."""
+    """Host paths of the hotplugged claims that can be mounted (AttachedToNode or later, still in the spec), with
+    the file a memory dump in progress is to go to."""
     namespace = str((vmi.get("metadata") or {}).get("namespace") or "")
     volumes = _spec_volumes(vmi)
+    dumps = memory_dump.requested_files(vmi)
     mounts: dict[str, dict[str, Any]] = {}
     for entry in hotplug_entries(vmi):
         name = str(entry.get("name"))
         volume = volumes.get(name)
-        if volume is None or entry.get("phase") not in MOUNTABLE_PHASES:
+        if volume is None or entry.get("phase") not in (*MOUNTABLE_PHASES, *memory_dump.PHASES):
             continue
         try:
             path = await _volume_path(client, namespace, claim_name(volume))
         except (ApiError, OSError, LookupError) as exc:
             log.warning("hotplugged volume %s cannot be mounted yet: %s", name, exc)
             continue
-        mounts[name] = {"path": path}
+        mounts[name] = {"path": path, "memoryDump": dumps[name]} if name in dumps else {"path": path}
     return mounts
 
 

@@ -17,6 +17,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from pykubevirt.client.errors import ApiError, Invalid, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.handler import memory_dump
 from pykubevirt.handler.certificates import MigrationTLS
 from pykubevirt.handler.guest_agent_status import agent_status
 from pykubevirt.handler.guest_panic_report import GuestPanicReport
@@ -306,6 +308,7 @@ class VMIReconciler:
                 # KubeVirt reports a failed hotplug as a failed domain sync.
                 self.recorder.event(vmi, WARNING, "SyncFailed", error)
             update = after_sync(vmi, set(reply["mounted"]), reply["attached"])
+            memory_dump.follow(update, vmi["metadata"]["name"], reply.get("memoryDump"), datetime.now(UTC))
         if update.statuses != (vmi.get("status") or {}).get("volumeStatus"):
             if await self._patch(vmi, {"volumeStatus": update.statuses}):
                 for reason, message in update.events:

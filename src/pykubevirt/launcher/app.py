@@ -18,7 +18,7 @@ import signal
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pykubevirt.api import pod_layout
 from pykubevirt.launcher import (
@@ -53,6 +53,7 @@ from pykubevirt.launcher.kernel_boot import KernelBootError, link_kernel_artifac
 from pykubevirt.launcher.kvm_probe import cached_probe
 from pykubevirt.launcher.libvirt_daemon import PrivateLibvirtd
 from pykubevirt.launcher.libvirt_log import VERBOSITY_ENV, debug_log_filters
+from pykubevirt.launcher.memory_dump import MemoryDumper
 from pykubevirt.launcher.migration_commands import MigrationCommands
 from pykubevirt.launcher.migration_source import MigrationSource, now
 from pykubevirt.launcher.protocol import (
@@ -122,6 +123,7 @@ class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
         self.ever_alive = False
         self.exit_code = 0
         self._warm_up: asyncio.Task[None] | None = None
+        self.memory_dumper = MemoryDumper()
         # The pod network's plumbing (its DHCP server, the pod IPs status reports) and the domain's NICs.
         self.network = primary_network.PrimaryNetwork()
         self.secondary = secondary_bridge.SecondaryNetworks()
@@ -548,9 +550,15 @@ class Launcher(DomainCommands, MigrationCommands, GuestAgentCommands):
             raise RuntimeError("the domain is not running; nothing can be hotplugged")
         self.vmi = vmi
         ctx = self.converter_context({}, True)
-        result = await sync_hotplug(self.domain, vmi, request.get("hotplug") or {}, self.runtime, ctx)
+        mounts = request.get("hotplug") or {}
+        result = await sync_hotplug(self.domain, vmi, mounts, self.runtime, ctx, self.memory_dumper)
         status = await self._refreshed_status()
-        return {**status, "mounted": result.mounted, "attached": result.attached, "errors": result.errors}
+        reply = cast(
+            HotplugReply, {**status, "mounted": result.mounted, "attached": result.attached, "errors": result.errors}
+        )
+        if self.memory_dumper.result:
+            reply["memoryDump"] = dict(self.memory_dumper.result)
+        return reply
 
     def _secrets(self, volume: dict[str, Any]) -> dict[str, dict[str, bytes]]:
         """Secrets referenced by cloud-init, from the files the runtime mounted for them (if any)."""

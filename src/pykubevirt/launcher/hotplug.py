@@ -5,6 +5,7 @@ KubeVirt's virt-handler bind-mounts a hotplugged claim (reached through an attac
 claim's host path over the command socket and the launcher links it at `<runtime>/hotplug-disks/<volume>.img` (a
 filesystem claim's `disk.img`, created sparse if missing as for any claim; a block claim's file or device). The
 domain then gets the disk with `attachDeviceFlags(VIR_DOMAIN_AFFECT_LIVE)` and loses it with `detachDeviceFlags`.
+A memory dump's claim is linked as a directory, into which the guest's memory is dumped (launcher/memory_dump.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pykubevirt.launcher import disks
 from pykubevirt.launcher.converter import ConversionError, ConverterContext
 from pykubevirt.launcher.converter.hotplug import LiveDisk, disk_xml, live_disk, plan
 from pykubevirt.launcher.domain_manager import DomainManager
+from pykubevirt.launcher.memory_dump import MemoryDumper
 from pykubevirt.launcher.pvc_disks import DEFAULT_FILESYSTEM_OVERHEAD, DISK_IMG, prepare_pvc_disk
 
 log = logging.getLogger("pykubevirt.launcher.hotplug")
@@ -73,9 +75,19 @@ def _claim_info(vmi: dict[str, Any], name: str) -> dict[str, Any]:
     return {}
 
 
+def _memory_dump_volumes(vmi: dict[str, Any]) -> set[str]:
+    return {str(v.get("name")) for v in (vmi.get("spec") or {}).get("volumes") or [] if v.get("memoryDump")}
+
+
 async def _mount(vmi: dict[str, Any], name: str, source: dict[str, Any], directory: Path) -> Path:
-    """Link the claim's image at `<directory>/<name>.img`; a filesystem claim's disk.img is made when missing."""
+    """Link the claim's image at `<directory>/<name>.img`; a filesystem claim's disk.img is made when missing.
+
+    A memory dump's claim is no disk: its directory is linked at `<directory>/<name>`, where the dump goes."""
     target = Path(str(source.get("path") or ""))
+    if name in _memory_dump_volumes(vmi):
+        if not target.is_dir():
+            raise FileNotFoundError(f"volume {name}: {target} is not a filesystem claim's directory")
+        return _link(directory / name, target)
     if target.is_dir():
         image = target / DISK_IMG
         info = _claim_info(vmi, name)
@@ -85,8 +97,11 @@ async def _mount(vmi: dict[str, Any], name: str, source: dict[str, Any], directo
         target = image
     elif not (target.is_file() or (target.exists() and stat.S_ISBLK(target.stat().st_mode))):
         raise FileNotFoundError(f"volume {name}: {target} is neither a claim directory, a file nor a block device")
-    link = directory / f"{name}.img"
-    directory.mkdir(parents=True, exist_ok=True)
+    return _link(directory / f"{name}.img", target)
+
+
+def _link(link: Path, target: Path) -> Path:
+    link.parent.mkdir(parents=True, exist_ok=True)
     if link.is_symlink() and os.readlink(link) == str(target):
         return link
     link.unlink(missing_ok=True)
@@ -100,16 +115,21 @@ async def sync_hotplug(
     mounts: dict[str, dict[str, Any]],
     runtime: Path,
     ctx: ConverterContext,
+    dumper: MemoryDumper | None = None,
 ) -> HotplugResult:
-    """Mount what virt-handler hands over, attach the volumes ready for it, detach and unmount those that went."""
+    """Mount what virt-handler hands over, attach the volumes ready for it, detach and unmount those that went;
+    a mounted memory dump volume virt-handler names a file for gets the guest's memory."""
     directory = runtime / HOTPLUG_DIR
     result = HotplugResult()
     for name, source in sorted(mounts.items()):
         try:
-            await _mount(vmi, name, source, directory)
+            link = await _mount(vmi, name, source, directory)
             result.mounted.append(name)
         except (OSError, ValueError) as exc:
             log.warning("cannot mount hotplugged volume %s: %s", name, exc)
+            continue
+        if dumper is not None and source.get("memoryDump"):
+            dumper.request(domain, link / Path(str(source["memoryDump"])).name)
     domain_xml = await domain.xml()
     live = live_disks(domain_xml)
     steps = plan(vmi, set(result.mounted), live, str(directory))

@@ -183,6 +183,9 @@ class HotplugReply(Status):
     attached: dict[str, str]
     # Attachments or detachments that failed (libvirt's reasons); the rest was done.
     errors: list[str]
+    # The last memory dump asked for: fileName, startTimestamp, and once it ended endTimestamp, completed, failed
+    # and failureReason (KubeVirt's MemoryDumpMetadata). Optional: a handler that does not know it skips it.
+    memoryDump: NotRequired[dict[str, Any]]
 
 
 class PingReply(TypedDict):
@@ -196,7 +199,8 @@ class Request(TypedDict):
     id: NotRequired[int]
     # `sync`, `hotplug`, `syncvcpus`, `syncmemory`: the VMI the domain is made from.
     vmi: NotRequired[dict[str, Any]]
-    # `hotplug` only: volume name → {"path": host path of the claim's directory, file or device}.
+    # `hotplug` only: volume name → {"path": host path of the claim's directory, file or device}; a memory dump
+    # volume's entry may name the file to dump the guest's memory into ({"memoryDump": file name}).
     hotplug: NotRequired[dict[str, dict[str, Any]]]
     # `migrate` and `preparemigrationtarget`.
     migration: NotRequired[MigrationRequest]

@@ -17,7 +17,14 @@ from pykubevirt.api import errors
 from pykubevirt.apiserver.http_api import error_response, json_response
 from pykubevirt.client.api import JSON_PATCH, KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
-from pykubevirt.client.resources import MIGRATIONS, NODES, PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES
+from pykubevirt.client.resources import (
+    MIGRATIONS,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PODS,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+)
 from pykubevirt.client.streams import (
     STREAM_PROTOCOL,
     pump,
@@ -26,7 +33,7 @@ from pykubevirt.client.streams import (
     websocket_bytes,
 )
 from pykubevirt.config.cluster_config import ClusterConfig
-from pykubevirt.virtapi import discovery, object_graph
+from pykubevirt.virtapi import discovery, memory_dump, object_graph
 from pykubevirt.virtapi.evacuate_cancel import cancel_patch, drain_taint_refusal, evacuation_node
 from pykubevirt.virtapi.expand import ExpandError, expand_vm, find_spec, vm_from_body
 from pykubevirt.virtapi.handler_client import HandlerClient
@@ -123,6 +130,8 @@ class SubresourceAPI:
             ("virtualmachines", "migrate"): ("PUT", self._migrate),
             ("virtualmachines", "addvolume"): ("PUT", self._vm_volume),
             ("virtualmachines", "removevolume"): ("PUT", self._vm_volume),
+            ("virtualmachines", "memorydump"): ("PUT", self._memory_dump),
+            ("virtualmachines", "removememorydump"): ("PUT", self._remove_memory_dump),
             ("virtualmachineinstances", "addvolume"): ("PUT", self._vmi_volume),
             ("virtualmachineinstances", "removevolume"): ("PUT", self._vmi_volume),
             ("virtualmachineinstances", "pause"): ("PUT", self._vmi_command),
@@ -327,9 +336,12 @@ class SubresourceAPI:
 
     # ------------------------------------------------------------------------------------------------ volumes
 
-    async def _volume_request(self, request: web.Request) -> VolumeRequest:
+    def _require_hotplug(self) -> None:
         if self.config is not None and not hotplug_enabled(self.config()):
             raise errors.bad_request(HOTPLUG_NOT_ENABLED)
+
+    async def _volume_request(self, request: web.Request) -> VolumeRequest:
+        self._require_hotplug()
         action = request.path.rstrip("/").rsplit("/", 1)[1]
         body = await request.read()
         return parse_add(body) if action == "addvolume" else parse_remove(body)
@@ -400,15 +412,13 @@ class SubresourceAPI:
             queued = queued_requests(requests, volume_request)
         except ValueError as exc:
             raise vm_conflict(name, str(exc)) from exc
+        await self._patch_vm_status(namespace, name, status_patch(requests, queued), volume_request.dry_run)
+
+    async def _patch_vm_status(self, namespace: str, name: str, patch: list[dict[str, Any]], dry_run: bool) -> None:
+        """A JSON patch of the VM's status: a failed `test` is a conflict, another refusal passes through."""
         try:
             await self.client.patch(
-                VIRTUAL_MACHINES,
-                name,
-                status_patch(requests, queued),
-                namespace,
-                patch_type=JSON_PATCH,
-                subresource="status",
-                dry_run=volume_request.dry_run,
+                VIRTUAL_MACHINES, name, patch, namespace, patch_type=JSON_PATCH, subresource="status", dry_run=dry_run
             )
         except (ApiError, OSError) as exc:
             if is_test_failure(exc):
@@ -416,6 +426,35 @@ class SubresourceAPI:
             if isinstance(exc, ApiError) and exc.code == 422:
                 raise errors.APIError(422, "Invalid", exc.message) from exc
             raise errors.internal(f"unable to patch vm status: {_message(exc)}") from exc
+
+    # ------------------------------------------------------------------------------------------------ memory dump
+
+    async def _memory_dump(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        """Associate a claim with the running VM for virt-controller to dump the guest's memory into."""
+        self._require_hotplug()
+        dump = memory_dump.parse_request(await request.read())
+        vm = await self._vm(namespace, name)
+        dump = memory_dump.with_claim(vm, dump)
+        vmi = await self._vmi(namespace, name)
+        memory_dump.check_running(vmi)
+        memory_dump.check_claim(vmi, await self._claim(namespace, dump["claimName"]))
+        await self._patch_vm_status(namespace, name, memory_dump.dump_patch(vm, dump), False)
+        return web.Response(status=202)
+
+    async def _remove_memory_dump(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        vm = await self._vm(namespace, name)
+        await self._patch_vm_status(namespace, name, memory_dump.remove_patch(vm), False)
+        return web.Response(status=202)
+
+    async def _claim(self, namespace: str, name: str) -> dict[str, Any]:
+        if not name:  # client-go refuses an empty name before asking; ours would list the claims instead.
+            raise errors.internal("unable to retrieve pvc []: resource name may not be empty")
+        try:
+            return await self.client.get(PERSISTENT_VOLUME_CLAIMS, name, namespace)
+        except NotFound:
+            raise memory_dump.claim_not_found(name) from None
+        except (ApiError, OSError) as exc:
+            raise errors.internal(f"unable to retrieve pvc [{name}]: {_message(exc)}") from exc
 
     # ------------------------------------------------------------------------------------------------ VMI, via handler
 

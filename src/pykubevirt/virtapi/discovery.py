@@ -19,6 +19,8 @@ SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("virtualmachines/restart", ("update",)),
     ("virtualmachines/addvolume", ("update",)),
     ("virtualmachines/removevolume", ("update",)),
+    ("virtualmachines/memorydump", ("update",)),
+    ("virtualmachines/removememorydump", ("update",)),
     ("virtualmachineinstances/addvolume", ("update",)),
     ("virtualmachineinstances/removevolume", ("update",)),
     ("virtualmachineinstances/pause", ("update",)),

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import ConfigError, load_config
 from pykubevirt.client.errors import ApiError
-from pykubevirt.virtctl import commands, create, credentials, guest_agent, object_graph
+from pykubevirt.virtctl import commands, create, credentials, guest_agent, memory_dump, object_graph
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.expand import add_arguments as add_expand_arguments
 from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
@@ -28,8 +28,10 @@ from pykubevirt.virtctl.volumes import add_arguments as add_volume_arguments
 BOOL_FLAGS = (
     *("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client", "--persist"),
     *("--insecure", "--no-create", "--force-bind", "--stdio", "--recursive", "--preserve", "--namespaced"),
-    *("--create-secret", "--update-secret"),
+    *("--create-secret", "--update-secret", "--create-claim", "--port-forward"),
 )
+# The dest of a command's positional arguments when cobra, not argparse, is to count them (memory-dump's ExactArgs).
+SPREAD_POSITIONALS = "positionals"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,6 +43,16 @@ class _Parser(argparse.ArgumentParser):
         elif message.startswith("unrecognized arguments: "):
             message = f"unknown flag: {message.split(': ', 1)[1].split()[0]}"
         self.exit(1, f"{message}\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        # cobra takes positional arguments anywhere among the flags (`memory-dump get --create-claim vm`), but
+        # argparse fills a list positional only up to the first flag: the words it leaves over join that list.
+        parsed, extras = super().parse_known_args(args, namespace)
+        spread = getattr(parsed, SPREAD_POSITIONALS, None)
+        if isinstance(spread, list):
+            spread.extend(arg for arg in extras if not arg.startswith("-"))
+            extras = [arg for arg in extras if arg.startswith("-")]
+        return parsed, extras
 
 
 def _globals(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -116,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_expand_arguments(
         command("expand", "Return the VirtualMachine object with expanded instancetype and preference.")
     )
+    memory_dump.add_arguments(command("memory-dump", "Dump the memory of a running VM to a pvc"))
     version = command("version", "Print the client and server version information.")
     version.add_argument("-c", "--client", action="store_true", help="client version only")
     return parser
@@ -164,6 +177,8 @@ async def _run(args: argparse.Namespace) -> None:
     if args.command == "create":
         create.run(args)
         return
+    if args.command == "memory-dump":
+        memory_dump.check_args(args)
     try:
         config = load_config(args.kubeconfig, context=args.context)
     except ConfigError as exc:
@@ -174,7 +189,10 @@ async def _run(args: argparse.Namespace) -> None:
     namespace = args.namespace or (config.namespace if config is not None else "default")
     client = KubeClient(config, qps=0, user_agent="virtctl") if config is not None else None
     try:
-        await commands.run(client, namespace, args)
+        if args.command == "memory-dump" and client is not None:
+            await memory_dump.run(client, namespace, args)
+        else:
+            await commands.run(client, namespace, args)
     finally:
         if client is not None:
             await client.close()

@@ -43,8 +43,9 @@ class HotplugPlan:
 
 
 def wanted_volumes(vmi: v.Obj, mounted: set[str]) -> set[str]:
-    """Hotplugged volumes still in the spec, mounted into the pod and past MountedToPod: those the guest gets."""
-    in_spec = {str(vol.get("name")) for vol in v.items(vmi, "spec", "volumes")}
+    """Hotplugged volumes still in the spec, mounted into the pod and past MountedToPod: those the guest gets (a
+    memory dump's claim is no disk of the guest)."""
+    in_spec = {str(vol.get("name")) for vol in v.items(vmi, "spec", "volumes") if vol.get("memoryDump") is None}
     return {
         str(status.get("name"))
         for status in v.items(vmi, "status", "volumeStatus")
