@@ -7,6 +7,8 @@ APT_PACKAGES=(
   skopeo xorriso syslinux syslinux-common mtools dosfstools cpio kmod strace
   ovmf swtpm swtpm-tools
   containernetworking-plugins nftables iproute2
+  # virtctl usbredir's client, which sends a local USB device to the VMI.
+  usbredirect
   # The web console's browser tests drive Debian's chromium (headless).
   chromium
 )

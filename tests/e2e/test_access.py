@@ -1,7 +1,8 @@
 """Reaching a real guest from the host as a user does: `virtctl port-forward` (a local port, and --stdio) through the
 VM's portforward subresource, `virtctl ssh` (the host's ssh through a port-forward ProxyCommand, to the guest's
-dropbear with a cloud-init key), and `virtctl expose` plus a connection to the Service's CLUSTER-IP through the host's
-nftables proxy. One demo VM serves its page on port 80 (busybox httpd) and ssh on 22 for every test of the module."""
+dropbear with a cloud-init key), `virtctl expose` plus a connection to the Service's CLUSTER-IP through the host's
+nftables proxy, and `virtctl usbredir` to its USB redirection channels. One demo VM (with `clientPassthrough`) serves
+its page on port 80 (busybox httpd) and ssh on 22 for every test of the module."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ async def guest(cluster: EmbeddedCluster, ssh_key: tuple[Path, str]) -> AsyncIte
     await view.wait_ready()
     ns = await view.namespace()
     user_data = f"#cloud-config\nhostname: {NAME}\nssh_authorized_keys:\n  - {ssh_key[1]}\n"
-    await view.admin.create(VIRTUAL_MACHINES, demo_vm(NAME, user_data=user_data), ns)
+    vm = demo_vm(NAME, user_data=user_data)
+    vm["spec"]["template"]["spec"]["domain"]["devices"]["clientPassthrough"] = {}
+    await view.admin.create(VIRTUAL_MACHINES, vm, ns)
     vmi = await view.wait_vmi_phase(ns, NAME, "Running")
     pod = await view.launcher_pod(vmi)
     await view.wait_serial(view.node, pod, vmi, "pykubevirt-guest: ready")
@@ -271,3 +274,43 @@ async def test_a_vm_made_by_virtctl_create_boots_and_takes_its_ssh_key(
         assert await eventually(hostname, timeout=180, interval=2.0) == f"{name}\n"
     finally:
         await view.admin.delete(VIRTUAL_MACHINES, name, ns)
+
+
+async def test_virtctl_usbredir_reaches_the_guests_usb_redirection_channels(guest: tuple[ClusterView, str]) -> None:
+    """`virtctl usbredir --no-launch`: the user's usbredir client connects to the printed address, and QEMU's
+    redirection channel greets it with a usbredir hello. A VMI has four channels; a fifth client is refused."""
+    view, ns = guest
+    env = kubectl_env(view.cluster.server, view.cluster.root / "home")
+    sessions: list[tuple[asyncio.subprocess.Process, asyncio.StreamWriter]] = []
+    try:
+        for _ in range(4):
+            process = await asyncio.create_subprocess_exec(
+                VIRTCTL, "-n", ns, "usbredir", NAME, "--no-launch", env=env, stdout=asyncio.subprocess.PIPE
+            )
+            assert process.stdout is not None
+            line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+            assert line.startswith("User can connect usbredir client at: 127.0.0.1:"), line
+            reader, writer = await asyncio.open_connection("127.0.0.1", int(line.rsplit(":", 1)[1]))
+            sessions.append((process, writer))
+            # The hello packet: a header (type 0 = hello, length, 32-bit id), then QEMU's version string.
+            header = await asyncio.wait_for(reader.readexactly(12), 30)
+            assert int.from_bytes(header[:4], "little") == 0
+            version = await asyncio.wait_for(reader.readexactly(64), 30)
+            assert version.startswith(b"qemu usb-redir guest"), version
+        fifth = await asyncio.create_subprocess_exec(
+            VIRTCTL, "-n", ns, "usbredir", NAME, "--no-launch", env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(fifth.communicate(), 30)
+        assert fifth.returncode == 1
+        # virt-handler answers 503 (All USB devices are in use.); virt-api, like KubeVirt's, reports its failed dial.
+        assert err.decode() == (
+            f"Can't access VMI {NAME}: Internal error occurred: Can't connect to websocket (503): "
+            "websocket: bad handshake\n"
+        )
+    finally:
+        for process, writer in sessions:
+            writer.close()
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()

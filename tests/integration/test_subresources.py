@@ -28,7 +28,7 @@ from pykubevirt.client.resources import (
 )
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
-from tests.support.fake_handler import CONSOLE_GREETING, RFB_BANNER, SCREEN_PNG, FakeHandler
+from tests.support.fake_handler import CONSOLE_GREETING, RFB_BANNER, SCREEN_PNG, USBREDIR_HELLO, FakeHandler
 from tests.support.http_client import APIClient, Reply
 from tests.support.waiting import consistently, eventually
 
@@ -504,6 +504,46 @@ async def test_virtctl_pause_unpause_console_vnc(
         assert await asyncio.wait_for(reader.readexactly(12), 10) == b"RFB 003.008\n"
         writer.close()
         assert await asyncio.wait_for(process.wait(), 10) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def test_virtctl_usbredir_proxies_a_local_port_to_the_vmis_usb_redirection(
+    cp: ControlPlane, apiserver: APIServerProcess, handler: FakeHandler, tmp_path: Path
+) -> None:
+    ns = await cp.namespace()
+    manifest = vm_manifest("usb", "Always")
+    manifest["spec"]["template"]["spec"]["domain"]["devices"]["clientPassthrough"] = {}
+    await cp.admin.create(VIRTUAL_MACHINES, manifest, ns)
+    await cp.wait_printable(ns, "usb", "Running")
+    await running_vm(cp, ns, "plain")
+    run = lambda *args: virtctl(apiserver, tmp_path, "-n", ns, *args)  # noqa: E731
+    code, _, err = await run("usbredir", "--no-launch", "plain")
+    assert (code, err) == (
+        1,
+        "Can't access VMI plain: "
+        + conflict("plain", "Not configured with USB Redirection", "virtualmachineinstance")
+        + "\n",
+    )
+    assert (await run("usbredir", "usb"))[::2] == (1, "Missing argument\n")
+
+    process = await asyncio.create_subprocess_exec(
+        VIRTCTL, "-n", ns, "usbredir", "usb", "--no-launch",
+        env=virtctl_env(apiserver, tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        assert line.startswith("User can connect usbredir client at: 127.0.0.1:")
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(line.rsplit(":", 1)[1]))
+        assert await asyncio.wait_for(reader.readexactly(len(USBREDIR_HELLO)), 10) == USBREDIR_HELLO
+        assert handler.calls[-1][1].endswith("/usb/usbredir")
+        writer.close()
+        # The session ends with the client, reported as KubeVirt's virtctl does.
+        assert await asyncio.wait_for(process.wait(), 10) == 1
+        assert (await process.stderr.read()).decode() == "Remote connection has closed.\n"
     finally:
         if process.returncode is None:
             process.kill()

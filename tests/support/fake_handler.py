@@ -1,7 +1,8 @@
 """A stand-in for virt-handler's command endpoint in tests: records PUTs, echoes console bytes, greets VNC with RFB.
 
 It speaks the contract virt-api relies on: the address in the Node annotation `pykubevirt.io/virt-handler-address`,
-PUT …/{pause,unpause,softreboot,reset} answering 200 or a Status, and websockets …/console and …/vnc carrying raw bytes.
+PUT …/{pause,unpause,softreboot,reset} answering 200 or a Status, and websockets …/console, …/vnc and …/usbredir
+carrying raw bytes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pykubevirt.launcher.screenshot_png import ppm_to_png
 
 BASE = c.HANDLER_VMI_PATH
 RFB_BANNER = b"RFB 003.008\n"
+# The start of a usbredir hello packet (type 0), as QEMU's redirection channel sends it first.
+USBREDIR_HELLO = b"\x00\x00\x00\x00fake usb-redir guest"
 CONSOLE_GREETING = b"\r\nfake login: "
 
 
@@ -45,6 +48,7 @@ class FakeHandler:
             app.router.add_put(f"{BASE}/{action}", self._command)
         app.router.add_get(f"{BASE}/console", self._stream)
         app.router.add_get(f"{BASE}/vnc", self._stream)
+        app.router.add_get(f"{BASE}/usbredir", self._stream)
         app.router.add_get(f"{BASE}/vnc/screenshot", self._screenshot)
         return app
 
@@ -87,8 +91,8 @@ class FakeHandler:
         ws = web.WebSocketResponse(protocols=("plain.kubevirt.io",))
         await ws.prepare(request)
         self.protocols.append(ws.ws_protocol)
-        vnc = request.path.endswith("/vnc")
-        await ws.send_bytes(RFB_BANNER if vnc else CONSOLE_GREETING)
+        greetings = {"vnc": RFB_BANNER, "usbredir": USBREDIR_HELLO}
+        await ws.send_bytes(greetings.get(request.path.rsplit("/", 1)[1], CONSOLE_GREETING))
         async for message in ws:
             if message.type == WSMsgType.BINARY:
                 # The console echoes what it gets, as a guest's tty would.

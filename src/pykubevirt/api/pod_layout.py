@@ -65,6 +65,19 @@ def vnc_socket(pods_dir: str, pod_uid: str, vmi_uid: str) -> str:
     return os.path.join(volume_dir(pods_dir, pod_uid, PRIVATE_VOLUME), vmi_uid, VNC_SOCKET_NAME)
 
 
+# A VMI with clientPassthrough gets this many USB redirection channels, one device each
+# (KubeVirt's UsbClientPassthroughMaxNumberOf).
+USB_REDIRECT_SLOTS = 4
+
+
+def usbredir_socket_name(slot: int) -> str:
+    return f"virt-usbredir-{slot}"
+
+
+def usbredir_socket(pods_dir: str, pod_uid: str, vmi_uid: str, slot: int) -> str:
+    return os.path.join(volume_dir(pods_dir, pod_uid, PRIVATE_VOLUME), vmi_uid, usbredir_socket_name(slot))
+
+
 # Unix socket paths must stay under 108 bytes, which pod volume paths under a node's data dir exceed. A launcher
 # therefore keeps its sockets and libvirt root in a short per-pod directory and links them from its volumes;
 # clients connect through `handler.launcher_client.connectable()`.

@@ -87,6 +87,8 @@ class HandlerAPI:
         # The bearer token of the API, reviewed by the API server (kube's delegated auth); None leaves it open.
         self.metrics_auth = metrics_auth
         self._runner: web.AppRunner | None = None
+        # The USB redirection channels streaming now, by VMI uid.
+        self._usbredir_slots: dict[str, set[int]] = {}
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -99,6 +101,7 @@ class HandlerAPI:
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/console", self._console)
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/vnc", self._vnc)
         app.router.add_get(f"{c.HANDLER_VMI_PATH}/vnc/screenshot", self._screenshot)
+        app.router.add_get(f"{c.HANDLER_VMI_PATH}/usbredir", self._usbredir)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/metrics", self._metrics)
         return app
@@ -219,6 +222,25 @@ class HandlerAPI:
 
     async def _vnc(self, request: web.Request) -> web.StreamResponse:
         return await self._stream(request, pod_layout.vnc_socket, "VNC server")
+
+    async def _usbredir(self, request: web.Request) -> web.StreamResponse:
+        """One USB device a connection, on the first of the VMI's redirection channels not in use (KubeVirt's)."""
+        vmi, problem = self._vmi(request)
+        if vmi is None:
+            return status(404, problem)
+        used = self._usbredir_slots.setdefault(vmi["metadata"]["uid"], set())
+        slot = next((s for s in range(pod_layout.USB_REDIRECT_SLOTS) if s not in used), None)
+        if slot is None:
+            return status(503, "All USB devices are in use.")
+        used.add(slot)
+        try:
+            return await self._stream(
+                request,
+                lambda pods, pod, uid: pod_layout.usbredir_socket(pods, pod, uid, slot),
+                f"USB redirection channel {slot}",
+            )
+        finally:
+            used.discard(slot)
 
     async def _stream(self, request: web.Request, socket_of: Any, what: str) -> web.StreamResponse:
         vmi, problem = self._vmi(request)

@@ -61,6 +61,7 @@ from pykubevirt.virtapi.vmi_checks import (
     check_unfreeze,
     check_unpause,
     check_unpause_vm,
+    check_usbredir,
     check_vnc,
     reset_failure,
 )
@@ -145,6 +146,7 @@ class SubresourceAPI:
             ("virtualmachineinstances", "filesystemlist"): ("GET", self._guest_agent_query),
             ("virtualmachineinstances", "console"): ("GET", self._stream),
             ("virtualmachineinstances", "vnc"): ("GET", self._stream),
+            ("virtualmachineinstances", "usbredir"): ("GET", self._stream),
             ("virtualmachineinstances", "vnc/screenshot"): ("GET", self._screenshot),
             ("virtualmachineinstances", "portforward"): ("GET", self._port_forward),
             ("virtualmachines", "portforward"): ("GET", self._port_forward),
@@ -560,10 +562,12 @@ class SubresourceAPI:
         return json_response(await self.handlers.get_json(vmi, query))
 
     async def _stream(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
-        """console and vnc: check the VMI, open the handler's websocket, then accept the client's and pump bytes."""
+        """console, vnc and usbredir: check the VMI, open the handler's websocket, then accept the client's and pump
+        bytes."""
         action = request.path.rstrip("/").rsplit("/", 1)[1]
         vmi = await self._vmi(namespace, name)
-        problem = (check_console if action == "console" else check_vnc)(vmi) or check_handler_reachable(vmi)
+        check = {"console": check_console, "vnc": check_vnc, "usbredir": check_usbredir}[action]
+        problem = check(vmi) or check_handler_reachable(vmi)
         if problem is not None:
             raise problem
         query = {k: v for k, v in request.query.items() if k == "preserveSession"}

@@ -35,6 +35,7 @@ SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("virtualmachineinstances/console", ("get",)),
     ("virtualmachineinstances/vnc", ("get",)),
     ("virtualmachineinstances/vnc/screenshot", ("get",)),
+    ("virtualmachineinstances/usbredir", ("get",)),
     ("virtualmachineinstances/portforward", ("get",)),
     ("virtualmachines/expand-spec", ("get",)),
     ("virtualmachines/evacuate/cancel", ("update",)),

@@ -113,6 +113,16 @@ def check_vnc(vmi: dict[str, Any]) -> errors.APIError | None:
     return None
 
 
+def check_usbredir(vmi: dict[str, Any]) -> errors.APIError | None:
+    if (vmi.get("spec") or {}).get("architecture") == "s390x":
+        return vmi_conflict(name_of(vmi), "No USB support on s390x")
+    if _devices(vmi).get("clientPassthrough") is None:
+        return vmi_conflict(name_of(vmi), "Not configured with USB Redirection")
+    if vmi_phase(vmi) != c.PHASE_RUNNING:
+        return errors.bad_request(VMI_NOT_RUNNING)
+    return None
+
+
 def check_handler_reachable(vmi: dict[str, Any]) -> errors.APIError | None:
     """virt-handler serves a VMI only while it runs there (upstream getVirtHandlerConnForVMI)."""
     phase = vmi_phase(vmi)

@@ -130,6 +130,10 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
         if args.name != "screenshot" or not args.screenshot_of:
             raise VirtctlError("usage: virtctl vnc screenshot NAME --file FILE (or virtctl vnc NAME)")
         await run_screenshot(api, namespace, args.screenshot_of, args.file, move_cursor=args.move_cursor)
+    elif command == "usbredir":
+        from pykubevirt.virtctl.usbredir import run_usbredir
+
+        await run_usbredir(api, namespace, args)
     elif command == "vnc":
         from pykubevirt.virtctl.vnc import run_vnc
 

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import ConfigError, load_config
 from pykubevirt.client.errors import ApiError
-from pykubevirt.virtctl import commands, create, credentials, guest_agent, memory_dump, object_graph
+from pykubevirt.virtctl import commands, create, credentials, guest_agent, memory_dump, object_graph, usbredir
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.expand import add_arguments as add_expand_arguments
 from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
@@ -28,7 +28,7 @@ from pykubevirt.virtctl.volumes import add_arguments as add_volume_arguments
 BOOL_FLAGS = (
     *("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client", "--persist"),
     *("--insecure", "--no-create", "--force-bind", "--stdio", "--recursive", "--preserve", "--namespaced"),
-    *("--create-secret", "--update-secret", "--create-claim", "--port-forward"),
+    *("--create-secret", "--update-secret", "--create-claim", "--port-forward", "--no-launch"),
 )
 # The dest of a command's positional arguments when cobra, not argparse, is to count them (memory-dump's ExactArgs).
 SPREAD_POSITIONALS = "positionals"
@@ -129,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         command("expand", "Return the VirtualMachine object with expanded instancetype and preference.")
     )
     memory_dump.add_arguments(command("memory-dump", "Dump the memory of a running VM to a pvc"))
+    usbredir.add_arguments(command("usbredir", "Redirect an USB device to a virtual machine instance."))
     version = command("version", "Print the client and server version information.")
     version.add_argument("-c", "--client", action="store_true", help="client version only")
     return parser

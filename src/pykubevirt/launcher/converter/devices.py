@@ -18,7 +18,6 @@ DOWNWARD_METRICS_SOCKET = "downwardmetrics-channel/downwardmetrics.sock"
 VIDEO_HEADS = 1
 VIDEO_VRAM_KIB = 16384
 SERIAL_PORT = 0
-USB_REDIRECT_SLOTS = 4
 FREE_PAGE_REPORTING_OFF_ANNOTATION = "kubevirt.io/free-page-reporting-disabled"
 DISABLE_PCI_HOLE64_ANNOTATION = "kubevirt.io/disablePCIHole64"
 SOUND_MODELS = ("ich9", "ac97")
@@ -174,9 +173,10 @@ def usb_redirects(vmi: v.Obj, ctx: ConverterContext) -> list[Element]:
     if v.devices(vmi).get("clientPassthrough") is None:
         return []
     result = []
-    for slot in range(USB_REDIRECT_SLOTS):
+    for slot in range(pod_layout.USB_REDIRECT_SLOTS):
         el = element("redirdev", {"type": "unix", "bus": "usb"})
-        sub(el, "source", {"mode": "bind", "path": posixpath.join(_uid_dir(vmi, ctx), f"virt-usbredir-{slot}")})
+        path = posixpath.join(_uid_dir(vmi, ctx), pod_layout.usbredir_socket_name(slot))
+        sub(el, "source", {"mode": "bind", "path": path})
         result.append(el)
     return result
 
