@@ -14,7 +14,6 @@ import socket
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,16 +30,13 @@ from pykubevirt.client.resources import (
     DATA_SOURCES,
     DATA_VOLUMES,
     EVENTS,
-    NAMESPACES,
     PERSISTENT_VOLUME_CLAIMS,
-    PERSISTENT_VOLUMES,
     PODS,
 )
-from pykubevirt.node.image_store import ImageStore
 from pykubevirt.storage.importer import FATAL_MARKER
 from tests.integration.test_subresources import virtctl
 from tests.support.apiserver_process import APIServerProcess, kubectl
-from tests.support.storage_plane import storage_plane
+from tests.support.storage_plane import Env, pattern, storage_plane, volume_dir
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -115,19 +111,6 @@ def image_server() -> Iterator[ImageServer]:
     httpd.server_close()
 
 
-@dataclass
-class Env:
-    server: APIServerProcess
-    admin: KubeClient
-    root: Path
-    images: ImageStore
-
-    async def namespace(self) -> str:
-        name = f"dvi-{uuid.uuid4().hex[:6]}"
-        await self.admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        return name
-
-
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     root = tmp_path_factory.mktemp("dv-import")
@@ -155,20 +138,8 @@ def running_condition(dv: Object) -> dict[str, Any]:
     return next(c for c in (dv.get("status") or {}).get("conditions") or [] if c["type"] == "Running")
 
 
-async def volume_dir(admin: KubeClient, namespace: str, claim: str) -> Path:
-    pvc = await admin.get(PERSISTENT_VOLUME_CLAIMS, claim, namespace)
-    pv = await admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"])
-    return Path(pv["spec"]["hostPath"]["path"])
-
-
 def qemu_img(*args: str) -> None:
     subprocess.run(["qemu-img", *args], check=True, capture_output=True)
-
-
-def pattern(size: int) -> bytes:
-    """Data that is not all zeros in every MiB, so a sparse copy still has to carry it."""
-    block = bytes(range(256)) * 4096
-    return (block * (size // len(block) + 1))[:size]
 
 
 async def test_a_slow_http_import_goes_through_its_phases_with_progress_at_least_every_2s(
@@ -325,11 +296,14 @@ async def test_virtctl_image_upload_creates_the_dv_and_uploads_through_the_proxy
     )  # fmt: skip
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[:4] == [
+    # getAndValidateUploadPVC says so (trailing space and all) before the DataVolume is created.
+    assert lines[:6] == [
+        f"PVC {ns}/up not found ",
         f"DataVolume {ns}/up created",
         "Waiting for PVC up upload pod to be ready...",
         "Pod now ready",
         f"Uploading data to {env.server.url}",
+        "",
     ]
     assert any(line.endswith("(100%)") for line in lines)  # plain progress lines: stdout is not a terminal
     assert lines[-2:] == ["Processing completed successfully", f"Uploading {qcow2} completed successfully"]

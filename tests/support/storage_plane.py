@@ -1,10 +1,11 @@
 """The embedded storage in the caller's event loop: a node agent, the storage controller and the scheduler against a
-real API server process, for DataVolume tests and bench/storage.py."""
+real API server process, for DataVolume and upload tests and bench/storage.py; what those tests share."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
-from pykubevirt.client.resources import NODES
+from pykubevirt.client.resources import NAMESPACES, NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 from pykubevirt.node.agent import NodeAgent
 from pykubevirt.node.image_store import ImageStore
 from pykubevirt.node.scheduler import Scheduler
@@ -77,3 +78,30 @@ async def storage_on_fake_nodes(
         await asyncio.gather(*tasks, return_exceptions=True)
         for client in (storage.client, scheduler.client, admin):
             await client.close()
+
+
+@dataclass
+class Env:
+    """A storage test module's API server, its admin client, root directory and node image store."""
+
+    server: APIServerProcess
+    admin: KubeClient
+    root: Path
+    images: ImageStore
+
+    async def namespace(self) -> str:
+        name = f"dvi-{uuid.uuid4().hex[:6]}"
+        await self.admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        return name
+
+
+async def volume_dir(admin: KubeClient, namespace: str, claim: str) -> Path:
+    pvc = await admin.get(PERSISTENT_VOLUME_CLAIMS, claim, namespace)
+    pv = await admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"])
+    return Path(pv["spec"]["hostPath"]["path"])
+
+
+def pattern(size: int) -> bytes:
+    """Data that is not all zeros in every MiB, so a sparse copy still has to carry it."""
+    block = bytes(range(256)) * 4096
+    return (block * (size // len(block) + 1))[:size]

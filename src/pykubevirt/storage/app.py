@@ -36,6 +36,7 @@ from pykubevirt.storage.local_provisioner import (
     default_snapshot_classes,
 )
 from pykubevirt.storage.pv_controller import CLAIM, CLAIM_INDEX, VOLUME, PVController, claims_of_pod
+from pykubevirt.storage.upload_controller import UploadController, upload_server_claim, upload_target_key
 from pykubevirt.storage.volume_snapshot_controller import CONTENT, SNAPSHOT, VolumeSnapshotController
 
 log = logging.getLogger("pykubevirt.storage")
@@ -138,6 +139,13 @@ class StorageController:
         self.dv_controller.watch(self.pods, _importer_claim)
         # A DataVolume with a sourceRef waits for its DataSource to name a source.
         self.dv_controller.watch(self.data_sources, self.dv_reconciler.referencing)
+        # CDI's upload controller: claims marked as upload targets that no DataVolume owns.
+        self.upload_recorder = EventRecorder(client, "upload-controller")
+        self.upload_reconciler = UploadController(
+            client, claims=self.claims, pods=self.pods, recorder=self.upload_recorder
+        )
+        self.upload_controller = Controller("upload", self.upload_reconciler, workers=2)
+        self.upload_controller.watch(self.claims, upload_target_key).watch(self.pods, upload_server_claim)
         self.ds_reconciler = DataSourceController(
             client, data_sources=self.data_sources, claims=self.claims, data_volumes=self.data_volumes
         )
@@ -224,6 +232,7 @@ class StorageController:
         tasks.append(asyncio.create_task(self.controller.run(), name="persistentvolume-controller"))
         tasks.append(asyncio.create_task(self.dv_controller.run(), name="datavolume-controller"))
         tasks.append(asyncio.create_task(self.ds_controller.run(), name="datasource-controller"))
+        tasks.append(asyncio.create_task(self.upload_controller.run(), name="upload-controller"))
         if self.snapshot_controller is not None:
             tasks.append(asyncio.create_task(self.snapshot_controller.run(), name="volumesnapshot-controller"))
         try:
@@ -231,6 +240,7 @@ class StorageController:
         finally:
             await self.recorder.flush()
             await self.dv_recorder.flush()
+            await self.upload_recorder.flush()
             if self.snapshot_controller is not None:
                 await self.snapshot_recorder.flush()
                 await self.sidecar_recorder.flush()

@@ -176,9 +176,14 @@ def takes_upload(dv: Mapping[str, Any]) -> bool:
     return source_kind(dv) == "upload" or is_cross_namespace_clone(dv)
 
 
+def upload_pod_name(claim: str) -> str:
+    """CDI's `cdi-upload-<claim>`: the upload server of a claim."""
+    return f"cdi-upload-{claim}"[:253]
+
+
 def pod_name(dv: Mapping[str, Any], claim: str) -> str:
     """`cdi-upload-<claim>` for an upload server, `importer-<claim>` otherwise."""
-    return f"cdi-upload-{claim}"[:253] if takes_upload(dv) else f"importer-{claim}"[:253]
+    return upload_pod_name(claim) if takes_upload(dv) else f"importer-{claim}"[:253]
 
 
 def upload_endpoint(server_url: str) -> str:
@@ -279,11 +284,13 @@ def clone_source_pod(
     }
 
 
-def upload_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any]) -> dict[str, Any]:
-    """upload-controller.go's pod: the upload server with the claim at /data, owned by the claim."""
-    pod = importer_pod(pvc, dv)
+def upload_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """upload-controller.go's pod: the upload server with the claim at /data, owned by the claim; its OWNER_UID is
+    the DataVolume's, or for a bare claim the claim's own."""
+    claim_meta = pvc.get("metadata") or {}
+    pod = importer_pod(pvc, dv if dv is not None else {"metadata": {"uid": claim_meta.get("uid", "")}})
     meta = pod["metadata"]
-    meta["name"] = pod_name(dv, str((pvc.get("metadata") or {}).get("name", "")))
+    meta["name"] = upload_pod_name(str(claim_meta.get("name", "")))
     meta["labels"] = {
         "app": APP_LABEL_VALUE,
         CDI_LABEL: "cdi-upload-server",
