@@ -19,7 +19,7 @@ from pykubevirt.virtctl import commands, create, credentials, guest_agent, memor
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.expand import add_arguments as add_expand_arguments
 from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
-from pykubevirt.virtctl.image_upload import add_arguments as add_upload_arguments
+from pykubevirt.virtctl.image_upload_args import add_arguments as add_upload_arguments
 from pykubevirt.virtctl.scp import add_arguments as add_scp_arguments
 from pykubevirt.virtctl.ssh import add_arguments as add_ssh_arguments
 from pykubevirt.virtctl.volumes import add_arguments as add_volume_arguments
@@ -29,6 +29,7 @@ BOOL_FLAGS = (
     *("--paused", "--dry-run", "--force", "--proxy-only", "--preserve-session", "--client", "--persist"),
     *("--insecure", "--no-create", "--force-bind", "--stdio", "--recursive", "--preserve", "--namespaced"),
     *("--create-secret", "--update-secret", "--create-claim", "--port-forward", "--no-launch"),
+    *("--block-volume", "--datasource"),
 )
 # The dest of a command's positional arguments when cobra, not argparse, is to count them (memory-dump's ExactArgs).
 SPREAD_POSITIONALS = "positionals"
