@@ -70,6 +70,22 @@ def configure(component: str, *, level: int = logging.INFO, stream: IO[str] | No
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
+# From this verbosity on a component writes its debug lines: KubeVirt's components log V(3) and above only when their
+# verbosity (2 by default) is raised, as with `virtctl adm log-verbosity`.
+DEBUG_VERBOSITY = 3
+
+
+def set_verbosity(verbosity: int) -> bool:
+    """Debug lines at KubeVirt's verbosity 3 and above, info below; True when the level changed."""
+    level = logging.DEBUG if verbosity >= DEBUG_VERBOSITY else logging.INFO
+    root = logging.getLogger()
+    if root.level == level:
+        return False
+    root.setLevel(level)
+    logging.getLogger("pykubevirt.log").info("log verbosity set to %d", verbosity)
+    return True
+
+
 def object_fields(obj: dict[str, Any] | None, **more: Any) -> dict[str, Any]:
     """`extra=` for a log call about `obj`: its kind, namespace, name and uid."""
     meta = (obj or {}).get("metadata") or {}

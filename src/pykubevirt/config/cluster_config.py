@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 from pykubevirt.config.feature_gates import gate_enabled
 
+# KubeVirt's default verbosity of every component (virtconfig.DefaultVirt*LogVerbosity).
+DEFAULT_LOG_VERBOSITY = 2
+
 
 @dataclass(frozen=True, slots=True)
 class MigrationConfig:
@@ -61,6 +64,17 @@ class ClusterConfig:
     # The KubeVirt CR's `spec.workloadUpdateStrategy.workloadUpdateMethods` (None: not set). KubeVirt's workload
     # updater migrates only with `LiveMigrate` listed; unset, this one migrates for hotplug anyway (docs/architecture).
     workload_update_methods: frozenset[str] | None = None
+    # `developerConfiguration.logVerbosity`: (component field, verbosity) pairs, and nodeVerbosity's (node, verbosity).
+    log_verbosity: tuple[tuple[str, int], ...] = ()
+    node_verbosity: tuple[tuple[str, int], ...] = ()
 
     def gate_enabled(self, name: str) -> bool:
         return gate_enabled(name, self.feature_gates, self.disabled_feature_gates)
+
+    def verbosity(self, component: str, node: str = "") -> int:
+        """getComponentVerbosity: the node's level, else the component's (`virtHandler`, …), else the default 2."""
+        if node:
+            level = dict(self.node_verbosity).get(node, 0)
+            if level:
+                return level
+        return dict(self.log_verbosity).get(component) or DEFAULT_LOG_VERBOSITY

@@ -27,6 +27,11 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _level(value: Any) -> bool:
+    """A verbosity the components take: an unsigned integer (uint in KubeVirt's type)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -127,6 +132,10 @@ def cluster_config(kubevirt: Mapping[str, Any] | None, defaults: ClusterConfig) 
         # Set means an object ({}), which is what turns the serial console log off.
         "disable_serial_console_log": True if isinstance(vm_options.get("disableSerialConsoleLog"), Mapping) else None,
     }
+    levels = as_map(developer.get("logVerbosity"))
+    fields["log_verbosity"] = tuple(sorted((k, v) for k, v in levels.items() if k != "nodeVerbosity" and _level(v)))
+    nodes = as_map(levels.get("nodeVerbosity"))
+    fields["node_verbosity"] = tuple(sorted((k, v) for k, v in nodes.items() if _level(v)))
     if isinstance(conf.get("migrations"), Mapping):
         fields["migrations"] = _migrations(conf["migrations"], defaults.migrations)
     fields["workload_update_methods"] = _strings(

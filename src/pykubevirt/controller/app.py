@@ -56,6 +56,7 @@ from pykubevirt.controller.vm_revisions import OWNER_INDEX
 from pykubevirt.controller.vmi_controller import POD_OWNER_INDEX, VMIController, controller_uid_index
 from pykubevirt.controller.volume_status import claim_names
 from pykubevirt.controller.workload_updater import WorkloadUpdater
+from pykubevirt.log import set_verbosity
 
 log = logging.getLogger("pykubevirt.controller")
 
@@ -317,6 +318,8 @@ class VirtController:
         config = cluster_config(active_kubevirt(self.kubevirts.items()), self.options.config)
         if config == self.vm_reconciler.config:
             return
+        if config.verbosity("virtController") != self.vm_reconciler.config.verbosity("virtController"):
+            set_verbosity(config.verbosity("virtController"))
         log.info("cluster configuration changed: %s", config)
         self.vm_reconciler.config = config
         self.vmi_reconciler.settings = dataclasses.replace(self.vmi_reconciler.settings, cluster=config)

@@ -206,17 +206,20 @@ def _launcher_args(vmi: Mapping[str, Any], settings: LauncherSettings, non_root:
     return args
 
 
-def _debug_env(vmi: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int]:
-    """The compute container's debug variables, and the launcher's log verbosity (the `logVerbosity` label's)."""
+def _debug_env(vmi: Mapping[str, Any], cluster_verbosity: int) -> tuple[list[dict[str, Any]], int]:
+    """The compute container's debug variables, and the launcher's log verbosity: the VMI's `logVerbosity` label,
+    else the cluster's logVerbosity.virtLauncher."""
     labels = (vmi.get("metadata") or {}).get("labels") or {}
     env: list[dict[str, Any]] = []
-    verbosity = DEFAULT_LAUNCHER_LOG_VERBOSITY
+    verbosity = cluster_verbosity
     if "logVerbosity" in labels:
         try:
             verbosity = int(labels["logVerbosity"])
         except ValueError as err:
             raise LaunchManifestError(f"verbosity {labels['logVerbosity']} cannot cast to int: {err}") from err
         env.append({"name": "VIRT_LAUNCHER_LOG_VERBOSITY", "value": labels["logVerbosity"]})
+    elif cluster_verbosity != DEFAULT_LAUNCHER_LOG_VERBOSITY:
+        env.append({"name": "VIRT_LAUNCHER_LOG_VERBOSITY", "value": str(cluster_verbosity)})
     for label, variable in (("debugLogs", "LIBVIRT_DEBUG_LOGS"), ("virtiofsdDebugLogs", "VIRTIOFSD_DEBUG_LOGS")):
         if str(labels.get(label, "")).lower() == "true" or verbosity > 5:
             env.append({"name": variable, "value": "1"})
@@ -413,12 +416,14 @@ def _image_pull_secrets(spec: Mapping[str, Any], settings: LauncherSettings) -> 
     return [{"name": name} for name in dict.fromkeys(names)]
 
 
-def _compute_env(vmi: Mapping[str, Any], user_id: int, volumes: PodVolumes) -> tuple[list[dict[str, Any]], int]:
+def _compute_env(
+    vmi: Mapping[str, Any], user_id: int, volumes: PodVolumes, cluster_verbosity: int
+) -> tuple[list[dict[str, Any]], int]:
     """The compute container's environment, and the launcher's log verbosity."""
     env = _xdg_env(user_id)
     if volumes.shared_paths:
         env.append({"name": "SHARED_FILESYSTEM_PATHS", "value": ":".join(volumes.shared_paths)})
-    debug_env, verbosity = _debug_env(vmi)
+    debug_env, verbosity = _debug_env(vmi, cluster_verbosity)
     env += debug_env
     env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     # pykubevirt's launcher keys its short socket directory by the pod's uid (unix socket paths are short).
@@ -548,7 +553,7 @@ def render_launcher_pod(
     )
     volumes = render_volumes(vmi, settings, pvcs, backend_claim, non_root=user_id != 0)
     hostname = sanitized_hostname(vmi)
-    env, verbosity = _compute_env(vmi, user_id, volumes)
+    env, verbosity = _compute_env(vmi, user_id, volumes, settings.cluster.verbosity("virtLauncher"))
     compute = _compute_container(vmi, settings, user_id, resources, volumes, env)
     pod_spec: dict[str, Any] = {
         "hostname": hostname,

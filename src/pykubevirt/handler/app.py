@@ -6,6 +6,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.client.api import KubeClient
@@ -13,13 +14,16 @@ from pykubevirt.client.controller import Controller, run_until_failure
 from pykubevirt.client.delegated_auth import DelegatedAuth
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, object_key
-from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.client.resources import KUBEVIRTS, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.config.cluster_config import DEFAULT_LOG_VERBOSITY, ClusterConfig
+from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
 from pykubevirt.handler.api_server import HandlerAPI
 from pykubevirt.handler.certificates import load_migration_tls
 from pykubevirt.handler.heartbeat import HEARTBEAT_INTERVAL_SECONDS, heartbeat_loop
 from pykubevirt.handler.migration_target import MigrationTargetReconciler
 from pykubevirt.handler.records import NodeRecords
 from pykubevirt.handler.vmi_reconciler import VMIReconciler
+from pykubevirt.log import set_verbosity
 
 log = logging.getLogger("pykubevirt.handler")
 
@@ -90,6 +94,18 @@ class VirtHandler:
         self.controller.watch(self.vmis)
         # A VMI that leaves the selection (deleted, or moved) still needs its guest looked after.
         self.vmis.add_handler(EventHandler(on_delete=lambda vmi: self._enqueue(object_key(vmi), 0)))
+        # The KubeVirt object's logVerbosity (virtHandler, or this node's nodeVerbosity) sets this process's level.
+        self.kubevirts = Informer(client, KUBEVIRTS)
+        self._config = ConfigFromKubeVirt(ClusterConfig())
+        self._verbosity = DEFAULT_LOG_VERBOSITY
+        follow = self._follow_verbosity
+        self.kubevirts.add_handler(EventHandler(on_add=follow, on_update=follow, on_delete=follow))
+
+    def _follow_verbosity(self, *_: Any) -> None:
+        level = self._config(self.kubevirts.items()).verbosity("virtHandler", self.options.node)
+        if level != self._verbosity:
+            self._verbosity = level
+            set_verbosity(level)
 
     def _enqueue(self, key: str, delay: float) -> None:
         if delay > 0:
@@ -112,6 +128,7 @@ class VirtHandler:
             asyncio.create_task(self.vmis.run(), name="vmi-informer"),
             asyncio.create_task(self.controller.run(), name="vmi-sync"),
             asyncio.create_task(self.incoming.run(), name="incoming-vmi-informer"),
+            asyncio.create_task(self.kubevirts.run(), name="kubevirt-informer"),
             asyncio.create_task(self.target_controller.run(), name="migration-target"),
             asyncio.create_task(
                 heartbeat_loop(

@@ -23,7 +23,7 @@ from pykubevirt.admission.context import AdmissionContext
 from pykubevirt.api import constants as c
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.errors import ApiError, NotFound
-from pykubevirt.client.informer import Informer
+from pykubevirt.client.informer import EventHandler, Informer
 from pykubevirt.client.resources import (
     CLUSTER_INSTANCETYPES,
     CLUSTER_PREFERENCES,
@@ -41,8 +41,9 @@ from pykubevirt.client.resources import (
     VM_SNAPSHOTS,
     ResourceRef,
 )
-from pykubevirt.config.cluster_config import ClusterConfig
+from pykubevirt.config.cluster_config import DEFAULT_LOG_VERBOSITY, ClusterConfig
 from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
+from pykubevirt.log import set_verbosity
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.eviction_webhook import EVICTION_PATH, EvictionWebhook
@@ -286,6 +287,19 @@ async def serve(client: KubeClient, options: ClusterOptions, stop: asyncio.Event
     lookup = InformerLookup(client)
     tasks = [asyncio.create_task(informer.run()) for informer in lookup.informers.values()]
     config = ConfigFromKubeVirt(ClusterConfig(feature_gates=options.feature_gates))
+
+    verbosity = [DEFAULT_LOG_VERBOSITY]
+
+    def follow_verbosity(*_: Any) -> None:
+        # logVerbosity.virtAPI of the KubeVirt object, as virt-api's config watch applies it.
+        level = config(lookup.list(c.KUBEVIRT_KIND, None)).verbosity("virtAPI")
+        if level != verbosity[0]:
+            verbosity[0] = level
+            set_verbosity(level)
+
+    lookup.informers[c.KUBEVIRT_KIND].add_handler(
+        EventHandler(on_add=follow_verbosity, on_update=follow_verbosity, on_delete=follow_verbosity)
+    )
 
     def admission() -> AdmissionContext:
         # The KubeVirt object in the informer's cache, over the command line's values, as virt-api's virt-config.

@@ -16,8 +16,9 @@ from pykubevirt.apiserver.authorization.rbac import Authorizer
 from pykubevirt.apiserver.request_context import RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.store import Store
-from pykubevirt.config.cluster_config import ClusterConfig
+from pykubevirt.config.cluster_config import DEFAULT_LOG_VERBOSITY, ClusterConfig
 from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
+from pykubevirt.log import set_verbosity
 
 
 class StoreLookup:
@@ -58,11 +59,19 @@ class KubeVirtAdmission:
     ) -> None:
         self.lookup = StoreLookup(store, registry)
         self._config = ConfigFromKubeVirt(defaults or ClusterConfig())
+        self._last: ClusterConfig | None = None
         self.authorizer = authorizer
 
     def config(self) -> ClusterConfig:
         """The KubeVirt object's configuration over the command line's, as the store holds it now."""
-        return self._config(self.lookup.list(KUBEVIRT_KIND, None))
+        config = self._config(self.lookup.list(KUBEVIRT_KIND, None))
+        if config is not self._last:
+            # Embedded, virt-api is this process: its log level follows logVerbosity.virtAPI from the next request.
+            before = self._last.verbosity("virtAPI") if self._last is not None else DEFAULT_LOG_VERBOSITY
+            self._last = config
+            if config.verbosity("virtAPI") != before:
+                set_verbosity(config.verbosity("virtAPI"))
+        return config
 
     def handles(self, resource: Resource) -> bool:
         return resource.group in OUR_GROUPS and chain.handles(resource.kind)

@@ -116,6 +116,10 @@ async def run(client: KubeClient | None, namespace: str, args: argparse.Namespac
         from pykubevirt.virtctl.expose import expose
 
         await expose(api, namespace, args)
+    elif command == "adm":
+        from pykubevirt.virtctl import log_verbosity
+
+        await log_verbosity.run(api, args)
     elif command == "credentials":
         from pykubevirt.virtctl import credentials
 

@@ -15,7 +15,16 @@ from typing import Any, NoReturn
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import ConfigError, load_config
 from pykubevirt.client.errors import ApiError
-from pykubevirt.virtctl import commands, create, credentials, guest_agent, memory_dump, object_graph, usbredir
+from pykubevirt.virtctl import (
+    commands,
+    create,
+    credentials,
+    guest_agent,
+    log_verbosity,
+    memory_dump,
+    object_graph,
+    usbredir,
+)
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.expand import add_arguments as add_expand_arguments
 from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
@@ -41,6 +50,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         if match := re.match(r"argument COMMAND: invalid choice: '([^']*)'", message):
             message = f'unknown command "{match.group(1)}" for "virtctl"'
+        elif match := re.match(r"argument [^:]+: (invalid argument .*)", message):
+            message = match.group(1)
         elif message.startswith("unrecognized arguments: "):
             message = f"unknown flag: {message.split(': ', 1)[1].split()[0]}"
         self.exit(1, f"{message}\n")
@@ -126,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_upload_arguments(command)
     create.add_commands(sub, _Parser, lambda cmd: _globals(cmd, suppress=True))
     credentials.add_commands(sub, _Parser, lambda cmd: _globals(cmd, suppress=True))
+    log_verbosity.add_commands(sub, _Parser, lambda cmd: _globals(cmd, suppress=True))
     add_expand_arguments(
         command("expand", "Return the VirtualMachine object with expanded instancetype and preference.")
     )
