@@ -32,7 +32,7 @@ def test_components_read_their_level_a_nodes_level_first_and_2_by_default() -> N
     assert config.verbosity("virtHandler") == 5
     assert config.verbosity("virtHandler", "node01") == 8
     assert config.verbosity("virtHandler", "node02") == 5  # 0 is unset, as in KubeVirt
-    assert config.verbosity("virtAPI") == 2 and config.verbosity("virtLauncher") == 2
+    assert config.verbosity("virtAPI") == 0 and config.verbosity("virtLauncher") == 2  # "x" is no level
     assert ClusterConfig().verbosity("virtController") == 2
 
 

@@ -77,4 +77,5 @@ class ClusterConfig:
             level = dict(self.node_verbosity).get(node, 0)
             if level:
                 return level
-        return dict(self.log_verbosity).get(component) or DEFAULT_LOG_VERBOSITY
+        # An explicit 0 is a level of its own, as in KubeVirt (whose defaults are 2 for fields the object leaves out).
+        return dict(self.log_verbosity).get(component, DEFAULT_LOG_VERBOSITY)
