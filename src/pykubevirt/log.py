@@ -70,19 +70,28 @@ def configure(component: str, *, level: int = logging.INFO, stream: IO[str] | No
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
+# KubeVirt's default verbosity of every component (virtconfig.DefaultVirt*LogVerbosity).
+DEFAULT_VERBOSITY = 2
 # From this verbosity on a component writes its debug lines: KubeVirt's components log V(3) and above only when their
-# verbosity (2 by default) is raised, as with `virtctl adm log-verbosity`.
+# verbosity is raised, as with `virtctl adm log-verbosity`.
 DEBUG_VERBOSITY = 3
+# The verbosity this process runs at: logging's level is process-wide, and so is the KubeVirt object's setting.
+_verbosity = DEFAULT_VERBOSITY
 
 
 def set_verbosity(verbosity: int) -> bool:
-    """Debug lines at KubeVirt's verbosity 3 and above, info below; True when the level changed."""
+    """Run at `verbosity` (debug lines from 3 on); nothing happens while it stays the one in effect (the default 2 at
+    start), so components call it with every configuration they read. True when logging's level changed."""
+    global _verbosity
+    if verbosity == _verbosity:
+        return False
+    _verbosity = verbosity
+    logging.getLogger("pykubevirt.log").info("log verbosity set to %d", verbosity)
     level = logging.DEBUG if verbosity >= DEBUG_VERBOSITY else logging.INFO
     root = logging.getLogger()
     if root.level == level:
         return False
     root.setLevel(level)
-    logging.getLogger("pykubevirt.log").info("log verbosity set to %d", verbosity)
     return True
 
 

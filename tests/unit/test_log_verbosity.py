@@ -37,8 +37,11 @@ def test_components_read_their_level_a_nodes_level_first_and_2_by_default() -> N
 
 
 @pytest.fixture
-def root_level() -> Iterator[None]:
+def root_level(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A process at the default verbosity, logging at info, as `log.configure` leaves a component."""
     before = logging.getLogger().level
+    monkeypatch.setattr(log, "_verbosity", log.DEFAULT_VERBOSITY)
+    logging.getLogger().setLevel(logging.INFO)
     yield
     logging.getLogger().setLevel(before)
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pykubevirt.config.feature_gates import gate_enabled
-
-# KubeVirt's default verbosity of every component (virtconfig.DefaultVirt*LogVerbosity).
-DEFAULT_LOG_VERBOSITY = 2
+from pykubevirt.log import DEFAULT_VERBOSITY
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,4 +76,4 @@ class ClusterConfig:
             if level:
                 return level
         # An explicit 0 is a level of its own, as in KubeVirt (whose defaults are 2 for fields the object leaves out).
-        return dict(self.log_verbosity).get(component, DEFAULT_LOG_VERBOSITY)
+        return dict(self.log_verbosity).get(component, DEFAULT_VERBOSITY)

@@ -318,8 +318,7 @@ class VirtController:
         config = cluster_config(active_kubevirt(self.kubevirts.items()), self.options.config)
         if config == self.vm_reconciler.config:
             return
-        if config.verbosity("virtController") != self.vm_reconciler.config.verbosity("virtController"):
-            set_verbosity(config.verbosity("virtController"))
+        set_verbosity(config.verbosity("virtController"))
         log.info("cluster configuration changed: %s", config)
         self.vm_reconciler.config = config
         self.vmi_reconciler.settings = dataclasses.replace(self.vmi_reconciler.settings, cluster=config)

@@ -38,6 +38,7 @@ from pykubevirt.controller.launcher_volumes import (
 )
 from pykubevirt.controller.multus_annotations import multus_annotations
 from pykubevirt.launcher.protocol import domain_name
+from pykubevirt.log import DEFAULT_VERBOSITY
 
 NON_ROOT_UID = 107
 LIBVIRT_STARTUP_DELAY_SECONDS = 10
@@ -48,7 +49,6 @@ DEFAULT_DISK_MEMORY_LIMIT = 2000 * 1024 * 1024
 CONTAINER_DISK_BINARY = "/usr/bin/container-disk"
 GUEST_CONSOLE_LOG_CONTAINER = "guest-console-log"
 VIRT_TAIL_BINARY = "/usr/bin/virt-tail"
-DEFAULT_LAUNCHER_LOG_VERBOSITY = 2
 
 NON_ROOT_ANNOTATION = "kubevirt.io/nonroot"
 KEEP_LAUNCHER_AFTER_FAILURE_ANNOTATION = "kubevirt.io/keep-launcher-alive-after-failure"
@@ -218,7 +218,7 @@ def _debug_env(vmi: Mapping[str, Any], cluster_verbosity: int) -> tuple[list[dic
         except ValueError as err:
             raise LaunchManifestError(f"verbosity {labels['logVerbosity']} cannot cast to int: {err}") from err
         env.append({"name": "VIRT_LAUNCHER_LOG_VERBOSITY", "value": labels["logVerbosity"]})
-    elif cluster_verbosity != DEFAULT_LAUNCHER_LOG_VERBOSITY:
+    elif cluster_verbosity != DEFAULT_VERBOSITY:
         env.append({"name": "VIRT_LAUNCHER_LOG_VERBOSITY", "value": str(cluster_verbosity)})
     for label, variable in (("debugLogs", "LIBVIRT_DEBUG_LOGS"), ("virtiofsdDebugLogs", "VIRTIOFSD_DEBUG_LOGS")):
         if str(labels.get(label, "")).lower() == "true" or verbosity > 5:

@@ -15,7 +15,7 @@ from pykubevirt.client.delegated_auth import DelegatedAuth
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.informer import EventHandler, Informer, object_key
 from pykubevirt.client.resources import KUBEVIRTS, VIRTUAL_MACHINE_INSTANCES
-from pykubevirt.config.cluster_config import DEFAULT_LOG_VERBOSITY, ClusterConfig
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
 from pykubevirt.handler.api_server import HandlerAPI
 from pykubevirt.handler.certificates import load_migration_tls
@@ -97,15 +97,11 @@ class VirtHandler:
         # The KubeVirt object's logVerbosity (virtHandler, or this node's nodeVerbosity) sets this process's level.
         self.kubevirts = Informer(client, KUBEVIRTS)
         self._config = ConfigFromKubeVirt(ClusterConfig())
-        self._verbosity = DEFAULT_LOG_VERBOSITY
         follow = self._follow_verbosity
         self.kubevirts.add_handler(EventHandler(on_add=follow, on_update=follow, on_delete=follow))
 
     def _follow_verbosity(self, *_: Any) -> None:
-        level = self._config(self.kubevirts.items()).verbosity("virtHandler", self.options.node)
-        if level != self._verbosity:
-            self._verbosity = level
-            set_verbosity(level)
+        set_verbosity(self._config(self.kubevirts.items()).verbosity("virtHandler", self.options.node))
 
     def _enqueue(self, key: str, delay: float) -> None:
         if delay > 0:

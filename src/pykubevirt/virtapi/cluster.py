@@ -41,7 +41,7 @@ from pykubevirt.client.resources import (
     VM_SNAPSHOTS,
     ResourceRef,
 )
-from pykubevirt.config.cluster_config import DEFAULT_LOG_VERBOSITY, ClusterConfig
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
 from pykubevirt.log import set_verbosity
 from pykubevirt.virtapi import discovery
@@ -288,14 +288,9 @@ async def serve(client: KubeClient, options: ClusterOptions, stop: asyncio.Event
     tasks = [asyncio.create_task(informer.run()) for informer in lookup.informers.values()]
     config = ConfigFromKubeVirt(ClusterConfig(feature_gates=options.feature_gates))
 
-    verbosity = [DEFAULT_LOG_VERBOSITY]
-
     def follow_verbosity(*_: Any) -> None:
         # logVerbosity.virtAPI of the KubeVirt object, as virt-api's config watch applies it.
-        level = config(lookup.list(c.KUBEVIRT_KIND, None)).verbosity("virtAPI")
-        if level != verbosity[0]:
-            verbosity[0] = level
-            set_verbosity(level)
+        set_verbosity(config(lookup.list(c.KUBEVIRT_KIND, None)).verbosity("virtAPI"))
 
     lookup.informers[c.KUBEVIRT_KIND].add_handler(
         EventHandler(on_add=follow_verbosity, on_update=follow_verbosity, on_delete=follow_verbosity)

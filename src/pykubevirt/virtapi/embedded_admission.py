@@ -16,7 +16,7 @@ from pykubevirt.apiserver.authorization.rbac import Authorizer
 from pykubevirt.apiserver.request_context import RequestContext, UserInfo
 from pykubevirt.apiserver.resources import Registry, Resource
 from pykubevirt.apiserver.store import Store
-from pykubevirt.config.cluster_config import DEFAULT_LOG_VERBOSITY, ClusterConfig
+from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
 from pykubevirt.log import set_verbosity
 
@@ -67,10 +67,8 @@ class KubeVirtAdmission:
         config = self._config(self.lookup.list(KUBEVIRT_KIND, None))
         if config is not self._last:
             # Embedded, virt-api is this process: its log level follows logVerbosity.virtAPI from the next request.
-            before = self._last.verbosity("virtAPI") if self._last is not None else DEFAULT_LOG_VERBOSITY
             self._last = config
-            if config.verbosity("virtAPI") != before:
-                set_verbosity(config.verbosity("virtAPI"))
+            set_verbosity(config.verbosity("virtAPI"))
         return config
 
     def handles(self, resource: Resource) -> bool:

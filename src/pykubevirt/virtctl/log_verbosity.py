@@ -8,7 +8,7 @@ from typing import Any
 
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.resources import KUBEVIRTS
-from pykubevirt.config.cluster_config import DEFAULT_LOG_VERBOSITY
+from pykubevirt.log import DEFAULT_VERBOSITY
 from pykubevirt.virtctl.client import VirtctlError
 
 # The flag without a value means "show" (KubeVirt's NoOptDefVal 10, which is also accepted as a value for show).
@@ -95,7 +95,7 @@ def show_lines(args: argparse.Namespace, current: dict[str, int]) -> list[str]:
     """`component=level` for each component asked about (all with --all), unset ones at the default, sorted."""
     flags = requested(args)
     shown = COMPONENTS if ALL in flags else {c: f for c, f in COMPONENTS.items() if c in flags}
-    return sorted(f"{component}={current.get(field, DEFAULT_LOG_VERBOSITY)}" for component, field in shown.items())
+    return sorted(f"{component}={current.get(field, DEFAULT_VERBOSITY)}" for component, field in shown.items())
 
 
 def set_patch(args: argparse.Namespace, kubevirt: Object) -> list[dict[str, Any]]:
