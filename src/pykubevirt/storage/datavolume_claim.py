@@ -16,7 +16,7 @@ from pykubevirt import __version__
 from pykubevirt.api import constants as c
 from pykubevirt.api.quantity import MI
 from pykubevirt.api.volume_binding import to_bytes
-from pykubevirt.storage import import_sources
+from pykubevirt.storage import import_progress, import_sources
 
 ANN = "cdi.kubevirt.io/"
 CONTENT_TYPE = ANN + "storage.contentType"
@@ -198,6 +198,16 @@ def upload_url_of(pod: Mapping[str, Any]) -> str:
             if env.get("name") == "UPLOAD_URL":
                 return str(env.get("value") or "")
     return ""
+
+
+def upload_server_annotations(annotations: Mapping[str, Any], pod: Mapping[str, Any], log_text: str) -> dict[str, str]:
+    """pod.ready and the server's address as an upload server pod and the tail of its log tell them (kept as
+    recorded while it runs with the address scrolled out of the tail)."""
+    running = (pod.get("status") or {}).get("phase") == "Running"
+    url = import_progress.upload_server_url(log_text) if running else None
+    if running and url is None and annotations.get(POD_READY) == "true":
+        return {POD_READY: "true", UPLOAD_URL: str(annotations.get(UPLOAD_URL) or "")}
+    return {POD_READY: "true" if url else "false", UPLOAD_URL: url or ""}
 
 
 def clone_source_pod_name(pvc: Mapping[str, Any]) -> str:

@@ -220,15 +220,11 @@ class DataVolumeController:
     async def _record_upload_server(self, dv: Object, pvc: Object, pod: Object, log_text: str) -> Object:
         """The claim with pod.ready and the server's address as the upload server's log tells them."""
         annotations = pvc["metadata"].get("annotations") or {}
-        running = (pod.get("status") or {}).get("phase") == "Running"
-        url = import_progress.upload_server_url(log_text) if running else None
-        if running and url is None and annotations.get(dvc.POD_READY) == "true":
-            return pvc  # the address has scrolled out of the tail; it was recorded
-        wanted = {dvc.POD_READY: "true" if url else "false", dvc.UPLOAD_URL: url or ""}
+        wanted = dvc.upload_server_annotations(annotations, pod, log_text)
         if all(annotations.get(k) == v for k, v in wanted.items()):
             return pvc
         await self._annotate(pvc, wanted)
-        if url and dvc.source_kind(dv) == "upload":
+        if wanted[dvc.UPLOAD_URL] and dvc.source_kind(dv) == "upload":
             self.recorder.event(dv, NORMAL, "UploadReady", f"Upload into {pvc['metadata']['name']} ready")
         updated = copy_json(pvc)
         updated["metadata"]["annotations"] = {**annotations, **wanted}

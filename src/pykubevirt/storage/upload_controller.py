@@ -85,13 +85,7 @@ def server_annotations(annotations: Mapping[str, Any], pod: Mapping[str, Any], l
     status = pod.get("status") or {}
     phase = str(status.get("phase") or "")
     restarts = max([int(s.get("restartCount") or 0) for s in status.get("containerStatuses") or []] or [0])
-    running = phase == "Running"
-    url = import_progress.upload_server_url(log_text) if running else None
-    if running and url is None and annotations.get(dvc.POD_READY) == "true":
-        # The address has scrolled out of the log's tail (or the log could not be read): it was recorded.
-        ready = {dvc.POD_READY: "true", dvc.UPLOAD_URL: str(annotations.get(dvc.UPLOAD_URL) or "")}
-    else:
-        ready = {dvc.POD_READY: "true" if url else "false", dvc.UPLOAD_URL: url or ""}
+    ready = dvc.upload_server_annotations(annotations, pod, log_text)
     # The Running condition CDI derives from the server's container, its failure from the log as the importer's.
     failure = import_progress.failure_from_log(log_text) or ""
     condition = dvc.dv_conditions("", "", None, pod, failure)[2]
