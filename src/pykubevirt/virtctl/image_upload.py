@@ -306,50 +306,52 @@ class Uploader:
 
     async def wait_dv_upload_scheduled(self) -> None:
         """waitDvUploadScheduled: the DataVolume reaches UploadReady (refused while it waits for a consumer)."""
-        logged = False
 
-        async def ready() -> bool:
-            nonlocal logged
+        async def state() -> tuple[bool, str] | None:
             name = self.opts.name
             try:
                 dv = await self.client.get(DATA_VOLUMES, name, self.namespace)
             except NotFound:
                 self.say(f"DV {name} not found... ")
-                return False
+                return None
             status = dv.get("status") or {}
             phase = str(status.get("phase") or "")
             if phase in ("WaitForFirstConsumer", "PendingPopulation") and not self.opts.force_bind:
                 raise VirtctlError(
                     f"cannot upload to DataVolume in {phase} phase, make sure the PVC is Bound, or use force-bind flag"
                 )
-            done = phase == "UploadReady"
-            if not done:
-                await self.handle_event_errors(str(status.get("claimName") or ""), name)
-                if not logged:
-                    self.say(f"Waiting for PVC {name} upload pod to be ready...")
-                    logged = True
-            elif logged:
-                self.say("Pod now ready")
-            return done
+            return phase == "UploadReady", str(status.get("claimName") or "")
 
-        await _poll(self.opts.wait_secs, ready)
+        await self._wait_for_upload_pod(state)
 
     async def wait_upload_server_ready(self) -> None:
         """waitUploadServerReady: the claim's pod.ready annotation, for an upload straight to a claim."""
-        logged = False
 
-        async def ready() -> bool:
-            nonlocal logged
+        async def state() -> tuple[bool, str] | None:
             name = self.opts.name
             try:
                 pvc = await self.client.get(PERSISTENT_VOLUME_CLAIMS, name, self.namespace)
             except NotFound:
+                return None
+            return _go_bool(str((pvc["metadata"].get("annotations") or {}).get(POD_READY, ""))), name
+
+        await self._wait_for_upload_pod(state)
+
+    async def _wait_for_upload_pod(self, state: Callable[[], Awaitable[tuple[bool, str] | None]]) -> None:
+        """Poll `state` (ready, and the claim whose events may end the wait; None while the object is missing),
+        saying once that it waits and, then, when the pod is ready."""
+        logged = False
+
+        async def ready() -> bool:
+            nonlocal logged
+            found = await state()
+            if found is None:
                 return False
-            done = _go_bool(str((pvc["metadata"].get("annotations") or {}).get(POD_READY, "")))
+            done, claim = found
             if not done:
-                await self.handle_event_errors(name, name)
+                await self.handle_event_errors(claim, self.opts.name)
                 if not logged:
-                    self.say(f"Waiting for PVC {name} upload pod to be ready...")
+                    self.say(f"Waiting for PVC {self.opts.name} upload pod to be ready...")
                     logged = True
             elif logged:
                 self.say("Pod now ready")
