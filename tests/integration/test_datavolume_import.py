@@ -35,8 +35,8 @@ from pykubevirt.client.resources import (
 )
 from pykubevirt.storage.importer import FATAL_MARKER
 from tests.integration.test_subresources import virtctl
-from tests.support.apiserver_process import APIServerProcess, kubectl
-from tests.support.storage_plane import Env, pattern, storage_plane, volume_dir
+from tests.support.apiserver_process import kubectl
+from tests.support.storage_plane import Env, pattern, storage_env, volume_dir
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -113,13 +113,8 @@ def image_server() -> Iterator[ImageServer]:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
-    root = tmp_path_factory.mktemp("dv-import")
-    server = APIServerProcess(root / "apiserver").start()
-    try:
-        async with storage_plane(server, root, "dv-node") as plane:
-            yield Env(server, plane.admin, root, plane.images)
-    finally:
-        server.stop()
+    async with storage_env(tmp_path_factory.mktemp("dv-import"), "dv-node") as env:
+        yield env
 
 
 def http_dv(name: str, url: str, size: str = "32Mi") -> Object:

@@ -16,8 +16,7 @@ from pykubevirt.api.quantity import MI
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import EVENTS, NAMESPACES, PERSISTENT_VOLUME_CLAIMS, PODS
-from tests.support.apiserver_process import APIServerProcess
-from tests.support.storage_plane import Env, pattern, storage_plane, volume_dir
+from tests.support.storage_plane import Env, pattern, storage_env, volume_dir
 from tests.support.waiting import consistently, eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -28,13 +27,8 @@ UPLOAD_TARGET = ANN + "upload.target"
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
-    root = tmp_path_factory.mktemp("pvc-upload")
-    server = APIServerProcess(root / "apiserver").start()
-    try:
-        async with storage_plane(server, root, "upload-node") as plane:
-            yield Env(server, plane.admin, root, plane.images)
-    finally:
-        server.stop()
+    async with storage_env(tmp_path_factory.mktemp("pvc-upload"), "upload-node") as env:
+        yield env
 
 
 async def namespace(admin: KubeClient) -> str:

@@ -95,6 +95,17 @@ class Env:
         return name
 
 
+@contextlib.asynccontextmanager
+async def storage_env(root: Path, node: str) -> AsyncIterator[Env]:
+    """An API server of the test module's own under `root`, with the embedded storage on one node."""
+    server = APIServerProcess(root / "apiserver").start()
+    try:
+        async with storage_plane(server, root, node) as plane:
+            yield Env(server, plane.admin, root, plane.images)
+    finally:
+        server.stop()
+
+
 async def volume_dir(admin: KubeClient, namespace: str, claim: str) -> Path:
     pvc = await admin.get(PERSISTENT_VOLUME_CLAIMS, claim, namespace)
     pv = await admin.get(PERSISTENT_VOLUMES, pvc["spec"]["volumeName"])
