@@ -34,6 +34,7 @@ def test_kubevirts_core_kinds_are_served_as_v1alpha3_too_deprecated_with_its_war
     assert with_older == [
         "kubevirts",
         "virtualmachineclones",
+        "virtualmachineexports",
         "virtualmachineinstancemigrations",
         "virtualmachineinstancereplicasets",
         "virtualmachineinstances",

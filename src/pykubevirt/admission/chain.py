@@ -28,6 +28,7 @@ from pykubevirt.admission.validation import (
     validate_vmirs,
 )
 from pykubevirt.admission.validation.clone import CLONE_WEBHOOK
+from pykubevirt.admission.validation.export import EXPORT_WEBHOOK, validate_vm_export
 from pykubevirt.admission.validation.snapshot import RESTORE_WEBHOOK, SNAPSHOT_WEBHOOK
 from pykubevirt.api import constants as c
 from pykubevirt.api.causes import Cause
@@ -109,6 +110,10 @@ def _validate_vm_clone(obj: dict[str, Any], ctx: AdmissionContext, op: str, old:
     return validate_vm_clone(obj, ctx, creating=op == CREATE)
 
 
+def _validate_vm_export(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
+    return validate_vm_export(obj, old=old if op == UPDATE else None)
+
+
 def _simple(validator: Callable[[dict[str, Any], AdmissionContext], list[Cause]]) -> Validator:
     def run(obj: dict[str, Any], ctx: AdmissionContext, op: str, old: dict[str, Any] | None) -> list[Cause]:
         return validator(obj, ctx)
@@ -137,6 +142,7 @@ _HOOKS: dict[str, _Hooks] = {
     c.VM_SNAPSHOT_KIND: _Hooks(None, SNAPSHOT_WEBHOOK, _validate_vm_snapshot),
     c.VM_RESTORE_KIND: _Hooks(None, RESTORE_WEBHOOK, _validate_vm_restore),
     c.VM_CLONE_KIND: _Hooks(_mutate_vm_clone, CLONE_WEBHOOK, _validate_vm_clone),
+    c.VM_EXPORT_KIND: _Hooks(None, EXPORT_WEBHOOK, _validate_vm_export),
     c.DATA_VOLUME_KIND: _Hooks(_mutate_dv, "datavolume-validate.cdi.kubevirt.io", _simple(validate_datavolume)),
 }
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pykubevirt.api import cdi, constants, instancetype
 from pykubevirt.api.kubevirt import (
     clone,
+    export,
     kubevirt_cr,
     migration,
     migration_policy,
@@ -379,6 +380,24 @@ VIRTUAL_MACHINE_CLONE = KindSpec(
     older_versions=(OlderVersion(clone.CLONE_OLDER_VERSION),),
 )
 
+# export.kubevirt.io: KubeVirt's CRD (NewVirtualMachineExportCrd) stores v1 and still serves v1beta1, deprecated.
+VIRTUAL_MACHINE_EXPORT = KindSpec(
+    group=constants.EXPORT_GROUP,
+    version=constants.EXPORT_VERSION,
+    kind=constants.VM_EXPORT_KIND,
+    plural=export.EXPORT_PLURAL,
+    singular="virtualmachineexport",
+    schema=export.VIRTUAL_MACHINE_EXPORT,
+    short_names=("vmexport", "vmexports"),
+    categories=("all",),
+    printer_columns=(
+        PrinterColumn("SourceKind", "string", ".spec.source.kind"),
+        PrinterColumn("SourceName", "string", ".spec.source.name"),
+        PrinterColumn("Phase", "string", ".status.phase"),
+    ),
+    older_versions=(OlderVersion(constants.EXPORT_OLDER_VERSION, deprecation_warning=export.V1BETA1_DEPRECATION),),
+)
+
 ALL_KINDS: tuple[KindSpec, ...] = (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
@@ -394,6 +413,7 @@ ALL_KINDS: tuple[KindSpec, ...] = (
     VIRTUAL_MACHINE_SNAPSHOT_CONTENT,
     VIRTUAL_MACHINE_RESTORE,
     VIRTUAL_MACHINE_CLONE,
+    VIRTUAL_MACHINE_EXPORT,
     DATA_VOLUME,
     DATA_SOURCE,
     KUBEVIRT,

@@ -194,6 +194,8 @@ class EmbeddedAPIServer:
         self.port = options.port
         # Paths that authenticate on their own (an extension's, e.g. CDI's upload proxy with its upload tokens).
         self.public_paths: set[str] = set(PUBLIC_PATHS)
+        # Paths under these prefixes check their own credentials (an extension's proxy with tokens of its own).
+        self.public_prefixes: list[str] = []
         for extension in extensions:
             extension(self)
 
@@ -298,7 +300,7 @@ class EmbeddedAPIServer:
     async def _authenticate(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        if request.path in self.public_paths:
+        if request.path in self.public_paths or any(request.path.startswith(p) for p in self.public_prefixes):
             request[USER] = UserInfo("system:anonymous", ("system:unauthenticated",))
             return await handler(request)
         user = self.tokens.authenticate(request.headers.get("Authorization"))

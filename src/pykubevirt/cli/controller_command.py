@@ -36,10 +36,16 @@ async def serve(args: argparse.Namespace) -> int:
     # The KubeVirt object's configuration is layered over this as virt-controller runs (VirtController.config).
     cluster = ClusterConfig()
     extra = []
+    export_links = None
     if args.embedded_storage:
+        from pykubevirt.controller.vm_export_controller import ExternalLinks
         from pykubevirt.storage.app import StorageController
 
         extra.append(StorageController(client, Path(args.embedded_storage)).run)
+        # The embedded API server proxies exports: their external links are its address, under its CA.
+        export_links = ExternalLinks(
+            client.config.server.split("://", 1)[-1].rstrip("/"), client.config.ca_data.decode()
+        )
     if args.cluster_cidr:
         from pykubevirt.controller.endpoints_controller import EndpointsController
         from pykubevirt.controller.node_ipam import NodeIpamController
@@ -62,6 +68,7 @@ async def serve(args: argparse.Namespace) -> int:
         renew_deadline=args.leader_elect_renew_deadline,
         retry_period=args.leader_elect_retry_period,
         extra=tuple(extra),
+        export_links=export_links,
     )
     controller = VirtController(client, options)
     host, _, port = args.metrics_listen.rpartition(":")

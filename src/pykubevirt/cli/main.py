@@ -61,10 +61,16 @@ def _cdi_clone_source(args: argparse.Namespace) -> int:
     return run()
 
 
+def _virt_exportserver(args: argparse.Namespace) -> int:
+    from pykubevirt.storage.export_server import run
+
+    return run()
+
+
 # The pods' commands, whose parsers this module defines: when one of them runs, the control-plane commands' modules
 # (aiohttp, cryptography: half a second of imports) are not loaded, as an importer pod's start is on its
 # DataVolume's critical path and a launcher's on its VM's.
-POD_COMMANDS = frozenset({"cdi-importer", "cdi-uploadserver", "cdi-clone-source", "virt-launcher"})
+POD_COMMANDS = frozenset({"cdi-importer", "cdi-uploadserver", "cdi-clone-source", "virt-exportserver", "virt-launcher"})
 
 
 @functools.cache
@@ -192,6 +198,11 @@ def _add_pod_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     cloner.add_argument("-v", default="1", help="log verbosity (accepted for CDI's argument)")
     cloner.set_defaults(func=_cdi_clone_source)
+    exporter = sub.add_parser(
+        "virt-exportserver", help="serve a VirtualMachineExport's volumes and manifests (the exporter pod's command)"
+    )
+    exporter.add_argument("-v", default="1", help="log verbosity (accepted for KubeVirt's argument)")
+    exporter.set_defaults(func=_virt_exportserver)
 
     launcher = sub.add_parser("virt-launcher", help="run virt-launcher for one VMI (the compute container's command)")
     _launcher_arguments(launcher)

@@ -61,6 +61,7 @@ VM_SNAPSHOT_CONTENTS = ResourceRef(
 )
 VM_RESTORES = ResourceRef(c.SNAPSHOT_GROUP, c.SNAPSHOT_VERSION, "virtualmachinerestores", c.VM_RESTORE_KIND)
 VM_CLONES = ResourceRef(c.CLONE_GROUP, c.CLONE_VERSION, "virtualmachineclones", c.VM_CLONE_KIND)
+VM_EXPORTS = ResourceRef(c.EXPORT_GROUP, c.EXPORT_VERSION, "virtualmachineexports", c.VM_EXPORT_KIND)
 VOLUME_SNAPSHOTS = ResourceRef(
     c.VOLUME_SNAPSHOT_GROUP, c.VOLUME_SNAPSHOT_VERSION, "volumesnapshots", c.VOLUME_SNAPSHOT_KIND
 )

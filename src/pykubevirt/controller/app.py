@@ -51,6 +51,7 @@ from pykubevirt.controller.owned_objects import NAMESPACE_INDEX, namespace_of_ob
 from pykubevirt.controller.replica_set_controller import ReplicaSetController
 from pykubevirt.controller.snapshot_controllers import SharedCaches, snapshot_controllers
 from pykubevirt.controller.vm_controller import VMController
+from pykubevirt.controller.vm_export_controller import ExternalLinks, export_controller
 from pykubevirt.controller.vm_pool_controller import VMPoolController
 from pykubevirt.controller.vm_revisions import OWNER_INDEX
 from pykubevirt.controller.vmi_controller import POD_OWNER_INDEX, VMIController, controller_uid_index
@@ -102,6 +103,8 @@ class ControllerOptions:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     leader_election: bool = True
+    # Where exports' external links point (the embedded API server's export proxy); none in cluster mode.
+    export_links: ExternalLinks | None = None
     # More work the leader runs beside the controllers (the embedded cluster's storage controllers).
     extra: tuple[Callable[[], Coroutine[Any, Any, None]], ...] = ()
 
@@ -338,6 +341,16 @@ class VirtController:
             self.snapshotting = await snapshot_controllers(self.client, shared)
             self.informers += self.snapshotting[0]
             self.vm_reconciler.snapshot_statuses = self.snapshotting[2]
+            export_informers, exporting = await export_controller(
+                self.client,
+                pvcs=self.pvcs,
+                vms=self.vms,
+                vmis=self.vmis,
+                data_volumes=self.data_volumes,
+                external=self.options.export_links,
+            )
+            self.informers += export_informers
+            self.snapshotting[1].extend(exporting)
         tasks = [asyncio.create_task(i.run(), name=f"informer-{i.resource.plural}") for i in self.informers]
         tasks += [asyncio.create_task(ctl.run(), name=f"{ctl.name}-controller") for ctl in self.snapshotting[1]]
         tasks += [

@@ -17,7 +17,7 @@ from pykubevirt.apiserver.server import EmbeddedAPIServer, Extension
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import load_kubeconfig
 from pykubevirt.config.cluster_config import ClusterConfig
-from pykubevirt.virtapi import discovery, upload_proxy
+from pykubevirt.virtapi import discovery, export_proxy, upload_proxy
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.embedded_admission import KubeVirtAdmission
 from pykubevirt.virtapi.eviction_admission import LauncherEvictionAdmission
@@ -52,7 +52,11 @@ def extension(config: ClusterConfig) -> Extension:
         uploads = upload_proxy.UploadAPI(upload_proxy.UploadTokens(server.data_dir))
         server.public_paths.update([*upload_proxy.PROXY_PATHS, "/v1beta1/upload-async"])
         server.add_routes(lambda app: upload_proxy.add_proxy_routes(app, uploads))
-        server.on_start(lambda: serve_subresources(server, admission.config, uploads))
+        # KubeVirt's export proxy: the server behind each link checks the export's token.
+        exports = export_proxy.ExportProxy()
+        server.public_prefixes.append(export_proxy.PREFIX)
+        server.add_routes(lambda app: export_proxy.add_export_routes(app, exports))
+        server.on_start(lambda: serve_subresources(server, admission.config, uploads, exports))
 
     return install
 
@@ -61,6 +65,7 @@ async def serve_subresources(
     server: EmbeddedAPIServer,
     config: Callable[[], ClusterConfig] | None = None,
     uploads: upload_proxy.UploadAPI | None = None,
+    exports: export_proxy.ExportProxy | None = None,
 ) -> None:
     """Serve subresources.kubevirt.io/{v1,v1alpha3} from `server` once it has started (its kubeconfigs exist).
 
@@ -80,11 +85,15 @@ async def serve_subresources(
         uploads.client = client
         key = (upload_proxy.GROUP, upload_proxy.VERSION)
         server.extra_groups[key] = (uploads.token_request, upload_proxy.resource_list())
+    if exports is not None:
+        exports.client = client
 
     async def close() -> None:
         await api.close()
         if uploads is not None:
             await uploads.close()
+        if exports is not None:
+            await exports.close()
         await client.close()
 
     server.add_cleanup(close)

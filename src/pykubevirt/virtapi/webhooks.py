@@ -30,6 +30,7 @@ VALIDATING_PATHS = (
     "/virtualmachinesnapshots-validate",
     "/virtualmachinerestores-validate",
     "/vm-clone-validate-create",
+    "/virtualmachineexports-validate",
     "/virtualmachineinstancetypes-validate",
     "/virtualmachineclusterinstancetypes-validate",
     "/virtualmachinepreferences-validate",

@@ -1,0 +1,312 @@
+"""VirtualMachineExport end to end without a guest: a real API server process (with its export proxy), the export
+controller as virt-controller's identity, the embedded storage and a real node agent running the exporter pod's
+`virt-exportserver`; downloads go through the external link with the export's token."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import io
+import json
+import ssl
+import tarfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from pykubevirt.api.quantity import MI
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.errors import NotFound
+from pykubevirt.client.informer import Informer
+from pykubevirt.client.resources import (
+    DATA_VOLUMES,
+    EVENTS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+    VM_EXPORTS,
+)
+from pykubevirt.controller.app import VM_CLAIM_INDEX, VMI_CLAIM_INDEX, _claims_of_vm, _claims_of_vmi
+from pykubevirt.controller.vm_export_controller import ExternalLinks, export_controller
+from tests.support.control_plane import client_for
+from tests.support.storage_plane import Env, pattern, storage_env, volume_dir
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+TOKEN_HEADER = "x-kubevirt-export-token"
+
+
+@dataclass
+class ExportEnv:
+    env: Env
+    admin: KubeClient
+    ca: str
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def exports(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ExportEnv]:
+    async with storage_env(tmp_path_factory.mktemp("vm-export"), "export-node") as env:
+        client = client_for(env.server, "virt-controller")
+        pvcs, vms = Informer(client, PERSISTENT_VOLUME_CLAIMS), Informer(client, VIRTUAL_MACHINES)
+        vmis, dvs = Informer(client, VIRTUAL_MACHINE_INSTANCES), Informer(client, DATA_VOLUMES)
+        vms.add_indexer(VM_CLAIM_INDEX, _claims_of_vm)
+        vmis.add_indexer(VMI_CLAIM_INDEX, _claims_of_vmi)
+        ca = client.config.ca_data.decode()
+        host = client.config.server.split("://", 1)[1]
+        informers, controllers = await export_controller(
+            client, pvcs=pvcs, vms=vms, vmis=vmis, data_volumes=dvs, external=ExternalLinks(host, ca)
+        )
+        assert controllers, "the API server serves export.kubevirt.io"
+        tasks = [asyncio.create_task(i.run()) for i in [pvcs, vms, vmis, dvs, *informers]]
+        tasks += [asyncio.create_task(c.run()) for c in controllers]
+        try:
+            yield ExportEnv(env, env.admin, ca)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await client.close()
+
+
+def claim(name: str, **annotations: str) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "storageClassName": "local",
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "16Mi"}},
+        },
+    }
+
+
+def vm_export(name: str, kind: str, source: str, **spec: Any) -> Object:
+    group = {"VirtualMachine": "kubevirt.io"}.get(kind)
+    return {
+        "apiVersion": "export.kubevirt.io/v1",
+        "kind": "VirtualMachineExport",
+        "metadata": {"name": name},
+        "spec": {"source": {"kind": kind, "name": source, **({"apiGroup": group} if group else {})}, **spec},
+    }
+
+
+async def ready(admin: KubeClient, ns: str, name: str) -> Object:
+    async def check() -> Object | None:
+        current = await admin.get(VM_EXPORTS, name, ns)
+        return current if (current.get("status") or {}).get("phase") == "Ready" else None
+
+    return await eventually(check, timeout=60)
+
+
+async def token_of(admin: KubeClient, ns: str, export: Object) -> str:
+    secret = await admin.get(SECRETS, export["status"]["tokenSecretRef"], ns)
+    return base64.b64decode(secret["data"]["token"]).decode()
+
+
+async def fetch(url: str, ca: str, token: str | None = None, **headers: str) -> tuple[int, bytes, dict[str, str]]:
+    context = ssl.create_default_context(cadata=ca)
+    if token is not None:
+        headers[TOKEN_HEADER] = token
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
+        async with session.get(url, headers=headers, ssl=context) as response:
+            return response.status, await response.read(), dict(response.headers)
+
+
+def formats(export: Object, volume: str) -> dict[str, str]:
+    (entry,) = [v for v in export["status"]["links"]["external"]["volumes"] if v["name"] == volume]
+    return {f["format"]: f["url"] for f in entry["formats"]}
+
+
+async def fill(admin: KubeClient, ns: str, claim_name: str, files: dict[str, bytes]) -> None:
+    """Write files into a bound claim's volume, as a pod that used it would have."""
+    directory = await volume_dir(admin, ns, claim_name)
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+
+
+async def test_a_claim_with_a_disk_image_is_served_raw_and_gzipped_through_the_external_link(
+    exports: ExportEnv,
+) -> None:
+    admin, ns = exports.admin, await exports.env.namespace()
+    await admin.create(
+        PERSISTENT_VOLUME_CLAIMS, claim("disk", **{"cdi.kubevirt.io/storage.contentType": "kubevirt"}), ns
+    )
+    await admin.create(VM_EXPORTS, vm_export("exp", "PersistentVolumeClaim", "disk"), ns)
+    export = await ready(admin, ns, "exp")
+    # The exporter pod was the WaitForFirstConsumer claim's first consumer: it is bound now, and empty.
+    image = pattern(3 * MI)
+    await fill(admin, ns, "disk", {"disk.img": image})
+    status = export["status"]
+    assert status["serviceName"] == "virt-export-exp" and status["tokenSecretRef"] == "export-token-exp"
+    assert {c["type"]: (c["status"], c.get("reason")) for c in status["conditions"]} == {
+        "Ready": ("True", "PodReady"),
+        "PVCReady": ("True", "PVCBound"),
+    }
+    assert status["links"]["external"]["cert"] == exports.ca
+    urls = formats(export, "disk")
+    assert sorted(urls) == ["gzip", "raw"]
+    token = await token_of(admin, ns, export)
+    code, body, headers = await fetch(urls["raw"], exports.ca, token)
+    assert (code, len(body), headers["Content-Length"]) == (200, len(image), str(len(image)))
+    assert body == image
+    code, body, _ = await fetch(urls["gzip"], exports.ca, token)
+    assert code == 200 and gzip.decompress(body) == image
+    # The token by query works as KubeVirt's; a missing or wrong one is refused by the server, through the proxy.
+    code, body, _ = await fetch(f"{urls['raw']}?x-kubevirt-export-token={token}", exports.ca)
+    assert code == 200 and body == image
+    assert (await fetch(urls["raw"], exports.ca))[0] == 401
+    assert (await fetch(urls["raw"], exports.ca, "wrong"))[0] == 401
+    service = await admin.get(SERVICES, "virt-export-exp", ns)
+    assert service["spec"]["selector"] == {"kubevirt.io.virt-export-service": "exp"}
+    reasons = {e["reason"] for e in (await admin.list(EVENTS, ns))["items"] if e["involvedObject"]["name"] == "exp"}
+    assert {"ServiceCreated", "SecretCreated", "ExporterPodCreated"} <= reasons
+
+
+async def test_a_claim_of_other_content_is_served_as_a_directory_and_a_tarball(exports: ExportEnv) -> None:
+    admin, ns = exports.admin, await exports.env.namespace()
+    await admin.create(PERSISTENT_VOLUME_CLAIMS, claim("files"), ns)
+    await admin.create(VM_EXPORTS, vm_export("files-exp", "PersistentVolumeClaim", "files"), ns)
+    export = await ready(admin, ns, "files-exp")
+    await fill(admin, ns, "files", {"a.txt": b"alpha\n", "b.bin": pattern(MI)})
+    urls = formats(export, "files")
+    assert sorted(urls) == ["dir", "tar.gz"]
+    token = await token_of(admin, ns, export)
+    code, body, _ = await fetch(urls["dir"] + "a.txt", exports.ca, token)
+    assert (code, body) == (200, b"alpha\n")
+    code, body, _ = await fetch(urls["tar.gz"], exports.ca, token)
+    assert code == 200
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
+        members = {m.name.lstrip("./"): m for m in tar.getmembers() if m.isfile()}
+        assert set(members) >= {"a.txt", "b.bin"}
+        extracted = tar.extractfile(members["b.bin"])
+        assert extracted is not None and extracted.read() == pattern(MI)
+
+
+async def test_the_proxy_answers_404_for_no_export_and_503_until_it_is_ready(exports: ExportEnv) -> None:
+    admin, ns = exports.admin, await exports.env.namespace()
+    base = f"{exports.env.server.url}/api/export.kubevirt.io/v1/namespaces/{ns}/virtualmachineexports"
+    assert (await fetch(f"{base}/none/volumes/x/disk.img", exports.ca))[0] == 404
+    assert (await fetch(f"{exports.env.server.url}/api/export.kubevirt.io/v1/bad", exports.ca))[0] == 400
+    # A claim that does not exist yet: the export waits, Pending, and says why.
+    await admin.create(VM_EXPORTS, vm_export("early", "PersistentVolumeClaim", "later"), ns)
+
+    async def waiting() -> Object | None:
+        current = await admin.get(VM_EXPORTS, "early", ns)
+        conditions = {c["type"]: c for c in (current.get("status") or {}).get("conditions") or []}
+        return current if "PVCReady" in conditions else None
+
+    export = await eventually(waiting, timeout=30)
+    assert export["status"]["phase"] == "Pending"
+    conditions = {c["type"]: c for c in export["status"]["conditions"]}
+    assert (conditions["PVCReady"]["reason"], conditions["PVCReady"]["message"]) == (
+        "PVCNotFound",
+        f"PersistentVolumeClaim {ns}/later not found",
+    )
+    assert export["status"]["ttlExpirationTime"]
+    assert (await fetch(f"{base}/early/volumes/later/disk.img", exports.ca))[0] == 503
+    await admin.create(PERSISTENT_VOLUME_CLAIMS, claim("later"), ns)
+    await ready(admin, ns, "early")
+
+
+async def test_an_export_past_its_ttl_is_deleted_with_its_pod(exports: ExportEnv) -> None:
+    admin, ns = exports.admin, await exports.env.namespace()
+    await admin.create(PERSISTENT_VOLUME_CLAIMS, claim("brief"), ns)
+    await admin.create(VM_EXPORTS, vm_export("brief", "PersistentVolumeClaim", "brief", ttlDuration="8s"), ns)
+    await ready(admin, ns, "brief")
+
+    async def gone() -> bool:
+        try:
+            await admin.get(VM_EXPORTS, "brief", ns)
+        except NotFound:
+            return True
+        return False
+
+    await eventually(gone, timeout=30)
+
+
+async def test_a_vm_export_waits_for_the_vm_and_serves_its_claims_and_manifest(exports: ExportEnv) -> None:
+    admin, ns = exports.admin, await exports.env.namespace()
+    await admin.create(VM_EXPORTS, vm_export("vmexp", "VirtualMachine", "vm"), ns)
+
+    async def not_found() -> Object | None:
+        current = await admin.get(VM_EXPORTS, "vmexp", ns)
+        conditions = {c["type"]: c for c in (current.get("status") or {}).get("conditions") or []}
+        ready_condition = conditions.get("Ready") or {}
+        return current if ready_condition.get("reason") == "VMNotFound" else None
+
+    export = await eventually(not_found, timeout=30)
+    assert export["status"]["virtualMachineName"] == "vm"
+    assert {c["type"]: c for c in export["status"]["conditions"]}["Ready"]["message"] == (
+        f"Virtual Machine {ns}/vm not found"
+    )
+    await admin.create(
+        PERSISTENT_VOLUME_CLAIMS, claim("root", **{"cdi.kubevirt.io/storage.contentType": "kubevirt"}), ns
+    )
+    vm = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "vm", "labels": {"app": "demo"}},
+        "spec": {
+            "runStrategy": "Halted",
+            "template": {
+                "spec": {
+                    "domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
+                    "volumes": [{"name": "root", "persistentVolumeClaim": {"claimName": "root"}}],
+                }
+            },
+        },
+    }
+    await admin.create(VIRTUAL_MACHINES, vm, ns)
+    export = await ready(admin, ns, "vmexp")
+    assert sorted(formats(export, "root")) == ["gzip", "raw"]
+    manifests = {m["type"]: m["url"] for m in export["status"]["links"]["external"]["manifests"]}
+    assert sorted(manifests) == ["all", "auth-header-secret"]
+    token = await token_of(admin, ns, export)
+    code, body, _ = await fetch(manifests["all"], exports.ca, token, Accept="application/json")
+    assert code == 200
+    listed = json.loads(body)
+    kinds = [item["kind"] for item in listed["items"]]
+    assert "VirtualMachine" in kinds
+    (vm_item,) = [i for i in listed["items"] if i["kind"] == "VirtualMachine"]
+    assert vm_item["metadata"]["name"] == "vm" and "status" not in vm_item
+    # A VMI of the VM starting takes its claim back: the exporter pod goes, and the export waits, saying why.
+    vmi = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": "vm"},
+        "spec": {**vm["spec"]["template"]["spec"], "domain": {**vm["spec"]["template"]["spec"]["domain"]}},
+    }
+    vmi["spec"]["domain"]["resources"] = {"requests": {"memory": "64Mi"}}
+    await admin.create(VIRTUAL_MACHINE_INSTANCES, vmi, ns)
+
+    async def paused() -> Object | None:
+        current = await admin.get(VM_EXPORTS, "vmexp", ns)
+        conditions = {c["type"]: c for c in current["status"]["conditions"]}
+        return current if conditions["Ready"].get("reason") == "InUse" else None
+
+    export = await eventually(paused, timeout=30)
+    assert export["status"]["phase"] == "Pending" and "external" not in export["status"]["links"]
+    assert {c["type"]: c for c in export["status"]["conditions"]}["Ready"]["message"] == (
+        f"Virtual Machine {ns}/vm is running"
+    )
+
+    async def pod_gone() -> bool:
+        try:
+            await admin.get(PODS, "virt-export-vmexp", ns)
+        except NotFound:
+            return True
+        return False
+
+    await eventually(pod_gone, timeout=30)
+    events = [(e["type"], e["reason"]) for e in (await admin.list(EVENTS, ns))["items"]]
+    assert ("Warning", "ExportPaused") in events
