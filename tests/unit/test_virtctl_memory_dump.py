@@ -1,19 +1,27 @@
 """`virtctl memory-dump` without a server: its arguments, the claim's size and manifest, and each action against a
-fake client that answers as the API server and virt-api would."""
+fake client that answers as the API server, virt-api and virt-controller would, the download from a local export
+link."""
 
 from __future__ import annotations
 
 import argparse
+import base64
+import gzip
+import io
+import tarfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from aiohttp import web
 
 from pykubevirt.api.quantity import Quantity, QuantityFormat, parse_quantity
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, Conflict, NotFound
 from pykubevirt.client.resources import ResourceRef
 from pykubevirt.virtctl import memory_dump as md
+from pykubevirt.virtctl import vmexport, vmexport_args
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.main import build_parser, main, normalise_bools
 
@@ -141,14 +149,7 @@ def test_messages() -> None:
     assert md.removal_submitted("vm") == "Successfully submitted remove memory dump association of VM vm"
     assert md.dump_failed("vm", "disk full") == "memory dump of VM vm failed: disk full"
     assert md.dump_failed("vm", "") == "memory dump of VM vm failed"
-    assert md.no_download("ns", "x", "vm-x-20240101.memory.dump", export_served=False) == (
-        "cannot download the memory dump: it needs VirtualMachineExport (export.kubevirt.io), which this cluster "
-        "does not serve; the dump is in claim ns/x as file vm-x-20240101.memory.dump"
-    )
-    assert md.no_download("ns", "x", "", export_served=True) == (
-        "cannot download the memory dump: this virtctl does not implement VirtualMachineExport; "
-        "the dump is in claim ns/x"
-    )
+    assert md.export_name("vm", "x") == "export-vm-x"
 
 
 # ------------------------------------------------------------------------------------------------- against a fake
@@ -159,38 +160,49 @@ def _not_found(what: str, name: str) -> NotFound:
 
 
 class FakeClient:
-    """get/create/request as KubeClient's, over a dict of objects; PUTs are recorded and answered by `put_error`."""
+    """get/create/delete/request as KubeClient's, over a dict of objects; PUTs are recorded and answered by
+    `put_error`. An export (and its token Secret) is kept once created, and read Ready with `export_status`."""
 
     def __init__(self, objects: dict[tuple[str, str], dict[str, Any]] | None = None) -> None:
         self.objects = objects or {}
         self.created: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
         self.puts: list[tuple[str, Any]] = []
         self.put_error: ApiError | None = None
         self.vm_statuses: list[dict[str, Any]] = []
-        self.groups: list[dict[str, Any]] = []
+        self.export_status: dict[str, Any] = {}
 
     async def get(self, resource: ResourceRef, name: str, namespace: str | None = None) -> dict[str, Any]:
         if resource.plural == "virtualmachines" and self.vm_statuses:
             status = self.vm_statuses.pop(0) if len(self.vm_statuses) > 1 else self.vm_statuses[0]
             return {"metadata": {"name": name}, "status": status}
         try:
-            return self.objects[(resource.plural, name)]
+            found = self.objects[(resource.plural, name)]
         except KeyError:
             raise _not_found(f"{resource.plural}.{resource.group or 'core'}", name) from None
+        if resource.plural == "virtualmachineexports":
+            return {**found, "status": self.export_status}
+        return found
 
     async def create(self, resource: ResourceRef, body: dict[str, Any], namespace: str | None = None) -> Any:
         self.created.append(body)
+        if resource.plural in ("virtualmachineexports", "secrets"):
+            body = {**body, "metadata": {**body["metadata"], "uid": "uid-1"}}
+            self.objects[(resource.plural, body["metadata"]["name"])] = body
         return body
 
+    async def delete(self, resource: ResourceRef, name: str, namespace: str | None = None) -> Any:
+        if self.objects.pop((resource.plural, name), None) is None:
+            raise _not_found(resource.plural, name)
+        self.deleted.append(name)
+        return {}
+
     async def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> Any:
-        if method == "PUT":
-            self.puts.append((path, body))
-            if self.put_error:
-                raise self.put_error
-            return None
-        if path == "/apis":
-            return {"groups": self.groups}
-        return {"resources": [{"name": "virtualmachineexports"}]}
+        assert method == "PUT"
+        self.puts.append((path, body))
+        if self.put_error:
+            raise self.put_error
+        return None
 
 
 def kube(fake: FakeClient) -> KubeClient:
@@ -284,35 +296,153 @@ async def test_download_needs_an_output_file() -> None:
 
 
 DONE = {"claimName": "dump", "phase": "Completed", "fileName": "vm-dump-1.memory.dump"}
+DUMP = b"memory " * 5000
+EXPORT_LINES = (
+    "VirtualMachineExport 'ns/export-vm-dump' created successfully\n"
+    "Download finished successfully\n"
+    "VirtualMachineExport 'ns/export-vm-dump' deleted successfully\n"
+)
 
 
-async def test_download_waits_for_the_dump_then_says_where_it_is(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+def _tar_gz() -> bytes:
+    """The claim's directory as the export server's tar.gz link serves it."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(DONE["fileName"])
+        info.size = len(DUMP)
+        tar.addfile(info, io.BytesIO(DUMP))
+    return gzip.compress(buffer.getvalue())
+
+
+class ExportLink:
+    """The export's external link (plain HTTP here; TLS is test_virtctl_vmexport's), checking the export token."""
+
+    def __init__(self, client: FakeClient) -> None:
+        self.client = client
+        self.base = ""
+        self.paths: list[str] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.paths.append(request.path)
+        secret = self.client.objects[("secrets", "secret-export-vm-dump")]
+        if request.headers.get("x-kubevirt-export-token") != base64.b64decode(secret["data"]["token"]).decode():
+            return web.Response(status=401)
+        return web.Response(body=_tar_gz())
+
+    def status(self) -> dict[str, Any]:
+        formats = [
+            {"format": "dir", "url": f"{self.base}/volumes/dump/dir/"},
+            {"format": "tar.gz", "url": f"{self.base}/volumes/dump/disk.tar.gz"},
+        ]
+        volumes = [{"name": "dump", "formats": formats}]
+        external = {"cert": "", "volumes": volumes}
+        return {"phase": "Ready", "tokenSecretRef": "secret-export-vm-dump", "links": {"external": external}}
+
+
+@pytest.fixture
+async def exported() -> AsyncIterator[tuple[FakeClient, ExportLink]]:
+    client = running()
+    link = ExportLink(client)
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", link.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    link.base = f"http://127.0.0.1:{port}/api/export.kubevirt.io/v1/namespaces/ns/virtualmachineexports/export-vm-dump"
+    client.export_status = link.status()
+    yield client, link
+    await runner.cleanup()
+
+
+async def test_download_waits_for_the_dump_then_downloads_it_through_an_export(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    exported: tuple[FakeClient, ExportLink],
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setattr(md, "WAIT_INTERVAL", 0.0)
-    client = running()
+    client, link = exported
     in_progress = {"claimName": "dump", "phase": "InProgress"}
     client.vm_statuses = [{}, {"memoryDumpRequest": in_progress}, {"memoryDumpRequest": DONE}]
-    with pytest.raises(VirtctlError) as caught:
-        await md.run(kube(client), "ns", parse("memory-dump", "download", "vm", "--output=out.gz"))
-    assert str(caught.value) == md.no_download("ns", "dump", "vm-dump-1.memory.dump", export_served=False)
+    out = tmp_path / "dump.tar.gz"
+    await md.run(kube(client), "ns", parse("memory-dump", "download", "vm", f"--output={out}"))
     assert capsys.readouterr().out == (
-        "Waiting for memorydump dump to complete, current phase: InProgress...\nMemory dump completed successfully\n"
+        "Waiting for memorydump dump to complete, current phase: InProgress...\n"
+        "Memory dump completed successfully\n" + EXPORT_LINES
     )
-    # A cluster serving VirtualMachineExport: still no download here, but for another reason.
-    client.groups = [{"name": "export.kubevirt.io", "versions": [{"groupVersion": "export.kubevirt.io/v1beta1"}]}]
-    with pytest.raises(VirtctlError, match=r"this virtctl does not implement VirtualMachineExport"):
-        await md.run(kube(client), "ns", parse("memory-dump", "download", "vm", "--output=out.gz"))
+    # The tar.gz link, saved as it came.
+    assert out.read_bytes() == _tar_gz() and link.paths[-1].endswith("/volumes/dump/disk.tar.gz")
+    export, secret = client.created
+    assert export["spec"] == {
+        "tokenSecretRef": "secret-export-vm-dump",
+        "source": {"apiGroup": "", "kind": "PersistentVolumeClaim", "name": "dump"},
+    }
+    assert secret["metadata"]["ownerReferences"][0]["name"] == "export-vm-dump"
+    assert client.deleted == ["export-vm-dump"]
 
 
-async def test_get_with_output_goes_on_to_download(capsys: pytest.CaptureFixture[str]) -> None:
+async def test_download_raw_gunzips_the_archive(exported: tuple[FakeClient, ExportLink], tmp_path: Path) -> None:
+    client, _ = exported
+    client.vm_statuses = [{"memoryDumpRequest": DONE}]
+    out = tmp_path / "dump.tar"
+    await md.run(kube(client), "ns", parse("memory-dump", "download", "vm", f"--output={out}", "--format=raw"))
+    with tarfile.open(out) as tar:
+        member = tar.extractfile(DONE["fileName"])
+        assert member is not None and member.read() == DUMP
+
+
+async def test_get_with_output_goes_on_to_download(
+    capsys: pytest.CaptureFixture[str], exported: tuple[FakeClient, ExportLink], tmp_path: Path
+) -> None:
+    client, _ = exported
+    client.vm_statuses = [{"memoryDumpRequest": DONE}]
+    out = tmp_path / "dump.gz"
+    await md.run(kube(client), "ns", parse("memory-dump", "get", "vm", "--claim-name=dump", f"--output={out}"))
+    assert capsys.readouterr().out == (
+        "Successfully submitted memory dump request of VM vm\nMemory dump completed successfully\n" + EXPORT_LINES
+    )
+    assert out.read_bytes() == _tar_gz()
+
+
+async def test_a_refused_download_is_retried_twice(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    exported: tuple[FakeClient, ExportLink],
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setattr(vmexport, "RETRY_SECONDS", 0.0)
+    client, link = exported
+    client.vm_statuses = [{"memoryDumpRequest": DONE}]
+    client.export_status = {**link.status(), "tokenSecretRef": "elsewhere"}
+    client.objects[("secrets", "elsewhere")] = {"data": {"token": base64.b64encode(b"stale").decode()}}
+    with pytest.raises(VirtctlError, match=r"^retry count reached, exiting unsuccessfully$"):
+        await md.run(kube(client), "ns", parse("memory-dump", "download", "vm", f"--output={tmp_path / 'o'}"))
+    assert capsys.readouterr().out.count("Bad status: 401 Unauthorized\nVirtualMachineExport") == 3
+    assert len(link.paths) == 3
+
+
+async def test_port_forward_is_refused_before_the_dump_or_the_wait(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    client = running()
+    for action in ("get", "download"):
+        args = parse("memory-dump", action, "vm", "--claim-name=d", "--output=o", "--port-forward")
+        with pytest.raises(VirtctlError) as caught:
+            await md.run(kube(client), "ns", args)
+        assert str(caught.value) == vmexport_args.PORT_FORWARD_NOT_SUPPORTED
+    assert client.puts == [] and capsys.readouterr().out == ""
+
+
+async def test_an_output_that_cannot_be_made(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     client = running()
     client.vm_statuses = [{"memoryDumpRequest": DONE}]
-    with pytest.raises(VirtctlError, match=r"^cannot download the memory dump: it needs VirtualMachineExport"):
-        await md.run(kube(client), "ns", parse("memory-dump", "get", "vm", "--claim-name=dump", "--output=o"))
-    assert capsys.readouterr().out == (
-        "Successfully submitted memory dump request of VM vm\nMemory dump completed successfully\n"
-    )
+    missing = tmp_path / "no" / "dump"
+    with pytest.raises(VirtctlError) as caught:
+        await md.run(kube(client), "ns", parse("memory-dump", "download", "vm", f"--output={missing}"))
+    assert str(caught.value) == f"open {missing}: no such file or directory"
+    assert client.created == []
 
 
 async def test_a_failed_dump_ends_the_wait(capsys: pytest.CaptureFixture[str]) -> None:

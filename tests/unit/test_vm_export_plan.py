@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pykubevirt.api import export_names as names
+from pykubevirt.api.generated_names import fnv32a
 from pykubevirt.controller import vm_export_plan as plan
 from pykubevirt.controller.vm_export_controller import vm_definition
 
@@ -39,11 +40,11 @@ def test_names_follow_library_gos_get_name_with_its_fnv_hash() -> None:
     assert names.service_name("my.export") == "virt-export-my-export"
     assert names.token_secret_name("exp") == "export-token-exp"
     # FNV-1a, 32 bits, as Go's hash/fnv New32a.
-    assert (names._fnv32a(""), names._fnv32a("a")) == ("811c9dc5", "e40c292c")
+    assert (fnv32a(""), fnv32a("a")) == ("811c9dc5", "e40c292c")
     # A suffix too long for any of the base: the base and the hash of the whole name.
-    assert names.exporter_pod_name("x" * 60) == "virt-export-" + names._fnv32a("virt-export-" + "x" * 60)
+    assert names.exporter_pod_name("x" * 60) == "virt-export-" + fnv32a("virt-export-" + "x" * 60)
     # Room for part of the base: the base cut, the hash of the base, then the suffix.
-    assert names.token_secret_name("y" * 51) == "ex-" + names._fnv32a("export-token") + "-" + "y" * 51
+    assert names.token_secret_name("y" * 51) == "ex-" + fnv32a("export-token") + "-" + "y" * 51
     # A name of 53 characters would make the Service's start with the hash: KubeVirt cuts one.
     assert names.service_name("a" * 53) == names.generated_name("virt-export", "a" * 52)
     assert names.pod_volume_name("a.b") == "a-b"
@@ -216,3 +217,44 @@ def test_the_vm_manifest_drops_status_and_points_its_volumes_at_http() -> None:
             },
         }
     ]
+
+
+def test_a_snapshot_source_serves_its_restored_claims_once_all_are_made() -> None:
+    missing = plan.snapshot_source("ns", "snap", None, [], 0)
+    assert missing.skipped and missing.ready.message == "VirtualMachineSnapshot ns/snap not found"
+    assert missing.claim_condition == plan.Condition(
+        "VolumesCreated",
+        "False",
+        "VMSnapshotNoVolumes",
+        "VirtualMachineSnapshot ns/snap does not contain any volume snapshots",
+    )
+    snapshot: dict[str, Any] = {"spec": {"source": {"name": "vm"}}, "status": {"readyToUse": False}}
+    waiting = plan.snapshot_source("ns", "snap", snapshot, [], 0)
+    assert (waiting.vm_name, waiting.skipped, waiting.ready.reason) == ("vm", False, "NotAllPVCsCreated")
+    assert waiting.ready.message == "VirtualMachineSnapshot ns/snap is not ready to use"
+    snapshot["status"]["readyToUse"] = True
+    assert plan.snapshot_source("ns", "snap", snapshot, [], 0).skipped
+    partial = plan.snapshot_source("ns", "snap", snapshot, [claim("exp-a")], 2)
+    assert partial.claim_condition is not None
+    assert partial.claim_condition.message == "Not all PVCs have been successfully restored"
+    assert not partial.has_content
+    restored = plan.snapshot_source("ns", "snap", snapshot, [claim("exp-a", phase="Pending"), claim("exp-b")], 2)
+    assert restored.available and restored.claim_condition == plan.Condition(
+        "VolumesCreated", "False", "NotAllPVCsReady", "Not all PVCs are ready"
+    )
+    bound = plan.snapshot_source("ns", "snap", snapshot, [claim("exp-a"), claim("exp-b")], 2)
+    assert bound.claim_condition == plan.Condition("VolumesCreated", "True", "AllPVCsReady")
+
+
+def test_a_snapshot_exports_links_name_volumes_without_the_export_prefix() -> None:
+    source = plan.Source(claims=[claim("exp-disk")], populated=True)
+    pod = plan.exporter_pod(export(), source, [True], "t", datetime(2026, 12, 7, tzinfo=UTC))
+    link = plan.links(pod, "h", "PEM", volume_prefix="exp-")
+    assert [v["name"] for v in link["volumes"]] == ["disk"]
+    assert link["volumes"][0]["formats"][0]["url"] == "https://h/volumes/exp-disk/disk.img"
+
+
+def test_a_vm_export_without_volumes_to_serve_is_skipped() -> None:
+    assert plan.vm_source("ns", "vm", None, [], True, False).skipped
+    assert plan.vm_source("ns", "vm", {"metadata": {}}, [], True, False).skipped
+    assert not plan.vm_source("ns", "vm", {"metadata": {}}, [claim("a")], True, False).skipped

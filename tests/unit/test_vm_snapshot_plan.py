@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from pykubevirt.api.generated_names import fnv32a, generated_name
 from pykubevirt.controller import vm_restore_plan as plan
 from pykubevirt.controller import vm_snapshot_status as st
 from pykubevirt.controller.vm_snapshot_source import claim_problem, volume_claims
@@ -132,8 +133,8 @@ def test_restored_names() -> None:
     assert plan.restored_volume_name(restore(volumeRestorePolicy="PrefixTargetName"), "disk", "pvc") == "vm-disk"
     overridden = restore(volumeRestoreOverrides=[{"volumeName": "disk", "restoreName": "mine"}])
     assert plan.restored_volume_name(overridden, "disk", "pvc") == "mine"
-    assert plan._fnv32a("a") == "e40c292c"  # FNV-1a's published test vector
-    long = plan.short_name("v" * 60, "disk")
+    assert fnv32a("a") == "e40c292c"  # FNV-1a's published test vector
+    long = generated_name("v" * 60, "disk")
     assert len(long) == 63 and long.endswith("-disk") and long.startswith("v" * 49 + "-")
 
 

@@ -1,34 +1,16 @@
-"""The names of a VirtualMachineExport's objects (pkg/storage/export/export), with library-go's naming.GetName."""
+"""The names of a VirtualMachineExport's objects (pkg/storage/export/export)."""
 
 from __future__ import annotations
 
 from typing import Final
 
-DNS1035_MAX: Final = 63
+from pykubevirt.api.generated_names import DNS1035_LABEL_MAX as DNS1035_MAX
+from pykubevirt.api.generated_names import generated_name
+
 EXPORT_PREFIX: Final = "virt-export"
 SERVICE_LABEL: Final = "kubevirt.io.virt-export-service"
 # Where virt-controller records the exporter's loopback address for the export proxy (pykubevirt's: no Service).
 SERVER_URL_ANNOTATION: Final = "export.pykubevirt.io/server-url"
-
-
-def _fnv32a(text: str) -> str:
-    value = 0x811C9DC5
-    for byte in text.encode():
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return f"{value:08x}"
-
-
-def generated_name(base: str, suffix: str, max_length: int = DNS1035_MAX) -> str:
-    """naming.GetName: `base-suffix`, or when too long a shortened base with a hash so the name stays unique."""
-    name = f"{base}-{suffix}"
-    if len(name) <= max_length:
-        return name
-    base_length = max_length - 10 - len(suffix)
-    if base_length < 0:
-        prefix = base[: min(len(base), max(0, max_length - 9))]
-        short = f"{prefix}-{_fnv32a(name)}"
-        return short[: min(max_length, len(short))]
-    return f"{base[:base_length]}-{_fnv32a(base)}-{suffix}"
 
 
 def exporter_pod_name(export: str) -> str:

@@ -21,13 +21,25 @@ from pykubevirt.api.constants import VM_EXPORT_KIND
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.timestamps import format_time
 from pykubevirt.client.api import KubeClient, Object
-from pykubevirt.client.controller import Controller, Result, owner_keys
+from pykubevirt.client.controller import Controller, Result, controller_owner_key, owner_keys
 from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer, object_key
-from pykubevirt.client.resources import CONFIG_MAPS, PODS, SECRETS, SERVICES, VM_EXPORTS
+from pykubevirt.client.resources import (
+    CONFIG_MAPS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    VM_EXPORTS,
+    VM_SNAPSHOT_CONTENTS,
+    VM_SNAPSHOTS,
+    VOLUME_SNAPSHOTS,
+    ResourceRef,
+)
 from pykubevirt.controller import vm_export_plan as plan
 from pykubevirt.controller.snapshot_controllers import served
+from pykubevirt.controller.vm_restore_plan import snapshot_claim
 from pykubevirt.controller.volume_status import claim_names
 
 log = logging.getLogger("pykubevirt.controller.export")
@@ -149,8 +161,66 @@ class VMExportController:
             vmi = self.vmis.get(f"{namespace}/{name}")
             running = vmi is not None and (vmi.get("status") or {}).get("phase") not in FINAL_PHASES
             return plan.vm_source(namespace, name, vm, claims, all_populated, running)
+        if kind == "VirtualMachineSnapshot":
+            return await self._snapshot_source(export, namespace, name)
         message = f"{source.get('kind')} exports are not served by this cluster"
         return plan.Source(ready=plan.ready_condition("False", plan.UNKNOWN, message))
+
+    async def _snapshot_source(self, export: Object, namespace: str, name: str) -> plan.Source:
+        snapshot = await self._get(VM_SNAPSHOTS, name, namespace)
+        if snapshot is None or not (snapshot.get("status") or {}).get("readyToUse"):
+            return plan.snapshot_source(namespace, name, snapshot, [], 0)
+        content_name = (snapshot.get("status") or {}).get("virtualMachineSnapshotContentName")
+        content = await self._get(VM_SNAPSHOT_CONTENTS, str(content_name), namespace) if content_name else None
+        claims: list[Object] = []
+        total = 0
+        if content is not None:
+            total = len((content.get("status") or {}).get("volumeSnapshotStatus") or [])
+            source_vm = ((content.get("spec") or {}).get("source") or {}).get("virtualMachine") or {}
+            for backup in (content.get("spec") or {}).get("volumeBackups") or []:
+                claim = await self._restored_claim(export, backup, source_vm)
+                if claim is not None:
+                    claims.append(claim)
+        source = plan.snapshot_source(namespace, name, snapshot, claims, total)
+        source.volume_prefix = f"{_name(export)}-"
+        # The manifests are the live VM's, as KubeVirt's (the snapshot's own VM is not served as a manifest).
+        vm = self.vms.get(f"{namespace}/{source.vm_name}") if source.vm_name else None
+        if vm is not None:
+            template = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+            vm_claims = [self.pvcs.get(f"{namespace}/{n}") for n in claim_names({"spec": template})]
+            source.vm, source.vm_claims = vm, [c for c in vm_claims if c is not None]
+        return source
+
+    async def _restored_claim(self, export: Object, backup: Object, source_vm: Object) -> Object | None:
+        """getOrCreatePVCFromSnapshot: `<export>-<claim>`, restored from the backup's VolumeSnapshot, owned by the
+        export; marked as a disk image when the VM used it as a disk's claim or DataVolume."""
+        namespace = str(export["metadata"]["namespace"])
+        claim_name = str(((backup.get("persistentVolumeClaim") or {}).get("metadata") or {}).get("name", ""))
+        name = f"{_name(export)}-{claim_name}"
+        cached = self.pvcs.get(f"{namespace}/{name}")
+        if cached is not None or not backup.get("volumeSnapshotName"):
+            return cached
+        volume_snapshot = await self._get(VOLUME_SNAPSHOTS, str(backup["volumeSnapshotName"]), namespace)
+        if volume_snapshot is None:
+            return None
+        body = snapshot_claim(name, namespace, backup, volume_snapshot)
+        template = ((source_vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for volume in template.get("volumes") or []:
+            if volume.get("name") == backup.get("volumeName") and (
+                volume.get("dataVolume") or volume.get("persistentVolumeClaim")
+            ):
+                body["metadata"]["annotations"][plan.CONTENT_TYPE] = "kubevirt"
+        body["metadata"]["ownerReferences"] = [plan.owner_reference(export)]
+        try:
+            return await self.client.create(PERSISTENT_VOLUME_CLAIMS, body, namespace)
+        except AlreadyExists:
+            return await self._get(PERSISTENT_VOLUME_CLAIMS, name, namespace)
+
+    async def _get(self, resource: ResourceRef, name: str, namespace: str) -> Object | None:
+        try:
+            return await self.client.get(resource, name, namespace)
+        except NotFound:
+            return None
 
     async def _in_use(self, claim: Object, export_uid: str, pod: Object | None) -> bool:
         if pod is None:
@@ -283,7 +353,7 @@ class VMExportController:
 
     async def _manifests(self, export: Object, source: plan.Source) -> str:
         assert source.vm is not None
-        vm_manifest, data_volumes = vm_definition(source.vm, source.claims)
+        vm_manifest, data_volumes = vm_definition(source.vm, source.vm_claims)
         host, ca = (self.external.host, self.external.ca) if self.external else ("", "")
         body = plan.manifest_config_map(export, vm_manifest, data_volumes, host, ca)
         meta = body["metadata"]
@@ -346,15 +416,15 @@ class VMExportController:
         status["links"] = {}
         if phase == "Ready" and pod is not None and self.external is not None:
             base = plan.external_base(self.external.host, export)
-            status["links"]["external"] = plan.links(pod, base, self.external.ca)
+            status["links"]["external"] = plan.links(pod, base, self.external.ca, source.volume_prefix)
         conditions = plan.set_condition(conditions, ready, stamp)
         if source.claim_condition is not None:
             conditions = plan.set_condition(conditions, source.claim_condition, stamp)
         status["conditions"] = conditions
         if source.vm_name is not None:
             status["virtualMachineName"] = source.vm_name
-            if not source.has_content:
-                phase = "Skipped"
+        if source.skipped and not source.has_content:
+            phase = "Skipped"
         status["phase"] = phase
 
     async def _write_status(self, export: Object, status: dict[str, Any]) -> None:
@@ -424,6 +494,10 @@ async def export_controller(
     external: ExternalLinks | None,
 ) -> tuple[list[Informer], list[Controller]]:
     """The export controller and its own informers, where the cluster serves export.kubevirt.io."""
+    if external is None:
+        # Cluster mode: no virt-exportserver image and no export proxy are deployed there yet.
+        log.info("no export proxy: no export controller")
+        return [], []
     if not await served(client, VM_EXPORTS):
         log.info("export.kubevirt.io is not served: no export controller")
         return [], []
@@ -446,6 +520,8 @@ async def export_controller(
     def of_claim(obj: Object) -> list[str]:
         key = object_key(obj)
         keys = [object_key(e) for e in exports.by_index(CLAIM_INDEX, key)]
+        # The claims an export of a snapshot restored are its own.
+        keys += [owner] if (owner := controller_owner_key(obj, VM_EXPORT_KIND)) else []
         for vm in vms.by_index("claims", key):
             keys += [object_key(e) for e in exports.by_index(VM_INDEX, object_key(vm))]
         return keys

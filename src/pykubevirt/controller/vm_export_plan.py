@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from pykubevirt import __version__
 from pykubevirt.api import export_names as names
-from pykubevirt.api.constants import EXPORT_API_VERSION, EXPORT_GROUP, KUBEVIRT_GROUP, VM_EXPORT_KIND
+from pykubevirt.api.constants import EXPORT_API_VERSION, EXPORT_GROUP, KUBEVIRT_GROUP, SNAPSHOT_GROUP, VM_EXPORT_KIND
 from pykubevirt.api.go_duration import parse_go_duration
 from pykubevirt.api.kubevirt.export import DEFAULT_TTL_SECONDS, EXPORT_PLURAL
 from pykubevirt.api.timestamps import format_time, parse_time
@@ -33,6 +33,8 @@ INITIALIZING, IN_USE, PVC_PENDING, PVC_NOT_FOUND, PVC_BOUND = (
 )
 POD_PENDING, POD_READY, POD_COMPLETED, UNKNOWN = "PodPending", "PodReady", "PodCompleted", "Unknown"
 VM_NOT_FOUND, VOLUMES_NOT_POPULATED, VM_NO_VOLUMES = "VMNotFound", "VolumesNotPopulated", "VMNoVolumes"
+SNAPSHOT_NOT_FOUND, SNAPSHOT_NO_VOLUMES = "VMSnapshotNotFound", "VMSnapshotNoVolumes"
+NOT_ALL_CREATED, ALL_READY, NOT_ALL_READY = "NotAllPVCsCreated", "AllPVCsReady", "NotAllPVCsReady"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +60,13 @@ class Source:
     # The PVCReady condition (claim sources), None where KubeVirt writes none (VM sources).
     claim_condition: Condition | None = None
     vm_name: str | None = None
-    # The VM the export serves (VM sources), for the manifests.
+    # The VM the export serves (VM and snapshot sources), for the manifests, and the claims they name.
     vm: Mapping[str, Any] | None = None
+    vm_claims: list[Mapping[str, Any]] = field(default_factory=list)
+    # A snapshot's claims are `<export>-<claim>`: the links name each volume without that prefix.
+    volume_prefix: str = ""
+    # Without content, the export is Skipped (a VM without volumes, a snapshot without volume snapshots).
+    skipped: bool = False
 
     @property
     def available(self) -> bool:
@@ -77,6 +84,8 @@ def source_kind(export: Mapping[str, Any]) -> str:
     if kind == "PersistentVolumeClaim" and group == "":
         return str(kind)
     if kind == "VirtualMachine" and group == KUBEVIRT_GROUP:
+        return str(kind)
+    if kind == "VirtualMachineSnapshot" and group == SNAPSHOT_GROUP:
         return str(kind)
     return ""
 
@@ -116,7 +125,8 @@ def vm_source(
     running: bool,
 ) -> Source:
     """A VirtualMachine source (vm-source.go): its claims, once all are populated and no VMI of it runs."""
-    source = Source(vm_name=name, vm=vm)
+    # Without volumes to serve (no VM, or none in it) KubeVirt skips the export.
+    source = Source(vm_name=name, vm=vm, vm_claims=list(claims), skipped=not claims)
     if vm is None:
         source.ready = ready_condition("False", VM_NOT_FOUND, f"Virtual Machine {namespace}/{name} not found")
         return source
@@ -131,6 +141,43 @@ def vm_source(
         source.in_use = True
         source.ready = ready_condition("False", IN_USE, f"Virtual Machine {namespace}/{name} is running")
     return source
+
+
+def snapshot_source(
+    namespace: str, name: str, snapshot: Mapping[str, Any] | None, claims: Sequence[Mapping[str, Any]], total: int
+) -> Source:
+    """A VirtualMachineSnapshot source (vmsnapshot-source.go): a claim restored from each of its volume snapshots,
+    `<export>-<claim>`, served once all are made; VolumesCreated says how far they are."""
+    if snapshot is None:
+        message = f"VirtualMachineSnapshot {namespace}/{name} does not contain any volume snapshots"
+        return Source(
+            ready=ready_condition("False", SNAPSHOT_NOT_FOUND, f"VirtualMachineSnapshot {namespace}/{name} not found"),
+            claim_condition=Condition("VolumesCreated", "False", SNAPSHOT_NO_VOLUMES, message),
+            vm_name="",
+            skipped=True,
+        )
+    vm_name = str(((snapshot.get("spec") or {}).get("source") or {}).get("name", ""))
+    if not (snapshot.get("status") or {}).get("readyToUse"):
+        message = f"VirtualMachineSnapshot {namespace}/{name} is not ready to use"
+        return Source(
+            ready=ready_condition("False", NOT_ALL_CREATED, message),
+            claim_condition=Condition("VolumesCreated", "False", NOT_ALL_CREATED, message),
+            vm_name=vm_name,
+        )
+    if total == 0:
+        message = f"VirtualMachineSnapshot {namespace}/{name} does not contain any volume snapshots"
+        condition = Condition("VolumesCreated", "False", SNAPSHOT_NO_VOLUMES, message)
+        return Source(claim_condition=condition, vm_name=vm_name, skipped=True)
+    if len(claims) != total:
+        message = "Not all PVCs have been successfully restored"
+        return Source(claim_condition=Condition("VolumesCreated", "False", NOT_ALL_CREATED, message), vm_name=vm_name)
+    bound = all((c.get("status") or {}).get("phase") == "Bound" for c in claims)
+    condition = (
+        Condition("VolumesCreated", "True", ALL_READY)
+        if bound
+        else Condition("VolumesCreated", "False", NOT_ALL_READY, "Not all PVCs are ready")
+    )
+    return Source(claims=list(claims), populated=True, claim_condition=condition, vm_name=vm_name)
 
 
 def ttl_seconds(export: Mapping[str, Any]) -> float:
@@ -347,7 +394,7 @@ _FORMATS: Final = (
 )
 
 
-def links(pod: Mapping[str, Any], base: str, ca: str) -> dict[str, Any]:
+def links(pod: Mapping[str, Any], base: str, ca: str, volume_prefix: str = "") -> dict[str, Any]:
     """getLinks: a volume entry per claim the pod serves with its formats, and the manifests the pod serves."""
     env = {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0].get("env") or []}
     link: dict[str, Any] = {"cert": ca}
@@ -368,7 +415,7 @@ def links(pod: Mapping[str, Any], base: str, ca: str) -> dict[str, Any]:
         if formats:
             # Each URI is /volumes/<claim>/<file>: the volume's name in the link is its claim's.
             claim = next(uri for _, uri in uris if uri).split("/")[2]
-            volumes.append({"name": claim, "formats": formats})
+            volumes.append({"name": claim.removeprefix(volume_prefix), "formats": formats})
     if volumes:
         link["volumes"] = volumes
     return link

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.generated_names import generated_name
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.quantity import parse_quantity
 from pykubevirt.controller.vmi_from_vm import controller_ref, legacy_firmware_uuid
@@ -24,7 +25,7 @@ SOURCE_NAME_LABEL = "restore.kubevirt.io/source-vm-name"
 SOURCE_NAMESPACE_LABEL = "restore.kubevirt.io/source-vm-namespace"
 BACKEND_PVC_LABEL = "persistent-state-for"
 GRACE_PERIOD_SECONDS = 300.0
-DNS1035_LABEL_MAX = 63
+
 # Annotations of the source claim that belong to its provisioning, not to its data.
 DROPPED_ANNOTATION_PREFIXES = (
     "pv.kubernetes.io",
@@ -49,25 +50,6 @@ WAIT_GRACE_PERIOD = (
 RESTORE_TO_EXISTING_TARGET = "restore source and restore target are different but restore target already exists"
 
 
-def _fnv32a(text: str) -> str:
-    value = 0x811C9DC5
-    for byte in text.encode():
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return f"{value:08x}"
-
-
-def short_name(base: str, suffix: str, max_length: int = DNS1035_LABEL_MAX) -> str:
-    """`base-suffix`, shortened with a hash as openshift's naming.GetName does when it is too long."""
-    name = f"{base}-{suffix}"
-    if len(name) <= max_length:
-        return name
-    base_length = max_length - 10 - len(suffix)
-    if base_length <= 0:
-        shortened = f"{base[: max(0, max_length - 9)]}-{_fnv32a(name)}"
-        return shortened[:max_length]
-    return f"{base[:base_length]}-{_fnv32a(base)}-{suffix}"
-
-
 def restore_marker(restore: Mapping[str, Any]) -> str:
     meta = restore["metadata"]
     return f"{meta['name']}-{meta.get('uid', '')}"
@@ -88,7 +70,7 @@ def restored_volume_name(restore: Mapping[str, Any], volume: str, claim: str) ->
     if policy == "InPlace":
         return claim
     if policy == "PrefixTargetName":
-        return short_name(str((spec.get("target") or {}).get("name", "")), volume)
+        return generated_name(str((spec.get("target") or {}).get("name", "")), volume)
     return f"restore-{restore['metadata'].get('uid', '')}-{volume}"
 
 
@@ -112,17 +94,13 @@ def volume_restores(restore: Mapping[str, Any], backups: Sequence[Mapping[str, A
     return restores
 
 
-def restore_claim(
-    restore: Mapping[str, Any],
-    name: str,
-    backup: Mapping[str, Any],
-    volume_snapshot: Mapping[str, Any],
-    source_vm: Mapping[str, Any],
+def snapshot_claim(
+    name: str, namespace: str, backup: Mapping[str, Any], volume_snapshot: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The claim a volume is restored into, its data from the VolumeSnapshot (CreateRestorePVCDefFromVMRestore)."""
+    """A claim filled from a volume backup's VolumeSnapshot (CreateRestorePVCDef): the backed-up claim's labels,
+    annotations (CDI's dropped, but its content type) and spec, at least the snapshot's restore size."""
     source = copy_json(backup.get("persistentVolumeClaim") or {})
     source_meta, source_spec = source.get("metadata") or {}, source.get("spec") or {}
-    labels = {k: v for k, v in (source_meta.get("labels") or {}).items() if k != BACKEND_PVC_LABEL}
     annotations = {
         k: v
         for k, v in (source_meta.get("annotations") or {}).items()
@@ -147,6 +125,31 @@ def restore_claim(
             spec[field] = source_spec[field]
     spec["dataSource"] = dict(reference)
     spec["dataSourceRef"] = dict(reference)
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(source_meta.get("labels") or {}),
+            "annotations": annotations,
+        },
+        "spec": spec,
+    }
+
+
+def restore_claim(
+    restore: Mapping[str, Any],
+    name: str,
+    backup: Mapping[str, Any],
+    volume_snapshot: Mapping[str, Any],
+    source_vm: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The claim a volume is restored into (CreateRestorePVCDefFromVMRestore): a snapshot's claim that names its
+    restore and source VM, without the backend-storage label."""
+    claim = snapshot_claim(name, restore["metadata"]["namespace"], backup, volume_snapshot)
+    labels, annotations = claim["metadata"]["labels"], claim["metadata"]["annotations"]
+    labels.pop(BACKEND_PVC_LABEL, None)
     vm_meta = source_vm.get("metadata") or {}
     labels[SOURCE_NAME_LABEL] = str(vm_meta.get("name", ""))
     labels[SOURCE_NAMESPACE_LABEL] = str(vm_meta.get("namespace", ""))
@@ -156,17 +159,7 @@ def restore_claim(
         if override.get("volumeName") == backup.get("volumeName"):
             labels.update(override.get("labels") or {})
             annotations.update(override.get("annotations") or {})
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {
-            "name": name,
-            "namespace": restore["metadata"]["namespace"],
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": spec,
-    }
+    return claim
 
 
 def owned_by_vm(backup: Mapping[str, Any], source_vm: Mapping[str, Any]) -> bool:

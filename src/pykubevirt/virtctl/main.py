@@ -24,6 +24,7 @@ from pykubevirt.virtctl import (
     memory_dump,
     object_graph,
     usbredir,
+    vmexport,
 )
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.expand import add_arguments as add_expand_arguments
@@ -31,6 +32,7 @@ from pykubevirt.virtctl.expose import add_arguments as add_expose_arguments
 from pykubevirt.virtctl.image_upload_args import add_arguments as add_upload_arguments
 from pykubevirt.virtctl.scp import add_arguments as add_scp_arguments
 from pykubevirt.virtctl.ssh import add_arguments as add_ssh_arguments
+from pykubevirt.virtctl.vmexport_args import add_arguments as add_vmexport_arguments
 from pykubevirt.virtctl.volumes import add_arguments as add_volume_arguments
 
 # pflag booleans take `--flag`, `--flag=true` or `--flag=false`, never a separate value.
@@ -39,6 +41,7 @@ BOOL_FLAGS = (
     *("--insecure", "--no-create", "--force-bind", "--stdio", "--recursive", "--preserve", "--namespaced"),
     *("--create-secret", "--update-secret", "--create-claim", "--port-forward", "--no-launch"),
     *("--block-volume", "--datasource"),
+    *("--keep-vme", "--delete-vme", "--manifest", "--include-secret"),
 )
 # The dest of a command's positional arguments when cobra, not argparse, is to count them (memory-dump's ExactArgs).
 SPREAD_POSITIONALS = "positionals"
@@ -143,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     memory_dump.add_arguments(command("memory-dump", "Dump the memory of a running VM to a pvc"))
     usbredir.add_arguments(command("usbredir", "Redirect an USB device to a virtual machine instance."))
+    add_vmexport_arguments(command("vmexport", "Export a VM volume."))
     version = command("version", "Print the client and server version information.")
     version.add_argument("-c", "--client", action="store_true", help="client version only")
     return parser
@@ -193,6 +197,8 @@ async def _run(args: argparse.Namespace) -> None:
         return
     if args.command == "memory-dump":
         memory_dump.check_args(args)
+    if args.command == "vmexport":
+        vmexport.prepare(args)
     try:
         config = load_config(args.kubeconfig, context=args.context)
     except ConfigError as exc:
@@ -205,6 +211,8 @@ async def _run(args: argparse.Namespace) -> None:
     try:
         if args.command == "memory-dump" and client is not None:
             await memory_dump.run(client, namespace, args)
+        elif args.command == "vmexport" and client is not None:
+            await vmexport.run(client, namespace, args)
         else:
             await commands.run(client, namespace, args)
     finally:
