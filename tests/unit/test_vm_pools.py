@@ -233,9 +233,17 @@ def test_max_unavailable_and_status() -> None:
 def test_go_durations() -> None:
     assert parse_go_duration("5m") == 300 and parse_go_duration("1h30m") == 5400
     assert parse_go_duration("250ms") == 0.25 and parse_go_duration("0") == 0
-    for bad in ("5", "", "m", "5 m", "1d"):
-        with pytest.raises(ValueError, match="time: invalid duration"):
+    # Go's texts, each for its reason.
+    for bad, message in (
+        ("5", 'time: missing unit in duration "5"'),
+        ("", 'time: invalid duration ""'),
+        ("m", 'time: invalid duration "m"'),
+        ("5 m", 'time: unknown unit " m" in duration "5 m"'),
+        ("1d", 'time: unknown unit "d" in duration "1d"'),
+    ):
+        with pytest.raises(ValueError) as refused:
             parse_go_duration(bad)
+        assert str(refused.value) == message
 
 
 def test_autohealing_picks_vms_that_keep_failing() -> None:

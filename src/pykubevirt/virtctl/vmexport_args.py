@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.go_duration import GoDurationError, go_duration_nanoseconds
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.image_upload import open_error
 
@@ -224,37 +225,12 @@ def parse_int(flag: str, value: str) -> int:
     raise VirtctlError(f'invalid argument "{value}" for "{flag}" flag: strconv.ParseInt: parsing "{value}": {cause}')
 
 
-_UNITS = {"ns": 1, "us": 10**3, "µs": 10**3, "μs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
-_DURATION_PART = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^.0-9]*)")
-
-
 def parse_duration(text: str) -> int:
     """time.ParseDuration in nanoseconds, with Go's error texts."""
-    quoted = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    invalid = VirtctlError(f"time: invalid duration {quoted}")
-    rest = text[1:] if text[:1] in ("+", "-") else text
-    if rest == "0":
-        return 0
-    if not rest:
-        raise invalid
-    total = 0
-    while rest:
-        match = _DURATION_PART.match(rest)
-        assert match is not None  # every group may be empty
-        whole, fraction, unit = match.group(1), match.group(2), match.group(3)
-        if not whole and not fraction:
-            raise invalid
-        if not unit:
-            raise VirtctlError(f"time: missing unit in duration {quoted}")
-        if unit not in _UNITS:
-            raise VirtctlError(f'time: unknown unit "{unit}" in duration {quoted}')
-        total += int(whole or "0") * _UNITS[unit]
-        if fraction:
-            total += int(fraction) * _UNITS[unit] // 10 ** len(fraction)
-        if total > _INT64 - 1:
-            raise invalid
-        rest = rest[match.end() :]
-    return -total if text.startswith("-") else total
+    try:
+        return go_duration_nanoseconds(text)
+    except GoDurationError as exc:
+        raise VirtctlError(str(exc)) from None
 
 
 def format_duration(nanoseconds: int) -> str:
