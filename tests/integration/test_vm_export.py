@@ -9,10 +9,14 @@ import base64
 import gzip
 import io
 import json
+import os
 import ssl
+import subprocess
+import sys
 import tarfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -43,6 +47,7 @@ from tests.support.waiting import eventually
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TOKEN_HEADER = "x-kubevirt-export-token"
+VIRTCTL = str(Path(sys.executable).parent / "virtctl")
 
 
 @dataclass
@@ -311,3 +316,38 @@ async def test_a_vm_export_waits_for_the_vm_and_serves_its_claims_and_manifest(e
     await eventually(pod_gone, timeout=30)
     events = [(e["type"], e["reason"]) for e in (await admin.list(EVENTS, ns))["items"]]
     assert ("Warning", "ExportPaused") in events
+
+
+def virtctl(exports: ExportEnv, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUBECONFIG": str(exports.env.server.kubeconfig)}
+    return subprocess.run(
+        [VIRTCTL, *argv], capture_output=True, text=True, env=env, timeout=120, check=False, cwd=exports.env.root
+    )
+
+
+async def test_virtctl_downloads_a_claim_through_an_export_it_makes_and_deletes(exports: ExportEnv) -> None:
+    admin, ns = exports.admin, await exports.env.namespace()
+    await admin.create(PERSISTENT_VOLUME_CLAIMS, claim("vd", **{"cdi.kubevirt.io/storage.contentType": "kubevirt"}), ns)
+    # Bind it and fill it first: an export of it makes its pod the claim's first consumer.
+    await admin.create(VM_EXPORTS, vm_export("fill", "PersistentVolumeClaim", "vd"), ns)
+    await ready(admin, ns, "fill")
+    image = pattern(2 * MI)
+    await fill(admin, ns, "vd", {"disk.img": image})
+    await admin.delete(VM_EXPORTS, "fill", ns)
+    output = exports.env.root / f"{ns}.img"
+    done = await asyncio.to_thread(
+        virtctl, exports, "vmexport", "download", "vd-exp", "-n", ns, "--pvc=vd", f"--output={output}", "--format=raw"
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"VirtualMachineExport '{ns}/vd-exp' created successfully" in done.stdout
+    assert "Download finished successfully" in done.stdout
+    assert f"VirtualMachineExport '{ns}/vd-exp' deleted successfully" in done.stdout
+    assert output.read_bytes() == image
+    with pytest.raises(NotFound):
+        await admin.get(VM_EXPORTS, "vd-exp", ns)
+    # As KubeVirt's: an export that does not exist is waited for, up to --readiness-timeout.
+    waited = await asyncio.to_thread(
+        virtctl, exports, "vmexport", "download", "none", "-n", ns, "--output=x", "--readiness-timeout=2s"
+    )
+    assert waited.returncode == 1 and waited.stderr.strip().endswith("context deadline exceeded")
+    assert "couldn't get VM Export none, waiting for it to be created..." in waited.stdout
