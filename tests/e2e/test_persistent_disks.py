@@ -14,6 +14,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -439,6 +441,17 @@ async def dump_memory(kube: ClusterView, ns: str, name: str) -> None:
     assert dump.stat().st_size >= 128 * MI
     vmi = await kube.vmi(ns, name)
     assert vmi is not None and all(s["name"] != "hp-dump" for s in vmi["status"].get("volumeStatus") or [])
+
+    # The download: a VirtualMachineExport of the claim, its exporter pod, the API server's export link, a tarball.
+    with tempfile.TemporaryDirectory() as tmp:
+        output = Path(tmp) / "dump.tar.gz"
+        _, out, _ = await kube.run("virtctl", "-n", ns, "memory-dump", "download", name, f"--output={output}")
+        assert f"VirtualMachineExport '{ns}/export-{name}-hp-dump' deleted successfully" in out
+        with tarfile.open(output, "r:gz") as tar:
+            member = tar.getmember(f"./{request['fileName']}")
+            assert member.size == dump.stat().st_size
+            extracted = tar.extractfile(member)
+            assert extracted is not None and extracted.read(4) == b"\x7fELF"
 
     _, out, _ = await kube.run("virtctl", "-n", ns, "memory-dump", "remove", name)
     assert out.strip() == f"Successfully submitted remove memory dump association of VM {name}"

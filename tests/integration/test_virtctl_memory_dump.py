@@ -1,15 +1,19 @@
 """`virtctl memory-dump` against the embedded API server, with virt-controller and a simulated node running the VM:
 the claim `--create-claim` makes, the memorydump and removememorydump PUTs reaching virt-api (its answers printed as
-virtctl's one-line errors), and `download` naming the claim of a completed dump (no VirtualMachineExport here)."""
+virtctl's one-line errors), and `download` exporting the claim of a completed dump."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
-from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS, VIRTUAL_MACHINES
-from tests.integration.test_subresources import virtctl
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.errors import NotFound
+from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS, SECRETS, VIRTUAL_MACHINES, VM_EXPORTS, ResourceRef
+from tests.integration.test_subresources import VIRTCTL, virtctl, virtctl_env
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import start_control_plane, vm_manifest
+from tests.support.waiting import eventually
 
 OVERHEAD_LINE = "Using default 5.5% filesystem overhead for pvc size\n"
 
@@ -76,7 +80,12 @@ async def test_memory_dump_claim_request_and_download(fresh_apiserver: APIServer
         await cp.stop()
 
 
-async def test_download_of_a_completed_dump_names_the_claim(fresh_apiserver: APIServerProcess, tmp_path: Path) -> None:
+async def test_download_of_a_completed_dump_exports_its_claim(
+    fresh_apiserver: APIServerProcess, tmp_path: Path
+) -> None:
+    """The download goes through a VirtualMachineExport of the claim, `export-<vm>-<claim>`, which virtctl makes with
+    its token Secret and then waits for (this control plane runs no export controller: tests/integration/test_vm_export
+    and the e2e memory dump follow a download to its end)."""
     cp = await start_control_plane(fresh_apiserver)
     try:
         ns = await cp.namespace()
@@ -86,14 +95,34 @@ async def test_download_of_a_completed_dump_names_the_claim(fresh_apiserver: API
         done = {"claimName": "dump", "phase": "Completed", "fileName": "done-dump-20250101-000000.memory.dump"}
         patch = {"status": {"memoryDumpRequest": done}}
         await cp.admin.patch(VIRTUAL_MACHINES, "done", patch, ns, subresource="status")
-        code, out, err = await virtctl(
-            fresh_apiserver, tmp_path, "-n", ns, "memory-dump", "download", "done", "--output", str(tmp_path / "o.gz")
+        process = await asyncio.create_subprocess_exec(
+            VIRTCTL,
+            "-n",
+            ns,
+            "memory-dump",
+            "download",
+            "done",
+            "--output",
+            str(tmp_path / "o.gz"),
+            env=virtctl_env(fresh_apiserver, tmp_path),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
-        assert (code, out) == (1, "Memory dump completed successfully\n")
-        assert err == (
-            "cannot download the memory dump: it needs VirtualMachineExport (export.kubevirt.io), which this cluster "
-            f"does not serve; the dump is in claim {ns}/dump as file done-dump-20250101-000000.memory.dump\n"
-        )
-        assert not (tmp_path / "o.gz").exists()
+        try:
+            export = await eventually(lambda: _get(cp.admin, VM_EXPORTS, "export-done-dump", ns), timeout=30)
+        finally:
+            process.kill()
+            await process.wait()
+        assert export["spec"]["source"] == {"apiGroup": "", "kind": "PersistentVolumeClaim", "name": "dump"}
+        secret = await cp.admin.get(SECRETS, export["spec"]["tokenSecretRef"], ns)
+        assert secret["data"]["token"]
+        assert secret["metadata"]["ownerReferences"][0]["name"] == "export-done-dump"
     finally:
         await cp.stop()
+
+
+async def _get(admin: KubeClient, resource: ResourceRef, name: str, ns: str) -> Object | None:
+    try:
+        return await admin.get(resource, name, ns)
+    except NotFound:
+        return None

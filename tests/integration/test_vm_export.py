@@ -37,6 +37,7 @@ from pykubevirt.client.resources import (
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
     VM_EXPORTS,
+    ResourceRef,
 )
 from pykubevirt.controller.app import VM_CLAIM_INDEX, VMI_CLAIM_INDEX, _claims_of_vm, _claims_of_vmi
 from pykubevirt.controller.vm_export_controller import ExternalLinks, export_controller
@@ -125,6 +126,14 @@ async def fetch(url: str, ca: str, token: str | None = None, **headers: str) -> 
     async with aiohttp.ClientSession(auto_decompress=False) as session:
         async with session.get(url, headers=headers, ssl=context) as response:
             return response.status, await response.read(), dict(response.headers)
+
+
+async def gone(admin: KubeClient, resource: ResourceRef, name: str, ns: str) -> bool:
+    try:
+        await admin.get(resource, name, ns)
+    except NotFound:
+        return True
+    return False
 
 
 def formats(export: Object, volume: str) -> dict[str, str]:
@@ -229,14 +238,7 @@ async def test_an_export_past_its_ttl_is_deleted_with_its_pod(exports: ExportEnv
     await admin.create(VM_EXPORTS, vm_export("brief", "PersistentVolumeClaim", "brief", ttlDuration="8s"), ns)
     await ready(admin, ns, "brief")
 
-    async def gone() -> bool:
-        try:
-            await admin.get(VM_EXPORTS, "brief", ns)
-        except NotFound:
-            return True
-        return False
-
-    await eventually(gone, timeout=30)
+    await eventually(lambda: gone(admin, VM_EXPORTS, "brief", ns), timeout=30)
 
 
 async def test_a_vm_export_waits_for_the_vm_and_serves_its_claims_and_manifest(exports: ExportEnv) -> None:
@@ -306,14 +308,7 @@ async def test_a_vm_export_waits_for_the_vm_and_serves_its_claims_and_manifest(e
         f"Virtual Machine {ns}/vm is running"
     )
 
-    async def pod_gone() -> bool:
-        try:
-            await admin.get(PODS, "virt-export-vmexp", ns)
-        except NotFound:
-            return True
-        return False
-
-    await eventually(pod_gone, timeout=30)
+    await eventually(lambda: gone(admin, PODS, "virt-export-vmexp", ns), timeout=30)
     events = [(e["type"], e["reason"]) for e in (await admin.list(EVENTS, ns))["items"]]
     assert ("Warning", "ExportPaused") in events
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Final
 
 from pykubevirt.api.constants import EXPORT_API_VERSION, VM_EXPORT_KIND
-from pykubevirt.api.kubevirt import atomic, conditions, nullable
+from pykubevirt.api.kubevirt import conditions, nullable
+from pykubevirt.api.kubevirt.snapshot import typed_local_object_reference
 from pykubevirt.api.schema import Schema, array, obj, string, timestamp
 
 EXPORT_PLURAL: Final = "virtualmachineexports"
@@ -21,28 +22,12 @@ V1BETA1_DEPRECATION: Final = (
 )
 
 
-def _source() -> Schema:
-    return atomic(
-        obj(
-            {
-                "apiGroup": string(
-                    "APIGroup is the group for the resource being referenced. If APIGroup is not specified, the "
-                    "specified Kind must be in the core API group. For any other third-party types, APIGroup is "
-                    "required."
-                ),
-                "kind": string("Kind is the type of resource being referenced"),
-                "name": string("Name is the name of resource being referenced"),
-            },
-            "TypedLocalObjectReference contains enough information to let you locate the typed referenced object "
-            "inside the same namespace.",
-            required=["kind", "name"],
-        )
-    )
-
-
 VM_EXPORT_SPEC: Schema = obj(
     {
-        "source": _source(),
+        "source": typed_local_object_reference(
+            "TypedLocalObjectReference contains enough information to let you locate the typed referenced object "
+            "inside the same namespace."
+        ),
         "tokenSecretRef": string(
             "TokenSecretRef is the name of the custom-defined secret that contains the token used by the export "
             "server pod"

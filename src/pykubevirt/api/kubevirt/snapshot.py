@@ -32,7 +32,7 @@ VOLUME_OWNERSHIP_POLICIES: Final = ("Vm", "None")
 DEFAULT_FAILURE_DEADLINE: Final = "5m"
 
 
-def _typed_local_object_reference(description: str) -> Schema:
+def typed_local_object_reference(description: str) -> Schema:
     """corev1.TypedLocalObjectReference, atomic as kube publishes it."""
     return atomic(
         obj(
@@ -76,7 +76,7 @@ _READY_TO_USE = boolean("Whether the snapshot can be restored from.")
 
 VM_SNAPSHOT_SPEC: Schema = obj(
     {
-        "source": _typed_local_object_reference(
+        "source": typed_local_object_reference(
             "TypedLocalObjectReference contains enough information to let you locate the typed referenced object "
             "inside the same namespace."
         ),
@@ -244,7 +244,7 @@ VM_RESTORE_SPEC: Schema = obj(
             'Example for a patch: {"op": "replace", "path": "/metadata/name", "value": "new-vm-name"}',
             list_type="atomic",
         ),
-        "target": _typed_local_object_reference("initially only VirtualMachine type supported"),
+        "target": typed_local_object_reference("initially only VirtualMachine type supported"),
         "targetReadinessPolicy": string(
             "TargetReadinessPolicy defines how to handle the restore in case the target is not ready",
             enum=TARGET_READINESS_POLICIES,
