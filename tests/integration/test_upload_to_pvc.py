@@ -4,6 +4,8 @@ image goes through an UploadTokenRequest and the API server's upload proxy."""
 
 from __future__ import annotations
 
+import io
+import tarfile
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -134,14 +136,56 @@ async def test_a_bare_claim_marked_for_upload_gets_an_upload_server_and_takes_an
     assert "cdi-upload-bare" not in await pod_names(env.admin, ns)
 
 
-async def test_an_archive_upload_target_is_refused_with_a_reason_and_no_server(env: Env) -> None:
+async def test_an_archive_upload_is_unpacked_into_the_claim(env: Env) -> None:
+    """CDI's archive content: the proxy sends an archive claim's body to /v1beta1/upload-archive, and the server
+    unpacks the (gzipped) tar into the volume; GNU tar keeps a member named with `..` out of it."""
     ns = await namespace(env.admin)
     claim = upload_claim("tarball", **{ANN + "contentType": "archive"})
     await env.admin.create(PERSISTENT_VOLUME_CLAIMS, claim, ns)
-    message = "the embedded CDI does not upload archive content yet"
+
+    async def ready() -> bool:
+        return (await annotations(env.admin, ns, "tarball")).get(ANN + "pod.ready") == "true"
+
+    await eventually(ready, timeout=60)
+    files = {"etc/app.conf": b"mode = test\n", "data/blob.bin": pattern(MI)}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in [*files.items(), ("../escaped.txt", b"no")]:
+            member = tarfile.TarInfo(name)
+            member.size, member.mode = len(data), 0o640
+            tar.addfile(member, io.BytesIO(data))
+    code, text = await upload(env, ns, "tarball", buffer.getvalue())
+    # The `..` member makes GNU tar exit 2 after unpacking the rest, as CDI's UnArchiveTar reports.
+    assert code == 500 and "unable to untar files from endpoint: exit status 2" in text
+    directory = await volume_dir(env.admin, ns, "tarball")
+    assert not (directory.parent / "escaped.txt").exists()
+    assert (directory / "etc/app.conf").read_bytes() == b"mode = test\n"
+
+    clean = io.BytesIO()
+    with tarfile.open(fileobj=clean, mode="w:xz") as tar:
+        for name, data in files.items():
+            member = tarfile.TarInfo(name)
+            member.size, member.mode = len(data), 0o640
+            tar.addfile(member, io.BytesIO(data))
+    assert await upload(env, ns, "tarball", clean.getvalue()) == (200, "")
+    assert (directory / "data/blob.bin").read_bytes() == pattern(MI)
+    assert oct((directory / "etc/app.conf").stat().st_mode & 0o777) == oct(0o640)
+    assert not (directory / "disk.img").exists()
+
+    async def succeeded() -> bool:
+        return (await annotations(env.admin, ns, "tarball")).get(ANN + "pod.phase") == "Succeeded"
+
+    await eventually(succeeded, timeout=30)
+
+
+async def test_an_upload_target_of_an_unknown_content_type_is_refused_with_a_reason_and_no_server(env: Env) -> None:
+    ns = await namespace(env.admin)
+    claim = upload_claim("odd", **{ANN + "contentType": "iso"})
+    await env.admin.create(PERSISTENT_VOLUME_CLAIMS, claim, ns)
+    message = "upload content-type iso is invalid"
 
     async def refused() -> dict[str, str] | None:
-        current = await annotations(env.admin, ns, "tarball")
+        current = await annotations(env.admin, ns, "odd")
         return current if current.get("cdi.kubevirt.io/storage.condition.running.message") == message else None
 
     current = await eventually(refused, timeout=30)
@@ -149,7 +193,7 @@ async def test_an_archive_upload_target_is_refused_with_a_reason_and_no_server(e
     assert current["cdi.kubevirt.io/storage.condition.running.reason"] == "Error"
 
     async def failed_event() -> bool:
-        return ("Warning", "Failed", message) in await events_of(env.admin, ns, "tarball")
+        return ("Warning", "Failed", message) in await events_of(env.admin, ns, "odd")
 
     await eventually(failed_event, timeout=30)
     await consistently(lambda: _no_upload_pod(env.admin, ns), for_=1.0)

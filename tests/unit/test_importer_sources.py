@@ -107,6 +107,46 @@ def test_each_layout_becomes_the_same_raw_disk(
     assert disk.stat().st_size == 15 * MI
 
 
+def tree_tar(files: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o600
+            archive.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("compression", ["", "gz", "xz"])
+def test_an_archive_data_volume_is_unpacked_into_the_volume(
+    compression: str, files: tuple[str, dict[str, bytes], list[dict[str, str]]], tmp_path: Path
+) -> None:
+    base, bodies, _ = files
+    tree = {"a.txt": b"alpha", "sub/b.bin": PAYLOAD}
+    body = tree_tar(tree)
+    if compression:
+        body = {"gz": gzip.compress, "xz": lzma.compress}[compression](body)
+    bodies[f"{tmp_path.name}/tree"] = body
+    data = tmp_path / "data"
+    data.mkdir()
+    url = f"{base}/{tmp_path.name}/tree"
+    assert import_volume(environ(data, url, IMPORTER_CONTENTTYPE="archive")) == "Import Complete"
+    assert (data / "a.txt").read_bytes() == b"alpha" and (data / "sub/b.bin").read_bytes() == PAYLOAD
+    assert not (data / "disk.img").exists()
+    assert (data / "a.txt").stat().st_mode & 0o777 == 0o600
+
+
+def test_an_archive_that_is_not_a_tar_fails_with_cdis_message(
+    files: tuple[str, dict[str, bytes], list[dict[str, str]]], tmp_path: Path
+) -> None:
+    base, bodies, _ = files
+    bodies[f"{tmp_path.name}/junk"] = b"not a tar at all" * 100
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(ImporterError, match=r"^unable to untar files from endpoint: exit status 2"):
+        import_volume(environ(data, f"{base}/{tmp_path.name}/junk", IMPORTER_CONTENTTYPE="archive"))
+
+
 def test_extra_headers_and_basic_credentials_are_sent(
     files: tuple[str, dict[str, bytes], list[dict[str, str]]], tmp_path: Path
 ) -> None:
@@ -303,7 +343,7 @@ def test_an_http_source_is_recorded_on_the_claim_and_handed_to_the_importer_as_c
     }
     container = pod["spec"]["containers"][0]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
-    assert env["IMPORTER_SOURCE"] == "http"
+    assert env["IMPORTER_SOURCE"] == "http" and env["IMPORTER_CONTENTTYPE"] == "kubevirt"
     assert env["IMPORTER_ENDPOINT"] == "https://example.test/disk.qcow2"
     assert env["IMPORTER_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "creds", "key": "accessKeyId"}}
     assert env["IMPORTER_SECRET_KEY"] == {"secretKeyRef": {"name": "creds", "key": "secretKey"}}

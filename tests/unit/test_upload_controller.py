@@ -53,7 +53,8 @@ def test_upload_server_pods_map_to_their_claim_and_other_pods_to_nothing() -> No
 def test_only_kubevirt_content_without_a_clone_request_is_supported() -> None:
     assert uc.unsupported({}) == uc.unsupported({ANN + "contentType": "kubevirt"}) == ""
     assert uc.unsupported({ANN + "contentType": ""}) == ""
-    assert uc.unsupported({ANN + "contentType": "archive"}) == "the embedded CDI does not upload archive content yet"
+    assert uc.unsupported({ANN + "contentType": "archive"}) == ""
+    assert uc.unsupported({ANN + "contentType": "iso"}) == "upload content-type iso is invalid"
     assert uc.unsupported({"k8s.io/CloneRequest": "ns/src"}) == "PVC has both clone and upload annotations"
     assert uc.failure_annotations("why") == {
         "cdi.kubevirt.io/storage.condition.running": "false",

@@ -325,7 +325,7 @@ def importer_pod(pvc: Mapping[str, Any], dv: Mapping[str, Any], source_claim: st
     source = {"blank": "none", "http": "http", "registry": "registry"}.get(kind, "pvc")
     env = [
         {"name": "IMPORTER_SOURCE", "value": source},
-        {"name": "IMPORTER_CONTENTTYPE", "value": "kubevirt"},
+        {"name": "IMPORTER_CONTENTTYPE", "value": str((dv.get("spec") or {}).get("contentType") or "kubevirt")},
         {
             "name": "IMPORTER_IMAGE_SIZE",
             "value": str(((claim_spec_.get("resources") or {}).get("requests") or {}).get("storage", "")),

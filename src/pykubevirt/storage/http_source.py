@@ -192,8 +192,9 @@ def qemu_format(head: bytes) -> str:
     return "raw"
 
 
-def unwrap(download: Download) -> tuple[str, IO[bytes], Callable[[], None]]:
-    """The body with gzip/xz/tar layers removed: (qemu-img format or "raw", stream, close)."""
+def unwrap(download: Download, *, keep_tar: bool = False) -> tuple[str, IO[bytes], Callable[[], None]]:
+    """The body with gzip/xz/tar layers removed (a tar kept as is with `keep_tar`, for archive content):
+    (qemu-img format or "raw", stream, close)."""
     stream: IO[bytes] = io.BufferedReader(_Counting(download), CHUNK)
     opened: list[Any] = [download.stream]
     while True:
@@ -202,7 +203,7 @@ def unwrap(download: Download) -> tuple[str, IO[bytes], Callable[[], None]]:
             stream = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
         elif head[:6] == b"\xfd7zXZ\x00":
             stream = lzma.LZMAFile(stream, mode="rb")
-        elif head[257:262] == b"ustar":
+        elif head[257:262] == b"ustar" and not keep_tar:
             archive = tarfile.open(fileobj=stream, mode="r|")
             opened.append(archive)
             member = next((m for m in archive if m.isfile()), None)

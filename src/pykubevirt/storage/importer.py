@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pykubevirt.api import pod_layout
 from pykubevirt.api.volume_binding import to_bytes
-from pykubevirt.storage import http_source, registry_source
+from pykubevirt.storage import archive_content, http_source, registry_source
 from pykubevirt.storage.datavolume_claim import DATA_DIR, SOURCE_DIR, usable_space
 from pykubevirt.storage.import_progress import CHECKSUM_MISMATCH, FAILURE_PREFIX, QEMU_PROGRESS, ProgressReporter
 from pykubevirt.storage.nbd_export import GrowingFile, NBDExport
@@ -112,6 +112,21 @@ def _import_http(environ: dict[str, str], mounts: dict[str, str], target: Path, 
         return http_source.open_url(url, environ, mounts)
 
     import_stream(opener, target, block, usable, environ.get("OWNER_UID", ""), environ.get("IMPORTER_CHECKSUM", ""))
+
+
+def _unpack_http(environ: dict[str, str], mounts: dict[str, str], target: Path, block: bool) -> None:
+    """An archive DataVolume: the tar at the endpoint unpacked into the volume (no disk.img)."""
+    if block:
+        raise ImporterError(archive_content.BLOCK_REFUSED)
+    url = environ.get("IMPORTER_ENDPOINT", "")
+    if not url.startswith(("http://", "https://")):
+        raise ImporterError(f"unsupported endpoint {url!r}: only http and https")
+    archive_content.unpack(
+        lambda: http_source.open_url(url, environ, mounts),
+        target.parent,
+        environ.get("OWNER_UID", ""),
+        environ.get("IMPORTER_CHECKSUM", ""),
+    )
 
 
 def import_stream(
@@ -294,12 +309,15 @@ def import_volume(environ: dict[str, str]) -> str:
         if marker is not None and marker.exists():
             raise ImporterError(marker.read_text())
         try:
-            _import_http(environ, mounts, target, block, usable)
+            if environ.get("IMPORTER_CONTENTTYPE") == archive_content.CONTENT_TYPE:
+                _unpack_http(environ, mounts, target, block)
+            else:
+                _import_http(environ, mounts, target, block, usable)
         except http_source.ChecksumError as exc:
             if marker is not None and str(exc).startswith(CHECKSUM_MISMATCH):
                 marker.write_text(str(exc))
             raise ImporterError(str(exc)) from exc
-        except http_source.SourceError as exc:
+        except (http_source.SourceError, archive_content.ArchiveError) as exc:
             raise ImporterError(str(exc)) from exc
         return "Import Complete"
     if source == "registry":

@@ -31,7 +31,7 @@ RUNNING = dvc.ANN + "storage.condition.running"
 RUNNING_REASON = RUNNING + ".reason"
 RUNNING_MESSAGE = RUNNING + ".message"
 UPLOAD_SERVER_ROLE = "cdi-upload-server"
-SUPPORTED_CONTENT = "kubevirt"
+SUPPORTED_CONTENT = ("kubevirt", "archive")
 BOTH_ANNOTATIONS = "PVC has both clone and upload annotations"
 # As the DataVolume path polls its pod's log: the server's address (and a restart's new one) is only there.
 POLL_SECONDS = 1.0
@@ -69,9 +69,10 @@ def unsupported(annotations: Mapping[str, Any]) -> str:
     """Why the embedded CDI cannot serve this upload target, or "" when it can."""
     if dvc.CLONE_REQUEST in annotations:
         return BOTH_ANNOTATIONS
-    content = str(annotations.get(dvc.CONTENT_TYPE) or SUPPORTED_CONTENT)
-    if content != SUPPORTED_CONTENT:
-        return f"the embedded CDI does not upload {content} content yet"
+    content = str(annotations.get(dvc.CONTENT_TYPE) or "kubevirt")
+    if content not in SUPPORTED_CONTENT:
+        # CDI's upload proxy refuses these too (resolveUploadPath).
+        return f"upload content-type {content} is invalid"
     return ""
 
 

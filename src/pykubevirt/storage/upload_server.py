@@ -4,8 +4,9 @@ It listens on loopback on a port of its own (the pod has no network namespace; t
 on <url>` in its log is how the DataVolume controller learns where, in place of CDI's Service), takes one image
 `POST`ed by the upload proxy to `/v1beta1/upload` (or `/v1alpha1/upload`), and processes it as the http importer
 does (gz/xz/tar unwrapped, converted to raw, sized with the filesystem overhead, renamed to disk.img when
-complete). A body that fails is answered 500 with the reason and the server waits for another; after a success it
-exits 0, which completes the pod.
+complete); one `POST`ed to `/v1beta1/upload-archive` (an archive claim's) is a tar unpacked into the volume. A body
+that fails is answered 500 with the reason and the server waits for another; after a success it exits 0, which
+completes the pod.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import threading
 from typing import IO, Any, cast
 
 from pykubevirt.api import pod_layout
-from pykubevirt.storage import http_source
+from pykubevirt.storage import archive_content, http_source
 from pykubevirt.storage.import_progress import FAILURE_PREFIX
 from pykubevirt.storage.importer import ImporterError, import_stream, volume_target
 
 UPLOAD_PATHS = ("/v1beta1/upload", "/v1alpha1/upload")
+# CDI's archive paths (common.ArchiveUploadPaths): the upload proxy sends an archive claim's uploads here.
+ARCHIVE_PATHS = ("/v1beta1/upload-archive", "/v1alpha1/upload-archive")
 LISTENING = "Upload server listening on "
 
 
@@ -69,7 +72,8 @@ def serve(environ: dict[str, str]) -> int:
             self._answer(200 if self.path == "/healthz" else 404, "OK" if self.path == "/healthz" else "not found")
 
         def do_POST(self) -> None:
-            if self.path.split("?")[0] not in UPLOAD_PATHS:
+            path = self.path.split("?")[0]
+            if path not in UPLOAD_PATHS + ARCHIVE_PATHS:
                 self._answer(404, "not found")
                 return
             if done.is_set():
@@ -77,15 +81,25 @@ def serve(environ: dict[str, str]) -> int:
                 return
             length = int(self.headers.get("Content-Length") or 0)
             body = _Body(self.rfile, length)
+
+            def opener() -> http_source.Download:
+                return http_source.Download(cast(IO[bytes], body), length)
+
             try:
-                import_stream(
-                    lambda: http_source.Download(cast(IO[bytes], body), length),
-                    target,
-                    block,
-                    usable,
-                    environ.get("OWNER_UID", ""),
-                )
-            except (ImporterError, http_source.SourceError, OSError, ValueError, EOFError) as exc:
+                if path in ARCHIVE_PATHS:
+                    if block:
+                        raise ImporterError(archive_content.BLOCK_REFUSED)
+                    archive_content.unpack(opener, target.parent, environ.get("OWNER_UID", ""))
+                else:
+                    import_stream(opener, target, block, usable, environ.get("OWNER_UID", ""))
+            except (
+                ImporterError,
+                archive_content.ArchiveError,
+                http_source.SourceError,
+                OSError,
+                ValueError,
+                EOFError,
+            ) as exc:
                 print(f"{FAILURE_PREFIX}{exc}", file=sys.stderr, flush=True)
                 self.close_connection = True
                 self._answer(500, f"{FAILURE_PREFIX}{exc}")

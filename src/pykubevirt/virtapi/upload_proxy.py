@@ -43,6 +43,7 @@ READY_WAIT_SECONDS = 10.0
 READY = "cdi.kubevirt.io/storage.pod.ready"
 UPLOAD_TARGET = "cdi.kubevirt.io/storage.upload.target"
 POD_PHASE = "cdi.kubevirt.io/storage.pod.phase"
+CONTENT_TYPE = "cdi.kubevirt.io/storage.contentType"
 SERVER_URL = "upload.pykubevirt.io/server-url"
 # CDI's proxy allows a day for one upload.
 PROXY_TIMEOUT_SECONDS = 24 * 3600.0
@@ -183,7 +184,7 @@ class UploadAPI:
         except NotFound:
             return None
 
-    async def _upload_server(self, namespace: str, name: str) -> str:
+    async def _upload_server(self, namespace: str, name: str) -> tuple[str, dict[str, Any]]:
         """The claim's upload server, once ready (≤10 s, polled every second); web.HTTPException otherwise."""
         deadline = time.monotonic() + READY_WAIT_SECONDS
         while True:
@@ -198,7 +199,7 @@ class UploadAPI:
                     text=f"rejecting Upload Request for PVC {name} that already finished uploading"
                 )
             if annotations.get(READY) == "true" and annotations.get(SERVER_URL):
-                return str(annotations[SERVER_URL])
+                return str(annotations[SERVER_URL]), pvc
             if time.monotonic() >= deadline:
                 raise web.HTTPServiceUnavailable(text=f"upload server for PVC {name} is not ready")
             await asyncio.sleep(1.0)
@@ -213,18 +214,32 @@ class UploadAPI:
         except TokenError as exc:
             return web.Response(status=exc.code, text=str(exc))
         namespace, name = str(payload.get("namespace")), str(payload.get("name"))
-        server = await self._upload_server(namespace, name)
+        server, pvc = await self._upload_server(namespace, name)
+        try:
+            path = upload_path(pvc, name, request.path)
+        except ValueError as exc:
+            return web.Response(status=503, text=str(exc))
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PROXY_TIMEOUT_SECONDS))
         headers = {"Content-Type": request.headers.get("Content-Type", "application/octet-stream")}
         if request.content_length is not None:
             headers["Content-Length"] = str(request.content_length)
         try:
-            async with self._session.post(f"{server}{request.path}", data=request.content, headers=headers) as answer:
+            async with self._session.post(f"{server}{path}", data=request.content, headers=headers) as answer:
                 text = await answer.text()
                 return web.Response(status=answer.status, text=text)
         except aiohttp.ClientError as exc:
             return web.Response(status=502, text=f"upload server for PVC {name}: {exc}")
+
+
+def upload_path(pvc: dict[str, Any], name: str, requested: str) -> str:
+    """resolveUploadPath: where on the upload server the body goes, by the claim's content type."""
+    content = ((pvc.get("metadata") or {}).get("annotations") or {}).get(CONTENT_TYPE, "")
+    if content in ("kubevirt", ""):
+        return requested
+    if content == "archive":
+        return "/v1alpha1/upload-archive" if "alpha" in requested else "/v1beta1/upload-archive"
+    raise ValueError(f"rejecting upload request for PVC {name} - upload content-type {content} is invalid")
 
 
 def add_proxy_routes(app: web.Application, api: UploadAPI) -> None:
