@@ -11,7 +11,15 @@ from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import VIRTUAL_MACHINES
 from pykubevirt.virtapi.discovery import version_info
-from pykubevirt.virtctl import evacuate_cancel, guest_agent, image_upload, migrate, object_graph, volumes
+from pykubevirt.virtctl import (
+    evacuate_cancel,
+    guest_agent,
+    image_upload,
+    migrate,
+    object_graph,
+    permitted_devices,
+    volumes,
+)
 from pykubevirt.virtctl.client import VirtctlError, error_message, put_subresource, server_version
 
 DRY_RUN_ALL = ["All"]
@@ -70,6 +78,7 @@ MODULE_COMMANDS: dict[str, Callable[[KubeClient, str, argparse.Namespace], Await
     "migrate-cancel": migrate.migrate_cancel,
     "evacuate-cancel": evacuate_cancel.run,
     "objectgraph": object_graph.run,
+    "permitted-devices": permitted_devices.run,
 }
 
 

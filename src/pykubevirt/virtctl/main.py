@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     memory_dump.add_arguments(command("memory-dump", "Dump the memory of a running VM to a pvc"))
     usbredir.add_arguments(command("usbredir", "Redirect an USB device to a virtual machine instance."))
     add_vmexport_arguments(command("vmexport", "Export a VM volume."))
+    command("permitted-devices", "List the permitted devices for vmis.")
     version = command("version", "Print the client and server version information.")
     version.add_argument("-c", "--client", action="store_true", help="client version only")
     return parser
