@@ -30,6 +30,7 @@ from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import (
     DATA_VOLUMES,
     EVENTS,
+    INSTANCETYPES,
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
     SECRETS,
@@ -346,3 +347,44 @@ async def test_virtctl_downloads_a_claim_through_an_export_it_makes_and_deletes(
     )
     assert waited.returncode == 1 and waited.stderr.strip().endswith("context deadline exceeded")
     assert "couldn't get VM Export none, waiting for it to be created..." in waited.stdout
+
+
+async def test_a_vm_exports_manifest_has_its_instancetype_expanded(exports: ExportEnv) -> None:
+    """As KubeVirt's: the manifest stands without the instancetype, which the importing cluster may not have."""
+    admin, ns = exports.admin, await exports.env.namespace()
+    small = {
+        "apiVersion": "instancetype.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineInstancetype",
+        "metadata": {"name": "small"},
+        "spec": {"cpu": {"guest": 1}, "memory": {"guest": "96Mi"}},
+    }
+    await admin.create(INSTANCETYPES, small, ns)
+    await admin.create(
+        PERSISTENT_VOLUME_CLAIMS, claim("typed-root", **{"cdi.kubevirt.io/storage.contentType": "kubevirt"}), ns
+    )
+    vm = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "typed"},
+        "spec": {
+            "runStrategy": "Halted",
+            "instancetype": {"kind": "VirtualMachineInstancetype", "name": "small"},
+            "template": {
+                "spec": {
+                    "domain": {"devices": {}},
+                    "volumes": [{"name": "root", "persistentVolumeClaim": {"claimName": "typed-root"}}],
+                }
+            },
+        },
+    }
+    await admin.create(VIRTUAL_MACHINES, vm, ns)
+    await admin.create(VM_EXPORTS, vm_export("typed-exp", "VirtualMachine", "typed"), ns)
+    export = await ready(admin, ns, "typed-exp")
+    manifests = {m["type"]: m["url"] for m in export["status"]["links"]["external"]["manifests"]}
+    token = await token_of(admin, ns, export)
+    code, body, _ = await fetch(manifests["all"], exports.ca, token, Accept="application/json")
+    assert code == 200
+    (exported,) = [i for i in json.loads(body)["items"] if i["kind"] == "VirtualMachine"]
+    assert "instancetype" not in exported["spec"]
+    domain = exported["spec"]["template"]["spec"]["domain"]
+    assert (domain["memory"]["guest"], domain["cpu"]["sockets"]) == ("96Mi", 1)

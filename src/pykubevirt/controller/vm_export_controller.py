@@ -50,6 +50,7 @@ REQUEUE_SECONDS: Final = 3.0
 ADDRESS_POLL_SECONDS: Final = 0.5
 LISTENING = re.compile(r"Export server listening on (http://\S+)")
 CLAIM_INDEX: Final = "export-claims"
+EXPAND_PATH: Final = "/apis/subresources.kubevirt.io/v1"
 VM_INDEX: Final = "export-vms"
 FINAL_PHASES: Final = ("Succeeded", "Failed")
 
@@ -351,9 +352,26 @@ class VMExportController:
         )
         return created
 
+    async def _expanded(self, vm: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The VM with its instancetype and preference applied, from virt-api's expand-spec (KubeVirt's Expand), so
+        the manifest stands without them; the VM as it is when virt-api cannot expand it."""
+        spec = vm.get("spec") or {}
+        if not spec.get("instancetype") and not spec.get("preference"):
+            return vm
+        meta = vm.get("metadata") or {}
+        path = f"{EXPAND_PATH}/namespaces/{meta.get('namespace')}/virtualmachines/{meta.get('name')}/expand-spec"
+        try:
+            expanded: Mapping[str, Any] = await self.client.request("GET", path)
+        except (ApiError, OSError) as exc:
+            log.warning(
+                "export of VM %s/%s: its instancetype is not expanded: %s", meta.get("namespace"), meta.get("name"), exc
+            )
+            return vm
+        return expanded
+
     async def _manifests(self, export: Object, source: plan.Source) -> str:
         assert source.vm is not None
-        vm_manifest, data_volumes = vm_definition(source.vm, source.vm_claims)
+        vm_manifest, data_volumes = vm_definition(await self._expanded(source.vm), source.vm_claims)
         host, ca = (self.external.host, self.external.ca) if self.external else ("", "")
         body = plan.manifest_config_map(export, vm_manifest, data_volumes, host, ca)
         meta = body["metadata"]
