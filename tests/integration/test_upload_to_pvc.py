@@ -4,8 +4,6 @@ image goes through an UploadTokenRequest and the API server's upload proxy."""
 
 from __future__ import annotations
 
-import io
-import tarfile
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,7 +16,7 @@ from pykubevirt.api.quantity import MI
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import EVENTS, NAMESPACES, PERSISTENT_VOLUME_CLAIMS, PODS
-from tests.support.storage_plane import Env, pattern, storage_env, volume_dir
+from tests.support.storage_plane import Env, pattern, storage_env, tarball, volume_dir
 from tests.support.waiting import consistently, eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -148,26 +146,14 @@ async def test_an_archive_upload_is_unpacked_into_the_claim(env: Env) -> None:
 
     await eventually(ready, timeout=60)
     files = {"etc/app.conf": b"mode = test\n", "data/blob.bin": pattern(MI)}
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, data in [*files.items(), ("../escaped.txt", b"no")]:
-            member = tarfile.TarInfo(name)
-            member.size, member.mode = len(data), 0o640
-            tar.addfile(member, io.BytesIO(data))
-    code, text = await upload(env, ns, "tarball", buffer.getvalue())
+    code, text = await upload(env, ns, "tarball", tarball({**files, "../escaped.txt": b"no"}, "w:gz"))
     # The `..` member makes GNU tar exit 2 after unpacking the rest, as CDI's UnArchiveTar reports.
     assert code == 500 and "unable to untar files from endpoint: exit status 2" in text
     directory = await volume_dir(env.admin, ns, "tarball")
     assert not (directory.parent / "escaped.txt").exists()
     assert (directory / "etc/app.conf").read_bytes() == b"mode = test\n"
 
-    clean = io.BytesIO()
-    with tarfile.open(fileobj=clean, mode="w:xz") as tar:
-        for name, data in files.items():
-            member = tarfile.TarInfo(name)
-            member.size, member.mode = len(data), 0o640
-            tar.addfile(member, io.BytesIO(data))
-    assert await upload(env, ns, "tarball", clean.getvalue()) == (200, "")
+    assert await upload(env, ns, "tarball", tarball(files, "w:xz")) == (200, "")
     assert (directory / "data/blob.bin").read_bytes() == pattern(MI)
     assert oct((directory / "etc/app.conf").stat().st_mode & 0o777) == oct(0o640)
     assert not (directory / "disk.img").exists()

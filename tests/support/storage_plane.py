@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import tarfile
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -116,3 +118,14 @@ def pattern(size: int) -> bytes:
     """Data that is not all zeros in every MiB, so a sparse copy still has to carry it."""
     block = bytes(range(256)) * 4096
     return (block * (size // len(block) + 1))[:size]
+
+
+def tarball(files: dict[str, bytes], mode: str = "w") -> bytes:
+    """A tar of `files` (name → data, mode 0640), compressed as `mode` says (`w:gz`, `w:xz`)."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode=mode) as archive:  # type: ignore[call-overload]
+        for name, data in files.items():
+            member = tarfile.TarInfo(name)
+            member.size, member.mode = len(data), 0o640
+            archive.addfile(member, io.BytesIO(data))
+    return out.getvalue()

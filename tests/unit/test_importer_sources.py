@@ -26,6 +26,7 @@ from pykubevirt.apiserver.security import ensure_pki
 from pykubevirt.storage import datavolume_claim as dvc
 from pykubevirt.storage.importer import FATAL_MARKER, ImporterError, import_volume
 from pykubevirt.virtctl.image_upload import Progress
+from tests.support.storage_plane import tarball
 from tests.unit.test_image_store import oci_image
 
 PAYLOAD = bytes(range(256)) * 4096 * 3  # 3 MiB
@@ -107,23 +108,13 @@ def test_each_layout_becomes_the_same_raw_disk(
     assert disk.stat().st_size == 15 * MI
 
 
-def tree_tar(files: dict[str, bytes]) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as archive:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o600
-            archive.addfile(info, io.BytesIO(data))
-    return out.getvalue()
-
-
 @pytest.mark.parametrize("compression", ["", "gz", "xz"])
 def test_an_archive_data_volume_is_unpacked_into_the_volume(
     compression: str, files: tuple[str, dict[str, bytes], list[dict[str, str]]], tmp_path: Path
 ) -> None:
     base, bodies, _ = files
     tree = {"a.txt": b"alpha", "sub/b.bin": PAYLOAD}
-    body = tree_tar(tree)
+    body = tarball(tree)
     if compression:
         body = {"gz": gzip.compress, "xz": lzma.compress}[compression](body)
     bodies[f"{tmp_path.name}/tree"] = body
@@ -133,7 +124,7 @@ def test_an_archive_data_volume_is_unpacked_into_the_volume(
     assert import_volume(environ(data, url, IMPORTER_CONTENTTYPE="archive")) == "Import Complete"
     assert (data / "a.txt").read_bytes() == b"alpha" and (data / "sub/b.bin").read_bytes() == PAYLOAD
     assert not (data / "disk.img").exists()
-    assert (data / "a.txt").stat().st_mode & 0o777 == 0o600
+    assert (data / "a.txt").stat().st_mode & 0o777 == 0o640
 
 
 def test_an_archive_that_is_not_a_tar_fails_with_cdis_message(
