@@ -388,3 +388,36 @@ async def test_a_vm_exports_manifest_has_its_instancetype_expanded(exports: Expo
     assert "instancetype" not in exported["spec"]
     domain = exported["spec"]["template"]["spec"]["domain"]
     assert (domain["memory"]["guest"], domain["cpu"]["sockets"]) == ("96Mi", 1)
+
+
+async def test_a_download_cut_short_by_the_exporter_ends_in_an_error_not_a_short_file(exports: ExportEnv) -> None:
+    admin, ns = exports.admin, await exports.env.namespace()
+    await admin.create(
+        PERSISTENT_VOLUME_CLAIMS, claim("big", **{"cdi.kubevirt.io/storage.contentType": "kubevirt"}), ns
+    )
+    await admin.create(VM_EXPORTS, vm_export("cut", "PersistentVolumeClaim", "big"), ns)
+    export = await ready(admin, ns, "cut")
+    await fill(admin, ns, "big", {"disk.img": pattern(48 * MI)})
+    token = await token_of(admin, ns, export)
+    context = ssl.create_default_context(cadata=exports.ca)
+    received = 0
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
+        async with session.get(formats(export, "big")["raw"], headers={TOKEN_HEADER: token}, ssl=context) as answer:
+            assert answer.status == 200 and answer.headers["Content-Length"] == str(48 * MI)
+            received += len(await answer.content.readexactly(MI))
+            # The exporter goes while the rest is on its way (its writes wait for this reader); the controller
+            # makes a new one, which this download does not reach.
+            first = (await admin.get(PODS, "virt-export-cut", ns))["metadata"]["uid"]
+            await admin.delete(PODS, "virt-export-cut", ns)
+
+            async def replaced() -> bool:
+                try:
+                    return (await admin.get(PODS, "virt-export-cut", ns))["metadata"]["uid"] != first
+                except NotFound:
+                    return True
+
+            await eventually(replaced, timeout=30)
+            with pytest.raises(aiohttp.ClientPayloadError):
+                while chunk := await answer.content.read(MI):
+                    received += len(chunk)
+    assert received < 48 * MI

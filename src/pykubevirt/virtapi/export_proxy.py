@@ -9,6 +9,7 @@ annotation virt-controller writes on the pod from its log.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Final
 
@@ -21,6 +22,8 @@ from pykubevirt.api.kubevirt.export import EXPORT_PLURAL
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import PODS, VM_EXPORTS
+
+log = logging.getLogger("pykubevirt.virtapi.export")
 
 PREFIX: Final = f"/api/{EXPORT_GROUP}/"
 _PATH = re.compile(rf"^/api/{re.escape(EXPORT_GROUP)}/(v1|v1beta1)/namespaces/([^/]+)/{EXPORT_PLURAL}/([^/]+)/(.*)$")
@@ -75,6 +78,7 @@ class ExportProxy:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=_TIMEOUT, auto_decompress=False)
         headers = {h: request.headers[h] for h in _PASSED_ON if h in request.headers}
+        response: web.StreamResponse | None = None
         try:
             async with self._session.request(
                 request.method, url, params=request.query, headers=headers, allow_redirects=False
@@ -90,6 +94,12 @@ class ExportProxy:
                 await response.write_eof()
                 return response
         except aiohttp.ClientError as exc:
+            if response is not None and response.prepared:
+                # The status went out already: closing the connection tells the client its body was cut short.
+                log.warning("export server %s stopped mid-answer: %s", url, exc)
+                if request.transport is not None:
+                    request.transport.close()
+                return response
             return web.Response(status=502, text=f"export server: {exc}")
 
 
