@@ -116,6 +116,10 @@ class Informer:
     def keys(self) -> list[str]:
         return list(self._items)
 
+    def size(self) -> int:
+        """How many objects the cache holds (no copy of its keys)."""
+        return len(self._items)
+
     def by_index(self, name: str, value: str) -> list[Object]:
         keys = self._indices.get(name, {}).get(value, set())
         return [self._items[k] for k in keys if k in self._items]

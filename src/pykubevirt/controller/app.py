@@ -55,7 +55,7 @@ from pykubevirt.controller.vm_export_controller import ExternalLinks, export_con
 from pykubevirt.controller.vm_pool_controller import VMPoolController
 from pykubevirt.controller.vm_revisions import OWNER_INDEX
 from pykubevirt.controller.vmi_controller import POD_OWNER_INDEX, VMIController, controller_uid_index
-from pykubevirt.controller.volume_status import claim_names
+from pykubevirt.controller.volume_status import CLAIMS_INDEX, claim_names
 from pykubevirt.controller.workload_updater import WorkloadUpdater
 from pykubevirt.log import set_verbosity
 
@@ -65,10 +65,10 @@ LEASE_NAME = "virt-controller"
 LEASE_NAMESPACE = "kubevirt"
 
 _node_of_vmi = field_index("status.nodeName")
-VMI_CLAIM_INDEX = "claims"
+VMI_CLAIM_INDEX = CLAIMS_INDEX
 
 
-VM_CLAIM_INDEX = "claims"
+VM_CLAIM_INDEX = CLAIMS_INDEX
 
 
 def _claims_of_vm(vm: Object) -> list[str]:

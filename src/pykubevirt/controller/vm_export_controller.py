@@ -40,7 +40,7 @@ from pykubevirt.client.resources import (
 from pykubevirt.controller import vm_export_plan as plan
 from pykubevirt.controller.snapshot_controllers import served
 from pykubevirt.controller.vm_restore_plan import snapshot_claim
-from pykubevirt.controller.volume_status import claim_names
+from pykubevirt.controller.volume_status import CLAIMS_INDEX, claim_names
 
 log = logging.getLogger("pykubevirt.controller.export")
 
@@ -118,23 +118,39 @@ class VMExportController:
         meta = claim["metadata"]
         return self.data_volumes.get(f"{meta.get('namespace')}/{meta.get('name')}")
 
-    async def _claim_in_use(self, claim: Object, export_uid: str) -> bool:
-        """A pod other than the export's own mounts the claim (a VMI's launcher, an importer, a user's pod)."""
+    def _vmi_uses(self, claim: Object) -> bool:
+        """A VMI that has not ended names the claim (its launcher mounts it, or will)."""
+        vmis = self.vmis.by_index(CLAIMS_INDEX, object_key(claim))
+        return any((v.get("status") or {}).get("phase") not in FINAL_PHASES for v in vmis)
+
+    async def _pod_uses(self, claim: Object, export_uid: str) -> bool:
+        """A pod other than the export's own mounts the claim (an importer, a user's pod)."""
         meta = claim["metadata"]
-        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
-        for vmi in self.vmis.by_index("claims", f"{namespace}/{name}"):
-            if (vmi.get("status") or {}).get("phase") not in FINAL_PHASES:
-                return True
-        pods = await self.client.list(PODS, namespace)
+        pods = await self.client.list(PODS, str(meta.get("namespace")))
         for pod in pods.get("items") or []:
             if (pod.get("status") or {}).get("phase") in FINAL_PHASES:
                 continue
             if any(r.get("uid") == export_uid for r in pod["metadata"].get("ownerReferences") or []):
                 continue
             volumes = (pod.get("spec") or {}).get("volumes") or []
-            if any((v.get("persistentVolumeClaim") or {}).get("claimName") == name for v in volumes):
+            if any((v.get("persistentVolumeClaim") or {}).get("claimName") == meta.get("name") for v in volumes):
                 return True
         return False
+
+    def _vm_claims(self, vm: Object) -> tuple[list[Object], bool]:
+        """The VM's claims in the cache, and whether all are populated (a DataVolume's claim not yet made is not)."""
+        namespace = vm["metadata"].get("namespace")
+        template = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+        claims: list[Object] = []
+        all_populated = True
+        for claim_name in claim_names({"spec": template}):
+            claim = self.pvcs.get(f"{namespace}/{claim_name}")
+            if claim is None:
+                all_populated = all_populated and not _is_data_volume(template, claim_name)
+                continue
+            claims.append(claim)
+            all_populated = all_populated and self._populated(claim)
+        return claims, all_populated
 
     async def _source(self, export: Object, pod: Object | None) -> plan.Source:
         meta, source = export["metadata"], export["spec"]["source"]
@@ -143,22 +159,11 @@ class VMExportController:
         if kind == "PersistentVolumeClaim":
             claim = self.pvcs.get(f"{namespace}/{name}")
             populated = claim is not None and self._populated(claim)
-            # A running exporter keeps its claim: only a VMI starting on it takes it back (KubeVirt's ExportPaused).
             in_use = claim is not None and populated and await self._in_use(claim, str(meta.get("uid")), pod)
             return plan.claim_source(namespace, name, claim, populated, in_use)
         if kind == "VirtualMachine":
             vm = self.vms.get(f"{namespace}/{name}")
-            claims: list[Object] = []
-            all_populated = True
-            if vm is not None:
-                template = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
-                for claim_name in claim_names({"spec": template}):
-                    claim = self.pvcs.get(f"{namespace}/{claim_name}")
-                    if claim is None:
-                        all_populated = all_populated and not _is_data_volume(template, claim_name)
-                        continue
-                    claims.append(claim)
-                    all_populated = all_populated and self._populated(claim)
+            claims, all_populated = self._vm_claims(vm) if vm is not None else ([], True)
             vmi = self.vmis.get(f"{namespace}/{name}")
             running = vmi is not None and (vmi.get("status") or {}).get("phase") not in FINAL_PHASES
             return plan.vm_source(namespace, name, vm, claims, all_populated, running)
@@ -187,9 +192,7 @@ class VMExportController:
         # The manifests are the live VM's, as KubeVirt's (the snapshot's own VM is not served as a manifest).
         vm = self.vms.get(f"{namespace}/{source.vm_name}") if source.vm_name else None
         if vm is not None:
-            template = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
-            vm_claims = [self.pvcs.get(f"{namespace}/{n}") for n in claim_names({"spec": template})]
-            source.vm, source.vm_claims = vm, [c for c in vm_claims if c is not None]
+            source.vm, source.vm_claims = vm, list(self._vm_claims(vm)[0])
         return source
 
     async def _restored_claim(self, export: Object, backup: Object, source_vm: Object) -> Object | None:
@@ -224,11 +227,11 @@ class VMExportController:
             return None
 
     async def _in_use(self, claim: Object, export_uid: str, pod: Object | None) -> bool:
-        if pod is None:
-            return await self._claim_in_use(claim, export_uid)
-        meta = claim["metadata"]
-        vmis = self.vmis.by_index("claims", f"{meta.get('namespace')}/{meta.get('name')}")
-        return any((v.get("status") or {}).get("phase") not in FINAL_PHASES for v in vmis)
+        """Whether another takes the claim: a running exporter yields it only to a VMI; before one is made, any pod
+        that mounts it (listed then, as the pods informer here holds launchers only) keeps it waiting too."""
+        if self._vmi_uses(claim):
+            return True
+        return pod is None and await self._pod_uses(claim, export_uid)
 
     # ------------------------------------------------------------------------------------------------ reconcile
 
@@ -535,12 +538,15 @@ async def export_controller(
         external=external,
     )
 
+    # Every VM, VMI, claim and DataVolume event of virt-controller comes through these: with no export, none looks.
     def of_claim(obj: Object) -> list[str]:
+        if not exports.size():
+            return []
         key = object_key(obj)
         keys = [object_key(e) for e in exports.by_index(CLAIM_INDEX, key)]
         # The claims an export of a snapshot restored are its own.
         keys += [owner] if (owner := controller_owner_key(obj, VM_EXPORT_KIND)) else []
-        for vm in vms.by_index("claims", key):
+        for vm in vms.by_index(CLAIMS_INDEX, key):
             keys += [object_key(e) for e in exports.by_index(VM_INDEX, object_key(vm))]
         return keys
 
@@ -548,6 +554,8 @@ async def export_controller(
         return [object_key(e) for e in exports.by_index(VM_INDEX, object_key(obj))]
 
     def of_vmi(obj: Object) -> list[str]:
+        if not exports.size():
+            return []
         namespace = obj["metadata"].get("namespace")
         keys = of_vm(obj)
         for claim in claim_names(obj):

@@ -27,6 +27,10 @@ def claim_name(volume: Mapping[str, Any]) -> str:
     return ""
 
 
+# The index of VMs and of VMIs by the claims they name (`namespace/claim`), which virt-controller's caches keep.
+CLAIMS_INDEX = "claims"
+
+
 def claim_names(vmi: Mapping[str, Any]) -> list[str]:
     return [name for v in (vmi.get("spec") or {}).get("volumes") or [] if (name := claim_name(v))]
 
