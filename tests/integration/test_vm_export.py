@@ -146,6 +146,7 @@ async def fill(admin: KubeClient, ns: str, claim_name: str, files: dict[str, byt
     """Write files into a bound claim's volume, as a pod that used it would have."""
     directory = await volume_dir(admin, ns, claim_name)
     for name, data in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_bytes(data)
 
 
@@ -312,6 +313,65 @@ async def test_a_vm_export_waits_for_the_vm_and_serves_its_claims_and_manifest(e
     await eventually(lambda: gone(admin, PODS, "virt-export-vmexp", ns), timeout=30)
     events = [(e["type"], e["reason"]) for e in (await admin.list(EVENTS, ns))["items"]]
     assert ("Warning", "ExportPaused") in events
+
+
+async def test_a_vm_export_serves_the_vms_firmware_state_claim_but_names_only_its_disks_in_the_manifest(
+    exports: ExportEnv,
+) -> None:
+    admin, ns = exports.admin, await exports.env.namespace()
+    await admin.create(PERSISTENT_VOLUME_CLAIMS, claim("disk"), ns)
+    vm = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "fw"},
+        "spec": {
+            "runStrategy": "Halted",
+            "template": {
+                "spec": {
+                    "domain": {
+                        "firmware": {"bootloader": {"efi": {"secureBoot": False, "persistent": True}}},
+                        "devices": {"disks": [{"name": "disk", "disk": {"bus": "virtio"}}]},
+                    },
+                    "volumes": [{"name": "disk", "persistentVolumeClaim": {"claimName": "disk"}}],
+                }
+            },
+        },
+    }
+    vm = await admin.create(VIRTUAL_MACHINES, vm, ns)
+    await admin.create(VM_EXPORTS, vm_export("fwexp", "VirtualMachine", "fw"), ns)
+
+    # Never started, so without its state claim: as upstream, the export lists no volume until the claim exists.
+    async def no_volumes() -> Object | None:
+        current = await admin.get(VM_EXPORTS, "fwexp", ns)
+        conditions = {c["type"]: c for c in (current.get("status") or {}).get("conditions") or []}
+        return current if (conditions.get("Ready") or {}).get("reason") == "VMNoVolumes" else None
+
+    await eventually(no_volumes, timeout=30)
+    state = claim("persistent-state-for-fw-q2x9z")
+    state["metadata"]["labels"] = {"persistent-state-for": "fw"}
+    state["metadata"]["ownerReferences"] = [
+        {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": "fw", "uid": vm["metadata"]["uid"]}
+    ]
+    await admin.create(PERSISTENT_VOLUME_CLAIMS, state, ns)
+    export = await ready(admin, ns, "fwexp")
+    await fill(admin, ns, "persistent-state-for-fw-q2x9z", {"nvram/fw_VARS.fd": b"firmware variables"})
+    volumes = {v["name"] for v in export["status"]["links"]["external"]["volumes"]}
+    assert volumes == {"disk", "persistent-state-for-fw-q2x9z"}
+    token = await token_of(admin, ns, export)
+    tar_url = formats(export, "persistent-state-for-fw-q2x9z")["tar.gz"]
+    code, body, _ = await fetch(tar_url, exports.ca, token)
+    assert code == 200
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as archive:
+        files = {m.name: archive.extractfile(m) for m in archive.getmembers() if m.isfile()}
+        assert files["./nvram/fw_VARS.fd"].read() == b"firmware variables"  # type: ignore[union-attr]
+    code, body, _ = await fetch(
+        {m["type"]: m["url"] for m in export["status"]["links"]["external"]["manifests"]}["all"],
+        exports.ca,
+        token,
+        Accept="application/json",
+    )
+    data_volumes = [i["metadata"]["name"] for i in json.loads(body)["items"] if i["kind"] == "DataVolume"]
+    assert data_volumes == ["disk"]
 
 
 def virtctl(exports: ExportEnv, *argv: str) -> subprocess.CompletedProcess[str]:

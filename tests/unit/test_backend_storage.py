@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pykubevirt.api import backend_storage as bs
+from pykubevirt.api.generated_names import fnv32a
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import cluster_config
 from pykubevirt.controller.backend_storage import claim_owner_keys
@@ -198,3 +199,43 @@ def test_launcher_finds_its_state_dirs_in_its_mounts(tmp_path: Path) -> None:
     assert (tmp_path / "pvc/swtpm").is_dir()
     assert persistent_state.link_swtpm_storage(root, mounts) == link
     assert persistent_state.link_swtpm_storage(tmp_path / "other", {}) is None
+
+
+# ------------------------------------------------------------------------------------- snapshots, restores, exports
+
+
+def vm_with(domain: dict[str, Any], name: str = "vm1") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns"}, "spec": {"template": {"spec": {"domain": domain}}}}
+
+
+def test_a_vm_needs_backend_storage_as_its_template_does() -> None:
+    assert bs.vm_needs(vm_with(EFI)) and bs.vm_needs(vm_with(TPM))
+    assert not bs.vm_needs(vm_with({"devices": {"tpm": {}}}))
+    assert not bs.vm_needs({"metadata": {"name": "no-template"}, "spec": {}})
+
+
+def test_the_claim_goes_by_kubevirts_volume_name_shortened_with_a_hash_when_long() -> None:
+    assert bs.vm_volume_name("fw") == "persistent-state-for-fw"
+    assert bs.vm_volume("fw", "persistent-state-for-fw-x1") == {
+        "name": "persistent-state-for-fw",
+        "persistentVolumeClaim": {"claimName": "persistent-state-for-fw-x1"},
+    }
+    # library-go's naming.GetName: a VM name too long for any of it to fit leaves the prefix and a hash of the whole.
+    vm = "a-very-long-virtual-machine-name-for-a-database-server-01"
+    long_name = bs.vm_volume_name(vm)
+    assert long_name == f"persistent-state-for-{fnv32a('persistent-state-for-' + vm)}"
+    assert long_name != bs.vm_volume_name("a-very-long-virtual-machine-name-for-a-database-server-02")
+
+
+def test_of_several_claims_labelled_for_a_vm_the_newest_live_one_is_its_own() -> None:
+    def pvc(name: str, created: str, deleting: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "creationTimestamp": created}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-12-07T10:00:00Z"
+        return {"metadata": meta}
+
+    older, newer = pvc("a", "2026-12-01T10:00:00Z"), pvc("b", "2026-12-02T10:00:00Z")
+    going = pvc("c", "2026-12-03T10:00:00Z", deleting=True)
+    assert bs.newest_live_claim([older, going, newer]) is newer
+    assert bs.newest_live_claim([going]) is None
+    assert bs.newest_live_claim([]) is None

@@ -258,3 +258,12 @@ def test_a_vm_export_without_volumes_to_serve_is_skipped() -> None:
     assert plan.vm_source("ns", "vm", None, [], True, False).skipped
     assert plan.vm_source("ns", "vm", {"metadata": {}}, [], True, False).skipped
     assert not plan.vm_source("ns", "vm", {"metadata": {}}, [claim("a")], True, False).skipped
+
+
+def test_a_vm_source_serves_its_backend_storage_claim_but_names_only_its_own_claims_for_the_manifest() -> None:
+    state = claim("persistent-state-for-vm-x1")
+    source = plan.vm_source("ns", "vm", {"metadata": {}}, [claim("a")], True, False, state)
+    assert [c["metadata"]["name"] for c in source.claims] == ["a", "persistent-state-for-vm-x1"]
+    assert [c["metadata"]["name"] for c in source.vm_claims] == ["a"]
+    only_state = plan.vm_source("ns", "vm", {"metadata": {}}, [], True, False, state)
+    assert not only_state.skipped and only_state.ready.reason == "Initializing"

@@ -8,9 +8,10 @@ pkg/virt-controller/services/rendervolumes.go. Pure functions over plain objects
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pykubevirt.api import pod_layout
+from pykubevirt.api.generated_names import generated_name
 
 # The claim is `persistent-state-for-<vmi>-<random>`, found again through its `persistent-state-for: <vmi>` label.
 PVC_PREFIX = "persistent-state-for"
@@ -40,6 +41,7 @@ NOT_READY_REASON = "BackendStorageNotReady"
 NO_DEFAULT_CLASS = "no default storage class found"
 
 Obj = Mapping[str, Any]
+ObjT = TypeVar("ObjT", bound=Mapping[str, Any])
 
 
 class BackendStorageError(Exception):
@@ -80,6 +82,30 @@ def claim_for(vmi: Obj, claims: Iterable[Obj]) -> Obj | None:
         if pvc_meta.get("name") == f"{PVC_PREFIX}-{name}":
             legacy = pvc
     return legacy
+
+
+def vm_needs(vm: Obj) -> bool:
+    """IsBackendStorageNeeded for a VM: its template asks for persistent EFI or TPM state."""
+    return is_needed({"spec": ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}})
+
+
+def newest_live_claim(claims: Iterable[ObjT]) -> ObjT | None:
+    """The newest claim not being deleted (getNewestNonTerminatingPVC), of those labelled for one VM."""
+    live = [pvc for pvc in claims if not (pvc.get("metadata") or {}).get("deletionTimestamp")]
+    if not live:
+        return None
+    # RFC 3339 stamps order as text; the name breaks a tie within a second, where upstream's order is arbitrary.
+    return max(live, key=lambda p: (str(p["metadata"].get("creationTimestamp") or ""), str(p["metadata"]["name"])))
+
+
+def vm_volume_name(vm_name: str) -> str:
+    """The name the claim goes by among a VM's volumes in snapshots, restores and exports (BackendPVCVolumeName)."""
+    return generated_name(PVC_PREFIX, vm_name)
+
+
+def vm_volume(vm_name: str, claim_name: str) -> dict[str, Any]:
+    """The claim as one of the VM's volumes, as storage utils' GetVolumes WithBackendVolume lists it."""
+    return {"name": vm_volume_name(vm_name), "persistentVolumeClaim": {"claimName": claim_name}}
 
 
 def storage_class(configured: str, classes: Iterable[Obj]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import Any
 
 from pykubevirt.api import backend_storage as bs
 from pykubevirt.client.api import KubeClient, Object
@@ -19,6 +20,7 @@ log = logging.getLogger("pykubevirt.controller.backend_storage")
 
 # Index of the claims informer: `<namespace>/<vmi>` of a claim's persistent-state-for label.
 CLAIM_OWNER_INDEX = "persistent-state-for"
+NO_BACKEND_CLAIM = "no backend PVC when there should be one"
 
 
 def claim_owner_keys(pvc: Object) -> list[str]:
@@ -26,6 +28,35 @@ def claim_owner_keys(pvc: Object) -> list[str]:
     meta = pvc.get("metadata") or {}
     name = (meta.get("labels") or {}).get(bs.PVC_PREFIX)
     return [f"{meta.get('namespace', '')}/{name}"] if name else []
+
+
+class NoBackendClaim(LookupError):
+    """A VM needs backend storage and has no claim yet."""
+
+
+def index_claim_owners(claims: Informer) -> None:
+    """Index a claims informer by the VM or VMI each backend-storage claim is for."""
+    claims.add_indexer(CLAIM_OWNER_INDEX, claim_owner_keys)
+
+
+def vm_claim(claims: Informer, vm: Object) -> Object | None:
+    """The cached backend-storage claim of a VM (getBackendPVCName): the newest live one labelled for it."""
+    meta = vm["metadata"]
+    return bs.newest_live_claim(claims.by_index(CLAIM_OWNER_INDEX, f"{meta.get('namespace')}/{meta.get('name')}"))
+
+
+def vm_backend_volume(claims: Informer, vm: Object) -> dict[str, Any] | None:
+    """The VM's backend-storage claim as one of its volumes, None when it needs none.
+
+    Raises NoBackendClaim when it needs one that does not exist yet (upstream's ErrNoBackendPVC): a VM with
+    persistent state that never started.
+    """
+    if not bs.vm_needs(vm):
+        return None
+    pvc = vm_claim(claims, vm)
+    if pvc is None:
+        raise NoBackendClaim(NO_BACKEND_CLAIM)
+    return bs.vm_volume(str(vm["metadata"]["name"]), str(pvc["metadata"]["name"]))
 
 
 class BackendStorage:
@@ -36,7 +67,7 @@ class BackendStorage:
         self.claims = claims
         self.classes = classes
         self.expectations = ControllerExpectations()
-        claims.add_indexer(CLAIM_OWNER_INDEX, claim_owner_keys)
+        index_claim_owners(claims)
 
     def on_claim_add(self, pvc: Object) -> None:
         for key in claim_owner_keys(pvc):

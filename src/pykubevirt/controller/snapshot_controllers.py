@@ -23,6 +23,7 @@ from pykubevirt.client.resources import (
     VOLUME_SNAPSHOTS,
     ResourceRef,
 )
+from pykubevirt.controller.backend_storage import NoBackendClaim, vm_backend_volume
 from pykubevirt.controller.vm_clone_controller import VMCloneController
 from pykubevirt.controller.vm_restore_controller import VMRestoreController
 from pykubevirt.controller.vm_snapshot_controller import SnapshotClasses, VMSnapshotController
@@ -134,7 +135,16 @@ async def snapshot_controllers(
         clone_queue.watch(clones).watch(snapshots, cloner.keys_for_owned).watch(restores, cloner.keys_for_owned)
         clone_queue.watch(shared.vms, cloner.keys_for_vm)
         queues.append(clone_queue)
-    statuses = VolumeSnapshotStatuses(shared.pvcs.get, shared.data_volumes.get, snapshot.classes.for_storage_class)
+
+    def backend_volume(vm: Object) -> Object | None:
+        try:
+            return vm_backend_volume(shared.pvcs, vm)
+        except NoBackendClaim:
+            return None  # upstream lists the VM's other volumes without it
+
+    statuses = VolumeSnapshotStatuses(
+        shared.pvcs.get, shared.data_volumes.get, snapshot.classes.for_storage_class, backend_volume
+    )
     return informers, queues, statuses
 
 

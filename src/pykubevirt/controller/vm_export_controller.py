@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from pykubevirt.api import backend_storage as bs
 from pykubevirt.api import export_names as names
 from pykubevirt.api.constants import VM_EXPORT_KIND
 from pykubevirt.api.json_copy import copy_json
@@ -38,6 +39,7 @@ from pykubevirt.client.resources import (
     ResourceRef,
 )
 from pykubevirt.controller import vm_export_plan as plan
+from pykubevirt.controller.backend_storage import claim_owner_keys, index_claim_owners, vm_claim
 from pykubevirt.controller.snapshot_controllers import served
 from pykubevirt.controller.vm_restore_plan import snapshot_claim
 from pykubevirt.controller.volume_status import CLAIMS_INDEX, claim_names
@@ -164,9 +166,15 @@ class VMExportController:
         if kind == "VirtualMachine":
             vm = self.vms.get(f"{namespace}/{name}")
             claims, all_populated = self._vm_claims(vm) if vm is not None else ([], True)
+            backend = None
+            if vm is not None and bs.vm_needs(vm):
+                # Served with the disks (GetVolumes WithAllVolumes). A VM that never started has none yet, and
+                # upstream then lists no volume at all (ErrNoBackendPVC): the export says "has no volumes".
+                backend = vm_claim(self.pvcs, vm)
+                claims = claims if backend is not None else []
             vmi = self.vmis.get(f"{namespace}/{name}")
             running = vmi is not None and (vmi.get("status") or {}).get("phase") not in FINAL_PHASES
-            return plan.vm_source(namespace, name, vm, claims, all_populated, running)
+            return plan.vm_source(namespace, name, vm, claims, all_populated, running, backend)
         if kind == "VirtualMachineSnapshot":
             return await self._snapshot_source(export, namespace, name)
         message = f"{source.get('kind')} exports are not served by this cluster"
@@ -526,6 +534,7 @@ async def export_controller(
     exports.add_indexer(CLAIM_INDEX, source_claim_keys)
     exports.add_indexer(VM_INDEX, source_vm_keys)
     exporter_pods = Informer(client, PODS, label_selector=names.SERVICE_LABEL)
+    index_claim_owners(pvcs)
     reconciler = VMExportController(
         client,
         exports=exports,
@@ -548,6 +557,8 @@ async def export_controller(
         keys += [owner] if (owner := controller_owner_key(obj, VM_EXPORT_KIND)) else []
         for vm in vms.by_index(CLAIMS_INDEX, key):
             keys += [object_key(e) for e in exports.by_index(VM_INDEX, object_key(vm))]
+        for vm_key in claim_owner_keys(obj):  # a VM's backend-storage claim
+            keys += [object_key(e) for e in exports.by_index(VM_INDEX, vm_key)]
         return keys
 
     def of_vm(obj: Object) -> list[str]:

@@ -123,15 +123,18 @@ def vm_source(
     claims: Sequence[Mapping[str, Any]],
     all_populated: bool,
     running: bool,
+    backend: Mapping[str, Any] | None = None,
 ) -> Source:
-    """A VirtualMachine source (vm-source.go): its claims, once all are populated and no VMI of it runs."""
+    """A VirtualMachine source (vm-source.go): its claims and its backend-storage claim, once all are populated and no
+    VMI of it runs. The manifests name the VM's own claims only."""
+    served = [*claims, *([backend] if backend is not None else [])]
     # Without volumes to serve (no VM, or none in it) KubeVirt skips the export.
-    source = Source(vm_name=name, vm=vm, vm_claims=list(claims), skipped=not claims)
+    source = Source(vm_name=name, vm=vm, vm_claims=list(claims), skipped=not served)
     if vm is None:
         source.ready = ready_condition("False", VM_NOT_FOUND, f"Virtual Machine {namespace}/{name} not found")
         return source
-    source.claims, source.populated = list(claims), all_populated
-    if not claims:
+    source.claims, source.populated = served, all_populated
+    if not served:
         source.populated = True
         source.ready = ready_condition("False", VM_NO_VOLUMES, f"Virtual Machine {namespace}/{name} has no volumes")
     elif not all_populated:

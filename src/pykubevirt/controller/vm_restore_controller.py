@@ -32,6 +32,7 @@ from pykubevirt.client.resources import (
 from pykubevirt.controller import snapshot_instancetype_revisions as instancetype_revisions
 from pykubevirt.controller import vm_restore_plan as plan
 from pykubevirt.controller import vm_snapshot_status as st
+from pykubevirt.controller.restore_backend_storage import RestoreBackendError, RestoredBackendClaims, restored_entry
 from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.controller.restore")
@@ -112,6 +113,7 @@ class VMRestoreController:
         self.revisions = revisions
         self.volume_snapshots = volume_snapshots
         self.recorder = recorder
+        self.backend_claims = RestoredBackendClaims(client, pvcs)
         restores.add_indexer(TARGET_INDEX, target_key)
         restores.add_indexer(CLAIM_INDEX, restored_claim_keys)
 
@@ -197,6 +199,7 @@ class VMRestoreController:
         target = self._copy(self.vms.get(f"{namespace}/{target_name}")) or target
         if target is None:
             raise RestoreError("At this point target should exist")
+        await self.backend_claims.delete_replaced(restore, target)
         await self._done(restore, target)
         self.recorder.event(
             restore,
@@ -436,6 +439,11 @@ class VMRestoreController:
             if deleted != (status.get("deletedDataVolumes") or []):
                 status["deletedDataVolumes"] = deleted
                 return True
+        try:
+            if await self.backend_claims.hand_over(restore, snapshot_vm):
+                return True
+        except RestoreBackendError as exc:
+            raise RestoreError(str(exc)) from exc
         snapshot_name = str((restore.get("spec") or {}).get("virtualMachineSnapshotName", ""))
         try:
             await instancetype_revisions.restore(self.client, self.revisions, vm, snapshot_name, target)
@@ -448,7 +456,8 @@ class VMRestoreController:
         else:
             created = await self.client.update(VIRTUAL_MACHINES, vm)
         await instancetype_revisions.claim(self.client, created)
-        await self._own_restored_claims(restore, created)
+        backend = restored_entry(restore, snapshot_vm)
+        await self._own_restored_claims(restore, created, [str(backend["persistentVolumeClaim"])] if backend else [])
         log.info("target VM updated to the snapshot's spec", extra=object_fields(created))
         return True
 
@@ -509,13 +518,15 @@ class VMRestoreController:
             waiting = True
         return waiting
 
-    async def _own_restored_claims(self, restore: Object, vm: Object) -> None:
-        """Claims restored for a VM that did not exist yet are owned by it once it does."""
+    async def _own_restored_claims(self, restore: Object, vm: Object, backend_claims: list[str]) -> None:
+        """Claims restored for a VM that did not exist yet (its volumes' and its backend storage's) are owned by it
+        once it does."""
         if (restore.get("spec") or {}).get("volumeOwnershipPolicy") == "None":
             return
         namespace = vm["metadata"]["namespace"]
-        for volume in ((vm.get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes") or []:
-            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        volumes = ((vm.get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes") or []
+        claims = [(v.get("persistentVolumeClaim") or {}).get("claimName") for v in volumes]
+        for claim in [*claims, *backend_claims]:
             if not claim:
                 continue
             try:

@@ -8,6 +8,7 @@ they are all ready. Without the CSI snapshot API on the cluster no claim is snap
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +25,14 @@ from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VM_SNAPSHOT_CONTENTS, VM_SNAPSHOTS, VOLUME_SNAPSHOTS
 from pykubevirt.controller import snapshot_instancetype_revisions as instancetype_revisions
 from pykubevirt.controller import vm_snapshot_status as st
-from pykubevirt.controller.vm_snapshot_source import SnapshotSource, SourceLocks, simplified_metadata, source_of
+from pykubevirt.controller.backend_storage import NoBackendClaim, index_claim_owners, vm_backend_volume
+from pykubevirt.controller.vm_snapshot_source import (
+    SnapshotSource,
+    SourceLocks,
+    all_volume_claims,
+    simplified_metadata,
+    source_of,
+)
 from pykubevirt.controller.vm_snapshot_source import volume_claims as source_claims
 from pykubevirt.controller.volume_snapshot_class import AmbiguousSnapshotClass, snapshot_class_name
 from pykubevirt.log import object_fields
@@ -93,6 +101,7 @@ class VMSnapshotController:
         self.recorder = recorder
         self.locks = SourceLocks(client, pvcs=pvcs, data_volumes=data_volumes, pods=pods, revisions=revisions)
         self.content_reconciler = ContentReconciler(self)
+        index_claim_owners(pvcs)
         snapshots.add_indexer(SOURCE_INDEX, source_vm_key)
 
     # ------------------------------------------------------------------------------------------- key mapping
@@ -192,7 +201,7 @@ class VMSnapshotController:
     async def _create_content(self, snapshot: Object, source: SnapshotSource) -> None:
         namespace = snapshot["metadata"]["namespace"]
         backups = []
-        for volume, claim in sorted(source_claims(source.vm).items()):
+        for volume, claim in sorted(all_volume_claims(source.vm, self.pvcs).items()):
             pvc = self._snapshot_claim(namespace, claim)
             if pvc is None:
                 continue
@@ -307,13 +316,16 @@ class VMSnapshotController:
         if not vm:
             return
         volumes = ((vm.get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes") or []
+        with contextlib.suppress(NoBackendClaim):
+            if (backend := vm_backend_volume(self.pvcs, vm)) is not None:
+                volumes = [*volumes, backend]
         backed_up = {b.get("volumeName") for b in (content or {}).get("spec", {}).get("volumeBackups") or []}
         included = [v["name"] for v in volumes if v.get("name") in backed_up]
         excluded = [v["name"] for v in volumes if v.get("name") not in backed_up]
         status["snapshotVolumes"] = {
             k: v for k, v in (("includedVolumes", included), ("excludedVolumes", excluded)) if v
         }
-        snapshottable = source_claims(vm)
+        snapshottable = {*source_claims(vm), *(v["name"] for v in volumes if v.get("persistentVolumeClaim"))}
         if any(name in snapshottable for name in excluded):
             st.add_partial_indication(status)
 

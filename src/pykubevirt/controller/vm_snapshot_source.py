@@ -18,6 +18,7 @@ from pykubevirt.api.objects import condition, condition_true, is_marked_for_dele
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VIRTUAL_MACHINES
+from pykubevirt.controller.backend_storage import NoBackendClaim, vm_backend_volume
 from pykubevirt.controller.vm_revisions import revision_data_spec
 from pykubevirt.controller.vm_snapshot_status import LOCKED, NOT_LOCKED, SOURCE_FINALIZER
 from pykubevirt.log import object_fields
@@ -36,6 +37,18 @@ def volume_claims(vm: Mapping[str, Any]) -> dict[str, str]:
         elif (dump := volume.get("memoryDump")) and dump.get("claimName"):
             claims[volume["name"]] = str(dump["claimName"])
     return claims
+
+
+def all_volume_claims(vm: Mapping[str, Any], claims: Informer) -> dict[str, str]:
+    """The VM's snapshottable volumes and its backend-storage claim (GetVolumes WithAllVolumes): volume → claim.
+
+    Raises NoBackendClaim while the VM needs a backend-storage claim it has not got.
+    """
+    found = volume_claims(vm)
+    backend = vm_backend_volume(claims, dict(vm))
+    if backend is not None:
+        found[backend["name"]] = backend["persistentVolumeClaim"]["claimName"]
+    return found
 
 
 def simplified_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,7 +138,10 @@ class SourceLocks:
             return True
         vm = source.vm
         namespace, vm_name = vm["metadata"].get("namespace", ""), vm["metadata"].get("name", "")
-        claims = sorted(set(volume_claims(vm).values()))
+        try:
+            claims = sorted(set(all_volume_claims(vm, self.pvcs).values()))
+        except NoBackendClaim:
+            return False  # its first start makes the claim; upstream waits for it with the message unchanged
         for claim in claims:
             key = f"{namespace}/{claim}"
             problem = claim_problem(self.pvcs.get(key), self.data_volumes.get(key), claim)

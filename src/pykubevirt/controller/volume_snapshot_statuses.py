@@ -1,4 +1,5 @@
-"""A VM's `status.volumeSnapshotStatuses`: which of its volumes a snapshot can take, and why not the others.
+"""A VM's `status.volumeSnapshotStatuses`: which of its volumes (and its backend-storage claim) a snapshot can take,
+and why not the others.
 
 After KubeVirt's updateVolumeSnapshotStatuses (`pkg/storage/snapshot/snapshot.go`), written by virt-controller's VM
 controller with the rest of the VM's status rather than as a write of its own.
@@ -18,14 +19,23 @@ Lookup = Callable[[str], Object | None]
 class VolumeSnapshotStatuses:
     """Computes the statuses from lookups of claims and DataVolumes (by `namespace/name`) and of snapshot classes."""
 
-    def __init__(self, pvcs: Lookup, data_volumes: Lookup, snapshot_class: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        pvcs: Lookup,
+        data_volumes: Lookup,
+        snapshot_class: Callable[[str], str],
+        backend_volume: Callable[[Object], Mapping[str, Any] | None] = lambda vm: None,
+    ) -> None:
         self.pvcs = pvcs
         self.data_volumes = data_volumes
         self.snapshot_class = snapshot_class
+        self.backend_volume = backend_volume
 
     def __call__(self, vm: Object) -> list[dict[str, Any]]:
         volumes = ((vm.get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes") or []
-        return [self._status(vm, volume) for volume in volumes]
+        # The backend-storage claim is listed last, as GetVolumes WithAllVolumes adds it.
+        backend = self.backend_volume(vm)
+        return [self._status(vm, volume) for volume in [*volumes, *([backend] if backend is not None else [])]]
 
     def _status(self, vm: Object, volume: Mapping[str, Any]) -> dict[str, Any]:
         name = str(volume.get("name", ""))
