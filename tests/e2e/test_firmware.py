@@ -1,7 +1,7 @@
 """Firmware and devices on real QEMU guests (TCG here): the specification's three firmware scenarios, UEFI with and
 without Secure Boot, a missing OVMF image, direct kernel boot, TPM, persistent EFI variables and TPM state across a
-restart, virtio-rng and the i6300esb watchdog's actions. One cluster for the module; its launchers read OVMF from a
-directory of links the missing-firmware test can take one out of."""
+restart and a snapshot's restore, virtio-rng and the i6300esb watchdog's actions. One cluster for the module; its
+launchers read OVMF from a directory of links the missing-firmware test can take one out of."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from pykubevirt.client.resources import (
     PERSISTENT_VOLUMES,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
+    VM_RESTORES,
+    VM_SNAPSHOTS,
 )
 from pykubevirt.launcher.host_firmware import EFI_VARS
 from pykubevirt.node.cpu_manager import parse_cpu_list
@@ -272,7 +274,7 @@ def boot_count(vars_file: Path) -> int:
     return int(struct.unpack("<I", efi_variables(vars_file.read_bytes())["MTC"])[0])
 
 
-async def test_persistent_efi_vars_and_tpm_state_survive_a_restart(kube: ClusterView) -> None:
+async def test_persistent_efi_vars_and_tpm_state_survive_a_restart_and_a_restore(kube: ClusterView) -> None:
     """One VM with both: its backend-storage claim (class `local`) keeps the vars file and the swtpm state, which the
     launcher of the next start reuses instead of the template and a freshly manufactured TPM."""
     ns = await kube.namespace()
@@ -309,6 +311,10 @@ async def test_persistent_efi_vars_and_tpm_state_survive_a_restart(kube: Cluster
         return await kube.vmi(ns, "keeper") is None
 
     await eventually(gone, timeout=120, interval=0.5)
+    # A snapshot of the stopped VM takes its state claim with it (KubeVirt's volume name for it).
+    await kube.admin.create(VM_SNAPSHOTS, vm_snapshot("after-first-boot", "keeper"), ns)
+    snapshot = await ready(kube, VM_SNAPSHOTS, ns, "after-first-boot", lambda s: s.get("readyToUse") is True)
+    assert snapshot["status"]["snapshotVolumes"]["includedVolumes"] == ["persistent-state-for-keeper"]
     await kube.admin.patch(VIRTUAL_MACHINES, "keeper", {"spec": {"runStrategy": "Always"}}, ns)
     await console_of(kube, ns, "keeper", seen, timeout=EFI_BOOT_TIMEOUT)
     second = await kube.vmi(ns, "keeper") or {}
@@ -321,7 +327,51 @@ async def test_persistent_efi_vars_and_tpm_state_survive_a_restart(kube: Cluster
     assert tpm_state.exists()
     logs = Path(pod_layout.embed_root(second_pod["metadata"]["uid"])) / "log" / "swtpm"
     assert not any("vTPM manufacturing" in log.read_text() for log in logs.rglob("*-swtpm.log"))
+
+    # Restored, the VM boots from the snapshot's variables (one boot after the first), on the restored claim, and
+    # the claim it replaced is deleted.
+    await kube.admin.patch(VIRTUAL_MACHINES, "keeper", {"spec": {"runStrategy": "Halted"}}, ns)
+    await eventually(gone, timeout=120, interval=0.5)
+    restore = {
+        "apiVersion": "snapshot.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineRestore",
+        "metadata": {"name": "back"},
+        "spec": {
+            "target": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "keeper"},
+            "virtualMachineSnapshotName": "after-first-boot",
+        },
+    }
+    await kube.admin.create(VM_RESTORES, restore, ns)
+    restored = await ready(kube, VM_RESTORES, ns, "back", lambda s: s.get("complete") is True)
+    (entry,) = restored["status"]["restores"]
+    await kube.admin.patch(VIRTUAL_MACHINES, "keeper", {"spec": {"runStrategy": "Always"}}, ns)
+    await console_of(kube, ns, "keeper", seen, timeout=EFI_BOOT_TIMEOUT)
+    (current,) = (await kube.admin.list(PERSISTENT_VOLUME_CLAIMS, ns, label_selector="persistent-state-for=keeper"))[
+        "items"
+    ]
+    assert current["metadata"]["name"] == entry["persistentVolumeClaim"] != pvc["metadata"]["name"]
+    pv = await kube.admin.get(PERSISTENT_VOLUMES, current["spec"]["volumeName"])
+    assert boot_count(Path(pv["spec"]["hostPath"]["path"]) / "nvram" / "keeper_VARS.fd") == booted_once + 1
+    await eventually(lambda: not vars_file.exists(), timeout=60, interval=0.5)
     await kube.admin.delete(VIRTUAL_MACHINES, "keeper", ns)
+
+
+def vm_snapshot(name: str, vm: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "snapshot.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineSnapshot",
+        "metadata": {"name": name},
+        "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": vm}},
+    }
+
+
+async def ready(kube: ClusterView, resource: Any, ns: str, name: str, check: Any) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        found = await kube.admin.get(resource, name, ns)
+        return found if check(found.get("status") or {}) else None
+
+    result: dict[str, Any] = await eventually(probe, timeout=120, interval=0.5)
+    return result
 
 
 # ------------------------------------------------------------------------------------------------ devices
