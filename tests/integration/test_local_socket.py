@@ -13,6 +13,7 @@ import pytest
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.config import load_kubeconfig
 from pykubevirt.client.errors import Forbidden
+from pykubevirt.client.resources import NAMESPACES, SECRETS
 from tests.support.apiserver_process import KUBECTL, APIServerProcess
 
 
@@ -55,6 +56,16 @@ async def test_without_the_socket_a_client_uses_https(apiserver: APIServerProces
     async with KubeClient(config) as client:
         assert (await client.request("GET", "/api/v1/namespaces/default"))["metadata"]["name"] == "default"
         assert client.base_url == apiserver.url
+
+
+async def test_get_or_none_is_none_only_for_a_404(apiserver: APIServerProcess) -> None:
+    async with KubeClient(load_kubeconfig(apiserver.kubeconfig)) as client:
+        found = await client.get_or_none(NAMESPACES, "default")
+        assert found is not None and found["metadata"]["name"] == "default"
+        assert await client.get_or_none(NAMESPACES, "no-such-namespace") is None
+    async with KubeClient(load_kubeconfig(apiserver.data_dir / "virt-api.kubeconfig")) as client:
+        with pytest.raises(Forbidden):
+            await client.get_or_none(SECRETS, "no-such-secret", "default")
 
 
 def test_kubectl_reads_the_same_kubeconfig(apiserver: APIServerProcess) -> None:

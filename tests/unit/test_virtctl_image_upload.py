@@ -72,6 +72,14 @@ class FakeClient:
                 self.annotations(name)[READY] = "true"
         return copy.deepcopy(obj)
 
+    async def get_or_none(
+        self, resource: ResourceRef, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        try:
+            return await self.get(resource, name, namespace)
+        except NotFound:
+            return None
+
     async def create(self, resource: ResourceRef, body: dict[str, Any], namespace: str | None = None) -> Any:
         self.created.append((resource.plural, copy.deepcopy(body)))
         name = body["metadata"]["name"]

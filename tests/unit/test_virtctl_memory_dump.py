@@ -184,6 +184,14 @@ class FakeClient:
             return {**found, "status": self.export_status}
         return found
 
+    async def get_or_none(
+        self, resource: ResourceRef, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        try:
+            return await self.get(resource, name, namespace)
+        except NotFound:
+            return None
+
     async def create(self, resource: ResourceRef, body: dict[str, Any], namespace: str | None = None) -> Any:
         self.created.append(body)
         if resource.plural in ("virtualmachineexports", "secrets"):

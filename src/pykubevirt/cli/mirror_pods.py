@@ -17,7 +17,7 @@ from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.cli.cluster_layout import ClusterLayout, Component
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.config import ConfigError, load_kubeconfig
-from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
+from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict
 from pykubevirt.client.resources import PODS
 
 log = logging.getLogger("pykubevirt.supervisor.mirror")
@@ -153,10 +153,7 @@ class MirrorPods:
             node = component.node or self.layout.control_plane_node
             wanted = mirror_pod(component, node)
             namespace, name = component.pod.namespace, component.pod.name
-            try:
-                current = await client.get(PODS, name, namespace)
-            except NotFound:
-                current = None
+            current = await client.get_or_none(PODS, name, namespace)
             annotations = ((current or {}).get("metadata") or {}).get("annotations") or {}
             stale = current is not None and (
                 annotations.get(pod_layout.MIRROR_ANNOTATION)

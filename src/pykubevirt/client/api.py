@@ -17,7 +17,7 @@ import aiohttp
 
 from pykubevirt.api import json_codec
 from pykubevirt.client.config import ClientConfig
-from pykubevirt.client.errors import ApiError, Gone, error_for
+from pykubevirt.client.errors import ApiError, Gone, NotFound, error_for
 from pykubevirt.client.resources import ResourceRef
 from pykubevirt.metrics import rest_client
 
@@ -193,6 +193,13 @@ class KubeClient:
     async def get(self, resource: ResourceRef, name: str, namespace: str | None = None) -> Object:
         result: Object = await self.request("GET", resource.path(namespace, name))
         return result
+
+    async def get_or_none(self, resource: ResourceRef, name: str, namespace: str | None = None) -> Object | None:
+        """The object, or None when the API server answers 404."""
+        try:
+            return await self.get(resource, name, namespace)
+        except NotFound:
+            return None
 
     async def list(
         self,

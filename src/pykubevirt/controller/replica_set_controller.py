@@ -109,13 +109,14 @@ class ReplicaSetController:
     async def _adopt(self, rs: Object, vmi: Object) -> Object | None:
         meta = vmi["metadata"]
         # An uncached read first, as kube's RecheckDeletionTimestamp does: a set deleted meanwhile adopts nothing.
-        try:
-            fresh = await self.client.get(
-                VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS, rs["metadata"]["name"], meta["namespace"]
-            )
-        except NotFound:
-            return None
-        if fresh["metadata"].get("uid") != rs["metadata"]["uid"] or fresh["metadata"].get("deletionTimestamp"):
+        fresh = await self.client.get_or_none(
+            VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS, rs["metadata"]["name"], meta["namespace"]
+        )
+        if (
+            fresh is None
+            or fresh["metadata"].get("uid") != rs["metadata"]["uid"]
+            or fresh["metadata"].get("deletionTimestamp")
+        ):
             return None
         patch = {"metadata": {"ownerReferences": [controller_ref(rs)], "uid": meta["uid"]}}
         try:

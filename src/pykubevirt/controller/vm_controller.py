@@ -295,9 +295,8 @@ class VMController:
         read shows it still controls, and the delete is guarded by that read's resourceVersion.
         """
         meta = vmi["metadata"]
-        try:
-            fresh = await self.client.get(VIRTUAL_MACHINE_INSTANCES, meta["name"], meta["namespace"])
-        except NotFound:
+        fresh = await self.client.get_or_none(VIRTUAL_MACHINE_INSTANCES, meta["name"], meta["namespace"])
+        if fresh is None:
             return None
         owner = next((r for r in fresh["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
         if owner is None or owner.get("uid") != vm["metadata"]["uid"]:

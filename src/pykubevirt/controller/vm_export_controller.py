@@ -26,6 +26,7 @@ from pykubevirt.client.controller import Controller, Result, controller_owner_ke
 from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer, object_key
+from pykubevirt.client.pod_logs import pod_log_tail
 from pykubevirt.client.resources import (
     CONFIG_MAPS,
     PERSISTENT_VOLUME_CLAIMS,
@@ -36,7 +37,6 @@ from pykubevirt.client.resources import (
     VM_SNAPSHOT_CONTENTS,
     VM_SNAPSHOTS,
     VOLUME_SNAPSHOTS,
-    ResourceRef,
 )
 from pykubevirt.controller import vm_export_plan as plan
 from pykubevirt.controller.backend_storage import claim_owner_keys, index_claim_owners, vm_claim
@@ -181,11 +181,13 @@ class VMExportController:
         return plan.Source(ready=plan.ready_condition("False", plan.UNKNOWN, message))
 
     async def _snapshot_source(self, export: Object, namespace: str, name: str) -> plan.Source:
-        snapshot = await self._get(VM_SNAPSHOTS, name, namespace)
+        snapshot = await self.client.get_or_none(VM_SNAPSHOTS, name, namespace)
         if snapshot is None or not (snapshot.get("status") or {}).get("readyToUse"):
             return plan.snapshot_source(namespace, name, snapshot, [], 0)
         content_name = (snapshot.get("status") or {}).get("virtualMachineSnapshotContentName")
-        content = await self._get(VM_SNAPSHOT_CONTENTS, str(content_name), namespace) if content_name else None
+        content = (
+            await self.client.get_or_none(VM_SNAPSHOT_CONTENTS, str(content_name), namespace) if content_name else None
+        )
         claims: list[Object] = []
         total = 0
         if content is not None:
@@ -212,7 +214,7 @@ class VMExportController:
         cached = self.pvcs.get(f"{namespace}/{name}")
         if cached is not None or not backup.get("volumeSnapshotName"):
             return cached
-        volume_snapshot = await self._get(VOLUME_SNAPSHOTS, str(backup["volumeSnapshotName"]), namespace)
+        volume_snapshot = await self.client.get_or_none(VOLUME_SNAPSHOTS, str(backup["volumeSnapshotName"]), namespace)
         if volume_snapshot is None:
             return None
         body = snapshot_claim(name, namespace, backup, volume_snapshot)
@@ -226,13 +228,7 @@ class VMExportController:
         try:
             return await self.client.create(PERSISTENT_VOLUME_CLAIMS, body, namespace)
         except AlreadyExists:
-            return await self._get(PERSISTENT_VOLUME_CLAIMS, name, namespace)
-
-    async def _get(self, resource: ResourceRef, name: str, namespace: str) -> Object | None:
-        try:
-            return await self.client.get(resource, name, namespace)
-        except NotFound:
-            return None
+            return await self.client.get_or_none(PERSISTENT_VOLUME_CLAIMS, name, namespace)
 
     async def _in_use(self, claim: Object, export_uid: str, pod: Object | None) -> bool:
         """Whether another takes the claim: a running exporter yields it only to a VMI; before one is made, any pod
@@ -412,13 +408,7 @@ class VMExportController:
         recorded = str((meta.get("annotations") or {}).get(names.SERVER_URL_ANNOTATION) or "")
         if recorded:
             return recorded
-        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log"
-        try:
-            text = await self.client.read_text(path, {"tailLines": "20"})
-        except (ApiError, ConnectionError, TimeoutError) as exc:
-            log.debug("no log of %s yet: %s", meta["name"], exc)
-            return ""
-        found = LISTENING.findall(text)
+        found = LISTENING.findall(await pod_log_tail(self.client, meta["namespace"], meta["name"], 20) or "")
         if not found:
             return ""
         patch = {"metadata": {"annotations": {names.SERVER_URL_ANNOTATION: found[-1]}}}

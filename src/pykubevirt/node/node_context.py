@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykubevirt.client.api import KubeClient
-from pykubevirt.client.errors import NotFound
 from pykubevirt.client.events import EventRecorder
 from pykubevirt.client.resources import CONFIG_MAPS, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, SECRETS
 from pykubevirt.node import virtual_containers as virtual
@@ -47,9 +46,6 @@ def api_fetch(client: KubeClient) -> Fetch:
     }
 
     async def fetch(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await client.get(kinds[kind], name, namespace or None)
-        except NotFound:
-            return None
+        return await client.get_or_none(kinds[kind], name, namespace or None)
 
     return fetch

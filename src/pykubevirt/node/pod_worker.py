@@ -561,8 +561,5 @@ class PodWorker:
 
     async def _get(self, pod: Object) -> Object | None:
         meta = pod["metadata"]
-        try:
-            fresh = await self.ctx.client.get(PODS, meta["name"], meta.get("namespace"))
-        except NotFound:
-            return None
-        return fresh if fresh["metadata"].get("uid") == self.uid else None
+        fresh = await self.ctx.client.get_or_none(PODS, meta["name"], meta.get("namespace"))
+        return fresh if fresh is not None and fresh["metadata"].get("uid") == self.uid else None

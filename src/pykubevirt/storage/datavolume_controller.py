@@ -19,9 +19,10 @@ from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Result
-from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict, NotFound
+from pykubevirt.client.errors import AlreadyExists, Conflict, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer, object_key
+from pykubevirt.client.pod_logs import pod_log_tail
 from pykubevirt.client.resources import DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS, STORAGE_CLASSES
 from pykubevirt.storage import data_source, import_progress
 from pykubevirt.storage import datavolume_claim as dvc
@@ -33,7 +34,7 @@ PROGRESS_POLL_SECONDS = 1.0
 # A DataVolume whose claim comes already filled (a VM restore's): CDI adopts the claim and imports nothing.
 PRE_POPULATED = "cdi.kubevirt.io/storage.prePopulated"
 POPULATED_FOR = "cdi.kubevirt.io/storage.populatedFor"
-LOG_TAIL_LINES = "40"
+LOG_TAIL_LINES = 40
 
 
 class DataVolumeController:
@@ -187,12 +188,8 @@ class DataVolumeController:
         address, recorded on the claim with CDI's pod.ready (the upload proxy waits for it)."""
         if pod is None:
             return None, "", pvc
-        meta = pod["metadata"]
-        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log"
-        try:
-            text = await self.client.read_text(path, {"tailLines": LOG_TAIL_LINES})
-        except (ApiError, ConnectionError, TimeoutError) as exc:
-            log.debug("no log of %s yet: %s", meta["name"], exc)
+        text = await pod_log_tail(self.client, pod["metadata"]["namespace"], pod["metadata"]["name"], LOG_TAIL_LINES)
+        if text is None:
             return None, "", pvc
         uid = str(dv["metadata"].get("uid", ""))
         if dvc.takes_upload(dv):
@@ -209,13 +206,8 @@ class DataVolumeController:
         source_pod = self.pods.get(f"{namespace}/{name}")
         if source_pod is None or not _has_failed(source_pod):
             return ""  # read on every progress poll: its log only once it has something to say
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}/log"
-        try:
-            text = await self.client.read_text(path, {"tailLines": LOG_TAIL_LINES})
-        except (ApiError, ConnectionError, TimeoutError) as exc:
-            log.debug("no log of %s yet: %s", name, exc)
-            return ""
-        return import_progress.failure_from_log(text) or ""
+        text = await pod_log_tail(self.client, namespace, name, LOG_TAIL_LINES)
+        return import_progress.failure_from_log(text or "") or ""
 
     async def _record_upload_server(self, dv: Object, pvc: Object, pod: Object, log_text: str) -> Object:
         """The claim with pod.ready and the server's address as the upload server's log tells them."""

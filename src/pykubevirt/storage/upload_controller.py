@@ -14,9 +14,10 @@ from typing import Any
 from pykubevirt.api import objects
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Result, controller_owner_key
-from pykubevirt.client.errors import AlreadyExists, ApiError, NotFound
+from pykubevirt.client.errors import AlreadyExists, NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer, object_key
+from pykubevirt.client.pod_logs import pod_log_tail
 from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS, PODS
 from pykubevirt.storage import datavolume_claim as dvc
 from pykubevirt.storage import import_progress
@@ -182,12 +183,7 @@ class UploadController:
         if (pod.get("status") or {}).get("phase") not in ("Running", "Failed"):
             return ""  # nothing to read before it runs, nothing needed once it succeeded
         meta = pod["metadata"]
-        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log"
-        try:
-            return await self.client.read_text(path, {"tailLines": LOG_TAIL_LINES})
-        except (ApiError, ConnectionError, TimeoutError) as exc:
-            log.debug("no log of %s yet: %s", meta["name"], exc)
-            return ""
+        return await pod_log_tail(self.client, meta["namespace"], meta["name"], LOG_TAIL_LINES) or ""
 
     async def _delete_pod(self, pod: Object | None) -> None:
         if pod is None or objects.is_marked_for_deletion(pod):

@@ -27,10 +27,7 @@ from pykubevirt.client.resources import (
 )
 from pykubevirt.client.streams import (
     STREAM_PROTOCOL,
-    pump,
-    pump_websocket_stream,
     pump_websockets,
-    websocket_bytes,
 )
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.virtapi import discovery, memory_dump, object_graph
@@ -50,7 +47,7 @@ from pykubevirt.virtapi.lifecycle import (
 )
 from pykubevirt.virtapi.migrate import migration_for, parse_migrate_options
 from pykubevirt.virtapi.options import is_dry_run, parse_evacuate_cancel, parse_pause, parse_restart, parse_stop
-from pykubevirt.virtapi.portforward import Target, check_port_forward, dial, dial_udp, parse_target
+from pykubevirt.virtapi.portforward import NOT_WEBSOCKET, check_port_forward, forward, parse_target
 from pykubevirt.virtapi.vmi_checks import (
     check_console,
     check_freeze,
@@ -92,9 +89,6 @@ VMI_CHECKS = {
     "freeze": check_freeze,
     "unfreeze": check_unfreeze,
 }
-NOT_WEBSOCKET = (
-    "websocket: the client is not using the websocket protocol: 'upgrade' token not found in 'Connection' header"
-)
 
 
 def _message(exc: BaseException) -> str:
@@ -216,9 +210,7 @@ class SubresourceAPI:
 
     async def _vmi_or_none(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return await self.client.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
-        except NotFound:
-            return None
+            return await self.client.get_or_none(VIRTUAL_MACHINE_INSTANCES, name, namespace)
         except (ApiError, OSError) as exc:
             raise errors.internal(_message(exc)) from exc
 
@@ -594,35 +586,4 @@ class SubresourceAPI:
         vmi = await (self._vmi_of_vm if _on_vm(request) else self._vmi)(namespace, name)
         if (problem := check_port_forward(vmi)) is not None:
             raise problem
-        if target.protocol == "udp":
-            return await self._port_forward_udp(request, vmi, target)
-        reader, writer = await dial(vmi, target)
-        client = web.WebSocketResponse(protocols=(STREAM_PROTOCOL,), max_msg_size=0, heartbeat=30)
-        try:
-            if not client.can_prepare(request).ok:
-                raise errors.bad_request(NOT_WEBSOCKET)
-            await client.prepare(request)
-            log.info("port-forward to %s/%s port %d connected", namespace, name, target.port)
-            await pump_websocket_stream(client, reader, writer)
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-            with contextlib.suppress(Exception):
-                await client.close()
-        return client
-
-    async def _port_forward_udp(self, request: web.Request, vmi: dict[str, Any], target: Target) -> web.StreamResponse:
-        """UDP: each websocket message is one datagram to the guest's port, each datagram back one message."""
-        guest = await dial_udp(vmi, target)
-        client = web.WebSocketResponse(protocols=(STREAM_PROTOCOL,), max_msg_size=0, heartbeat=30)
-        try:
-            if not client.can_prepare(request).ok:
-                raise errors.bad_request(NOT_WEBSOCKET)
-            await client.prepare(request)
-            await pump(websocket_bytes(client), client.send_bytes, guest.datagrams(), guest.send)
-        finally:
-            guest.close()
-            with contextlib.suppress(Exception):
-                await client.close()
-        return client
+        return await forward(request, vmi, target)

@@ -50,10 +50,7 @@ class EvictionWebhook:
         vmi_name = launcher_vmi(pod)
         if vmi_name is None:
             return _answer(uid)
-        try:
-            vmi: dict[str, Any] | None = await self.client.get(VIRTUAL_MACHINE_INSTANCES, vmi_name, namespace)
-        except NotFound:
-            vmi = None
+        vmi = await self.client.get_or_none(VIRTUAL_MACHINE_INSTANCES, vmi_name, namespace)
         verdict = decide(pod, vmi, self.config())
         if verdict.evacuate_to is not None and vmi is not None and not request.get("dryRun"):
             eviction = request.get("object") if isinstance(request.get("object"), dict) else None

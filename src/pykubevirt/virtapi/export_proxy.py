@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Final
+from typing import Final
 
 import aiohttp
 from aiohttp import web
@@ -20,7 +20,7 @@ from pykubevirt.api.constants import EXPORT_GROUP
 from pykubevirt.api.export_names import SERVER_URL_ANNOTATION, exporter_pod_name
 from pykubevirt.api.kubevirt.export import EXPORT_PLURAL
 from pykubevirt.client.api import KubeClient
-from pykubevirt.client.errors import ApiError, NotFound
+from pykubevirt.client.errors import ApiError
 from pykubevirt.client.resources import PODS, VM_EXPORTS
 
 log = logging.getLogger("pykubevirt.virtapi.export")
@@ -46,13 +46,6 @@ class ExportProxy:
         if self._session is not None:
             await self._session.close()
 
-    async def _get(self, resource: Any, name: str, namespace: str) -> dict[str, Any] | None:
-        assert self.client is not None
-        try:
-            return await self.client.get(resource, name, namespace)
-        except NotFound:
-            return None
-
     async def handle(self, request: web.Request) -> web.StreamResponse:
         match = _PATH.match(request.path)
         if match is None or request.method not in ("GET", "HEAD"):
@@ -61,12 +54,12 @@ class ExportProxy:
             return web.Response(status=503, text="the export proxy is starting")
         _, namespace, name, rest = match.groups()
         try:
-            export = await self._get(VM_EXPORTS, name, namespace)
+            export = await self.client.get_or_none(VM_EXPORTS, name, namespace)
             if export is None:
                 return web.Response(status=404)
             if (export.get("status") or {}).get("phase") != "Ready":
                 return web.Response(status=503)
-            pod = await self._get(PODS, exporter_pod_name(name), namespace)
+            pod = await self.client.get_or_none(PODS, exporter_pod_name(name), namespace)
         except ApiError as exc:
             return web.Response(status=500, text=str(exc))
         server = str(((pod or {}).get("metadata", {}).get("annotations") or {}).get(SERVER_URL_ANNOTATION) or "")

@@ -8,16 +8,26 @@ port, and only then upgrades the client's request; each binary message carries r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
+import logging
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
 
+from aiohttp import web
+
 from pykubevirt.api import errors
 from pykubevirt.api.objects import condition
+from pykubevirt.client.streams import STREAM_PROTOCOL, pump, pump_websocket_stream, websocket_bytes
 from pykubevirt.virtapi.lifecycle import name_of, vmi_conflict
 
+log = logging.getLogger("pykubevirt.virtapi")
+
+NOT_WEBSOCKET = (
+    "websocket: the client is not using the websocket protocol: 'upgrade' token not found in 'Connection' header"
+)
 PAUSED = "Paused"
 NO_INTERFACES = "no network interfaces are present"
 DIAL_TIMEOUT_SECONDS = 10.0
@@ -139,3 +149,41 @@ async def dial_udp(vmi: dict[str, Any], target: Target) -> GuestDatagrams:
         why = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
         raise errors.internal(f"dialing VM: dial udp {host_port(address, target.port)}: {why}") from exc
     return protocol
+
+
+async def forward(request: web.Request, vmi: dict[str, Any], target: Target) -> web.StreamResponse:
+    """Dial the guest's port, then accept the client's websocket and pump bytes (upstream's order)."""
+    if target.protocol == "udp":
+        return await _forward_udp(request, vmi, target)
+    reader, writer = await dial(vmi, target)
+    client = web.WebSocketResponse(protocols=(STREAM_PROTOCOL,), max_msg_size=0, heartbeat=30)
+    try:
+        if not client.can_prepare(request).ok:
+            raise errors.bad_request(NOT_WEBSOCKET)
+        await client.prepare(request)
+        meta = vmi["metadata"]
+        log.info("port-forward to %s/%s port %d connected", meta.get("namespace"), meta.get("name"), target.port)
+        await pump_websocket_stream(client, reader, writer)
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+        with contextlib.suppress(Exception):
+            await client.close()
+    return client
+
+
+async def _forward_udp(request: web.Request, vmi: dict[str, Any], target: Target) -> web.StreamResponse:
+    """UDP: each websocket message is one datagram to the guest's port, each datagram back one message."""
+    guest = await dial_udp(vmi, target)
+    client = web.WebSocketResponse(protocols=(STREAM_PROTOCOL,), max_msg_size=0, heartbeat=30)
+    try:
+        if not client.can_prepare(request).ok:
+            raise errors.bad_request(NOT_WEBSOCKET)
+        await client.prepare(request)
+        await pump(websocket_bytes(client), client.send_bytes, guest.datagrams(), guest.send)
+    finally:
+        guest.close()
+        with contextlib.suppress(Exception):
+            await client.close()
+    return client

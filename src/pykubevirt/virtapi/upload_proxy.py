@@ -29,7 +29,6 @@ from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.apiserver.http_api import error_response, json_response
 from pykubevirt.apiserver.request_context import UserInfo
 from pykubevirt.client.api import KubeClient
-from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS
 
 GROUP = "upload.cdi.kubevirt.io"
@@ -179,10 +178,7 @@ class UploadAPI:
     async def _claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         if self.client is None:
             raise web.HTTPServiceUnavailable(text="the upload proxy is starting")
-        try:
-            return await self.client.get(PERSISTENT_VOLUME_CLAIMS, name, namespace)
-        except NotFound:
-            return None
+        return await self.client.get_or_none(PERSISTENT_VOLUME_CLAIMS, name, namespace)
 
     async def _upload_server(self, namespace: str, name: str) -> tuple[str, dict[str, Any]]:
         """The claim's upload server, once ready (≤10 s, polled every second); web.HTTPException otherwise."""

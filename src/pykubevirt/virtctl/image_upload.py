@@ -329,9 +329,8 @@ class Uploader:
 
         async def state() -> tuple[bool, str] | None:
             name = self.opts.name
-            try:
-                pvc = await self.client.get(PERSISTENT_VOLUME_CLAIMS, name, self.namespace)
-            except NotFound:
+            pvc = await self.client.get_or_none(PERSISTENT_VOLUME_CLAIMS, name, self.namespace)
+            if pvc is None:
                 return None
             return _go_bool(str((pvc["metadata"].get("annotations") or {}).get(POD_READY, ""))), name
 

@@ -162,10 +162,7 @@ def download_info(namespace: str, vm: str, claim: str, args: argparse.Namespace)
 
 async def _cdi_config(client: KubeClient) -> dict[str, Any] | None:
     # Not found covers both a missing `config` and a cluster without CDI: either way the overhead is unknown.
-    try:
-        return await client.get(CDI_CONFIGS, CDI_CONFIG_NAME)
-    except NotFound:
-        return None
+    return await client.get_or_none(CDI_CONFIGS, CDI_CONFIG_NAME)
 
 
 async def claim_size(client: KubeClient, expected: Quantity, storage_class: str) -> Quantity:

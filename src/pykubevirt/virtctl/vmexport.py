@@ -172,17 +172,10 @@ def token_secret_manifest(export: dict[str, Any], token: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------- the API
 
 
-async def get_export(client: KubeClient, info: VMExportInfo) -> dict[str, Any] | None:
-    try:
-        return await client.get(VM_EXPORTS, info.name, info.namespace)
-    except NotFound:
-        return None
-
-
 async def create(client: KubeClient, info: VMExportInfo) -> None:
     """CreateVirtualMachineExport: the export (refused if it exists), then its token Secret if not there yet."""
     where = f"'{info.namespace}/{info.name}'"
-    if await get_export(client, info) is not None:
+    if await client.get_or_none(VM_EXPORTS, info.name, info.namespace) is not None:
         raise ExportExists(f"VirtualMachineExport {where} already exists")
     created = await client.create(VM_EXPORTS, export_manifest(info), info.namespace)
     with contextlib.suppress(AlreadyExists):
@@ -216,7 +209,7 @@ async def wait_for_export(client: KubeClient, info: VMExportInfo, interval: floa
     which = "internal" if info.service_url else "external"
 
     async def ready() -> bool:
-        export = await get_export(client, info)
+        export = await client.get_or_none(VM_EXPORTS, info.name, info.namespace)
         if export is None:
             info.say(f"couldn't get VM Export {info.name}, waiting for it to be created...")
             return False
@@ -435,7 +428,7 @@ async def _attempt(client: KubeClient, info: VMExportInfo) -> bool:
     remove = should_delete(info)
     try:
         await wait_for_export(client, info, WAIT_INTERVAL, info.readiness_timeout)
-        export = await get_export(client, info)
+        export = await client.get_or_none(VM_EXPORTS, info.name, info.namespace)
         if export is None:
             raise VirtctlError(f"unable to get '{info.namespace}/{info.name}' VirtualMachineExport")
         if info.export_manifest:
