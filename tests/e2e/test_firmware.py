@@ -31,6 +31,7 @@ from pykubevirt.node.cpu_manager import parse_cpu_list
 from tests.e2e.test_vm_lifecycle import qemu_pid
 from tests.paths import REPO
 from tests.support.cluster import DEMO_IMAGE, DEMO_KERNEL_IMAGE, ClusterView, EmbeddedCluster
+from tests.support.snapshot_manifests import vm_restore, vm_snapshot
 from tests.support.waiting import eventually
 
 # Guests boot under TCG on a loaded host, OVMF slowest of all: more than the suite's 300 s a test.
@@ -332,15 +333,7 @@ async def test_persistent_efi_vars_and_tpm_state_survive_a_restart_and_a_restore
     # the claim it replaced is deleted.
     await kube.admin.patch(VIRTUAL_MACHINES, "keeper", {"spec": {"runStrategy": "Halted"}}, ns)
     await eventually(gone, timeout=120, interval=0.5)
-    restore = {
-        "apiVersion": "snapshot.kubevirt.io/v1beta1",
-        "kind": "VirtualMachineRestore",
-        "metadata": {"name": "back"},
-        "spec": {
-            "target": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "keeper"},
-            "virtualMachineSnapshotName": "after-first-boot",
-        },
-    }
+    restore = vm_restore("back", "keeper", "after-first-boot")
     await kube.admin.create(VM_RESTORES, restore, ns)
     restored = await ready(kube, VM_RESTORES, ns, "back", lambda s: s.get("complete") is True)
     (entry,) = restored["status"]["restores"]
@@ -354,15 +347,6 @@ async def test_persistent_efi_vars_and_tpm_state_survive_a_restart_and_a_restore
     assert boot_count(Path(pv["spec"]["hostPath"]["path"]) / "nvram" / "keeper_VARS.fd") == booted_once + 1
     await eventually(lambda: not vars_file.exists(), timeout=60, interval=0.5)
     await kube.admin.delete(VIRTUAL_MACHINES, "keeper", ns)
-
-
-def vm_snapshot(name: str, vm: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "snapshot.kubevirt.io/v1beta1",
-        "kind": "VirtualMachineSnapshot",
-        "metadata": {"name": name},
-        "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": vm}},
-    }
 
 
 async def ready(kube: ClusterView, resource: Any, ns: str, name: str, check: Any) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from pykubevirt.client.resources import (
 from tests.integration.test_scheduler import node_manifest
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
+from tests.support.snapshot_manifests import vm_restore, vm_snapshot
 from tests.support.storage_plane import storage_on_fake_nodes
 from tests.support.waiting import eventually
 
@@ -140,13 +141,7 @@ async def test_a_restore_brings_back_the_firmware_state_and_deletes_the_claim_it
     statuses = await eventually(listed, timeout=30)
     assert statuses[1] == {"name": f"{STATE_LABEL}-fw", "enabled": True}
 
-    snapshot = {
-        "apiVersion": "snapshot.kubevirt.io/v1beta1",
-        "kind": "VirtualMachineSnapshot",
-        "metadata": {"name": "before"},
-        "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "fw"}},
-    }
-    await cp.admin.create(VM_SNAPSHOTS, snapshot, ns)
+    await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("before", "fw"), ns)
     done = await wait_for(cp, VM_SNAPSHOTS, ns, "before", lambda s: s.get("readyToUse") is True)
     assert done["status"]["snapshotVolumes"] == {"includedVolumes": [f"{STATE_LABEL}-fw"], "excludedVolumes": ["root"]}
     assert "indications" not in done["status"]  # not Partial: every volume that can be taken was
@@ -156,15 +151,7 @@ async def test_a_restore_brings_back_the_firmware_state_and_deletes_the_claim_it
     assert backup["persistentVolumeClaim"]["metadata"]["name"] == original["metadata"]["name"]
 
     write_vars(await claim_dir(cp, ns, original["metadata"]["name"]), "fw", "vars changed later")
-    restore = {
-        "apiVersion": "snapshot.kubevirt.io/v1beta1",
-        "kind": "VirtualMachineRestore",
-        "metadata": {"name": "back"},
-        "spec": {
-            "target": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "fw"},
-            "virtualMachineSnapshotName": "before",
-        },
-    }
+    restore = vm_restore("back", "fw", "before")
     await cp.admin.create(VM_RESTORES, restore, ns)
     finished = await wait_for(cp, VM_RESTORES, ns, "back", lambda s: s.get("complete") is True)
     (entry,) = finished["status"]["restores"]
@@ -190,23 +177,9 @@ async def test_a_restore_into_another_vm_and_a_clone_are_refused_as_kubevirt_ref
     ns = await cp.namespace()
     vm = await cp.admin.create(VIRTUAL_MACHINES, firmware_vm("src"), ns)
     await state_claim(cp, ns, vm)
-    snapshot = {
-        "apiVersion": "snapshot.kubevirt.io/v1beta1",
-        "kind": "VirtualMachineSnapshot",
-        "metadata": {"name": "keys"},
-        "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "src"}},
-    }
-    await cp.admin.create(VM_SNAPSHOTS, snapshot, ns)
+    await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("keys", "src"), ns)
     await wait_for(cp, VM_SNAPSHOTS, ns, "keys", lambda s: s.get("readyToUse") is True)
-    restore = {
-        "apiVersion": "snapshot.kubevirt.io/v1beta1",
-        "kind": "VirtualMachineRestore",
-        "metadata": {"name": "elsewhere"},
-        "spec": {
-            "target": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "dst"},
-            "virtualMachineSnapshotName": "keys",
-        },
-    }
+    restore = vm_restore("elsewhere", "dst", "keys")
     with pytest.raises(Invalid) as refused:
         await cp.admin.create(VM_RESTORES, restore, ns)
     assert refused.value.message.endswith(
@@ -227,13 +200,7 @@ async def test_a_restore_into_another_vm_and_a_clone_are_refused_as_kubevirt_ref
 async def test_a_snapshot_of_a_vm_whose_state_claim_is_not_made_yet_waits_for_it(cp: ControlPlane) -> None:
     ns = await cp.namespace()
     vm = await cp.admin.create(VIRTUAL_MACHINES, firmware_vm("fresh"), ns)
-    snapshot = {
-        "apiVersion": "snapshot.kubevirt.io/v1beta1",
-        "kind": "VirtualMachineSnapshot",
-        "metadata": {"name": "early"},
-        "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "fresh"}},
-    }
-    await cp.admin.create(VM_SNAPSHOTS, snapshot, ns)
+    await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("early", "fresh"), ns)
     pending = await wait_for(cp, VM_SNAPSHOTS, ns, "early", lambda s: s.get("phase") == "InProgress")
     progressing = next(c for c in pending["status"]["conditions"] if c["type"] == "Progressing")
     assert (progressing["status"], progressing["reason"]) == ("False", "Source not locked")

@@ -29,6 +29,7 @@ from pykubevirt.client.resources import (
 )
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
+from tests.support.snapshot_manifests import vm_restore, vm_snapshot
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -41,28 +42,6 @@ async def cp(apiserver: APIServerProcess) -> AsyncIterator[ControlPlane]:
     plane = await start_control_plane(apiserver)
     yield plane
     await plane.stop()
-
-
-def vm_snapshot(name: str, vm: str, **spec: Any) -> Object:
-    return {
-        "apiVersion": "snapshot.kubevirt.io/v1beta1",
-        "kind": "VirtualMachineSnapshot",
-        "metadata": {"name": name},
-        "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": vm}, **spec},
-    }
-
-
-def vm_restore(name: str, vm: str, snapshot: str, **spec: Any) -> Object:
-    return {
-        "apiVersion": "snapshot.kubevirt.io/v1beta1",
-        "kind": "VirtualMachineRestore",
-        "metadata": {"name": name},
-        "spec": {
-            "target": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": vm},
-            "virtualMachineSnapshotName": snapshot,
-            **spec,
-        },
-    }
 
 
 async def wait_status(
