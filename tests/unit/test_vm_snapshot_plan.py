@@ -75,6 +75,26 @@ def test_indications(online: bool, paused: bool, agent: bool, expected: list[str
     assert all(s["message"] == st.INDICATION_MESSAGES[s["indication"]] for s in sources)
 
 
+def test_a_guest_that_could_not_hold_its_freeze_makes_the_snapshot_say_quiesce_timeout() -> None:
+    # Windows' VSS holds a freeze for 10 s at most; its agent then answers the thaw with this error, which the content
+    # and the snapshot carry while the content is retried.
+    error = (
+        "unfreeze failed: internal error: unable to execute QEMU agent command 'guest-fsfreeze-thaw': "
+        "fsfreeze is limited up to 10 seconds"
+    )
+    indications, sources = st.source_indications([], online=True, paused=False, guest_agent=True, error=error)
+    assert indications == ["GuestAgent", "Online", "QuiesceTimeout"]
+    assert sources[2]["message"].startswith("Guest agent quiesced the filesystem, but the freeze window timed out")
+    # It stays once the retry succeeded and the error is gone.
+    again, _ = st.source_indications(indications, online=True, paused=False, guest_agent=True, error="")
+    assert "QuiesceTimeout" in again
+    # Other errors, or no agent to quiesce with, say nothing of it.
+    assert "QuiesceTimeout" not in st.source_indications([], online=True, paused=False, guest_agent=True, error="x")[0]
+    assert (
+        "QuiesceTimeout" not in st.source_indications([], online=True, paused=False, guest_agent=False, error=error)[0]
+    )
+
+
 def test_content_outcome_reports_kubevirts_errors() -> None:
     statuses = [{"volumeSnapshotName": "a", "creationTime": "t", "readyToUse": True}]
     assert st.content_outcome(statuses, [], []) == (True, True, "")

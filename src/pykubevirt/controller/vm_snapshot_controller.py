@@ -289,6 +289,7 @@ class VMSnapshotController:
                     online=source.online,
                     paused=source.paused,
                     guest_agent=source.guest_agent,
+                    error=str((status.get("error") or {}).get("message") or ""),
                 )
                 _set_or_drop(status, "indications", indications)
                 _set_or_drop(status, "sourceIndications", messages)
@@ -393,12 +394,31 @@ class VMSnapshotController:
                     frozen = True
                 volume_snapshot = await self._create_volume_snapshot(content, backup)
             found[str(name)] = volume_snapshot
-        statuses = st.content_volume_statuses(backups, found)
+        return await self._content_status(content, snapshot, found, missing, skipped)
+
+    async def _content_status(
+        self,
+        content: Object,
+        snapshot: Object | None,
+        found: dict[str, Object | None],
+        missing: list[str],
+        skipped: list[str],
+    ) -> float:
+        """Record what the VolumeSnapshots say; thaw the guest once they are all created."""
+        statuses = st.content_volume_statuses((content.get("spec") or {}).get("volumeBackups") or [], found)
         created, is_ready, message = st.content_outcome(statuses, missing, skipped)
         status = copy_json(content.get("status") or {})
         if created and status.get("creationTime") is None:
+            failure = await self._unfreeze(snapshot)
+            if st.VSS_FREEZE_LIMIT in failure:
+                # The guest thawed itself before the volumes were taken: not created yet, said, and tried again (the
+                # volume snapshots stand; the snapshot is then crash-consistent, and says so: QuiesceTimeout).
+                status["error"] = {"time": format_time(_now()), "message": failure}
+                if status != (content.get("status") or {}):
+                    content["status"] = status
+                    await self.client.update_status(VM_SNAPSHOT_CONTENTS, content)
+                return RETRY_SECONDS
             status["creationTime"] = format_time(_now())
-            await self._unfreeze(snapshot)
         if message and not is_ready:
             if (status.get("error") or {}).get("message") != message:
                 status["error"] = {"time": format_time(_now()), "message": message}
@@ -411,14 +431,17 @@ class VMSnapshotController:
             await self.client.update_status(VM_SNAPSHOT_CONTENTS, content)
         return 0.0
 
-    async def _unfreeze(self, snapshot: Object | None) -> None:
+    async def _unfreeze(self, snapshot: Object | None) -> str:
+        """Thaw the source's guest; what went wrong, "" when nothing did."""
         source = None if snapshot is None else self._source(snapshot)
         if source is None:
-            return
+            return ""
         try:
             await self.locks.unfreeze(source)
         except ApiError as exc:
             log.warning("unfreezing the snapshot's source failed: %s", exc.message, extra=object_fields(snapshot))
+            return exc.message
+        return ""
 
     def _volume_snapshot(self, namespace: str, name: str) -> Object | None:
         return None if self.volume_snapshots is None else self.volume_snapshots.get(f"{namespace}/{name}")

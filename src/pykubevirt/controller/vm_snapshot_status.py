@@ -26,6 +26,9 @@ IN_PROGRESS, SUCCEEDED, FAILED, DELETING = "InProgress", "Succeeded", "Failed", 
 READY, PROGRESSING, FAILURE = "Ready", "Progressing", "Failure"
 
 ONLINE, GUEST_AGENT, NO_GUEST_AGENT, PAUSED, PARTIAL = "Online", "GuestAgent", "NoGuestAgent", "Paused", "Partial"
+QUIESCE_TIMEOUT = "QuiesceTimeout"
+# What the guest agent answers a thaw when Windows VSS could not hold the freeze (its 10-second limit).
+VSS_FREEZE_LIMIT = "fsfreeze is limited"
 INDICATION_MESSAGES = {
     ONLINE: "Snapshot taken while the VM was running. Consistency depends on guest-agent quiescing.",
     GUEST_AGENT: "Guest agent was active and attempted to quiesce the filesystem for application consistency.",
@@ -33,6 +36,8 @@ INDICATION_MESSAGES = {
     "application-consistent.",
     PAUSED: "Snapshot taken while the VM was paused. Snapshot is crash-consistent and may not be "
     "application-consistent.",
+    QUIESCE_TIMEOUT: "Guest agent quiesced the filesystem, but the freeze window timed out before completion. "
+    "Snapshot is crash-consistent and may not be application-consistent.",
     PARTIAL: "Not all snapshotable volumes were included in the snapshot. Check status.snapshotVolumes for excluded "
     "volumes and VM VolumeSnapshotStatus for details.",
 }
@@ -138,9 +143,10 @@ def update_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> N
 
 
 def source_indications(
-    current: Sequence[str], *, online: bool, paused: bool, guest_agent: bool
+    current: Sequence[str], *, online: bool, paused: bool, guest_agent: bool, error: str = ""
 ) -> tuple[list[str], list[dict[str, str]]]:
-    """The `indications` and `sourceIndications` of a snapshot in progress (none for an offline source)."""
+    """The `indications` and `sourceIndications` of a snapshot in progress (none for an offline source); `error` is the
+    snapshot's error message, which says when the guest could not hold its filesystems frozen."""
     if not online:
         return [], []
     found = set(current) | {ONLINE}
@@ -148,6 +154,8 @@ def source_indications(
         found.add(PAUSED)
     elif guest_agent:
         found.add(GUEST_AGENT)
+        if VSS_FREEZE_LIMIT in error:
+            found.add(QUIESCE_TIMEOUT)
     else:
         found.add(NO_GUEST_AGENT)
     ordered = sorted(found)
