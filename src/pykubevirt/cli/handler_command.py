@@ -26,6 +26,7 @@ async def serve(args: argparse.Namespace) -> int:
         node_ip=args.node_ip,
         certificates_dir=args.certificates_dir,
         create_certificates=args.create_certificates,
+        ksm_dir=Path(args.ksm_dir) if args.ksm_dir else None,
     )
     handler = VirtHandler(client, options)
     task = asyncio.create_task(handler.run())
@@ -62,5 +63,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--create-certificates",
         action="store_true",
         help="create the CA and certificates in --certificates-dir where missing (the embedded cluster)",
+    )
+    parser.add_argument(
+        "--ksm-dir",
+        default="/sys/kernel/mm/ksm",
+        help="the kernel's KSM knobs, tuned where the KubeVirt CR's ksmConfiguration selects the node ('' for none)",
     )
     parser.set_defaults(func=run)

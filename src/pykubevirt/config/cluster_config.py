@@ -58,6 +58,8 @@ class ClusterConfig:
     disable_serial_console_log: bool = False
     # `vmStateStorageClass`: the class of backend-storage claims (persistent EFI/TPM); "" means the default class.
     vm_state_storage_class: str = ""
+    # `ksmConfiguration.nodeLabelSelector` as JSON ("{}" selects every node, "null" none); None: KSM is not handled.
+    ksm_node_label_selector: str | None = None
     migrations: MigrationConfig = field(default_factory=MigrationConfig)
     # The KubeVirt CR's `spec.workloadUpdateStrategy.workloadUpdateMethods` (None: not set). KubeVirt's workload
     # updater migrates only with `LiveMigrate` listed; unset, this one migrates for hotplug anyway (docs/architecture).

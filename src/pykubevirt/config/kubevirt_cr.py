@@ -8,6 +8,7 @@ gave (or KubeVirt's default).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -138,6 +139,9 @@ def cluster_config(kubevirt: Mapping[str, Any] | None, defaults: ClusterConfig) 
     fields["node_verbosity"] = tuple(sorted((k, v) for k, v in nodes.items() if _level(v)))
     if isinstance(conf.get("migrations"), Mapping):
         fields["migrations"] = _migrations(conf["migrations"], defaults.migrations)
+    if isinstance(conf.get("ksmConfiguration"), Mapping):
+        selector = conf["ksmConfiguration"].get("nodeLabelSelector")
+        fields["ksm_node_label_selector"] = json.dumps(selector, sort_keys=True)
     fields["workload_update_methods"] = _strings(
         get(kubevirt, "spec", "workloadUpdateStrategy", "workloadUpdateMethods")
     )

@@ -20,6 +20,7 @@ from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
 from pykubevirt.handler.api_server import HandlerAPI
 from pykubevirt.handler.certificates import load_migration_tls
 from pykubevirt.handler.heartbeat import HEARTBEAT_INTERVAL_SECONDS, heartbeat_loop
+from pykubevirt.handler.ksm import DEFAULT_KSM_DIR, KsmHandler
 from pykubevirt.handler.migration_target import MigrationTargetReconciler
 from pykubevirt.handler.records import NodeRecords
 from pykubevirt.handler.vmi_reconciler import VMIReconciler
@@ -42,6 +43,8 @@ class HandlerOptions:
     # The handler's certificates for the migration proxies' TLS (handler/certificates.py); created there when asked.
     certificates_dir: str = ""
     create_certificates: bool = False
+    # The kernel's KSM knobs (handler/ksm.py); None runs no KSM handling.
+    ksm_dir: Path | None = DEFAULT_KSM_DIR
 
 
 class VirtHandler:
@@ -99,9 +102,22 @@ class VirtHandler:
         self._config = ConfigFromKubeVirt(ClusterConfig())
         follow = self._follow_verbosity
         self.kubevirts.add_handler(EventHandler(on_add=follow, on_update=follow, on_delete=follow))
+        self.ksm = (
+            KsmHandler(client, options.node, lambda: self._config(self.kubevirts.items()), options.ksm_dir)
+            if options.ksm_dir is not None
+            else None
+        )
 
     def _follow_verbosity(self, *_: Any) -> None:
         set_verbosity(self._config(self.kubevirts.items()).verbosity("virtHandler", self.options.node))
+        if self.ksm is not None:
+            self.ksm.changed()
+
+    async def _run_ksm(self) -> None:
+        # Not before the configuration is known: a node whose KSM this handler runs would have it stopped meanwhile.
+        await self.kubevirts.synced.wait()
+        if self.ksm is not None:
+            await self.ksm.run()
 
     def _enqueue(self, key: str, delay: float) -> None:
         if delay > 0:
@@ -132,6 +148,7 @@ class VirtHandler:
                 )
             ),
             asyncio.create_task(self._resync()),
+            asyncio.create_task(self._run_ksm(), name="ksm"),
         ]
         try:
             await run_until_failure(tasks)

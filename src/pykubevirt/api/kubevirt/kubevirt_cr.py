@@ -15,6 +15,7 @@ from pykubevirt.api.schema import (
     boolean,
     free_form,
     integer,
+    label_selector,
     obj,
     quantity,
     string,
@@ -78,6 +79,10 @@ _CONFIGURATION = obj(
             preserve_unknown=True,
         ),
         "architectureConfiguration": free_form("Per-architecture machine types and firmware."),
+        "ksmConfiguration": obj(
+            {"nodeLabelSelector": label_selector("The nodes whose virt-handler runs KSM; empty selects all.")},
+            "Kernel samepage merging on the nodes.",
+        ),
     },
     "The cluster's configuration.",
     preserve_unknown=True,
