@@ -20,6 +20,7 @@ from pykubevirt.client.resources import ResourceRef
 from pykubevirt.virtctl import image_upload as iu
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.main import build_parser, normalise_bools
+from tests.support.fake_client_reads import GetOrNone
 
 READY = "cdi.kubevirt.io/storage.pod.ready"
 PHASE = "cdi.kubevirt.io/storage.pod.phase"
@@ -31,7 +32,7 @@ def _not_found(plural: str, name: str) -> NotFound:
     return NotFound({"code": 404, "reason": "NotFound", "message": f'{plural} "{name}" not found'}, 404)
 
 
-class FakeClient:
+class FakeClient(GetOrNone):
     """KubeClient's verbs over a dict of objects; an upload DataVolume's claim appears as CDI's controller makes it."""
 
     def __init__(self, server: str) -> None:
@@ -71,14 +72,6 @@ class FakeClient:
             if self.claim_gets >= self.claim_ready_after:
                 self.annotations(name)[READY] = "true"
         return copy.deepcopy(obj)
-
-    async def get_or_none(
-        self, resource: ResourceRef, name: str, namespace: str | None = None
-    ) -> dict[str, Any] | None:
-        try:
-            return await self.get(resource, name, namespace)
-        except NotFound:
-            return None
 
     async def create(self, resource: ResourceRef, body: dict[str, Any], namespace: str | None = None) -> Any:
         self.created.append((resource.plural, copy.deepcopy(body)))

@@ -24,6 +24,7 @@ from pykubevirt.virtctl import memory_dump as md
 from pykubevirt.virtctl import vmexport, vmexport_args
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.main import build_parser, main, normalise_bools
+from tests.support.fake_client_reads import GetOrNone
 
 SUB = "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/vm"
 
@@ -159,7 +160,7 @@ def _not_found(what: str, name: str) -> NotFound:
     return NotFound({"code": 404, "reason": "NotFound", "message": f'{what} "{name}" not found'}, 404)
 
 
-class FakeClient:
+class FakeClient(GetOrNone):
     """get/create/delete/request as KubeClient's, over a dict of objects; PUTs are recorded and answered by
     `put_error`. An export (and its token Secret) is kept once created, and read Ready with `export_status`."""
 
@@ -183,14 +184,6 @@ class FakeClient:
         if resource.plural == "virtualmachineexports":
             return {**found, "status": self.export_status}
         return found
-
-    async def get_or_none(
-        self, resource: ResourceRef, name: str, namespace: str | None = None
-    ) -> dict[str, Any] | None:
-        try:
-            return await self.get(resource, name, namespace)
-        except NotFound:
-            return None
 
     async def create(self, resource: ResourceRef, body: dict[str, Any], namespace: str | None = None) -> Any:
         self.created.append(body)

@@ -28,6 +28,7 @@ from pykubevirt.pki.certificates import create_ca, issue_leaf, write_pair
 from pykubevirt.virtctl import vmexport as vx
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.main import build_parser, normalise_bools
+from tests.support.fake_client_reads import GetOrNone
 
 DISK = bytes(range(256)) * 64
 VM_YAML = b"apiVersion: kubevirt.io/v1\nkind: VirtualMachine\n"
@@ -51,7 +52,7 @@ def _not_found(plural: str, name: str) -> NotFound:
     return NotFound({"code": 404, "reason": "NotFound", "message": f'{plural} "{name}" not found'}, 404)
 
 
-class FakeClient:
+class FakeClient(GetOrNone):
     """get/create/delete over a dict of objects; a created export is read with each status of `before_ready` (None:
     no status yet) and then turns Ready with `ready_status`, as virt-controller would make it."""
 
@@ -80,14 +81,6 @@ class FakeClient:
             elif (status := self.before_ready.pop(0)) is not None:
                 return {**copy.deepcopy(obj), "status": status}
         return copy.deepcopy(obj)
-
-    async def get_or_none(
-        self, resource: ResourceRef, name: str, namespace: str | None = None
-    ) -> dict[str, Any] | None:
-        try:
-            return await self.get(resource, name, namespace)
-        except NotFound:
-            return None
 
     async def create(self, resource: ResourceRef, body: dict[str, Any], namespace: str | None = None) -> Any:
         if (resource.plural, body["metadata"]["name"]) in self.objects:
