@@ -411,8 +411,8 @@ class VMSnapshotController:
         if created and status.get("creationTime") is None:
             failure = await self._unfreeze(snapshot)
             if st.VSS_FREEZE_LIMIT in failure:
-                # The guest thawed itself before the volumes were taken: not created yet, said, and tried again (the
-                # volume snapshots stand; the snapshot is then crash-consistent, and says so: QuiesceTimeout).
+                # The guest could not hold its freeze until the volumes were taken: not created yet, said, and tried
+                # again (the volume snapshots stand; the snapshot is crash-consistent, and says so: QuiesceTimeout).
                 status["error"] = {"time": format_time(_now()), "message": failure}
                 if status != (content.get("status") or {}):
                     content["status"] = status

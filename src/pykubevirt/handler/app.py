@@ -97,10 +97,11 @@ class VirtHandler:
         self.controller.watch(self.vmis)
         # A VMI that leaves the selection (deleted, or moved) still needs its guest looked after.
         self.vmis.add_handler(EventHandler(on_delete=lambda vmi: self._enqueue(object_key(vmi), 0)))
-        # The KubeVirt object's logVerbosity (virtHandler, or this node's nodeVerbosity) sets this process's level.
+        # The KubeVirt object: its logVerbosity (virtHandler, or this node's nodeVerbosity) sets this process's level,
+        # and its ksmConfiguration whether this node runs KSM.
         self.kubevirts = Informer(client, KUBEVIRTS)
         self._config = ConfigFromKubeVirt(ClusterConfig())
-        follow = self._follow_verbosity
+        follow = self._follow_config
         self.kubevirts.add_handler(EventHandler(on_add=follow, on_update=follow, on_delete=follow))
         self.ksm = (
             KsmHandler(client, options.node, lambda: self._config(self.kubevirts.items()), options.ksm_dir)
@@ -108,7 +109,7 @@ class VirtHandler:
             else None
         )
 
-    def _follow_verbosity(self, *_: Any) -> None:
+    def _follow_config(self, *_: Any) -> None:
         set_verbosity(self._config(self.kubevirts.items()).verbosity("virtHandler", self.options.node))
         if self.ksm is not None:
             self.ksm.changed()
