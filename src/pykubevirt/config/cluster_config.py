@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pykubevirt.api.label_selectors import LabelSelector
 from pykubevirt.config.feature_gates import gate_enabled
 from pykubevirt.log import DEFAULT_VERBOSITY
 
@@ -58,8 +59,8 @@ class ClusterConfig:
     disable_serial_console_log: bool = False
     # `vmStateStorageClass`: the class of backend-storage claims (persistent EFI/TPM); "" means the default class.
     vm_state_storage_class: str = ""
-    # `ksmConfiguration.nodeLabelSelector` as JSON ("{}" selects every node, "null" none); None: KSM is not handled.
-    ksm_node_label_selector: str | None = None
+    # `ksmConfiguration.nodeLabelSelector`: {} selects every node, none (or an invalid one) no node; None: no KSM.
+    ksm_node_selector: LabelSelector | None = None
     migrations: MigrationConfig = field(default_factory=MigrationConfig)
     # The KubeVirt CR's `spec.workloadUpdateStrategy.workloadUpdateMethods` (None: not set). KubeVirt's workload
     # updater migrates only with `LiveMigrate` listed; unset, this one migrates for hotplug anyway (docs/architecture).

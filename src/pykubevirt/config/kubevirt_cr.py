@@ -8,11 +8,11 @@ gave (or KubeVirt's default).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pykubevirt.api.json_lookup import as_map, get
+from pykubevirt.api.label_selectors import stored_selector
 from pykubevirt.api.objects import is_marked_for_deletion, metadata
 from pykubevirt.config.cluster_config import ClusterConfig, MigrationConfig
 
@@ -140,8 +140,7 @@ def cluster_config(kubevirt: Mapping[str, Any] | None, defaults: ClusterConfig) 
     if isinstance(conf.get("migrations"), Mapping):
         fields["migrations"] = _migrations(conf["migrations"], defaults.migrations)
     if isinstance(conf.get("ksmConfiguration"), Mapping):
-        selector = conf["ksmConfiguration"].get("nodeLabelSelector")
-        fields["ksm_node_label_selector"] = json.dumps(selector, sort_keys=True)
+        fields["ksm_node_selector"] = stored_selector(conf["ksmConfiguration"].get("nodeLabelSelector"))
     fields["workload_update_methods"] = _strings(
         get(kubevirt, "spec", "workloadUpdateStrategy", "workloadUpdateMethods")
     )

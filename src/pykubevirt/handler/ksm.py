@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pykubevirt.api.label_selectors import SelectorError, label_selector_from_dict
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError
 from pykubevirt.client.resources import NODES
@@ -111,18 +109,6 @@ def next_state(annotations: Mapping[str, str], running: bool, pages: int, total_
     return KsmState(True, sleep, min(pages + boost, pages_max))
 
 
-def selects(selector_json: str | None, labels: Mapping[str, str]) -> bool:
-    """Whether the configured selector (None: KSM not configured) selects the node; an empty one selects all."""
-    if selector_json is None:
-        return False
-    try:
-        # No selector at all (JSON null) selects nothing, as LabelSelectorAsSelector(nil) is labels.Nothing().
-        return label_selector_from_dict(json.loads(selector_json)).matches(dict(labels))
-    except (SelectorError, ValueError) as exc:
-        log.error("an error occurred while converting the ksm selector: %s", exc)
-        return False
-
-
 class KsmHandler:
     """Runs the KSM loop for one node: `changed()` when the configuration changes, `run()` until cancelled."""
 
@@ -171,7 +157,8 @@ class KsmHandler:
         node = await self.client.get(NODES, self.node)
         meta = node.get("metadata") or {}
         labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-        eligible = selects(self.config().ksm_node_label_selector, labels)
+        selector = self.config().ksm_node_selector
+        eligible = selector is not None and selector.matches(labels)
         managed = False
         if not eligible and running and annotations.get(MANAGED_ANNOTATION) == "true":
             self._write("run", 0)
