@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pykubevirt.api.guarded_patch import guarded_set
+
 PATH = "/metadata/finalizers"
 
 
 def finalizers_patch(old: list[str], new: list[str]) -> list[dict[str, Any]]:
     """`test` the list read, then `replace` it; an object without finalizers gets them with an `add`."""
-    if not old:
-        return [{"op": "add", "path": PATH, "value": new}]
-    return [{"op": "test", "path": PATH, "value": old}, {"op": "replace", "path": PATH, "value": new}]
+    return guarded_set(PATH, old, new)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pykubevirt.api import backend_storage as bs
 from pykubevirt.api.generated_names import generated_name
+from pykubevirt.api.guarded_patch import guarded_set
 from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.informer import Informer
@@ -39,16 +40,6 @@ def restored_entry(restore: Mapping[str, Any], snapshot_vm: Mapping[str, Any]) -
     volume = bs.vm_volume_name(str((snapshot_vm.get("metadata") or {}).get("name", "")))
     restores = (restore.get("status") or {}).get("restores") or []
     return next((r for r in restores if r.get("volumeName") == volume), None)
-
-
-def labels_patch(before: Mapping[str, str] | None, after: Mapping[str, str]) -> list[dict[str, Any]]:
-    """A JSON patch from one label set to another that fails if the labels changed meanwhile."""
-    if before is None:
-        return [{"op": "add", "path": "/metadata/labels", "value": dict(after)}]
-    return [
-        {"op": "test", "path": "/metadata/labels", "value": dict(before)},
-        {"op": "replace", "path": "/metadata/labels", "value": dict(after)},
-    ]
 
 
 class RestoredBackendClaims:
@@ -120,7 +111,7 @@ class RestoredBackendClaims:
         await self.client.patch(
             PERSISTENT_VOLUME_CLAIMS,
             meta["name"],
-            labels_patch(before, after),
+            guarded_set("/metadata/labels", dict(before or {}), dict(after)),
             meta["namespace"],
             patch_type=JSON_PATCH,
         )

@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from pykubevirt.admission.validation.compute import live_update_memory_error
+from pykubevirt.api.guarded_patch import guarded_replace
 from pykubevirt.api.json_copy import copy_json
 from pykubevirt.api.json_lookup import get, parse_quantity
 from pykubevirt.api.objects import condition
@@ -79,10 +80,6 @@ def _migrating(vmi: Mapping[str, Any]) -> bool:
     return bool(state.get("startTimestamp")) and not state.get("endTimestamp")
 
 
-def _replace(path: str, old: Any, new: Any) -> list[dict[str, Any]]:
-    return [{"op": "test", "path": path, "value": old}, {"op": "replace", "path": path, "value": new}]
-
-
 def _grow(resources: Mapping[str, Any], kind: str, name: str, delta: Quantity) -> list[dict[str, Any]]:
     """JSON patch growing the VMI's resources.<kind>.<name> by `delta` (Quantity.Add: a zero takes delta's format)."""
     path = f"/spec/domain/resources/{kind}/{name}"
@@ -95,7 +92,7 @@ def _grow(resources: Mapping[str, Any], kind: str, name: str, delta: Quantity) -
     if old is None:
         # Nothing to test against: the VMI has no such resource yet.
         return [{"op": "add", "path": path, "value": str(grown)}]
-    return _replace(path, old, str(grown))
+    return guarded_replace(path, old, str(grown))
 
 
 def cpu_action(template: Mapping[str, Any], vmi: Mapping[str, Any], config: ClusterConfig) -> Action | None:
@@ -117,7 +114,7 @@ def cpu_action(template: Mapping[str, Any], vmi: Mapping[str, Any], config: Clus
         return Action(restart="Reduction of CPU socket count requires a restart")
     if template.get("architecture") == "arm64":
         return Action(restart="ARM doesn't support CPU hotplug")
-    patch = _replace("/spec/domain/cpu/sockets", vmi_sockets, sockets)
+    patch = guarded_replace("/spec/domain/cpu/sockets", vmi_sockets, sockets)
     delta_vcpus = topology_vcpus(new_cpu) - topology_vcpus(vmi_cpu)
     # Each vCPU adds 1000/cpuAllocationRatio millicores (integer division, as upstream).
     delta = Quantity(Fraction(delta_vcpus * (1000 // max(1, config.cpu_allocation_ratio)), 1000))
@@ -170,7 +167,7 @@ def memory_action(template: Mapping[str, Any], vmi: Mapping[str, Any]) -> Action
     if max_guest < guest:
         return Action(restart="memory updated in template spec to a value higher than what's available")
     delta = Quantity(guest.value - current.value, QuantityFormat.BINARY_SI)
-    patch = _replace("/spec/domain/memory/guest", vmi_guest_text, str(guest))
+    patch = guarded_replace("/spec/domain/memory/guest", vmi_guest_text, str(guest))
     vmi_resources = get(vmi, "spec", "domain", "resources") or {}
     if _nonzero(get(vmi_resources, "requests", "memory")):
         old_request = get(vmi_resources, "requests", "memory")
@@ -179,7 +176,7 @@ def memory_action(template: Mapping[str, Any], vmi: Mapping[str, Any]) -> Action
         if request < guest:
             request = Quantity(guest.value, request.format)
             delta = Quantity(guest.value - request.value, QuantityFormat.BINARY_SI)
-        patch += _replace("/spec/domain/resources/requests/memory", old_request, str(request))
+        patch += guarded_replace("/spec/domain/resources/requests/memory", old_request, str(request))
     if _nonzero(get(template, "domain", "resources", "limits", "memory")):
         patch += _grow(vmi_resources, "limits", "memory", delta)
     return Action(patch=patch)
