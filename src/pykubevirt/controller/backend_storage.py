@@ -39,10 +39,15 @@ def index_claim_owners(claims: Informer) -> None:
     claims.add_indexer(CLAIM_OWNER_INDEX, claim_owner_keys)
 
 
+def labelled_claims(claims: Informer, namespace: str, name: str) -> list[Object]:
+    """The cached claims labelled `persistent-state-for` the VM or VMI `name` (they share their name)."""
+    return claims.by_index(CLAIM_OWNER_INDEX, f"{namespace}/{name}")
+
+
 def vm_claim(claims: Informer, vm: Object) -> Object | None:
     """The cached backend-storage claim of a VM (getBackendPVCName): the newest live one labelled for it."""
     meta = vm["metadata"]
-    return bs.newest_live_claim(claims.by_index(CLAIM_OWNER_INDEX, f"{meta.get('namespace')}/{meta.get('name')}"))
+    return bs.newest_live_claim(labelled_claims(claims, str(meta.get("namespace")), str(meta.get("name"))))
 
 
 def vm_backend_volume(claims: Informer, vm: Object) -> dict[str, Any] | None:
@@ -75,7 +80,7 @@ class BackendStorage:
 
     def claim_of(self, vmi: Object) -> Object | None:
         meta = vmi["metadata"]
-        labelled = self.claims.by_index(CLAIM_OWNER_INDEX, f"{meta.get('namespace')}/{meta.get('name')}")
+        labelled = labelled_claims(self.claims, str(meta.get("namespace")), str(meta.get("name")))
         legacy = self.claims.get(f"{meta.get('namespace')}/{bs.PVC_PREFIX}-{meta.get('name')}")
         found = bs.claim_for(vmi, [*labelled, *([legacy] if legacy is not None else [])])
         return dict(found) if found is not None else None

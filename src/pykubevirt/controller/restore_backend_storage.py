@@ -18,7 +18,7 @@ from pykubevirt.client.api import JSON_PATCH, KubeClient, Object
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import PERSISTENT_VOLUME_CLAIMS
-from pykubevirt.controller.backend_storage import CLAIM_OWNER_INDEX, index_claim_owners
+from pykubevirt.controller.backend_storage import index_claim_owners, labelled_claims
 from pykubevirt.log import object_fields
 
 log = logging.getLogger("pykubevirt.controller.restore")
@@ -70,7 +70,7 @@ class RestoredBackendClaims:
         labels = restored["metadata"].get("labels")
         if (labels or {}).get(bs.PVC_PREFIX) == target:
             return False
-        for pvc in self.pvcs.by_index(CLAIM_OWNER_INDEX, f"{namespace}/{target}"):
+        for pvc in labelled_claims(self.pvcs, namespace, target):
             if pvc["metadata"]["name"] == restored["metadata"]["name"]:
                 continue
             before = pvc["metadata"].get("labels") or {}

@@ -316,17 +316,20 @@ class VMSnapshotController:
         vm = ((content or {}).get("spec") or {}).get("source", {}).get("virtualMachine")
         if not vm:
             return
-        volumes = ((vm.get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes") or []
+        names = [
+            v.get("name") for v in ((vm.get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes") or []
+        ]
+        snapshottable = set(source_claims(vm))
         with contextlib.suppress(NoBackendClaim):
             if (backend := vm_backend_volume(self.pvcs, vm)) is not None:
-                volumes = [*volumes, backend]
+                names.append(backend["name"])
+                snapshottable.add(backend["name"])
         backed_up = {b.get("volumeName") for b in (content or {}).get("spec", {}).get("volumeBackups") or []}
-        included = [v["name"] for v in volumes if v.get("name") in backed_up]
-        excluded = [v["name"] for v in volumes if v.get("name") not in backed_up]
+        included = [n for n in names if n in backed_up]
+        excluded = [n for n in names if n not in backed_up]
         status["snapshotVolumes"] = {
             k: v for k, v in (("includedVolumes", included), ("excludedVolumes", excluded)) if v
         }
-        snapshottable = {*source_claims(vm), *(v["name"] for v in volumes if v.get("persistentVolumeClaim"))}
         if any(name in snapshottable for name in excluded):
             st.add_partial_indication(status)
 
