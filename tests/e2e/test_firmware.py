@@ -32,7 +32,7 @@ from tests.e2e.test_vm_lifecycle import qemu_pid
 from tests.paths import REPO
 from tests.support.cluster import DEMO_IMAGE, DEMO_KERNEL_IMAGE, ClusterView, EmbeddedCluster
 from tests.support.snapshot_manifests import vm_restore, vm_snapshot
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, status_when
 
 # Guests boot under TCG on a loaded host, OVMF slowest of all: more than the suite's 300 s a test.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -314,7 +314,9 @@ async def test_persistent_efi_vars_and_tpm_state_survive_a_restart_and_a_restore
     await eventually(gone, timeout=120, interval=0.5)
     # A snapshot of the stopped VM takes its state claim with it (KubeVirt's volume name for it).
     await kube.admin.create(VM_SNAPSHOTS, vm_snapshot("after-first-boot", "keeper"), ns)
-    snapshot = await ready(kube, VM_SNAPSHOTS, ns, "after-first-boot", lambda s: s.get("readyToUse") is True)
+    snapshot = await status_when(
+        kube.admin, VM_SNAPSHOTS, ns, "after-first-boot", lambda s: s.get("readyToUse") is True, timeout=120
+    )
     assert snapshot["status"]["snapshotVolumes"]["includedVolumes"] == ["persistent-state-for-keeper"]
     await kube.admin.patch(VIRTUAL_MACHINES, "keeper", {"spec": {"runStrategy": "Always"}}, ns)
     await console_of(kube, ns, "keeper", seen, timeout=EFI_BOOT_TIMEOUT)
@@ -335,7 +337,7 @@ async def test_persistent_efi_vars_and_tpm_state_survive_a_restart_and_a_restore
     await eventually(gone, timeout=120, interval=0.5)
     restore = vm_restore("back", "keeper", "after-first-boot")
     await kube.admin.create(VM_RESTORES, restore, ns)
-    restored = await ready(kube, VM_RESTORES, ns, "back", lambda s: s.get("complete") is True)
+    restored = await status_when(kube.admin, VM_RESTORES, ns, "back", lambda s: s.get("complete") is True, timeout=120)
     (entry,) = restored["status"]["restores"]
     await kube.admin.patch(VIRTUAL_MACHINES, "keeper", {"spec": {"runStrategy": "Always"}}, ns)
     await console_of(kube, ns, "keeper", seen, timeout=EFI_BOOT_TIMEOUT)
@@ -347,15 +349,6 @@ async def test_persistent_efi_vars_and_tpm_state_survive_a_restart_and_a_restore
     assert boot_count(Path(pv["spec"]["hostPath"]["path"]) / "nvram" / "keeper_VARS.fd") == booted_once + 1
     await eventually(lambda: not vars_file.exists(), timeout=60, interval=0.5)
     await kube.admin.delete(VIRTUAL_MACHINES, "keeper", ns)
-
-
-async def ready(kube: ClusterView, resource: Any, ns: str, name: str, check: Any) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        found = await kube.admin.get(resource, name, ns)
-        return found if check(found.get("status") or {}) else None
-
-    result: dict[str, Any] = await eventually(probe, timeout=120, interval=0.5)
-    return result
 
 
 # ------------------------------------------------------------------------------------------------ devices

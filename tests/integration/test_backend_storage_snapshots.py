@@ -7,7 +7,6 @@ is needed.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
 from tests.support.snapshot_manifests import vm_restore, vm_snapshot
 from tests.support.storage_plane import storage_on_fake_nodes
-from tests.support.waiting import eventually
+from tests.support.waiting import consistently, eventually, status_when
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -110,18 +109,6 @@ def read_vars(directory: Path, vm: str) -> str:
     return (directory / "nvram" / f"{vm}_VARS.fd").read_text()
 
 
-async def wait_for(cp: ControlPlane, resource: Any, ns: str, name: str, check: Any, timeout: float = 60) -> Object:  # noqa: ASYNC109
-    async def probe() -> Object | None:
-        try:
-            found = await cp.admin.get(resource, name, ns)
-        except NotFound:
-            return None
-        return found if check(found.get("status") or {}) else None
-
-    result: Object = await eventually(probe, timeout=timeout, interval=0.2)
-    return result
-
-
 async def labelled(cp: ControlPlane, ns: str, vm: str) -> list[Object]:
     claims = await cp.admin.list(PERSISTENT_VOLUME_CLAIMS, ns, label_selector=f"{STATE_LABEL}={vm}")
     return [c for c in claims["items"] if not c["metadata"].get("deletionTimestamp")]
@@ -142,7 +129,7 @@ async def test_a_restore_brings_back_the_firmware_state_and_deletes_the_claim_it
     assert statuses[1] == {"name": f"{STATE_LABEL}-fw", "enabled": True}
 
     await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("before", "fw"), ns)
-    done = await wait_for(cp, VM_SNAPSHOTS, ns, "before", lambda s: s.get("readyToUse") is True)
+    done = await status_when(cp.admin, VM_SNAPSHOTS, ns, "before", lambda s: s.get("readyToUse") is True)
     assert done["status"]["snapshotVolumes"] == {"includedVolumes": [f"{STATE_LABEL}-fw"], "excludedVolumes": ["root"]}
     assert "indications" not in done["status"]  # not Partial: every volume that can be taken was
     content = await cp.admin.get(VM_SNAPSHOT_CONTENTS, done["status"]["virtualMachineSnapshotContentName"], ns)
@@ -153,7 +140,7 @@ async def test_a_restore_brings_back_the_firmware_state_and_deletes_the_claim_it
     write_vars(await claim_dir(cp, ns, original["metadata"]["name"]), "fw", "vars changed later")
     restore = vm_restore("back", "fw", "before")
     await cp.admin.create(VM_RESTORES, restore, ns)
-    finished = await wait_for(cp, VM_RESTORES, ns, "back", lambda s: s.get("complete") is True)
+    finished = await status_when(cp.admin, VM_RESTORES, ns, "back", lambda s: s.get("complete") is True)
     (entry,) = finished["status"]["restores"]
     assert entry["volumeName"] == f"{STATE_LABEL}-fw"
 
@@ -178,7 +165,7 @@ async def test_a_restore_into_another_vm_and_a_clone_are_refused_as_kubevirt_ref
     vm = await cp.admin.create(VIRTUAL_MACHINES, firmware_vm("src"), ns)
     await state_claim(cp, ns, vm)
     await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("keys", "src"), ns)
-    await wait_for(cp, VM_SNAPSHOTS, ns, "keys", lambda s: s.get("readyToUse") is True)
+    await status_when(cp.admin, VM_SNAPSHOTS, ns, "keys", lambda s: s.get("readyToUse") is True)
     restore = vm_restore("elsewhere", "dst", "keys")
     with pytest.raises(Invalid) as refused:
         await cp.admin.create(VM_RESTORES, restore, ns)
@@ -192,7 +179,7 @@ async def test_a_restore_into_another_vm_and_a_clone_are_refused_as_kubevirt_ref
         "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "src"}},
     }
     await cp.admin.create(VM_CLONES, clone, ns)
-    failed = await wait_for(cp, VM_CLONES, ns, "copy", lambda s: s.get("phase") == "Failed")
+    failed = await status_when(cp.admin, VM_CLONES, ns, "copy", lambda s: s.get("phase") == "Failed")
     ready = next(c for c in failed["status"]["conditions"] if c["type"] == "Ready")
     assert ready["reason"] == f"Clone of source with backendstorage is not supported: VM {ns}/src"
 
@@ -201,13 +188,16 @@ async def test_a_snapshot_of_a_vm_whose_state_claim_is_not_made_yet_waits_for_it
     ns = await cp.namespace()
     vm = await cp.admin.create(VIRTUAL_MACHINES, firmware_vm("fresh"), ns)
     await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("early", "fresh"), ns)
-    pending = await wait_for(cp, VM_SNAPSHOTS, ns, "early", lambda s: s.get("phase") == "InProgress")
+    pending = await status_when(cp.admin, VM_SNAPSHOTS, ns, "early", lambda s: s.get("phase") == "InProgress")
     progressing = next(c for c in pending["status"]["conditions"] if c["type"] == "Progressing")
     assert (progressing["status"], progressing["reason"]) == ("False", "Source not locked")
-    await asyncio.sleep(1.0)
-    assert (await cp.admin.get(VM_SNAPSHOTS, "early", ns))["status"].get("readyToUse") is not True
+
+    async def still_waiting() -> bool:
+        return (await cp.admin.get(VM_SNAPSHOTS, "early", ns))["status"].get("readyToUse") is not True
+
+    await consistently(still_waiting, for_=1.0, interval=0.2)
 
     # Its first start makes the claim (made by hand here): the snapshot goes on and takes it.
     await state_claim(cp, ns, vm)
-    done = await wait_for(cp, VM_SNAPSHOTS, ns, "early", lambda s: s.get("readyToUse") is True)
+    done = await status_when(cp.admin, VM_SNAPSHOTS, ns, "early", lambda s: s.get("readyToUse") is True)
     assert done["status"]["snapshotVolumes"]["includedVolumes"] == [f"{STATE_LABEL}-fresh"]

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from pykubevirt.client.api import Object
 from pykubevirt.client.errors import Invalid, NotFound
 from pykubevirt.client.resources import (
     CONTROLLER_REVISIONS,
@@ -30,7 +29,7 @@ from pykubevirt.client.resources import (
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import ControlPlane, start_control_plane, vm_manifest
 from tests.support.snapshot_manifests import vm_restore, vm_snapshot
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, status_when
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -42,22 +41,6 @@ async def cp(apiserver: APIServerProcess) -> AsyncIterator[ControlPlane]:
     plane = await start_control_plane(apiserver)
     yield plane
     await plane.stop()
-
-
-async def wait_status(
-    cp: ControlPlane,
-    resource: Any,
-    ns: str,
-    name: str,
-    check: Any,
-    timeout: float = 30,  # noqa: ASYNC109
-) -> Object:
-    async def probe() -> Object | None:
-        found = await cp.admin.get(resource, name, ns)
-        return found if check(found.get("status") or {}) else None
-
-    result: Object = await eventually(probe, timeout=timeout, interval=0.2)
-    return result
 
 
 async def _gone(cp: ControlPlane, resource: Any, ns: str, name: str) -> bool:
@@ -76,7 +59,7 @@ async def test_a_stopped_vms_snapshot_records_its_spec_and_lets_go_of_it(cp: Con
     ns = await cp.namespace()
     vm = await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("quiet", run_strategy="Halted"), ns)
     await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("s1", "quiet"), ns)
-    snapshot = await wait_status(cp, VM_SNAPSHOTS, ns, "s1", lambda s: s.get("readyToUse") is True)
+    snapshot = await status_when(cp.admin, VM_SNAPSHOTS, ns, "s1", lambda s: s.get("readyToUse") is True)
     status = snapshot["status"]
     assert status["phase"] == "Succeeded"
     assert status["sourceUID"] == vm["metadata"]["uid"]
@@ -101,7 +84,7 @@ async def test_a_stopped_vms_snapshot_records_its_spec_and_lets_go_of_it(cp: Con
 
     # A restore into a VM that does not exist makes it, stopped, with the snapshot's spec.
     await cp.admin.create(VM_RESTORES, vm_restore("r1", "copy", "s1"), ns)
-    restore = await wait_status(cp, VM_RESTORES, ns, "r1", lambda s: s.get("complete") is True)
+    restore = await status_when(cp.admin, VM_RESTORES, ns, "r1", lambda s: s.get("complete") is True)
     assert conditions(restore["status"]) == {
         "Progressing": ("False", "Operation complete"),
         "Ready": ("True", "Operation complete"),
@@ -128,13 +111,13 @@ async def test_a_running_vm_is_snapshotted_online_and_a_restore_waits_for_it_to_
     await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("busy"), ns)
     await cp.wait_vmi_phase(ns, "busy", "Running", timeout=30)
     await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("online", "busy"), ns)
-    snapshot = await wait_status(cp, VM_SNAPSHOTS, ns, "online", lambda s: s.get("readyToUse") is True)
+    snapshot = await status_when(cp.admin, VM_SNAPSHOTS, ns, "online", lambda s: s.get("readyToUse") is True)
     assert snapshot["status"]["indications"] == ["NoGuestAgent", "Online"]
     assert [i["indication"] for i in snapshot["status"]["sourceIndications"]] == ["NoGuestAgent", "Online"]
 
     # The VM still runs: by default a restore waits for it to stop, and fails when the grace period (5m) is over.
     await cp.admin.create(VM_RESTORES, vm_restore("wait", "busy", "online"), ns)
-    waiting = await wait_status(cp, VM_RESTORES, ns, "wait", lambda s: "Waiting" in str(s.get("conditions")))
+    waiting = await status_when(cp.admin, VM_RESTORES, ns, "wait", lambda s: "Waiting" in str(s.get("conditions")))
     assert conditions(waiting["status"])["Ready"] == (
         "False",
         "Waiting for target VM to be powered off. Please stop the restore target to proceed with restore, "
@@ -150,7 +133,7 @@ async def test_a_running_vm_is_snapshotted_online_and_a_restore_waits_for_it_to_
 
     # A restore that must not wait fails at once.
     await cp.admin.create(VM_RESTORES, vm_restore("now", "busy", "online", targetReadinessPolicy="FailImmediate"), ns)
-    failed = await wait_status(cp, VM_RESTORES, ns, "now", lambda s: "Failure" in conditions(s))
+    failed = await status_when(cp.admin, VM_RESTORES, ns, "now", lambda s: "Failure" in conditions(s))
     message = "Restore target VMI must be powered off before restore operation"
     assert conditions(failed["status"])["Failure"] == ("True", message)
     assert failed["status"]["complete"] is False
@@ -163,7 +146,7 @@ async def test_a_running_vm_is_snapshotted_online_and_a_restore_waits_for_it_to_
 
     # StopTarget stops the VM itself and then restores.
     await cp.admin.create(VM_RESTORES, vm_restore("stop", "busy", "online", targetReadinessPolicy="StopTarget"), ns)
-    done = await wait_status(cp, VM_RESTORES, ns, "stop", lambda s: s.get("complete") is True, timeout=60)
+    done = await status_when(cp.admin, VM_RESTORES, ns, "stop", lambda s: s.get("complete") is True, timeout=60)
     assert done["metadata"]["ownerReferences"][0]["name"] == "busy"
     vm = await cp.admin.get(VIRTUAL_MACHINES, "busy", ns)
     assert vm["spec"]["runStrategy"] == "Halted"
@@ -189,7 +172,7 @@ async def test_a_vm_restored_from_a_snapshot_keeps_its_instancetype_when_the_sou
 
     # The snapshot of the running VM holds its own copy of the instancetype's revision.
     await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("snap", "typed"), ns)
-    snapshot = await wait_status(cp, VM_SNAPSHOTS, ns, "snap", lambda s: s.get("readyToUse") is True)
+    snapshot = await status_when(cp.admin, VM_SNAPSHOTS, ns, "snap", lambda s: s.get("readyToUse") is True)
     content = await cp.admin.get(VM_SNAPSHOT_CONTENTS, snapshot["status"]["virtualMachineSnapshotContentName"], ns)
     held = content["spec"]["source"]["virtualMachine"]["spec"]["instancetype"]["revisionName"]
     assert held == source_revision.replace("typed", "snap", 1)
@@ -200,7 +183,7 @@ async def test_a_vm_restored_from_a_snapshot_keeps_its_instancetype_when_the_sou
 
     # A restore into a new VM gives it a revision of its own, which it owns.
     await cp.admin.create(VM_RESTORES, vm_restore("back", "restored", "snap"), ns)
-    await wait_status(cp, VM_RESTORES, ns, "back", lambda s: s.get("complete") is True)
+    await status_when(cp.admin, VM_RESTORES, ns, "back", lambda s: s.get("complete") is True)
     restored = await cp.admin.get(VIRTUAL_MACHINES, "restored", ns)
     own = restored["spec"]["instancetype"]["revisionName"]
     assert own == source_revision.replace("typed", "restored", 1)
@@ -216,7 +199,7 @@ async def test_a_vm_restored_from_a_snapshot_keeps_its_instancetype_when_the_sou
     await cp.wait_vmi_gone(ns, "typed", (await cp.admin.get(VIRTUAL_MACHINE_INSTANCES, "typed", ns))["metadata"]["uid"])
     kept_uid = (await cp.admin.get(CONTROLLER_REVISIONS, source_revision, ns))["metadata"]["uid"]
     await cp.admin.create(VM_RESTORES, vm_restore("in-place", "typed", "snap"), ns)
-    await wait_status(cp, VM_RESTORES, ns, "in-place", lambda s: s.get("complete") is True)
+    await status_when(cp.admin, VM_RESTORES, ns, "in-place", lambda s: s.get("complete") is True)
     typed = await cp.admin.get(VIRTUAL_MACHINES, "typed", ns)
     assert typed["spec"]["instancetype"]["revisionName"] == source_revision
     assert (await cp.admin.get(CONTROLLER_REVISIONS, source_revision, ns))["metadata"]["uid"] == kept_uid
@@ -240,14 +223,14 @@ async def test_a_vm_restored_from_a_snapshot_keeps_its_instancetype_when_the_sou
 async def test_a_snapshot_of_a_missing_vm_waits_for_it(cp: ControlPlane) -> None:
     ns = await cp.namespace()
     await cp.admin.create(VM_SNAPSHOTS, vm_snapshot("early", "later"), ns)
-    snapshot = await wait_status(cp, VM_SNAPSHOTS, ns, "early", lambda s: "Progressing" in conditions(s))
+    snapshot = await status_when(cp.admin, VM_SNAPSHOTS, ns, "early", lambda s: "Progressing" in conditions(s))
     assert snapshot["status"]["phase"] == "InProgress"
     assert conditions(snapshot["status"]) == {
         "Progressing": ("False", "Source does not exist"),
         "Ready": ("False", "Not ready"),
     }
     await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("later", run_strategy="Halted"), ns)
-    await wait_status(cp, VM_SNAPSHOTS, ns, "early", lambda s: s.get("phase") == "Succeeded")
+    await status_when(cp.admin, VM_SNAPSHOTS, ns, "early", lambda s: s.get("phase") == "Succeeded")
 
 
 async def test_a_clone_makes_a_new_vm_through_a_snapshot_and_a_restore_it_then_deletes(cp: ControlPlane) -> None:
@@ -266,7 +249,7 @@ async def test_a_clone_makes_a_new_vm_through_a_snapshot_and_a_restore_it_then_d
         },
     }
     await cp.admin.create(VM_CLONES, clone, ns)
-    done = await wait_status(cp, VM_CLONES, ns, "twin", lambda s: s.get("phase") == "Succeeded", timeout=60)
+    done = await status_when(cp.admin, VM_CLONES, ns, "twin", lambda s: s.get("phase") == "Succeeded", timeout=60)
     assert done["status"]["targetName"] == "orig-twin"
     assert conditions(done["status"]) == {"Progressing": ("False", "Ready"), "Ready": ("True", "Ready")}
     twin = await cp.admin.get(VIRTUAL_MACHINES, "orig-twin", ns)
@@ -300,12 +283,12 @@ async def test_a_clone_of_a_missing_vm_waits_for_it(cp: ControlPlane) -> None:
         "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "later"}},
     }
     await cp.admin.create(VM_CLONES, clone, ns)
-    pending = await wait_status(cp, VM_CLONES, ns, "early", lambda s: "Ready" in conditions(s))
+    pending = await status_when(cp.admin, VM_CLONES, ns, "early", lambda s: "Ready" in conditions(s))
     assert "phase" not in pending["status"] or pending["status"]["phase"] == ""
     assert conditions(pending["status"]) == {
         "Progressing": ("False", "Pending"),
         "Ready": ("False", f"Source doesnt exist: VirtualMachine {ns}/later"),
     }
     await cp.admin.create(VIRTUAL_MACHINES, vm_manifest("later", run_strategy="Halted"), ns)
-    done = await wait_status(cp, VM_CLONES, ns, "early", lambda s: s.get("phase") == "Succeeded", timeout=60)
+    done = await status_when(cp.admin, VM_CLONES, ns, "early", lambda s: s.get("phase") == "Succeeded", timeout=60)
     assert re.fullmatch(r"clone-later-[a-z0-9]{5}", done["status"]["targetName"])  # the mutator named it

@@ -12,6 +12,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from pykubevirt.client.api import KubeClient, Object
+from pykubevirt.client.errors import NotFound
+from pykubevirt.client.resources import ResourceRef
+
 T = TypeVar("T")
 
 
@@ -35,6 +39,26 @@ async def eventually(
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
+
+
+async def status_when(
+    client: KubeClient,
+    resource: ResourceRef,
+    namespace: str,
+    name: str,
+    check: Callable[[dict[str, Any]], Any],
+    timeout: float = 30.0,  # noqa: ASYNC109
+) -> Object:
+    """Poll the object until `check` holds for its status (an object not there yet keeps it waiting); return it."""
+
+    async def probe() -> Object | None:
+        try:
+            found = await client.get(resource, name, namespace)
+        except NotFound:
+            return None
+        return found if check(found.get("status") or {}) else None
+
+    return await eventually(probe, timeout=timeout, interval=0.2)
 
 
 async def consistently(check: Callable[[], Any], *, for_: float, interval: float = 0.05) -> None:
