@@ -57,6 +57,10 @@ async def serve(args: argparse.Namespace) -> int:
         network = ClusterNetwork(args.cluster_cidr)
         extra.append(EndpointsController(client).run)
         extra.append(ServiceProxy(client, network).run)
+    if args.handler_certificates_namespace:
+        from pykubevirt.controller.handler_certificates import HandlerCertificateIssuer
+
+        extra.append(HandlerCertificateIssuer(client, args.handler_certificates_namespace).run)
     options = ControllerOptions(
         workers=args.workers,
         config=cluster,
@@ -182,6 +186,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "allocate each Node a /24 podCIDR from this CIDR (kube-controller-manager's --allocate-node-cidrs); "
             "embedded clusters also get Endpoints and the host's Service proxy (nftables)"
         ),
+    )
+    parser.add_argument(
+        "--handler-certificates-namespace",
+        default="",
+        metavar="NAMESPACE",
+        help="as the leader, keep the virt-handlers' CA and certificates in Secrets of NAMESPACE (virt-operator's "
+        "job in KubeVirt): kubevirt-ca, kubevirt-virt-handler-certs and kubevirt-virt-handler-server-certs",
     )
     parser.add_argument(
         "--no-leader-election", action="store_true", help="run the controllers without electing a leader"

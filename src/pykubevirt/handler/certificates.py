@@ -6,7 +6,9 @@ KubeVirt's virt-operator keeps a CA (`kubevirt-ca`) and gives every virt-handler
 CA, the key usage and the common name, and neither checks a host name (the certificates name no node).
 
 Here a handler reads them from `--certificates-dir` (`ca.crt`, `client.crt`/`client.key`, `server.crt`/`server.key`);
-in the embedded cluster it creates what is missing there first (`--create-certificates`), as virt-operator would.
+in the embedded cluster it creates what is missing there first (`--create-certificates`), as virt-operator would. On a
+cluster virt-controller's leader issues them into two Secrets (controller/handler_certificates.py), which the DaemonSet
+projects into that directory and virt-api mounts the client half of.
 """
 
 from __future__ import annotations
@@ -15,16 +17,26 @@ import contextlib
 import datetime
 import fcntl
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from pykubevirt.pki.certificates import CAKey, ensure_ca, is_current, issue_leaf, load_certificate, write_pair
+from pykubevirt.pki.certificates import (
+    CAKey,
+    ensure_ca,
+    is_current,
+    issue_leaf,
+    key_pem,
+    load_certificate,
+    write_pair,
+)
+from pykubevirt.pki.file_watch import FileWatch
 
 CLIENT_COMMON_NAME = "kubevirt.io:system:client:virt-handler"
 SERVER_COMMON_NAME = "kubevirt.io:system:node:virt-handler"
@@ -32,6 +44,9 @@ CA_COMMON_NAME = "kubevirt.io:kubevirt-ca"
 CERT_VALIDITY = datetime.timedelta(days=365)
 # A peer that does not finish its handshake in this long is dropped.
 HANDSHAKE_TIMEOUT_SECONDS = 10.0
+# The files of the client half (virt-api's too) and of the server half, as the two Secrets hold them.
+CLIENT_FILES = ("ca.crt", "client.crt", "client.key")
+SERVER_FILES = ("server.crt", "server.key")
 
 
 class MigrationTLSUnavailable(Exception):
@@ -77,9 +92,37 @@ class HandlerCertificates:
     def server_key_file(self) -> Path:
         return self.directory / "server.key"
 
+    def paths(self) -> tuple[Path, ...]:
+        return (self.ca_file, self.client_cert_file, self.client_key_file, self.server_cert_file, self.server_key_file)
+
     def complete(self) -> bool:
-        files = (self.ca_file, self.client_cert_file, self.client_key_file, self.server_cert_file, self.server_key_file)
-        return all(f.exists() for f in files)
+        return all(f.exists() for f in self.paths())
+
+
+def pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def issue_files(ca_cert: x509.Certificate, ca_key: CAKey, *, server: bool) -> dict[str, bytes]:
+    """The server half (`server.crt`, `server.key`) or the client half (with the CA's `ca.crt`), as file contents."""
+    cert, key = issue(ca_cert, ca_key, SERVER_COMMON_NAME if server else CLIENT_COMMON_NAME, server=server)
+    prefix = "server" if server else "client"
+    files = {f"{prefix}.crt": pem(cert), f"{prefix}.key": key_pem(key)}
+    return files if server else {"ca.crt": pem(ca_cert), **files}
+
+
+def files_are_current(files: Mapping[str, bytes], ca_cert: x509.Certificate, *, server: bool) -> bool:
+    """Whether a half holds all its files, issued by this CA and not due for renewal (and, the client half, its CA)."""
+    names = SERVER_FILES if server else CLIENT_FILES
+    if any(not files.get(name) for name in names):
+        return False
+    if not server and files["ca.crt"] != pem(ca_cert):
+        return False
+    try:
+        cert = x509.load_pem_x509_certificate(files[names[-2]])
+    except ValueError:
+        return False
+    return is_current(cert, ca_cert)
 
 
 @contextlib.contextmanager
@@ -160,7 +203,42 @@ class MigrationTLS:
         return cls(server=server, client=client)
 
 
-def migration_context(tls: MigrationTLS | None, state: dict[str, Any], *, server: bool) -> ssl.SSLContext | None:
+def api_server_context(certs: HandlerCertificates, into: ssl.SSLContext | None = None) -> ssl.SSLContext:
+    """The TLS of virt-handler's API: its server certificate, and a client certificate of the CA asked for but not
+    required, as /healthz and /metrics (a bearer token) take none; the VMI paths insist on one (HandlerAPI).
+    Given `into`, the certificates are loaded into that context again: the listening socket keeps it."""
+    context = into
+    if context is None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.verify_mode = ssl.CERT_OPTIONAL
+    context.load_cert_chain(certs.server_cert_file, certs.server_key_file)
+    context.load_verify_locations(cafile=str(certs.ca_file))
+    return context
+
+
+def client_watch(directory: Path) -> FileWatch[ssl.SSLContext]:
+    """virt-api's side of the handler's API: the client half of the handlers' certificates, reloaded as it changes."""
+    certs = HandlerCertificates(directory)
+
+    def load() -> ssl.SSLContext:
+        client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        client.minimum_version = ssl.TLSVersion.TLSv1_2
+        # The certificates name no host. Only this CA's server certificate has serverAuth, which OpenSSL checks.
+        client.check_hostname = False
+        client.verify_mode = ssl.CERT_REQUIRED
+        client.load_cert_chain(certs.client_cert_file, certs.client_key_file)
+        client.load_verify_locations(cafile=str(certs.ca_file))
+        return client
+
+    return FileWatch((certs.ca_file, certs.client_cert_file, certs.client_key_file), load)
+
+
+# The handler's certificates as its migrations take them: fixed, or a watch of their directory.
+TLSSource = MigrationTLS | FileWatch[MigrationTLS] | None
+
+
+def migration_context(source: TLSSource, state: dict[str, Any], *, server: bool) -> ssl.SSLContext | None:
     """The context of one migration's TCP leg: None when its configuration says `disableTLS: true`.
 
     Both handlers read the setting from the VMI's `migrationState.migrationConfiguration`, which virt-controller
@@ -168,6 +246,7 @@ def migration_context(tls: MigrationTLS | None, state: dict[str, Any], *, server
     config = state.get("migrationConfiguration") or {}
     if config.get("disableTLS") is True:
         return None
+    tls = source.current() if isinstance(source, FileWatch) else source
     if tls is None:
         raise MigrationTLSUnavailable(
             "migration TLS is enabled but virt-handler has no certificates (--certificates-dir); "
@@ -178,9 +257,16 @@ def migration_context(tls: MigrationTLS | None, state: dict[str, Any], *, server
 
 def load_migration_tls(directory: str, *, create: bool) -> MigrationTLS | None:
     """The handler's migration TLS from `--certificates-dir` (None without one, or when it holds no certificates)."""
+    return migration_watch(directory, create=create).current()
+
+
+def _no_directory() -> MigrationTLS:
+    raise ValueError("no certificates directory")
+
+
+def migration_watch(directory: str, *, create: bool) -> FileWatch[MigrationTLS]:
+    """The migration TLS of `--certificates-dir`, loaded again when the files change (none without a directory)."""
     if not directory:
-        return None
+        return FileWatch((), _no_directory)
     certs = ensure_handler_certificates(Path(directory)) if create else HandlerCertificates(Path(directory))
-    if not certs.complete():
-        return None
-    return MigrationTLS.load(certs)
+    return FileWatch(certs.paths(), lambda: MigrationTLS.load(certs))

@@ -18,7 +18,7 @@ from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.controller import Result
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
-from pykubevirt.handler.certificates import MigrationTLS, MigrationTLSUnavailable, migration_context
+from pykubevirt.handler.certificates import MigrationTLSUnavailable, TLSSource, migration_context
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable
 from pykubevirt.handler.live_migratable import shared_volumes
 from pykubevirt.handler.migration_proxy import MigrationProxy, ProxySet, dial_tcp
@@ -79,7 +79,7 @@ def this_migration(reported: dict[str, Any], state: dict[str, Any]) -> dict[str,
 class OutgoingMigrations:
     """The source handler's migrations and their proxies."""
 
-    def __init__(self, client: KubeClient, recorder: EventRecorder, tls: MigrationTLS | None = None) -> None:
+    def __init__(self, client: KubeClient, recorder: EventRecorder, tls: TLSSource = None) -> None:
         self.client = client
         self.recorder = recorder
         # The handler's certificates for the TCP leg to the target (None: it has none; only disableTLS works).

@@ -25,7 +25,7 @@ from pykubevirt.client.errors import NotFound
 from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import NODES, VIRTUAL_MACHINE_INSTANCES
-from pykubevirt.handler.certificates import MigrationTLS, MigrationTLSUnavailable, migration_context
+from pykubevirt.handler.certificates import MigrationTLSUnavailable, TLSSource, migration_context
 from pykubevirt.handler.launcher_client import CommandFailed, LauncherClient, LauncherUnavailable, ProtocolMismatch
 from pykubevirt.handler.migration_proxy import MigrationProxy, ProxySet, dial_unix
 from pykubevirt.handler.resource_hotplug import finalize_hotplug
@@ -83,7 +83,7 @@ class MigrationTargetReconciler:
         clock: Callable[[], str] = now_rfc3339,
         address: str = "",
         enqueue: Callable[[str], None] | None = None,
-        tls: MigrationTLS | None = None,
+        tls: TLSSource = None,
     ) -> None:
         self.client = client
         self.node = node

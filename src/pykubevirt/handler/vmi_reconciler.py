@@ -32,7 +32,7 @@ from pykubevirt.client.events import NORMAL, WARNING, EventRecorder
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.handler import memory_dump
-from pykubevirt.handler.certificates import MigrationTLS
+from pykubevirt.handler.certificates import TLSSource
 from pykubevirt.handler.guest_agent_status import agent_status
 from pykubevirt.handler.guest_panic_report import GuestPanicReport
 from pykubevirt.handler.hotplug import after_sync, claim_mounts, mark_detaching, wants_launcher
@@ -107,7 +107,7 @@ class VMIReconciler:
         records: NodeRecords,
         enqueue: Callable[[str, float], None],
         clock: Callable[[], float] = time.time,
-        migration_tls: MigrationTLS | None = None,
+        migration_tls: TLSSource = None,
     ) -> None:
         self.client = client
         self.node = node

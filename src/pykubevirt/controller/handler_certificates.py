@@ -1,0 +1,113 @@
+"""virt-operator's part in virt-handler's TLS, played here by virt-controller's leader on a cluster.
+
+It keeps a CA in the Secret `kubevirt-ca` (`tls.crt`, `tls.key`) and issues from it the handlers' client half
+(`kubevirt-virt-handler-certs`: `ca.crt`, `client.crt`, `client.key`), which virt-handler and virt-api mount, and
+their server half (`kubevirt-virt-handler-server-certs`: `server.crt`, `server.key`), which only virt-handler
+mounts: the names KubeVirt's operator gives them. A half missing, of another CA, or within 30 days of its end is
+issued again; the kubelet then updates the mounted files and both components load them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.errors import ApiError
+from pykubevirt.client.resources import SECRETS
+from pykubevirt.handler.certificates import CA_COMMON_NAME, files_are_current, issue_files, pem
+from pykubevirt.log import object_fields
+from pykubevirt.pki.certificates import RENEW_BEFORE, CAKey, create_ca, key_pem, now
+
+log = logging.getLogger("pykubevirt.controller.handler_certificates")
+
+CA_SECRET = "kubevirt-ca"
+CLIENT_SECRET = "kubevirt-virt-handler-certs"
+SERVER_SECRET = "kubevirt-virt-handler-server-certs"
+# Certificates last a year and are renewed 30 days early: looking every ten minutes is plenty. A failed pass (the
+# API server away, a conflict with another writer) is retried sooner.
+CHECK_INTERVAL_SECONDS = 600.0
+RETRY_SECONDS = 10.0
+
+
+def secret_files(secret: dict[str, Any] | None) -> dict[str, bytes]:
+    """A Secret's data, decoded (an undecodable entry is left out, and so is issued again)."""
+    files = {}
+    for key, value in ((secret or {}).get("data") or {}).items():
+        try:
+            files[key] = base64.b64decode(str(value), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+    return files
+
+
+def loaded_ca(files: dict[str, bytes]) -> tuple[x509.Certificate, CAKey] | None:
+    """The CA of `kubevirt-ca`'s files, None when it is unreadable or within RENEW_BEFORE of its end."""
+    try:
+        cert = x509.load_pem_x509_certificate(files.get("tls.crt", b""))
+        key = serialization.load_pem_private_key(files.get("tls.key", b""), password=None)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(key, CAKey) or cert.not_valid_after_utc - RENEW_BEFORE < now():
+        return None
+    return cert, key
+
+
+class HandlerCertificateIssuer:
+    """Keeps the CA and the handlers' two Secrets in `namespace` current."""
+
+    def __init__(self, client: KubeClient, namespace: str, interval: float = CHECK_INTERVAL_SECONDS) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.interval = interval
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.ensure()
+            except (ApiError, OSError) as exc:
+                log.warning("cannot issue virt-handler certificates: %s", exc, extra={"namespace": self.namespace})
+                await asyncio.sleep(RETRY_SECONDS)
+                continue
+            await asyncio.sleep(self.interval)
+
+    async def ensure(self) -> list[str]:
+        """Write what is missing or due; returns the Secrets written."""
+        written = []
+        found = await self.client.get_or_none(SECRETS, CA_SECRET, self.namespace)
+        ca = loaded_ca(secret_files(found))
+        if ca is None:
+            cert, key = create_ca(CA_COMMON_NAME)
+            ca = cert, key
+            await self._write(found, CA_SECRET, {"tls.crt": pem(cert), "tls.key": key_pem(key)}, "kubernetes.io/tls")
+            written.append(CA_SECRET)
+        ca_cert, ca_key = ca
+        for name, server in ((CLIENT_SECRET, False), (SERVER_SECRET, True)):
+            found = await self.client.get_or_none(SECRETS, name, self.namespace)
+            if found is not None and files_are_current(secret_files(found), ca_cert, server=server):
+                continue
+            await self._write(found, name, issue_files(ca_cert, ca_key, server=server), "Opaque")
+            written.append(name)
+        return written
+
+    async def _write(self, found: dict[str, Any] | None, name: str, files: dict[str, bytes], kind: str) -> None:
+        data = {key: base64.b64encode(value).decode() for key, value in files.items()}
+        if found is None:
+            body = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": self.namespace, "labels": {"kubevirt.io": ""}},
+                "type": kind,
+                "data": data,
+            }
+            log.info("created Secret %s", name, extra=object_fields(await self.client.create(SECRETS, body)))
+            return
+        # The resourceVersion read makes a concurrent writer's change a conflict, retried from a fresh read.
+        updated = await self.client.update(SECRETS, {**found, "type": found.get("type") or kind, "data": data})
+        log.info("renewed Secret %s", name, extra=object_fields(updated))
