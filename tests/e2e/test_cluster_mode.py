@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from pykubevirt.api.constants import HANDLER_ADDRESS_ANNOTATION
 from pykubevirt.apiserver.security import NODES_GROUP, node_user, write_user_kubeconfig
 from pykubevirt.cli.cluster_layout import pykubevirt_argv
 from pykubevirt.cli.up_command import node_schedulable
@@ -119,7 +120,15 @@ def test_a_vm_reaches_running_through_webhooks_and_the_aggregated_api(plain_clus
     eventually_sync(lambda: plain_cluster.vmi_phase("plain-vm") == "", timeout=120, interval=0.5)
     assert "was scheduled to start" in plain_cluster.virtctl("start", "plain-vm")
     eventually_sync(lambda: plain_cluster.vmi_phase("plain-vm") == "Running", timeout=180, interval=0.5)
-    # pause and unpause go through the APIService to virt-api, which asks the node's virt-handler.
+    # pause and unpause go through the APIService to virt-api, which asks the node's virt-handler: over mutual TLS,
+    # with the certificates virt-controller's leader issued into Secrets and the kubelet's volumes delivered.
+    def handler_address() -> str:
+        node = json.loads(plain_cluster.kubectl("get", "node", NODE, "-o", "json").stdout)
+        return str(node["metadata"].get("annotations", {}).get(HANDLER_ADDRESS_ANNOTATION, ""))
+
+    assert eventually_sync(handler_address, timeout=60).startswith("https://")
+    for secret in ("kubevirt-ca", "kubevirt-virt-handler-certs", "kubevirt-virt-handler-server-certs"):
+        plain_cluster.kubectl("-n", "kubevirt", "get", "secret", secret)
     assert plain_cluster.virtctl("pause", "vm", "plain-vm").strip() == "VMI plain-vm was scheduled to pause"
     eventually_sync(lambda: plain_cluster.vm_status("plain-vm") == "Paused", timeout=60, interval=0.5)
     assert plain_cluster.vmi_condition("plain-vm", "Paused") == "True"

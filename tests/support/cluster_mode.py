@@ -3,21 +3,25 @@
 Each Deployment's replicas and each DaemonSet's pod (one node) become processes running the container's own
 command line, with what a pod gets from the kubelet: its service account's token, the CA and the namespace in a
 directory standing in for /var/run/secrets/kubernetes.io/serviceaccount (named by PYKUBEVIRT_SERVICE_ACCOUNT_DIR),
-KUBERNETES_SERVICE_HOST/PORT, its env, and host directories for its emptyDir and hostPath volumes. Components are
-authorized by the manifests' own RBAC. The harness also stands in for the pod network and the endpoint controller:
-a container port becomes a free loopback port (its `--listen`-style arguments rewritten), and a Service selecting
-a ready pod gets an EndpointSlice naming that port.
+KUBERNETES_SERVICE_HOST/PORT, its env, and host directories for its emptyDir and hostPath volumes and for its
+Secret volumes (plain or projected), which a thread keeps in step with their Secrets as the kubelet does, so a Secret
+made after the pod started reaches it too. Components are authorized by the manifests' own RBAC. The harness also
+stands in for the pod network and the endpoint controller: a container port becomes a free loopback port (its
+`--listen`-style arguments rewritten), and a Service selecting a ready pod gets an EndpointSlice naming that port.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import signal
 import ssl
 import subprocess
+import threading
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +93,11 @@ class ClusterMode:
         # any other hostPath gets a directory of the test, so the host's own paths stay untouched.
         self.host_paths = dict(host_paths or {})
         self.pods: list[PodProcess] = []
+        # Secret volumes: (directory, namespace, the Secrets projected into it), refreshed by one thread.
+        self.secret_volumes: list[tuple[Path, str, list[str]]] = []
+        self._stop_refresh = threading.Event()
+        self._refresher: threading.Thread | None = None
+        self._admin_token = ""
 
     def render(self, directory: Path) -> list[dict[str, Any]]:
         """`kubectl kustomize DIR`: the objects `kubectl apply -k DIR` would apply."""
@@ -111,10 +120,59 @@ class ClusterMode:
         (directory / "namespace").write_text(namespace)
         return directory
 
-    def _volume_dirs(self, pod_dir: Path, spec: dict[str, Any]) -> dict[str, Path]:
+    # -------------------------------------------------------------------------------------------- secrets
+
+    def _secret(self, namespace: str, name: str) -> dict[str, bytes]:
+        """The Secret's decoded data ({} while it does not exist), read with the cluster admin's token."""
+        url = f"https://127.0.0.1:{self.server.port}/api/v1/namespaces/{namespace}/secrets/{name}"
+        if not self._admin_token:
+            self._admin_token = self.server.token()
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self._admin_token}"})
+        context = ssl.create_default_context(cafile=str(self.server.ca_file()))
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=5) as reply:
+                secret = json.load(reply)
+        except (urllib.error.URLError, OSError, ValueError):
+            return {}
+        return {key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()}
+
+    def _fill_secret_volume(self, directory: Path, namespace: str, names: list[str]) -> None:
+        for name in names:
+            for key, value in self._secret(namespace, name).items():
+                target = directory / key
+                if target.exists() and target.read_bytes() == value:
+                    continue
+                tmp = directory / f".{key}.tmp"
+                tmp.write_bytes(value)
+                tmp.replace(target)
+
+    def _refresh_secrets(self) -> None:
+        while not self._stop_refresh.wait(1.0):
+            for directory, namespace, names in list(self.secret_volumes):
+                self._fill_secret_volume(directory, namespace, names)
+
+    def _secret_volume(self, pod_dir: Path, namespace: str, volume: dict[str, Any]) -> Path | None:
+        if "secret" in volume:
+            names = [volume["secret"]["secretName"]]
+        elif "projected" in volume:
+            names = [s["secret"]["name"] for s in volume["projected"].get("sources") or [] if "secret" in s]
+        else:
+            return None
+        directory = pod_dir / "volumes" / volume["name"]
+        directory.mkdir(parents=True, exist_ok=True)
+        self._fill_secret_volume(directory, namespace, names)
+        self.secret_volumes.append((directory, namespace, names))
+        if self._refresher is None:
+            self._refresher = threading.Thread(target=self._refresh_secrets, name="secret-volumes", daemon=True)
+            self._refresher.start()
+        return directory
+
+    def _volume_dirs(self, pod_dir: Path, spec: dict[str, Any], namespace: str) -> dict[str, Path]:
         dirs = {}
         for volume in spec.get("volumes") or []:
-            if "emptyDir" in volume or "hostPath" in volume:
+            if (secret_dir := self._secret_volume(pod_dir, namespace, volume)) is not None:
+                dirs[volume["name"]] = secret_dir
+            elif "emptyDir" in volume or "hostPath" in volume:
                 host_path = (volume.get("hostPath") or {}).get("path", "")
                 path = self.host_paths.get(host_path) or pod_dir / "volumes" / volume["name"]
                 path.mkdir(parents=True, exist_ok=True)
@@ -173,7 +231,7 @@ class ClusterMode:
             name = f"{meta['name']}-{index}"
             pod_dir = self.work / namespace / name
             sa_dir = self._service_account_dir(pod_dir, namespace, spec.get("serviceAccountName") or "default")
-            volumes = self._volume_dirs(pod_dir, spec)
+            volumes = self._volume_dirs(pod_dir, spec, namespace)
             for container in spec["containers"]:
                 pod = PodProcess(
                     name,
@@ -274,6 +332,9 @@ class ClusterMode:
             kubectl(self.server, self.home, "apply", "-f", "-", stdin=yaml.safe_dump_all(slices))
 
     def stop(self) -> None:
+        self._stop_refresh.set()
+        if self._refresher is not None:
+            self._refresher.join(timeout=10)
         for pod in reversed(self.pods):
             pod.stop()
         self.pods.clear()

@@ -130,3 +130,18 @@ def test_inconsistent_leader_election_timing_is_refused(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert result.stdout == "error: leader election needs lease duration > renew deadline > retry period\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--node-ip=10.0.0.5"], "--node-ip 10.0.0.5 is not a loopback address: virt-handler serves other"),
+        (["--node-ip=10.0.0.5", "--mutual-tls"], "--mutual-tls needs --certificates-dir"),
+    ],
+)
+def test_the_handler_leaves_loopback_only_over_mutual_tls(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = build_parser().parse_args(["virt-handler", "--node-name=n1", *argv])
+    assert args.func(args) == 1
+    assert message in capsys.readouterr().out

@@ -97,6 +97,36 @@ def test_virt_handler_serves_the_node_it_runs_on_from_its_mounts() -> None:
     assert args.data_dir in mounts and args.pods_dir in mounts
     # Migration TLS: the certificates' directory is a volume (an optional Secret), and nothing is created there.
     assert args.certificates_dir in mounts and not args.create_certificates
+    # Its API listens on the pod's IP, which virt-api reaches across pods, only over mutual TLS.
+    assert args.node_ip == FIELD_VALUES["status.podIP"] and args.mutual_tls
+
+
+def test_the_handlers_certificates_go_from_virt_controller_to_virt_handler_and_virt_api() -> None:
+    from pykubevirt.controller.handler_certificates import CLIENT_SECRET, SERVER_SECRET
+
+    controller = named("Deployment", "virt-controller")
+    namespace = controller["metadata"]["namespace"]
+    (container,) = controller["spec"]["template"]["spec"]["containers"]
+    assert parse(expanded_args(container)).handler_certificates_namespace == namespace
+    (secrets_rule,) = [r for r in named("Role", "kubevirt-controller")["rules"] if "secrets" in r["resources"]]
+    assert {"get", "create", "update"} <= set(secrets_rule["verbs"])
+
+    def secrets_behind(pod: dict[str, Any], container: dict[str, Any], directory: str) -> list[str]:
+        (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == directory]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+        if "secret" in volume:
+            return [volume["secret"]["secretName"]]
+        return [source["secret"]["name"] for source in volume["projected"]["sources"]]
+
+    ((_, pod, handler),) = [(n, p, c) for n, p, c in containers() if n == "virt-handler"]
+    directory = parse(expanded_args(handler)).certificates_dir
+    assert secrets_behind(pod, handler, directory) == [CLIENT_SECRET, SERVER_SECRET]
+    # virt-api holds the client half only: no server key leaves the handlers.
+    ((_, pod, api),) = [(n, p, c) for n, p, c in containers() if n == "virt-api"]
+    directory = parse(expanded_args(api)).handler_certificates_dir
+    assert secrets_behind(pod, api, directory) == [CLIENT_SECRET]
+    for workload in (named("DaemonSet", "virt-handler"), named("Deployment", "virt-api")):
+        assert workload["metadata"]["namespace"] == namespace
 
 
 def test_virt_api_keeps_its_ca_on_a_mounted_volume() -> None:

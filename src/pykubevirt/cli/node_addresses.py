@@ -43,10 +43,22 @@ def loopback_ip(value: str) -> str:
     return str(address)
 
 
-def add_node_ip_flag(parser: argparse.ArgumentParser) -> None:
+def any_ip(value: str) -> str:
+    """argparse type of an --node-ip that may leave loopback (checked against the other flags by the command)."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an IP address") from None
+
+
+def is_loopback(value: str) -> bool:
+    return ipaddress.ip_address(value).is_loopback
+
+
+def add_node_ip_flag(parser: argparse.ArgumentParser, *, loopback_only: bool = True, help: str = "") -> None:
     parser.add_argument(
         "--node-ip",
-        type=loopback_ip,
+        type=loopback_ip if loopback_only else any_ip,
         default=DEFAULT_NODE_IP,
-        help=f"the node's InternalIP, a loopback address its endpoints listen on (default {DEFAULT_NODE_IP})",
+        help=help or f"the node's InternalIP, a loopback address its endpoints listen on (default {DEFAULT_NODE_IP})",
     )

@@ -38,6 +38,7 @@ async def serve(args: argparse.Namespace) -> int:
             key_file=key,
             feature_gates=args.feature_gates,
             handler_ca_file=Path(args.handler_ca_file) if args.handler_ca_file else None,
+            handler_certificates_dir=Path(args.handler_certificates_dir) if args.handler_certificates_dir else None,
             authorize=not args.no_authorization,
         )
         stop = asyncio.Event()
@@ -72,6 +73,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="do not write the generated CA into the APIServices and webhook configurations",
     )
     parser.add_argument("--handler-ca-file", default="", help="CA of virt-handlers that serve https")
+    parser.add_argument(
+        "--handler-certificates-dir",
+        default="",
+        help="the handlers' CA and client certificate (ca.crt, client.crt, client.key) for their mutual-TLS API, "
+        "read again as they change",
+    )
     parser.add_argument(
         "--no-authorization",
         action="store_true",

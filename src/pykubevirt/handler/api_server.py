@@ -4,8 +4,9 @@ PUT …/pause, …/unpause, …/softreboot, …/reset act through the VMI's laun
 …/filesystemlist return what the launcher's guest agent poller knows; GET …/console and …/vnc are websockets
 carrying the bytes of the guest's serial console and VNC server, GET …/vnc/screenshot its screen as a PNG.
 GET /metrics serves the node's VMI domain metrics (handler/domain_stats_scrape.py) to a bearer token the API server
-accepts (client/delegated_auth.py). It listens on loopback only; the heartbeat publishes its address in the Node
-annotation `pykubevirt.io/virt-handler-address`.
+accepts (client/delegated_auth.py). The heartbeat publishes its address in the Node annotation
+`pykubevirt.io/virt-handler-address`. It listens on loopback, or (on a cluster, the pod's IP) over TLS, where the
+VMI paths take only the handlers' client certificate, which virt-api holds too, as KubeVirt's console server does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import binascii
 import contextlib
 import json
 import logging
+import ssl
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from pykubevirt.api.go_duration import parse_go_duration
 from pykubevirt.client.delegated_auth import DelegatedAuth, status_body
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.streams import STREAM_PROTOCOL, pump_websocket_stream
+from pykubevirt.handler.certificates import CLIENT_COMMON_NAME, PeerRejected, check_peer
 from pykubevirt.handler.domain_stats_scrape import DomainStatsScraper
 from pykubevirt.handler.launcher_client import (
     CommandFailed,
@@ -53,7 +57,14 @@ _ENVELOPE = ("id", "ok", "protocolVersion")
 
 
 def status(code: int, message: str, reason: str = "") -> web.Response:
-    reasons = {400: "BadRequest", 404: "NotFound", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}
+    reasons = {
+        400: "BadRequest",
+        401: "Unauthorized",
+        404: "NotFound",
+        409: "Conflict",
+        500: "InternalError",
+        503: "ServiceUnavailable",
+    }
     body = {
         "kind": "Status",
         "apiVersion": "v1",
@@ -64,6 +75,26 @@ def status(code: int, message: str, reason: str = "") -> web.Response:
         "code": code,
     }
     return web.json_response(body, status=code)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# The paths open over TLS without a client certificate: the probes' and the metrics' (a bearer token instead).
+_OPEN_PATHS = ("/healthz", "/metrics")
+
+
+@web.middleware
+async def _require_client_certificate(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Over TLS, the VMI paths serve only a peer with the handlers' client certificate (verified against the CA)."""
+    if request.path in _OPEN_PATHS:
+        return await handler(request)
+    peer = request.transport.get_extra_info("peercert") if request.transport is not None else None
+    if not peer:
+        return status(401, "a client certificate of the virt-handler CA is required")
+    try:
+        check_peer(peer, CLIENT_COMMON_NAME)
+    except PeerRejected as exc:
+        return status(401, f"client certificate rejected: {exc}")
+    return await handler(request)
 
 
 class HandlerAPI:
@@ -83,6 +114,7 @@ class HandlerAPI:
         self.vmis = vmis
         self.host = host
         self.port = 0
+        self.scheme = "http"
         self.metrics = DomainStatsScraper(node=node, pods_dir=pods_dir, vmis=vmis)
         # The bearer token of the API, reviewed by the API server (kube's delegated auth); None leaves it open.
         self.metrics_auth = metrics_auth
@@ -90,8 +122,8 @@ class HandlerAPI:
         # The USB redirection channels streaming now, by VMI uid.
         self._usbredir_slots: dict[str, set[int]] = {}
 
-    def app(self) -> web.Application:
-        app = web.Application()
+    def app(self, *, client_certificates: bool = False) -> web.Application:
+        app = web.Application(middlewares=[_require_client_certificate] if client_certificates else [])
         for action in (Command.PAUSE, Command.UNPAUSE, Command.SOFT_REBOOT, Command.RESET):
             app.router.add_put(f"{c.HANDLER_VMI_PATH}/{action}", self._command(action))
         for query, command in GUEST_AGENT_QUERIES.items():
@@ -118,16 +150,22 @@ class HandlerAPI:
     async def _healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    async def start(self, port: int = 0) -> None:
-        self._runner = web.AppRunner(self.app(), access_log=None)
+    async def start(self, port: int = 0, ssl_context: ssl.SSLContext | None = None) -> None:
+        """Listen; with `ssl_context` over TLS, the VMI paths asking for the handlers' client certificate."""
+        self._runner = web.AppRunner(self.app(client_certificates=ssl_context is not None), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, port)
+        site = web.TCPSite(self._runner, self.host, port, ssl_context=ssl_context)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
+        self.scheme = "https" if ssl_context is not None else "http"
 
     def annotations(self) -> dict[str, str]:
         """Where virt-api reaches this handler; the heartbeat writes it onto the Node with every beat."""
-        return {c.HANDLER_ADDRESS_ANNOTATION: f"{self.host}:{self.port}"} if self.port else {}
+        if not self.port:
+            return {}
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        address = f"https://{host}:{self.port}" if self.scheme == "https" else f"{host}:{self.port}"
+        return {c.HANDLER_ADDRESS_ANNOTATION: address}
 
     async def stop(self) -> None:
         if self._runner is not None:

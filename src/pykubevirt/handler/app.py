@@ -18,7 +18,7 @@ from pykubevirt.client.resources import KUBEVIRTS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
 from pykubevirt.handler.api_server import HandlerAPI
-from pykubevirt.handler.certificates import load_migration_tls
+from pykubevirt.handler.certificates import HandlerCertificates, api_server_context, migration_watch
 from pykubevirt.handler.heartbeat import HEARTBEAT_INTERVAL_SECONDS, heartbeat_loop
 from pykubevirt.handler.ksm import DEFAULT_KSM_DIR, KsmHandler
 from pykubevirt.handler.migration_target import MigrationTargetReconciler
@@ -27,6 +27,10 @@ from pykubevirt.handler.vmi_reconciler import VMIReconciler
 from pykubevirt.log import set_verbosity
 
 log = logging.getLogger("pykubevirt.handler")
+
+# How often the certificates directory is looked at (a few stat calls): the kubelet fills and updates a Secret volume
+# within about a minute, and the API should listen soon after.
+CERTIFICATES_POLL_SECONDS = 2.0
 
 
 @dataclass(slots=True)
@@ -43,6 +47,9 @@ class HandlerOptions:
     # The handler's certificates for the migration proxies' TLS (handler/certificates.py); created there when asked.
     certificates_dir: str = ""
     create_certificates: bool = False
+    # Serve the API over TLS with the server certificate of certificates_dir, the VMI paths taking only the
+    # handlers' client certificate; it waits for the certificates, which may come later (a Secret volume).
+    mutual_tls: bool = False
     # The kernel's KSM knobs (handler/ksm.py); None runs no KSM handling.
     ksm_dir: Path | None = DEFAULT_KSM_DIR
 
@@ -57,9 +64,9 @@ class VirtHandler:
         self.vmis = Informer(client, VIRTUAL_MACHINE_INSTANCES, label_selector=f"{c.NODE_NAME_LABEL}={options.node}")
         self.records = NodeRecords(options.state_dir / "vmis.json")
         self.recorder = EventRecorder(client, "virt-handler", host=options.node)
-        self.migration_tls = load_migration_tls(options.certificates_dir, create=options.create_certificates)
-        if self.migration_tls is None:
-            log.warning("virt-handler has no migration certificates: only migrations with disableTLS can run")
+        self.migration_tls = migration_watch(options.certificates_dir, create=options.create_certificates)
+        if self.migration_tls.current() is None:
+            log.warning("virt-handler has no migration certificates (yet): only migrations with disableTLS can run")
         self.reconciler = VMIReconciler(
             client,
             node=options.node,
@@ -78,6 +85,8 @@ class VirtHandler:
             metrics_auth=DelegatedAuth(client),
         )
         self.controller = Controller("virt-handler", self.reconciler, workers=options.workers)
+        # Set when the API starts listening late (over TLS, once its certificates are there): beat at once.
+        self._address_changed = asyncio.Event()
         # VMIs migrating here carry the node's name in another label until they arrive (KubeVirt's target informer).
         self.incoming = Informer(
             client, VIRTUAL_MACHINE_INSTANCES, label_selector=f"{c.MIGRATION_TARGET_NODE_NAME_LABEL}={options.node}"
@@ -134,10 +143,39 @@ class VirtHandler:
                 self._enqueue(key, 0)
             await asyncio.sleep(self.options.resync_seconds)
 
+    async def _serve_api_over_tls(self, poll: float = CERTIFICATES_POLL_SECONDS) -> None:
+        """Listen once the certificates are there, and load them again into the listening context as they change."""
+        certs = HandlerCertificates(Path(self.options.certificates_dir))
+        loaded = self.migration_tls.current()
+        if loaded is None:
+            log.info("waiting for certificates in %s before serving the API", certs.directory, extra=self._fields())
+        while loaded is None:
+            await asyncio.sleep(poll)
+            loaded = self.migration_tls.current()
+        context = api_server_context(certs)
+        await self.api.start(self.options.api_port, context)
+        log.info("virt-handler API serving TLS on %s:%d", self.api.host, self.api.port, extra=self._fields())
+        # Publish the address now rather than at the next beat.
+        self._address_changed.set()
+        while True:
+            await asyncio.sleep(poll)
+            if (now := self.migration_tls.current()) is not loaded:
+                loaded = now
+                api_server_context(certs, into=context)
+                log.info("virt-handler certificates reloaded", extra=self._fields())
+
+    def _fields(self) -> dict[str, str]:
+        return {"node": self.options.node}
+
     async def run(self) -> None:
         log.info("virt-handler starting on node %s", self.options.node, extra={"node": self.options.node})
-        await self.api.start(self.options.api_port)
+        tls_api = []
+        if self.options.mutual_tls:
+            tls_api.append(asyncio.create_task(self._serve_api_over_tls(), name="tls-api"))
+        else:
+            await self.api.start(self.options.api_port)
         tasks = [
+            *tls_api,
             asyncio.create_task(self.vmis.run(), name="vmi-informer"),
             asyncio.create_task(self.controller.run(), name="vmi-sync"),
             asyncio.create_task(self.incoming.run(), name="incoming-vmi-informer"),
@@ -145,7 +183,11 @@ class VirtHandler:
             asyncio.create_task(self.target_controller.run(), name="migration-target"),
             asyncio.create_task(
                 heartbeat_loop(
-                    self.client, self.options.node, self.options.heartbeat_interval, annotations=self.api.annotations
+                    self.client,
+                    self.options.node,
+                    self.options.heartbeat_interval,
+                    annotations=self.api.annotations,
+                    wake=self._address_changed,
                 )
             ),
             asyncio.create_task(self._resync()),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -37,8 +38,10 @@ async def heartbeat_loop(
     node: str,
     interval: float = HEARTBEAT_INTERVAL_SECONDS,
     annotations: Callable[[], Mapping[str, str]] | None = None,
+    wake: asyncio.Event | None = None,
 ) -> None:
-    """Beat every `interval` seconds (with the handler's address); a missing Node is waited for."""
+    """Beat every `interval` seconds (with the handler's address), and at once when `wake` is set (the address
+    changed); a missing Node is waited for."""
     while True:
         try:
             await beat(client, node, annotations() if annotations else None)
@@ -47,4 +50,9 @@ async def heartbeat_loop(
             # Usually the node agent has not registered the Node yet: the node is unschedulable until we beat.
             await asyncio.sleep(min(interval, 1.0))
             continue
-        await asyncio.sleep(interval)
+        if wake is None:
+            await asyncio.sleep(interval)
+            continue
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), interval)
+        wake.clear()

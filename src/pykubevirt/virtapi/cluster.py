@@ -43,7 +43,9 @@ from pykubevirt.client.resources import (
 )
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
+from pykubevirt.handler.certificates import client_watch
 from pykubevirt.log import set_verbosity
+from pykubevirt.pki.file_watch import FileWatch
 from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.eviction_webhook import EVICTION_PATH, EvictionWebhook
@@ -270,6 +272,7 @@ class ClusterOptions:
     key_file: Path
     feature_gates: frozenset[str]
     handler_ca_file: Path | None
+    handler_certificates_dir: Path | None = None
     authorize: bool = True
 
 
@@ -283,7 +286,11 @@ async def serve(client: KubeClient, options: ClusterOptions, stop: asyncio.Event
         # Optional: the aggregator's health probe of "/" and the webhook calls carry no client certificate.
         context.load_verify_locations(cadata=auth.client_ca)
         context.verify_mode = ssl.CERT_OPTIONAL
-    handler_ssl = ssl.create_default_context(cafile=str(options.handler_ca_file)) if options.handler_ca_file else None
+    handler_ssl: ssl.SSLContext | FileWatch[ssl.SSLContext] | None = None
+    if options.handler_certificates_dir is not None:
+        handler_ssl = client_watch(options.handler_certificates_dir)
+    elif options.handler_ca_file is not None:
+        handler_ssl = ssl.create_default_context(cafile=str(options.handler_ca_file))
     lookup = InformerLookup(client)
     tasks = [asyncio.create_task(informer.run()) for informer in lookup.informers.values()]
     config = ConfigFromKubeVirt(ClusterConfig(feature_gates=options.feature_gates))

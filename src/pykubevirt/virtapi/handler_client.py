@@ -20,6 +20,7 @@ from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import NODES
 from pykubevirt.client.streams import STREAM_PROTOCOL
+from pykubevirt.pki.file_watch import FileWatch
 
 # Upstream's handler HTTP client gives up after 10 s.
 REQUEST_TIMEOUT = 10.0
@@ -52,7 +53,9 @@ def _status_error(payload: bytes, code: int) -> errors.APIError:
 class HandlerClient:
     """Finds a VMI's virt-handler through its Node and talks to it; `close()` ends the shared HTTP session."""
 
-    def __init__(self, client: KubeClient, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, client: KubeClient, ssl_context: ssl.SSLContext | FileWatch[ssl.SSLContext] | None = None
+    ) -> None:
         self.client = client
         self.ssl_context = ssl_context
         self._session: aiohttp.ClientSession | None = None
@@ -73,6 +76,12 @@ class HandlerClient:
     def _ssl(self, url: str) -> ssl.SSLContext | bool:
         if not url.startswith("https://"):
             return False
+        if isinstance(self.ssl_context, FileWatch):
+            # The handlers' client certificate, from a Secret volume that may be filled after virt-api started.
+            context = self.ssl_context.current()
+            if context is None:
+                raise unavailable("virt-api has no client certificate for virt-handler yet")
+            return context
         return self.ssl_context if self.ssl_context is not None else True
 
     async def base_url(self, vmi: dict[str, Any]) -> str:

@@ -1,0 +1,251 @@
+"""virt-handler's certificates on a cluster, against a real API server: virt-controller's leader issues the CA and the
+two halves into Secrets; virt-handler serves its API over mutual TLS from those files (as a Secret volume holds them)
+and virt-api reaches it with the client half, while a peer without that certificate is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import logging
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from pykubevirt.api import constants as c
+from pykubevirt.api.errors import APIError
+from pykubevirt.client.api import KubeClient
+from pykubevirt.client.informer import Informer
+from pykubevirt.client.resources import NAMESPACES, NODES, SECRETS, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.controller.handler_certificates import (
+    CA_SECRET,
+    CLIENT_SECRET,
+    SERVER_SECRET,
+    HandlerCertificateIssuer,
+    secret_files,
+)
+from pykubevirt.handler.api_server import HandlerAPI
+from pykubevirt.handler.certificates import (
+    CLIENT_COMMON_NAME,
+    SERVER_COMMON_NAME,
+    HandlerCertificates,
+    api_server_context,
+    client_watch,
+    issue_files,
+)
+from pykubevirt.pki.certificates import create_ca, key_pem
+from pykubevirt.virtapi.handler_client import HandlerClient
+from tests.support.apiserver_process import APIServerProcess
+from tests.support.control_plane import client_for
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+NAMESPACE = "kubevirt"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[APIServerProcess]:
+    process = APIServerProcess(tmp_path_factory.mktemp("handler-certs") / "data").start()
+    yield process
+    process.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def admin(server: APIServerProcess) -> AsyncIterator[KubeClient]:
+    client = client_for(server)
+    if await client.get_or_none(NAMESPACES, NAMESPACE) is None:
+        await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    yield client
+    await client.close()
+
+
+async def files_of(admin: KubeClient, name: str) -> dict[str, bytes]:
+    return secret_files(await admin.get(SECRETS, name, NAMESPACE))
+
+
+def certificate(data: bytes) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(data)
+
+
+def usage(cert: x509.Certificate) -> list[x509.ObjectIdentifier]:
+    return list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+
+
+def common_name(cert: x509.Certificate) -> str:
+    return str(cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+
+
+async def put_files(admin: KubeClient, name: str, files: dict[str, bytes]) -> None:
+    secret = await admin.get(SECRETS, name, NAMESPACE)
+    secret["data"] = {key: base64.b64encode(value).decode() for key, value in files.items()}
+    await admin.update(SECRETS, secret)
+
+
+async def mount(admin: KubeClient, directory: Path) -> HandlerCertificates:
+    """What the DaemonSet's projected volume holds: both halves in one directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in (CLIENT_SECRET, SERVER_SECRET):
+        for key, value in (await files_of(admin, name)).items():
+            (directory / key).write_bytes(value)
+    return HandlerCertificates(directory)
+
+
+def expiring_ca() -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A CA that ends tomorrow: within the 30 days before its end, when it is replaced."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "about-to-expire")])
+    start = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=1)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(start + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+async def test_the_leader_issues_the_ca_and_both_halves_once(
+    admin: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="pykubevirt.controller.handler_certificates")
+    issuer = HandlerCertificateIssuer(admin, NAMESPACE)
+    assert await issuer.ensure() == [CA_SECRET, CLIENT_SECRET, SERVER_SECRET]
+    assert await issuer.ensure() == []
+    created = [r for r in caplog.records if r.getMessage().startswith("created Secret")]
+    assert [(r.getMessage(), getattr(r, "namespace", "")) for r in created] == [
+        (f"created Secret {name}", NAMESPACE) for name in (CA_SECRET, CLIENT_SECRET, SERVER_SECRET)
+    ]
+    ca_secret = await admin.get(SECRETS, CA_SECRET, NAMESPACE)
+    assert ca_secret["type"] == "kubernetes.io/tls"
+    ca = certificate(secret_files(ca_secret)["tls.crt"])
+    client, server = await files_of(admin, CLIENT_SECRET), await files_of(admin, SERVER_SECRET)
+    # The client half carries the CA; the server half holds no more than its own pair.
+    assert sorted(client) == ["ca.crt", "client.crt", "client.key"] and certificate(client["ca.crt"]) == ca
+    assert sorted(server) == ["server.crt", "server.key"]
+    for data, name, purpose in (
+        (client["client.crt"], CLIENT_COMMON_NAME, ExtendedKeyUsageOID.CLIENT_AUTH),
+        (server["server.crt"], SERVER_COMMON_NAME, ExtendedKeyUsageOID.SERVER_AUTH),
+    ):
+        leaf = certificate(data)
+        leaf.verify_directly_issued_by(ca)
+        assert common_name(leaf) == name and usage(leaf) == [purpose]
+
+
+async def test_a_half_of_another_ca_and_an_expiring_ca_are_issued_again(
+    admin: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="pykubevirt.controller.handler_certificates")
+    issuer = HandlerCertificateIssuer(admin, NAMESPACE)
+    await issuer.ensure()
+    ca = certificate((await files_of(admin, CA_SECRET))["tls.crt"])
+    other_cert, other_key = create_ca("someone-else")
+    await put_files(admin, SERVER_SECRET, issue_files(other_cert, other_key, server=True))
+    assert await issuer.ensure() == [SERVER_SECRET]
+    assert caplog.records[-1].getMessage() == f"renewed Secret {SERVER_SECRET}"
+    certificate((await files_of(admin, SERVER_SECRET))["server.crt"]).verify_directly_issued_by(ca)
+
+    old_cert, old_key = expiring_ca()
+    await put_files(admin, CA_SECRET, {"tls.crt": old_cert.public_bytes(_PEM), "tls.key": key_pem(old_key)})
+    assert await issuer.ensure() == [CA_SECRET, CLIENT_SECRET, SERVER_SECRET]
+    renewed = certificate((await files_of(admin, CA_SECRET))["tls.crt"])
+    assert renewed != old_cert and renewed.not_valid_after_utc > datetime.datetime.now(datetime.UTC) + _YEAR
+    for name, key in ((CLIENT_SECRET, "client.crt"), (SERVER_SECRET, "server.crt")):
+        certificate((await files_of(admin, name))[key]).verify_directly_issued_by(renewed)
+
+
+_PEM = serialization.Encoding.PEM
+_YEAR = datetime.timedelta(days=365)
+
+
+def vmi_on(node: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "default", "name": "absent"}, "status": {"nodeName": node}}
+
+
+async def test_virt_api_reaches_the_handler_over_mutual_tls_and_others_are_refused(
+    admin: KubeClient, tmp_path: Path
+) -> None:
+    await HandlerCertificateIssuer(admin, NAMESPACE).ensure()
+    certs = await mount(admin, tmp_path / "handler")
+    node = "tls-node"
+    api = HandlerAPI(node=node, pods_dir=tmp_path / "pods", vmis=Informer(admin, VIRTUAL_MACHINE_INSTANCES))
+    context = api_server_context(certs)
+    await api.start(0, context)
+    try:
+        address = api.annotations()[c.HANDLER_ADDRESS_ANNOTATION]
+        assert address == f"https://127.0.0.1:{api.port}"
+        await admin.create(
+            NODES,
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "annotations": api.annotations()}},
+        )
+        # virt-api with the client half: past TLS and the certificate check, the handler answers for the VMI.
+        (tmp_path / "api").mkdir()
+        for key in ("ca.crt", "client.crt", "client.key"):
+            (tmp_path / "api" / key).write_bytes((certs.directory / key).read_bytes())
+        handler = HandlerClient(admin, client_watch(tmp_path / "api"))
+        with pytest.raises(APIError) as found:
+            await handler.get_json(vmi_on(node), "guestosinfo")
+        assert found.value.code == 404 and f"not found on node {node}" in found.value.message
+        await handler.close()
+
+        # A virt-api whose Secret volume is still empty says so instead of trying without a certificate.
+        waiting = HandlerClient(admin, client_watch(tmp_path / "empty"))
+        with pytest.raises(APIError) as unavailable:
+            await waiting.get_json(vmi_on(node), "guestosinfo")
+        assert unavailable.value.code == 503 and "no client certificate" in unavailable.value.message
+        await waiting.close()
+
+        # A peer that trusts the CA but has no client certificate gets the probes, never a VMI.
+        anonymous = ssl.create_default_context(cafile=str(certs.ca_file))
+        anonymous.check_hostname = False
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{address}/healthz", ssl=anonymous) as reply:
+                assert reply.status == 200
+            vmi_path = c.HANDLER_VMI_PATH.format(namespace="default", name="absent")
+            async with session.get(f"{address}{vmi_path}/guestosinfo", ssl=anonymous) as reply:
+                assert reply.status == 401
+                assert "client certificate" in (await reply.json())["message"]
+            # The server half as a client certificate: it has serverAuth only, which the handler's TLS refuses.
+            impostor = ssl.create_default_context(cafile=str(certs.ca_file))
+            impostor.check_hostname = False
+            impostor.load_cert_chain(certs.server_cert_file, certs.server_key_file)
+            with pytest.raises(aiohttp.ClientError):
+                async with session.get(f"{address}{vmi_path}/guestosinfo", ssl=impostor) as reply:
+                    await reply.read()
+
+        # Renewed files are loaded into the listening context: the next connection gets the new certificate.
+        served = await peer_certificate(address, anonymous)
+        await put_files(admin, SERVER_SECRET, {})
+        await HandlerCertificateIssuer(admin, NAMESPACE).ensure()
+        await mount(admin, certs.directory)
+        api_server_context(certs, into=context)
+        renewed = await peer_certificate(address, anonymous)
+        assert renewed != served and renewed == certificate(certs.server_cert_file.read_bytes())
+    finally:
+        await api.stop()
+        await admin.delete(NODES, node)
+
+
+async def peer_certificate(address: str, context: ssl.SSLContext) -> x509.Certificate:
+    """The certificate a new TLS connection to `address` is served."""
+    host, port = address.removeprefix("https://").rsplit(":", 1)
+    _, writer = await asyncio.open_connection(host, int(port), ssl=context)
+    try:
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return x509.load_der_x509_certificate(der)
