@@ -120,6 +120,7 @@ def test_a_vm_reaches_running_through_webhooks_and_the_aggregated_api(plain_clus
     eventually_sync(lambda: plain_cluster.vmi_phase("plain-vm") == "", timeout=120, interval=0.5)
     assert "was scheduled to start" in plain_cluster.virtctl("start", "plain-vm")
     eventually_sync(lambda: plain_cluster.vmi_phase("plain-vm") == "Running", timeout=180, interval=0.5)
+
     # pause and unpause go through the APIService to virt-api, which asks the node's virt-handler: over mutual TLS,
     # with the certificates virt-controller's leader issued into Secrets and the kubelet's volumes delivered.
     def handler_address() -> str:

@@ -23,10 +23,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pykubevirt.api import constants as c
 from pykubevirt.api.errors import APIError
+from pykubevirt.api.handler_address import handler_url
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.informer import Informer
-from pykubevirt.client.resources import NAMESPACES, NODES, SECRETS, VIRTUAL_MACHINE_INSTANCES
+from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES, NODES, SECRETS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.controller.handler_certificates import (
+    CA_BUNDLE_CONFIG_MAP,
+    CA_BUNDLE_KEY,
     CA_SECRET,
     CLIENT_SECRET,
     SERVER_SECRET,
@@ -44,6 +47,7 @@ from pykubevirt.handler.certificates import (
 )
 from pykubevirt.pki.certificates import create_ca, key_pem
 from pykubevirt.virtapi.handler_client import HandlerClient
+from pykubevirt.webconsole.upstream import Upstream, handler_ca_watch
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for
 
@@ -123,15 +127,26 @@ async def test_the_leader_issues_the_ca_and_both_halves_once(
 ) -> None:
     caplog.set_level(logging.INFO, logger="pykubevirt.controller.handler_certificates")
     issuer = HandlerCertificateIssuer(admin, NAMESPACE)
-    assert await issuer.ensure() == [CA_SECRET, CLIENT_SECRET, SERVER_SECRET]
+    assert await issuer.ensure() == [
+        f"secret/{CA_SECRET}",
+        f"configmap/{CA_BUNDLE_CONFIG_MAP}",
+        f"secret/{CLIENT_SECRET}",
+        f"secret/{SERVER_SECRET}",
+    ]
     assert await issuer.ensure() == []
-    created = [r for r in caplog.records if r.getMessage().startswith("created Secret")]
+    created = [r for r in caplog.records if r.getMessage().startswith("created ")]
     assert [(r.getMessage(), getattr(r, "namespace", "")) for r in created] == [
-        (f"created Secret {name}", NAMESPACE) for name in (CA_SECRET, CLIENT_SECRET, SERVER_SECRET)
+        (f"created Secret {CA_SECRET}", NAMESPACE),
+        (f"created ConfigMap {CA_BUNDLE_CONFIG_MAP}", NAMESPACE),
+        (f"created Secret {CLIENT_SECRET}", NAMESPACE),
+        (f"created Secret {SERVER_SECRET}", NAMESPACE),
     ]
     ca_secret = await admin.get(SECRETS, CA_SECRET, NAMESPACE)
     assert ca_secret["type"] == "kubernetes.io/tls"
     ca = certificate(secret_files(ca_secret)["tls.crt"])
+    # The ConfigMap publishes the CA's certificate alone, for those that only verify a handler.
+    bundle = (await admin.get(CONFIG_MAPS, CA_BUNDLE_CONFIG_MAP, NAMESPACE))["data"][CA_BUNDLE_KEY]
+    assert certificate(bundle.encode()) == ca
     client, server = await files_of(admin, CLIENT_SECRET), await files_of(admin, SERVER_SECRET)
     # The client half carries the CA; the server half holds no more than its own pair.
     assert sorted(client) == ["ca.crt", "client.crt", "client.key"] and certificate(client["ca.crt"]) == ca
@@ -154,14 +169,21 @@ async def test_a_half_of_another_ca_and_an_expiring_ca_are_issued_again(
     ca = certificate((await files_of(admin, CA_SECRET))["tls.crt"])
     other_cert, other_key = create_ca("someone-else")
     await put_files(admin, SERVER_SECRET, issue_files(other_cert, other_key, server=True))
-    assert await issuer.ensure() == [SERVER_SECRET]
+    assert await issuer.ensure() == [f"secret/{SERVER_SECRET}"]
     assert caplog.records[-1].getMessage() == f"renewed Secret {SERVER_SECRET}"
     certificate((await files_of(admin, SERVER_SECRET))["server.crt"]).verify_directly_issued_by(ca)
 
     old_cert, old_key = expiring_ca()
     await put_files(admin, CA_SECRET, {"tls.crt": old_cert.public_bytes(_PEM), "tls.key": key_pem(old_key)})
-    assert await issuer.ensure() == [CA_SECRET, CLIENT_SECRET, SERVER_SECRET]
+    assert await issuer.ensure() == [
+        f"secret/{CA_SECRET}",
+        f"configmap/{CA_BUNDLE_CONFIG_MAP}",
+        f"secret/{CLIENT_SECRET}",
+        f"secret/{SERVER_SECRET}",
+    ]
     renewed = certificate((await files_of(admin, CA_SECRET))["tls.crt"])
+    bundle = (await admin.get(CONFIG_MAPS, CA_BUNDLE_CONFIG_MAP, NAMESPACE))["data"][CA_BUNDLE_KEY]
+    assert certificate(bundle.encode()) == renewed
     assert renewed != old_cert and renewed.not_valid_after_utc > datetime.datetime.now(datetime.UTC) + _YEAR
     for name, key in ((CLIENT_SECRET, "client.crt"), (SERVER_SECRET, "server.crt")):
         certificate((await files_of(admin, name))[key]).verify_directly_issued_by(renewed)
@@ -225,6 +247,19 @@ async def test_virt_api_reaches_the_handler_over_mutual_tls_and_others_are_refus
             with pytest.raises(aiohttp.ClientError):
                 async with session.get(f"{address}{vmi_path}/guestosinfo", ssl=impostor) as reply:
                     await reply.read()
+
+        # The web console scrapes the handler's /metrics over https, verifying it against the published CA only.
+        bundle = (await admin.get(CONFIG_MAPS, CA_BUNDLE_CONFIG_MAP, NAMESPACE))["data"][CA_BUNDLE_KEY]
+        (tmp_path / "ca-bundle").write_text(bundle)
+        console = Upstream("https://127.0.0.1:1", True, handler_ca=handler_ca_watch(str(tmp_path / "ca-bundle")))
+        code, text = await console.scrape(f"{handler_url(address)}/metrics", "token")
+        assert code == 200 and "# TYPE" in text
+        unverified = Upstream("https://127.0.0.1:1", True)
+        with pytest.raises(aiohttp.ClientConnectorCertificateError):
+            await unverified.scrape(f"{handler_url(address)}/metrics", "token")
+        for upstream in (console, unverified):
+            if upstream.session is not None:
+                await upstream.session.close()
 
         # Renewed files are loaded into the listening context: the next connection gets the new certificate.
         served = await peer_certificate(address, anonymous)

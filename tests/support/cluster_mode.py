@@ -4,10 +4,11 @@ Each Deployment's replicas and each DaemonSet's pod (one node) become processes 
 command line, with what a pod gets from the kubelet: its service account's token, the CA and the namespace in a
 directory standing in for /var/run/secrets/kubernetes.io/serviceaccount (named by PYKUBEVIRT_SERVICE_ACCOUNT_DIR),
 KUBERNETES_SERVICE_HOST/PORT, its env, and host directories for its emptyDir and hostPath volumes and for its
-Secret volumes (plain or projected), which a thread keeps in step with their Secrets as the kubelet does, so a Secret
-made after the pod started reaches it too. Components are authorized by the manifests' own RBAC. The harness also
-stands in for the pod network and the endpoint controller: a container port becomes a free loopback port (its
-`--listen`-style arguments rewritten), and a Service selecting a ready pod gets an EndpointSlice naming that port.
+Secret and ConfigMap volumes (plain or projected), which a thread keeps in step with their objects as the kubelet
+does, so one made after the pod started reaches it too. Components are authorized by the manifests' own RBAC. The
+harness also stands in for the pod network and the endpoint controller: a container port becomes a free loopback port
+(its `--listen`-style arguments rewritten), and a Service selecting a ready pod gets an EndpointSlice naming that
+port.
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ class ClusterMode:
         # any other hostPath gets a directory of the test, so the host's own paths stay untouched.
         self.host_paths = dict(host_paths or {})
         self.pods: list[PodProcess] = []
-        # Secret volumes: (directory, namespace, the Secrets projected into it), refreshed by one thread.
-        self.secret_volumes: list[tuple[Path, str, list[str]]] = []
+        # Secret and ConfigMap volumes: (directory, namespace, its (kind, name) sources), refreshed by one thread.
+        self.secret_volumes: list[tuple[Path, str, list[tuple[str, str]]]] = []
         self._stop_refresh = threading.Event()
         self._refresher: threading.Thread | None = None
         self._admin_token = ""
@@ -122,23 +123,27 @@ class ClusterMode:
 
     # -------------------------------------------------------------------------------------------- secrets
 
-    def _secret(self, namespace: str, name: str) -> dict[str, bytes]:
-        """The Secret's decoded data ({} while it does not exist), read with the cluster admin's token."""
-        url = f"https://127.0.0.1:{self.server.port}/api/v1/namespaces/{namespace}/secrets/{name}"
+    def _source(self, namespace: str, kind: str, name: str) -> dict[str, bytes]:
+        """A Secret's or ConfigMap's data as files ({} while it does not exist), read with the admin's token."""
+        plural = "secrets" if kind == "secret" else "configmaps"
+        url = f"https://127.0.0.1:{self.server.port}/api/v1/namespaces/{namespace}/{plural}/{name}"
         if not self._admin_token:
             self._admin_token = self.server.token()
         request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self._admin_token}"})
         context = ssl.create_default_context(cafile=str(self.server.ca_file()))
         try:
             with urllib.request.urlopen(request, context=context, timeout=5) as reply:
-                secret = json.load(reply)
+                found = json.load(reply)
         except (urllib.error.URLError, OSError, ValueError):
             return {}
-        return {key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()}
+        data = found.get("data") or {}
+        if kind == "secret":
+            return {key: base64.b64decode(value) for key, value in data.items()}
+        return {key: str(value).encode() for key, value in data.items()}
 
-    def _fill_secret_volume(self, directory: Path, namespace: str, names: list[str]) -> None:
-        for name in names:
-            for key, value in self._secret(namespace, name).items():
+    def _fill_secret_volume(self, directory: Path, namespace: str, sources: list[tuple[str, str]]) -> None:
+        for kind, name in sources:
+            for key, value in self._source(namespace, kind, name).items():
                 target = directory / key
                 if target.exists() and target.read_bytes() == value:
                     continue
@@ -153,9 +158,12 @@ class ClusterMode:
 
     def _secret_volume(self, pod_dir: Path, namespace: str, volume: dict[str, Any]) -> Path | None:
         if "secret" in volume:
-            names = [volume["secret"]["secretName"]]
+            names = [("secret", volume["secret"]["secretName"])]
+        elif "configMap" in volume:
+            names = [("configMap", volume["configMap"]["name"])]
         elif "projected" in volume:
-            names = [s["secret"]["name"] for s in volume["projected"].get("sources") or [] if "secret" in s]
+            sources = volume["projected"].get("sources") or []
+            names = [(kind, s[kind]["name"]) for s in sources for kind in ("secret", "configMap") if kind in s]
         else:
             return None
         directory = pod_dir / "volumes" / volume["name"]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from pykubevirt.api.handler_address import handler_url
 from pykubevirt.client.errors import ApiError
 from pykubevirt.virtapi.app import is_test_failure
 from pykubevirt.virtapi.discovery import resource_list, version_info
-from pykubevirt.virtapi.handler_client import handler_base_url
 from pykubevirt.virtctl.client import VirtctlError
 from pykubevirt.virtctl.commands import format_version
 from pykubevirt.virtctl.main import build_parser, main, normalise_bools
@@ -68,9 +68,9 @@ def test_format_version_is_gos_struct_print() -> None:
 
 
 def test_handler_addresses() -> None:
-    assert handler_base_url("127.0.0.1:8186") == "http://127.0.0.1:8186"
-    assert handler_base_url("https://10.0.0.5:8186/") == "https://10.0.0.5:8186"
-    assert handler_base_url("http://[::1]:8186") == "http://[::1]:8186"
+    assert handler_url("127.0.0.1:8186") == "http://127.0.0.1:8186"
+    assert handler_url("https://10.0.0.5:8186/") == "https://10.0.0.5:8186"
+    assert handler_url("http://[::1]:8186") == "http://[::1]:8186"
 
 
 def test_json_patch_test_failures_are_recognised() -> None:

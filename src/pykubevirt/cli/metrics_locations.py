@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pykubevirt.api import constants as c
+from pykubevirt.api.handler_address import handler_url
 
 
 def recorded_address(path: Path) -> str:
@@ -38,5 +39,5 @@ def metrics_rows(api_server: str, controller: str, handlers: Mapping[str, str]) 
     token = "bearer token, checked by the API server"
     rows.append(("virt-controller", f"http://{controller}/metrics" if controller else "(not serving)", token))
     for node, address in sorted(handlers.items()):
-        rows.append((f"virt-handler-{node}", f"http://{address}/metrics", token))
+        rows.append((f"virt-handler-{node}", f"{handler_url(address)}/metrics", token))
     return rows

@@ -27,7 +27,7 @@ async def serve(args: argparse.Namespace) -> int:
 
     from pykubevirt.client.config import ConfigError, load_config
     from pykubevirt.webconsole.app import STATIC_DIR, make_app
-    from pykubevirt.webconsole.upstream import Upstream, upload_proxy_ssl, upstream_ssl
+    from pykubevirt.webconsole.upstream import Upstream, handler_ca_watch, upload_proxy_ssl, upstream_ssl
 
     try:
         config = load_config(args.kubeconfig)
@@ -45,6 +45,8 @@ async def serve(args: argparse.Namespace) -> int:
         upload_proxy = "https://" + upload_proxy
     upstream = Upstream(config.server, upstream_ssl(config))
     upstream.upload_proxy, upstream.upload_context = upload_proxy, upload_proxy_ssl(args.uploadproxy_insecure)
+    if args.handler_ca_file:
+        upstream.handler_ca = handler_ca_watch(args.handler_ca_file)
     app = make_app(upstream)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=2.0)
     await runner.setup()
@@ -99,4 +101,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--uploadproxy-insecure", action="store_true", help="do not check the upload proxy's TLS certificate"
     )
     parser.add_argument("--address-file", default="", metavar="FILE", help="write the HOST:PORT served on here")
+    parser.add_argument(
+        "--handler-ca-file",
+        default="",
+        metavar="FILE",
+        help="the virt-handlers' CA (the ConfigMap kubevirt-ca's ca-bundle), to verify those serving https before "
+        "their metrics are scraped with the user's token",
+    )
     parser.set_defaults(func=run)

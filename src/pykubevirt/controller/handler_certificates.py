@@ -4,7 +4,9 @@ It keeps a CA in the Secret `kubevirt-ca` (`tls.crt`, `tls.key`) and issues from
 (`kubevirt-virt-handler-certs`: `ca.crt`, `client.crt`, `client.key`), which virt-handler and virt-api mount, and
 their server half (`kubevirt-virt-handler-server-certs`: `server.crt`, `server.key`), which only virt-handler
 mounts: the names KubeVirt's operator gives them. A half missing, of another CA, or within 30 days of its end is
-issued again; the kubelet then updates the mounted files and both components load them again.
+issued again; the kubelet then updates the mounted files and both components load them again. The CA's certificate
+alone is published in the ConfigMap `kubevirt-ca` (`ca-bundle`), as KubeVirt's, for whoever only verifies a handler
+(the web console scraping its metrics).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from cryptography.hazmat.primitives import serialization
 
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError
-from pykubevirt.client.resources import SECRETS
+from pykubevirt.client.resources import CONFIG_MAPS, SECRETS
 from pykubevirt.handler.certificates import CA_COMMON_NAME, files_are_current, issue_files, pem
 from pykubevirt.log import object_fields
 from pykubevirt.pki.certificates import RENEW_BEFORE, CAKey, create_ca, key_pem, now
@@ -30,6 +32,8 @@ log = logging.getLogger("pykubevirt.controller.handler_certificates")
 CA_SECRET = "kubevirt-ca"
 CLIENT_SECRET = "kubevirt-virt-handler-certs"
 SERVER_SECRET = "kubevirt-virt-handler-server-certs"
+CA_BUNDLE_CONFIG_MAP = "kubevirt-ca"
+CA_BUNDLE_KEY = "ca-bundle"
 # Certificates last a year and are renewed 30 days early: looking every ten minutes is plenty. A failed pass (the
 # API server away, a conflict with another writer) is retried sooner.
 CHECK_INTERVAL_SECONDS = 600.0
@@ -78,7 +82,7 @@ class HandlerCertificateIssuer:
             await asyncio.sleep(self.interval)
 
     async def ensure(self) -> list[str]:
-        """Write what is missing or due; returns the Secrets written."""
+        """Write what is missing or due; returns what was written (`secret/NAME`, `configmap/NAME`)."""
         written = []
         found = await self.client.get_or_none(SECRETS, CA_SECRET, self.namespace)
         ca = loaded_ca(secret_files(found))
@@ -86,15 +90,41 @@ class HandlerCertificateIssuer:
             cert, key = create_ca(CA_COMMON_NAME)
             ca = cert, key
             await self._write(found, CA_SECRET, {"tls.crt": pem(cert), "tls.key": key_pem(key)}, "kubernetes.io/tls")
-            written.append(CA_SECRET)
+            written.append(f"secret/{CA_SECRET}")
         ca_cert, ca_key = ca
+        if await self._publish(pem(ca_cert).decode()):
+            written.append(f"configmap/{CA_BUNDLE_CONFIG_MAP}")
         for name, server in ((CLIENT_SECRET, False), (SERVER_SECRET, True)):
             found = await self.client.get_or_none(SECRETS, name, self.namespace)
             if found is not None and files_are_current(secret_files(found), ca_cert, server=server):
                 continue
             await self._write(found, name, issue_files(ca_cert, ca_key, server=server), "Opaque")
-            written.append(name)
+            written.append(f"secret/{name}")
         return written
+
+    async def _publish(self, bundle: str) -> bool:
+        """The CA's certificate in the ConfigMap; whether it had to be written."""
+        found = await self.client.get_or_none(CONFIG_MAPS, CA_BUNDLE_CONFIG_MAP, self.namespace)
+        if found is not None and (found.get("data") or {}).get(CA_BUNDLE_KEY) == bundle:
+            return False
+        if found is None:
+            body = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": CA_BUNDLE_CONFIG_MAP, "namespace": self.namespace, "labels": {"kubevirt.io": ""}},
+                "data": {CA_BUNDLE_KEY: bundle},
+            }
+            log.info(
+                "created ConfigMap %s",
+                CA_BUNDLE_CONFIG_MAP,
+                extra=object_fields(await self.client.create(CONFIG_MAPS, body)),
+            )
+        else:
+            updated = await self.client.update(
+                CONFIG_MAPS, {**found, "data": {**(found.get("data") or {}), CA_BUNDLE_KEY: bundle}}
+            )
+            log.info("renewed ConfigMap %s", CA_BUNDLE_CONFIG_MAP, extra=object_fields(updated))
+        return True
 
     async def _write(self, found: dict[str, Any] | None, name: str, files: dict[str, bytes], kind: str) -> None:
         data = {key: base64.b64encode(value).decode() for key, value in files.items()}

@@ -15,6 +15,7 @@ import aiohttp
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import errors
+from pykubevirt.api.handler_address import handler_url
 from pykubevirt.api.json_lookup import get
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError, NotFound
@@ -28,14 +29,6 @@ REQUEST_TIMEOUT = 10.0
 
 def unavailable(message: str) -> errors.APIError:
     return errors.APIError(503, "ServiceUnavailable", message)
-
-
-def handler_base_url(address: str) -> str:
-    """`host:port` → `http://host:port`; explicit http(s) URLs are kept."""
-    address = address.strip().rstrip("/")
-    if address.startswith(("http://", "https://")):
-        return address
-    return f"http://{address}"
 
 
 def _status_error(payload: bytes, code: int) -> errors.APIError:
@@ -101,7 +94,7 @@ class HandlerClient:
                 f'virt-handler on node "{node_name}" is not available: '
                 f"the node has no {c.HANDLER_ADDRESS_ANNOTATION} annotation"
             )
-        return handler_base_url(str(address))
+        return handler_url(str(address))
 
     async def url(self, vmi: dict[str, Any], action: str) -> str:
         meta = vmi.get("metadata") or {}

@@ -13,6 +13,7 @@ import aiohttp
 from aiohttp import web
 
 from pykubevirt.api.constants import HANDLER_ADDRESS_ANNOTATION
+from pykubevirt.api.handler_address import handler_url
 from pykubevirt.webconsole.sessions import COOKIE, Sessions
 from pykubevirt.webconsole.upstream import Upstream, unavailable
 
@@ -141,7 +142,7 @@ async def node_metrics(request: web.Request) -> web.Response:
         address = annotations.get(HANDLER_ADDRESS_ANNOTATION) if isinstance(annotations, dict) else None
         if not address:
             return _failure(404, "NotFound", f"node {node} has no virt-handler address")
-        status, text = await upstream.scrape(f"http://{address}/metrics", session.token)
+        status, text = await upstream.scrape(f"{handler_url(str(address))}/metrics", session.token)
     except (aiohttp.ClientError, OSError) as exc:
         return unavailable(exc)
     return web.Response(status=status, text=text, content_type="text/plain")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 from aiohttp import web
@@ -13,6 +14,7 @@ from multidict import CIMultiDict
 from pykubevirt.client.config import ClientConfig
 from pykubevirt.client.response_relay import relay
 from pykubevirt.client.streams import pump_websockets
+from pykubevirt.pki.file_watch import FileWatch
 
 # Hop-by-hop headers, and the browser's own credentials: the proxy sends the session's token instead.
 _DROPPED_REQUEST = frozenset(
@@ -71,6 +73,9 @@ class Upstream:
     # CDI's upload proxy; "" is the API server's own (the embedded cluster serves CDI's upload paths on its port).
     upload_proxy: str = ""
     upload_context: ssl.SSLContext | bool = True
+    # The handlers' CA (the ConfigMap kubevirt-ca, read again as it changes): a handler serving https on a cluster is
+    # verified against it before the user's token goes there.
+    handler_ca: FileWatch[ssl.SSLContext] | None = None
 
     def _session(self) -> aiohttp.ClientSession:
         if self.session is None:
@@ -112,8 +117,11 @@ class Upstream:
 
     async def scrape(self, url: str, token: str) -> tuple[int, str]:
         """A component's /metrics (virt-handler's), with the user's token: the component reviews it with the API."""
+        context: ssl.SSLContext | bool = True
+        if url.startswith("https://") and self.handler_ca is not None:
+            context = self.handler_ca.current() or True
         async with self._session().get(
-            url, headers={"Authorization": f"Bearer {token}"}, timeout=aiohttp.ClientTimeout(total=10)
+            url, headers={"Authorization": f"Bearer {token}"}, timeout=aiohttp.ClientTimeout(total=10), ssl=context
         ) as reply:
             return reply.status, await reply.text()
 
@@ -180,3 +188,15 @@ def _status(code: int, message: str) -> dict[str, object]:
 
 def unavailable(exc: BaseException) -> web.Response:
     return web.json_response(_status(503, f"the API server cannot be reached: {exc}"), status=503)
+
+
+def handler_ca_watch(ca_file: str) -> FileWatch[ssl.SSLContext]:
+    """Verification of the handlers' server certificate: their CA, which names no host (KubeVirt's certificates
+    name none), with OpenSSL's purpose check leaving only the CA's serverAuth certificate."""
+
+    def load() -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=ca_file)
+        context.check_hostname = False
+        return context
+
+    return FileWatch((Path(ca_file),), load)
