@@ -17,8 +17,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pykubevirt.api import constants as c
@@ -103,25 +102,6 @@ async def mount(admin: KubeClient, directory: Path) -> HandlerCertificates:
     return HandlerCertificates(directory)
 
 
-def expiring_ca() -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A CA that ends tomorrow: within the 30 days before its end, when it is replaced."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "about-to-expire")])
-    start = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=1)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(start + datetime.timedelta(days=2))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return cert, key
-
-
 async def test_the_leader_issues_the_ca_and_both_halves_once(
     admin: KubeClient, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -173,7 +153,8 @@ async def test_a_half_of_another_ca_and_an_expiring_ca_are_issued_again(
     assert caplog.records[-1].getMessage() == f"renewed Secret {SERVER_SECRET}"
     certificate((await files_of(admin, SERVER_SECRET))["server.crt"]).verify_directly_issued_by(ca)
 
-    old_cert, old_key = expiring_ca()
+    # A CA that ends tomorrow: within the 30 days before its end, when it is replaced.
+    old_cert, old_key = create_ca("about-to-expire", validity=datetime.timedelta(days=1))
     await put_files(admin, CA_SECRET, {"tls.crt": old_cert.public_bytes(_PEM), "tls.key": key_pem(old_key)})
     assert await issuer.ensure() == [
         f"secret/{CA_SECRET}",

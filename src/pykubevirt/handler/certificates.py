@@ -193,14 +193,20 @@ class MigrationTLS:
         server.verify_mode = ssl.CERT_REQUIRED
         # One connection per stream and no resumption: no session tickets to send after the handshake.
         server.num_tickets = 0
-        client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        client.minimum_version = ssl.TLSVersion.TLSv1_2
-        # The certificates name no host; the common name is checked instead (check_peer).
-        client.check_hostname = False
-        client.verify_mode = ssl.CERT_REQUIRED
-        client.load_cert_chain(certs.client_cert_file, certs.client_key_file)
-        client.load_verify_locations(cafile=str(certs.ca_file))
-        return cls(server=server, client=client)
+        # The certificates name no host; the migration proxies check the common name instead (check_peer).
+        return cls(server=server, client=client_context(certs))
+
+
+def client_context(certs: HandlerCertificates) -> ssl.SSLContext:
+    """The handlers' client certificate, verifying a server against their CA: OpenSSL's purpose check leaves only the
+    CA's serverAuth certificate, and no host name is checked, as the certificates name none."""
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.minimum_version = ssl.TLSVersion.TLSv1_2
+    client.check_hostname = False
+    client.verify_mode = ssl.CERT_REQUIRED
+    client.load_cert_chain(certs.client_cert_file, certs.client_key_file)
+    client.load_verify_locations(cafile=str(certs.ca_file))
+    return client
 
 
 def api_server_context(certs: HandlerCertificates, into: ssl.SSLContext | None = None) -> ssl.SSLContext:
@@ -220,18 +226,7 @@ def api_server_context(certs: HandlerCertificates, into: ssl.SSLContext | None =
 def client_watch(directory: Path) -> FileWatch[ssl.SSLContext]:
     """virt-api's side of the handler's API: the client half of the handlers' certificates, reloaded as it changes."""
     certs = HandlerCertificates(directory)
-
-    def load() -> ssl.SSLContext:
-        client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        client.minimum_version = ssl.TLSVersion.TLSv1_2
-        # The certificates name no host. Only this CA's server certificate has serverAuth, which OpenSSL checks.
-        client.check_hostname = False
-        client.verify_mode = ssl.CERT_REQUIRED
-        client.load_cert_chain(certs.client_cert_file, certs.client_key_file)
-        client.load_verify_locations(cafile=str(certs.ca_file))
-        return client
-
-    return FileWatch((certs.ca_file, certs.client_cert_file, certs.client_key_file), load)
+    return FileWatch((certs.ca_file, certs.client_cert_file, certs.client_key_file), lambda: client_context(certs))
 
 
 # The handler's certificates as its migrations take them: fixed, or a watch of their directory.

@@ -73,8 +73,10 @@ def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
     )
 
 
-def create_ca(common_name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A self-signed CA for `common_name`, valid CA_VALIDITY, that signs leaves only (path length 0)."""
+def create_ca(
+    common_name: str, validity: datetime.timedelta | None = None
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A self-signed CA for `common_name`, valid `validity` (CA_VALIDITY), that signs leaves only (path length 0)."""
     key = new_key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     start = now()
@@ -85,7 +87,7 @@ def create_ca(common_name: str) -> tuple[x509.Certificate, ec.EllipticCurvePriva
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start - BACKDATE)
-        .not_valid_after(start + CA_VALIDITY)
+        .not_valid_after(start + (validity or CA_VALIDITY))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(_key_usage(cert_sign=True), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
