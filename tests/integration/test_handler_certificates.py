@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime
 import logging
 import ssl
@@ -36,6 +37,7 @@ from pykubevirt.controller.handler_certificates import (
     secret_files,
 )
 from pykubevirt.handler.api_server import HandlerAPI
+from pykubevirt.handler.app import HandlerOptions, VirtHandler
 from pykubevirt.handler.certificates import (
     CLIENT_COMMON_NAME,
     SERVER_COMMON_NAME,
@@ -49,6 +51,7 @@ from pykubevirt.virtapi.handler_client import HandlerClient
 from pykubevirt.webconsole.upstream import Upstream, handler_ca_watch
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -265,3 +268,48 @@ async def peer_certificate(address: str, context: ssl.SSLContext) -> x509.Certif
         writer.close()
         await writer.wait_closed()
     return x509.load_der_x509_certificate(der)
+
+
+async def test_virt_handler_listens_once_its_certificates_arrive_and_reloads_them(
+    admin: KubeClient, tmp_path: Path
+) -> None:
+    directory = tmp_path / "certificates"
+    directory.mkdir()
+    options = HandlerOptions(
+        node="late-node",
+        pods_dir=tmp_path / "pods",
+        state_dir=tmp_path / "state",
+        certificates_dir=str(directory),
+        mutual_tls=True,
+        ksm_dir=None,
+    )
+    handler = VirtHandler(admin, options)
+    serving = asyncio.create_task(handler._serve_api_over_tls(poll=0.05))
+    try:
+        # An empty Secret volume: nothing listens, and the Node is told no address.
+        await asyncio.sleep(0.3)
+        assert handler.api.port == 0 and handler.api.annotations() == {}
+        await HandlerCertificateIssuer(admin, NAMESPACE).ensure()
+        certs = await mount(admin, directory)
+        address = await eventually(lambda: handler.api.annotations().get(c.HANDLER_ADDRESS_ANNOTATION))
+        assert address.startswith("https://") and handler._address_changed.is_set()
+        verify = ssl.create_default_context(cafile=str(certs.ca_file))
+        verify.check_hostname = False
+        first = await peer_certificate(address, verify)
+        assert first == certificate(certs.server_cert_file.read_bytes())
+        # The kubelet updates the volume after a renewal: the listening socket serves the new certificate.
+        await put_files(admin, SERVER_SECRET, {})
+        await HandlerCertificateIssuer(admin, NAMESPACE).ensure()
+        await mount(admin, directory)
+        renewed = certificate(certs.server_cert_file.read_bytes())
+        assert renewed != first
+
+        async def serves_renewed() -> bool:
+            return await peer_certificate(address, verify) == renewed
+
+        await eventually(serves_renewed)
+    finally:
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        await handler.api.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,10 +160,17 @@ class VirtHandler:
         self._address_changed.set()
         while True:
             await asyncio.sleep(poll)
-            if (now := self.migration_tls.current()) is not loaded:
-                loaded = now
+            if (now := self.migration_tls.current()) is loaded:
+                continue
+            try:
                 api_server_context(certs, into=context)
-                log.info("virt-handler certificates reloaded", extra=self._fields())
+            except (OSError, ssl.SSLError) as exc:
+                # Changed again since the watch read them (a volume mid-update): the next poll tries again, and the
+                # listening socket keeps the certificates it had.
+                log.warning("cannot reload the API's certificates: %s", exc, extra=self._fields())
+                continue
+            loaded = now
+            log.info("virt-handler certificates reloaded", extra=self._fields())
 
     def _fields(self) -> dict[str, str]:
         return {"node": self.options.node}
