@@ -88,7 +88,8 @@ def plain_cluster(tmp_path_factory: pytest.TempPathFactory, images_dir: Path) ->
         manifests = harness.apply(REPO / "deploy")
         for workload in manifests:
             if workload["kind"] in ("Deployment", "DaemonSet"):
-                harness.start_workload(workload)
+                harness.start_workload(workload, wait=False)
+        harness.wait_ready()
         kubectl(
             server, home, "wait", "--for=condition=Available", "apiservice/v1.subresources.kubevirt.io", "--timeout=60s"
         )

@@ -4,6 +4,7 @@ subresources.kubevirt.io only through the APIService, with virt-api under its ma
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -15,10 +16,12 @@ import pytest
 import yaml
 
 from pykubevirt.apiserver.security import service_account_groups, write_user_kubeconfig
+from pykubevirt.controller.kubevirt_certificates import CertificateIssuer
 from tests.integration.conftest import vm_manifest, vmi_manifest
 from tests.paths import REPO
 from tests.support.apiserver_process import APIServerProcess, kubectl, kubectl_env
 from tests.support.cluster_mode import ClusterMode
+from tests.support.control_plane import client_for
 
 VIRTCTL = str(Path(sys.executable).parent / "virtctl")
 CONTROLLER_SA = "system:serviceaccount:kubevirt:kubevirt-controller"
@@ -41,6 +44,8 @@ def plain(tmp_path_factory: pytest.TempPathFactory, home: Path) -> Iterator[APIS
 def cluster(plain: APIServerProcess, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterMode]:
     harness = ClusterMode(plain, home, tmp_path_factory.mktemp("pods"))
     manifests = harness.apply(REPO / "deploy")
+    # virt-api serves the certificate virt-controller's leader issues; only virt-api runs here, so issue it once.
+    asyncio.run(issue_certificates(plain))
     try:
         for workload in manifests:
             if workload["kind"] == "Deployment" and workload["metadata"]["name"] == "virt-api":
@@ -51,6 +56,14 @@ def cluster(plain: APIServerProcess, home: Path, tmp_path_factory: pytest.TempPa
         yield harness
     finally:
         harness.stop()
+
+
+async def issue_certificates(server: APIServerProcess) -> None:
+    admin = client_for(server)
+    try:
+        await CertificateIssuer(admin, "kubevirt").ensure()
+    finally:
+        await admin.close()
 
 
 def _create(plain: APIServerProcess, home: Path, obj: dict, *, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -99,6 +99,7 @@ class ClusterMode:
         self._stop_refresh = threading.Event()
         self._refresher: threading.Thread | None = None
         self._admin_token = ""
+        self._containers: dict[int, dict[str, Any]] = {}
 
     def render(self, directory: Path) -> list[dict[str, Any]]:
         """`kubectl kustomize DIR`: the objects `kubectl apply -k DIR` would apply."""
@@ -227,8 +228,11 @@ class ClusterMode:
                 break
         return f"{flag}={target}" if eq else target
 
-    def start_workload(self, workload: dict[str, Any], replicas: int | None = None) -> list[PodProcess]:
-        """Start a Deployment's replicas (or `replicas`) or a DaemonSet's one pod, each container as a process."""
+    def start_workload(
+        self, workload: dict[str, Any], replicas: int | None = None, *, wait: bool = True
+    ) -> list[PodProcess]:
+        """Start a Deployment's replicas (or `replicas`) or a DaemonSet's one pod, each container as a process, and
+        (unless not to `wait`: see `wait_ready`) wait for their readiness and give their Services endpoints."""
         meta = workload["metadata"]
         namespace = meta.get("namespace") or "default"
         template = workload["spec"]["template"]
@@ -268,9 +272,19 @@ class ClusterMode:
                     pod.process = subprocess.Popen(pod.argv, env=pod.env, stdout=log, stderr=subprocess.STDOUT)
                 self.pods.append(pod)
                 started.append(pod)
-                self._wait_ready(container, pod)
-        self._publish_endpoints(started)
+                self._containers[id(pod)] = container
+        if wait:
+            self.wait_ready(started)
         return started
+
+    def wait_ready(self, pods: list[PodProcess] | None = None) -> None:
+        """Wait for the pods' readiness probes (all started pods by default), then publish their endpoints: as on a
+        cluster, where all start together and one's readiness may need another (virt-api needs virt-controller's
+        certificate)."""
+        pods = list(self.pods) if pods is None else pods
+        for pod in pods:
+            self._wait_ready(self._containers[id(pod)], pod)
+        self._publish_endpoints(pods)
 
     @staticmethod
     def _wait_ready(container: dict[str, Any], pod: PodProcess, timeout: float = 60.0) -> None:

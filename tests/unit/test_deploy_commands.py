@@ -102,12 +102,12 @@ def test_virt_handler_serves_the_node_it_runs_on_from_its_mounts() -> None:
 
 
 def test_the_handlers_certificates_go_from_virt_controller_to_virt_handler_and_virt_api() -> None:
-    from pykubevirt.controller.handler_certificates import CLIENT_SECRET, SERVER_SECRET
+    from pykubevirt.controller.kubevirt_certificates import CLIENT_SECRET, SERVER_SECRET
 
     controller = named("Deployment", "virt-controller")
     namespace = controller["metadata"]["namespace"]
     (container,) = controller["spec"]["template"]["spec"]["containers"]
-    assert parse(expanded_args(container)).handler_certificates_namespace == namespace
+    assert parse(expanded_args(container)).certificates_namespace == namespace
     (secrets_rule,) = [r for r in named("Role", "kubevirt-controller")["rules"] if "secrets" in r["resources"]]
     assert {"get", "create", "update"} <= set(secrets_rule["verbs"])
 

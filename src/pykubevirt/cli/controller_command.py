@@ -57,10 +57,10 @@ async def serve(args: argparse.Namespace) -> int:
         network = ClusterNetwork(args.cluster_cidr)
         extra.append(EndpointsController(client).run)
         extra.append(ServiceProxy(client, network).run)
-    if args.handler_certificates_namespace:
-        from pykubevirt.controller.handler_certificates import HandlerCertificateIssuer
+    if args.certificates_namespace:
+        from pykubevirt.controller.kubevirt_certificates import CertificateIssuer
 
-        extra.append(HandlerCertificateIssuer(client, args.handler_certificates_namespace).run)
+        extra.append(CertificateIssuer(client, args.certificates_namespace).run)
     options = ControllerOptions(
         workers=args.workers,
         config=cluster,
@@ -188,7 +188,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         ),
     )
     parser.add_argument(
-        "--handler-certificates-namespace",
+        "--certificates-namespace",
         default="",
         metavar="NAMESPACE",
         help="as the leader, keep the virt-handlers' CA and certificates in Secrets of NAMESPACE (virt-operator's "

@@ -21,7 +21,18 @@ async def serve(args: argparse.Namespace) -> int:
     if client is None:
         return 1
     try:
-        if args.tls_cert_file and args.tls_key_file:
+        serving = None
+        if args.certificates_dir:
+            from pykubevirt.virtapi.serving_certificates import ServingFiles, wait_for
+
+            # The pair virt-controller's leader issues for the Service: the same for every replica.
+            files = ServingFiles(Path(args.certificates_dir))
+            serving = files.watch()
+            ca_pem = await wait_for(serving, files.directory)
+            cert, key = files.cert_file, files.key_file
+            if args.publish_ca_bundle:
+                await publish_ca_bundle(client, ca_pem)
+        elif args.tls_cert_file and args.tls_key_file:
             cert, key = Path(args.tls_cert_file), Path(args.tls_key_file)
         else:
             from pykubevirt.apiserver.security import ensure_pki
@@ -40,6 +51,8 @@ async def serve(args: argparse.Namespace) -> int:
             handler_ca_file=Path(args.handler_ca_file) if args.handler_ca_file else None,
             handler_certificates_dir=Path(args.handler_certificates_dir) if args.handler_certificates_dir else None,
             authorize=not args.no_authorization,
+            serving=serving,
+            publish_ca_bundle=args.publish_ca_bundle,
         )
         stop = asyncio.Event()
         set_on_signals(stop)
@@ -65,6 +78,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--namespace", default="kubevirt", help="namespace of the virt-api Service")
     parser.add_argument("--tls-cert-file", default="", help="serving certificate (default: one of our own CA)")
     parser.add_argument("--tls-key-file", default="", help="key of --tls-cert-file")
+    parser.add_argument(
+        "--certificates-dir",
+        default="",
+        help="serve ca.crt's tls.crt/tls.key from here (the Secret kubevirt-virt-api-certs), waiting until they are "
+        "there, publishing ca.crt and loading a renewed pair in place; several replicas can share it",
+    )
     parser.add_argument("--data-dir", default="/var/run/kubevirt/virt-api", help="where a generated CA is kept")
     parser.add_argument(
         "--no-publish-ca-bundle",

@@ -7,7 +7,7 @@ CA, the key usage and the common name, and neither checks a host name (the certi
 
 Here a handler reads them from `--certificates-dir` (`ca.crt`, `client.crt`/`client.key`, `server.crt`/`server.key`);
 in the embedded cluster it creates what is missing there first (`--create-certificates`), as virt-operator would. On a
-cluster virt-controller's leader issues them into two Secrets (controller/handler_certificates.py), which the DaemonSet
+cluster virt-controller's leader issues them into two Secrets (controller/kubevirt_certificates.py), which the DaemonSet
 projects into that directory and virt-api mounts the client half of.
 """
 

@@ -50,6 +50,7 @@ from pykubevirt.virtapi import discovery
 from pykubevirt.virtapi.app import SubresourceAPI
 from pykubevirt.virtapi.eviction_webhook import EVICTION_PATH, EvictionWebhook
 from pykubevirt.virtapi.handler_client import HandlerClient
+from pykubevirt.virtapi.serving_certificates import POLL_SECONDS as SERVING_POLL_SECONDS
 from pykubevirt.virtapi.webhooks import add_webhook_routes
 
 log = logging.getLogger("pykubevirt.virtapi.cluster")
@@ -274,6 +275,29 @@ class ClusterOptions:
     handler_ca_file: Path | None
     handler_certificates_dir: Path | None = None
     authorize: bool = True
+    # The serving pair's watch (virtapi/serving_certificates.py): a renewal is loaded in place and its CA published.
+    serving: FileWatch[bytes] | None = None
+    publish_ca_bundle: bool = True
+
+
+async def _follow_serving(client: KubeClient, options: ClusterOptions, context: ssl.SSLContext) -> None:
+    """Load a renewed serving pair into the listening context, and publish its CA when that changed."""
+    assert options.serving is not None
+    loaded = options.serving.current()
+    while True:
+        await asyncio.sleep(SERVING_POLL_SECONDS)
+        now = options.serving.current()
+        if now is None or now is loaded:
+            continue
+        try:
+            context.load_cert_chain(options.cert_file, options.key_file)
+            if options.publish_ca_bundle and now != loaded:
+                await publish_ca_bundle(client, now)
+        except (OSError, ssl.SSLError, ApiError) as exc:
+            log.warning("cannot load the renewed serving certificate: %s", exc)
+            continue
+        loaded = now
+        log.info("virt-api serving certificate reloaded")
 
 
 async def serve(client: KubeClient, options: ClusterOptions, stop: asyncio.Event) -> None:
@@ -316,6 +340,8 @@ async def serve(client: KubeClient, options: ClusterOptions, stop: asyncio.Event
     site = web.TCPSite(runner, options.host, options.port, ssl_context=context)
     await site.start()
     log.info("virt-api serving on https://%s:%d", options.host, options.port)
+    if options.serving is not None:
+        tasks.append(asyncio.create_task(_follow_serving(client, options, context), name="serving-certificates"))
     try:
         await stop.wait()
     finally:

@@ -1,4 +1,4 @@
-"""virt-operator's part in virt-handler's TLS, played here by virt-controller's leader on a cluster.
+"""virt-operator's part in KubeVirt's certificates, played here by virt-controller's leader on a cluster.
 
 It keeps a CA in the Secret `kubevirt-ca` (`tls.crt`, `tls.key`) and issues from it the handlers' client half
 (`kubevirt-virt-handler-certs`: `ca.crt`, `client.crt`, `client.key`), which virt-handler and virt-api mount, and
@@ -6,7 +6,8 @@ their server half (`kubevirt-virt-handler-server-certs`: `server.crt`, `server.k
 mounts: the names KubeVirt's operator gives them. A half missing, of another CA, or within 30 days of its end is
 issued again; the kubelet then updates the mounted files and both components load them again. The CA's certificate
 alone is published in the ConfigMap `kubevirt-ca` (`ca-bundle`), as KubeVirt's, for whoever only verifies a handler
-(the web console scraping its metrics).
+(the web console scraping its metrics). virt-api's serving certificate for its Service, which every replica serves
+and publishes the CA of to the APIServices and webhooks, is `kubevirt-virt-api-certs` (`ca.crt`, `tls.crt`, `tls.key`).
 """
 
 from __future__ import annotations
@@ -19,19 +20,31 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.errors import ApiError
 from pykubevirt.client.resources import CONFIG_MAPS, SECRETS
-from pykubevirt.handler.certificates import CA_COMMON_NAME, files_are_current, issue_files, pem
+from pykubevirt.handler.certificates import CA_COMMON_NAME, CERT_VALIDITY, files_are_current, issue_files, pem
 from pykubevirt.log import object_fields
-from pykubevirt.pki.certificates import RENEW_BEFORE, CAKey, create_ca, key_pem, now
+from pykubevirt.pki.certificates import (
+    RENEW_BEFORE,
+    CAKey,
+    certificate_sans,
+    create_ca,
+    is_current,
+    issue_leaf,
+    key_pem,
+    now,
+)
 
-log = logging.getLogger("pykubevirt.controller.handler_certificates")
+log = logging.getLogger("pykubevirt.controller.kubevirt_certificates")
 
 CA_SECRET = "kubevirt-ca"
 CLIENT_SECRET = "kubevirt-virt-handler-certs"
 SERVER_SECRET = "kubevirt-virt-handler-server-certs"
+API_SECRET = "kubevirt-virt-api-certs"
+API_SERVICE = "virt-api"
 CA_BUNDLE_CONFIG_MAP = "kubevirt-ca"
 CA_BUNDLE_KEY = "ca-bundle"
 # Certificates last a year and are renewed 30 days early: looking every ten minutes is plenty. A failed pass (the
@@ -63,8 +76,34 @@ def loaded_ca(files: dict[str, bytes]) -> tuple[x509.Certificate, CAKey] | None:
     return cert, key
 
 
-class HandlerCertificateIssuer:
-    """Keeps the CA and the handlers' two Secrets in `namespace` current."""
+def api_service_names(namespace: str) -> list[str]:
+    """The names kube-apiserver and the webhooks reach virt-api's Service by."""
+    service = f"{API_SERVICE}.{namespace}"
+    return [API_SERVICE, service, f"{service}.svc", f"{service}.svc.cluster.local"]
+
+
+def api_files(ca_cert: x509.Certificate, ca_key: CAKey, namespace: str) -> dict[str, bytes]:
+    """virt-api's serving pair for its Service, with the CA the APIServices and webhooks are to trust."""
+    names = api_service_names(namespace)
+    cert, key = issue_leaf(
+        ca_cert, ca_key, names[2], ExtendedKeyUsageOID.SERVER_AUTH, validity=CERT_VALIDITY, dns_names=names
+    )
+    return {"ca.crt": pem(ca_cert), "tls.crt": pem(cert), "tls.key": key_pem(key)}
+
+
+def api_files_are_current(files: dict[str, bytes], ca_cert: x509.Certificate, namespace: str) -> bool:
+    """Whether virt-api's Secret holds a pair of this CA for every name of its Service, not due for renewal."""
+    if any(not files.get(name) for name in ("ca.crt", "tls.crt", "tls.key")) or files["ca.crt"] != pem(ca_cert):
+        return False
+    try:
+        cert = x509.load_pem_x509_certificate(files["tls.crt"])
+    except ValueError:
+        return False
+    return is_current(cert, ca_cert) and set(api_service_names(namespace)) <= certificate_sans(cert)[0]
+
+
+class CertificateIssuer:
+    """Keeps the CA, the handlers' two Secrets and virt-api's in `namespace` current."""
 
     def __init__(self, client: KubeClient, namespace: str, interval: float = CHECK_INTERVAL_SECONDS) -> None:
         self.client = client
@@ -100,6 +139,10 @@ class HandlerCertificateIssuer:
                 continue
             await self._write(found, name, issue_files(ca_cert, ca_key, server=server), "Opaque")
             written.append(f"secret/{name}")
+        found = await self.client.get_or_none(SECRETS, API_SECRET, self.namespace)
+        if found is None or not api_files_are_current(secret_files(found), ca_cert, self.namespace):
+            await self._write(found, API_SECRET, api_files(ca_cert, ca_key, self.namespace), "Opaque")
+            written.append(f"secret/{API_SECRET}")
         return written
 
     async def _publish(self, bundle: str) -> bool:

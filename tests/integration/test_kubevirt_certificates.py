@@ -27,13 +27,14 @@ from pykubevirt.api.handler_address import handler_url
 from pykubevirt.client.api import KubeClient
 from pykubevirt.client.informer import Informer
 from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES, NODES, SECRETS, VIRTUAL_MACHINE_INSTANCES
-from pykubevirt.controller.handler_certificates import (
+from pykubevirt.controller.kubevirt_certificates import (
+    API_SECRET,
     CA_BUNDLE_CONFIG_MAP,
     CA_BUNDLE_KEY,
     CA_SECRET,
     CLIENT_SECRET,
     SERVER_SECRET,
-    HandlerCertificateIssuer,
+    CertificateIssuer,
     secret_files,
 )
 from pykubevirt.handler.api_server import HandlerAPI
@@ -46,8 +47,10 @@ from pykubevirt.handler.certificates import (
     client_watch,
     issue_files,
 )
-from pykubevirt.pki.certificates import create_ca, key_pem
+from pykubevirt.pki.certificates import certificate_sans, create_ca, key_pem
+from pykubevirt.virtapi import cluster
 from pykubevirt.virtapi.handler_client import HandlerClient
+from pykubevirt.virtapi.serving_certificates import ServingFiles, wait_for
 from pykubevirt.webconsole.upstream import Upstream, handler_ca_watch
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for
@@ -108,13 +111,14 @@ async def mount(admin: KubeClient, directory: Path) -> HandlerCertificates:
 async def test_the_leader_issues_the_ca_and_both_halves_once(
     admin: KubeClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="pykubevirt.controller.handler_certificates")
-    issuer = HandlerCertificateIssuer(admin, NAMESPACE)
+    caplog.set_level(logging.INFO, logger="pykubevirt.controller.kubevirt_certificates")
+    issuer = CertificateIssuer(admin, NAMESPACE)
     assert await issuer.ensure() == [
         f"secret/{CA_SECRET}",
         f"configmap/{CA_BUNDLE_CONFIG_MAP}",
         f"secret/{CLIENT_SECRET}",
         f"secret/{SERVER_SECRET}",
+        f"secret/{API_SECRET}",
     ]
     assert await issuer.ensure() == []
     created = [r for r in caplog.records if r.getMessage().startswith("created ")]
@@ -123,6 +127,7 @@ async def test_the_leader_issues_the_ca_and_both_halves_once(
         (f"created ConfigMap {CA_BUNDLE_CONFIG_MAP}", NAMESPACE),
         (f"created Secret {CLIENT_SECRET}", NAMESPACE),
         (f"created Secret {SERVER_SECRET}", NAMESPACE),
+        (f"created Secret {API_SECRET}", NAMESPACE),
     ]
     ca_secret = await admin.get(SECRETS, CA_SECRET, NAMESPACE)
     assert ca_secret["type"] == "kubernetes.io/tls"
@@ -141,13 +146,24 @@ async def test_the_leader_issues_the_ca_and_both_halves_once(
         leaf = certificate(data)
         leaf.verify_directly_issued_by(ca)
         assert common_name(leaf) == name and usage(leaf) == [purpose]
+    # virt-api's pair names its Service every way a client may: every replica serves it, kube-apiserver trusts its CA.
+    api = await files_of(admin, API_SECRET)
+    serving = certificate(api["tls.crt"])
+    serving.verify_directly_issued_by(ca)
+    assert certificate(api["ca.crt"]) == ca and usage(serving) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    assert certificate_sans(serving)[0] == {
+        "virt-api",
+        "virt-api.kubevirt",
+        "virt-api.kubevirt.svc",
+        "virt-api.kubevirt.svc.cluster.local",
+    }
 
 
 async def test_a_half_of_another_ca_and_an_expiring_ca_are_issued_again(
     admin: KubeClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="pykubevirt.controller.handler_certificates")
-    issuer = HandlerCertificateIssuer(admin, NAMESPACE)
+    caplog.set_level(logging.INFO, logger="pykubevirt.controller.kubevirt_certificates")
+    issuer = CertificateIssuer(admin, NAMESPACE)
     await issuer.ensure()
     ca = certificate((await files_of(admin, CA_SECRET))["tls.crt"])
     other_cert, other_key = create_ca("someone-else")
@@ -164,12 +180,13 @@ async def test_a_half_of_another_ca_and_an_expiring_ca_are_issued_again(
         f"configmap/{CA_BUNDLE_CONFIG_MAP}",
         f"secret/{CLIENT_SECRET}",
         f"secret/{SERVER_SECRET}",
+        f"secret/{API_SECRET}",
     ]
     renewed = certificate((await files_of(admin, CA_SECRET))["tls.crt"])
     bundle = (await admin.get(CONFIG_MAPS, CA_BUNDLE_CONFIG_MAP, NAMESPACE))["data"][CA_BUNDLE_KEY]
     assert certificate(bundle.encode()) == renewed
     assert renewed != old_cert and renewed.not_valid_after_utc > datetime.datetime.now(datetime.UTC) + _YEAR
-    for name, key in ((CLIENT_SECRET, "client.crt"), (SERVER_SECRET, "server.crt")):
+    for name, key in ((CLIENT_SECRET, "client.crt"), (SERVER_SECRET, "server.crt"), (API_SECRET, "tls.crt")):
         certificate((await files_of(admin, name))[key]).verify_directly_issued_by(renewed)
 
 
@@ -184,7 +201,7 @@ def vmi_on(node: str) -> dict[str, Any]:
 async def test_virt_api_reaches_the_handler_over_mutual_tls_and_others_are_refused(
     admin: KubeClient, tmp_path: Path
 ) -> None:
-    await HandlerCertificateIssuer(admin, NAMESPACE).ensure()
+    await CertificateIssuer(admin, NAMESPACE).ensure()
     certs = await mount(admin, tmp_path / "handler")
     node = "tls-node"
     api = HandlerAPI(node=node, pods_dir=tmp_path / "pods", vmis=Informer(admin, VIRTUAL_MACHINE_INSTANCES))
@@ -248,7 +265,7 @@ async def test_virt_api_reaches_the_handler_over_mutual_tls_and_others_are_refus
         # Renewed files are loaded into the listening context: the next connection gets the new certificate.
         served = await peer_certificate(address, anonymous)
         await put_files(admin, SERVER_SECRET, {})
-        await HandlerCertificateIssuer(admin, NAMESPACE).ensure()
+        await CertificateIssuer(admin, NAMESPACE).ensure()
         await mount(admin, certs.directory)
         api_server_context(certs, into=context)
         renewed = await peer_certificate(address, anonymous)
@@ -289,7 +306,7 @@ async def test_virt_handler_listens_once_its_certificates_arrive_and_reloads_the
         # An empty Secret volume: nothing listens, and the Node is told no address.
         await asyncio.sleep(0.3)
         assert handler.api.port == 0 and handler.api.annotations() == {}
-        await HandlerCertificateIssuer(admin, NAMESPACE).ensure()
+        await CertificateIssuer(admin, NAMESPACE).ensure()
         certs = await mount(admin, directory)
         address = await eventually(lambda: handler.api.annotations().get(c.HANDLER_ADDRESS_ANNOTATION))
         assert address.startswith("https://") and handler._address_changed.is_set()
@@ -299,7 +316,7 @@ async def test_virt_handler_listens_once_its_certificates_arrive_and_reloads_the
         assert first == certificate(certs.server_cert_file.read_bytes())
         # The kubelet updates the volume after a renewal: the listening socket serves the new certificate.
         await put_files(admin, SERVER_SECRET, {})
-        await HandlerCertificateIssuer(admin, NAMESPACE).ensure()
+        await CertificateIssuer(admin, NAMESPACE).ensure()
         await mount(admin, directory)
         renewed = certificate(certs.server_cert_file.read_bytes())
         assert renewed != first
@@ -313,3 +330,56 @@ async def test_virt_handler_listens_once_its_certificates_arrive_and_reloads_the
         with contextlib.suppress(asyncio.CancelledError):
             await serving
         await handler.api.stop()
+
+
+async def test_virt_api_waits_for_its_pair_and_loads_a_renewal_in_place(
+    admin: KubeClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cluster, "SERVING_POLL_SECONDS", 0.05)
+    await CertificateIssuer(admin, NAMESPACE).ensure()
+    files = ServingFiles(tmp_path / "serving")
+    files.directory.mkdir()
+    watch = files.watch()
+    waiting = asyncio.create_task(wait_for(watch, files.directory, poll=0.05))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    for key, value in (await files_of(admin, API_SECRET)).items():
+        (files.directory / key).write_bytes(value)
+    assert await asyncio.wait_for(waiting, 5) == (await files_of(admin, API_SECRET))["ca.crt"]
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(files.cert_file, files.key_file)
+    server = await asyncio.start_server(lambda _r, w: w.close(), "127.0.0.1", 0, ssl=context)
+    address = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    options = cluster.ClusterOptions(
+        host="127.0.0.1",
+        port=0,
+        cert_file=files.cert_file,
+        key_file=files.key_file,
+        feature_gates=frozenset(),
+        handler_ca_file=None,
+        serving=watch,
+        publish_ca_bundle=False,
+    )
+    following = asyncio.create_task(cluster._follow_serving(admin, options, context))
+    try:
+        verify = ssl.create_default_context(cafile=str(files.ca_file))
+        verify.check_hostname = False
+        first = await peer_certificate(address, verify)
+        await put_files(admin, API_SECRET, {})
+        await CertificateIssuer(admin, NAMESPACE).ensure()
+        for key, value in (await files_of(admin, API_SECRET)).items():
+            (files.directory / key).write_bytes(value)
+        renewed = certificate(files.cert_file.read_bytes())
+        assert renewed != first
+
+        async def serves_renewed() -> bool:
+            return await peer_certificate(address, verify) == renewed
+
+        await eventually(serves_renewed)
+    finally:
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+        server.close()
+        await server.wait_closed()
