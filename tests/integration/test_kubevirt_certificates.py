@@ -10,7 +10,7 @@ import contextlib
 import datetime
 import logging
 import ssl
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,14 @@ from tests.support.waiting import eventually
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 NAMESPACE = "kubevirt"
+# What a first issue writes, in order; a new CA has everything issued again.
+EVERYTHING = [
+    f"secret/{CA_SECRET}",
+    f"configmap/{CA_BUNDLE_CONFIG_MAP}",
+    f"secret/{CLIENT_SECRET}",
+    f"secret/{SERVER_SECRET}",
+    f"secret/{API_SECRET}",
+]
 
 
 @pytest.fixture(scope="module")
@@ -113,13 +121,7 @@ async def test_the_leader_issues_the_ca_and_both_halves_once(
 ) -> None:
     caplog.set_level(logging.INFO, logger="pykubevirt.controller.kubevirt_certificates")
     issuer = CertificateIssuer(admin, NAMESPACE)
-    assert await issuer.ensure() == [
-        f"secret/{CA_SECRET}",
-        f"configmap/{CA_BUNDLE_CONFIG_MAP}",
-        f"secret/{CLIENT_SECRET}",
-        f"secret/{SERVER_SECRET}",
-        f"secret/{API_SECRET}",
-    ]
+    assert await issuer.ensure() == EVERYTHING
     assert await issuer.ensure() == []
     created = [r for r in caplog.records if r.getMessage().startswith("created ")]
     assert [(r.getMessage(), getattr(r, "namespace", "")) for r in created] == [
@@ -175,13 +177,7 @@ async def test_a_half_of_another_ca_and_an_expiring_ca_are_issued_again(
     # A CA that ends tomorrow: within the 30 days before its end, when it is replaced.
     old_cert, old_key = create_ca("about-to-expire", validity=datetime.timedelta(days=1))
     await put_files(admin, CA_SECRET, {"tls.crt": old_cert.public_bytes(_PEM), "tls.key": key_pem(old_key)})
-    assert await issuer.ensure() == [
-        f"secret/{CA_SECRET}",
-        f"configmap/{CA_BUNDLE_CONFIG_MAP}",
-        f"secret/{CLIENT_SECRET}",
-        f"secret/{SERVER_SECRET}",
-        f"secret/{API_SECRET}",
-    ]
+    assert await issuer.ensure() == EVERYTHING
     renewed = certificate((await files_of(admin, CA_SECRET))["tls.crt"])
     bundle = (await admin.get(CONFIG_MAPS, CA_BUNDLE_CONFIG_MAP, NAMESPACE))["data"][CA_BUNDLE_KEY]
     assert certificate(bundle.encode()) == renewed
@@ -232,8 +228,7 @@ async def test_virt_api_reaches_the_handler_over_mutual_tls_and_others_are_refus
         await waiting.close()
 
         # A peer that trusts the CA but has no client certificate gets the probes, never a VMI.
-        anonymous = ssl.create_default_context(cafile=str(certs.ca_file))
-        anonymous.check_hostname = False
+        anonymous = verifier(certs.ca_file)
         async with aiohttp.ClientSession() as session:
             async with session.get(f"{address}/healthz", ssl=anonymous) as reply:
                 assert reply.status == 200
@@ -263,13 +258,11 @@ async def test_virt_api_reaches_the_handler_over_mutual_tls_and_others_are_refus
                 await upstream.session.close()
 
         # Renewed files are loaded into the listening context: the next connection gets the new certificate.
-        served = await peer_certificate(address, anonymous)
-        await put_files(admin, SERVER_SECRET, {})
-        await CertificateIssuer(admin, NAMESPACE).ensure()
-        await mount(admin, certs.directory)
-        api_server_context(certs, into=context)
-        renewed = await peer_certificate(address, anonymous)
-        assert renewed != served and renewed == certificate(certs.server_cert_file.read_bytes())
+        async def deliver() -> None:
+            await mount(admin, certs.directory)
+            api_server_context(certs, into=context)
+
+        await renewal_is_served(admin, SERVER_SECRET, deliver, certs.server_cert_file, address, anonymous)
     finally:
         await api.stop()
         await admin.delete(NODES, node)
@@ -285,6 +278,42 @@ async def peer_certificate(address: str, context: ssl.SSLContext) -> x509.Certif
         writer.close()
         await writer.wait_closed()
     return x509.load_der_x509_certificate(der)
+
+
+def verifier(ca_file: Path) -> ssl.SSLContext:
+    """A client trusting the CA only, with no certificate of its own (the certificates name no host)."""
+    context = ssl.create_default_context(cafile=str(ca_file))
+    context.check_hostname = False
+    return context
+
+
+async def renewal_is_served(
+    admin: KubeClient,
+    secret: str,
+    deliver: Callable[[], Awaitable[object]],
+    cert_file: Path,
+    address: str,
+    verify: ssl.SSLContext,
+) -> None:
+    """Renew `secret`'s pair, `deliver` it as the kubelet updates a volume, and wait until a new connection to
+    `address` is served the renewed certificate."""
+    first = await peer_certificate(address, verify)
+    await put_files(admin, secret, {})
+    await CertificateIssuer(admin, NAMESPACE).ensure()
+    await deliver()
+    renewed = certificate(cert_file.read_bytes())
+    assert renewed != first
+
+    async def serves_renewed() -> bool:
+        return await peer_certificate(address, verify) == renewed
+
+    await eventually(serves_renewed)
+
+
+async def cancelled(task: asyncio.Task[object]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def test_virt_handler_listens_once_its_certificates_arrive_and_reloads_them(
@@ -310,25 +339,14 @@ async def test_virt_handler_listens_once_its_certificates_arrive_and_reloads_the
         certs = await mount(admin, directory)
         address = await eventually(lambda: handler.api.annotations().get(c.HANDLER_ADDRESS_ANNOTATION))
         assert address.startswith("https://") and handler._address_changed.is_set()
-        verify = ssl.create_default_context(cafile=str(certs.ca_file))
-        verify.check_hostname = False
-        first = await peer_certificate(address, verify)
-        assert first == certificate(certs.server_cert_file.read_bytes())
+        verify = verifier(certs.ca_file)
+        assert await peer_certificate(address, verify) == certificate(certs.server_cert_file.read_bytes())
         # The kubelet updates the volume after a renewal: the listening socket serves the new certificate.
-        await put_files(admin, SERVER_SECRET, {})
-        await CertificateIssuer(admin, NAMESPACE).ensure()
-        await mount(admin, directory)
-        renewed = certificate(certs.server_cert_file.read_bytes())
-        assert renewed != first
-
-        async def serves_renewed() -> bool:
-            return await peer_certificate(address, verify) == renewed
-
-        await eventually(serves_renewed)
+        await renewal_is_served(
+            admin, SERVER_SECRET, lambda: mount(admin, directory), certs.server_cert_file, address, verify
+        )
     finally:
-        serving.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await serving
+        await cancelled(serving)
         await handler.api.stop()
 
 
@@ -343,8 +361,12 @@ async def test_virt_api_waits_for_its_pair_and_loads_a_renewal_in_place(
     waiting = asyncio.create_task(wait_for(watch, files.directory, poll=0.05))
     await asyncio.sleep(0.2)
     assert not waiting.done()
-    for key, value in (await files_of(admin, API_SECRET)).items():
-        (files.directory / key).write_bytes(value)
+
+    async def deliver() -> None:
+        for key, value in (await files_of(admin, API_SECRET)).items():
+            (files.directory / key).write_bytes(value)
+
+    await deliver()
     assert await asyncio.wait_for(waiting, 5) == (await files_of(admin, API_SECRET))["ca.crt"]
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -363,23 +385,8 @@ async def test_virt_api_waits_for_its_pair_and_loads_a_renewal_in_place(
     )
     following = asyncio.create_task(cluster._follow_serving(admin, options, context))
     try:
-        verify = ssl.create_default_context(cafile=str(files.ca_file))
-        verify.check_hostname = False
-        first = await peer_certificate(address, verify)
-        await put_files(admin, API_SECRET, {})
-        await CertificateIssuer(admin, NAMESPACE).ensure()
-        for key, value in (await files_of(admin, API_SECRET)).items():
-            (files.directory / key).write_bytes(value)
-        renewed = certificate(files.cert_file.read_bytes())
-        assert renewed != first
-
-        async def serves_renewed() -> bool:
-            return await peer_certificate(address, verify) == renewed
-
-        await eventually(serves_renewed)
+        await renewal_is_served(admin, API_SECRET, deliver, files.cert_file, address, verifier(files.ca_file))
     finally:
-        following.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await following
+        await cancelled(following)
         server.close()
         await server.wait_closed()
