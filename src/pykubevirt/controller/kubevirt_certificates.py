@@ -115,7 +115,7 @@ class CertificateIssuer:
             try:
                 await self.ensure()
             except (ApiError, OSError) as exc:
-                log.warning("cannot issue virt-handler certificates: %s", exc, extra={"namespace": self.namespace})
+                log.warning("cannot issue the certificates: %s", exc, extra={"namespace": self.namespace})
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
             await asyncio.sleep(self.interval)
