@@ -7,8 +7,8 @@ KUBERNETES_SERVICE_HOST/PORT, its env, and host directories for its emptyDir and
 Secret and ConfigMap volumes (plain or projected), which a thread keeps in step with their objects as the kubelet
 does, so one made after the pod started reaches it too. Components are authorized by the manifests' own RBAC. The
 harness also stands in for the pod network and the endpoint controller: a container port becomes a free loopback port
-(its `--listen`-style arguments rewritten), and a Service selecting a ready pod gets an EndpointSlice naming that
-port.
+(its `--listen`-style and `--*-port` arguments rewritten), and a Service selecting a ready pod gets an EndpointSlice
+naming that port.
 """
 
 from __future__ import annotations
@@ -222,6 +222,8 @@ class ClusterMode:
         match = _LISTEN.match(target)
         if match and int(match["port"]) in ports:
             target = f"127.0.0.1:{ports[int(match['port'])]}"
+        elif eq and flag.endswith("-port") and target.isdigit() and int(target) in ports:
+            target = str(ports[int(target)])
         for mount_path, host in sorted(mounts.items(), key=lambda m: -len(m[0])):
             if target == mount_path or target.startswith(mount_path.rstrip("/") + "/"):
                 target = str(host) + target[len(mount_path.rstrip("/")) :]

@@ -99,6 +99,11 @@ def test_virt_handler_serves_the_node_it_runs_on_from_its_mounts() -> None:
     assert args.certificates_dir in mounts and not args.create_certificates
     # Its API listens on the pod's IP, which virt-api reaches across pods, only over mutual TLS.
     assert args.node_ip == FIELD_VALUES["status.podIP"] and args.mutual_tls
+    # On KubeVirt's port, which the readiness probe asks over TLS for the path the handler leaves open to probes.
+    probe = container["readinessProbe"]["httpGet"]
+    assert probe == {"scheme": "HTTPS", "port": args.api_port, "path": "/healthz"} and args.api_port == 8186
+    assert {p["containerPort"] for p in container["ports"]} == {args.api_port}
+    assert "livenessProbe" not in container
 
 
 def test_the_handlers_certificates_go_from_virt_controller_to_virt_handler_and_virt_api() -> None:
