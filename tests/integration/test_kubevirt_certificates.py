@@ -35,6 +35,7 @@ from pykubevirt.controller.kubevirt_certificates import (
     CLIENT_SECRET,
     SERVER_SECRET,
     CertificateIssuer,
+    issued_pairs,
     secret_files,
 )
 from pykubevirt.handler.api_server import HandlerAPI
@@ -45,12 +46,11 @@ from pykubevirt.handler.certificates import (
     HandlerCertificates,
     api_server_context,
     client_watch,
-    issue_files,
 )
 from pykubevirt.pki.certificates import certificate_sans, create_ca, key_pem
 from pykubevirt.virtapi import cluster
 from pykubevirt.virtapi.handler_client import HandlerClient
-from pykubevirt.virtapi.serving_certificates import ServingFiles, wait_for
+from pykubevirt.virtapi.serving_certificates import ServingFiles
 from pykubevirt.webconsole.upstream import Upstream, handler_ca_watch
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import client_for
@@ -169,7 +169,8 @@ async def test_a_half_of_another_ca_and_an_expiring_ca_are_issued_again(
     await issuer.ensure()
     ca = certificate((await files_of(admin, CA_SECRET))["tls.crt"])
     other_cert, other_key = create_ca("someone-else")
-    await put_files(admin, SERVER_SECRET, issue_files(other_cert, other_key, server=True))
+    (server_pair,) = [pair for pair in issued_pairs(NAMESPACE) if pair.secret == SERVER_SECRET]
+    await put_files(admin, SERVER_SECRET, server_pair.issue(other_cert, other_key))
     assert await issuer.ensure() == [f"secret/{SERVER_SECRET}"]
     assert caplog.records[-1].getMessage() == f"renewed Secret {SERVER_SECRET}"
     certificate((await files_of(admin, SERVER_SECRET))["server.crt"]).verify_directly_issued_by(ca)
@@ -358,7 +359,7 @@ async def test_virt_api_waits_for_its_pair_and_loads_a_renewal_in_place(
     files = ServingFiles(tmp_path / "serving")
     files.directory.mkdir()
     watch = files.watch()
-    waiting = asyncio.create_task(wait_for(watch, files.directory, poll=0.05))
+    waiting = asyncio.create_task(watch.wait(0.05, "the serving certificate"))
     await asyncio.sleep(0.2)
     assert not waiting.done()
 

@@ -20,9 +20,9 @@ from pykubevirt.handler.certificates import (
     MigrationTLS,
     MigrationTLSUnavailable,
     PeerRejected,
+    certificates_watch,
     ensure_handler_certificates,
     issue,
-    load_migration_tls,
     migration_context,
 )
 from pykubevirt.handler.migration_proxy import MigrationProxy, ProxySet, TLSStream, dial_tcp, dial_unix
@@ -110,7 +110,7 @@ async def test_a_stopped_proxy_accepts_nothing_more_and_removes_its_socket(tmp_p
 
 @pytest.fixture
 def tls(tmp_path: Path) -> MigrationTLS:
-    found = load_migration_tls(str(tmp_path / "pki"), create=True)
+    found = certificates_watch(str(tmp_path / "pki"), create=True).current()
     assert found is not None
     return found
 
@@ -299,11 +299,11 @@ def test_the_embedded_certificates_are_made_once_and_reused(tmp_path: Path) -> N
     first = ensure_handler_certificates(tmp_path / "pki")
     made = {f.name: f.read_bytes() for f in (tmp_path / "pki").iterdir() if not f.name.startswith(".")}
     again = ensure_handler_certificates(tmp_path / "pki")
-    assert again == first and first.complete()
+    assert again == first and all(path.exists() for path in first.paths())
     assert {f.name: f.read_bytes() for f in (tmp_path / "pki").iterdir() if not f.name.startswith(".")} == made
     assert oct((tmp_path / "pki" / "server.key").stat().st_mode & 0o777) == "0o600"
-    assert load_migration_tls("", create=False) is None
-    assert load_migration_tls(str(tmp_path / "elsewhere"), create=False) is None
+    assert certificates_watch("", create=False).current() is None
+    assert certificates_watch(str(tmp_path / "elsewhere"), create=False).current() is None
 
 
 def test_a_tls_stream_names_the_other_handler(tmp_path: Path, tls: MigrationTLS) -> None:

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from pykubevirt.pki.certificates import cert_pem, key_pem
 
 CLIENT_NAME = "front-proxy-client"
 AUTH_CONFIGMAP_NAMESPACE = "kube-system"
@@ -52,10 +54,6 @@ def _issue(
         builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
     return builder.sign(issuer[1] if issuer else key, hashes.SHA256())
-
-
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +108,7 @@ def ensure_front_proxy(pki_dir: Path) -> FrontProxy:
     ca = _issue("front-proxy-ca", ca_key, None)
     key = ec.generate_private_key(ec.SECP256R1())
     cert = _issue(CLIENT_NAME, key, (ca, ca_key))
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    _write(proxy.key_path, key_pem, 0o600)
-    _write(proxy.cert_path, _pem(cert), 0o644)
-    _write(proxy.ca_path, _pem(ca), 0o644)
+    _write(proxy.key_path, key_pem(key), 0o600)
+    _write(proxy.cert_path, cert_pem(cert), 0o644)
+    _write(proxy.ca_path, cert_pem(ca), 0o644)
     return proxy

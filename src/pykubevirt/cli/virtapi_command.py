@@ -23,12 +23,12 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         serving = None
         if args.certificates_dir:
-            from pykubevirt.virtapi.serving_certificates import ServingFiles, wait_for
+            from pykubevirt.virtapi.serving_certificates import POLL_SECONDS, ServingFiles
 
             # The pair virt-controller's leader issues for the Service: the same for every replica.
             files = ServingFiles(Path(args.certificates_dir))
             serving = files.watch()
-            ca_pem = await wait_for(serving, files.directory)
+            ca_pem = await serving.wait(POLL_SECONDS, "the serving certificate")
             cert, key = files.cert_file, files.key_file
             if args.publish_ca_bundle:
                 await publish_ca_bundle(client, ca_pem)

@@ -16,27 +16,35 @@ import asyncio
 import base64
 import binascii
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from pykubevirt.client.api import KubeClient
+from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import ApiError
-from pykubevirt.client.resources import CONFIG_MAPS, SECRETS
-from pykubevirt.handler.certificates import CA_COMMON_NAME, CERT_VALIDITY, files_are_current, issue_files, pem
+from pykubevirt.client.resources import CONFIG_MAPS, SECRETS, ResourceRef
+from pykubevirt.handler.certificates import (
+    CA_COMMON_NAME,
+    CERT_VALIDITY,
+    CLIENT_COMMON_NAME,
+    SERVER_COMMON_NAME,
+)
 from pykubevirt.log import object_fields
 from pykubevirt.pki.certificates import (
-    RENEW_BEFORE,
     CAKey,
+    cert_pem,
     certificate_sans,
     create_ca,
     is_current,
     issue_leaf,
     key_pem,
-    now,
+    usable_ca,
 )
+
+CLIENT_AUTH = ExtendedKeyUsageOID.CLIENT_AUTH
+SERVER_AUTH = ExtendedKeyUsageOID.SERVER_AUTH
 
 log = logging.getLogger("pykubevirt.controller.kubevirt_certificates")
 
@@ -65,41 +73,76 @@ def secret_files(secret: dict[str, Any] | None) -> dict[str, bytes]:
 
 
 def loaded_ca(files: dict[str, bytes]) -> tuple[x509.Certificate, CAKey] | None:
-    """The CA of `kubevirt-ca`'s files, None when it is unreadable or within RENEW_BEFORE of its end."""
+    """The CA of `kubevirt-ca`'s files, None when it is unreadable or due for replacement."""
     try:
-        cert = x509.load_pem_x509_certificate(files.get("tls.crt", b""))
-        key = serialization.load_pem_private_key(files.get("tls.key", b""), password=None)
+        return usable_ca(files.get("tls.crt", b""), files.get("tls.key", b""))
     except (ValueError, TypeError):
         return None
-    if not isinstance(key, CAKey) or cert.not_valid_after_utc - RENEW_BEFORE < now():
-        return None
-    return cert, key
 
 
-def api_service_names(namespace: str) -> list[str]:
+def api_service_names(namespace: str) -> tuple[str, ...]:
     """The names kube-apiserver and the webhooks reach virt-api's Service by."""
     service = f"{API_SERVICE}.{namespace}"
-    return [API_SERVICE, service, f"{service}.svc", f"{service}.svc.cluster.local"]
+    return (API_SERVICE, service, f"{service}.svc", f"{service}.svc.cluster.local")
 
 
-def api_files(ca_cert: x509.Certificate, ca_key: CAKey, namespace: str) -> dict[str, bytes]:
-    """virt-api's serving pair for its Service, with the CA the APIServices and webhooks are to trust."""
-    names = api_service_names(namespace)
-    cert, key = issue_leaf(
-        ca_cert, ca_key, names[2], ExtendedKeyUsageOID.SERVER_AUTH, validity=CERT_VALIDITY, dns_names=names
+@dataclass(frozen=True, slots=True)
+class IssuedPair:
+    """One Secret of a key pair the CA issues: its file names, its certificate's names and use, and whether the CA's
+    certificate goes with it (for those that verify the other side)."""
+
+    secret: str
+    cert_file: str
+    key_file: str
+    common_name: str
+    usage: x509.ObjectIdentifier
+    with_ca: bool
+    dns_names: tuple[str, ...] = ()
+
+    def issue(self, ca_cert: x509.Certificate, ca_key: CAKey) -> dict[str, bytes]:
+        cert, key = issue_leaf(
+            ca_cert,
+            ca_key,
+            self.common_name,
+            self.usage,
+            validity=CERT_VALIDITY,
+            dns_names=self.dns_names,
+            subject_key_id=False,
+        )
+        files = {self.cert_file: cert_pem(cert), self.key_file: key_pem(key)}
+        return {"ca.crt": cert_pem(ca_cert), **files} if self.with_ca else files
+
+    def is_current(self, files: dict[str, bytes], ca_cert: x509.Certificate) -> bool:
+        """All its files, issued by this CA for all its names and not due for renewal (and this CA's certificate)."""
+        names = (self.cert_file, self.key_file, *(("ca.crt",) if self.with_ca else ()))
+        if any(not files.get(name) for name in names) or (self.with_ca and files["ca.crt"] != cert_pem(ca_cert)):
+            return False
+        try:
+            cert = x509.load_pem_x509_certificate(files[self.cert_file])
+        except ValueError:
+            return False
+        return is_current(cert, ca_cert) and set(self.dns_names) <= certificate_sans(cert)[0]
+
+
+def issued_pairs(namespace: str) -> tuple[IssuedPair, ...]:
+    """The handlers' client half (virt-api's too) and server half, and virt-api's serving pair for its Service."""
+    return (
+        IssuedPair(
+            CLIENT_SECRET, "client.crt", "client.key", CLIENT_COMMON_NAME, ExtendedKeyUsageOID.CLIENT_AUTH, True
+        ),
+        IssuedPair(
+            SERVER_SECRET, "server.crt", "server.key", SERVER_COMMON_NAME, ExtendedKeyUsageOID.SERVER_AUTH, False
+        ),
+        IssuedPair(
+            API_SECRET,
+            "tls.crt",
+            "tls.key",
+            api_service_names(namespace)[2],
+            SERVER_AUTH,
+            with_ca=True,
+            dns_names=api_service_names(namespace),
+        ),
     )
-    return {"ca.crt": pem(ca_cert), "tls.crt": pem(cert), "tls.key": key_pem(key)}
-
-
-def api_files_are_current(files: dict[str, bytes], ca_cert: x509.Certificate, namespace: str) -> bool:
-    """Whether virt-api's Secret holds a pair of this CA for every name of its Service, not due for renewal."""
-    if any(not files.get(name) for name in ("ca.crt", "tls.crt", "tls.key")) or files["ca.crt"] != pem(ca_cert):
-        return False
-    try:
-        cert = x509.load_pem_x509_certificate(files["tls.crt"])
-    except ValueError:
-        return False
-    return is_current(cert, ca_cert) and set(api_service_names(namespace)) <= certificate_sans(cert)[0]
 
 
 class CertificateIssuer:
@@ -126,61 +169,41 @@ class CertificateIssuer:
         found = await self.client.get_or_none(SECRETS, CA_SECRET, self.namespace)
         ca = loaded_ca(secret_files(found))
         if ca is None:
-            cert, key = create_ca(CA_COMMON_NAME)
-            ca = cert, key
-            await self._write(found, CA_SECRET, {"tls.crt": pem(cert), "tls.key": key_pem(key)}, "kubernetes.io/tls")
+            ca = create_ca(CA_COMMON_NAME)
+            await self._write(
+                SECRETS, found, CA_SECRET, _secret({"tls.crt": cert_pem(ca[0]), "tls.key": key_pem(ca[1])})
+            )
             written.append(f"secret/{CA_SECRET}")
         ca_cert, ca_key = ca
-        if await self._publish(pem(ca_cert).decode()):
+        bundle = cert_pem(ca_cert).decode()
+        found = await self.client.get_or_none(CONFIG_MAPS, CA_BUNDLE_CONFIG_MAP, self.namespace)
+        if (found or {}).get("data", {}).get(CA_BUNDLE_KEY) != bundle:
+            data = {**((found or {}).get("data") or {}), CA_BUNDLE_KEY: bundle}
+            await self._write(CONFIG_MAPS, found, CA_BUNDLE_CONFIG_MAP, {"data": data})
             written.append(f"configmap/{CA_BUNDLE_CONFIG_MAP}")
-        for name, server in ((CLIENT_SECRET, False), (SERVER_SECRET, True)):
-            found = await self.client.get_or_none(SECRETS, name, self.namespace)
-            if found is not None and files_are_current(secret_files(found), ca_cert, server=server):
-                continue
-            await self._write(found, name, issue_files(ca_cert, ca_key, server=server), "Opaque")
-            written.append(f"secret/{name}")
-        found = await self.client.get_or_none(SECRETS, API_SECRET, self.namespace)
-        if found is None or not api_files_are_current(secret_files(found), ca_cert, self.namespace):
-            await self._write(found, API_SECRET, api_files(ca_cert, ca_key, self.namespace), "Opaque")
-            written.append(f"secret/{API_SECRET}")
+        for pair in issued_pairs(self.namespace):
+            found = await self.client.get_or_none(SECRETS, pair.secret, self.namespace)
+            if found is None or not pair.is_current(secret_files(found), ca_cert):
+                await self._write(SECRETS, found, pair.secret, _secret(pair.issue(ca_cert, ca_key)))
+                written.append(f"secret/{pair.secret}")
         return written
 
-    async def _publish(self, bundle: str) -> bool:
-        """The CA's certificate in the ConfigMap; whether it had to be written."""
-        found = await self.client.get_or_none(CONFIG_MAPS, CA_BUNDLE_CONFIG_MAP, self.namespace)
-        if found is not None and (found.get("data") or {}).get(CA_BUNDLE_KEY) == bundle:
-            return False
+    async def _write(self, ref: ResourceRef, found: Object | None, name: str, content: dict[str, Any]) -> None:
+        """Create the object with `content`, or replace its content; the resourceVersion read makes a concurrent
+        writer's change a conflict, retried from a fresh read."""
         if found is None:
-            body = {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": CA_BUNDLE_CONFIG_MAP, "namespace": self.namespace, "labels": {"kubevirt.io": ""}},
-                "data": {CA_BUNDLE_KEY: bundle},
-            }
-            log.info(
-                "created ConfigMap %s",
-                CA_BUNDLE_CONFIG_MAP,
-                extra=object_fields(await self.client.create(CONFIG_MAPS, body)),
-            )
-        else:
-            updated = await self.client.update(
-                CONFIG_MAPS, {**found, "data": {**(found.get("data") or {}), CA_BUNDLE_KEY: bundle}}
-            )
-            log.info("renewed ConfigMap %s", CA_BUNDLE_CONFIG_MAP, extra=object_fields(updated))
-        return True
-
-    async def _write(self, found: dict[str, Any] | None, name: str, files: dict[str, bytes], kind: str) -> None:
-        data = {key: base64.b64encode(value).decode() for key, value in files.items()}
-        if found is None:
-            body = {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": name, "namespace": self.namespace, "labels": {"kubevirt.io": ""}},
-                "type": kind,
-                "data": data,
-            }
-            log.info("created Secret %s", name, extra=object_fields(await self.client.create(SECRETS, body)))
+            meta = {"name": name, "namespace": self.namespace, "labels": {"kubevirt.io": ""}}
+            body = {"apiVersion": "v1", "kind": ref.kind, "metadata": meta, **content}
+            log.info("created %s %s", ref.kind, name, extra=object_fields(await self.client.create(ref, body)))
             return
-        # The resourceVersion read makes a concurrent writer's change a conflict, retried from a fresh read.
-        updated = await self.client.update(SECRETS, {**found, "type": found.get("type") or kind, "data": data})
-        log.info("renewed Secret %s", name, extra=object_fields(updated))
+        # A Secret's type cannot change: the one found stays.
+        updated = await self.client.update(
+            ref, {**found, **content, **({"type": found["type"]} if "type" in found else {})}
+        )
+        log.info("renewed %s %s", ref.kind, name, extra=object_fields(updated))
+
+
+def _secret(files: dict[str, bytes]) -> dict[str, Any]:
+    """A Secret's content: its type (kubernetes.io/tls for a tls.crt/tls.key pair alone) and its data."""
+    kind = "kubernetes.io/tls" if set(files) == {"tls.crt", "tls.key"} else "Opaque"
+    return {"type": kind, "data": {key: base64.b64encode(value).decode() for key, value in files.items()}}

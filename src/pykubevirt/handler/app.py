@@ -19,7 +19,7 @@ from pykubevirt.client.resources import KUBEVIRTS, VIRTUAL_MACHINE_INSTANCES
 from pykubevirt.config.cluster_config import ClusterConfig
 from pykubevirt.config.kubevirt_cr import ConfigFromKubeVirt
 from pykubevirt.handler.api_server import HandlerAPI
-from pykubevirt.handler.certificates import HandlerCertificates, api_server_context, migration_watch
+from pykubevirt.handler.certificates import HandlerCertificates, MigrationTLS, api_server_context, certificates_watch
 from pykubevirt.handler.heartbeat import HEARTBEAT_INTERVAL_SECONDS, heartbeat_loop
 from pykubevirt.handler.ksm import DEFAULT_KSM_DIR, KsmHandler
 from pykubevirt.handler.migration_target import MigrationTargetReconciler
@@ -65,8 +65,8 @@ class VirtHandler:
         self.vmis = Informer(client, VIRTUAL_MACHINE_INSTANCES, label_selector=f"{c.NODE_NAME_LABEL}={options.node}")
         self.records = NodeRecords(options.state_dir / "vmis.json")
         self.recorder = EventRecorder(client, "virt-handler", host=options.node)
-        self.migration_tls = migration_watch(options.certificates_dir, create=options.create_certificates)
-        if self.migration_tls.current() is None:
+        self.certificates = certificates_watch(options.certificates_dir, create=options.create_certificates)
+        if self.certificates.current() is None:
             log.warning("virt-handler has no migration certificates (yet): only migrations with disableTLS can run")
         self.reconciler = VMIReconciler(
             client,
@@ -76,7 +76,7 @@ class VirtHandler:
             recorder=self.recorder,
             records=self.records,
             enqueue=self._enqueue,
-            migration_tls=self.migration_tls,
+            migration_tls=self.certificates,
         )
         self.api = HandlerAPI(
             node=options.node,
@@ -100,7 +100,7 @@ class VirtHandler:
             recorder=self.recorder,
             address=options.node_ip,
             enqueue=lambda key: self.target_controller.queue.add(key),
-            tls=self.migration_tls,
+            tls=self.certificates,
         )
         self.target_controller = Controller("virt-handler-migration-target", self.migration_target, workers=2)
         self.target_controller.watch(self.incoming)
@@ -147,30 +147,25 @@ class VirtHandler:
     async def _serve_api_over_tls(self, poll: float = CERTIFICATES_POLL_SECONDS) -> None:
         """Listen once the certificates are there, and load them again into the listening context as they change."""
         certs = HandlerCertificates(Path(self.options.certificates_dir))
-        loaded = self.migration_tls.current()
-        if loaded is None:
-            log.info("waiting for certificates in %s before serving the API", certs.directory, extra=self._fields())
-        while loaded is None:
-            await asyncio.sleep(poll)
-            loaded = self.migration_tls.current()
+        loaded = await self.certificates.wait(poll, "the certificates of the API")
         context = api_server_context(certs)
         await self.api.start(self.options.api_port, context)
         log.info("virt-handler API serving TLS on %s:%d", self.api.host, self.api.port, extra=self._fields())
         # Publish the address now rather than at the next beat.
         self._address_changed.set()
-        while True:
-            await asyncio.sleep(poll)
-            if (now := self.migration_tls.current()) is loaded:
-                continue
+
+        async def reload(*_: MigrationTLS) -> bool:
             try:
                 api_server_context(certs, into=context)
             except (OSError, ssl.SSLError) as exc:
-                # Changed again since the watch read them (a volume mid-update): the next poll tries again, and the
-                # listening socket keeps the certificates it had.
+                # Changed again since the watch read them (a volume mid-update): the listening socket keeps the
+                # certificates it had until the next poll.
                 log.warning("cannot reload the API's certificates: %s", exc, extra=self._fields())
-                continue
-            loaded = now
+                return False
             log.info("virt-handler certificates reloaded", extra=self._fields())
+            return True
+
+        await self.certificates.follow(poll, loaded, reload)
 
     def _fields(self) -> dict[str, str]:
         return {"node": self.options.node}

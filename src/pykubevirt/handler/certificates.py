@@ -17,13 +17,12 @@ import contextlib
 import datetime
 import fcntl
 import ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
@@ -32,7 +31,6 @@ from pykubevirt.pki.certificates import (
     ensure_ca,
     is_current,
     issue_leaf,
-    key_pem,
     load_certificate,
     write_pair,
 )
@@ -44,9 +42,6 @@ CA_COMMON_NAME = "kubevirt.io:kubevirt-ca"
 CERT_VALIDITY = datetime.timedelta(days=365)
 # A peer that does not finish its handshake in this long is dropped.
 HANDSHAKE_TIMEOUT_SECONDS = 10.0
-# The files of the client half (virt-api's too) and of the server half, as the two Secrets hold them.
-CLIENT_FILES = ("ca.crt", "client.crt", "client.key")
-SERVER_FILES = ("server.crt", "server.key")
 
 
 class MigrationTLSUnavailable(Exception):
@@ -94,35 +89,6 @@ class HandlerCertificates:
 
     def paths(self) -> tuple[Path, ...]:
         return (self.ca_file, self.client_cert_file, self.client_key_file, self.server_cert_file, self.server_key_file)
-
-    def complete(self) -> bool:
-        return all(f.exists() for f in self.paths())
-
-
-def pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def issue_files(ca_cert: x509.Certificate, ca_key: CAKey, *, server: bool) -> dict[str, bytes]:
-    """The server half (`server.crt`, `server.key`) or the client half (with the CA's `ca.crt`), as file contents."""
-    cert, key = issue(ca_cert, ca_key, SERVER_COMMON_NAME if server else CLIENT_COMMON_NAME, server=server)
-    prefix = "server" if server else "client"
-    files = {f"{prefix}.crt": pem(cert), f"{prefix}.key": key_pem(key)}
-    return files if server else {"ca.crt": pem(ca_cert), **files}
-
-
-def files_are_current(files: Mapping[str, bytes], ca_cert: x509.Certificate, *, server: bool) -> bool:
-    """Whether a half holds all its files, issued by this CA and not due for renewal (and, the client half, its CA)."""
-    names = SERVER_FILES if server else CLIENT_FILES
-    if any(not files.get(name) for name in names):
-        return False
-    if not server and files["ca.crt"] != pem(ca_cert):
-        return False
-    try:
-        cert = x509.load_pem_x509_certificate(files[names[-2]])
-    except ValueError:
-        return False
-    return is_current(cert, ca_cert)
 
 
 @contextlib.contextmanager
@@ -250,17 +216,13 @@ def migration_context(source: TLSSource, state: dict[str, Any], *, server: bool)
     return tls.server if server else tls.client
 
 
-def load_migration_tls(directory: str, *, create: bool) -> MigrationTLS | None:
-    """The handler's migration TLS from `--certificates-dir` (None without one, or when it holds no certificates)."""
-    return migration_watch(directory, create=create).current()
-
-
 def _no_directory() -> MigrationTLS:
     raise ValueError("no certificates directory")
 
 
-def migration_watch(directory: str, *, create: bool) -> FileWatch[MigrationTLS]:
-    """The migration TLS of `--certificates-dir`, loaded again when the files change (none without a directory)."""
+def certificates_watch(directory: str, *, create: bool) -> FileWatch[MigrationTLS]:
+    """The handler's TLS (migrations, and its API with --mutual-tls) from `--certificates-dir`, loaded again when the
+    files change (none without a directory)."""
     if not directory:
         return FileWatch((), _no_directory)
     certs = ensure_handler_certificates(Path(directory)) if create else HandlerCertificates(Path(directory))

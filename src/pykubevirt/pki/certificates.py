@@ -42,6 +42,10 @@ def key_pem(key: CAKey) -> bytes:
     )
 
 
+def cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
 def write_file(path: Path, data: bytes, mode: int) -> None:
     """Replace `path` atomically with `data`, through a temporary file that has the final mode before any byte."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -56,7 +60,7 @@ def write_file(path: Path, data: bytes, mode: int) -> None:
 def write_pair(cert_path: Path, key_path: Path, cert: x509.Certificate, key: CAKey) -> None:
     """Write the key (0600) and then its certificate (0644)."""
     write_file(key_path, key_pem(key), KEY_MODE)
-    write_file(cert_path, cert.public_bytes(serialization.Encoding.PEM), CERT_MODE)
+    write_file(cert_path, cert_pem(cert), CERT_MODE)
 
 
 def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
@@ -163,13 +167,21 @@ def load_certificate(path: Path) -> x509.Certificate | None:
     return x509.load_pem_x509_certificate(path.read_bytes())
 
 
+def usable_ca(cert: bytes, key: bytes) -> tuple[x509.Certificate, CAKey] | None:
+    """The CA of these PEM bytes, None when its key is of another kind or it is within RENEW_BEFORE of its end."""
+    ca_cert = x509.load_pem_x509_certificate(cert)
+    loaded = serialization.load_pem_private_key(key, password=None)
+    if isinstance(loaded, CAKey) and ca_cert.not_valid_after_utc > now() + RENEW_BEFORE:
+        return ca_cert, loaded
+    return None
+
+
 def ensure_ca(cert_path: Path, key_path: Path, common_name: str) -> tuple[x509.Certificate, CAKey]:
     """The CA in these files, or a new one written there when they are missing, its key unusable or it expiring."""
     if cert_path.exists() and key_path.exists():
-        ca_cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
-        loaded = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
-        if isinstance(loaded, CAKey) and ca_cert.not_valid_after_utc > now() + RENEW_BEFORE:
-            return ca_cert, loaded
+        found = usable_ca(cert_path.read_bytes(), key_path.read_bytes())
+        if found is not None:
+            return found
     ca_cert, ca_key = create_ca(common_name)
     write_pair(cert_path, key_path, ca_cert, ca_key)
     return ca_cert, ca_key

@@ -3,10 +3,11 @@ place (an atomic swap of its `..data` link) when the Secret changes or first app
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -39,9 +40,6 @@ class FileWatch(Generic[T]):
         self._seen: Signature | None = None
         self._value: T | None = None
 
-    def complete(self) -> bool:
-        return all(entry is not None for entry in signature(self.paths))
-
     def current(self) -> T | None:
         """The value for the files as they are now (None until they have all been there once, or without files)."""
         if not self.paths:
@@ -57,3 +55,22 @@ class FileWatch(Generic[T]):
             return self._value
         self._seen = now
         return self._value
+
+    async def wait(self, poll: float, what: str) -> T:
+        """The value, once the files are all there (`what` is logged once while they are not)."""
+        value = self.current()
+        if value is None:
+            log.info("waiting for %s in %s", what, ", ".join(str(p) for p in self.paths))
+        while value is None:
+            await asyncio.sleep(poll)
+            value = self.current()
+        return value
+
+    async def follow(self, poll: float, applied: T, apply: Callable[[T, T], Awaitable[bool]]) -> None:
+        """From `applied` on, call `apply(new, old)` each time the value changes; one that returns False (it could not
+        take the new value, say the files changed again meanwhile) is called again at the next poll."""
+        while True:
+            await asyncio.sleep(poll)
+            value = self.current()
+            if value is not None and value is not applied and await apply(value, applied):
+                applied = value

@@ -283,21 +283,21 @@ class ClusterOptions:
 async def _follow_serving(client: KubeClient, options: ClusterOptions, context: ssl.SSLContext) -> None:
     """Load a renewed serving pair into the listening context, and publish its CA when that changed."""
     assert options.serving is not None
-    loaded = options.serving.current()
-    while True:
-        await asyncio.sleep(SERVING_POLL_SECONDS)
-        now = options.serving.current()
-        if now is None or now is loaded:
-            continue
+
+    async def reload(ca: bytes, before: bytes) -> bool:
         try:
             context.load_cert_chain(options.cert_file, options.key_file)
-            if options.publish_ca_bundle and now != loaded:
-                await publish_ca_bundle(client, now)
+            if options.publish_ca_bundle and ca != before:
+                await publish_ca_bundle(client, ca)
         except (OSError, ssl.SSLError, ApiError) as exc:
             log.warning("cannot load the renewed serving certificate: %s", exc)
-            continue
-        loaded = now
+            return False
         log.info("virt-api serving certificate reloaded")
+        return True
+
+    # virt-api waited for the pair before it listened: this returns it at once.
+    served = await options.serving.wait(SERVING_POLL_SECONDS, "the serving certificate")
+    await options.serving.follow(SERVING_POLL_SECONDS, served, reload)
 
 
 async def serve(client: KubeClient, options: ClusterOptions, stop: asyncio.Event) -> None:

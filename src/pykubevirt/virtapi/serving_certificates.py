@@ -4,15 +4,11 @@ so any number of replicas can run, and a renewed pair is loaded into the listeni
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
 from pykubevirt.pki.file_watch import FileWatch
-
-log = logging.getLogger("pykubevirt.virtapi")
 
 # A few stat calls: the kubelet fills the volume within about a minute of the Secret's creation.
 POLL_SECONDS = 2.0
@@ -42,14 +38,3 @@ class ServingFiles:
             return self.ca_file.read_bytes()
 
         return FileWatch((self.ca_file, self.cert_file, self.key_file), load)
-
-
-async def wait_for(watch: FileWatch[bytes], directory: Path, poll: float = POLL_SECONDS) -> bytes:
-    """The CA's PEM once the volume holds a pair (logged once while it does not)."""
-    ca = watch.current()
-    if ca is None:
-        log.info("waiting for the serving certificate in %s", directory)
-    while ca is None:
-        await asyncio.sleep(poll)
-        ca = watch.current()
-    return ca
