@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from pykubevirt.cli import handler_command
 from pykubevirt.cli.main import build_parser
 
 # Each component's own arguments, apart from the client flags.
@@ -143,5 +145,6 @@ def test_the_handler_leaves_loopback_only_over_mutual_tls(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = build_parser().parse_args(["virt-handler", "--node-name=n1", *argv])
-    assert args.func(args) == 1
+    # serve(), not the command's run(): that configures this process's logging and garbage collection for good.
+    assert asyncio.run(handler_command.serve(args)) == 1
     assert message in capsys.readouterr().out
