@@ -61,6 +61,7 @@ class PodProcess:
     argv: list[str]
     env: dict[str, str]
     log_path: Path
+    container: dict[str, Any] = field(default_factory=dict)  # the container of the pod spec it runs
     ports: dict[int, int] = field(default_factory=dict)  # containerPort → loopback port
     named_ports: dict[str, int] = field(default_factory=dict)  # port name → loopback port
     process: subprocess.Popen[bytes] | None = None
@@ -95,11 +96,10 @@ class ClusterMode:
         self.host_paths = dict(host_paths or {})
         self.pods: list[PodProcess] = []
         # Secret and ConfigMap volumes: (directory, namespace, its (kind, name) sources), refreshed by one thread.
-        self.secret_volumes: list[tuple[Path, str, list[tuple[str, str]]]] = []
+        self.source_volumes: list[tuple[Path, str, list[tuple[str, str]]]] = []
         self._stop_refresh = threading.Event()
         self._refresher: threading.Thread | None = None
         self._admin_token = ""
-        self._containers: dict[int, dict[str, Any]] = {}
 
     def render(self, directory: Path) -> list[dict[str, Any]]:
         """`kubectl kustomize DIR`: the objects `kubectl apply -k DIR` would apply."""
@@ -122,7 +122,7 @@ class ClusterMode:
         (directory / "namespace").write_text(namespace)
         return directory
 
-    # -------------------------------------------------------------------------------------------- secrets
+    # -------------------------------------------------------------------------------- secrets and config maps
 
     def _source(self, namespace: str, kind: str, name: str) -> dict[str, bytes]:
         """A Secret's or ConfigMap's data as files ({} while it does not exist), read with the admin's token."""
@@ -142,7 +142,7 @@ class ClusterMode:
             return {key: base64.b64decode(value) for key, value in data.items()}
         return {key: str(value).encode() for key, value in data.items()}
 
-    def _fill_secret_volume(self, directory: Path, namespace: str, sources: list[tuple[str, str]]) -> None:
+    def _fill_source_volume(self, directory: Path, namespace: str, sources: list[tuple[str, str]]) -> None:
         for kind, name in sources:
             for key, value in self._source(namespace, kind, name).items():
                 target = directory / key
@@ -152,12 +152,12 @@ class ClusterMode:
                 tmp.write_bytes(value)
                 tmp.replace(target)
 
-    def _refresh_secrets(self) -> None:
+    def _refresh_sources(self) -> None:
         while not self._stop_refresh.wait(1.0):
-            for directory, namespace, names in list(self.secret_volumes):
-                self._fill_secret_volume(directory, namespace, names)
+            for directory, namespace, names in list(self.source_volumes):
+                self._fill_source_volume(directory, namespace, names)
 
-    def _secret_volume(self, pod_dir: Path, namespace: str, volume: dict[str, Any]) -> Path | None:
+    def _source_volume(self, pod_dir: Path, namespace: str, volume: dict[str, Any]) -> Path | None:
         if "secret" in volume:
             names = [("secret", volume["secret"]["secretName"])]
         elif "configMap" in volume:
@@ -169,18 +169,18 @@ class ClusterMode:
             return None
         directory = pod_dir / "volumes" / volume["name"]
         directory.mkdir(parents=True, exist_ok=True)
-        self._fill_secret_volume(directory, namespace, names)
-        self.secret_volumes.append((directory, namespace, names))
+        self._fill_source_volume(directory, namespace, names)
+        self.source_volumes.append((directory, namespace, names))
         if self._refresher is None:
-            self._refresher = threading.Thread(target=self._refresh_secrets, name="secret-volumes", daemon=True)
+            self._refresher = threading.Thread(target=self._refresh_sources, name="source-volumes", daemon=True)
             self._refresher.start()
         return directory
 
     def _volume_dirs(self, pod_dir: Path, spec: dict[str, Any], namespace: str) -> dict[str, Path]:
         dirs = {}
         for volume in spec.get("volumes") or []:
-            if (secret_dir := self._secret_volume(pod_dir, namespace, volume)) is not None:
-                dirs[volume["name"]] = secret_dir
+            if (source_dir := self._source_volume(pod_dir, namespace, volume)) is not None:
+                dirs[volume["name"]] = source_dir
             elif "emptyDir" in volume or "hostPath" in volume:
                 host_path = (volume.get("hostPath") or {}).get("path", "")
                 path = self.host_paths.get(host_path) or pod_dir / "volumes" / volume["name"]
@@ -254,6 +254,7 @@ class ClusterMode:
                     [],
                     {},
                     pod_dir / f"{container['name']}.log",
+                    container,
                 )
                 for port in container.get("ports") or []:
                     host_port = free_port()
@@ -274,7 +275,6 @@ class ClusterMode:
                     pod.process = subprocess.Popen(pod.argv, env=pod.env, stdout=log, stderr=subprocess.STDOUT)
                 self.pods.append(pod)
                 started.append(pod)
-                self._containers[id(pod)] = container
         if wait:
             self.wait_ready(started)
         return started
@@ -285,13 +285,13 @@ class ClusterMode:
         certificate)."""
         pods = list(self.pods) if pods is None else pods
         for pod in pods:
-            self._wait_ready(self._containers[id(pod)], pod)
+            self._wait_ready(pod)
         self._publish_endpoints(pods)
 
     @staticmethod
-    def _wait_ready(container: dict[str, Any], pod: PodProcess, timeout: float = 60.0) -> None:
+    def _wait_ready(pod: PodProcess, timeout: float = 60.0) -> None:
         """Poll the container's readinessProbe (httpGet) as the kubelet does, until it answers 200."""
-        probe = (container.get("readinessProbe") or {}).get("httpGet")
+        probe = (pod.container.get("readinessProbe") or {}).get("httpGet")
         if not probe:
             return
         port = probe["port"]
