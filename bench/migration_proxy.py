@@ -23,7 +23,7 @@ from pathlib import Path
 from bench.arguments import at_least
 from bench.harness import log, machine
 from bench.vm_start import stats
-from pykubevirt.handler.certificates import load_migration_tls
+from pykubevirt.handler.certificates import certificates_watch
 from pykubevirt.handler.migration_proxy import MigrationProxy, ProxySet, dial_tcp, dial_unix
 
 BLOCK = bytes(range(256)) * 4096  # 1 MiB
@@ -57,7 +57,7 @@ def cpu_seconds() -> float:
 async def one_run(directory: Path, mib: int, tls: bool) -> tuple[float, float]:
     """MiB/s of one transfer of `mib` MiB through the two proxies, and the process's CPU seconds per GiB moved
     (the writer and the reader included; a figure the host's other load does not change much)."""
-    contexts = load_migration_tls(str(directory / "pki"), create=True) if tls else None
+    contexts = certificates_watch(str(directory / "pki"), create=True).current() if tls else None
     target_path = str(directory / "target.sock")
     source_path = str(directory / "source.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
