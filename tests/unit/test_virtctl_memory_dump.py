@@ -312,7 +312,8 @@ def _tar_gz() -> bytes:
         info = tarfile.TarInfo(DONE["fileName"])
         info.size = len(DUMP)
         tar.addfile(info, io.BytesIO(DUMP))
-    return gzip.compress(buffer.getvalue())
+    # mtime=0: the gzip header carries no clock, so two calls give the same bytes.
+    return gzip.compress(buffer.getvalue(), mtime=0)
 
 
 class ExportLink:
