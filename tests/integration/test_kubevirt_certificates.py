@@ -10,6 +10,7 @@ import contextlib
 import datetime
 import logging
 import ssl
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -161,30 +162,97 @@ async def test_the_leader_issues_the_ca_and_both_halves_once(
     }
 
 
-async def test_a_half_of_another_ca_and_an_expiring_ca_are_issued_again(
-    admin: KubeClient, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_a_half_of_another_ca_is_issued_again(admin: KubeClient, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="pykubevirt.controller.kubevirt_certificates")
     issuer = CertificateIssuer(admin, NAMESPACE)
     await issuer.ensure()
     ca = certificate((await files_of(admin, CA_SECRET))["tls.crt"])
     other_cert, other_key = create_ca("someone-else")
     (server_pair,) = [pair for pair in issued_pairs(NAMESPACE) if pair.secret == SERVER_SECRET]
-    await put_files(admin, SERVER_SECRET, server_pair.issue(other_cert, other_key))
+    await put_files(admin, SERVER_SECRET, server_pair.issue(other_cert, other_key, b""))
     assert await issuer.ensure() == [f"secret/{SERVER_SECRET}"]
     assert caplog.records[-1].getMessage() == f"renewed Secret {SERVER_SECRET}"
     certificate((await files_of(admin, SERVER_SECRET))["server.crt"]).verify_directly_issued_by(ca)
 
+
+async def test_a_new_ca_is_trusted_everywhere_before_any_pair_of_it_is_issued(admin: KubeClient) -> None:
+    issuer = CertificateIssuer(admin, NAMESPACE)
+    await issuer.ensure()
+    ca = certificate((await files_of(admin, CA_SECRET))["tls.crt"])
+    before = {name: await files_of(admin, name) for name in (CLIENT_SECRET, SERVER_SECRET, API_SECRET)}
+
     # A CA that ends tomorrow: within the 30 days before its end, when it is replaced.
     old_cert, old_key = create_ca("about-to-expire", validity=datetime.timedelta(days=1))
     await put_files(admin, CA_SECRET, {"tls.crt": old_cert.public_bytes(_PEM), "tls.key": key_pem(old_key)})
-    assert await issuer.ensure() == EVERYTHING
+    # First only the trust moves: the bundle holds the new CA and the ones it replaced; the server half, which
+    # carries no CA, is left alone, and every pair stays the old CA's while the bundle reaches the pods.
+    assert await issuer.ensure() == [
+        f"secret/{CA_SECRET}",
+        f"configmap/{CA_BUNDLE_CONFIG_MAP}",
+        f"secret/{CLIENT_SECRET}",
+        f"secret/{API_SECRET}",
+    ]
     renewed = certificate((await files_of(admin, CA_SECRET))["tls.crt"])
-    bundle = (await admin.get(CONFIG_MAPS, CA_BUNDLE_CONFIG_MAP, NAMESPACE))["data"][CA_BUNDLE_KEY]
-    assert certificate(bundle.encode()) == renewed
-    assert renewed != old_cert and renewed.not_valid_after_utc > datetime.datetime.now(datetime.UTC) + _YEAR
+    assert renewed not in (ca, old_cert) and renewed.not_valid_after_utc > datetime.datetime.now(datetime.UTC) + _YEAR
+    bundle = (await admin.get(CONFIG_MAPS, CA_BUNDLE_CONFIG_MAP, NAMESPACE))["data"][CA_BUNDLE_KEY].encode()
+    trusted = x509.load_pem_x509_certificates(bundle)
+    # The new CA first; the two it replaced (born in the same second here, so in either order) after it.
+    assert trusted[0] == renewed and sorted(trusted[1:], key=common_name) == [old_cert, ca]
     for name, key in ((CLIENT_SECRET, "client.crt"), (SERVER_SECRET, "server.crt"), (API_SECRET, "tls.crt")):
-        certificate((await files_of(admin, name))[key]).verify_directly_issued_by(renewed)
+        files = await files_of(admin, name)
+        assert files[key] == before[name][key] and files.get("ca.crt", bundle) == bundle
+    assert 590 < issuer.settles_in() <= 600
+    assert await issuer.ensure() == []
+
+    # Once it has settled, every pair is the new CA's, and the old CAs stay trusted for the pods not updated yet.
+    settled = CertificateIssuer(admin, NAMESPACE, settle=datetime.timedelta(0))
+    assert await settled.ensure() == [f"secret/{CLIENT_SECRET}", f"secret/{SERVER_SECRET}", f"secret/{API_SECRET}"]
+    for name, key in ((CLIENT_SECRET, "client.crt"), (SERVER_SECRET, "server.crt"), (API_SECRET, "tls.crt")):
+        files = await files_of(admin, name)
+        certificate(files[key]).verify_directly_issued_by(renewed)
+        assert files.get("ca.crt", bundle) == bundle
+    # While the kubelet delivers the new pairs, a peer with an old pair and one with a new pair trust each other,
+    # since both had the bundle first. A peer trusting only the old CA would have refused the new pair.
+    old_client, new_client = before[CLIENT_SECRET], await files_of(admin, CLIENT_SECRET)
+    old_server, new_server = before[SERVER_SECRET], await files_of(admin, SERVER_SECRET)
+    assert await handshake(old_client, bundle, new_server, bundle)
+    assert await handshake(new_client, bundle, old_server, bundle)
+    assert not await handshake(old_client, old_client["ca.crt"], new_server, bundle)
+    assert await settled.ensure() == []
+
+
+async def handshake(client: dict[str, bytes], client_ca: bytes, server: dict[str, bytes], server_ca: bytes) -> bool:
+    """Whether a handler serving `server` and trusting `server_ca` and a peer presenting `client` and trusting
+    `client_ca` complete a mutual-TLS handshake."""
+    with tempfile.TemporaryDirectory() as scratch:
+        files = Path(scratch)
+        for name, data in {**client, **server}.items():
+            (files / name).write_bytes(data)
+        serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        serving.load_cert_chain(files / "server.crt", files / "server.key")
+        serving.load_verify_locations(cadata=server_ca.decode())
+        serving.verify_mode = ssl.CERT_REQUIRED
+        peer = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        peer.check_hostname = False
+        peer.load_cert_chain(files / "client.crt", files / "client.key")
+        peer.load_verify_locations(cadata=client_ca.decode())
+
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(b"ok")
+            await writer.drain()
+            writer.close()
+
+        listener = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=serving)
+        port = listener.sockets[0].getsockname()[1]
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=peer)
+            answered = await reader.read()
+            writer.close()
+        except (ssl.SSLError, ConnectionError):
+            return False
+        finally:
+            listener.close()
+        return answered == b"ok"
 
 
 _PEM = serialization.Encoding.PEM

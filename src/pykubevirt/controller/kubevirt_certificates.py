@@ -3,11 +3,14 @@
 It keeps a CA in the Secret `kubevirt-ca` (`tls.crt`, `tls.key`) and issues from it the handlers' client half
 (`kubevirt-virt-handler-certs`: `ca.crt`, `client.crt`, `client.key`), which virt-handler and virt-api mount, and
 their server half (`kubevirt-virt-handler-server-certs`: `server.crt`, `server.key`), which only virt-handler
-mounts: the names KubeVirt's operator gives them. A half missing, of another CA, or within 30 days of its end is
-issued again; the kubelet then updates the mounted files and both components load them again. The CA's certificate
-alone is published in the ConfigMap `kubevirt-ca` (`ca-bundle`), as KubeVirt's, for whoever only verifies a handler
-(the web console scraping its metrics). virt-api's serving certificate for its Service, which every replica serves
-and publishes the CA of to the APIServices and webhooks, is `kubevirt-virt-api-certs` (`ca.crt`, `tls.crt`, `tls.key`).
+mounts: the names KubeVirt's operator gives them. virt-api's serving certificate for its Service, which every replica
+serves and publishes the CA of to the APIServices and webhooks, is `kubevirt-virt-api-certs` (`ca.crt`, `tls.crt`,
+`tls.key`). A pair missing, of another CA, or within 30 days of its end is issued again; the kubelet then updates the
+mounted files and the components load them again.
+
+The trusted CAs are a bundle, in the ConfigMap `kubevirt-ca` (`ca-bundle`) as KubeVirt's and in every `ca.crt`: a
+replaced CA stays in it for 30 days. The pairs of the old CA are issued again only once the bundle has had time to
+reach every pod's volume, so no peer is ever shown a certificate it does not trust yet.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import datetime
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from pykubevirt.client.api import KubeClient, Object
@@ -32,7 +37,10 @@ from pykubevirt.handler.certificates import (
     SERVER_COMMON_NAME,
 )
 from pykubevirt.log import object_fields
+from pykubevirt.pki.ca_bundle import bundle_certificates, merge_ca_bundle
 from pykubevirt.pki.certificates import (
+    BACKDATE,
+    RENEW_BEFORE,
     CAKey,
     cert_pem,
     certificate_sans,
@@ -40,6 +48,7 @@ from pykubevirt.pki.certificates import (
     is_current,
     issue_leaf,
     key_pem,
+    now,
     usable_ca,
 )
 
@@ -59,6 +68,11 @@ CA_BUNDLE_KEY = "ca-bundle"
 # API server away, a conflict with another writer) is retried sooner.
 CHECK_INTERVAL_SECONDS = 600.0
 RETRY_SECONDS = 10.0
+# A replaced CA is trusted as long as it was renewed before its end, so it lapses from the bundle as it expires.
+CA_OVERLAP = RENEW_BEFORE
+# How long pairs of the previous CA are kept after a new CA: the kubelet refreshes a Secret volume within its sync
+# period (a minute) and its cache's delay, so by then every peer's `ca.crt` trusts the new CA.
+SETTLE = datetime.timedelta(minutes=10)
 
 
 def secret_files(secret: dict[str, Any] | None) -> dict[str, bytes]:
@@ -99,7 +113,7 @@ class IssuedPair:
     with_ca: bool
     dns_names: tuple[str, ...] = ()
 
-    def issue(self, ca_cert: x509.Certificate, ca_key: CAKey) -> dict[str, bytes]:
+    def issue(self, ca_cert: x509.Certificate, ca_key: CAKey, bundle: bytes) -> dict[str, bytes]:
         cert, key = issue_leaf(
             ca_cert,
             ca_key,
@@ -109,19 +123,42 @@ class IssuedPair:
             dns_names=self.dns_names,
             subject_key_id=False,
         )
-        files = {self.cert_file: cert_pem(cert), self.key_file: key_pem(key)}
-        return {"ca.crt": cert_pem(ca_cert), **files} if self.with_ca else files
+        return self._with_bundle({self.cert_file: cert_pem(cert), self.key_file: key_pem(key)}, bundle)
 
-    def is_current(self, files: dict[str, bytes], ca_cert: x509.Certificate) -> bool:
-        """All its files, issued by this CA for all its names and not due for renewal (and this CA's certificate)."""
-        names = (self.cert_file, self.key_file, *(("ca.crt",) if self.with_ca else ()))
-        if any(not files.get(name) for name in names) or (self.with_ca and files["ca.crt"] != cert_pem(ca_cert)):
-            return False
+    def refreshed(
+        self, files: dict[str, bytes], ca: tuple[x509.Certificate, CAKey], bundle: bytes, settling: bool
+    ) -> dict[str, bytes] | None:
+        """The files this Secret should hold, None when it holds them already. A pair of a CA still in the bundle
+        is kept (with the new bundle) while the new CA settles; after that only one of the current CA is."""
+        pair = {name: files[name] for name in (self.cert_file, self.key_file) if files.get(name)}
+        if len(pair) < 2 or not self._usable(pair[self.cert_file], ca[0], bundle if settling else b""):
+            return self.issue(*ca, bundle)
+        wanted = self._with_bundle(pair, bundle)
+        return None if all(files.get(name) == value for name, value in wanted.items()) else wanted
+
+    def _usable(self, data: bytes, ca_cert: x509.Certificate, also_trusted: bytes) -> bool:
+        """Issued for all its names by this CA and not due for renewal, or unexpired and by a CA of `also_trusted`."""
         try:
-            cert = x509.load_pem_x509_certificate(files[self.cert_file])
+            cert = x509.load_pem_x509_certificate(data)
         except ValueError:
             return False
-        return is_current(cert, ca_cert) and set(self.dns_names) <= certificate_sans(cert)[0]
+        if not set(self.dns_names) <= certificate_sans(cert)[0]:
+            return False
+        if is_current(cert, ca_cert):
+            return True
+        trusted = bundle_certificates(also_trusted)
+        return cert.not_valid_after_utc > now() and any(_issued_by(cert, ca) for ca in trusted)
+
+    def _with_bundle(self, pair: dict[str, bytes], bundle: bytes) -> dict[str, bytes]:
+        return {"ca.crt": bundle, **pair} if self.with_ca else pair
+
+
+def _issued_by(cert: x509.Certificate, ca_cert: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return ca_cert.not_valid_after_utc > now()
 
 
 def issued_pairs(namespace: str) -> tuple[IssuedPair, ...]:
@@ -148,10 +185,18 @@ def issued_pairs(namespace: str) -> tuple[IssuedPair, ...]:
 class CertificateIssuer:
     """Keeps the CA, the handlers' two Secrets and virt-api's in `namespace` current."""
 
-    def __init__(self, client: KubeClient, namespace: str, interval: float = CHECK_INTERVAL_SECONDS) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        interval: float = CHECK_INTERVAL_SECONDS,
+        settle: datetime.timedelta = SETTLE,
+    ) -> None:
         self.client = client
         self.namespace = namespace
         self.interval = interval
+        self.settle = settle
+        self.ca_born: datetime.datetime | None = None
 
     async def run(self) -> None:
         while True:
@@ -161,32 +206,43 @@ class CertificateIssuer:
                 log.warning("cannot issue the certificates: %s", exc, extra={"namespace": self.namespace})
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(min(self.interval, self.settles_in()))
 
     async def ensure(self) -> list[str]:
         """Write what is missing or due; returns what was written (`secret/NAME`, `configmap/NAME`)."""
         written = []
         found = await self.client.get_or_none(SECRETS, CA_SECRET, self.namespace)
-        ca = loaded_ca(secret_files(found))
+        files = secret_files(found)
+        ca = loaded_ca(files)
+        replaced = bundle_certificates(files.get("tls.crt", b"")) if ca is None else []
         if ca is None:
             ca = create_ca(CA_COMMON_NAME)
             await self._write(
                 SECRETS, found, CA_SECRET, _secret({"tls.crt": cert_pem(ca[0]), "tls.key": key_pem(ca[1])})
             )
             written.append(f"secret/{CA_SECRET}")
-        ca_cert, ca_key = ca
-        bundle = cert_pem(ca_cert).decode()
+        self.ca_born = ca[0].not_valid_before_utc + BACKDATE
         found = await self.client.get_or_none(CONFIG_MAPS, CA_BUNDLE_CONFIG_MAP, self.namespace)
-        if (found or {}).get("data", {}).get(CA_BUNDLE_KEY) != bundle:
-            data = {**((found or {}).get("data") or {}), CA_BUNDLE_KEY: bundle}
+        published = str(((found or {}).get("data") or {}).get(CA_BUNDLE_KEY) or "")
+        bundle = merge_ca_bundle(ca[0], [*bundle_certificates(published.encode()), *replaced], CA_OVERLAP, now())
+        if published != bundle.decode():
+            data = {**((found or {}).get("data") or {}), CA_BUNDLE_KEY: bundle.decode()}
             await self._write(CONFIG_MAPS, found, CA_BUNDLE_CONFIG_MAP, {"data": data})
             written.append(f"configmap/{CA_BUNDLE_CONFIG_MAP}")
+        settling = self.settles_in() > 0
         for pair in issued_pairs(self.namespace):
             found = await self.client.get_or_none(SECRETS, pair.secret, self.namespace)
-            if found is None or not pair.is_current(secret_files(found), ca_cert):
-                await self._write(SECRETS, found, pair.secret, _secret(pair.issue(ca_cert, ca_key)))
+            wanted = pair.refreshed(secret_files(found), ca, bundle, settling)
+            if wanted is not None:
+                await self._write(SECRETS, found, pair.secret, _secret(wanted))
                 written.append(f"secret/{pair.secret}")
         return written
+
+    def settles_in(self) -> float:
+        """Seconds until pairs of a replaced CA are issued again (0 once they are due)."""
+        if self.ca_born is None:
+            return 0.0
+        return max(0.0, (self.ca_born + self.settle - now()).total_seconds())
 
     async def _write(self, ref: ResourceRef, found: Object | None, name: str, content: dict[str, Any]) -> None:
         """Create the object with `content`, or replace its content; the resourceVersion read makes a concurrent
