@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from pykubevirt.cli.up_command import node_schedulable
 from pykubevirt.node.teardown import kill_node_pods
 from tests.paths import REPO
 from tests.support.apiserver_process import APIServerProcess, kubectl, kubectl_env
-from tests.support.cluster_mode import ClusterMode
+from tests.support.cluster_mode import ClusterMode, PodProcess
 from tests.support.node_agent_process import NodeAgentProcess
 from tests.support.small_guest import small_guest
 from tests.support.waiting import eventually_sync
@@ -139,6 +140,15 @@ def test_a_vm_reaches_running_through_webhooks_and_the_aggregated_api(plain_clus
     assert plain_cluster.vmi_condition("plain-vm", "Paused") == ""
 
 
+def says_leader(replica: PodProcess) -> bool:
+    """What virt-controller's readiness endpoint says of this replica: leading with its caches filled."""
+    probe = replica.container["readinessProbe"]["httpGet"]
+    url = f"http://127.0.0.1:{replica.ports[probe['port']]}{probe['path']}"
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        assert reply.status == 200
+        return bool(json.load(reply)["apiserver"]["leader"] == "true")
+
+
 def test_killing_the_leading_virt_controller_hands_over_to_the_other_replica(plain_cluster: PlainCluster) -> None:
     def holder() -> str:
         lease = plain_cluster.kubectl("-n", "kubevirt", "get", "lease", "virt-controller", "-o", "json", check=False)
@@ -148,6 +158,8 @@ def test_killing_the_leading_virt_controller_hands_over_to_the_other_replica(pla
     replicas = [p for p in plain_cluster.harness.pods if p.name.startswith("virt-controller-")]
     assert sorted(p.name for p in replicas) == ["virt-controller-0", "virt-controller-1"]
     leading = next(p for p in replicas if p.name == leader)
+    # Both replicas are ready (their readiness probe, KubeVirt's /leader, answers 200); it tells which one leads.
+    assert eventually_sync(lambda: [says_leader(p) for p in replicas] == [p is leading for p in replicas])
     assert leading.process is not None
     killed = time.monotonic()
     leading.process.send_signal(signal.SIGKILL)  # no chance to release the lease: the other waits it out
@@ -157,4 +169,5 @@ def test_killing_the_leading_virt_controller_hands_over_to_the_other_replica(pla
     assert successor in {p.name for p in replicas} - {leader}
     # deploy/'s lease: 10 s from the last renewal, then the candidate's next 2 s retry; the issue's bound is 15 s.
     assert took < 15.0, f"handed over after {took:.1f}s"
+    assert eventually_sync(lambda: says_leader(next(p for p in replicas if p.name == successor)))
     print(f"virt-controller leadership handed over {took:.1f}s after SIGKILL")

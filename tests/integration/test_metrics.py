@@ -38,7 +38,9 @@ async def cp(apiserver: APIServerProcess) -> AsyncIterator[ControlPlane]:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def endpoint(cp: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[MetricsEndpoint]:
-    served = MetricsEndpoint(cp.controller.metrics, auth=DelegatedAuth(cp.controller_client))
+    served = MetricsEndpoint(
+        cp.controller.metrics, auth=DelegatedAuth(cp.controller_client), leading=cp.controller.leading_with_caches
+    )
     await served.start(tmp_path_factory.mktemp("controller") / "metrics-address")
     yield served
     await served.stop()
@@ -76,6 +78,9 @@ async def test_the_controllers_metrics_need_a_token_the_api_server_accepts(endpo
                 assert (await response.json())["reason"] == "Unauthorized"
         async with session.get(f"http://{endpoint.address}/healthz") as response:
             assert response.status == 200
+        # The readiness probe's path is open too; this controller runs its controllers with filled caches.
+        async with session.get(f"http://{endpoint.address}/leader") as response:
+            assert response.status == 200 and await response.json() == {"apiserver": {"leader": "true"}}
 
 
 async def test_the_phase_count_follows_a_vm_start_and_stop(

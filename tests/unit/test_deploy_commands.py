@@ -161,6 +161,8 @@ def test_virt_controller_replicas_elect_a_leader_under_their_own_rbac() -> None:
     host, _, port = args.metrics_listen.rpartition(":")
     assert host == "0.0.0.0"
     assert container["livenessProbe"]["httpGet"]["port"] == int(port)
+    # Readiness is KubeVirt's /leader on the same endpoint: every replica answers it, saying whether it leads.
+    assert container["readinessProbe"]["httpGet"] == {"scheme": "HTTP", "port": int(port), "path": "/leader"}
     assert {p["containerPort"] for p in container["ports"]} == {int(port)}
     # The Lease lives in the controller's namespace, and its Role there lets the controller take and renew it.
     assert LEASE_NAMESPACE == deployment["metadata"]["namespace"]

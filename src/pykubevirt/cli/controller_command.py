@@ -77,7 +77,11 @@ async def serve(args: argparse.Namespace) -> int:
     controller = VirtController(client, options)
     host, _, port = args.metrics_listen.rpartition(":")
     endpoint = MetricsEndpoint(
-        controller.metrics, host=host or "127.0.0.1", port=int(port or 0), auth=DelegatedAuth(client)
+        controller.metrics,
+        host=host or "127.0.0.1",
+        port=int(port or 0),
+        auth=DelegatedAuth(client),
+        leading=controller.leading_with_caches,
     )
     try:
         await endpoint.start(Path(args.metrics_address_file) if args.metrics_address_file else None)
@@ -201,7 +205,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--metrics-listen",
         default="127.0.0.1:0",
         metavar="HOST:PORT",
-        help="serve /metrics and /healthz here (KubeVirt: port 8443; default: an ephemeral loopback port)",
+        help="serve /metrics, /healthz and /leader here (KubeVirt: port 8443; default: an ephemeral loopback port)",
     )
     parser.add_argument(
         "--metrics-address-file", default="", metavar="FILE", help="write the metrics endpoint's HOST:PORT here"

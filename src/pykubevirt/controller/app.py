@@ -244,9 +244,13 @@ class VirtController:
             config=lambda: self.config,
             leading=lambda: self.leading,
             # A candidate is ready to take the lead; the leader once its caches are filled.
-            ready=lambda: not self.leading or all(i.synced.is_set() for i in self.informers),
+            ready=lambda: not self.leading or self.leading_with_caches(),
             snapshots=self._snapshots,
         )
+
+    def leading_with_caches(self) -> bool:
+        """Whether this replica leads and its informers have filled their caches (KubeVirt's `/leader` says so)."""
+        return self.leading and all(i.synced.is_set() for i in self.informers)
 
     def _snapshots(self) -> list[Object]:
         """The VirtualMachineSnapshots in the cache (none where the API is not served)."""

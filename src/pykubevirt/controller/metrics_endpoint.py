@@ -1,7 +1,8 @@
 """virt-controller's HTTP endpoint: GET /metrics (Prometheus' text format, to a bearer token the API server accepts
-and RBAC allows `get /metrics`) and GET /healthz (open, for the liveness probe).
+and RBAC allows `get /metrics`), GET /healthz (open, for the liveness probe) and GET /leader (open, for the
+readiness probe: 200 from every replica, saying whether it leads with its caches filled, as KubeVirt's).
 
-KubeVirt's virt-controller serves both on its port 8443. Here it listens where `--metrics-listen` says (loopback,
+KubeVirt's virt-controller serves them on its port 8443. Here it listens where `--metrics-listen` says (loopback,
 an ephemeral port by default) and writes the address it got to `--metrics-address-file`, where `pykubevirt status`
 reads it.
 """
@@ -9,7 +10,7 @@ reads it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from aiohttp import web
@@ -36,9 +37,16 @@ class _Chain(Collector):
 
 class MetricsEndpoint:
     def __init__(
-        self, collector: Collector, *, host: str = "127.0.0.1", port: int = 0, auth: DelegatedAuth | None = None
+        self,
+        collector: Collector,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        auth: DelegatedAuth | None = None,
+        leading: Callable[[], bool] = lambda: False,
     ) -> None:
         self.source = _Chain(collector)
+        self.leading = leading
         # /metrics wants a bearer token the API server accepts and RBAC allows `get /metrics` (None: open).
         self.auth = auth
         self.host = host
@@ -60,10 +68,14 @@ class MetricsEndpoint:
     async def _healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
+    async def _leader(self, request: web.Request) -> web.Response:
+        return web.json_response({"apiserver": {"leader": "true" if self.leading() else "false"}})
+
     async def start(self, address_file: Path | None = None) -> None:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/leader", self._leader)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
