@@ -65,11 +65,19 @@ async def type_on_console(kube: ClusterView, pod: dict[str, Any], vmi: dict[str,
     reader, writer = await asyncio.open_unix_connection(connectable(path))
     writer.write(b"\n" + line.encode() + b"\n")
     await writer.drain()
-    await asyncio.sleep(0.5)  # the console keeps no input once the client is gone; let the shell read it first
+    # The console keeps no input once the client is gone: stay until the guest has echoed the line back (a slow
+    # emulated guest may take seconds), or give up after a while and let the caller's check tell.
+    echoed = b""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(15):
+            while line.encode() not in echoed:
+                chunk = await reader.read(4096)
+                if not chunk:
+                    break
+                echoed = echoed[-4096:] + chunk
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()
-    del reader
 
 
 async def test_agent_connects_reports_the_guest_and_drops_when_stopped(kube: ClusterView, tmp_path: Path) -> None:

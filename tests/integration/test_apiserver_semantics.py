@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -790,7 +791,8 @@ async def in_process(tmp_path: Path, **options: Any) -> AsyncIterator[tuple[Embe
 
 async def test_events_expire_after_their_ttl(tmp_path: Path) -> None:
     """Events carry a lease; the server removes them when it runs out (TTL lowered through a server option)."""
-    async with in_process(tmp_path, event_ttl_seconds=2, lease_check_interval_seconds=0.1) as (_, api):
+    ttl = 4
+    async with in_process(tmp_path, event_ttl_seconds=ttl, lease_check_interval_seconds=0.1) as (_, api):
         events = "/api/v1/namespaces/default/events"
         event = {
             "metadata": {"name": "short-lived"},
@@ -799,19 +801,20 @@ async def test_events_expire_after_their_ttl(tmp_path: Path) -> None:
             "message": "m",
             "type": "Normal",
         }
+        before_create = time.monotonic()
         created = await api.post(events, event)
         assert created.status == 201
         await api.post(cms("default"), configmap("durable"))
         rv = created.body["metadata"]["resourceVersion"]
         assert await api.names(events) == ["short-lived"]
 
-        # An update renews the lease: the event outlives its first lease (2 s from its creation).
+        # An update renews the lease: the event outlives its first lease (the TTL from its creation).
         async def present() -> bool:
             return await api.names(events) == ["short-lived"]
 
         await consistently(present, for_=1.0)
         assert (await api.patch(f"{events}/short-lived", {"count": 2})).status == 200
-        await consistently(present, for_=1.3)
+        await consistently(present, for_=max(0.1, before_create + ttl + 0.3 - time.monotonic()))
 
         async def expired() -> bool:
             return await api.names(events) == []

@@ -21,6 +21,7 @@ import pytest
 from pykubevirt.handler.launcher_client import CommandFailed, connectable
 from pykubevirt.launcher.protocol import PROTOCOL_VERSION
 from tests.support.launcher_process import LauncherProcess, Obj, defaulted_vmi, start_launcher
+from tests.support.waiting import eventually
 
 
 @pytest.fixture
@@ -166,7 +167,14 @@ def wakeups(pid: int) -> int:
 async def test_a_launcher_with_its_guest_running_sleeps_until_something_happens(launcher: LauncherProcess) -> None:
     await launcher.wait_ready()
     await launcher.client().request("sync", vmi=defaulted_vmi("testvmi", launcher.vmi_uid))
-    await asyncio.sleep(1.0)  # the sync's own follow-ups (network status, agent poller's first round)
+
+    async def settled() -> bool:
+        # The sync's own follow-ups (network status, the agent poller's first round) are over: half a second quiet.
+        first = wakeups(launcher.process.pid)
+        await asyncio.sleep(0.5)
+        return wakeups(launcher.process.pid) == first
+
+    await eventually(settled, timeout=15)
     before = wakeups(launcher.process.pid)
     await asyncio.sleep(3.0)
     # A loop polling every half second would wake six times; 1,000 idle launchers are then a fifth of a core.

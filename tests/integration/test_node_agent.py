@@ -278,13 +278,23 @@ async def test_node_is_registered_with_host_capacity_and_heartbeats(env: Env) ->
 # ------------------------------------------------------------------------------------------------------ lifecycle
 
 
-async def test_pod_runs_then_fails_with_the_exit_codes_of_its_containers(env: Env) -> None:
+# The containers run until the test, having seen the pod Running, writes /go/go (a hostPath volume).
+UNTIL_GO = (
+    "import json, os, pathlib, time\n"
+    "go = pathlib.Path(json.loads(os.environ['PYKUBEVIRT_MOUNTS'])['/go'], 'go')\n"
+    "while not go.exists(): time.sleep(0.05)\n"
+)
+
+
+async def test_pod_runs_then_fails_with_the_exit_codes_of_its_containers(env: Env, tmp_path: Path) -> None:
     ns = await env.namespace()
+    go = [{"name": "go", "mountPath": "/go"}]
     body = pod_manifest(
         "exits",
         env.node,
-        py("ok", "import time; time.sleep(1.5)"),
-        py("bad", "import sys, time; time.sleep(1.5); sys.exit(3)"),
+        py("ok", UNTIL_GO, volumeMounts=go),
+        py("bad", UNTIL_GO + "raise SystemExit(3)\n", volumeMounts=go),
+        volumes=[{"name": "go", "hostPath": {"path": str(tmp_path / "go"), "type": "DirectoryOrCreate"}}],
     )
     await env.client.create(PODS, body, ns)
     running = await wait_pod(env.client, ns, "exits", lambda p: phase(p) == "Running")
@@ -297,6 +307,7 @@ async def test_pod_runs_then_fails_with_the_exit_codes_of_its_containers(env: En
     assert running["status"]["qosClass"] == "BestEffort"
     assert status_of(running, "ok")["containerID"].startswith("process://")
 
+    (tmp_path / "go" / "go").write_text("")
     done = await wait_pod(env.client, ns, "exits", lambda p: phase(p) == "Failed")
     ok = state(done, "ok")["terminated"]
     bad = state(done, "bad")["terminated"]
@@ -752,7 +763,7 @@ def processes_mentioning(text: str) -> list[int]:
     return pids
 
 
-async def test_native_sidecars_run_next_to_later_init_containers_and_end_with_the_pod(env: Env) -> None:
+async def test_native_sidecars_run_next_to_later_init_containers_and_end_with_the_pod(env: Env, tmp_path: Path) -> None:
     ns = await env.namespace()
     marker = f"sidecar-{uuid.uuid4().hex[:8]}"
     shared = [{"name": "scratch", "mountPath": "/shared"}]
@@ -763,12 +774,15 @@ async def test_native_sidecars_run_next_to_later_init_containers_and_end_with_th
     body = pod_manifest(
         "sidecars",
         env.node,
-        py("main", "import time; time.sleep(1.5)"),
+        py("main", UNTIL_GO, volumeMounts=[{"name": "go", "mountPath": "/go"}]),
         initContainers=[
             py("helper", helper, restartPolicy="Always", volumeMounts=shared),
             py("setup", setup, volumeMounts=shared),
         ],
-        volumes=[{"name": "scratch", "emptyDir": {}}],
+        volumes=[
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "go", "hostPath": {"path": str(tmp_path / "go"), "type": "DirectoryOrCreate"}},
+        ],
     )
     await env.client.create(PODS, body, ns)
     running = await wait_pod(env.client, ns, "sidecars", lambda p: phase(p) == "Running")
@@ -776,6 +790,7 @@ async def test_native_sidecars_run_next_to_later_init_containers_and_end_with_th
     assert sidecar["started"] and sidecar["ready"] and "running" in sidecar["state"]
     assert state(running, "setup", init=True)["terminated"]["exitCode"] == 0
     assert condition(running, "Initialized")["status"] == "True"
+    (tmp_path / "go" / "go").write_text("")
     final = await wait_pod(env.client, ns, "sidecars", lambda p: "terminated" in state(p, "helper", init=True))
     assert phase(final) == "Succeeded", "a sidecar's end does not count in the phase"
     assert state(final, "main")["terminated"]["exitCode"] == 0

@@ -381,7 +381,14 @@ async def test_udp_datagrams_travel_one_a_message(apiserver: APIServerProcess, g
 
             assert await eventually(answered, timeout=15) == b"OVER UDP"
             transport.sendto(b"again")
-            assert await asyncio.wait_for(answers.get(), 15) == b"AGAIN"
+
+            async def next_new_answer() -> bytes:
+                # A resend of "over udp" that was queued while the tunnel opened may still be answered first.
+                while (answer := await answers.get()) == b"OVER UDP":
+                    pass
+                return answer
+
+            assert await asyncio.wait_for(next_new_answer(), 15) == b"AGAIN"
         finally:
             transport.close()
     finally:

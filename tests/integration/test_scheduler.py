@@ -500,7 +500,8 @@ async def test_node_lifecycle_marks_stale_nodes_unknown_and_recovers(
     )
     await admin.create(NODES, node_manifest("alive"))
     await admin.create(NODES, node_manifest("broken", ready="False"))
-    lifecycle = NodeLifecycle(scheduler_client, node_monitor_grace=2.0)
+    # Heartbeats are stamped to the whole second: a grace of 4 s leaves a busy machine 2 s or more between beats.
+    lifecycle = NodeLifecycle(scheduler_client, node_monitor_grace=4.0)
     scheduler = Scheduler(scheduler_client)
     stop = asyncio.Event()
     beating = [
@@ -514,7 +515,7 @@ async def test_node_lifecycle_marks_stale_nodes_unknown_and_recovers(
                 node = await admin.get(NODES, "stale")
                 return node if _ready(node)["status"] == "Unknown" and len(_taint_keys(node)) == 2 else None
 
-            node = await eventually(stale_marked, timeout=5)
+            node = await eventually(stale_marked, timeout=8)
             ready = _ready(node)
             assert (ready["reason"], ready["message"]) == ("NodeStatusUnknown", "Kubelet stopped posting node status.")
             assert ready["lastHeartbeatTime"] == _stamp(long_ago)
@@ -554,7 +555,7 @@ async def test_node_lifecycle_marks_stale_nodes_unknown_and_recovers(
                 await asyncio.gather(revived, return_exceptions=True)
 
             # Heartbeats stop again: the grace timer alone (no more events) marks the node Unknown.
-            await eventually(stale_marked, timeout=6)
+            await eventually(stale_marked, timeout=10)
             alive = await admin.get(NODES, "alive")
             assert _ready(alive)["status"] == "True" and _taint_keys(alive) == []
             assert lifecycle.marked_unknown == 2

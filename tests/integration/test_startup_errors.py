@@ -15,6 +15,7 @@ import pytest
 
 from pykubevirt.cli.cluster_layout import pykubevirt_argv
 from tests.paths import REPO
+from tests.support.ports import free_port
 
 
 @pytest.fixture
@@ -96,9 +97,7 @@ def test_doctor_prints_its_table_and_fails_a_taken_port(tmp_path: Path, taken_po
 
 
 def test_doctor_passes_with_a_free_port(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        free = probe.getsockname()[1]
+    free = free_port()
     result = _run("doctor", "--data-dir", str(tmp_path), "--listen", f"127.0.0.1:{free}", timeout=120)
     port_row = next(line for line in result.stdout.splitlines() if line.startswith("port "))
     assert port_row.split()[1] == "OK"
@@ -107,9 +106,7 @@ def test_doctor_passes_with_a_free_port(tmp_path: Path) -> None:
 
 
 def test_doctor_fails_a_missing_cni_plugin_directory_with_its_fix(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        free = probe.getsockname()[1]
+    free = free_port()
     empty = tmp_path / "no-cni"
     empty.mkdir()
     env = {**os.environ, "PYKUBEVIRT_CNI_PATH": str(empty)}

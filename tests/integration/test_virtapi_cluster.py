@@ -29,6 +29,7 @@ from pykubevirt.client.resources import CONFIG_MAPS, NAMESPACES, VIRTUAL_MACHINE
 from pykubevirt.virtapi.cluster import SUBJECT_ACCESS_REVIEWS, ClusterOptions, serve
 from tests.support.apiserver_process import APIServerProcess
 from tests.support.control_plane import vm_manifest
+from tests.support.ports import free_port
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -76,12 +77,6 @@ def _cert(
 
 def _pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Cluster:
@@ -133,7 +128,7 @@ async def cluster(apiserver: APIServerProcess, tmp_path_factory: pytest.TempPath
         pass
     await admin.create(CONFIG_MAPS, configmap, "kube-system")
     pki = ensure_pki(tmp / "serving")
-    port = _free_port()
+    port = free_port()
     options = ClusterOptions("127.0.0.1", port, pki.cert_path, pki.key_path, frozenset(), None)
     stop = asyncio.Event()
     task = asyncio.create_task(serve(client, options, stop))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +23,11 @@ from pykubevirt.node.resource_usage import (
     pod_usage,
 )
 
-BUSY_THEN_SLEEP = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\ntime.sleep(60)"
+# It says when its 0.3 s of CPU are spent: on a loaded machine that may take far longer than 0.3 s of wall time.
+BUSY_THEN_SLEEP = (
+    "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+    "print('spent', flush=True)\ntime.sleep(60)"
+)
 
 
 @pytest.fixture
@@ -41,10 +44,13 @@ def test_a_containers_usage_is_its_process_groups_and_strays_count_for_the_first
 ) -> None:
     marker = f"{tmp_path}/runtime/"
     # The container's command leads its own group (as the agent's wrapper does); the stray left it, as QEMU does.
-    main = subprocess.Popen([sys.executable, "-c", BUSY_THEN_SLEEP], start_new_session=True)
-    stray = subprocess.Popen([sys.executable, "-c", BUSY_THEN_SLEEP, marker], start_new_session=True)
+    main = subprocess.Popen([sys.executable, "-c", BUSY_THEN_SLEEP], start_new_session=True, stdout=subprocess.PIPE)
+    stray = subprocess.Popen(
+        [sys.executable, "-c", BUSY_THEN_SLEEP, marker], start_new_session=True, stdout=subprocess.PIPE
+    )
     processes += [main, stray]
-    time.sleep(1.0)
+    for process in (main, stray):
+        assert process.stdout is not None and process.stdout.readline() == b"spent\n"
     pod = PodProcesses("ns", "pod", ("compute", "sidecar"), {main.pid: "compute"}, marker)
     other = PodProcesses("ns", "other", ("main",), {}, f"{tmp_path}/elsewhere/")
     found = {(u.pod, u.container): u.usage for u in pod_usage([pod, other])}

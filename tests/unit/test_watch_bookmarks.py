@@ -41,7 +41,9 @@ async def test_the_closing_bookmark_of_a_watch_behind_does_not_skip_its_queued_e
     store = Store(tmp_path / "state.db")
     hub = WatchHub(store)
     start = store.revision
-    events = _watch(hub, start, timeout=0.3)
+    # Long enough for a slow disk's fsync to come before the watch's end, which the test then waits out.
+    timeout = 2.0
+    events = _watch(hub, start, timeout=timeout)
     first = asyncio.ensure_future(anext(events))
     await asyncio.sleep(0)  # the watcher is registered and waits
     store.create(CONFIGMAPS.collection, "ns/cm-0", {"metadata": {"name": "cm-0", "namespace": "ns"}})
@@ -53,7 +55,7 @@ async def test_the_closing_bookmark_of_a_watch_behind_does_not_skip_its_queued_e
     for i in (1, 2):
         store.create(CONFIGMAPS.collection, f"ns/cm-{i}", {"metadata": {"name": f"cm-{i}", "namespace": "ns"}})
     await store.durable()
-    await asyncio.sleep(0.4)
+    await asyncio.sleep(timeout + 0.1)
     [(kind, mark, _)] = await anext(events)
     assert kind == "BOOKMARK"
     resumed_from = int(mark["metadata"]["resourceVersion"])
@@ -79,7 +81,7 @@ async def test_an_idle_watch_bookmarks_the_newest_revision(tmp_path: Path) -> No
 async def test_the_events_ready_together_reach_the_watch_as_one_batch_in_order(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
     hub = WatchHub(store)
-    events = _watch(hub, store.revision, timeout=0.5)
+    events = _watch(hub, store.revision, timeout=5.0)
     first = asyncio.ensure_future(anext(events))
     await asyncio.sleep(0)
     for i in range(5):
