@@ -20,6 +20,7 @@ import pytest
 import pytest_asyncio
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pykubevirt.api import constants as c
@@ -48,7 +49,7 @@ from pykubevirt.handler.certificates import (
     api_server_context,
     client_watch,
 )
-from pykubevirt.pki.certificates import certificate_sans, create_ca, key_pem
+from pykubevirt.pki.certificates import cert_pem, certificate_sans, create_ca, issue_leaf, key_pem
 from pykubevirt.virtapi import cluster
 from pykubevirt.virtapi.handler_client import HandlerClient
 from pykubevirt.virtapi.serving_certificates import ServingFiles
@@ -203,6 +204,21 @@ async def test_a_new_ca_is_trusted_everywhere_before_any_pair_of_it_is_issued(ad
         assert files[key] == before[name][key] and files.get("ca.crt", bundle) == bundle
     assert 590 < issuer.settles_in() <= 600
     assert await issuer.ensure() == []
+    # Settling keeps pairs of the old CAs only: one of the new CA that is due is renewed at once.
+    ca_files = await files_of(admin, CA_SECRET)
+    new_key = serialization.load_pem_private_key(ca_files["tls.key"], password=None)
+    assert isinstance(new_key, ec.EllipticCurvePrivateKey)
+    due, due_key = issue_leaf(
+        renewed, new_key, CLIENT_COMMON_NAME, ExtendedKeyUsageOID.CLIENT_AUTH, validity=datetime.timedelta(days=1)
+    )
+    await put_files(
+        admin, CLIENT_SECRET, {"ca.crt": bundle, "client.crt": cert_pem(due), "client.key": key_pem(due_key)}
+    )
+    assert await issuer.ensure() == [f"secret/{CLIENT_SECRET}"]
+    fresh = certificate((await files_of(admin, CLIENT_SECRET))["client.crt"])
+    assert fresh != due and fresh.not_valid_after_utc > datetime.datetime.now(datetime.UTC) + _YEAR / 2
+    # Back to the old CA's pair for what follows.
+    await put_files(admin, CLIENT_SECRET, {**before[CLIENT_SECRET], "ca.crt": bundle})
 
     # Once it has settled, every pair is the new CA's, and the old CAs stay trusted for the pods not updated yet.
     settled = CertificateIssuer(admin, NAMESPACE, settle=datetime.timedelta(0))

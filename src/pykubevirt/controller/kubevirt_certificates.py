@@ -137,7 +137,8 @@ class IssuedPair:
         return None if all(files.get(name) == value for name, value in wanted.items()) else wanted
 
     def _usable(self, data: bytes, ca_cert: x509.Certificate, also_trusted: bytes) -> bool:
-        """Issued for all its names by this CA and not due for renewal, or unexpired and by a CA of `also_trusted`."""
+        """Issued for all its names by this CA and not due for renewal, or unexpired and by another CA of
+        `also_trusted` (one of this CA due for renewal is renewed even while the CA settles)."""
         try:
             cert = x509.load_pem_x509_certificate(data)
         except ValueError:
@@ -147,7 +148,7 @@ class IssuedPair:
         if is_current(cert, ca_cert):
             return True
         trusted = bundle_certificates(also_trusted)
-        return cert.not_valid_after_utc > now() and any(_issued_by(cert, ca) for ca in trusted)
+        return cert.not_valid_after_utc > now() and any(_issued_by(cert, ca) for ca in trusted if ca != ca_cert)
 
     def _with_bundle(self, pair: dict[str, bytes], bundle: bytes) -> dict[str, bytes]:
         return {"ca.crt": bundle, **pair} if self.with_ca else pair
