@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 
 from pykubevirt.cli.cluster_network import choose_cluster_cidr, release_cluster_network
+from pykubevirt.cli.readdressed_nodes import retire_readdressed_nodes
 from pykubevirt.client.api import KubeClient, Object
 from pykubevirt.client.errors import NotFound
 from pykubevirt.client.resources import NAMESPACES, NODES, PODS
@@ -375,3 +376,35 @@ async def test_a_sandbox_left_by_a_crash_is_removed_when_the_agent_starts(net: N
     assert not netns.exists(pod_netns(uid))
     assert ip not in leases(net, node)
     assert json.dumps(sorted(p.name for p in (net.root / node / "cni" / "pods").glob("*.json"))).count(uid) == 0
+
+
+async def test_a_node_holding_a_podcidr_of_the_clusters_former_cidr_is_retired_and_registers_anew(net: Net) -> None:
+    # What `down --all` then `up` leaves when another cluster took the old CIDR meanwhile: a Node in the data dir
+    # still holds a podCIDR of it, which the host no longer routes into this cluster. A podCIDR never changes.
+    name = f"netc-{uuid.uuid4().hex[:6]}"
+    stale = {"podCIDR": "10.127.9.0/24", "podCIDRs": ["10.127.9.0/24"]}
+    metadata = {"name": name, "labels": {"example.com/set-by-hand": "yes"}}
+    await net.client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": stale})
+    # The supervisor's step before the node agents start: only that Node goes.
+    assert await retire_readdressed_nodes(net.client, net.cidr) == [name]
+    assert await retire_readdressed_nodes(net.client, net.cidr) == []
+    assert set(nodes(net)) <= {n["metadata"]["name"] for n in (await net.client.list(NODES))["items"]}
+    await net.start_node(name)
+    try:
+        cidr = await eventually(lambda: node_cidr(net, name))
+        cluster = ClusterNetwork(net.cidr)
+        assert ipaddress.IPv4Network(cidr).subnet_of(ipaddress.IPv4Network(cluster.ipv4_cidr))
+        # It is a new Node: what others had set on the old one went with it, as with a re-created kubelet's Node.
+        assert "example.com/set-by-hand" not in (await net.client.get(NODES, name))["metadata"]["labels"]
+        await net.client.create(PODS, pod("readdressed", name), net.namespace)
+        obj = await running(net, "readdressed")
+        assert ipaddress.IPv4Address(obj["status"]["podIP"]) in ipaddress.IPv4Network(cidr)
+        assert await fetch(obj["status"]["podIP"]) == f"hello {cluster.host_address}"
+    finally:
+        with contextlib.suppress(NotFound):
+            await net.client.delete(PODS, "readdressed", net.namespace, grace_period_seconds=0)
+        await gone(net, "readdressed")
+        await net.stop_node(name)
+        kill_node_pods(net.root / name)
+        with contextlib.suppress(NotFound):
+            await net.client.delete(NODES, name)

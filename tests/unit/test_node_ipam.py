@@ -116,3 +116,14 @@ def test_the_ipv4_pod_ip_comes_first_in_a_dual_stack_result() -> None:
         ],
     }
     assert cni.result_ips(result) == ["10.150.3.7", "fd70:6b76:96:3::7"]
+
+
+def test_a_podcidr_of_another_cluster_cidr_is_told_apart_family_by_family() -> None:
+    dual = "10.150.0.0/16,fd70:6b76:96::/48"
+    assert not pod_network.outside_cluster("10.150.3.0/24,fd70:6b76:96:3::/64", dual)
+    assert not pod_network.outside_cluster("", dual)  # none given yet
+    # The cluster took 10.150.0.0/16 after its old 10.128.0.0/16 was taken while it was down.
+    assert pod_network.outside_cluster("10.128.0.0/24,fd70:6b76:80::/64", dual)
+    assert pod_network.outside_cluster("10.150.3.0/24,fd70:6b76:80::/64", dual)
+    # A family the cluster does not have (an IPv4-only cluster) does not count against the node.
+    assert not pod_network.outside_cluster("10.150.3.0/24,fd70:6b76:80::/64", "10.150.0.0/16")

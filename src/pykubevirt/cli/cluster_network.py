@@ -1,5 +1,6 @@
 """Which cluster CIDR an embedded cluster's pod network uses: a /16 of 10.0.0.0/8 that nothing on this host routes
 or holds, chosen once per data dir (recorded in it) and reserved host-wide by creating the cluster's namespace.
+`down --all` releases it, but the data dir remembers it, and the next `up` takes it again if it is still free.
 
 Where the host has IPv6 the cluster is dual-stack: next to 10.N.0.0/16 it takes the unique local /48 `fd70:6b76:N::`
 ("pkv"), recorded as kube's `--cluster-cidr` takes both, "10.N.0.0/16,fd70:6b76:N::/48". A host with IPv6 disabled,
@@ -15,9 +16,12 @@ import subprocess
 from pathlib import Path
 
 from pykubevirt.node import netns
-from pykubevirt.node.pod_network import LOCK_DIR, ClusterNetwork, ipv6_enabled
+from pykubevirt.node.pod_network import LOCK_DIR, ClusterNetwork, ipv6_enabled, split_cidrs
 
 CIDR_FILE = "cluster-cidr"
+# The CIDR a `down --all` released: the next `up` takes it again when it is still free, so the data dir's Nodes keep
+# their podCIDRs.
+RELEASED_CIDR_FILE = "cluster-cidr.released"
 # 10.96.0.0/12 is Kubernetes' default Service range and 10.244.0.0/16 its common pod range: left to real clusters.
 CANDIDATES = [f"10.{n}.0.0/16" for n in range(128, 240)]
 IPV6_PREFIX = "fd70:6b76"
@@ -87,7 +91,7 @@ def choose_cluster_cidr(data_dir: Path) -> str:
     with open(f"{LOCK_DIR}/pykubevirt-cluster-cidr.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         used = _host_networks()
-        for cidr in CANDIDATES:
+        for cidr in _preferred_first(data_dir):
             network = ipaddress.IPv4Network(cidr)
             if netns.exists(ClusterNetwork(cidr).netns) or any(network.overlaps(u) for u in used):
                 continue
@@ -99,9 +103,18 @@ def choose_cluster_cidr(data_dir: Path) -> str:
     raise RuntimeError("no free /16 in 10.128.0.0/9 for the pod network")
 
 
+def _preferred_first(data_dir: Path) -> list[str]:
+    """The candidates, the CIDR this data dir released last (if any) first."""
+    try:
+        released = split_cidrs((Path(data_dir) / RELEASED_CIDR_FILE).read_text().strip())[0]
+    except OSError:
+        released = ""
+    return sorted(CANDIDATES, key=lambda cidr: cidr != released)
+
+
 def release_cluster_network(data_dir: Path) -> None:
     """Remove the cluster's namespace (its bridges, the host veth and route go with it) and its Service proxy's nft
-    table, and forget the CIDR."""
+    table; the CIDR is no longer reserved, but remembered as the one to take again."""
     cidr = recorded_cidr(data_dir)
     if not cidr:
         return
@@ -113,4 +126,4 @@ def release_cluster_network(data_dir: Path) -> None:
     shutil.rmtree(cluster.shared_ipam_dir, ignore_errors=True)
     # The Service proxy's rules on the host (absent when it never ran: nft then fails, harmlessly).
     subprocess.run(["nft", "delete", "table", "ip", cluster.nft_table], check=False, capture_output=True)
-    (Path(data_dir) / CIDR_FILE).unlink(missing_ok=True)
+    (Path(data_dir) / CIDR_FILE).replace(Path(data_dir) / RELEASED_CIDR_FILE)

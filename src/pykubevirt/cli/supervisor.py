@@ -27,6 +27,7 @@ from pykubevirt.cli.component_process import ComponentProcess
 from pykubevirt.cli.kubeconfig_command import write_node_kubeconfig
 from pykubevirt.cli.mirror_pods import MirrorPods
 from pykubevirt.cli.node_fence import DEFAULT_FENCE_GRACE_SECONDS, NodeFencer
+from pykubevirt.cli.readdressed_nodes import retire_with_kubeconfig
 from pykubevirt.cli.startup_error import last_error_line
 
 log = logging.getLogger("pykubevirt.supervisor")
@@ -139,6 +140,8 @@ class Supervisor:
                 return 0
             for node in self.layout.node_names:
                 write_node_kubeconfig(self.layout, node)
+            if self.layout.cluster_cidr:
+                await retire_with_kubeconfig(Path(self.layout.kubeconfig), self.layout.cluster_cidr)
             for entry in others:
                 self._start(entry)
             self._write_state()

@@ -226,6 +226,19 @@ def node_pod_cidrs(node: Mapping[str, Any]) -> str:
     return ",".join(cidrs)
 
 
+def outside_cluster(pod_cidrs: str, cluster_cidr: str) -> bool:
+    """Whether a node's podCIDRs ("V4[,V6]") lie outside the cluster CIDR of their family: given by a cluster whose
+    CIDR has changed since."""
+    cluster = [ipaddress.ip_network(c) for c in split_cidrs(cluster_cidr) if c]
+    for text in (c for c in pod_cidrs.split(",") if c.strip()):
+        network = ipaddress.ip_network(text.strip(), strict=False)
+        family = [c for c in cluster if c.version == network.version]
+        # Same family (filtered above), which mypy cannot see through the union.
+        if family and not any(network.subnet_of(c) for c in family):  # type: ignore[arg-type]
+            return True
+    return False
+
+
 def pod_netns(uid: str) -> str:
     return POD_NETNS_PREFIX + uid
 
