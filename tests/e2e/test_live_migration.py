@@ -10,6 +10,8 @@ import os
 import re
 import shutil
 import signal
+import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from pykubevirt.api import constants as c
+from pykubevirt.api import pod_layout
 from pykubevirt.api.quantity import Quantity
 from pykubevirt.node.pod_dirs import existing_pod_dirs
 from pykubevirt.node.processes import kill_group
@@ -598,6 +601,27 @@ SHARED_USER_DATA = (
 DATA = re.compile(rb"^data (\d+)\n")
 
 
+def target_qemu_state(pod_uid: str, domain: str) -> str:
+    """The target's domain state and QEMU's view, twice a second apart (a moving RIP and block counters tell a
+    running guest from a halted one, and an I/O hang from a CPU hang), through its launcher's private libvirtd."""
+    socket = f"{pod_layout.short_runtime_dir(pod_uid)}/d/sock/libvirt-sock"
+    uri = f"qemu+unix:///system?socket={socket}"
+    shown = []
+    for round_ in (1, 2):
+        for command in (
+            ["domstate", "--reason", domain],
+            ["qemu-monitor-command", domain, "--hmp", "info status"],
+            ["qemu-monitor-command", domain, "--hmp", "info registers"],
+            ["qemu-monitor-command", domain, "--hmp", "info blockstats"],
+        ):
+            done = subprocess.run(["virsh", "-c", uri, *command], capture_output=True, text=True, timeout=30)
+            lines = (done.stdout or done.stderr).strip().splitlines()
+            kept = [line for line in lines if command[-1] != "info registers" or line.startswith(("RIP", "EFL"))]
+            shown.append(f"[{round_}] {' '.join(command[:1] + command[-1:])}: " + " | ".join(kept))
+        time.sleep(1.0)
+    return "\n".join(shown)
+
+
 def shared_claim(cluster: UpCluster, name: str, size: str) -> Path:
     """A ReadWriteMany claim of the embedded `shared` class (no node affinity: both nodes mount it); its directory."""
     claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}}
@@ -670,7 +694,8 @@ def test_a_guest_on_shared_claims_moves_without_a_block_copy(two_nodes: UpCluste
         target = pods_by_node(cluster, cluster.jsonpath("vmi", name, "{.metadata.uid}"))[target_node]
         vmi = cluster.run("kubectl", "get", "vmi", name, "-o", "yaml").stdout
         shown = console(cluster, target["name"])[-3000:]
-        raise AssertionError(f"data at {written()}\n{vmi}\ntarget console:\n{shown}") from None
+        qemu = target_qemu_state(target["uid"], f"default_{name}")
+        raise AssertionError(f"data at {written()}\n{vmi}\ntarget console:\n{shown}\ntarget QEMU:\n{qemu}") from None
     assert (root / "disk.img").read_bytes()[:4096] == guest_image.read_bytes()[:4096]
     cluster.run("kubectl", "delete", "vmi", name, "--wait=false")
 
