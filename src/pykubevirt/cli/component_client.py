@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,6 +33,18 @@ def connect(args: argparse.Namespace, user_agent: str) -> KubeClient | None:
         print(f"error: {exc}", flush=True)
         return None
     return KubeClient(config, qps=args.qps, burst=args.burst, user_agent=user_agent)
+
+
+def admin_client(kubeconfig: Path, user_agent: str) -> KubeClient | None:
+    """An unthrottled client of the cluster's admin kubeconfig (the supervisor's helpers), None while the API server
+    has not written it yet."""
+    from pykubevirt.client.api import KubeClient
+    from pykubevirt.client.config import ConfigError, load_kubeconfig
+
+    try:
+        return KubeClient(load_kubeconfig(kubeconfig), qps=0, user_agent=user_agent)
+    except ConfigError:
+        return None
 
 
 def cancel_on_signals(task: asyncio.Future[Any]) -> None:

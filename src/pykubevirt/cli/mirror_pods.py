@@ -8,15 +8,14 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from pykubevirt import __version__
 from pykubevirt.api import pod_layout
 from pykubevirt.api.timestamps import now_rfc3339
 from pykubevirt.cli.cluster_layout import ClusterLayout, Component
+from pykubevirt.cli.component_client import admin_client
 from pykubevirt.client.api import KubeClient, Object
-from pykubevirt.client.config import ConfigError, load_kubeconfig
 from pykubevirt.client.errors import AlreadyExists, ApiError, Conflict
 from pykubevirt.client.resources import PODS
 
@@ -142,10 +141,7 @@ class MirrorPods:
                 await client.close()
 
     def _client(self) -> KubeClient | None:
-        try:
-            return KubeClient(load_kubeconfig(Path(self.layout.kubeconfig)), qps=0, user_agent="pykubevirt-supervisor")
-        except ConfigError:
-            return None
+        return admin_client(self.layout.kubeconfig, "pykubevirt-supervisor")
 
     async def sync(self, client: KubeClient, states: dict[str, dict[str, Any]]) -> None:
         for component in self.components:

@@ -27,15 +27,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pykubevirt.api import constants as c
 from pykubevirt.api import pod_layout
 from pykubevirt.api.timestamps import format_time, parse_time
 from pykubevirt.cli.cluster_layout import ClusterLayout
+from pykubevirt.cli.component_client import admin_client
 from pykubevirt.client.api import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient, Object
-from pykubevirt.client.config import ConfigError, load_kubeconfig
 from pykubevirt.client.errors import ApiError, Conflict, NotFound
 from pykubevirt.client.resources import NODES, PODS
 from pykubevirt.controller.node_controller import NO_EXECUTE
@@ -127,10 +126,7 @@ class NodeFencer:
                 await client.close()
 
     def _client(self) -> KubeClient | None:
-        try:
-            return KubeClient(load_kubeconfig(Path(self.layout.kubeconfig)), qps=0, user_agent="pykubevirt-fence")
-        except ConfigError:
-            return None
+        return admin_client(self.layout.kubeconfig, "pykubevirt-fence")
 
     def _up_for(self, name: str) -> float:
         """Seconds the component has been running without a restart (0 when down)."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from pykubevirt.cli.component_client import admin_client
 from pykubevirt.client.api import KubeClient
-from pykubevirt.client.config import ConfigError, load_kubeconfig
 from pykubevirt.client.errors import ApiError, NotFound
 from pykubevirt.client.resources import NODES
 from pykubevirt.node.pod_network import node_pod_cidrs, outside_cluster
@@ -45,10 +45,9 @@ async def retire_readdressed_nodes(client: KubeClient, cluster_cidr: str) -> lis
 
 async def retire_with_kubeconfig(kubeconfig: Path, cluster_cidr: str) -> list[str]:
     """The same through the admin kubeconfig; a failure is logged, and the node agents start regardless."""
-    try:
-        client = KubeClient(load_kubeconfig(kubeconfig), qps=0, user_agent="pykubevirt-supervisor")
-    except ConfigError as exc:
-        log.warning("cannot look for readdressed nodes: %s", exc)
+    client = admin_client(kubeconfig, "pykubevirt-supervisor")
+    if client is None:
+        log.warning("cannot look for readdressed nodes: no admin kubeconfig at %s", kubeconfig)
         return []
     try:
         return await retire_readdressed_nodes(client, cluster_cidr)

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from pykubevirt.client.api import KubeClient, Object
@@ -47,13 +46,11 @@ from pykubevirt.pki.certificates import (
     create_ca,
     is_current,
     issue_leaf,
+    issued_by,
     key_pem,
     now,
     usable_ca,
 )
-
-CLIENT_AUTH = ExtendedKeyUsageOID.CLIENT_AUTH
-SERVER_AUTH = ExtendedKeyUsageOID.SERVER_AUTH
 
 log = logging.getLogger("pykubevirt.controller.kubevirt_certificates")
 
@@ -147,19 +144,11 @@ class IssuedPair:
             return False
         if is_current(cert, ca_cert):
             return True
-        trusted = bundle_certificates(also_trusted)
-        return cert.not_valid_after_utc > now() and any(_issued_by(cert, ca) for ca in trusted if ca != ca_cert)
+        others = [ca for ca in bundle_certificates(also_trusted) if ca != ca_cert and ca.not_valid_after_utc > now()]
+        return cert.not_valid_after_utc > now() and any(issued_by(cert, ca) for ca in others)
 
     def _with_bundle(self, pair: dict[str, bytes], bundle: bytes) -> dict[str, bytes]:
         return {"ca.crt": bundle, **pair} if self.with_ca else pair
-
-
-def _issued_by(cert: x509.Certificate, ca_cert: x509.Certificate) -> bool:
-    try:
-        cert.verify_directly_issued_by(ca_cert)
-    except (ValueError, TypeError, InvalidSignature):
-        return False
-    return ca_cert.not_valid_after_utc > now()
 
 
 def issued_pairs(namespace: str) -> tuple[IssuedPair, ...]:
@@ -176,7 +165,7 @@ def issued_pairs(namespace: str) -> tuple[IssuedPair, ...]:
             "tls.crt",
             "tls.key",
             api_service_names(namespace)[2],
-            SERVER_AUTH,
+            ExtendedKeyUsageOID.SERVER_AUTH,
             with_ca=True,
             dns_names=api_service_names(namespace),
         ),
@@ -215,8 +204,10 @@ class CertificateIssuer:
         found = await self.client.get_or_none(SECRETS, CA_SECRET, self.namespace)
         files = secret_files(found)
         ca = loaded_ca(files)
-        replaced = bundle_certificates(files.get("tls.crt", b"")) if ca is None else []
+        replaced: list[x509.Certificate] = []
         if ca is None:
+            # The CA being replaced (if readable) stays trusted in the bundle with those it replaced.
+            replaced = bundle_certificates(files.get("tls.crt", b""))
             ca = create_ca(CA_COMMON_NAME)
             await self._write(
                 SECRETS, found, CA_SECRET, _secret({"tls.crt": cert_pem(ca[0]), "tls.key": key_pem(ca[1])})

@@ -149,15 +149,18 @@ def certificate_sans(cert: x509.Certificate) -> tuple[set[str], set[IPAddress]]:
     return set(san.get_values_for_type(x509.DNSName)), addresses
 
 
-def is_current(cert: x509.Certificate, ca_cert: x509.Certificate) -> bool:
-    """Whether `cert` was signed by `ca_cert` and is not within RENEW_BEFORE of its end."""
-    if cert.not_valid_after_utc - RENEW_BEFORE < now():
-        return False
+def issued_by(cert: x509.Certificate, ca_cert: x509.Certificate) -> bool:
+    """Whether `ca_cert` signed `cert` (not a CA regenerated since, nor a foreign certificate)."""
     try:
         cert.verify_directly_issued_by(ca_cert)
-    except (ValueError, TypeError, InvalidSignature):  # a CA regenerated since, or a foreign certificate
+    except (ValueError, TypeError, InvalidSignature):
         return False
     return True
+
+
+def is_current(cert: x509.Certificate, ca_cert: x509.Certificate) -> bool:
+    """Whether `cert` was signed by `ca_cert` and is not within RENEW_BEFORE of its end."""
+    return cert.not_valid_after_utc - RENEW_BEFORE >= now() and issued_by(cert, ca_cert)
 
 
 def load_certificate(path: Path) -> x509.Certificate | None:
